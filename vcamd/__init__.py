@@ -1,0 +1,3 @@
+"""FaceLive Camera: a real-time face-swap virtual camera."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from vcamd.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""`vcamd` command line: subcommands only, each a thin call into the modules that do the work.
+
+Each module in `vcamd.commands` adds its own subparsers with `register(subparsers)` and keeps its
+top-level imports light, so `vcamd status` does not pay for loading ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from vcamd import __version__
+from vcamd.errors import VcamdError
+
+COMMAND_MODULES = (
+    "models",
+    "faces",
+    "swap",
+    "run",
+    "bench",
+    "config",
+    "control",
+    "service",
+    "doctor",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vcamd",
+        description="FaceLive Camera: swap your face live and publish it as the 'FaceLive Camera' virtual camera.",
+    )
+    parser.add_argument("--version", action="version", version=f"vcamd {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"vcamd.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"vcamd.commands.{name}":
+                continue  # command not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+    try:
+        return int(args.func(args) or 0)
+    except VcamdError as err:
+        print(f"vcamd: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130

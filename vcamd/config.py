@@ -1,0 +1,267 @@
+"""The one settings schema: a pydantic model per TOML section, load, validate, diff.
+
+Unknown keys are rejected (a typo must not silently fall back to a default). Every key has a
+default, documented in `config.example.toml`; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from vcamd.errors import ConfigError
+
+APP_NAME = "facelive"
+
+Providers = Literal["auto", "cuda", "tensorrt", "coreml", "directml", "openvino", "cpu"]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelsConfig(Section):
+    dir: Path | None = None
+    """Where model files live; None = the user data dir (platformdirs) / models."""
+    detector: str = "buffalo_l"
+    """Manifest name (buffalo_l → det_10g.onnx) or a path to an SCRFD .onnx file."""
+    recognizer: str = "buffalo_l"
+    """Manifest name (buffalo_l → w600k_r50.onnx) or a path to an ArcFace .onnx file."""
+    swapper: str = "inswapper_128_fp16"
+    """inswapper_128_fp16, inswapper_128, or a path to an .onnx file."""
+    enhancer: str = "gfpgan_1.4"
+    """gfpgan_1.4 or a path to an .onnx file."""
+    providers: list[Providers] = ["auto"]
+    mirror: str = ""
+    """Replaces the download host of every model URL (for users behind firewalls)."""
+    threads: Annotated[int, Field(ge=0, le=256)] = 0
+    """ONNX Runtime intra-op threads per session; 0 = number of cores."""
+
+    @field_validator("providers")
+    @classmethod
+    def _providers_not_empty(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("must list at least one provider, or [\"auto\"]")
+        if "auto" in v and len(v) > 1:
+            raise ValueError('"auto" cannot be combined with explicit providers')
+        return v
+
+    @field_validator("mirror")
+    @classmethod
+    def _mirror_is_http(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL, or empty")
+        return v.rstrip("/")
+
+
+class DetectionConfig(Section):
+    size: Annotated[int, Field(ge=128, le=1280, multiple_of=32)] = 640
+    """Detector input size (square) for full-frame detections."""
+    threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.5
+    full_every: Annotated[int, Field(ge=1, le=300)] = 10
+    """Live: run a full-frame detection every N frames; in between, re-detect in a crop around the face."""
+    track_size: Annotated[int, Field(ge=96, le=640, multiple_of=32)] = 192
+    """Live: detector input size for the crop around a tracked face."""
+
+
+class FaceSelection(StrEnum):
+    largest = "largest"
+    all = "all"
+    reference = "reference"
+
+
+class OnMiss(StrEnum):
+    hold = "hold"
+    blur = "blur"
+    passthrough = "passthrough"
+
+
+class SwapConfig(Section):
+    enabled: bool = True
+    """Swapping on at start-up (the tray and `vcamd on/off` switch it at run time)."""
+    source_face: Path | None = None
+    source_consent: bool = False
+    """You confirm you have the consent of the person in source_face. Required to swap."""
+    face_selection: FaceSelection = FaceSelection.largest
+    reference_face: Path | None = None
+    """With face_selection = "reference": the target face to swap is the one most like this photo."""
+    mouth_mask: bool = False
+    color_correction: bool = True
+    on_miss: OnMiss = OnMiss.hold
+
+
+class EnhancerConfig(Section):
+    enabled: bool = False
+    strength: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
+
+
+class CameraConfig(Section):
+    device: str = "0"
+    """Camera index ("0"), device path ("/dev/video0"), video file path, or "synthetic"."""
+    width: Annotated[int, Field(ge=64, le=7680)] = 1280
+    height: Annotated[int, Field(ge=64, le=4320)] = 720
+    fps: Annotated[float, Field(gt=0, le=240)] = 30.0
+    mjpg: bool = True
+    loop: bool = False
+    """For a video file: start again at the end instead of going offline."""
+    reopen_interval_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+
+
+class VirtualCameraConfig(Section):
+    name: str = "FaceLive Camera"
+    device: str = ""
+    """Linux: the v4l2loopback device (e.g. /dev/video10); empty = find the one labelled `name`."""
+    backend: str = ""
+    """pyvirtualcam backend ("v4l2loopback", "obs", "unitycapture"); empty = the platform default."""
+
+
+class WatchdogConfig(Section):
+    budget_ms: Annotated[float, Field(gt=0, le=1000)] = 40.0
+    """Per-frame budget, measured capture→publish."""
+    window: Annotated[int, Field(ge=3, le=600)] = 15
+    """Frames in the rolling window the decisions look at."""
+    degrade_ratio: Annotated[float, Field(gt=0, le=1)] = 0.3
+    """Degrade one step when more than this share of the window ran over budget."""
+    recover_headroom: Annotated[float, Field(gt=0, lt=1)] = 0.6
+    """Climb one step when the window's p95 is under budget × this for `recover_after_s`."""
+    recover_after_s: Annotated[float, Field(ge=0, le=600)] = 3.0
+    cooldown_s: Annotated[float, Field(ge=0, le=600)] = 1.0
+    """Minimum time between two transitions, so one slow spike cannot cascade."""
+    lowres_scale: Annotated[float, Field(gt=0.1, lt=1)] = 0.5
+    """Processing/detection resolution factor at the "lower resolution" step."""
+
+
+class Corner(StrEnum):
+    top_left = "top-left"
+    top_right = "top-right"
+    bottom_left = "bottom-left"
+    bottom_right = "bottom-right"
+
+
+class DisclosureConfig(Section):
+    badge: bool = True
+    text: Annotated[str, Field(min_length=1, max_length=40)] = "AI-altered"
+    corner: Corner = Corner.bottom_right
+
+
+class PreviewConfig(Section):
+    port: Annotated[int, Field(ge=0, le=65535)] = 8765
+    """Port of the local preview page on 127.0.0.1 (0 = any free port)."""
+
+
+class RuntimeConfig(Section):
+    max_memory_gb: Annotated[float, Field(ge=0, le=1024)] = 0.0
+    """Upper bound on the daemon's memory; 0 = no cap."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class TrayConfig(Section):
+    enabled: bool = True
+
+
+class Config(Section):
+    models: ModelsConfig = ModelsConfig()
+    detection: DetectionConfig = DetectionConfig()
+    swap: SwapConfig = SwapConfig()
+    enhancer: EnhancerConfig = EnhancerConfig()
+    camera: CameraConfig = CameraConfig()
+    virtual_camera: VirtualCameraConfig = VirtualCameraConfig()
+    watchdog: WatchdogConfig = WatchdogConfig()
+    disclosure: DisclosureConfig = DisclosureConfig()
+    preview: PreviewConfig = PreviewConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+    tray: TrayConfig = TrayConfig()
+
+    def changed_sections(self, other: "Config") -> set[str]:
+        """Names of the sections whose values differ — what a hot reload must restart."""
+        return {name for name in type(self).model_fields if getattr(self, name) != getattr(other, name)}
+
+
+def user_config_path() -> Path:
+    """`~/.config/facelive/config.toml` on Linux, the platform equivalent elsewhere."""
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+def user_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def user_state_dir() -> Path:
+    return Path(platformdirs.user_state_dir(APP_NAME))
+
+
+def user_runtime_dir() -> Path:
+    return Path(platformdirs.user_runtime_dir(APP_NAME))
+
+
+def _describe_error(err: dict[str, Any]) -> str:
+    """One line: [section].key = bad value: what was expected."""
+    loc = [str(p) for p in err["loc"]]
+    if len(loc) >= 2:
+        where = f"[{loc[0]}] {'.'.join(loc[1:])}"
+    else:
+        where = f"[{loc[0]}]" if loc else "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"{where}: unknown key — remove it or check the spelling (see config.example.toml)"
+    got = err.get("input")
+    msg = err["msg"]
+    if isinstance(got, (dict, list)) and len(repr(got)) > 60:
+        return f"{where}: {msg}"
+    return f"{where} = {got!r}: {msg}"
+
+
+def config_from_dict(data: dict[str, Any], origin: str = "<config>") -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(origin, [_describe_error(e) for e in exc.errors()]) from None
+
+
+def load_config(path: Path | str | None = None) -> tuple[Config, Path | None]:
+    """Load and validate a config file.
+
+    With no path, the user config file is used when it exists, else the defaults. Returns the
+    config and the file it came from (None for pure defaults). Raises ConfigError with one line
+    per problem.
+    """
+    if path is None:
+        candidate = user_config_path()
+        if not candidate.exists():
+            return Config(), None
+        path = candidate
+    path = Path(path).expanduser()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(str(path), ["file not found — create it with `vcamd config init` or pass --config"]) from None
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), ["not UTF-8 text — save it as UTF-8"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), [f"invalid TOML: {exc}"]) from None
+    config = config_from_dict(data, str(path))
+    return _resolve_relative_paths(config, path.parent), path
+
+
+def _resolve_relative_paths(config: Config, base: Path) -> Config:
+    """Paths in a config file are relative to the file, not to wherever the daemon was started."""
+
+    def fix(p: Path | None) -> Path | None:
+        if p is None:
+            return None
+        p = p.expanduser()
+        return p if p.is_absolute() else (base / p)
+
+    models = config.models.model_copy(update={"dir": fix(config.models.dir)})
+    swap = config.swap.model_copy(
+        update={"source_face": fix(config.swap.source_face), "reference_face": fix(config.swap.reference_face)}
+    )
+    return config.model_copy(update={"models": models, "swap": swap})

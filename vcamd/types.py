@@ -1,0 +1,65 @@
+"""Named types that travel along the frame path. Small, frozen, no dicts passed around."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+Frame = npt.NDArray[np.uint8]
+"""H×W×3 uint8 BGR image, as OpenCV delivers it."""
+
+Points = npt.NDArray[np.float32]
+"""N×2 float32 pixel coordinates."""
+
+
+@dataclass(frozen=True, slots=True)
+class Face:
+    """One detected face in frame coordinates."""
+
+    box: tuple[float, float, float, float]  # x1, y1, x2, y2
+    score: float
+    kps: Points  # 5×2: left eye, right eye, nose, left mouth corner, right mouth corner
+
+    @property
+    def width(self) -> float:
+        return self.box[2] - self.box[0]
+
+    @property
+    def height(self) -> float:
+        return self.box[3] - self.box[1]
+
+    @property
+    def area(self) -> float:
+        return max(0.0, self.width) * max(0.0, self.height)
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """A camera frame stamped when it was read (time.monotonic seconds) and numbered."""
+
+    frame: Frame
+    t_capture: float
+    seq: int
+
+
+class Outcome(StrEnum):
+    """What a published frame shows."""
+
+    swapped = "swapped"  # the swapped face (fresh or re-composited at the face's current position)
+    held = "held"  # the last good output, because this frame could not be swapped
+    blurred = "blurred"  # the face region blurred, because it could not be swapped
+    passthrough = "passthrough"  # the raw frame while swapping was on (only with on_miss = passthrough)
+    off = "off"  # swapping turned off by the user: the raw frame, not a miss
+    offline = "offline"  # the camera-offline placeholder
+
+
+class Level(IntEnum):
+    """The watchdog's degradation ladder, best quality first."""
+
+    full = 0  # everything on
+    no_enhancer = 1  # enhancer off
+    low_res = 2  # detection/processing at reduced resolution
+    frame_skip = 3  # process every other frame, re-composite in between
