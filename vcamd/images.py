@@ -1,0 +1,63 @@
+"""Reading user-supplied photos (source face, reference face, `vcamd faces`/`swap` inputs).
+
+One place that turns every way a file can be wrong into a FaceError that names the file and says
+what to do: missing, a folder, empty, not an image, animated, absurdly large, unreadable pixels.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from vcamd.errors import FaceError
+from vcamd.types import Frame
+
+MAX_PIXELS = 64_000_000
+"""Refuse photos above 64 MP: decoding one costs hundreds of MB and no face needs it."""
+
+MAX_FILE_BYTES = 200 * 1024 * 1024
+
+
+def read_image(path: Path | str, what: str = "image") -> Frame:
+    """Decode a still photo to an H×W×3 uint8 BGR frame, or raise FaceError saying why not."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise FaceError(f"{what} {path} does not exist", fix="check the path")
+    if path.is_dir():
+        raise FaceError(f"{what} {path} is a folder, not an image file", fix="give the path of a photo")
+    size = path.stat().st_size
+    if size == 0:
+        raise FaceError(f"{what} {path} is empty (0 bytes)", fix="give a JPEG or PNG photo")
+    if size > MAX_FILE_BYTES:
+        raise FaceError(f"{what} {path} is {size / 1e6:.0f} MB", fix="use a photo under 200 MB")
+    # Read the header with Pillow first: it tells the pixel count and frame count without decoding,
+    # so a decompression bomb or an animation is refused before any pixels are allocated.
+    try:
+        with Image.open(path) as probe:
+            width, height = probe.size
+            frames = getattr(probe, "n_frames", 1)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        # Pillow can't identify it; OpenCV may still (e.g. some formats), so only fail if both do.
+        probe_error = str(exc) or type(exc).__name__
+        width = height = 0
+        frames = 1
+    except Image.DecompressionBombError:
+        raise FaceError(f"{what} {path} is too large to decode safely", fix=f"use a photo under {MAX_PIXELS // 1_000_000} MP") from None
+    else:
+        probe_error = ""
+    if width * height > MAX_PIXELS:
+        raise FaceError(
+            f"{what} {path} is {width}×{height} ({width * height / 1e6:.0f} MP)",
+            fix=f"use a photo under {MAX_PIXELS // 1_000_000} MP",
+        )
+    if frames > 1:
+        raise FaceError(f"{what} {path} is animated ({frames} frames)", fix="use a still photo (JPEG or PNG)")
+    data = np.fromfile(path, dtype=np.uint8)
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if image is None:
+        detail = f" ({probe_error})" if probe_error else ""
+        raise FaceError(f"{what} {path} is not a readable image{detail}", fix="give a JPEG or PNG photo")
+    return np.ascontiguousarray(image)
