@@ -93,6 +93,9 @@ class SwapConfig(Section):
     mouth_mask: bool = False
     color_correction: bool = True
     on_miss: OnMiss = OnMiss.hold
+    """Live: what a frame shows when its face cannot be swapped in time (start-up, detection miss, model error, stale swap)."""
+    max_result_age_s: Annotated[float, Field(gt=0, le=600)] = 5.0
+    """Live: once the last swap is older than this while the model hangs (a swap runs > 4× its usual time), on_miss applies."""
 
 
 class EnhancerConfig(Section):
@@ -110,6 +113,9 @@ class CameraConfig(Section):
     loop: bool = False
     """For a video file: start again at the end instead of going offline."""
     reopen_interval_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+    """Seconds between attempts to reopen a lost camera."""
+    stall_timeout_s: Annotated[float, Field(gt=0, le=60)] = 1.0
+    """Live: no frame for this long counts as a lost camera; the offline frame is published meanwhile."""
 
 
 class VirtualCameraConfig(Section):
@@ -152,6 +158,8 @@ class DisclosureConfig(Section):
 class PreviewConfig(Section):
     port: Annotated[int, Field(ge=0, le=65535)] = 8765
     """Port of the local preview page on 127.0.0.1 (0 = any free port)."""
+    jpeg_quality: Annotated[int, Field(ge=10, le=100)] = 80
+    """JPEG quality of the preview stream and /snapshot.jpg (higher = sharper, more CPU)."""
 
 
 class RuntimeConfig(Section):

@@ -1,0 +1,64 @@
+"""Enhancer (GFPGAN 1.4 signature) with the light stand-in through real ONNX Runtime sessions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vcamd.enhance import ENHANCE_SIZE, Enhancer
+from vcamd.errors import ModelError
+from vcamd.types import Face, Frame
+
+
+def test_enhance_face_changes_the_face_region_only(standins, sessions, newton: Frame, newton_face: Face) -> None:  # type: ignore[no-untyped-def]
+    frame = newton.copy()
+    region = Enhancer(standins.enhancer, sessions, strength=1.0).enhance_face(frame, newton_face.kps)
+    assert region is not None
+    inside = np.zeros(frame.shape[:2], bool)
+    inside[region.y0 : region.y1, region.x0 : region.x1] = True
+    assert np.array_equal(frame[~inside], newton[~inside])
+    x1, y1, x2, y2 = (int(v) for v in newton_face.box)
+    face_change = np.abs(frame[y1:y2, x1:x2].astype(np.int16) - newton[y1:y2, x1:x2]).mean()
+    assert face_change > 3, "the stand-in sharpens and boosts contrast: the face must visibly change"
+    assert inside.mean() < 0.5  # a face-sized rectangle, not the frame
+
+
+def test_strength_zero_leaves_the_frame_unchanged_and_half_strength_changes_half(standins, sessions, newton: Frame, newton_face: Face) -> None:  # type: ignore[no-untyped-def]
+    frame = newton.copy()
+    assert Enhancer(standins.enhancer, sessions, strength=0.0).enhance_face(frame, newton_face.kps) is None
+    assert np.array_equal(frame, newton)
+
+    changes = []
+    for strength in (0.5, 1.0):
+        out = newton.copy()
+        Enhancer(standins.enhancer, sessions, strength=strength).enhance_face(out, newton_face.kps)
+        changes.append(np.abs(out.astype(np.int16) - newton).sum())
+    assert changes[0] == pytest.approx(changes[1] / 2, rel=0.1)
+
+
+def test_restore_uses_rgb_minus_one_to_one(standins, sessions) -> None:  # type: ignore[no-untyped-def]
+    # The light stand-in is y = clip(1.15 · sharpen(x)) on x = pixel/127.5 − 1; sharpen(flat) = flat.
+    crop = np.empty((ENHANCE_SIZE, ENHANCE_SIZE, 3), np.uint8)
+    crop[:] = (50, 100, 200)  # B, G, R
+    out = Enhancer(standins.enhancer, sessions).restore(crop)
+    expected = [np.clip(1.15 * (v / 127.5 - 1.0), -1, 1) * 127.5 + 127.5 for v in (50, 100, 200)]
+    assert np.abs(out[256, 256].astype(float) - expected).max() <= 1.0
+
+
+def test_enhance_aligned_mixes_by_strength_in_crop_space(standins, sessions, newton: Frame, newton_face: Face) -> None:  # type: ignore[no-untyped-def]
+    from vcamd.faces.align import estimate_affine, warp
+
+    crop = warp(newton, estimate_affine(newton_face.kps, ENHANCE_SIZE, "ffhq"), ENHANCE_SIZE)
+    assert Enhancer(standins.enhancer, sessions, strength=0.0).enhance_aligned(crop) is crop
+    full = Enhancer(standins.enhancer, sessions, strength=1.0).enhance_aligned(crop)
+    half = Enhancer(standins.enhancer, sessions, strength=0.5).enhance_aligned(crop)
+    midpoint = (full.astype(np.float32) + crop) / 2
+    assert np.abs(half - midpoint).max() <= 1.0
+    assert np.abs(full.astype(np.int16) - crop).mean() > 3
+
+
+def test_a_model_with_the_wrong_signature_is_a_model_error(standins, sessions) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ModelError, match=r"swapper\.onnx is not a GFPGAN enhancer.*\[models\] enhancer"):
+        Enhancer(standins.swapper, sessions)
+    with pytest.raises(ModelError, match=r"recognizer\.onnx is not a GFPGAN enhancer.*\[1,3,512,512\]"):
+        Enhancer(standins.recognizer, sessions)

@@ -1,0 +1,168 @@
+"""FaceEngine: the whole per-frame path on real photos with real SCRFD and stand-in swap models."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.blend import paste_region
+from vcamd.config import Config, config_from_dict
+from vcamd.errors import ConfigError, FaceError, VcamdError
+from vcamd.faces.align import estimate_affine
+from vcamd.process import FaceEngine, require_consent
+from vcamd.types import Face, Frame, Level
+
+
+def _config(standins, assets: Path, **sections: dict) -> Config:  # type: ignore[no-untyped-def]
+    data = {
+        "models": {
+            "detector": str(standins.detector),
+            "recognizer": str(standins.recognizer),
+            "swapper": str(standins.swapper),
+            "enhancer": str(standins.enhancer),
+            "providers": ["cpu"],
+            "threads": 1,
+        },
+        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True},
+    }
+    for name, values in sections.items():
+        data[name] = {**data.get(name, {}), **values}
+    return config_from_dict(data)
+
+
+@pytest.fixture(scope="module")
+def engine(standins, assets, sessions) -> FaceEngine:  # type: ignore[no-untyped-def]
+    return FaceEngine.from_config(_config(standins, assets), sessions)
+
+
+@pytest.fixture(scope="module")
+def enhancing_engine(standins, assets, sessions) -> FaceEngine:  # type: ignore[no-untyped-def]
+    return FaceEngine.from_config(_config(standins, assets, enhancer={"enabled": True, "strength": 1.0}), sessions)
+
+
+def test_process_frame_swaps_the_face_and_touches_nothing_else(engine: FaceEngine, newton: Frame, newton_face: Face) -> None:
+    frame = newton.copy()
+    result = engine.process_frame(frame)
+    assert result.frame is frame
+    assert result.swapped == 1 and len(result.faces) == 1
+    assert set(result.stage_ms) >= {"detect", "select", "align", "swap", "enhance", "blend"}
+    assert result.stage_ms["enhance"] == 0.0  # no enhancer configured
+    region = paste_region(frame.shape, (128, 128), estimate_affine(newton_face.kps, 128))
+    assert region is not None
+    inside = np.zeros(frame.shape[:2], bool)
+    inside[region.y0 : region.y1, region.x0 : region.x1] = True
+    assert np.array_equal(frame[~inside], newton[~inside])
+    x1, y1, x2, y2 = (int(v) for v in newton_face.box)
+    assert np.abs(frame[y1:y2, x1:x2].astype(np.int16) - newton[y1:y2, x1:x2]).mean() > 20
+
+
+def test_the_enhancer_runs_at_full_quality_and_is_skipped_from_no_enhancer_down(enhancing_engine: FaceEngine, engine: FaceEngine, newton: Frame) -> None:
+    full = enhancing_engine.process_frame(newton.copy(), Level.full)
+    assert full.stage_ms["enhance"] > 0
+    skipped = enhancing_engine.process_frame(newton.copy(), Level.no_enhancer)
+    assert skipped.stage_ms["enhance"] == 0.0
+    plain = engine.process_frame(newton.copy(), Level.full)
+    assert np.array_equal(skipped.frame, plain.frame), "at no_enhancer the result is the plain swap"
+    assert not np.array_equal(full.frame, plain.frame)
+
+
+def test_low_res_level_detects_at_a_smaller_input(engine: FaceEngine) -> None:
+    assert engine.detect_size(Level.full) == 640
+    assert engine.detect_size(Level.no_enhancer) == 640
+    assert engine.detect_size(Level.low_res) == 320
+    assert engine.detect_size(Level.frame_skip) == 320
+
+
+def test_a_swapped_face_recomposites_at_the_face_s_new_position(engine: FaceEngine, newton: Frame, newton_face: Face) -> None:
+    swapped = engine.swap_faces(newton, [newton_face])
+    assert len(swapped) == 1 and swapped[0].crop.shape == (128, 128, 3) and swapped[0].template == "arcface"
+    here = newton.copy()
+    engine.composite(here, swapped[0], newton_face)
+    # The camera moved: the same picture 37 px right and 11 px down. Composite the SAME crop there.
+    dx, dy = 37, 11
+    shift = np.float32([[1, 0, dx], [0, 1, dy]])
+    height, width = newton.shape[:2]
+    moved_frame = cv2.warpAffine(newton, shift, (width, height))
+    moved_face = Face((newton_face.box[0] + dx, newton_face.box[1] + dy, newton_face.box[2] + dx, newton_face.box[3] + dy), newton_face.score, newton_face.kps + np.float32([dx, dy]))
+    engine.composite(moved_frame, swapped[0], moved_face)
+    diff = np.abs(moved_frame[dy:, dx:].astype(np.int16) - here[: height - dy, : width - dx])
+    assert diff.max() <= 2
+
+
+def test_enhanced_swaps_are_512_ffhq_crops(enhancing_engine: FaceEngine, newton: Frame, newton_face: Face) -> None:
+    swapped = enhancing_engine.swap_faces(newton, [newton_face], Level.full)
+    assert swapped[0].crop.shape == (512, 512, 3) and swapped[0].enhanced
+    plain = enhancing_engine.swap_faces(newton, [newton_face], Level.no_enhancer)
+    assert plain[0].crop.shape == (128, 128, 3) and not plain[0].enhanced
+
+
+def test_source_face_is_embedded_once_and_again_only_when_it_changes(standins, assets, sessions, tmp_path: Path, newton: Frame) -> None:  # type: ignore[no-untyped-def]
+    photo = tmp_path / "me.png"
+    shutil.copy(assets / "images" / "newton.png", photo)
+    engine = FaceEngine.from_config(_config(standins, assets, swap={"source_face": str(photo)}), sessions)
+    first = engine.source
+    assert first is not None
+    assert engine.set_source_face(photo) is first  # same file: no new embedding
+    # A different photo under the same name: re-embedded.
+    cv2.imwrite(str(photo), cv2.flip(newton, 1))
+    second = engine.set_source_face(photo)
+    assert second is not first
+    assert float(second.embedding @ first.embedding) < 0.999
+
+
+def test_a_bad_source_face_keeps_the_old_one(engine: FaceEngine, tmp_path: Path) -> None:
+    before = engine.source
+    blank = tmp_path / "wall.png"
+    cv2.imwrite(str(blank), np.full((200, 200, 3), 128, np.uint8))
+    with pytest.raises(FaceError, match="no face found in source face"):
+        engine.set_source_face(blank)
+    with pytest.raises(FaceError, match="does not exist"):
+        engine.set_source_face(tmp_path / "missing.png")
+    assert engine.source is before
+
+
+def test_without_a_source_face_processing_is_refused(standins, assets, sessions, newton: Frame) -> None:  # type: ignore[no-untyped-def]
+    cfg = _config(standins, assets, swap={"source_face": None})
+    engine = FaceEngine.from_config(cfg, sessions)
+    with pytest.raises(FaceError, match="no source face"):
+        engine.process_frame(newton.copy())
+
+
+def test_selection_all_swaps_every_face_and_reference_picks_the_matching_one(standins, assets, sessions, tmp_path: Path, solvay: Frame, solvay_faces: list[Face]) -> None:  # type: ignore[no-untyped-def]
+    # A strip of the Solvay photo with several people in it.
+    ys = [f.box[1] for f in solvay_faces] + [f.box[3] for f in solvay_faces]
+    top, bottom = max(0, int(min(ys)) - 60), int(max(ys)) + 60
+    strip = np.ascontiguousarray(solvay[top:bottom])
+    engine_all = FaceEngine.from_config(_config(standins, assets, swap={"face_selection": "all"}), sessions)
+    faces = engine_all.detect(strip, 1280)
+    assert len(faces) >= 3
+    assert len(engine_all.select(faces, strip)) == len(faces)
+    assert engine_all.process_frame(strip.copy()).swapped >= 3  # detect at 640 may miss the smallest
+
+    # The reference photo: a crop around one of those faces.
+    wanted = faces[len(faces) // 2]
+    x1, y1, x2, y2 = (int(v) for v in wanted.box)
+    pad = int(wanted.width)
+    reference = tmp_path / "reference.png"
+    cv2.imwrite(str(reference), strip[max(0, y1 - pad) : y2 + pad, max(0, x1 - pad) : x2 + pad])
+    engine_ref = FaceEngine.from_config(_config(standins, assets, swap={"face_selection": "reference", "reference_face": str(reference)}), sessions)
+    picked = engine_ref.select(faces, strip)
+    assert len(picked) == 1 and picked[0].box == wanted.box
+
+
+def test_reference_selection_without_a_reference_photo_is_a_config_error(standins, assets, sessions) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError, match="reference_face"):
+        FaceEngine.from_config(_config(standins, assets, swap={"face_selection": "reference"}), sessions)
+
+
+def test_consent_is_required(standins, assets) -> None:  # type: ignore[no-untyped-def]
+    refused = _config(standins, assets, swap={"source_consent": False})
+    with pytest.raises(VcamdError, match="consent") as err:
+        require_consent(refused, flag=False)
+    assert "source_consent = true" in str(err.value) and "--i-have-consent" in str(err.value)
+    require_consent(refused, flag=True)
+    require_consent(_config(standins, assets), flag=False)

@@ -1,0 +1,212 @@
+"""Fixtures for the control API tests: a small real `Controllable`, short runtime dirs, raw sockets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.control.server import ControlServer
+from vcamd.errors import ConfigError, FaceError
+from vcamd.types import Level
+
+
+class SmallEngine:
+    """A thread-safe in-test implementation of the Controllable protocol.
+
+    It really reads face photos (cv2) and really encodes its output frame as PNG, so the server's
+    answers carry real data; it records what the control server asked of it.
+    """
+
+    def __init__(self, output_frame: np.ndarray) -> None:
+        self._lock = threading.Lock()
+        self.output_frame = output_frame
+        self.enabled = True
+        self.source_face: Path | None = None
+        self.quality: Level | None = None
+        self.level = Level.full
+        self.config_error: str | None = None
+        self.reloads = 0
+        self.reload_problem: str | None = None
+        self.quit_requested = threading.Event()
+        self.fail_status_with: Exception | None = None
+        self.latency_ms: float | dict[str, float] = 41.5
+        self.extra: dict[str, Any] = {}  # more status keys, as a real engine may add
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            if self.fail_status_with is not None:
+                raise self.fail_status_with
+            return {
+                "enabled": self.enabled,
+                "state": "running",
+                "level": self.level if self.quality is None else self.quality,
+                "quality": "auto" if self.quality is None else self.quality.name,
+                "fps": 29.97,
+                "latency_ms": self.latency_ms,
+                "source_face": self.source_face,
+                "providers": {"scrfd_500m_kps.onnx": "CPUExecutionProvider"},
+                "config_error": self.config_error,
+                **self.extra,
+            }
+
+    def set_enabled(self, on: bool) -> None:
+        with self._lock:
+            self.enabled = on
+
+    def set_source_face(self, path: Path) -> None:
+        image = cv2.imread(str(path))
+        if image is None:
+            raise FaceError(f"source face {path} is not a readable image", fix="use a PNG or JPEG photo")
+        with self._lock:
+            self.source_face = path
+
+    def set_quality(self, level: Level | None) -> None:
+        with self._lock:
+            self.quality = level
+
+    def reload_config(self) -> None:
+        with self._lock:
+            self.reloads += 1
+            if self.reload_problem:
+                self.config_error = self.reload_problem
+                raise ConfigError("/tmp/config.toml", [self.reload_problem])
+            self.config_error = None
+
+    def snapshot_png(self) -> bytes:
+        ok, encoded = cv2.imencode(".png", self.output_frame)
+        assert ok
+        return encoded.tobytes()
+
+    def request_quit(self) -> None:
+        self.quit_requested.set()
+
+
+@pytest.fixture(scope="session")
+def newton_frame(assets: Path) -> np.ndarray:
+    frame = cv2.imread(str(assets / "images" / "newton.png"))
+    assert frame is not None
+    return frame
+
+
+@pytest.fixture
+def engine(newton_frame: np.ndarray) -> SmallEngine:
+    return SmallEngine(newton_frame)
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A fresh directory with a short path (a Unix socket path must fit in 108 bytes)."""
+    base = Path(tempfile.mkdtemp(prefix="vc-", dir="/tmp"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def runtime(short_dir: Path) -> Path:
+    """A runtime dir that does not exist yet: the server must create it (0700)."""
+    return short_dir / "rt"
+
+
+@pytest.fixture(params=["unix", "tcp"])
+def server(request: pytest.FixtureRequest, engine: SmallEngine, runtime: Path) -> Iterator[ControlServer]:
+    """A started control server on each transport (TCP is the Windows path, forced here)."""
+    srv = ControlServer(engine, runtime, transport=request.param, request_timeout_s=1.0).start()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+def connect_raw(srv: ControlServer, timeout_s: float = 5.0) -> socket.socket:
+    if srv.transport == "unix":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    sock.connect(srv.address)
+    return sock
+
+
+@pytest.fixture
+def connect() -> Callable[..., socket.socket]:
+    """Open a raw client socket to a started server."""
+    return connect_raw
+
+
+@pytest.fixture
+def raw() -> Callable[..., list[dict[str, Any]]]:
+    """Send raw bytes to a server, read `answers` response lines (JSON-decoded)."""
+
+    def send(srv: ControlServer, data: bytes, answers: int = 1, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+        with connect_raw(srv, timeout_s) as sock, sock.makefile("rb") as reader:
+            sock.sendall(data)
+            lines = [reader.readline() for _ in range(answers)]
+        return [json.loads(line) for line in lines if line]
+
+    return send
+
+
+@pytest.fixture
+def request_line() -> Callable[..., bytes]:
+    """A well-formed request line for a server, with its token when it speaks TCP."""
+
+    def make(srv: ControlServer, cmd: str, args: dict[str, Any] | None = None) -> bytes:
+        message: dict[str, Any] = {"cmd": cmd, "args": args or {}}
+        if srv.token is not None:
+            message["token"] = srv.token
+        return json.dumps(message).encode() + b"\n"
+
+    return make
+
+
+NOBODY_UID = 65534
+NOBODY_GID = 65534
+
+
+@pytest.fixture
+def as_nobody() -> Callable[[Callable[[], bytes]], bytes]:
+    """Run `fn` in a forked child that has dropped to uid/gid 65534 (nobody); return its bytes.
+
+    Needs root (to setuid); the child reports an exception as b"EXC <type>: <message>".
+    """
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to impersonate another user (setuid to nobody)")
+
+    def run(fn: Callable[[], bytes]) -> bytes:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: drop privileges, run, report, exit without pytest's cleanup
+            try:
+                os.close(read_end)
+                os.setgroups([])
+                os.setgid(NOBODY_GID)
+                os.setuid(NOBODY_UID)
+                try:
+                    result = fn()
+                except Exception as exc:
+                    result = f"EXC {type(exc).__name__}: {exc}".encode()
+                os.write(write_end, result)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        chunks = []
+        with os.fdopen(read_end, "rb") as reader:
+            chunks.append(reader.read())
+        os.waitpid(pid, 0)
+        return b"".join(chunks)
+
+    return run

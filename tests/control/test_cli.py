@@ -1,0 +1,174 @@
+"""`vcamd status/on/off/...` as real subprocesses against a control server started in the test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.control.server import ControlServer
+from vcamd.types import Level
+
+
+def vcamd(runtime: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(runtime), "COLUMNS": "120"}
+    return subprocess.run([sys.executable, "-m", "vcamd", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_no_daemon_is_one_line_and_exit_3(runtime):
+    result = vcamd(runtime, "status")
+    assert result.returncode == 3
+    assert result.stdout == ""
+    assert result.stderr == (f"vcamd: error: FaceLive Camera is not running (no control socket at "
+                             f"{runtime}/control.sock) — start it with `vcamd run`\n")
+    assert vcamd(runtime, "off").returncode == 3
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_status_json(engine, runtime, transport):
+    with ControlServer(engine, runtime, transport=transport):
+        result = vcamd(runtime, "status", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "enabled": True,
+        "state": "running",
+        "level": "full",
+        "quality": "auto",
+        "fps": 29.97,
+        "latency_ms": 41.5,
+        "source_face": None,
+        "providers": {"scrfd_500m_kps.onnx": "CPUExecutionProvider"},
+        "config_error": None,
+    }
+
+
+def test_status_table_is_readable(engine, runtime):
+    engine.config_error = "config.toml: [camera] fps = -1: Input should be greater than 0"
+    engine.quality = Level.low_res
+    engine.latency_ms = {"p50": 41.5, "p95": 80.25}
+    engine.extra = {"camera": "live", "frames": {"published": 120, "swapped": 100}}
+    with ControlServer(engine, runtime):
+        result = vcamd(runtime, "status")
+    assert result.returncode == 0, result.stderr
+    lines = [" ".join(line.split()) for line in result.stdout.splitlines()]
+    assert "Latency p50 42 ms, p95 80 ms" in lines
+    assert "Camera live" in lines
+    assert "Frames published 120, swapped 100" in lines
+    assert "Face swap on" in lines
+    assert "State running" in lines
+    assert "Quality low_res (locked by you)" in lines
+    assert "Frame rate 30.0 fps" in lines
+    assert "Source face (none set)" in lines
+    assert "Providers scrfd_500m_kps.onnx: CPUExecutionProvider" in lines
+    assert ("Config config.toml: [camera] fps = -1: Input should be greater than 0 "
+            "(running on the last good config)") in lines
+
+
+def test_switch_face_quality_and_reload_verbs(engine, runtime, assets):
+    with ControlServer(engine, runtime):
+        off = vcamd(runtime, "off")
+        assert (off.returncode, off.stdout, engine.enabled) == (0, "Face swap off (camera passes through)\n", False)
+        on = vcamd(runtime, "on")
+        assert (on.returncode, on.stdout, engine.enabled) == (0, "Face swap on\n", True)
+        toggled = vcamd(runtime, "toggle")
+        assert (toggled.returncode, engine.enabled) == (0, False)
+
+        # A relative path is the caller's: it reaches the daemon made absolute.
+        face = vcamd(runtime, "set-face", "newton.png", cwd=assets / "images")
+        assert face.returncode == 0, face.stderr
+        assert engine.source_face == assets / "images" / "newton.png"
+        assert face.stdout == f"Source face: {assets / 'images' / 'newton.png'}\n"
+
+        missing = vcamd(runtime, "set-face", "/nonexistent/face.png")
+        assert missing.returncode == 2
+        assert "source face /nonexistent/face.png does not exist" in missing.stderr
+
+        not_image = vcamd(runtime, "set-face", str(Path(__file__)))
+        assert not_image.returncode == 2
+        assert not_image.stderr.startswith("vcamd: error: source face ")
+        assert "is not a readable image — use a PNG or JPEG photo" in not_image.stderr
+        assert engine.source_face == assets / "images" / "newton.png"  # unchanged
+
+        locked = vcamd(runtime, "quality", "frame_skip")
+        assert (locked.returncode, locked.stdout, engine.quality) == (0, "Quality locked at frame_skip\n",
+                                                                      Level.frame_skip)
+        auto = vcamd(runtime, "quality", "auto")
+        assert (auto.returncode, engine.quality) == (0, None)
+        bad = vcamd(runtime, "quality", "ultra")
+        assert bad.returncode == 2 and "invalid choice: 'ultra'" in bad.stderr
+
+        reload = vcamd(runtime, "reload")
+        assert (reload.returncode, reload.stdout, engine.reloads) == (0, "Config reloaded\n", 1)
+        engine.reload_problem = "[swap] face_selection = 'everyone': Input should be 'largest', 'all' or 'reference'"
+        broken = vcamd(runtime, "reload")
+        assert broken.returncode == 2
+        assert broken.stderr == ("vcamd: error: /tmp/config.toml: [swap] face_selection = 'everyone': "
+                                 "Input should be 'largest', 'all' or 'reference'\n")
+
+
+def test_snapshot_writes_the_current_output(engine, runtime, short_dir, newton_frame):
+    out = short_dir / "shot.png"
+    with ControlServer(engine, runtime):
+        result = vcamd(runtime, "snapshot", str(out))
+    assert result.returncode == 0, result.stderr
+    height, width = newton_frame.shape[:2]
+    assert result.stdout == f"Saved {out} ({width}×{height})\n"
+    assert np.array_equal(cv2.imread(str(out)), newton_frame)
+    assert sorted(p.name for p in short_dir.iterdir()) == ["rt", "shot.png"]  # no temporary left
+
+
+def test_quit_waits_until_the_daemon_is_gone(engine, runtime):
+    srv = ControlServer(engine, runtime)
+
+    class StoppingEngine(type(engine)):
+        def request_quit(self) -> None:
+            super().request_quit()
+            # Like the daemon: stop a moment later, on another thread.
+            threading.Timer(0.3, srv.close).start()
+
+    engine.__class__ = StoppingEngine
+    srv.start()
+    result = vcamd(runtime, "quit")
+    assert (result.returncode, result.stdout) == (0, "FaceLive Camera stopped\n"), result.stderr
+    assert engine.quit_requested.is_set()
+    assert not (runtime / "control.sock").exists()
+
+
+def test_status_table_with_a_plain_latency_and_no_quality_key(capsys):
+    from vcamd.commands.control import print_status
+
+    print_status({"enabled": False, "state": "camera offline", "level": "frame_skip", "fps": 0.0,
+                  "latency_ms": 12.4, "source_face": "/faces/[me].png", "providers": ["CPUExecutionProvider"],
+                  "config_error": None})
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        "Face swap off",
+        "State camera offline",
+        "Quality frame_skip",
+        "Frame rate 0.0 fps",
+        "Latency 12 ms",
+        "Source face /faces/[me].png",  # brackets are text, not rich markup
+        "Providers CPUExecutionProvider",
+        "Config ok",
+    ]
+
+
+def test_without_the_override_the_user_runtime_dir_is_used(short_dir):
+    env = {k: v for k, v in os.environ.items() if k not in ("VCAMD_RUNTIME_DIR", "XDG_RUNTIME_DIR")}
+    with_xdg = subprocess.run([sys.executable, "-m", "vcamd", "status"], env={**env, "XDG_RUNTIME_DIR": str(short_dir)},
+                              capture_output=True, text=True, timeout=60)
+    assert with_xdg.returncode == 3
+    assert f"(no control socket at {short_dir}/facelive/control.sock)" in with_xdg.stderr
+    # Without XDG_RUNTIME_DIR platformdirs falls back (and would warn): still exactly one line.
+    without = subprocess.run([sys.executable, "-m", "vcamd", "status"], env=env, capture_output=True, text=True,
+                             timeout=60)
+    assert without.returncode == 3
+    assert len(without.stderr.splitlines()) == 1, without.stderr

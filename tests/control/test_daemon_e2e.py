@@ -1,0 +1,196 @@
+"""End to end: the real `vcamd run` daemon driven only through the CLI and its control socket.
+
+The daemon plays a video file like a camera, publishes to the null sink, runs the real SCRFD
+detector and the stand-in swapper/recognizer (vcamd.standins), without a tray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import tomli_w
+
+from vcamd.control.client import ControlClient
+from vcamd.control.protocol import DaemonNotRunning
+
+pytestmark = pytest.mark.slow
+
+START_TIMEOUT_S = 30.0  # imports + model sessions on a busy 2-core machine
+RELOAD_WITHIN_S = 4.0  # the promise is ~2 s; the margin is for a loaded test machine
+
+
+def write_clip(path: Path, image: np.ndarray, frames: int = 30, fps: float = 15.0) -> Path:
+    h, w = 360, 480
+    scale = 0.7 * min(h / image.shape[0], w / image.shape[1])
+    face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
+    fh, fw = face.shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (w, h))
+    assert writer.isOpened()
+    for i in range(frames):
+        frame = np.full((h, w, 3), 110, np.uint8)
+        x = 10 + (2 * i) % max(1, w - fw - 20)
+        frame[(h - fh) // 2 : (h - fh) // 2 + fh, x : x + fw] = face
+        writer.write(frame)
+    writer.release()
+    return path
+
+
+@pytest.fixture(scope="module")
+def daemon_files(tmp_path_factory, assets: Path) -> dict[str, Path]:
+    from vcamd.standins import build_recognizer, build_swapper
+
+    d = tmp_path_factory.mktemp("e2e")
+    newton = cv2.imread(str(assets / "images" / "newton.png"))
+    other_face = d / "other_face.png"
+    cv2.imwrite(str(other_face), cv2.flip(newton, 1))
+    no_face = d / "grey.png"
+    cv2.imwrite(str(no_face), np.full((200, 200, 3), 128, np.uint8))
+    return {
+        "clip": write_clip(d / "camera.avi", newton),
+        "swapper": build_swapper(d / "swapper.onnx"),
+        "recognizer": build_recognizer(d / "recognizer.onnx"),
+        "detector": assets / "models" / "scrfd_500m_kps.onnx",
+        "source_face": assets / "images" / "newton.png",
+        "other_face": other_face,
+        "no_face": no_face,
+    }
+
+
+def config_text(files: dict[str, Path], **overrides: dict) -> str:
+    data = {
+        "models": {"detector": str(files["detector"]), "swapper": str(files["swapper"]),
+                   "recognizer": str(files["recognizer"]), "providers": ["cpu"], "threads": 1},
+        "detection": {"size": 320, "track_size": 160},
+        "swap": {"source_face": str(files["source_face"]), "source_consent": True},
+    }
+    for section, values in overrides.items():
+        data.setdefault(section, {}).update(values)
+    return tomli_w.dumps(data)
+
+
+def cli(runtime: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)}
+    return subprocess.run([sys.executable, "-m", "vcamd", *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def status(runtime: Path) -> dict:
+    result = cli(runtime, "status", "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s} s")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def daemon(daemon_files, runtime: Path, short_dir: Path):
+    config = short_dir / "config.toml"
+    config.write_text(config_text(daemon_files))
+    log = (short_dir / "daemon.log").open("w+")
+    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(daemon_files["clip"]),
+         "--loop", "--sink", "null", "--no-tray"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+    )
+    client = ControlClient(runtime, timeout_s=5)
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            log.seek(0)
+            raise AssertionError(f"the daemon exited with {proc.returncode}:\n{log.read()[-3000:]}")
+        return client.is_running()
+
+    try:
+        wait_for(up, START_TIMEOUT_S, f"the daemon's control socket in {runtime} (is the ControlServer started by `vcamd run`?)")
+        yield proc, config, runtime
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+def test_the_daemon_is_driven_through_the_cli(daemon, daemon_files, short_dir):
+    proc, config, runtime = daemon
+
+    # Only the user can reach it.
+    sock = runtime / "control.sock"
+    assert stat.S_IMODE(sock.lstat().st_mode) == 0o600
+    assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
+
+    first = wait_for(lambda: (s := status(runtime))["fps"] > 0 and s, 20, "frames being published")
+    assert first["enabled"] is True and first["state"] == "running"
+    assert first["config_error"] is None
+    assert first["source_face"] == str(daemon_files["source_face"])
+    assert first["providers"]
+
+    human = cli(runtime, "status")
+    assert human.returncode == 0 and "Face swap" in human.stdout and "running" in human.stdout
+
+    assert cli(runtime, "toggle").stdout == "Face swap off (camera passes through)\n"
+    assert status(runtime)["enabled"] is False
+    assert cli(runtime, "on").returncode == 0
+    assert status(runtime)["enabled"] is True
+
+    face = cli(runtime, "set-face", str(daemon_files["other_face"]))
+    assert face.returncode == 0, face.stderr
+    assert status(runtime)["source_face"] == str(daemon_files["other_face"])
+    no_face = cli(runtime, "set-face", str(daemon_files["no_face"]))
+    assert no_face.returncode == 2 and "grey.png" in no_face.stderr, no_face.stderr
+    assert status(runtime)["source_face"] == str(daemon_files["other_face"])
+
+    assert cli(runtime, "quality", "low_res").returncode == 0
+    wait_for(lambda: status(runtime)["level"] == "low_res", 5, "quality locked at low_res")
+    assert status(runtime)["quality"] == "low_res"
+    assert cli(runtime, "quality", "auto").returncode == 0
+    wait_for(lambda: status(runtime)["quality"] == "auto", 5, "quality back to automatic")
+
+    out = short_dir / "snap.png"
+    snap = cli(runtime, "snapshot", str(out))
+    assert snap.returncode == 0, snap.stderr
+    assert cv2.imread(str(out)).shape == (360, 480, 3)
+
+    # Hot reload: an edit applies by itself; a broken edit keeps the daemon on the last good config.
+    config.write_text(config_text(daemon_files, swap={"enabled": False}))
+    wait_for(lambda: status(runtime)["enabled"] is False, RELOAD_WITHIN_S, "the edit [swap] enabled = false applied")
+
+    config.write_text(config_text(daemon_files, swap={"enabled": True}, disclosure={"corner": "middle"}))
+    broken = wait_for(lambda: status(runtime)["config_error"], RELOAD_WITHIN_S, "the broken edit reported")
+    assert "[disclosure] corner = 'middle'" in broken
+    assert status(runtime)["enabled"] is False  # still the last good config
+    assert proc.poll() is None
+    reload = cli(runtime, "reload")
+    assert reload.returncode == 2 and "[disclosure] corner = 'middle'" in reload.stderr
+
+    config.write_text(config_text(daemon_files, swap={"enabled": True}))
+    wait_for(lambda: status(runtime)["config_error"] is None, RELOAD_WITHIN_S, "the fix clears the error")
+    assert status(runtime)["enabled"] is True
+
+    done = cli(runtime, "quit")
+    assert (done.returncode, done.stdout) == (0, "FaceLive Camera stopped\n"), done.stderr
+    assert proc.wait(15) == 0
+    assert not sock.exists()
+    with pytest.raises(DaemonNotRunning):
+        ControlClient(runtime).status()

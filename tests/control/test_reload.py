@@ -1,0 +1,253 @@
+"""ConfigWatcher on real files: edits, broken edits, bursts, atomic saves, deletion."""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from pathlib import Path
+
+import pytest
+
+from vcamd.config import Config, load_config
+from vcamd.errors import ConfigError
+from vcamd.reload import ConfigWatcher
+
+APPLY_WITHIN_S = 2.0  # the issue's promise: an edit is applied within ~2 s
+
+BASE = """\
+[camera]
+fps = 30.0
+
+[enhancer]
+enabled = false
+"""
+
+
+class Events:
+    """What the watcher reported, in order: ("change", config, sections) or ("error", err)."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue[tuple] = queue.Queue()
+
+    def on_change(self, config: Config, sections: set[str]) -> None:
+        self.queue.put(("change", config, sections))
+
+    def on_error(self, err: ConfigError) -> None:
+        self.queue.put(("error", err))
+
+    def next(self, timeout: float = APPLY_WITHIN_S) -> tuple:
+        try:
+            return self.queue.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no reload event within {timeout} s") from None
+
+    def none_within(self, seconds: float) -> bool:
+        try:
+            event = self.queue.get(timeout=seconds)
+        except queue.Empty:
+            return True
+        raise AssertionError(f"unexpected event {event}")
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(BASE)
+    return path
+
+
+@pytest.fixture
+def events() -> Events:
+    return Events()
+
+
+FAST = {"interval": 0.1, "settle_s": 0.1}
+"""Quicker polling for the tests that are about what is reported, not about the default timing."""
+
+
+def start_watcher(config_file: Path, events: Events, **timing: float) -> ConfigWatcher:
+    current, _ = load_config(config_file)
+    return ConfigWatcher(config_file, events.on_change, events.on_error, current=current, **timing).start()
+
+
+@pytest.fixture
+def watcher(config_file: Path, events: Events):
+    w = start_watcher(config_file, events, **FAST)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+@pytest.fixture
+def default_watcher(config_file: Path, events: Events):
+    """With the daemon's default timing (0.5 s polls)."""
+    w = start_watcher(config_file, events)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def wait_for_loads(w: ConfigWatcher, count: int, timeout: float = APPLY_WITHIN_S) -> None:
+    deadline = time.monotonic() + timeout
+    while w.loads < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the watcher loaded {w.loads} times, expected {count}")
+        time.sleep(0.02)
+
+
+def test_an_edit_is_applied_with_the_changed_sections(config_file, events, default_watcher):
+    watcher = default_watcher
+    wait_for_loads(watcher, 1)  # the first look compares the file with `current`: nothing changed
+    assert events.none_within(0.1)
+    started = time.monotonic()
+    config_file.write_text(BASE.replace("fps = 30.0", "fps = 15.0").replace("enabled = false", "enabled = true"))
+    kind, config, sections = events.next()
+    elapsed = time.monotonic() - started
+    assert kind == "change"
+    assert sections == {"camera", "enhancer"}
+    assert config.camera.fps == 15.0 and config.enhancer.enabled is True
+    assert watcher.config == config and watcher.error is None
+    print(f"edit applied after {elapsed * 1000:.0f} ms")
+
+
+def test_a_change_that_changes_nothing_is_not_reported(config_file, events, watcher):
+    wait_for_loads(watcher, 1)
+    config_file.write_text("# a comment\n" + BASE)
+    wait_for_loads(watcher, 2)
+    assert events.none_within(0.3)
+
+
+def test_broken_edits_keep_the_last_good_config_until_fixed(config_file, events, watcher):
+    wait_for_loads(watcher, 1)
+    good = watcher.config
+
+    config_file.write_text(BASE + "[camera\n")
+    kind, err = events.next()
+    assert kind == "error" and "invalid TOML" in str(err)
+    assert watcher.config is good and watcher.error is err
+
+    config_file.write_text(BASE.replace("fps = 30.0", "fps = -1"))
+    kind, err = events.next()
+    assert kind == "error" and err.problems == ["[camera] fps = -1: Input should be greater than 0"]
+    assert watcher.config is good
+
+    config_file.write_text(BASE.replace("fps = 30.0", "fsp = 30.0"))
+    kind, err = events.next()
+    assert kind == "error" and "[camera] fsp: unknown key" in str(err)
+
+    config_file.write_text(BASE)  # fixed, back to exactly the last good config
+    kind, config, sections = events.next()
+    assert (kind, sections) == ("change", set())  # nothing to restart, but the error is cleared
+    assert config == good and watcher.error is None
+
+
+def test_a_fix_that_also_changes_something_reports_it(config_file, events, watcher):
+    config_file.write_text("[camera]\nfps = 'fast'\n")
+    assert events.next()[0] == "error"
+    config_file.write_text(BASE.replace("fps = 30.0", "fps = 24.0"))
+    kind, config, sections = events.next()
+    assert (kind, sections, config.camera.fps) == ("change", {"camera"}, 24.0)
+
+
+def test_fifty_edits_in_a_second_load_once_or_a_few_times_and_end_right(config_file, events, default_watcher):
+    watcher = default_watcher
+    wait_for_loads(watcher, 1)
+    loads_before = watcher.loads
+    for i in range(50):
+        config_file.write_text(BASE.replace("fps = 30.0", f"fps = {i + 1}.0"))
+        time.sleep(0.02)
+    kind, config, sections = events.next(timeout=APPLY_WITHIN_S + 1)
+    assert events.none_within(0.8)  # settled: nothing more comes
+    assert kind == "change" and sections == {"camera"}
+    assert config.camera.fps == 50.0 and watcher.config.camera.fps == 50.0
+    assert watcher.loads - loads_before <= 2, watcher.loads - loads_before
+    print(f"50 edits → {watcher.loads - loads_before} load(s)")
+
+
+def test_an_editors_atomic_save_by_rename_is_seen(config_file, events, watcher):
+    wait_for_loads(watcher, 1)
+    replacement = config_file.with_name(".config.toml.swp")
+    replacement.write_text(BASE.replace("enabled = false", "enabled = true"))
+    os.replace(replacement, config_file)
+    kind, config, sections = events.next()
+    assert (kind, sections, config.enhancer.enabled) == ("change", {"enhancer"}, True)
+
+
+def test_a_deleted_file_is_an_error_until_it_comes_back(config_file, events, watcher):
+    wait_for_loads(watcher, 1)
+    good = watcher.config
+    config_file.unlink()
+    kind, err = events.next()
+    assert kind == "error" and "file not found" in str(err)
+    assert watcher.config is good
+    config_file.write_text(BASE.replace("fps = 30.0", "fps = 60.0"))
+    kind, config, sections = events.next()
+    assert (kind, sections, config.camera.fps) == ("change", {"camera"}, 60.0)
+
+
+def test_with_missing_ok_a_missing_file_means_the_defaults(tmp_path, events):
+    path = tmp_path / "not-yet.toml"
+    with ConfigWatcher(path, events.on_change, events.on_error, missing_ok=True, **FAST) as w:
+        assert w.config == Config()
+        path.write_text("[camera]\nfps = 10.0\n")
+        kind, config, sections = events.next()
+        assert (kind, sections, config.camera.fps) == ("change", {"camera"}, 10.0)
+        path.unlink()
+        kind, config, sections = events.next()
+        assert (kind, sections, config) == ("change", {"camera"}, Config())
+
+
+def test_the_first_look_catches_an_edit_made_before_start(config_file, events):
+    current, _ = load_config(config_file)
+    config_file.write_text(BASE.replace("fps = 30.0", "fps = 25.0"))
+    with ConfigWatcher(config_file, events.on_change, events.on_error, current=current, **FAST):
+        kind, config, sections = events.next()
+        assert (kind, sections, config.camera.fps) == ("change", {"camera"}, 25.0)
+
+
+def test_starting_on_a_broken_file_without_a_current_config_raises(config_file, events):
+    config_file.write_text("[camera]\nfps = 0\n")
+    with pytest.raises(ConfigError, match=r"\[camera\] fps = 0"):
+        ConfigWatcher(config_file, events.on_change, events.on_error).start()
+
+
+def test_reload_now_applies_at_once_and_raises_for_a_broken_file(config_file, events, watcher):
+    watcher.close()  # only the caller's thread loads from here on
+    config_file.write_text(BASE.replace("enabled = false", "enabled = true"))
+    assert watcher.reload_now() == {"enhancer"}
+    assert events.next(0)[0] == "change"
+    config_file.write_text("[enhancer]\nstrength = 3\n")
+    with pytest.raises(ConfigError, match=r"\[enhancer\] strength = 3"):
+        watcher.reload_now()
+    assert events.next(0)[0] == "error"
+    assert watcher.config.enhancer.enabled is True
+
+
+def test_a_failing_callback_does_not_stop_the_watching(config_file, events):
+    calls: list[set[str]] = []
+
+    def on_change(config: Config, sections: set[str]) -> None:
+        calls.append(sections)
+        if len(calls) == 1:
+            raise RuntimeError("engine bug while applying")
+        events.on_change(config, sections)
+
+    current, _ = load_config(config_file)
+    with ConfigWatcher(config_file, on_change, events.on_error, current=current, **FAST) as w:
+        wait_for_loads(w, 1)
+        config_file.write_text(BASE.replace("fps = 30.0", "fps = 20.0"))
+        wait_for_loads(w, 2)
+        config_file.write_text(BASE.replace("fps = 30.0", "fps = 10.0"))
+        kind, config, sections = events.next()
+        assert (kind, sections, config.camera.fps) == ("change", {"camera"}, 10.0)
+    assert calls == [{"camera"}, {"camera"}]
+
+
+def test_start_and_close_are_idempotent(config_file, events):
+    w = ConfigWatcher(config_file, events.on_change, events.on_error)
+    assert w.start() is w and w.start() is w
+    w.close()
+    w.close()

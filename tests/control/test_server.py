@@ -1,0 +1,359 @@
+"""The control server over real sockets: who can reach it, every command, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import threading
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.control.client import ControlClient, find_endpoint
+from vcamd.control.protocol import MAX_REQUEST_BYTES, ControlError, Controllable, DaemonNotRunning
+from vcamd.control.server import AlreadyRunning, ControlServer
+from vcamd.errors import VcamdError
+from vcamd.types import Level
+
+# ---- who can reach it ---------------------------------------------------------------------------
+
+
+def test_unix_socket_is_0600_in_a_0700_dir_owned_by_us(engine, runtime):
+    with ControlServer(engine, runtime, transport="unix") as srv:
+        sock = runtime / "control.sock"
+        info = sock.lstat()
+        assert stat.S_ISSOCK(info.st_mode)
+        assert stat.S_IMODE(info.st_mode) == 0o600
+        assert info.st_uid == os.geteuid()
+        assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
+        assert srv.address == str(sock)
+        # Nothing else lies around (the temporary bind name was renamed, not left behind).
+        assert sorted(p.name for p in runtime.iterdir()) == ["control.lock", "control.sock"]
+
+
+def test_a_loose_existing_runtime_dir_is_tightened(engine, runtime):
+    runtime.mkdir(mode=0o755)
+    os.chmod(runtime, 0o755)
+    with ControlServer(engine, runtime, transport="unix"):
+        assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
+
+
+def test_a_runtime_dir_owned_by_another_user_is_refused(engine, runtime, as_nobody):
+    runtime.mkdir(mode=0o700)
+    os.chown(runtime, 65534, 65534)
+    with pytest.raises(VcamdError, match="not a directory owned by you"):
+        ControlServer(engine, runtime, transport="unix").start()
+
+
+def test_another_user_cannot_connect(engine, runtime, as_nobody):
+    runtime.parent.chmod(0o755)  # only our own modes may stand in the way (mkdtemp made it 0700)
+    with ControlServer(engine, runtime, transport="unix") as srv:
+
+        def try_connect() -> bytes:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(str(srv.address))
+                return b"CONNECTED"
+
+        assert as_nobody(try_connect).startswith(b"EXC PermissionError")  # the 0700 dir stops it
+        os.chmod(runtime, 0o755)
+        assert as_nobody(try_connect).startswith(b"EXC PermissionError")  # so does the 0600 socket alone
+        os.chmod(runtime / "control.sock", 0o666)
+        assert as_nobody(try_connect) == b"CONNECTED"  # (the check above really measured the mode)
+
+
+def test_peer_uid_check_refuses_another_user_even_with_open_permissions(engine, runtime, as_nobody):
+    """Defence in depth: if someone loosens the modes, SO_PEERCRED still refuses other users."""
+    with ControlServer(engine, runtime, transport="unix") as srv:
+        os.chmod(runtime.parent, 0o755)  # mkdtemp made it 0700
+        os.chmod(runtime, 0o755)
+        os.chmod(runtime / "control.sock", 0o666)
+
+        def ask_status() -> bytes:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock, sock.makefile("rb") as reader:
+                sock.settimeout(5)
+                sock.connect(str(srv.address))  # the file modes no longer stop it...
+                sock.sendall(b'{"cmd": "off"}\n')
+                return reader.readline()
+
+        answer = json.loads(as_nobody(ask_status))
+        assert answer == {"ok": False, "error": "refused: uid 65534 is not the daemon's user"}
+        assert engine.enabled is True  # ...and the "off" was not obeyed
+
+
+def test_tcp_mode_binds_loopback_only_and_needs_the_token(engine, runtime, raw, request_line):
+    with ControlServer(engine, runtime, transport="tcp") as srv:
+        host, port = srv.address
+        assert host == "127.0.0.1"
+        endpoint_file = runtime / "control.json"
+        assert stat.S_IMODE(endpoint_file.stat().st_mode) == 0o600
+        published = json.loads(endpoint_file.read_text())
+        assert published == {"host": "127.0.0.1", "port": port, "token": srv.token}
+        assert len(srv.token) >= 32
+
+        no_token = raw(srv, b'{"cmd": "off"}\n')
+        wrong_token = raw(srv, json.dumps({"cmd": "off", "token": srv.token[:-1] + "x"}).encode() + b"\n")
+        for answer in (no_token, wrong_token):
+            assert answer[0]["ok"] is False
+            assert answer[0]["error"].startswith("refused: missing or wrong token")
+        assert engine.enabled is True
+
+        right = raw(srv, request_line(srv, "off"))
+        assert right[0]["ok"] is True and right[0]["result"]["enabled"] is False
+        assert engine.enabled is False
+
+
+def test_tcp_mode_is_not_reachable_from_another_interface(engine, runtime):
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("10.255.255.255", 1))  # no packet is sent; this only picks the outgoing interface
+        own_ip = probe.getsockname()[0]
+    except OSError:
+        own_ip = "127.0.0.1"
+    finally:
+        probe.close()
+    if own_ip.startswith("127."):
+        pytest.skip("this machine has no non-loopback IPv4 address to try from")
+    with ControlServer(engine, runtime, transport="tcp") as srv:
+        _, port = srv.address
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((own_ip, port), timeout=2).close()
+
+
+# ---- every command ------------------------------------------------------------------------------
+
+
+def test_the_small_engine_is_a_controllable(engine):
+    assert isinstance(engine, Controllable)
+
+
+def test_every_command_round_trips(server, engine, assets, newton_frame):
+    client = ControlClient(server.directory, timeout_s=5)
+    status = client.status()
+    assert status == {
+        "enabled": True,
+        "state": "running",
+        "level": "full",
+        "quality": "auto",
+        "fps": 29.97,
+        "latency_ms": 41.5,
+        "source_face": None,
+        "providers": {"scrfd_500m_kps.onnx": "CPUExecutionProvider"},
+        "config_error": None,
+    }
+
+    assert client.set_enabled(False)["enabled"] is False and engine.enabled is False
+    assert client.set_enabled(True)["enabled"] is True and engine.enabled is True
+    assert client.toggle()["enabled"] is False and engine.enabled is False
+    assert client.toggle()["enabled"] is True and engine.enabled is True
+
+    face = assets / "images" / "newton.png"
+    assert client.set_source_face(face)["source_face"] == str(face)
+    assert engine.source_face == face
+
+    locked = client.set_quality(Level.low_res)
+    assert engine.quality is Level.low_res
+    assert (locked["level"], locked["quality"]) == ("low_res", "low_res")
+    unlocked = client.set_quality(None)
+    assert engine.quality is None and unlocked["quality"] == "auto"
+
+    client.reload()
+    assert engine.reloads == 1
+
+    png = client.snapshot_png()
+    decoded = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
+    assert np.array_equal(decoded, newton_frame)
+
+    assert not engine.quit_requested.is_set()
+    client.quit()
+    assert engine.quit_requested.wait(5)
+
+
+def test_engine_errors_come_back_as_one_line(server, engine, tmp_path):
+    client = ControlClient(server.directory, timeout_s=5)
+    not_an_image = tmp_path / "notes.png"
+    not_an_image.write_text("hello")
+    with pytest.raises(ControlError, match=r"notes\.png is not a readable image — use a PNG or JPEG photo"):
+        client.set_source_face(not_an_image)
+    assert engine.source_face is None
+
+    engine.reload_problem = "[camera] fps = -1: Input should be greater than 0"
+    with pytest.raises(ControlError, match=r"fps = -1"):
+        client.reload()
+
+    engine.fail_status_with = RuntimeError("boom\nsecond line")
+    with pytest.raises(ControlError) as caught:
+        client.status()
+    assert str(caught.value) == "internal error in status: RuntimeError: boom second line"
+    engine.fail_status_with = None
+    assert client.status()["enabled"] is True  # the server survived the engine's bug
+
+
+def test_concurrent_toggles_do_not_cancel_each_other(server, engine):
+    client = ControlClient(server.directory, timeout_s=10)
+    errors: list[BaseException] = []
+
+    def toggle() -> None:
+        try:
+            client.toggle()
+        except BaseException as exc:  # noqa: BLE001 — reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=toggle) for _ in range(100)]  # more than the listen backlog
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert engine.enabled is True  # an even number of toggles: back where it started
+
+
+def test_quit_answers_even_when_the_engine_closes_the_server_at_once(engine, runtime):
+    """The real daemon's quit path: request_quit tears the server down on the handler's thread."""
+    srv = ControlServer(engine, runtime, transport="unix")
+
+    class ClosingEngine(type(engine)):
+        def request_quit(self) -> None:
+            srv.close()
+            super().request_quit()
+
+    engine.__class__ = ClosingEngine
+    srv.start()
+    ControlClient(runtime, timeout_s=5).quit()
+    assert engine.quit_requested.wait(5)
+    assert not (runtime / "control.sock").exists()
+    with pytest.raises(DaemonNotRunning):
+        ControlClient(runtime).status()
+
+
+def test_quit_is_obeyed_even_if_the_client_hangs_up_at_once(server, engine, connect, request_line):
+    with connect(server) as sock:
+        sock.sendall(request_line(server, "quit"))
+    assert engine.quit_requested.wait(5)
+
+
+# ---- bad input ----------------------------------------------------------------------------------
+
+
+def test_malformed_requests_get_errors_and_the_connection_keeps_serving(server, raw, request_line):
+    requests = [
+        b"this is not json\n",
+        b"[1, 2, 3]\n",
+        b"\xff\xfe\xfd\n",
+        request_line(server, "dance"),
+        json.dumps({"cmd": "status", "args": [1], "token": server.token}).encode() + b"\n",
+        json.dumps({"cmd": "status", "extra": 1, "token": server.token}).encode() + b"\n",
+        request_line(server, "quality", {"level": "ultra"}),
+        request_line(server, "quality", {}),
+        request_line(server, "set_face", {"path": "relative/face.png"}),
+        request_line(server, "set_face", {}),
+        request_line(server, "status"),
+    ]
+    answers = raw(server, b"".join(requests), answers=len(requests))
+    errors = [a["error"] for a in answers[:-1]]
+    assert all(a["ok"] is False for a in answers[:-1])
+    assert errors[0].startswith("request is not valid JSON")
+    assert errors[1].startswith("request must be a JSON object")
+    assert errors[2] == "request is not UTF-8 text"
+    assert errors[3].startswith("unknown command 'dance' — use one of: status, on, off")
+    assert errors[4] == '"args" must be a JSON object, got list'
+    assert errors[5] == "unknown request field(s): extra"
+    assert errors[6].startswith("unknown quality level 'ultra' — use one of: auto, full, no_enhancer")
+    assert errors[7].startswith('quality needs args {"level": NAME}')
+    assert "is relative" in errors[8]
+    assert errors[9].startswith("set_face needs args")
+    assert answers[-1]["ok"] is True and answers[-1]["result"]["state"] == "running"
+
+
+def test_huge_requests_are_refused_and_the_server_keeps_serving(server, engine, raw, request_line):
+    huge = b'{"cmd": "status", "args": {"pad": "' + b"x" * (2 * MAX_REQUEST_BYTES) + b'"}}\n'
+    answers = raw(server, huge + request_line(server, "off"), answers=2)
+    assert answers[0] == {"ok": False, "error": f"request too large (over {MAX_REQUEST_BYTES} bytes) — "
+                                                "a request is a command and its arguments, never data"}
+    assert answers[1]["ok"] is True and engine.enabled is False  # same connection, back in step
+    megabyte = b"y" * (1024 * 1024) + b"\n"
+    assert raw(server, megabyte)[0]["error"].startswith("request too large")
+    assert ControlClient(server.directory).status()["enabled"] is False
+
+
+def test_a_stalled_client_times_out_without_blocking_others(server, connect):
+    with connect(server) as stalled, stalled.makefile("rb") as reader:
+        stalled.sendall(b'{"cmd": "sta')  # ...and never the rest
+        assert ControlClient(server.directory).status()["state"] == "running"  # others are served
+        answer = json.loads(reader.readline())  # the server gives up after request_timeout_s (1 s)
+        assert answer == {"ok": False, "error": "no complete request line within 1 s"}
+        assert reader.readline() == b""  # and hangs up
+
+
+def test_start_and_close_are_idempotent(engine, runtime):
+    srv = ControlServer(engine, runtime, transport="unix")
+    assert srv.start() is srv
+    assert srv.start() is srv
+    assert ControlClient(runtime).status()["state"] == "running"
+    srv.close()
+    srv.close()
+    assert not (runtime / "control.sock").exists()
+    with pytest.raises(DaemonNotRunning) as caught:
+        ControlClient(runtime).status()
+    assert caught.value.exit_code == 3
+    assert str(caught.value) == (f"FaceLive Camera is not running (no control socket at {runtime}/control.sock)"
+                                 " — start it with `vcamd run`")
+
+
+def test_close_before_start_is_harmless(engine, runtime):
+    ControlServer(engine, runtime).close()
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_a_second_daemon_is_refused(engine, runtime, transport):
+    with ControlServer(engine, runtime, transport=transport):
+        with pytest.raises(AlreadyRunning, match="already running"):
+            ControlServer(engine, runtime, transport=transport).start()
+        assert ControlClient(runtime).status()["enabled"] is True  # the first one is unharmed
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_a_live_endpoint_is_detected_even_without_the_lock(engine, runtime, transport):
+    """A daemon that does not hold control.lock (another version, a Windows peer) is still seen."""
+    with ControlServer(engine, runtime, transport=transport) as first:
+        first._release_lock()  # simulate a daemon that never took the lock
+        with pytest.raises(AlreadyRunning, match="it answers on"):
+            ControlServer(engine, runtime, transport=transport).start()
+
+
+def test_a_stale_socket_file_is_replaced(engine, runtime):
+    runtime.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(runtime / "control.sock"))
+    stale.close()  # the file stays, nobody listens: a daemon that crashed
+    with pytest.raises(DaemonNotRunning, match="does not answer"):
+        ControlClient(runtime).status()
+    with ControlServer(engine, runtime, transport="unix"):
+        assert ControlClient(runtime).status()["state"] == "running"
+
+
+def test_a_stale_tcp_endpoint_file_is_replaced(engine, runtime):
+    runtime.mkdir(mode=0o700)
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    dead_port = free.getsockname()[1]
+    free.close()
+    (runtime / "control.json").write_text(json.dumps({"host": "127.0.0.1", "port": dead_port, "token": "old"}))
+    with ControlServer(engine, runtime, transport="tcp") as srv:
+        assert find_endpoint(runtime).token == srv.token != "old"
+        assert ControlClient(runtime).status()["state"] == "running"
+
+
+def test_a_socket_path_too_long_is_a_clear_error(engine, short_dir):
+    deep = short_dir / ("d" * 100)
+    with pytest.raises(VcamdError, match="too long for a Unix socket — set VCAMD_RUNTIME_DIR"):
+        ControlServer(engine, deep, transport="unix").start()
+
+
+def test_runtime_dir_follows_the_environment_variable(engine, runtime, monkeypatch):
+    monkeypatch.setenv("VCAMD_RUNTIME_DIR", str(runtime))
+    with ControlServer(engine) as srv:
+        assert srv.directory == runtime
+        assert ControlClient().status()["enabled"] is True

@@ -1,0 +1,73 @@
+"""The stand-in builders produce the production signatures and visible, input-dependent changes."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+
+from vcamd import standins
+
+
+def _session(path):
+    return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def test_swapper_signature(standin_dir):
+    s = _session(standin_dir / "inswapper_128.onnx")
+    assert [(i.name, i.shape, i.type) for i in s.get_inputs()] == [
+        ("target", [1, 3, 128, 128], "tensor(float)"),
+        ("source", [1, 512], "tensor(float)"),
+    ]
+    assert s.get_outputs()[0].shape == [1, 3, 128, 128]
+    model = onnx.load(str(standin_dir / "inswapper_128.onnx"))
+    assert model.graph.initializer[-1].name == "emap" and list(model.graph.initializer[-1].dims) == [512, 512]
+    assert _session(standin_dir / "inswapper_128_fp16.onnx").get_inputs()[0].type == "tensor(float16)"
+    assert _session(standin_dir / "inswapper_128_batched.onnx").get_inputs()[0].shape[0] == "N"
+
+
+def test_swapper_output_in_unit_range(standin_dir):
+    s = _session(standin_dir / "inswapper_128.onnx")
+    rng = np.random.default_rng(0)
+    out = s.run(None, {"target": rng.random((1, 3, 128, 128), np.float32), "source": rng.standard_normal((1, 512), np.float32)})[0]
+    assert out.shape == (1, 3, 128, 128) and 0.0 <= out.min() and out.max() <= 1.0
+
+
+def test_compute_equivalent_layer_list_matches_the_contract():
+    params, macs = standins.swapper_layer_stats()
+    assert abs(params - 138.3e6) / 138.3e6 < 0.01  # model-contracts.md: 138.3 M parameters
+    assert abs(macs - 174.6e9) / 174.6e9 < 0.01  # and 174.6 GMAC
+    params, macs = standins.enhancer_layer_stats()
+    assert 75e6 < params < 95e6 and 170e9 < macs < 230e9  # the GFPGAN estimate (~86 M, ~198 GMAC)
+
+
+def test_recognizer_is_deterministic_and_discriminative(standin_dir, newton, solvay):
+    s = _session(standin_dir / "w600k_standin.onnx")
+    assert s.get_inputs()[0].shape == [1, 3, 112, 112] and s.get_outputs()[0].shape == [1, 512]
+
+    def emb(img):
+        crop = cv2.resize(img, (112, 112)).transpose(2, 0, 1)[None].astype(np.float32) / 127.5 - 1
+        e = s.run(None, {s.get_inputs()[0].name: crop})[0][0]
+        return e / np.linalg.norm(e)
+
+    a = emb(newton[80:240, 320:460])
+    assert float(a @ emb(newton[80:240, 320:460])) == pytest.approx(1.0, abs=1e-6)
+    assert float(a @ emb(solvay[1030:1145, 140:230])) < 0.99
+
+
+def test_recognizer_dim(tmp_path):
+    s = _session(standins.build_recognizer(tmp_path / "r.onnx", dim=128))
+    assert s.get_outputs()[0].shape == [1, 128]
+
+
+def test_enhancer_changes_the_face_visibly(standin_dir, newton):
+    s = _session(standin_dir / "gfpgan_standin.onnx")
+    assert s.get_inputs()[0].name == "input" and s.get_inputs()[0].shape == [1, 3, 512, 512]
+    img = cv2.resize(newton[60:260, 290:490], (512, 512))[..., ::-1].transpose(2, 0, 1)[None].astype(np.float32) / 127.5 - 1
+    out = s.run(None, {"input": img})[0]
+    assert out.shape == img.shape and out.min() >= -1.0 and out.max() <= 1.0
+    diff = np.abs(out - img).mean()
+    assert 0.01 < diff < 0.3  # changed, but still the same picture
+    assert out.std() > img.std()  # sharper / more contrast

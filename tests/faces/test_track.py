@@ -1,0 +1,81 @@
+"""Tracking on a moving real face: same keypoints as a full detection, fewer full detections, cheaper."""
+
+from __future__ import annotations
+
+import time
+
+import cv2
+import numpy as np
+
+from vcamd.faces.track import FaceTracker
+
+
+def _shifted(image: np.ndarray, dx: float, dy: float, scale: float = 1.0) -> np.ndarray:
+    h, w = image.shape[:2]
+    m = np.array([[scale, 0, dx], [0, scale, dy]], dtype=np.float32)
+    return cv2.warpAffine(image, m, (w, h), borderMode=cv2.BORDER_REPLICATE)
+
+
+def test_tracked_keypoints_match_full_detection(detectors, newton):
+    detector = detectors["scrfd_2.5g_kps.onnx"]
+    tracker = FaceTracker(detector, track_size=192, full_every=10)
+    track_ms, full_ms = [], []
+    for i in range(12):
+        frame = _shifted(newton, dx=-3.0 * i, dy=2.0 * i, scale=1.0 + 0.01 * i)
+        t0 = time.perf_counter()
+        tracked = tracker.update(frame, i)
+        t1 = time.perf_counter()
+        full = detector.detect(frame)
+        t2 = time.perf_counter()
+        (full_ms if i in (0, 10) else track_ms).append((t1 - t0) * 1000)
+        assert len(tracked) == len(full) == 1
+        # the two runs see the face at different scales, so they differ by the detector's own jitter
+        # (~1.5 % of the face width on average here): mean within 3 %, no keypoint beyond 5 %
+        error = np.linalg.norm(tracked[0].kps - full[0].kps, axis=1) / full[0].width
+        assert error.mean() < 0.03 and error.max() < 0.05, f"frame {i}: keypoints off by {error} face widths"
+        if i not in (0, 10):
+            full_ms.append((t2 - t1) * 1000)
+    # frames 0 and 10 were full detections, the rest crops around the face
+    assert tracker.full_detections == 2
+    print(f"\ntracking update median {np.median(track_ms):.1f} ms vs full detection {np.median(full_ms):.1f} ms")
+
+
+def test_lost_face_triggers_full_detection(detector, newton):
+    tracker = FaceTracker(detector, full_every=100)
+    assert len(tracker.update(newton, 0)) == 1
+    # the face jumps far outside its tracking crop: the tracker must look at the whole frame again
+    jumped = _shifted(newton, dx=-300, dy=0)
+    faces = tracker.update(jumped, 1)
+    assert tracker.full_detections == 2 and len(faces) == 1
+    expected = detector.detect(jumped)[0]
+    assert np.abs(faces[0].kps - expected.kps).max() < 1.0
+
+
+def test_empty_frame_then_face_again(detector, newton):
+    tracker = FaceTracker(detector, full_every=100)
+    blank = np.zeros_like(newton)
+    assert tracker.update(blank, 0) == []
+    assert len(tracker.update(newton, 1)) == 1  # no tracks: a full detection every frame until found
+    assert tracker.full_detections == 2
+    assert len(tracker.update(newton, 2)) == 1
+    assert tracker.full_detections == 2  # now tracked
+
+
+def test_tracks_several_faces(detector, solvay, solvay_faces):
+    # 29 crops at 96² cost 0.65 of one 640² detection, so they are tracked
+    tracker = FaceTracker(detector, track_size=96, full_every=10)
+    moved = _shifted(solvay, dx=4, dy=-3)
+    tracker.update(solvay, 0)
+    faces = tracker.update(moved, 1)
+    assert tracker.full_detections == 1
+    assert len(faces) == len(solvay_faces) == 29
+    shifts = np.array([f.kps.mean(axis=0) - g.kps.mean(axis=0) for f, g in zip(faces, solvay_faces)])
+    np.testing.assert_allclose(np.median(shifts, axis=0), [4, -3], atol=1.5)
+
+
+def test_many_faces_use_full_detection(detector, solvay):
+    # 29 crops at 192² would cost 2.6 full detections: the tracker detects the whole frame instead
+    tracker = FaceTracker(detector, track_size=192, full_every=10)
+    tracker.update(solvay, 0)
+    assert len(tracker.update(solvay, 1)) == 29
+    assert tracker.full_detections == 2

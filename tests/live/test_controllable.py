@@ -1,0 +1,79 @@
+"""The control surface (what the control socket and the tray call) on a running engine."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import cv2
+import numpy as np
+import tomli_w
+
+from vcamd.live.engine import LiveEngine
+from vcamd.live.sources import open_source
+from vcamd.types import Level, Outcome
+
+
+def wait_for(condition, timeout: float = 8.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_status_toggle_quality_snapshot_reload_and_quit(tmp_path, live_config, clip_20fps, make_clip, face_engine_factory, recording_sink):
+    cfg = live_config()
+    config_path = tmp_path / "config.toml"
+    config_path.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)))
+    other_clip = make_clip("small.avi", fps=20.0, frames=20, size=(320, 240))
+    sink = recording_sink(keep_every=1000)
+    engine = LiveEngine(
+        cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True), sink_factory=lambda w, h, fps: sink,
+        faces=face_engine_factory(cfg), config_path=config_path,
+        source_factory=lambda camera: open_source(camera.device if camera.device != "0" else str(clip_20fps), camera, loop=True),
+    )
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.setdefault("stats", engine.run()), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 5, what="swapping")
+        status = engine.status()
+        assert status["enabled"] and status["state"] == "running" and status["camera"] == "live"
+        assert status["level"] == "full" and status["quality"] == "auto"
+        assert status["fps"] > 10 and status["config_error"] is None
+        assert status["source_face"].endswith("newton.png")
+
+        png = engine.snapshot_png()
+        image = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
+        assert image.shape == (480, 640, 3)
+
+        engine.set_enabled(False)
+        off = engine.stats.outcomes[Outcome.off]
+        wait_for(lambda: engine.stats.outcomes[Outcome.off] >= off + 5, what="raw frames while off")
+        engine.set_enabled(True)
+
+        engine.set_quality(Level.frame_skip)
+        wait_for(lambda: engine.status()["quality"] == "frame_skip", what="the pinned level")
+        engine.set_quality(None)
+        wait_for(lambda: engine.status()["quality"] == "auto", what="automatic quality")
+
+        # A broken file is reported and the running settings stay.
+        config_path.write_text("[swap]\non_miss = 'sometimes'\n")
+        engine.reload_config()
+        assert "on_miss" in engine.status()["config_error"]
+        # A valid change to [swap] and [camera] applies without a restart: the camera is reopened.
+        data = cfg.model_dump(mode="json", exclude_none=True)
+        data["swap"]["on_miss"] = "blur"
+        data["camera"]["device"] = str(other_clip)
+        config_path.write_text(tomli_w.dumps(data))
+        engine.reload_config()
+        wait_for(lambda: engine.cfg.swap.on_miss == "blur", what="the reload")
+        assert engine.status()["config_error"] is None
+        wait_for(lambda: engine.source.description.endswith("small.avi") and engine.reader.captured > 5, what="the new camera")
+    finally:
+        engine.request_quit()
+        thread.join(10)
+    assert not thread.is_alive()
+    stats = result["stats"]
+    assert stats["frames"]["passthrough"] == 0 and stats["frames"]["off"] >= 5
+    assert [t["reason"] for t in stats["degradation"]["transitions"]][:2] == ["manual", "manual"]

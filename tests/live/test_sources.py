@@ -1,0 +1,162 @@
+"""Sources and the newest-frame slot: a video file paced like a camera, drops counted, no queue."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from vcamd.config import CameraConfig
+from vcamd.errors import VcamdError
+from vcamd.live.sources import (
+    CameraReader,
+    LatestFrame,
+    SourceState,
+    SyntheticCamera,
+    VideoFileCamera,
+    open_source,
+)
+from vcamd.types import Captured
+
+
+def captured(seq: int) -> Captured:
+    return Captured(frame=np.zeros((2, 2, 3), np.uint8), t_capture=float(seq), seq=seq)
+
+
+def test_slot_keeps_only_the_newest_frame_and_counts_the_rest():
+    slot = LatestFrame()
+    for seq in range(1, 6):
+        slot.put(captured(seq))
+    assert slot.depth == 1
+    assert slot.take(timeout=0).seq == 5
+    assert slot.dropped == 4 and slot.taken_count == 1 and slot.max_depth == 1
+    assert slot.take(timeout=0.01) is None  # nothing newer: no re-delivery of an old frame
+
+
+def test_slot_take_waits_for_the_next_frame():
+    slot = LatestFrame()
+    threading.Timer(0.05, lambda: slot.put(captured(7))).start()
+    got = slot.take(timeout=2.0)
+    assert got is not None and got.seq == 7
+
+
+def test_video_file_plays_at_its_own_rate_by_the_wall_clock(make_clip):
+    clip = make_clip("pace.avi", fps=25.0, frames=15)
+    cam = VideoFileCamera(clip, loop=False)
+    cam.open()
+    assert cam.fps == pytest.approx(25.0) and cam.frame_size == (640, 480)
+    t0 = time.monotonic()
+    n = 0
+    while cam.read() is not None:
+        n += 1
+    elapsed = time.monotonic() - t0
+    cam.close()
+    # Never faster than the file's clock (15 frames span 14 intervals); on a loaded machine a frame
+    # may be skipped, never delivered late.
+    assert n + cam.skipped == 15
+    assert 14 / 25.0 - 0.02 <= elapsed < 14 / 25.0 + 0.5
+
+
+def test_video_file_skips_frames_whose_time_passed_like_a_camera(make_clip):
+    clip = make_clip("skip.avi", fps=25.0, frames=50)
+    cam = VideoFileCamera(clip, loop=False)
+    cam.open()
+    cam.read()
+    time.sleep(0.4)  # a reader that was busy for 10 frame intervals
+    cam.read()
+    assert cam.skipped >= 8  # it jumped to the frame that is due now instead of playing late ones
+    cam.close()
+
+
+def test_slow_consumer_gets_fresh_frames_and_nothing_queues(make_clip):
+    clip = make_clip("slow.avi", fps=25.0, frames=25)
+    slot = LatestFrame()
+    reader = CameraReader(VideoFileCamera(clip, loop=True), slot, reopen_interval_s=0.2)
+    reader.open_first()
+    reader.start()
+    ages, seqs = [], []
+    try:
+        for _ in range(8):
+            time.sleep(0.12)  # a pipeline three frame intervals slow
+            got = slot.take(timeout=1.0)
+            assert got is not None
+            ages.append(time.monotonic() - got.t_capture)
+            seqs.append(got.seq)
+    finally:
+        reader.stop()
+    # Always the newest frame: younger than one interval plus scheduling slack, never growing.
+    assert max(ages) < 0.1
+    assert all(b - a >= 2 for a, b in zip(seqs, seqs[1:]))
+    assert slot.dropped >= 8
+    assert reader.captured - slot.taken_count - slot.dropped in (0, 1)
+
+
+def test_a_finished_file_goes_offline_and_is_reopened(make_clip):
+    clip = make_clip("end.avi", fps=25.0, frames=5)
+    slot = LatestFrame()
+    reader = CameraReader(VideoFileCamera(clip, loop=False), slot, reopen_interval_s=0.15)
+    reader.open_first()
+    reader.start()
+    try:
+        deadline = time.monotonic() + 3.0
+        saw_offline = False
+        while time.monotonic() < deadline and reader.reopen_attempts < 2:
+            saw_offline |= reader.state is SourceState.offline
+            slot.take(timeout=0.02)
+        assert saw_offline and reader.times_lost >= 2 and reader.reopen_attempts >= 1
+        assert reader.captured >= 10  # it played the file again after reopening it
+    finally:
+        reader.stop()
+
+
+def test_synthetic_camera_is_paced_and_moves():
+    cam = SyntheticCamera(160, 120, 50.0)
+    cam.open()
+    t0 = time.monotonic()
+    frames = [cam.read() for _ in range(10)]
+    assert 9 / 50.0 - 0.02 <= time.monotonic() - t0 < 9 / 50.0 + 0.5
+    assert frames[0].shape == (120, 160, 3)
+    assert not np.array_equal(frames[0], frames[5])
+
+
+def test_open_source_understands_each_form(make_clip):
+    cfg = CameraConfig()
+    assert isinstance(open_source("synthetic", cfg), SyntheticCamera)
+    assert open_source("0", cfg).device == 0
+    assert open_source("/dev/video3", cfg).device == "/dev/video3"
+    clip = make_clip("x.avi", fps=10.0, frames=2)
+    src = open_source(str(clip), cfg, loop=True)
+    assert isinstance(src, VideoFileCamera) and src.loop
+
+
+def test_open_source_rejects_what_it_cannot_use(tmp_path):
+    with pytest.raises(VcamdError, match="not a camera index.*--source"):
+        open_source(str(tmp_path / "nope.mp4"), CameraConfig())
+    with pytest.raises(VcamdError, match="empty camera source"):
+        open_source("  ", CameraConfig())
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"not a video")
+    with pytest.raises(VcamdError, match="cannot open video file"):
+        VideoFileCamera(junk, loop=False).open()
+
+
+def test_a_missing_camera_device_fails_with_the_fix():
+    src = open_source("/dev/video99", CameraConfig())
+    with pytest.raises(VcamdError, match="cannot open camera /dev/video99.*--source"):
+        src.open()
+
+
+def test_odd_frames_from_a_driver_become_bgr_or_are_skipped():
+    from vcamd.live.sources import as_bgr
+
+    gray = np.full((4, 6), 9, np.uint8)
+    assert as_bgr(gray).shape == (4, 6, 3)
+    bgra = np.zeros((4, 6, 4), np.uint8)
+    assert as_bgr(bgra).shape == (4, 6, 3)
+    bgr = np.zeros((4, 6, 3), np.uint8)
+    assert as_bgr(bgr) is bgr  # no copy for the normal case
+    assert as_bgr(np.zeros((0, 0, 3), np.uint8)) is None
+    assert as_bgr(np.zeros((4, 6, 3), np.float32)) is None
+    assert as_bgr(None) is None

@@ -1,0 +1,142 @@
+"""The degradation ladder, driven frame by frame with an injected clock: no sleeps, no threads."""
+
+from __future__ import annotations
+
+from vcamd.config import WatchdogConfig
+from vcamd.live.watchdog import Transition, TransitionResult, Watchdog
+from vcamd.types import Level
+
+FPS = 30.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def feed(dog: Watchdog, clock: FakeClock, latency_ms: float, frames: int, stage_ms=None) -> list:
+    """Publish `frames` frames at 30 fps, each with the given latency; collect every event."""
+    events = []
+    for _ in range(frames):
+        clock.now += 1.0 / FPS
+        events.extend(dog.observe(latency_ms, stage_ms))
+    return events
+
+
+
+def test_degrades_one_step_at_a_time_down_to_frame_skip():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=True)
+    events = feed(dog, clock, 70.0, 30 * 10, {"detect": 55.0})
+    transitions = [e for e in events if isinstance(e, Transition)]
+    assert [(t.from_level, t.to_level) for t in transitions] == [
+        (Level.full, Level.no_enhancer),
+        (Level.no_enhancer, Level.low_res),
+        (Level.low_res, Level.frame_skip),
+    ]
+    assert dog.level is Level.frame_skip
+    # No two transitions closer than the cooldown, and each one names what triggered it.
+    for a, b in zip(transitions, transitions[1:]):
+        assert b.time - a.time >= dog.cfg.cooldown_s
+    first = transitions[0]
+    assert first.reason == "over_budget"
+    assert first.trigger.over_budget_share == 1.0
+    assert first.trigger.p95_ms == 70.0
+    assert first.trigger.stage_p95_ms == {"detect": 55.0}
+    line = first.log_line()
+    assert "\n" not in line
+    assert "from=full to=no_enhancer" in line and "p95_ms=70.0" in line and "detect_p95_ms=55.0" in line
+
+
+def test_skips_the_enhancer_step_when_the_enhancer_is_off():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    feed(dog, clock, 70.0, 30 * 2)
+    assert dog.transitions[0].to_level is Level.low_res
+    # And climbing back from low_res goes straight to full.
+    feed(dog, clock, 5.0, 30 * 10)
+    assert dog.level is Level.full
+    assert (dog.transitions[-1].from_level, dog.transitions[-1].to_level) == (Level.low_res, Level.full)
+
+
+def test_holds_the_level_while_latency_sits_between_the_thresholds():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock)
+    feed(dog, clock, 70.0, 20)  # one step down
+    assert dog.level is Level.no_enhancer
+    # 30 ms: under budget (no further degrade) but above budget × headroom = 24 ms (no recovery).
+    events = feed(dog, clock, 30.0, 30 * 20)
+    assert dog.level is Level.no_enhancer
+    assert not [e for e in events if isinstance(e, Transition)]
+
+
+def test_recovers_only_after_sustained_headroom():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(recover_after_s=3.0), clock)
+    feed(dog, clock, 70.0, 20)
+    assert dog.level is Level.no_enhancer
+    # 2 s of headroom (window fill included) is not enough.
+    feed(dog, clock, 10.0, 60)
+    assert dog.level is Level.no_enhancer
+    # A burst of slow frames resets the headroom timer ...
+    feed(dog, clock, 45.0, 3)
+    feed(dog, clock, 10.0, 80)
+    assert dog.level is Level.no_enhancer
+    # ... and the climb happens once the p95 stays under budget × headroom for recover_after_s.
+    feed(dog, clock, 10.0, 30 * 2)
+    assert dog.level is Level.full
+    up = dog.transitions[-1]
+    assert up.reason == "headroom" and up.trigger.p95_ms < 40 * 0.6
+
+
+def test_no_oscillation_when_latency_depends_on_the_level():
+    """A machine where full quality takes 55 ms and no_enhancer takes 30 ms must settle on
+    no_enhancer and stay there, not bounce between the two."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock)
+    cost = {Level.full: 55.0, Level.no_enhancer: 30.0, Level.low_res: 15.0, Level.frame_skip: 8.0}
+    for _ in range(30 * 60):
+        clock.now += 1.0 / FPS
+        dog.observe(cost[dog.level])
+    assert dog.level is Level.no_enhancer
+    assert len(dog.transitions) == 1
+
+
+def test_each_transition_gets_its_result_measured_over_the_next_window():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(window=15, cooldown_s=10.0), clock)
+    events = feed(dog, clock, 70.0, 15)
+    assert [type(e) for e in events] == [Transition]
+    events = feed(dog, clock, 20.0, 14)
+    assert events == []  # the new window is not full yet
+    events = feed(dog, clock, 20.0, 1)
+    assert [type(e) for e in events] == [TransitionResult]
+    result = events[0]
+    assert result.transition is dog.transitions[0]
+    assert result.after.p95_ms == 20.0 and result.after.over_budget_share == 0.0
+    assert "of=full->no_enhancer" in result.log_line()
+    history = dog.history()
+    assert history[0]["after"]["p95_ms"] == 20.0 and history[0]["trigger"]["p95_ms"] == 70.0
+
+
+def test_a_short_spike_under_the_degrade_ratio_does_not_degrade():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(window=15, degrade_ratio=0.3), clock)
+    feed(dog, clock, 20.0, 15)
+    feed(dog, clock, 90.0, 4)  # 4/15 = 0.27 of the window over budget
+    feed(dog, clock, 20.0, 15)
+    assert dog.level is Level.full and dog.transitions == []
+
+
+def test_a_forced_level_pins_it_until_released():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock)
+    t = dog.force(Level.low_res)
+    assert t is not None and t.reason == "manual" and dog.level is Level.low_res
+    feed(dog, clock, 5.0, 30 * 10)
+    assert dog.level is Level.low_res and not dog.automatic
+    dog.force(None)
+    assert dog.level is Level.full

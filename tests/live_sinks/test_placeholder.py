@@ -1,0 +1,46 @@
+"""Placeholder frames: dark, with readable centred text, built once per size and never mutated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vcamd.live.placeholder import offline_frame, starting_frame
+
+
+@pytest.mark.parametrize("make", [offline_frame, starting_frame])
+@pytest.mark.parametrize(("width", "height"), [(1280, 720), (640, 480), (160, 120)])
+def test_dark_frame_with_centred_text(make, width, height):
+    frame = make(width, height)
+    assert frame.shape == (height, width, 3) and frame.dtype == np.uint8
+    gray = frame.mean(axis=2)
+    assert gray[: height // 5].max() < 60 and gray[-height // 5 :].max() < 60  # calm and dark around the text
+    band = gray[height // 3 : 2 * height // 3]
+    assert band.std() > 10  # text in the middle: the centre is not uniform
+    ys, xs = np.nonzero(gray > 120)  # the light text pixels
+    assert len(xs) > 0.003 * width * height
+    centre_x = (xs.min() + xs.max()) / 2
+    centre_y = (ys.min() + ys.max()) / 2
+    assert abs(centre_x - width / 2) < 0.03 * width and abs(centre_y - height / 2) < 0.05 * height
+    assert xs.max() - xs.min() < width  # the message fits in the frame
+
+
+def test_offline_and_starting_say_different_things():
+    offline, starting = offline_frame(640, 360), starting_frame(640, 360)
+    assert np.count_nonzero(np.any(offline != starting, axis=2)) > 500
+    custom = offline_frame(640, 360, "Camera unplugged")
+    assert np.count_nonzero(np.any(custom != offline, axis=2)) > 500
+
+
+def test_built_once_and_read_only():
+    first = offline_frame(320, 240)
+    assert offline_frame(320, 240) is first  # cached: publishing it costs nothing per frame
+    assert offline_frame(322, 240) is not first
+    with pytest.raises(ValueError):
+        first[0, 0] = 255  # a caller drawing on it would corrupt every later placeholder
+    assert first.flags.c_contiguous
+
+
+def test_too_small_is_refused():
+    with pytest.raises(ValueError, match="too small"):
+        offline_frame(8, 8)

@@ -1,0 +1,189 @@
+"""PreviewSink over plain HTTP: a real server on 127.0.0.1, read with urllib and raw sockets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.errors import VcamdError
+from vcamd.live.sinks import MJPEG_BOUNDARY, PreviewSink
+from vcamd.types import Level
+
+BGR = (40, 180, 220)
+
+
+@pytest.fixture
+def preview(make_config) -> Iterator[PreviewSink]:
+    sink = PreviewSink(make_config(preview={"port": 0}).preview, 160, 120, 30.0, snapshot_wait_s=0.3)
+    sink.open()
+    yield sink
+    sink.close()
+
+
+def read_mjpeg_parts(response, count: int) -> list[tuple[dict[str, str], bytes]]:
+    """Parse `count` parts of a multipart/x-mixed-replace body: (headers, JPEG bytes)."""
+    parts = []
+    while len(parts) < count:
+        line = response.readline()
+        if not line:
+            raise AssertionError("stream ended early")
+        if line.strip() != f"--{MJPEG_BOUNDARY}".encode():
+            continue
+        headers = {}
+        while (line := response.readline().strip()) != b"":
+            key, value = line.decode().split(":", 1)
+            headers[key.strip().lower()] = value.strip()
+        body = response.read(int(headers["content-length"]))
+        parts.append((headers, body))
+    return parts
+
+
+def decode(jpeg: bytes) -> np.ndarray:
+    image = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+    assert image is not None, "not a JPEG"
+    return image
+
+
+def close_to(pixel: np.ndarray, bgr: tuple[int, int, int], tol: int = 10) -> bool:
+    return bool(np.abs(pixel.astype(int) - np.array(bgr)).max() <= tol)
+
+
+def test_page_is_self_contained(preview):
+    with urllib.request.urlopen(preview.url, timeout=5) as r:
+        assert r.headers["Content-Type"].startswith("text/html")
+        page = r.read().decode()
+    assert preview.url.startswith("http://127.0.0.1:") and preview.port > 0
+    assert 'src="/stream.mjpg"' in page and '"/stats.json"' in page and "500" in page
+    # No external resources: nothing loaded from another origin.
+    assert "http://" not in page and "https://" not in page and "//cdn" not in page
+
+
+def test_stream_gives_jpeg_parts_of_the_published_frames(preview, publisher, solid):
+    assert preview.jpegs_encoded == 0
+    for _ in range(5):  # nobody watching: frames are not encoded at all
+        preview.send(solid(160, 120, BGR))
+    assert preview.jpegs_encoded == 0
+    publisher(preview, solid(320, 240, BGR))  # a different size: resized to the opened 160×120
+    with urllib.request.urlopen(preview.url + "stream.mjpg", timeout=5) as r:
+        assert r.headers["Content-Type"] == f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}"
+        parts = read_mjpeg_parts(r, 3)
+    for headers, body in parts:
+        assert headers["content-type"] == "image/jpeg"
+        assert body[:2] == b"\xff\xd8" and body[-2:] == b"\xff\xd9"
+        image = decode(body)
+        assert image.shape == (120, 160, 3)
+        assert close_to(image[60, 80], BGR)
+    assert preview.jpegs_encoded >= 3
+
+
+def test_encoding_is_capped_at_the_output_fps(make_config, publisher, solid):
+    sink = PreviewSink(make_config(preview={"port": 0}).preview, 160, 120, 10.0)
+    sink.open()
+    try:
+        publisher(sink, solid(160, 120, BGR), fps=100)  # the engine publishing far faster than 10 fps
+        with urllib.request.urlopen(sink.url + "stream.mjpg", timeout=5) as r:
+            read_mjpeg_parts(r, 1)
+            start_count, start = sink.jpegs_encoded, time.monotonic()
+            read_mjpeg_parts(r, 5)
+            elapsed = time.monotonic() - start
+            encoded = sink.jpegs_encoded - start_count
+        assert sink.frames_sent > 3 * sink.jpegs_encoded
+        assert encoded <= 10.0 * elapsed + 2, f"{encoded} JPEGs in {elapsed:.2f} s at a 10 fps cap"
+    finally:
+        sink.close()
+
+
+def test_stats_json_is_the_latest_snapshot_made_plain(preview, solid):
+    with urllib.request.urlopen(preview.url + "stats.json", timeout=5) as r:
+        assert r.headers["Content-Type"] == "application/json"
+        assert json.loads(r.read()) == {}
+    frame = solid(160, 120, BGR)
+    preview.send(frame, {"fps": {"published": np.float64(29.5)}, "level": Level.low_res, "frames": {"held": 3}})
+    preview.send(frame)  # no stats with this frame: the last snapshot stays
+    with urllib.request.urlopen(preview.url + "stats.json", timeout=5) as r:
+        stats = json.loads(r.read())
+    assert stats == {"fps": {"published": 29.5}, "level": "low_res", "frames": {"held": 3}}
+
+
+def test_snapshot(preview, publisher, solid):
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(preview.url + "snapshot.jpg", timeout=5)
+    assert info.value.code == 503  # nothing published yet
+    publisher(preview, solid(160, 120, (200, 60, 20)))
+    with urllib.request.urlopen(preview.url + "snapshot.jpg", timeout=5) as r:
+        assert r.headers["Content-Type"] == "image/jpeg"
+        image = decode(r.read())
+    assert image.shape == (120, 160, 3) and close_to(image[60, 80], (200, 60, 20))
+
+
+def test_unknown_path_and_foreign_host_are_refused(preview):
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(preview.url + "secret", timeout=5)
+    assert info.value.code == 404
+    # DNS rebinding: a page from another site whose name resolves to 127.0.0.1.
+    request = urllib.request.Request(preview.url + "snapshot.jpg", headers={"Host": f"evil.example:{preview.port}"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=5)
+    assert info.value.code == 403
+    request = urllib.request.Request(preview.url + "stats.json", headers={"Host": f"localhost:{preview.port}"})
+    with urllib.request.urlopen(request, timeout=5) as r:
+        assert r.status == 200
+
+
+def non_loopback_address() -> str | None:
+    """This machine's address on its default route (no packet is sent), if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def test_listens_only_on_loopback(preview):
+    assert preview._server is not None and preview._server.socket.getsockname()[0] == "127.0.0.1"
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback address to try")
+    with pytest.raises(OSError):
+        socket.create_connection((address, preview.port), timeout=2).close()
+
+
+def test_busy_port_is_a_clear_error(make_config):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        sink = PreviewSink(make_config(preview={"port": port}).preview, 160, 120, 30.0)
+        with pytest.raises(VcamdError) as info:
+            sink.open()
+    assert f"preview port {port}" in str(info.value) and "[preview] port" in str(info.value)
+
+
+def test_close_ends_streams_and_the_server(make_config, publisher, solid):
+    sink = PreviewSink(make_config(preview={"port": 0}).preview, 160, 120, 30.0)
+    sink.open()
+    url = sink.url
+    stop = publisher(sink, solid(160, 120, BGR))
+    with urllib.request.urlopen(url + "stream.mjpg", timeout=5) as r:
+        read_mjpeg_parts(r, 1)
+        assert sink.clients == 1
+        stop.set()
+        sink.close()
+        sink.close()  # idempotent
+        rest = r.read()  # the server ends the stream instead of leaving the client hanging
+        assert len(rest) < 100_000
+    for thread in sink._threads:
+        assert not thread.is_alive()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=2)
+    sink.send(solid(160, 120, BGR))  # a late frame after close is ignored

@@ -1,0 +1,121 @@
+"""`vcamd models ...` as a real subprocess, downloading from a real server through `[models] mirror`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+GFPGAN_PATH = "/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx"
+FP16_PATH = "/hacksider/deep-live-cam/resolve/main/inswapper_128_fp16.onnx"
+
+
+@pytest.fixture
+def config_file(tmp_path, file_server) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[models]\ndir = "models"\nmirror = "{file_server.base}"\n')
+    return path
+
+
+def files_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if not p.name.endswith(".lock")) if folder.exists() else []
+
+
+def test_list_shows_every_model_and_what_the_config_uses(config_file, vcamd_cli) -> None:
+    result = vcamd_cli("models", "list", "--config", str(config_file))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "ROLE", "STATUS", "SIZE", "PATH"]
+    rows = [line.split() for line in lines[1:6]]
+    models = config_file.parent / "models"
+    assert [(r[0], r[1], r[2], r[-1]) for r in rows] == [
+        ("inswapper_128_fp16*", "swapper", "missing", str(models / "inswapper_128_fp16.onnx")),
+        ("inswapper_128", "swapper", "missing", str(models / "inswapper_128.onnx")),
+        ("buffalo_l*", "detector", "missing", str(models / "det_10g.onnx")),
+        ("buffalo_l*", "recognizer", "missing", str(models / "w600k_r50.onnx")),
+        ("gfpgan_1.4", "enhancer", "missing", str(models / "gfpgan_1.4.onnx")),
+    ]
+    assert f"models dir: {models}" in result.stdout
+    assert "non-commercial research use only" in result.stdout
+    assert "vcamd models pull buffalo_l inswapper_128_fp16" in result.stdout
+
+
+def test_failing_pull_is_one_line_and_exit_2(config_file, file_server, vcamd_cli) -> None:
+    result = vcamd_cli("models", "pull", "--no-progress", "--config", str(config_file))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"vcamd: error: buffalo_l: download failed: HTTP 404 Not Found from {file_server.base}"
+        "/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip"
+        " — check [models] mirror in the config; without a mirror, the file may have moved upstream (see models/README.md)"
+    ]
+    assert result.stdout == "pulling the models the config uses: buffalo_l, inswapper_128_fp16\n"
+    assert [h.path for h in file_server.hits] == ["/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip"]
+    assert files_in(config_file.parent / "models") == []
+
+
+def test_pull_with_wrong_bytes_is_refused_and_nothing_stays(config_file, file_server, blob, vcamd_cli) -> None:
+    file_server.serve(FP16_PATH, blob(200_000)[0])
+    result = vcamd_cli("models", "pull", "inswapper_128_fp16", "--no-progress", "--config", str(config_file))
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("vcamd: error: inswapper_128_fp16: the file from ")
+    assert "does not match the manifest (SHA-256" in line
+    assert files_in(config_file.parent / "models") == []
+
+
+def test_unknown_name_is_one_line_and_exit_2(config_file, vcamd_cli) -> None:
+    result = vcamd_cli("models", "pull", "inswapper_256", "--config", str(config_file))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "vcamd: error: unknown model 'inswapper_256'; the manifest has inswapper_128_fp16, inswapper_128, buffalo_l, "
+        "gfpgan_1.4 — run `vcamd models list` to see them"
+    ]
+
+
+def test_pull_unpublished_model_records_its_hash_then_verify_uses_it(config_file, file_server, blob, vcamd_cli) -> None:
+    data, sha = blob(300_000)
+    file_server.serve(GFPGAN_PATH, data)
+    models = config_file.parent / "models"
+
+    pulled = vcamd_cli("models", "pull", "gfpgan_1.4", "--config", str(config_file))
+    assert pulled.returncode == 0, pulled.stderr
+    assert f"gfpgan_1.4: downloaded: {models / 'gfpgan_1.4.onnx'}\n" in pulled.stdout
+    assert f"no published SHA-256 for gfpgan_1.4.onnx; recorded {sha} in {models / 'vcamd-models.json'}" in pulled.stdout
+    assert (models / "gfpgan_1.4.onnx").read_bytes() == data
+
+    again = vcamd_cli("models", "pull", "gfpgan_1.4", "--config", str(config_file))
+    assert f"gfpgan_1.4: already present, SHA-256 ok: {models / 'gfpgan_1.4.onnx'}\n" in again.stdout
+    assert len(file_server.hits) == 1
+
+    listed = vcamd_cli("models", "list", "--config", str(config_file))
+    assert [line.split()[2] for line in listed.stdout.splitlines() if line.startswith("gfpgan_1.4 ")] == ["verified"]
+
+    ok = vcamd_cli("models", "verify", "--config", str(config_file))
+    assert (ok.returncode, ok.stdout) == (0, f"gfpgan_1.4 (enhancer): {models / 'gfpgan_1.4.onnx'}: SHA-256 ok\n")
+
+    with (models / "gfpgan_1.4.onnx").open("r+b") as f:
+        f.write(b"\0")
+    bad = vcamd_cli("models", "verify", "gfpgan_1.4", "--config", str(config_file))
+    assert bad.returncode == 2
+    assert f"SHA-256 MISMATCH: {_sha_of(models / 'gfpgan_1.4.onnx')}, expected {sha}" in bad.stdout
+    assert bad.stderr.splitlines() == [
+        "vcamd: error: model check failed: gfpgan_1.4.onnx mismatch — run `vcamd models pull gfpgan_1.4` to download them again"
+    ]
+
+
+def _sha_of(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_bad_mirror_in_config_is_a_config_error(tmp_path, vcamd_cli) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[models]\nmirror = "ftp://mirror"\n')
+    result = vcamd_cli("models", "list", "--config", str(path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"vcamd: error: {path}: [models] mirror = 'ftp://mirror': Value error, must be an http:// or https:// URL, or empty"
+    ]
+    assert os.listdir(tmp_path) == ["config.toml"]

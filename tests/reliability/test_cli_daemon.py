@@ -1,0 +1,213 @@
+"""The real `vcamd` CLI as a subprocess: bad videos and bad source faces refused in one line;
+the running daemon listens on loopback only; a full disk under the log file does not stop it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+def daemon_config(tmp_path: Path, assets: Path, standin_dir: Path, source_face: Path | None = None, extra: str = "") -> Path:
+    face = source_face or assets / "images" / "newton.png"
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f"""
+[models]
+dir = "{tmp_path / 'models'}"
+detector = "{assets / 'models' / 'scrfd_500m_kps.onnx'}"
+recognizer = "{standin_dir / 'recognizer.onnx'}"
+swapper = "{standin_dir / 'swapper.onnx'}"
+enhancer = "{standin_dir / 'enhancer.onnx'}"
+providers = ["cpu"]
+threads = 1
+
+[detection]
+size = 320
+track_size = 128
+
+[swap]
+source_face = "{face}"
+source_consent = true
+
+[preview]
+port = 0
+
+[tray]
+enabled = false
+{extra}
+"""
+    )
+    return config
+
+
+@pytest.fixture
+def not_a_video(tmp_path: Path) -> Path:
+    path = tmp_path / "notavideo.mp4"
+    path.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"this is not really a video " * 200)
+    return path
+
+
+def test_swap_refuses_a_file_that_is_not_a_video(tmp_path, assets, standin_dir, vcamd_cli, refused, not_a_video) -> None:
+    config = daemon_config(tmp_path, assets, standin_dir)
+    result = vcamd_cli("swap", "--config", config, "--input", not_a_video, "--output", tmp_path / "out.mp4", "--i-have-consent")
+    refused(result, "notavideo.mp4")
+    assert not (tmp_path / "out.mp4").exists() or (tmp_path / "out.mp4").stat().st_size == 0
+
+
+def test_run_refuses_a_file_that_is_not_a_video(tmp_path, assets, standin_dir, vcamd_cli, refused, not_a_video) -> None:
+    config = daemon_config(tmp_path, assets, standin_dir)
+    result = vcamd_cli("run", "--config", config, "--source", not_a_video, "--sink", "null", "--frames", "5", "--no-tray", timeout=90)
+    refused(result, "notavideo.mp4")
+
+
+@pytest.mark.parametrize("kind", ["zero-size", "not-an-image", "huge-header", "animated", "missing"])
+def test_swap_refuses_bad_source_faces(tmp_path, assets, standin_dir, vcamd_cli, refused, bad_images, kind: str) -> None:
+    config = daemon_config(tmp_path, assets, standin_dir)
+    face = bad_images[kind]
+    result = vcamd_cli(
+        "swap", "--config", config, "--face", face, "--input", assets / "images" / "newton.png",
+        "--output", tmp_path / "out.png", "--i-have-consent",
+    )
+    refused(result, face.name)
+
+
+@pytest.mark.parametrize("kind", ["zero-size", "animated"])
+def test_run_refuses_bad_source_faces(tmp_path, assets, standin_dir, face_video, vcamd_cli, refused, bad_images, kind: str) -> None:
+    face = bad_images[kind]
+    config = daemon_config(tmp_path, assets, standin_dir, source_face=face)
+    result = vcamd_cli("run", "--config", config, "--source", face_video.path, "--sink", "null", "--frames", "5", "--no-tray", timeout=90)
+    refused(result, face.name)
+
+
+# ---- who can reach it -------------------------------------------------------------------------------
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def _decode_address(hex_addr: str) -> str:
+    """/proc/net/{tcp,udp}[6] local address → 'ip:port' (the kernel prints 32-bit words in host order)."""
+    import ipaddress
+    import socket
+    import struct
+
+    ip_hex, port_hex = hex_addr.split(":")
+    raw = bytes.fromhex(ip_hex)
+    words = b"".join(struct.pack("=I", struct.unpack(">I", raw[i : i + 4])[0]) for i in range(0, len(raw), 4))
+    ip = ipaddress.ip_address(words)
+    return f"{ip}:{int(port_hex, 16)}" if ip.version == 4 else f"[{ip}]:{int(port_hex, 16)}"
+
+
+def listening_sockets(pid: int) -> list[tuple[str, str, bool]]:
+    """(proto, address, is_loopback) of every TCP socket in LISTEN and every bound UDP socket of `pid`."""
+    import ipaddress
+
+    inodes = _socket_inodes(pid)
+    found = []
+    for proto, listen_state in (("tcp", "0A"), ("tcp6", "0A"), ("udp", "07"), ("udp6", "07")):
+        table = Path(f"/proc/{pid}/net/{proto}")
+        if not table.exists():
+            continue
+        for line in table.read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if inode in inodes and state == listen_state:
+                address = _decode_address(local)
+                host = address.rsplit(":", 1)[0].strip("[]")
+                found.append((proto, address, ipaddress.ip_address(host).is_loopback))
+    return found
+
+
+def test_address_decoding() -> None:
+    assert _decode_address("0100007F:1F90") == "127.0.0.1:8080"
+    assert _decode_address("00000000:0050") == "0.0.0.0:80"
+    assert _decode_address("00000000000000000000000001000000:1F90") == "[::1]:8080"
+    assert _decode_address("00000000000000000000000000000000:0016") == "[::]:22"
+
+
+@pytest.mark.slow
+def test_running_daemon_listens_on_loopback_only(tmp_path, assets, standin_dir, face_video, vcamd_cli) -> None:
+    config = daemon_config(tmp_path, assets, standin_dir)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(face_video.path), "--loop",
+         "--sink", "preview", "--no-tray"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=vcamd_cli.env, cwd=tmp_path,
+    )
+    try:
+        sockets: list = []
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline and proc.poll() is None:
+            sockets = listening_sockets(proc.pid)
+            if any(proto.startswith("tcp") for proto, _, _ in sockets):
+                time.sleep(1.0)  # let every listener (preview, control over TCP if any) come up
+                sockets = listening_sockets(proc.pid)
+                break
+            time.sleep(0.3)
+        assert proc.poll() is None, f"the daemon exited early: {proc.communicate(timeout=5)[1][-3000:]}"
+        assert sockets, "the preview sink should listen on a TCP port"
+        exposed = [(proto, addr) for proto, addr, loopback in sockets if not loopback]
+        assert not exposed, f"listening on non-loopback addresses: {exposed}"
+        print("listening:", sockets)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+    assert "Traceback" not in err, err[-3000:]
+
+
+# ---- a full disk under the log file ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_full_disk_under_the_log_file_does_not_stop_the_daemon(tmp_path, assets, standin_dir, face_video, vcamd_cli) -> None:
+    # /dev/full fails every write with ENOSPC, exactly like a full disk. The daemon's own logging
+    # setup (vcamd.logs) points the file handler at it; then `vcamd run` publishes 60 frames.
+    config = daemon_config(tmp_path, assets, standin_dir)
+    script = (
+        "import sys, logging\n"
+        "from pathlib import Path\n"
+        "from vcamd.logs import setup_logging\n"
+        "setup_logging('debug', Path('/dev/full'))\n"
+        "logging.getLogger('vcamd.test').info('first record goes to a full disk')\n"
+        "from vcamd.cli import main\n"
+        f"sys.exit(main(['run', '--config', {str(config)!r}, '--source', {str(face_video.path)!r}, '--loop', "
+        "'--sink', 'null', '--frames', '60', '--no-tray']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=vcamd_cli.env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "published 60 frames" in result.stdout
+    failures = [line for line in result.stderr.splitlines() if "/dev/full" in line]
+    assert 1 <= len(failures) <= 2, "the full disk is reported once, not per record:\n" + "\n".join(failures[:5])
+
+
+@pytest.mark.slow
+def test_full_disk_under_the_user_log_folder(tmp_path, assets, standin_dir, face_video, vcamd_cli) -> None:
+    # The default log file (user state dir / vcamd.log) replaced by a link to /dev/full: whatever
+    # `vcamd run` logs there, it must still publish and exit cleanly.
+    state = Path(vcamd_cli.env["XDG_STATE_HOME"]) / "facelive"
+    state.mkdir(parents=True)
+    (state / "vcamd.log").symlink_to("/dev/full")
+    config = daemon_config(tmp_path, assets, standin_dir)
+    result = vcamd_cli("run", "--config", config, "--source", face_video.path, "--loop", "--sink", "null", "--frames", "60", "--no-tray", timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "published 60 frames" in result.stdout

@@ -1,0 +1,342 @@
+"""Fault injection against the running live engine (LiveEngine.run on its thread, real SCRFD,
+real FaceEngine with the light stand-in swapper, a real video file as the camera).
+
+Each test: reach steady swapping, inject one fault for ~1-2 s, clear it, and check
+- the engine kept publishing during the fault (largest gap between published frames),
+- it recovered by itself (fresh swapped frames again, the engine thread alive),
+- no raw face was published while swapping was on (RecordingSink compares every published face
+  centre with the raw camera frame it came from; `passthrough` stays 0 in the stats).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+MAX_GAP_S = 0.5
+"""Longest allowed pause in the output while a fault lasts (the camera's cadence is 33 ms; the
+offline placeholder starts after `stall_timeout_s` = 0.4 s in these runs)."""
+
+FAULT_S = 1.5
+FLAT_STD = 12.0
+"""Grey-level spread of the face box below which a published face is flat: what a NaN crop
+becomes after the uint8 conversion (a real or swapped face spreads > 30)."""
+
+STEADY = {"watchdog": {"budget_ms": 1000.0}}
+"""A generous budget keeps the watchdog at full quality, so every fault hits the stage it targets
+(with the enhancer on, a degraded level would skip the enhancer and hide its fault)."""
+
+
+def inject(run, start, clear, seconds: float = FAULT_S) -> tuple[float, float]:
+    """Reach steady swapping, run `start()`, wait, run `clear()`; returns (t_fault, t_clear)."""
+    run.wait_swapping()
+    t_fault = time.monotonic()
+    start()
+    time.sleep(seconds)
+    t_clear = time.monotonic()
+    clear()
+    return t_fault, t_clear
+
+
+def recovered(run, t_clear: float, timeout: float = 8.0) -> float:
+    """Fresh swapped frames after the fault cleared; returns how long recovery took."""
+    before = run.counts()["swapped"]
+    run.wait_for(lambda: run.counts()["swapped"] >= before + 10, timeout, "swapping to resume after the fault")
+    return time.monotonic() - t_clear
+
+
+def check_no_leak(run, stats: dict) -> None:
+    leaks = run.sink.leaks()
+    assert not leaks, f"{len(leaks)} raw faces published while swapping was on, e.g. {leaks[:3]}"
+    assert stats["frames"]["passthrough"] == 0, stats["frames"]
+
+
+def test_baseline_swaps_and_never_leaks(live) -> None:
+    run = live(**STEADY)
+    run.wait_swapping()
+    t0 = time.monotonic()
+    time.sleep(1.5)
+    stats = run.stop()
+    check_no_leak(run, stats)
+    sink = run.sink
+    mads = [r.mad for r in sink.records if r.mad is not None]
+    assert len(mads) > 20, "the barcode must be readable in published frames"
+    # The leak check must be able to see a leak: the raw frame compared with itself.
+    assert sink.video.centre_mad(sink.video.raw(3), 3) == 0.0
+    assert min(mads) > 5 * 3.0, f"every published face is far from the raw one (min MAD {min(mads):.1f})"
+    assert stats["frames"]["swapped"] > 20
+    assert sink.max_gap(t0, t0 + 1.5) < MAX_GAP_S
+    # The NaN checks below call a face "flat" under FLAT_STD; real published faces never are.
+    stds = [r.face_std for r in sink.records]
+    assert min(stds) > 2 * FLAT_STD, f"min face std {min(stds):.1f}"
+    print(f"baseline: face-centre MAD vs raw min {min(mads):.1f}, face std min {min(stds):.1f}, frames {stats['frames']}")
+
+
+# ---- the camera -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["stopped", "noise", "black", "bigger", "smaller", "bgra", "gray", "tiny", "empty"])
+def test_camera_fault(live, faulty_camera, mode: str) -> None:
+    run = live(source=faulty_camera, **STEADY)
+    t_fault, t_clear = inject(run, lambda: setattr(faulty_camera, "mode", mode), lambda: setattr(faulty_camera, "mode", "ok"))
+    gap = run.sink.max_gap(t_fault, t_clear)
+    recovery_s = recovered(run, t_clear)
+    stats = run.stop()
+    check_no_leak(run, stats)
+    assert gap < MAX_GAP_S, f"output paused {gap:.2f} s while the camera was {mode}"
+    if mode == "stopped":
+        assert stats["frames"]["offline"] > 0, "the offline frame was published while the camera was gone"
+        assert faulty_camera.opens >= 2, "the camera was reopened by itself"
+    print(f"camera {mode}: max gap {gap * 1000:.0f} ms, recovered in {recovery_s:.2f} s, frames {stats['frames']}")
+
+
+# ---- the models -----------------------------------------------------------------------------------
+
+SESSION_FILES = {"swapper": "swapper.onnx", "detector": "scrfd_500m_kps.onnx", "enhancer": "enhancer.onnx"}
+
+
+SESSION_FAULTS = [
+    pytest.param(model, fault, id=f"{model}-{fault}")
+    for model in ("swapper", "detector", "enhancer")
+    for fault in ("raise", "hang", "nan")
+    if (model, fault) != ("detector", "hang")
+] + [
+    pytest.param(
+        "detector", "hang", id="detector-hang",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="engine.py LiveTracker._redetect runs the detector on the publishing loop's thread, "
+            "so a stalled detector session stops the output for as long as it stalls (design change needed)",
+        ),
+    )
+]
+
+
+@pytest.mark.parametrize(("model", "fault"), SESSION_FAULTS)
+def test_session_fault(live, model: str, fault: str) -> None:
+    faults: dict = {"hang_s": 2.0}
+    sections = dict(STEADY)
+    # max_result_age_s < the hang: a stalled swap model must stop counting as fresh (on_miss applies)
+    sections["swap"] = {"max_result_age_s": 1.0}
+    if model == "enhancer":
+        sections["enhancer"] = {"enabled": True, "strength": 1.0}
+    run = live(faults=faults, **sections)
+    name = SESSION_FILES[model]
+    t_fault, t_clear = inject(run, lambda: faults.__setitem__(name, fault), lambda: faults.__setitem__(name, "ok"))
+    during = run.counts()
+    gap = run.sink.max_gap(t_fault, t_clear)
+    recovery_s = recovered(run, t_clear)
+    stats = run.stop()
+    check_no_leak(run, stats)
+    assert gap < MAX_GAP_S, f"output paused {gap:.2f} s while the {model} session {fault}ed"
+    if fault == "nan":
+        # A NaN model output is a miss, never a face: no frame of the fault window may show the
+        # flat, colourless face a NaN crop turns into after the uint8 conversion.
+        window = [r for r in run.sink.since(t_fault + 0.3) if r.t <= t_clear]
+        flat = [r for r in window if r.face_std < FLAT_STD]
+        assert not flat, f"{len(flat)} frames published a NaN-filled face (face std {[round(r.face_std, 1) for r in flat[:5]]})"
+    print(f"{model} {fault}: max gap {gap * 1000:.0f} ms, recovered in {recovery_s:.2f} s, counts at clear {during}, final {stats['frames']}")
+
+
+def test_swapper_model_that_always_returns_nan_never_counts_as_swapped(live, tmp_path, standin_dir) -> None:
+    # A real ONNX model (run by ONNX Runtime, no wrapper) whose output is NaN: every swap "succeeds"
+    # with garbage. None of it may be published as a swapped face.
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load_model(str(standin_dir / "swapper.onnx"))
+    last = model.graph.node[-1]
+    assert list(last.output) == ["output"]
+    last.output[0] = "before_nan"
+    model.graph.node.append(helper.make_node("Mul", ["before_nan", "nan_scale"], ["output"]))
+    emap = model.graph.initializer.pop()  # `emap` must stay the last initializer
+    model.graph.initializer.append(numpy_helper.from_array(np.array(np.nan, np.float32), "nan_scale"))
+    model.graph.initializer.append(emap)
+    path = tmp_path / "nan_swapper.onnx"
+    onnx.save_model(model, str(path))
+    run = live(models={"swapper": str(path)}, **STEADY)
+    run.wait_for(lambda: run.counts()["published"] > 60, 15, "frames")
+    stats = run.stop()
+    check_no_leak(run, stats)
+    assert stats["frames"]["swapped"] == 0, f"NaN swaps were published as swapped faces: {stats['frames']}"
+    flat = [r for r in run.sink.records if r.face_std < FLAT_STD]
+    assert not flat, f"{len(flat)} frames show a NaN-filled face"
+
+
+# ---- the virtual camera -----------------------------------------------------------------------------
+
+
+def test_sink_write_fails_for_a_while(live) -> None:
+    run = live(**STEADY)
+    sink = run.sink
+    t_fault, t_clear = inject(run, lambda: sink.fail_for(45), lambda: None, seconds=2.0)
+    recovered(run, t_clear)
+    after = len(sink.since(t_clear))
+    stats = run.stop()
+    check_no_leak(run, stats)
+    assert sink.failed == 45, "every injected failure reached the sink"
+    assert after >= 10, "frames reach the sink again once writes succeed"
+    assert stats["frames"]["published"] > 45 + after
+
+
+def test_virtual_camera_write_fails_then_reopens(live, recording, tmp_path) -> None:
+    # The real VirtualCameraSink (retry, drop, close and reopen after a streak) in front of a
+    # "device" whose writes fail 45 times in a row.
+    from vcamd.config import VirtualCameraConfig
+    from vcamd.live.sinks import VirtualCameraSink
+
+    device = tmp_path / "video-test"
+    device.touch()
+    frames = recording.sink()
+    opened = []
+
+    def factory(width, height, fps, dev, backend):
+        opened.append(dev)
+        return recording.camera(frames)
+
+    sink = VirtualCameraSink(VirtualCameraConfig(device=str(device)), 480, 270, 30.0, camera_factory=factory, system="Linux")
+    run = live(sink=sink, **STEADY)
+    run.sink = frames  # what reached the "device"
+    t_fault, t_clear = inject(run, lambda: frames.fail_for(45), lambda: None, seconds=2.5)
+    recovered(run, t_clear)
+    stats = run.stop()
+    check_no_leak(run, stats)
+    counters = sink.counters()
+    assert counters["write_failures"] >= 45 and counters["frames_dropped"] > 0, counters
+    assert counters["reopens"] >= 1 and len(opened) >= 2, f"the device was reopened after the streak: {counters}"
+    assert len(frames.since(t_clear)) >= 10, "frames reach the device again"
+    print(f"virtual camera: {counters}")
+
+
+# ---- the source face -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["deleted", "not-an-image", "zero-size"])
+def test_source_face_file_breaks_while_running(live, tmp_path, assets, fault: str) -> None:
+    import shutil
+
+    from vcamd.errors import FaceError
+
+    face = tmp_path / "me.png"
+    shutil.copy(assets / "images" / "newton.png", face)
+    run = live(swap={"source_face": str(face)}, **STEADY)
+    run.wait_swapping()
+    t_fault = time.monotonic()
+    if fault == "deleted":
+        face.unlink()
+    elif fault == "not-an-image":
+        face.write_text("not a photo any more")
+    else:
+        face.write_bytes(b"")
+    with pytest.raises(FaceError) as info:
+        run.engine.set_source_face(face)  # what `vcamd set-face` and the tray call
+    assert str(face) in str(info.value)
+    run.wait_swapping()  # still swapping with the identity it had
+    assert run.engine.status()["enabled"]
+    # The file comes back: setting it works again.
+    shutil.copy(assets / "images" / "newton.png", face)
+    run.engine.set_source_face(face)
+    run.wait_swapping()
+    gap = run.sink.max_gap(t_fault, time.monotonic())
+    stats = run.stop()
+    check_no_leak(run, stats)
+    assert gap < MAX_GAP_S
+
+
+# ---- the config file --------------------------------------------------------------------------------
+
+
+def _write_config(path, cfg) -> None:
+    import tomli_w
+
+    def clean(value):
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if v is not None}
+        return value
+
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(tomli_w.dumps(clean(cfg.model_dump(mode="json"))))
+    tmp.replace(path)
+
+
+@pytest.fixture
+def watched(live, live_cfg, tmp_path):
+    """A live run whose config file is watched the way `vcamd run` does it: a ConfigWatcher whose
+    every change or error makes the engine reload (`reload_config`, applied between frames)."""
+    from vcamd.reload import ConfigWatcher
+
+    path = tmp_path / "config.toml"
+    cfg = live_cfg(**STEADY)
+    _write_config(path, cfg)
+    run = live(config=cfg, config_path=path)
+    watcher = ConfigWatcher(
+        path,
+        on_change=lambda new, changed: run.engine.reload_config(),
+        on_error=lambda err: run.engine.reload_config(),
+        interval=0.1,
+        current=cfg,
+    ).start()
+    run.config_file, run.cfg, run.watcher = path, cfg, watcher
+    yield run
+    watcher.close()
+
+
+@pytest.mark.parametrize(
+    ("broken", "expected"),
+    [
+        ("[swap\nenabled = true\n", "TOML"),
+        ("[camera]\nfps = -5\n", "fps"),
+        ("[swap]\non_miss = \"show-everything\"\n", "on_miss"),
+        ("[swap]\nsource_face = 42\n", "source_face"),
+    ],
+    ids=["invalid-toml", "bad-fps", "bad-on-miss", "bad-type"],
+)
+def test_config_edited_into_something_broken(watched, broken: str, expected: str) -> None:
+    run = watched
+    run.wait_swapping()
+    t_fault = time.monotonic()
+    run.config_file.write_text(broken)
+    run.wait_for(lambda: run.engine.status()["config_error"], 4.0, "the config error to show in status")
+    error = run.engine.status()["config_error"]
+    assert expected in error and "config.toml" in error, error
+    run.wait_swapping()  # still running on the last good config
+    _write_config(run.config_file, run.cfg)  # the user fixes it
+    run.wait_for(lambda: run.engine.status()["config_error"] is None, 4.0, "the config error to clear")
+    run.wait_swapping()
+    gap = run.sink.max_gap(t_fault, time.monotonic())
+    stats = run.stop()
+    check_no_leak(run, stats)
+    assert gap < MAX_GAP_S
+
+
+def test_config_edited_50_times_in_a_second(watched) -> None:
+    run = watched
+    run.wait_swapping()
+    t_fault = time.monotonic()
+    for i in range(50):
+        on_miss = "blur" if i % 2 else "hold"
+        edited = run.cfg.model_copy(
+            update={
+                "swap": run.cfg.swap.model_copy(update={"on_miss": on_miss}),
+                "disclosure": run.cfg.disclosure.model_copy(update={"text": f"edit {i}"}),
+            }
+        )
+        if i % 7 == 3:
+            run.config_file.write_text("[swap\n")  # some saves are half-written
+        else:
+            _write_config(run.config_file, edited)
+        time.sleep(0.02)
+    run.wait_for(lambda: run.engine.cfg.disclosure.text == "edit 49", 5.0, "the last edit to be applied")
+    assert run.engine.status()["config_error"] is None
+    assert run.engine.cfg.swap.on_miss.value == "blur"
+    run.wait_swapping()
+    gap = run.sink.max_gap(t_fault, time.monotonic())
+    stats = run.stop()
+    check_no_leak(run, stats)
+    assert gap < MAX_GAP_S
+    assert run.watcher.loads < 50, f"50 saves in a second were loaded {run.watcher.loads} times"
+    print(f"50 edits: {run.watcher.loads} loads, max gap {gap * 1000:.0f} ms")

@@ -1,0 +1,276 @@
+"""The tray's menu descriptor, icon states and helpers, without a display.
+
+The menu is the real pystray Menu (dummy backend, so no X connection); its items are activated the
+way pystray's backends activate them (`item(icon)`), against an in-test controller that logs calls.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from vcamd.tray import (
+    STATE_COLOURS,
+    NoFileDialog,
+    RecentFaces,
+    TrayApp,
+    TrayState,
+    parse_level,
+    pick_image_file,
+    render_icon,
+    tray_available,
+    view_from_status,
+)
+from vcamd.types import Level
+
+
+class Notes(list):
+    """Collects (title, message) of the tray's notifications."""
+
+    def __call__(self, message: str, title: str) -> None:
+        self.append((title, message))
+
+
+@pytest.fixture
+def notes() -> Notes:
+    return Notes()
+
+
+@pytest.fixture
+def app(controller, notes, assets, pystray_without_display):
+    return TrayApp(
+        controller,
+        recent_faces=lambda: [assets / "images" / "newton.png", assets / "images" / "crowd_selfie.jpg"],
+        notify=notes,
+        run_in_background=lambda fn: fn(),  # run background actions inline, so tests see their effect
+    )
+
+
+def texts(menu) -> list[str]:
+    return [item.text for item in menu]
+
+
+def item(menu, path: str):
+    first, _, rest = path.partition("/")
+    found = next(i for i in menu if i.text == first)
+    return item(found.submenu, rest) if rest else found
+
+
+def test_menu_texts_and_initial_checks(app, controller):
+    app.refresh()
+    menu = app.menu()
+    assert texts(menu) == [
+        "Swap on", "Source face", "Quality", "- - - -", "Open preview", "Edit config",
+        "Status: swap on · 30 fps · 41 ms", "- - - -", "Quit",
+    ]
+    assert item(menu, "Swap on").checked is True
+    assert item(menu, "Swap on").default is True  # left click on the icon toggles
+    assert texts(item(menu, "Quality").submenu) == ["Auto", "Full quality", "No enhancer", "Lower resolution", "Every other frame"]
+    quality_checks = [i.checked for i in item(menu, "Quality").submenu]
+    assert quality_checks == [True, False, False, False, False]
+    assert all(i.radio for i in item(menu, "Quality").submenu)
+    assert texts(item(menu, "Source face").submenu) == ["newton.png", "crowd_selfie.jpg", "- - - -", "Choose…"]
+    assert controller.calls == []  # building and reading the menu changes nothing
+
+
+def test_swap_on_toggles_the_controller_and_the_check(app, controller):
+    app.refresh()
+    menu = app.menu()
+    menu(None)  # the default action, what a left click on the icon runs
+    assert controller.calls == [("set_enabled", False)]
+    assert item(menu, "Swap on").checked is False
+    assert app.view.state is TrayState.off
+    item(menu, "Swap on")(None)
+    assert controller.calls[-1] == ("set_enabled", True)
+    assert item(menu, "Swap on").checked is True
+    assert app.view.state is TrayState.on
+
+
+def test_quality_radio_follows_the_choice(app, controller):
+    app.refresh()
+    menu = app.menu()
+    item(menu, "Quality/Lower resolution")(None)
+    assert controller.calls == [("set_quality", "low_res")]
+    checks = {i.text: i.checked for i in item(menu, "Quality").submenu}
+    assert checks == {"Auto": False, "Full quality": False, "No enhancer": False, "Lower resolution": True,
+                      "Every other frame": False}
+    assert app.view.state is TrayState.degraded
+    assert "lower resolution" in item(menu, "Status: swap on, degraded (lower resolution) · 30 fps · 41 ms").text
+    item(menu, "Quality/Auto")(None)
+    assert controller.calls[-1] == ("set_quality", None)
+    assert item(menu, "Quality/Auto").checked is True
+    assert app.view.state is TrayState.on
+
+
+def test_source_face_from_recent_list(app, controller, notes, assets):
+    app.refresh()
+    menu = app.menu()
+    item(menu, "Source face/crowd_selfie.jpg")(None)
+    assert controller.source_face == assets / "images" / "crowd_selfie.jpg"
+    checks = {i.text: i.checked for i in item(menu, "Source face").submenu if i.text != "- - - -"}
+    assert checks == {"crowd_selfie.jpg": True, "newton.png": False, "Choose…": None}
+    assert notes[-1] == ("FaceLive Camera", "Source face: crowd_selfie.jpg")
+
+
+def test_a_bad_source_face_is_reported_and_the_tray_survives(controller, notes, tmp_path, pystray_without_display):
+    not_a_photo = tmp_path / "notes.txt"
+    not_a_photo.write_text("hello")
+    app = TrayApp(controller, recent_faces=lambda: [not_a_photo], notify=notes)
+    app.refresh()
+    item(app.menu(), "Source face/notes.txt")(None)
+    assert controller.source_face is None
+    title, message = notes[-1]
+    assert title == f"Cannot use {not_a_photo} as the source face"
+    assert "notes.txt" in message
+    assert app.view.state is TrayState.on  # still working
+
+
+def test_choose_uses_the_picked_file(controller, notes, assets, pystray_without_display):
+    asked = []
+
+    def choose(start: Path) -> Path:
+        asked.append(start)
+        return assets / "images" / "newton.png"
+
+    remembered = []
+    app = TrayApp(controller, choose_face=choose, remember_face=remembered.append, notify=notes,
+                  run_in_background=lambda fn: fn())
+    app.refresh()
+    item(app.menu(), "Source face/Choose…")(None)
+    assert asked == [Path.home()]
+    assert controller.source_face == assets / "images" / "newton.png"
+    assert remembered == [assets / "images" / "newton.png"]
+    # The current face now leads the list even though no recent-faces provider knows it.
+    assert texts(item(app.menu(), "Source face").submenu)[0] == "newton.png"
+
+
+def test_choose_without_a_file_dialog_points_to_the_config(controller, notes, tmp_path, pystray_without_display):
+    def no_dialog(start: Path) -> Path:
+        raise NoFileDialog("no file dialog available", fix="install python3-tk or zenity")
+
+    config = tmp_path / "config.toml"
+    app = TrayApp(controller, choose_face=no_dialog, config_path=config, notify=notes, run_in_background=lambda fn: fn())
+    item(app.menu(), "Source face/Choose…")(None)
+    title, message = notes[-1]
+    assert title == "No file dialog"
+    assert f"Set [swap] source_face in {config}" in message
+    assert "install python3-tk or zenity" in message
+    assert controller.calls == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="checks the Linux dialog fallbacks")
+def test_pick_image_file_without_any_dialog_raises(tmp_path, monkeypatch):
+    if shutil.which("zenity") or shutil.which("kdialog"):
+        pytest.skip("zenity or kdialog is installed here")
+    monkeypatch.delenv("DISPLAY", raising=False)  # so tkinter, when installed, cannot open a window
+    with pytest.raises(NoFileDialog, match=r"no file dialog could be shown \(tkinter: .+; zenity and kdialog"):
+        pick_image_file(tmp_path)
+
+
+def test_status_and_quit(app, controller, notes):
+    app.refresh()
+    menu = app.menu()
+    item(menu, "Status: swap on · 30 fps · 41 ms")(None)
+    title, message = notes[-1]
+    assert title == "FaceLive Camera: on"
+    assert "Swap: on (running)" in message and "Runs on: CPUExecutionProvider" in message
+    item(menu, "Quit")(None)
+    assert controller.calls[-1] == ("request_quit", None)
+
+
+def test_preview_and_config_actions_call_through(controller, notes, pystray_without_display):
+    opened = []
+    app = TrayApp(controller, open_preview=lambda: opened.append("preview"), edit_config=lambda: opened.append("config"),
+                  notify=notes, run_in_background=lambda fn: fn())
+    item(app.menu(), "Open preview")(None)
+    item(app.menu(), "Edit config")(None)
+    assert opened == ["preview", "config"]
+    bare = TrayApp(controller, notify=notes)
+    item(bare.menu(), "Edit config")(None)
+    assert "vcamd config init" in notes[-1][1]
+
+
+def test_engine_states_map_to_icon_states(controller, notes, pystray_without_display):
+    app = TrayApp(controller, notify=notes)
+    assert app.refresh().state is TrayState.on
+    controller.level = Level.frame_skip
+    assert app.refresh().state is TrayState.degraded
+    controller.state = "camera offline"
+    view = app.refresh()
+    assert view.state is TrayState.error and view.summary.startswith("camera offline")
+    controller.state = "running"
+    controller.config_error = "[camera] fps = -1: must be > 0"
+    view = app.refresh()
+    assert view.state is TrayState.error and "[camera] fps" in view.summary
+    controller.config_error = None
+    controller.enabled = False
+    assert app.refresh().state is TrayState.off
+
+
+def test_a_failing_status_shows_the_error_state(notes, pystray_without_display):
+    class Broken:
+        def status(self):
+            raise ConnectionError("engine gone")
+
+    app = TrayApp(Broken(), notify=notes)  # type: ignore[arg-type]
+    view = app.refresh()
+    assert view.state is TrayState.error
+    assert "engine gone" in view.summary
+
+
+def test_view_from_status_reads_a_reported_quality_and_rejects_bad_levels():
+    view = view_from_status({"enabled": True, "state": "running", "level": 2, "quality": "low_res"})
+    assert view.quality is Level.low_res and view.level is Level.low_res
+    assert view_from_status({"enabled": True, "level": "full", "quality": "auto"}, Level.low_res).quality is None
+    assert parse_level("no_enhancer") is Level.no_enhancer
+    with pytest.raises(ValueError, match="best"):
+        parse_level("best")
+    with pytest.raises(ValueError):
+        parse_level(9)
+
+
+def test_icon_states_differ_in_colour_and_shape():
+    images = {state: render_icon(state) for state in TrayState}
+    for state, image in images.items():
+        assert image.size == (64, 64) and image.mode == "RGBA"
+        rgb = image.convert("RGB")
+        colours = rgb.getcolors(64 * 64)
+        _, dominant = max(colours)
+        assert dominant == STATE_COLOURS[state], state
+    # Shapes: the white glyph pixels differ between every pair of states.
+    masks = {s: {xy for xy in ((x, y) for x in range(64) for y in range(64)) if images[s].getpixel(xy) == (255, 255, 255, 255)}
+             for s in TrayState}
+    states = list(TrayState)
+    for i, a in enumerate(states):
+        for b in states[i + 1:]:
+            assert masks[a] != masks[b], (a, b)
+    assert isinstance(render_icon(TrayState.on, 22), Image.Image)
+
+
+def test_tray_available_needs_a_display():
+    if sys.platform in ("win32", "darwin"):
+        pytest.skip("no DISPLAY on this platform")
+    ok, reason = tray_available({})
+    assert not ok and "DISPLAY" in reason
+
+
+def test_recent_faces_keeps_the_latest_first(tmp_path, assets):
+    recent = RecentFaces(tmp_path / "state" / "recent_faces.json", limit=2)
+    assert recent.list() == []
+    newton, crowd = assets / "images" / "newton.png", assets / "images" / "crowd_selfie.jpg"
+    gone = tmp_path / "gone.png"
+    gone.write_bytes(b"x")
+    recent.add(newton)
+    recent.add(gone)
+    recent.add(crowd)
+    assert recent.list() == [crowd.resolve(), gone.resolve()]
+    gone.unlink()
+    assert recent.list() == [crowd.resolve()]
+    recent.add(newton)
+    assert recent.list() == [newton.resolve(), crowd.resolve()]
+    (tmp_path / "state" / "recent_faces.json").write_text("{broken")
+    assert recent.list() == []

@@ -1,0 +1,194 @@
+"""The real tray icon under Xvfb, docked in a real system tray host (Debian's `trayer`).
+
+`tray_host.py` runs `vcamd.tray.run_tray` in a subprocess (pystray's xorg backend, as on an X11
+desktop) around an in-test controller that logs its calls. The test finds the docked icon window
+with python-xlib, clicks it with xdotool (real X input: the click is the icon's default action,
+"Swap on"), and checks screenshots of the docked icon taken with XGetImage.
+
+pystray's xorg backend has no pop-up menu (HAS_MENU is False: a left click runs the default item,
+nothing else), so the other menu items are activated through pystray's Menu API inside the process
+that hosts the icon (`invoke Quality/Lower resolution` on the harness's stdin) — the same call the
+gtk/appindicator backends make when a user clicks the item.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from vcamd.tray import STATE_COLOURS, TrayState
+
+TRAY_HOST = Path(__file__).resolve().parent / "tray_host.py"
+
+
+def read_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def events(path: Path, name: str) -> list:
+    return [e["value"] for e in read_log(path) if e["event"] == name]
+
+
+def find_icon_window(display):
+    """The tray icon's X window (pystray names its class after the icon name, 'facelive')."""
+    pending = [display.screen().root]
+    while pending:
+        window = pending.pop()
+        try:
+            wm_class = window.get_wm_class()
+            children = window.query_tree().children
+        except Exception:  # noqa: BLE001 — a window may vanish while we walk the tree
+            continue
+        if wm_class and wm_class[1] == "facelive":
+            return window
+        pending.extend(children)
+    return None
+
+
+def toplevel_of(window, root):
+    """The child of the root window that contains `window`."""
+    while True:
+        parent = window.query_tree().parent
+        if parent.id == root.id:
+            return window
+        window = parent
+
+
+def screenshot(display, window) -> Image.Image:
+    """What is on screen where the window is (the composed root image, not the window's own buffer)."""
+    from Xlib import X
+
+    root = display.screen().root
+    geometry = window.get_geometry()
+    origin = root.translate_coords(window, 0, 0)
+    raw = root.get_image(origin.x, origin.y, geometry.width, geometry.height, X.ZPixmap, 0xFFFFFFFF)
+    return Image.frombytes("RGB", (geometry.width, geometry.height), raw.data, "raw", "BGRX")
+
+
+def share_of_colour(image: Image.Image, colour: tuple[int, int, int], tolerance: int = 40) -> float:
+    pixels = np.asarray(image, dtype=np.int16).reshape(-1, 3)
+    close = np.all(np.abs(pixels - np.array(colour, dtype=np.int16)) <= tolerance, axis=1)
+    return float(close.mean())
+
+
+def dominant_state(image: Image.Image) -> TrayState | None:
+    shares = {state: share_of_colour(image, colour) for state, colour in STATE_COLOURS.items()}
+    state, share = max(shares.items(), key=lambda kv: kv[1])
+    return state if share > 0.4 else None
+
+
+@pytest.fixture
+def tray_process(x_session, tmp_path, assets, wait_for):
+    log = tmp_path / "calls.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, str(TRAY_HOST), "--log", str(log),
+         "--face", str(assets / "images" / "newton.png"), "--face", str(assets / "images" / "crowd_selfie.jpg")],
+        env=x_session.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        wait_for(lambda: events(log, "ready") or process.poll() is not None, 30, "the tray host to start")
+        if process.poll() is not None:
+            pytest.fail(f"tray host exited {process.returncode}: {process.stdout.read()[-2000:]}")
+        yield process, log
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
+def send(process, line: str) -> None:
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+
+
+def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process, tmp_path, wait_for):
+    from Xlib.display import Display
+    from Xlib.error import BadMatch
+
+    process, log = tray_process
+    display = Display(x_session.display)
+    try:
+        root = display.screen().root
+
+        # 1. The icon docks: its window is embedded (reparented) into trayer's panel and mapped.
+        icon = wait_for(lambda: find_icon_window(display), 10, "the tray icon window")
+        wait_for(lambda: toplevel_of(icon, root).id != icon.id, 10, "the icon to be embedded in trayer")
+        panel = toplevel_of(icon, root)
+        assert panel.get_wm_class() == ("panel", "trayer")
+        assert icon.get_attributes().map_state == 2  # IsViewable
+        geometry = icon.get_geometry()
+        assert geometry.width >= 16 and geometry.height >= 16
+
+        def state_on_screen():
+            try:
+                return dominant_state(screenshot(display, icon))
+            except BadMatch:  # trayer moved the icon while we read it (it re-lays out the panel): retry
+                return None
+
+        # 2. A screenshot of the docked icon shows the "on" colour.
+        try:
+            wait_for(lambda: state_on_screen() is TrayState.on, 10, "the docked icon to show 'on'")
+        except AssertionError:
+            screenshot(display, icon).save(tmp_path / "tray-DEBUG.png")
+            send(process, "dump")
+            import time; time.sleep(1)
+            import faulthandler, os, signal
+            os.kill(process.pid, signal.SIGUSR1); time.sleep(1)
+            raise
+        screenshot(display, icon).save(tmp_path / "tray-on.png")
+
+        # 3. A real click on the icon (default action = "Swap on") switches the swap off; the icon turns grey.
+        origin = root.translate_coords(icon, 0, 0)
+        centre = (origin.x + geometry.width // 2, origin.y + geometry.height // 2)
+        subprocess.run(["xdotool", "mousemove", str(centre[0]), str(centre[1]), "click", "1"],
+                       env=x_session.env, check=True, timeout=10)
+        wait_for(lambda: events(log, "set_enabled") == [False], 10, "the click to reach the controller")
+        wait_for(lambda: state_on_screen() is TrayState.off, 10, "the docked icon to show 'off'")
+        screenshot(display, icon).save(tmp_path / "tray-off.png")
+        subprocess.run(["xdotool", "click", "1"], env=x_session.env, check=True, timeout=10)
+        wait_for(lambda: events(log, "set_enabled") == [False, True], 10, "the second click")
+        wait_for(lambda: state_on_screen() is TrayState.on, 10, "the icon back to 'on'")
+
+        # 4. Menu items, activated through pystray's Menu API in the icon's process.
+        send(process, "invoke Quality/Lower resolution")
+        wait_for(lambda: events(log, "set_quality") == ["low_res"], 10, "Quality ▸ Lower resolution")
+        wait_for(lambda: state_on_screen() is TrayState.degraded, 10, "the icon to show 'degraded'")
+        send(process, "invoke Quality/Auto")
+        wait_for(lambda: events(log, "set_quality") == ["low_res", None], 10, "Quality ▸ Auto")
+        send(process, "invoke Source face/crowd_selfie.jpg")
+        wait_for(lambda: events(log, "set_source_face"), 10, "Source face ▸ crowd_selfie.jpg")
+        assert events(log, "set_source_face")[0].endswith("crowd_selfie.jpg")
+
+        send(process, "dump")
+        menu = wait_for(lambda: events(log, "menu"), 10, "the menu dump")[-1]
+        by_text = {entry["text"]: entry for entry in menu}
+        assert by_text["Swap on"]["checked"] is True
+        faces = {e["text"]: e["checked"] for e in by_text["Source face"]["submenu"]}
+        assert faces["crowd_selfie.jpg"] is True and faces["newton.png"] is False
+        quality = {e["text"]: e["checked"] for e in by_text["Quality"]["submenu"]}
+        assert quality["Auto"] is True and quality["Lower resolution"] is False
+
+        # 5. An engine error (camera unplugged) turns the icon red.
+        send(process, "set state camera offline")
+        wait_for(lambda: state_on_screen() is TrayState.error, 10, "the icon to show 'error'")
+        screenshot(display, icon).save(tmp_path / "tray-error.png")
+        send(process, "set state running")
+        wait_for(lambda: state_on_screen() is TrayState.on, 10, "the icon back to 'on'")
+
+        # 6. Quit asks the engine to stop and takes the icon down; run_tray returns.
+        send(process, "invoke Quit")
+        assert process.wait(timeout=15) == 0
+        assert events(log, "request_quit") == [None]
+        assert events(log, "exited") == [None]
+        assert events(log, "command_failed") == []
+        wait_for(lambda: find_icon_window(display) is None, 10, "the icon window to go away")
+    finally:
+        display.close()

@@ -1,0 +1,160 @@
+"""An in-test Controllable, and a script that shows the real tray icon around it.
+
+`LoggingController` keeps the engine's control state in memory, validates a source face with the
+real photo reader and appends every call to a JSON-lines log. The tests use it in-process (through
+conftest.py) and in a subprocess: `python tray_host.py --log FILE [--face PHOTO ...]` runs
+`vcamd.tray.run_tray` on its main thread, like the daemon does, and reads commands on stdin:
+
+    invoke Quality/Lower resolution   activate a menu item through pystray's Menu API
+    dump                              log the menu tree (texts, checks)
+    set level low_res | set state camera offline | set config_error TEXT | set config_error
+                                      change what status() reports (to show degraded / error)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from vcamd.errors import FaceError
+from vcamd.images import read_image
+from vcamd.types import Level
+
+
+class LoggingController:
+    """The engine's control surface, in memory, every call logged."""
+
+    def __init__(self, log_path: Path | None = None) -> None:
+        self.log_path = log_path
+        self.calls: list[tuple[str, Any]] = []
+        self.enabled = True
+        self.state = "running"
+        self.level = Level.full
+        self.quality: Level | None = None
+        self.source_face: Path | None = None
+        self.config_error: str | None = None
+        self.quit_requested = False
+        self._lock = threading.Lock()
+
+    def log(self, event: str, value: Any = None) -> None:
+        with self._lock:
+            self.calls.append((event, value))
+            if self.log_path is not None:
+                with self.log_path.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps({"event": event, "value": value, "t": time.time()}) + "\n")
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "state": self.state,
+            "level": self.level.name,
+            "fps": 29.7,
+            "latency_ms": 41.0,
+            "source_face": str(self.source_face) if self.source_face else None,
+            "providers": {"det_10g.onnx": "CPUExecutionProvider"},
+            "config_error": self.config_error,
+        }
+
+    def set_enabled(self, on: bool) -> None:
+        self.log("set_enabled", on)
+        self.enabled = on
+
+    def set_source_face(self, path: Path) -> None:
+        self.log("set_source_face", str(path))
+        read_image(path, "source face")  # raises FaceError for a missing or unreadable photo
+        self.source_face = Path(path)
+
+    def set_quality(self, level: Level | None) -> None:
+        self.log("set_quality", None if level is None else level.name)
+        self.quality = level
+        self.level = Level.full if level is None else level
+
+    def reload_config(self) -> None:
+        self.log("reload_config")
+
+    def snapshot_png(self) -> bytes:
+        raise FaceError("no frame yet", fix="wait for the camera")
+
+    def request_quit(self) -> None:
+        self.log("request_quit")
+        self.quit_requested = True
+
+
+def menu_tree(menu: Any) -> list[dict[str, Any]]:
+    """Texts, checks and submenus of a pystray menu as plain data."""
+    return [
+        {"text": item.text, "checked": item.checked, "radio": item.radio, "default": item.default,
+         **({"submenu": menu_tree(item.submenu)} if item.submenu is not None else {})}
+        for item in menu
+    ]
+
+
+def find_item(menu: Any, path: str) -> Any:
+    """The menu item at 'Top/Sub' (texts compared exactly)."""
+    first, _, rest = path.partition("/")
+    for item in menu:
+        if item.text == first:
+            return find_item(item.submenu, rest) if rest else item
+    raise KeyError(f"no menu item {first!r} in {[i.text for i in menu]}")
+
+
+def _serve_commands(app: Any, controller: LoggingController) -> None:
+    for line in sys.stdin:
+        verb, _, arg = line.strip().partition(" ")
+        try:
+            if verb == "invoke":
+                item = find_item(app.icon.menu, arg)
+                if arg == "Quit":
+                    import faulthandler; faulthandler.dump_traceback_later(4, file=open(str(controller.log_path) + ".tb", "w"))
+                item(app.icon)  # what pystray's backends do on activation, then update_menu()
+                app.icon.update_menu()
+                controller.log("invoked", arg)
+            elif verb == "dump":
+                controller.log("menu", menu_tree(app.icon.menu))
+            elif verb == "set":
+                key, _, value = arg.partition(" ")
+                if key == "level":
+                    controller.level = Level[value]
+                elif key == "state":
+                    controller.state = value
+                elif key == "config_error":
+                    controller.config_error = value or None
+                controller.log("set", arg)
+            else:
+                controller.log("unknown_command", line.strip())
+        except Exception as exc:  # noqa: BLE001 — report to the test instead of dying silently
+            controller.log("command_failed", f"{line.strip()}: {type(exc).__name__}: {exc}")
+
+
+def main() -> int:
+    from vcamd.tray import run_tray
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--face", type=Path, action="append", default=[])
+    args = parser.parse_args()
+    controller = LoggingController(args.log)
+    import faulthandler, signal; faulthandler.register(signal.SIGUSR1, file=open(str(args.log) + ".usr1", "w"))
+
+    def setup(app: Any) -> None:
+        threading.Thread(target=_serve_commands, args=(app, controller), daemon=True).start()
+        controller.log("ready")
+
+    run_tray(
+        controller,
+        setup,
+        recent_faces=lambda: args.face,
+        notify=lambda message, title: controller.log("notify", f"{title}: {message}"),
+        poll_interval_s=0.25,
+    )
+    controller.log("exited")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

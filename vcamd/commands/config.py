@@ -1,0 +1,97 @@
+"""`vcamd config check|init|path`: validate the settings file, create it from the example."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "config",
+        help="check the settings file or create one",
+        description="The settings file: every key is documented in config.example.toml (`vcamd config init` copies it).",
+    )
+    actions = parser.add_subparsers(dest="config_action", metavar="ACTION", required=True)
+
+    check = actions.add_parser(
+        "check",
+        help="validate a settings file: one line per problem, exit 2 if any",
+        description="Prints `FILE: OK`, or one line per problem (key, bad value, what was expected) and exits 2.",
+    )
+    check.add_argument("file", nargs="?", type=Path, metavar="FILE", help="default: the user config file")
+    check.set_defaults(func=_check)
+
+    init = actions.add_parser("init", help="write the documented example settings to the user config file")
+    init.add_argument("--force", action="store_true", help="overwrite an existing config file")
+    init.set_defaults(func=_init)
+
+    where = actions.add_parser("path", help="print where the user config file is (or would be)")
+    where.set_defaults(func=_path)
+
+
+def example_text() -> str:
+    """config.example.toml as shipped inside the package (vcamd/data/config.example.toml)."""
+    from importlib import resources
+
+    return (resources.files("vcamd") / "data" / "config.example.toml").read_text(encoding="utf-8")
+
+
+def _check(args: argparse.Namespace) -> int:
+    from vcamd.config import load_config, user_config_path
+    from vcamd.errors import ConfigError
+
+    if args.file is None and not user_config_path().exists():
+        print(f"{user_config_path()}: not found; the defaults apply (create it with `vcamd config init`)")
+        return 0
+    try:
+        config, origin = load_config(args.file)
+    except ConfigError as err:
+        for problem in err.problems:
+            print(f"{err.path}: {problem}")
+        return 2
+    problems = _missing_files(config)
+    for problem in problems:
+        print(f"{origin}: {problem}")
+    if problems:
+        return 2
+    print(f"{origin}: OK")
+    return 0
+
+
+def _missing_files(config: object) -> list[str]:
+    """Photos the config names that are not there: valid TOML, but the swap would fail later."""
+    problems = []
+    swap = config.swap  # type: ignore[attr-defined]
+    for key in ("source_face", "reference_face"):
+        path = getattr(swap, key)
+        if path is not None and not Path(path).is_file():
+            problems.append(f"[swap] {key} = {str(path)!r}: file not found — fix the path or remove the key")
+    return problems
+
+
+def _init(args: argparse.Namespace) -> int:
+    from vcamd.config import user_config_path
+    from vcamd.errors import VcamdError
+
+    target = user_config_path()
+    if target.exists() and not args.force:
+        raise VcamdError(f"{target} already exists", fix="edit it, or run `vcamd config init --force` to replace it with the example")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(example_text(), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise VcamdError(f"cannot write {target}: {exc.strerror}", fix="check the folder's permissions and free space") from None
+    print(f"wrote {target} — every key with its default and what it does; edit it, then `vcamd config check`")
+    return 0
+
+
+def _path(args: argparse.Namespace) -> int:
+    from vcamd.config import user_config_path
+
+    target = user_config_path()
+    print(target)
+    return 0

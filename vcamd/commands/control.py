@@ -1,0 +1,181 @@
+"""`vcamd status|on|off|toggle|reload|set-face|quality|snapshot|quit`: drive the running daemon.
+
+Each verb is one request over the daemon's control socket, found in the user runtime dir (e.g.
+/run/user/1000/facelive/control.sock) or in `$VCAMD_RUNTIME_DIR` when that is set. With no daemon
+running every verb prints one line and exits 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ENDPOINT_HELP = (
+    "Talks to the running daemon over its control socket in the user runtime dir "
+    "(set VCAMD_RUNTIME_DIR to use another directory). Exit 3 when no daemon is running."
+)
+QUIT_WAIT_S = 15.0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    def verb(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
+        parser = subparsers.add_parser(name, help=help_text, description=f"{help_text}. {ENDPOINT_HELP}")
+        parser.set_defaults(func=handler)
+        return parser
+
+    status = verb("status", "show whether swapping is on, fps, latency, quality level, config problems", _status)
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    verb("on", "turn face swapping on", lambda args: _switch(args, "on"))
+    verb("off", "turn face swapping off (the camera passes through unchanged)", lambda args: _switch(args, "off"))
+    verb("toggle", "turn face swapping on if off, off if on", lambda args: _switch(args, "toggle"))
+    verb("reload", "re-read the config file now (it is also reloaded on save)", _reload)
+    set_face = verb("set-face", "use another source face photo", _set_face)
+    set_face.add_argument("path", type=Path, metavar="PATH", help="photo with one clear face (PNG/JPEG)")
+    quality = verb("quality", "lock the quality level, or `auto` to let the watchdog decide", _quality)
+    quality.add_argument("level", choices=_quality_names(), metavar="LEVEL",
+                         help="one of: " + ", ".join(_quality_names()))
+    snapshot = verb("snapshot", "save the current output frame as a PNG", _snapshot)
+    snapshot.add_argument("out", type=Path, metavar="OUT.png", help="where to write the PNG")
+    verb("quit", "stop the daemon", _quit)
+
+
+def _quality_names() -> list[str]:
+    # Spelled out rather than imported: building the parser must not import numpy (vcamd.types).
+    return ["auto", "full", "no_enhancer", "low_res", "frame_skip"]
+
+
+def _client() -> Any:
+    from vcamd.control.client import ControlClient
+
+    return ControlClient()
+
+
+def _status(args: argparse.Namespace) -> int:
+    status = _client().status()
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+    else:
+        print_status(status)
+    return 0
+
+
+def _switch(args: argparse.Namespace, cmd: str) -> int:
+    status = _client().request(cmd)
+    print("Face swap on" if status.get("enabled") else "Face swap off (camera passes through)")
+    return 0
+
+
+def _reload(args: argparse.Namespace) -> int:
+    status = _client().reload()
+    print("Config reloaded")
+    if status.get("config_error"):
+        print(f"config problem: {status['config_error']}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _set_face(args: argparse.Namespace) -> int:
+    from vcamd.errors import FaceError
+
+    path = args.path.expanduser().resolve()
+    if not path.is_file():
+        raise FaceError(f"source face {path} does not exist", fix="give the path of a photo (PNG or JPEG)")
+    status = _client().set_source_face(path)
+    print(f"Source face: {status.get('source_face') or path}")
+    return 0
+
+
+def _quality(args: argparse.Namespace) -> int:
+    from vcamd.control.protocol import parse_quality
+
+    status = _client().set_quality(parse_quality(args.level))
+    if args.level == "auto":
+        print(f"Quality: automatic (now {status.get('level')})")
+    else:
+        print(f"Quality locked at {args.level}")
+    return 0
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    png = _client().snapshot_png()
+    out: Path = args.out.expanduser()
+    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_bytes(png)
+        os.replace(temporary, out)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        from vcamd.errors import VcamdError
+
+        raise VcamdError(f"cannot write {out}: {exc.strerror}", fix="choose a writable path") from None
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")  # PNG IHDR
+    print(f"Saved {out} ({width}×{height})")
+    return 0
+
+
+def _quit(args: argparse.Namespace) -> int:
+    client = _client()
+    client.quit()
+    deadline = time.monotonic() + QUIT_WAIT_S
+    while time.monotonic() < deadline:
+        if not client.is_running():
+            print("FaceLive Camera stopped")
+            return 0
+        time.sleep(0.1)
+    print(f"FaceLive Camera was asked to stop but still answers after {QUIT_WAIT_S:g} s", file=sys.stderr)
+    return 1
+
+
+def _latency_text(latency: Any) -> str:
+    """A number (ms) or percentiles ({"p50": .., "p95": ..}) as one readable string."""
+    if isinstance(latency, (int, float)):
+        return f"{latency:.0f} ms"
+    if isinstance(latency, dict) and latency:
+        return ", ".join(f"{name} {value:.0f} ms" for name, value in latency.items() if isinstance(value, (int, float)))
+    return "–"
+
+
+def print_status(status: dict[str, Any]) -> None:
+    """The status as a readable table (rich; plain text when not a terminal)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    state = escape(str(status.get("state", "unknown")))
+    state_style = {"running": "green", "camera offline": "yellow", "error": "red"}.get(state, "")
+    table.add_row("Face swap", "[green]on[/]" if status.get("enabled") else "off")
+    table.add_row("State", f"[{state_style}]{state}[/]" if state_style else state)
+    level = escape(str(status.get("level", "?")))
+    quality = status.get("quality")
+    if quality is None:
+        table.add_row("Quality", str(level))
+    elif quality == "auto":
+        table.add_row("Quality", f"{level} (automatic)")
+    else:
+        table.add_row("Quality", f"{level} (locked by you)")
+    fps, latency = status.get("fps"), status.get("latency_ms")
+    table.add_row("Frame rate", f"{fps:.1f} fps" if isinstance(fps, (int, float)) else "–")
+    table.add_row("Latency", _latency_text(latency))
+    table.add_row("Source face", escape(str(status.get("source_face") or "(none set)")))
+    providers = status.get("providers") or {}
+    if isinstance(providers, dict):
+        shown = ", ".join(f"{model}: {provider}" for model, provider in providers.items())
+    else:
+        shown = ", ".join(str(p) for p in providers)
+    table.add_row("Providers", escape(shown) or "–")
+    error = status.get("config_error")
+    table.add_row("Config", f"[red]{escape(str(error))}[/] (running on the last good config)" if error else "ok")
+    known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "providers", "config_error"}
+    for key in sorted(set(status) - known):
+        value = status[key]
+        shown = ", ".join(f"{k} {v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
+        table.add_row(key.replace("_", " ").capitalize(), escape(shown))
+    Console(soft_wrap=True, highlight=False).print(table)

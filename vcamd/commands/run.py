@@ -1,0 +1,83 @@
+"""`vcamd run`: the live daemon — camera in, swapped face out as the "FaceLive Camera"."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+from pathlib import Path
+
+from vcamd.commands import add_config_option
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "run",
+        help="run the live camera: swap your face and publish it as the virtual camera",
+        description="Capture the camera, swap the face live and publish the result to a sink "
+        "(the 'FaceLive Camera' virtual camera by default). Stops on Ctrl-C, `vcamd quit`, or after --frames.",
+    )
+    add_config_option(p)
+    p.add_argument("--source", default=None, metavar="S",
+                   help='camera index ("0"), /dev/videoN, a video file played like a camera, or "synthetic" (default: [camera] device)')
+    p.add_argument("--sink", default="virtual", metavar="SINK",
+                   help="virtual (default), preview, file:PATH.mp4, or null")
+    p.add_argument("--loop", action="store_true", help="for a video-file source: start again at the end")
+    p.add_argument("--frames", type=int, default=None, metavar="N", help="stop after N published frames")
+    p.add_argument("--stats-json", type=Path, default=None, metavar="PATH", help="write the run's stats here at the end")
+    p.add_argument("--no-tray", action="store_true", help="do not show the tray icon")
+    p.add_argument("--i-have-consent", action="store_true",
+                   help="confirm you have the consent of the person in the source face photo (or set [swap] source_consent = true)")
+    p.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from vcamd.config import load_config
+    from vcamd.errors import VcamdError
+    from vcamd.live.engine import LiveEngine, build_face_pipeline
+    from vcamd.live.sinks import open_sink
+    from vcamd.live.sources import open_source
+    from vcamd.process import require_consent
+
+    if args.frames is not None and args.frames <= 0:
+        raise VcamdError(f"--frames {args.frames}: must be a positive number of frames", fix="omit it to run until stopped")
+    cfg, config_path = load_config(args.config)
+    require_consent(cfg, args.i_have_consent)  # before any model is loaded
+    spec = args.source or cfg.camera.device
+    loop = True if args.loop else None
+    source = open_source(spec, cfg.camera, loop=loop)
+    faces, providers = build_face_pipeline(cfg)
+    engine = LiveEngine(
+        cfg,
+        source=source,
+        sink_factory=lambda w, h, fps: open_sink(args.sink, cfg, w, h, fps),
+        faces=faces,
+        config_path=config_path,
+        providers=providers(),
+        # A reload that changes [camera] reopens the same source (--source wins over [camera] device).
+        source_factory=lambda camera: open_source(args.source or camera.device, camera, loop=loop),
+    )
+    # SIGTERM (service stop) ends the run like Ctrl-C: the sink is closed and stats are written.
+    previous = signal.signal(signal.SIGTERM, lambda *_: engine.request_quit())
+    try:
+        log.info("live: %s → %s", source.description, args.sink)
+        try:
+            stats = engine.run(max_frames=args.frames)
+        except KeyboardInterrupt:
+            stats = engine.stats_json()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if args.stats_json is not None:
+        args.stats_json.parent.mkdir(parents=True, exist_ok=True)
+        args.stats_json.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    f, lat = stats["frames"], stats["latency_ms"]
+    print(
+        f"published {f['published']} frames at {stats['fps']['published']:.1f} fps (source {stats['fps']['source']:.1f}); "
+        f"swapped {f['swapped']}, held {f['held']}, blurred {f['blurred']}, passthrough {f['passthrough']}, "
+        f"offline {f['offline']}; latency p50/p95/p99 {lat['p50']:.1f}/{lat['p95']:.1f}/{lat['p99']:.1f} ms; "
+        f"{stats['cpu_ms_per_frame']:.1f} CPU-ms/frame"
+    )
+    return 0

@@ -1,0 +1,197 @@
+"""`vcamd swap --face SRC --input IN --output OUT`: swap faces in a photo or a video file, offline.
+
+Every frame goes through `FaceEngine.process_frame` (the same path the live camera uses) and gets
+the disclosure badge when `[disclosure] badge = true`. Videos keep their frame rate and size and
+are written with OpenCV's mp4v codec to a temporary file next to OUT, renamed into place only when
+complete, so an interrupted run never leaves a truncated OUT behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vcamd.commands import add_config_option
+from vcamd.errors import VcamdError
+
+if TYPE_CHECKING:
+    import cv2
+
+    from vcamd.config import Config
+    from vcamd.process import FaceEngine
+    from vcamd.types import Frame
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+VIDEO_SUFFIXES = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mpg", ".mpeg"}
+VIDEO_OUTPUT_FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "MJPG"}
+"""Containers we write, with a codec every OpenCV build has."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "swap",
+        help="swap faces in a photo or video file (offline)",
+        description="Put the face from --face onto the faces in --input (a photo or a video) and write --output. "
+        "Uses the same models and settings as the live camera ([models], [swap], [enhancer], [disclosure]). "
+        "Requires the consent of the person in the source photo: [swap] source_consent = true or --i-have-consent.",
+    )
+    parser.add_argument("--face", type=Path, metavar="SRC", help="photo of the face to put on (overrides [swap] source_face)")
+    parser.add_argument("--input", "-i", type=Path, required=True, metavar="IN", help="photo (.jpg .png …) or video (.mp4 .mov .avi …)")
+    parser.add_argument("--output", "-o", type=Path, required=True, metavar="OUT", help="where to write the result (photo for a photo, .mp4/.mov/.avi for a video)")
+    add_config_option(parser)
+    parser.add_argument("--i-have-consent", action="store_true", help="confirm you have the consent of the person in the source photo")
+    parser.set_defaults(func=run_swap)
+
+
+def run_swap(args: argparse.Namespace) -> int:
+    from vcamd.config import load_config
+    from vcamd.process import FaceEngine, require_consent
+
+    cfg, _ = load_config(args.config)
+    require_consent(cfg, args.i_have_consent)
+    if args.face is not None:
+        cfg = cfg.model_copy(update={"swap": cfg.swap.model_copy(update={"source_face": args.face})})
+    if cfg.swap.source_face is None:
+        raise VcamdError("no source face to swap in", fix="pass --face PHOTO or set [swap] source_face in the config")
+    kind = _input_kind(args.input)
+    _check_output(args.output, args.input, kind)
+    # Read the input before paying for loading the models and embedding the source face.
+    if kind == "image":
+        from vcamd.images import read_image
+
+        frame = read_image(args.input, "input")
+        return _swap_image(FaceEngine.from_config(cfg), cfg, frame, args.input, args.output)
+    capture, first = _open_video(args.input)
+    try:
+        return _swap_video(FaceEngine.from_config(cfg), cfg, capture, first, args.input, args.output)
+    finally:
+        capture.release()
+
+
+def _input_kind(path: Path) -> str:
+    if not path.exists():
+        raise VcamdError(f"input {path} does not exist", fix="check the path given to --input")
+    if not path.is_file():
+        raise VcamdError(f"input {path} is not a file", fix="give --input a photo or a video file")
+    suffix = path.suffix.lower()
+    if suffix in IMAGE_SUFFIXES:
+        return "image"
+    if suffix in VIDEO_SUFFIXES:
+        return "video"
+    raise VcamdError(
+        f"input {path} is not a photo or video file (unknown extension {suffix or '(none)'!r})",
+        fix=f"give a photo ({' '.join(sorted(IMAGE_SUFFIXES))}) or a video ({' '.join(sorted(VIDEO_SUFFIXES))})",
+    )
+
+
+def _check_output(output: Path, source: Path, kind: str) -> None:
+    suffix = output.suffix.lower()
+    if kind == "image" and suffix not in IMAGE_SUFFIXES:
+        raise VcamdError(f"output {output}: a photo is written as a photo", fix=f"use one of {' '.join(sorted(IMAGE_SUFFIXES))}")
+    if kind == "video" and suffix not in VIDEO_OUTPUT_FOURCC:
+        raise VcamdError(f"output {output}: cannot write a video with extension {suffix or '(none)'!r}", fix=f"use one of {' '.join(sorted(VIDEO_OUTPUT_FOURCC))}")
+    if output.exists() and output.resolve() == source.resolve():
+        raise VcamdError(f"output {output} is the input file", fix="write the result to a different file")
+    if output.is_dir():
+        raise VcamdError(f"output {output} is a folder", fix="give --output a file name")
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise VcamdError(f"output folder {folder} does not exist", fix="create it first or write somewhere else")
+    if not os.access(folder, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
+        raise VcamdError(f"output {output} is not writable (permission denied)", fix="write to a folder you can write to")
+
+
+def _finish_frame(engine: FaceEngine, cfg: Config, frame: Frame) -> int:
+    """Swap in place, badge in place; returns how many faces were swapped."""
+    from vcamd.badge import draw_badge
+
+    result = engine.process_frame(frame)
+    if cfg.disclosure.badge:
+        draw_badge(frame, cfg.disclosure.text, cfg.disclosure.corner)
+    return result.swapped
+
+
+def _swap_image(engine: FaceEngine, cfg: Config, frame: Frame, source: Path, output: Path) -> int:
+    import cv2
+
+    swapped = _finish_frame(engine, cfg, frame)
+    try:
+        ok, data = cv2.imencode(output.suffix.lower(), frame)
+    except cv2.error:
+        ok = False
+    if not ok:
+        raise VcamdError(f"cannot encode the result as {output.suffix}", fix="use .png or .jpg for --output")
+    try:
+        output.write_bytes(data.tobytes())
+    except OSError as exc:
+        raise VcamdError(f"cannot write {output}: {exc.strerror}", fix="write to a folder you can write to, with free space") from None
+    note = "" if swapped else " (no face found: written unchanged apart from the badge)" if cfg.disclosure.badge else " (no face found: written unchanged)"
+    print(f"swapped {swapped} face(s) in {source} → {output}{note}")
+    return 0
+
+
+def _open_video(source: Path) -> tuple[cv2.VideoCapture, Frame]:
+    """Open the video and decode its first frame, or say why not."""
+    import cv2
+
+    # FFmpeg prints its own complaints ("moov atom not found") straight to stderr; we report a
+    # failure as one line of our own instead. Read when OpenCV first opens a file; setdefault
+    # leaves a user's own OPENCV_FFMPEG_LOGLEVEL (for debugging) alone.
+    os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+    capture = cv2.VideoCapture(str(source))
+    ok, frame = capture.read() if capture.isOpened() else (False, None)
+    if not ok or frame is None:
+        capture.release()
+        raise VcamdError(
+            f"input {source} is not a readable video (OpenCV could not decode a frame)",
+            fix="give an .mp4/.mov/.avi file that plays, or convert it with ffmpeg",
+        )
+    return capture, frame
+
+
+def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, first: Frame, source: Path, output: Path) -> int:
+    import cv2
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    fps = capture.get(cv2.CAP_PROP_FPS)
+    if not fps or fps != fps or fps <= 0 or fps > 1000:  # NaN / 0 / nonsense from some containers
+        fps = 30.0
+    total = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
+    height, width = first.shape[:2]
+    # Written under a temporary name next to OUT and renamed when complete: no truncated OUT.
+    partial = output.with_name(f".{output.stem}.partial-{os.getpid()}{output.suffix}")
+    fourcc = cv2.VideoWriter_fourcc(*VIDEO_OUTPUT_FOURCC[output.suffix.lower()])
+    writer = cv2.VideoWriter(str(partial), fourcc, fps, (width, height))
+    if not writer.isOpened():
+        partial.unlink(missing_ok=True)
+        raise VcamdError(f"cannot write video {output} (OpenCV's writer did not open)", fix="check the folder is writable and use .mp4")
+    frames = with_faces = 0
+    console = Console(stderr=True)
+    columns = (TextColumn("swapping"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    ok, frame = True, first
+    try:
+        with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
+            task = progress.add_task("swap", total=total)
+            while ok and frame is not None:
+                if frame.shape[:2] != (height, width):
+                    raise VcamdError(f"input {source}: frame {frames} is {frame.shape[1]}×{frame.shape[0]}, not {width}×{height}", fix="re-encode the video at one size")
+                with_faces += _finish_frame(engine, cfg, frame) > 0
+                writer.write(frame)
+                frames += 1
+                progress.advance(task)
+                ok, frame = capture.read()
+    except BaseException:
+        writer.release()
+        partial.unlink(missing_ok=True)
+        raise
+    writer.release()
+    if not partial.is_file() or partial.stat().st_size == 0:
+        partial.unlink(missing_ok=True)
+        raise VcamdError(f"writing {output} failed (nothing was written)", fix="check free disk space and that the folder is writable")
+    os.replace(partial, output)
+    print(f"swapped faces in {with_faces} of {frames} frame(s) of {source} ({fps:g} fps) → {output}", file=sys.stdout)
+    return 0

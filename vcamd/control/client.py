@@ -1,0 +1,192 @@
+"""Talk to a running daemon: what `vcamd status/on/off/...` and the tray call.
+
+One short connection per request. The endpoint is found in the runtime dir (`runtime_dir()`,
+overridable with `VCAMD_RUNTIME_DIR`): the Unix socket `control.sock` where AF_UNIX exists, else
+`control.json` (loopback TCP port + token).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from vcamd.control.protocol import (
+    MAX_RESPONSE_BYTES,
+    SOCKET_NAME,
+    TCP_ENDPOINT_NAME,
+    Command,
+    ControlError,
+    DaemonNotRunning,
+    decode_response,
+    encode_request,
+    runtime_dir,
+    unix_sockets_available,
+)
+from vcamd.types import Level
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where a daemon listens: a Unix socket file, or a loopback TCP port with its token."""
+
+    kind: Literal["unix", "tcp"]
+    path: Path  # the socket file, or the control.json that names port and token
+    host: str = "127.0.0.1"
+    port: int = 0
+    token: str | None = None
+
+    def connect(self, timeout_s: float) -> socket.socket:
+        if self.kind == "unix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            target: Any = str(self.path)
+        else:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            target = (self.host, self.port)
+        sock.settimeout(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    sock.connect(target)
+                    return sock
+                except BlockingIOError:
+                    # A Unix socket whose listen backlog is full refuses at once instead of waiting.
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("the control socket's backlog stayed full") from None
+                    time.sleep(0.01)
+        except BaseException:
+            sock.close()
+            raise
+
+
+def not_running(where: Path, why: str = "no control socket at") -> DaemonNotRunning:
+    return DaemonNotRunning(f"FaceLive Camera is not running ({why} {where})", fix="start it with `vcamd run`")
+
+
+def default_endpoint_path(directory: Path) -> Path:
+    """The file a daemon on this platform publishes: the socket, or control.json without AF_UNIX."""
+    return directory / (SOCKET_NAME if unix_sockets_available() else TCP_ENDPOINT_NAME)
+
+
+def find_endpoint(directory: Path | None = None) -> Endpoint:
+    """The endpoint published in `directory` (default: the runtime dir); DaemonNotRunning if none."""
+    directory = directory if directory is not None else runtime_dir()
+    sock_path = directory / SOCKET_NAME
+    if unix_sockets_available() and sock_path.exists():
+        return Endpoint("unix", sock_path)
+    tcp_path = directory / TCP_ENDPOINT_NAME
+    if tcp_path.exists():
+        return read_tcp_endpoint(tcp_path)
+    raise not_running(default_endpoint_path(directory))
+
+
+def read_tcp_endpoint(path: Path) -> Endpoint:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Endpoint("tcp", path, host=str(data["host"]), port=int(data["port"]), token=str(data["token"]))
+    except FileNotFoundError:
+        raise not_running(path) from None
+    except PermissionError:
+        raise ControlError(f"cannot read the control endpoint file {path}",
+                           fix="it belongs to another user; run vcamd as the user who started the daemon") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ControlError(f"the control endpoint file {path} is unreadable ({exc})",
+                           fix="delete it and restart the daemon with `vcamd run`") from None
+
+
+def exchange(endpoint: Endpoint, request: bytes, timeout_s: float) -> bytes:
+    """Send one request line and read one response line. Raises DaemonNotRunning, ControlError."""
+    try:
+        sock = endpoint.connect(timeout_s)
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise not_running(endpoint.path, "the control socket does not answer:") from None
+    except PermissionError:
+        raise ControlError(f"permission denied on the control socket {endpoint.path}",
+                           fix="run vcamd as the user who started the daemon") from None
+    except TimeoutError:
+        raise ControlError(f"no answer from FaceLive Camera at {endpoint.path} within {timeout_s:g} s",
+                           fix="is it stuck? see its log, or restart it") from None
+    try:
+        with sock, sock.makefile("rb") as reader:
+            sock.sendall(request)
+            line = reader.readline(MAX_RESPONSE_BYTES + 1)
+    except TimeoutError:
+        raise ControlError(f"no answer from FaceLive Camera at {endpoint.path} within {timeout_s:g} s",
+                           fix="is it stuck? see its log, or restart it") from None
+    except (ConnectionResetError, BrokenPipeError):
+        raise ControlError(f"FaceLive Camera closed the connection at {endpoint.path} without answering",
+                           fix="see its log") from None
+    if not line.endswith(b"\n"):
+        if len(line) > MAX_RESPONSE_BYTES:
+            raise ControlError(f"the answer from {endpoint.path} is larger than {MAX_RESPONSE_BYTES} bytes")
+        raise ControlError(f"FaceLive Camera closed the connection at {endpoint.path} without a full answer",
+                           fix="see its log")
+    return line
+
+
+def answers(endpoint: Endpoint, timeout_s: float = 2.0) -> bool:
+    """True when a control server (any vcamd daemon) answers a status request at `endpoint`."""
+    try:
+        line = exchange(endpoint, encode_request(Command.status, token=endpoint.token), timeout_s)
+        message = json.loads(line)
+    except (DaemonNotRunning, ControlError, ValueError, OSError):
+        return False
+    return isinstance(message, dict) and "ok" in message
+
+
+class ControlClient:
+    """Requests to the daemon; each method raises DaemonNotRunning (exit 3) or ControlError."""
+
+    def __init__(self, directory: Path | None = None, timeout_s: float = 10.0) -> None:
+        self.directory = directory if directory is not None else runtime_dir()
+        self.timeout_s = timeout_s
+
+    def request(self, cmd: Command | str, args: dict[str, Any] | None = None) -> Any:
+        endpoint = find_endpoint(self.directory)
+        line = exchange(endpoint, encode_request(str(cmd), args, endpoint.token), self.timeout_s)
+        return decode_response(line)
+
+    def is_running(self) -> bool:
+        try:
+            return answers(find_endpoint(self.directory), min(self.timeout_s, 2.0))
+        except (DaemonNotRunning, ControlError):
+            return False
+
+    def status(self) -> dict[str, Any]:
+        return self.request(Command.status)
+
+    def set_enabled(self, on: bool) -> dict[str, Any]:
+        return self.request(Command.on if on else Command.off)
+
+    def toggle(self) -> dict[str, Any]:
+        return self.request(Command.toggle)
+
+    def set_source_face(self, path: Path) -> dict[str, Any]:
+        # The daemon may run in another working directory: always send an absolute path.
+        return self.request(Command.set_face, {"path": str(Path(path).expanduser().resolve())})
+
+    def set_quality(self, level: Level | None) -> dict[str, Any]:
+        return self.request(Command.quality, {"level": "auto" if level is None else level.name})
+
+    def reload(self) -> dict[str, Any]:
+        return self.request(Command.reload)
+
+    def snapshot_png(self) -> bytes:
+        result = self.request(Command.snapshot)
+        try:
+            png = base64.b64decode(result["png_base64"], validate=True)
+        except (TypeError, KeyError, ValueError):
+            raise ControlError("the daemon's snapshot answer is not base64 PNG data") from None
+        if not png.startswith(PNG_SIGNATURE):
+            raise ControlError("the daemon's snapshot is not a PNG image")
+        return png
+
+    def quit(self) -> None:
+        self.request(Command.quit)

@@ -1,0 +1,234 @@
+"""What the control API speaks: the engine's control surface, the wire format, where to find it.
+
+Wire format — JSON lines, one request and one response per line, UTF-8:
+
+    request:  {"cmd": "status", "args": {...}, "token": "..."}      ("token" only over TCP)
+    response: {"ok": true, "result": ...}  or  {"ok": false, "error": "one line"}
+
+Commands and their args/results:
+
+    status                                  → the status dict (see `Status`)
+    on | off | toggle                       → the status dict after the change
+    set_face   {"path": "/abs/face.png"}    → the status dict
+    quality    {"level": "auto" | "full" | "no_enhancer" | "low_res" | "frame_skip"}
+                                            → the status dict ("auto" unlocks: the watchdog decides)
+    reload                                  → the status dict
+    snapshot                                → {"png_base64": "..."}  (PNG of the current output)
+    quit                                    → {"quitting": true}     (answered before the daemon stops)
+
+Where the daemon listens (both in the runtime dir, see `runtime_dir`):
+
+    control.sock   Unix socket, mode 0600, in a 0700 dir (everywhere AF_UNIX exists)
+    control.json   {"host": "127.0.0.1", "port": N, "token": "..."}, mode 0600 — loopback TCP where
+                   AF_UNIX is unavailable (Windows); every request must carry the token.
+
+`VCAMD_RUNTIME_DIR` overrides the runtime dir for both the daemon and the CLI (tests, several
+daemons side by side).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from enum import Enum, IntEnum, StrEnum
+from pathlib import Path
+from typing import Any, Protocol, TypedDict, runtime_checkable
+
+from vcamd.errors import VcamdError
+from vcamd.types import Level
+
+MAX_REQUEST_BYTES = 64 * 1024
+"""A request line longer than this is refused (a request is a command and a path, never data)."""
+
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+"""The client's bound on one response: a base64 PNG snapshot of an 8K frame fits well under it."""
+
+RUNTIME_DIR_ENV = "VCAMD_RUNTIME_DIR"
+SOCKET_NAME = "control.sock"
+TCP_ENDPOINT_NAME = "control.json"
+LOCK_NAME = "control.lock"
+AUTO_QUALITY = "auto"
+
+
+class Command(StrEnum):
+    status = "status"
+    on = "on"
+    off = "off"
+    toggle = "toggle"
+    set_face = "set_face"
+    quality = "quality"
+    reload = "reload"
+    snapshot = "snapshot"
+    quit = "quit"
+
+
+class Status(TypedDict, total=False):
+    """What `Controllable.status()` returns; extra keys are allowed and shown as they are."""
+
+    enabled: bool  # swapping on (the user's switch)
+    state: str  # "running" | "camera offline" | "error"
+    level: str | int | Level  # current degradation level (Level or its name)
+    quality: str  # "auto" or the level the user locked
+    fps: float  # published frames per second
+    latency_ms: float | dict[str, float]  # capture→publish: recent median, or {"p50": .., "p95": .., "p99": ..}
+    source_face: str | None  # path of the source photo
+    providers: dict[str, str] | list[str]  # model file → ONNX Runtime provider really in use
+    config_error: str | None  # the last config problem while running on the last good config
+
+
+@runtime_checkable
+class Controllable(Protocol):
+    """The control surface the live engine implements and the control server and tray drive.
+
+    Methods are called from control-server threads, so implementations must be thread-safe. A
+    user-caused problem is raised as `VcamdError` (e.g. `FaceError` for a bad photo); its one-line
+    message is what the user sees.
+    """
+
+    def status(self) -> dict[str, Any]: ...
+
+    def set_enabled(self, on: bool) -> None: ...
+
+    def set_source_face(self, path: Path) -> None: ...
+
+    def set_quality(self, level: Level | None) -> None:
+        """Lock the degradation level; None = automatic (the watchdog decides)."""
+        ...
+
+    def reload_config(self) -> None: ...
+
+    def snapshot_png(self) -> bytes: ...
+
+    def request_quit(self) -> None:
+        """Ask the daemon to stop; returns at once (the stop happens on the daemon's own thread)."""
+        ...
+
+
+class ProtocolError(VcamdError):
+    """A request that does not follow the wire format; answered with an error, never a crash."""
+
+
+class ControlError(VcamdError):
+    """The daemon answered a request with an error (e.g. a source photo without a face)."""
+
+
+class DaemonNotRunning(VcamdError):
+    """No daemon answers on the control endpoint."""
+
+    exit_code = 3
+
+
+def runtime_dir() -> Path:
+    """`$VCAMD_RUNTIME_DIR` if set, else the user runtime dir (e.g. /run/user/1000/facelive)."""
+    override = os.environ.get(RUNTIME_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    import warnings
+
+    from vcamd.config import user_runtime_dir  # pydantic is only needed when no override is set
+
+    with warnings.catch_warnings():
+        # Without XDG_RUNTIME_DIR platformdirs falls back to /tmp/runtime-<uid> and warns on stderr,
+        # which would break the CLI's one-line answers; the server checks that dir's ownership itself.
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
+        return user_runtime_dir()
+
+
+def unix_sockets_available() -> bool:
+    return hasattr(socket, "AF_UNIX")
+
+
+def quality_names() -> list[str]:
+    return [AUTO_QUALITY, *(level.name for level in Level)]
+
+
+def parse_quality(name: str) -> Level | None:
+    """"auto" → None (unlocked); a Level name → that Level; anything else → ProtocolError."""
+    if name == AUTO_QUALITY:
+        return None
+    try:
+        return Level[name]
+    except KeyError:
+        raise ProtocolError(
+            f"unknown quality level {name!r}", fix=f"use one of: {', '.join(quality_names())}"
+        ) from None
+
+
+def to_jsonable(value: Any) -> Any:
+    """Status values as plain JSON: enums by name (Level.low_res → "low_res"), paths as strings."""
+    if isinstance(value, IntEnum):
+        return value.name
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return None
+    return value
+
+
+def encode_request(cmd: str, args: dict[str, Any] | None = None, token: str | None = None) -> bytes:
+    message: dict[str, Any] = {"cmd": cmd, "args": args or {}}
+    if token is not None:
+        message["token"] = token
+    return json.dumps(message).encode() + b"\n"
+
+
+def encode_ok(result: Any) -> bytes:
+    return json.dumps({"ok": True, "result": to_jsonable(result)}, allow_nan=False).encode() + b"\n"
+
+
+def encode_error(message: str) -> bytes:
+    one_line = " ".join(str(message).split())
+    return json.dumps({"ok": False, "error": one_line}).encode() + b"\n"
+
+
+def decode_request(line: bytes) -> tuple[Command, dict[str, Any], str | None]:
+    """(command, args, token) from one request line; ProtocolError for anything malformed."""
+    try:
+        message = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ProtocolError("request is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"request is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(message, dict):
+        raise ProtocolError('request must be a JSON object like {"cmd": "status", "args": {}}')
+    unknown = set(message) - {"cmd", "args", "token"}
+    if unknown:
+        raise ProtocolError(f"unknown request field(s): {', '.join(sorted(unknown))}")
+    cmd = message.get("cmd")
+    try:
+        command = Command(cmd)
+    except ValueError:
+        raise ProtocolError(
+            f"unknown command {cmd!r}", fix=f"use one of: {', '.join(c.value for c in Command)}"
+        ) from None
+    args = message.get("args", {})
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ProtocolError(f'"args" must be a JSON object, got {type(args).__name__}')
+    token = message.get("token")
+    if token is not None and not isinstance(token, str):
+        raise ProtocolError('"token" must be a string')
+    return command, args, token
+
+
+def decode_response(line: bytes) -> Any:
+    """The result of an ok response; ControlError with the daemon's message for an error response."""
+    try:
+        message = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ControlError("the control endpoint answered something that is not a JSON line",
+                           fix="is it really FaceLive Camera listening there?") from None
+    if not isinstance(message, dict) or "ok" not in message:
+        raise ControlError("the control endpoint answered an unexpected message",
+                           fix="is it really FaceLive Camera listening there?")
+    if not message["ok"]:
+        raise ControlError(str(message.get("error", "unknown error")))
+    return message.get("result")

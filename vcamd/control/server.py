@@ -1,0 +1,459 @@
+"""The daemon's control endpoint: JSON-lines requests into a `Controllable` (the live engine).
+
+Only the user who runs the daemon can reach it:
+
+- Unix socket (`control.sock`, everywhere AF_UNIX exists): the runtime dir is 0700 and owned by
+  us; the socket is bound under a temporary name, chmod-ed to 0600, and only then renamed to its
+  public name, so it is never reachable with looser permissions (a process-wide umask change would
+  do the same but would race with every other thread creating files). On Linux each connection's
+  peer uid (SO_PEERCRED) must also equal ours.
+- Loopback TCP (`control.json`, where AF_UNIX is unavailable): bound to 127.0.0.1 only; a random
+  token lives in the 0600 endpoint file and every request must carry it.
+
+One thread accepts, one thread per connection answers; a malformed, oversized or slow request
+gets an error line (or a closed connection), never a crash of the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import logging
+import os
+import secrets
+import socket
+import socketserver
+import stat
+import struct
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from vcamd.control.client import Endpoint, answers, read_tcp_endpoint
+from vcamd.control.protocol import (
+    LOCK_NAME,
+    MAX_REQUEST_BYTES,
+    SOCKET_NAME,
+    TCP_ENDPOINT_NAME,
+    Command,
+    Controllable,
+    ProtocolError,
+    decode_request,
+    encode_error,
+    encode_ok,
+    parse_quality,
+    runtime_dir,
+    unix_sockets_available,
+)
+from vcamd.errors import VcamdError
+
+log = logging.getLogger(__name__)
+
+Transport = Literal["auto", "unix", "tcp"]
+
+# sockaddr_un.sun_path is 108 bytes on Linux (104 on macOS), including the terminating NUL.
+MAX_UNIX_PATH_BYTES = 103
+
+MAX_DISCARD_BYTES = 16 * 1024 * 1024
+"""How much of an oversized request is read and thrown away before the connection is dropped."""
+
+
+class RequestTooLarge(ProtocolError):
+    def __init__(self, *, resynced: bool) -> None:
+        self.resynced = resynced  # the rest of the line was read: the next line can be served
+        super().__init__(f"request too large (over {MAX_REQUEST_BYTES} bytes)",
+                         fix="a request is a command and its arguments, never data")
+
+
+class AlreadyRunning(VcamdError):
+    """Another daemon already answers on this control endpoint."""
+
+
+def secure_dir(path: Path) -> Path:
+    """Create `path` as a 0700 directory owned by us; refuse one that another user controls."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if os.name != "posix":
+        return path  # Windows: the per-user app-data dir is already private by ACL
+    uid = os.geteuid()
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
+        raise VcamdError(f"the control directory {path} is not a directory owned by you",
+                         fix="remove it, or set VCAMD_RUNTIME_DIR to a directory of yours")
+    parent = path.parent.stat()
+    if parent.st_uid not in (uid, 0):
+        # Whoever owns the parent could swap our directory for theirs.
+        raise VcamdError(f"the control directory's parent {path.parent} belongs to another user",
+                         fix="set VCAMD_RUNTIME_DIR to a directory of yours (or set XDG_RUNTIME_DIR)")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The connecting process's uid on a Unix socket (Linux SO_PEERCRED); None where unsupported."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: "_UnixServer | _TcpServer"
+
+    def setup(self) -> None:
+        self.timeout = self.server.owner.request_timeout_s
+        super().setup()
+
+    def handle(self) -> None:
+        self.server.owner._serve_connection(self.connection, self.rfile, self.wfile)
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    request_queue_size = 64  # listen backlog: a full one makes a Unix-socket connect fail at once (EAGAIN)
+    block_on_close = False  # close() may be called from a handler (quit); never join ourselves
+
+    def __init__(self, owner: "ControlServer") -> None:
+        self.owner = owner
+        super().__init__("", _Handler, bind_and_activate=False)
+
+
+class _TcpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    request_queue_size = 64
+    block_on_close = False
+    allow_reuse_address = False
+
+    def __init__(self, owner: "ControlServer") -> None:
+        self.owner = owner
+        super().__init__(("127.0.0.1", 0), _Handler, bind_and_activate=False)
+
+
+class ControlServer:
+    """Serve control requests for `target` from `directory` (default: the runtime dir).
+
+    `transport`: "auto" = Unix socket where available, else loopback TCP; "unix" / "tcp" force one
+    (tests exercise the Windows path on Linux with "tcp"). `start()` and `close()` are idempotent.
+    """
+
+    def __init__(
+        self,
+        target: Controllable,
+        directory: Path | None = None,
+        *,
+        transport: Transport = "auto",
+        request_timeout_s: float = 5.0,
+    ) -> None:
+        if transport == "auto":
+            transport = "unix" if unix_sockets_available() else "tcp"
+        if transport == "unix" and not unix_sockets_available():
+            raise VcamdError("Unix sockets are not available on this system", fix='use transport="tcp"')
+        self.target = target
+        self.directory = directory if directory is not None else runtime_dir()
+        self.transport: Literal["unix", "tcp"] = transport
+        self.request_timeout_s = request_timeout_s
+        self._state_lock = threading.Lock()
+        self._toggle_lock = threading.Lock()  # toggle = read + write; two at once must not cancel out
+        self._server: _UnixServer | _TcpServer | None = None
+        self._thread: threading.Thread | None = None
+        self._lock_fd: int | None = None
+        self._token: str | None = None
+        self._published_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file we published
+        self._closed = False
+
+    # ---- life cycle ---------------------------------------------------------------------------
+
+    @property
+    def endpoint_path(self) -> Path:
+        """The published file: the socket, or control.json (TCP port + token)."""
+        return self.directory / (SOCKET_NAME if self.transport == "unix" else TCP_ENDPOINT_NAME)
+
+    @property
+    def address(self) -> str | tuple[str, int]:
+        """The socket path (Unix) or (host, port) (TCP) actually bound; only after start()."""
+        if self._server is None:
+            raise RuntimeError("the control server is not started")
+        if self.transport == "unix":
+            return str(self.endpoint_path)
+        host, port = self._server.server_address[:2]
+        return (str(host), int(port))
+
+    @property
+    def token(self) -> str | None:
+        return self._token
+
+    def start(self) -> "ControlServer":
+        with self._state_lock:
+            if self._closed:
+                raise RuntimeError("a closed control server cannot be started again; make a new one")
+            if self._server is not None:
+                return self
+            secure_dir(self.directory)
+            self._take_lock()
+            try:
+                self._refuse_if_live()
+                server = self._bind_unix() if self.transport == "unix" else self._bind_tcp()
+            except BaseException:
+                self._release_lock()
+                raise
+            self._server = server
+            self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                            name="vcamd-control", daemon=True)
+            self._thread.start()
+            log.info("control endpoint ready at %s", self.endpoint_path)
+            return self
+
+    def close(self) -> None:
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+            server, thread = self._server, self._thread
+            self._server = self._thread = None
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=5)
+            self._unpublish()
+            self._release_lock()
+
+    def __enter__(self) -> "ControlServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- binding ------------------------------------------------------------------------------
+
+    def _take_lock(self) -> None:
+        """Hold control.lock while serving, so two daemons starting together cannot both publish."""
+        if os.name != "posix":
+            return  # Windows: the liveness probe alone decides
+        import fcntl
+
+        fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise AlreadyRunning(f"FaceLive Camera is already running (it holds {self.directory / LOCK_NAME})",
+                                 fix="stop it with `vcamd quit`, or drive it with `vcamd on/off/status`") from None
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def _refuse_if_live(self) -> None:
+        """Refuse to start if a daemon answers on our endpoint; remove a stale endpoint file."""
+        path = self.endpoint_path
+        if not os.path.lexists(path):
+            return
+        try:
+            endpoint = Endpoint("unix", path) if self.transport == "unix" else read_tcp_endpoint(path)
+        except VcamdError:
+            endpoint = None
+        if endpoint is not None and answers(endpoint):
+            raise AlreadyRunning(f"FaceLive Camera is already running (it answers on {path})",
+                                 fix="stop it with `vcamd quit`, or drive it with `vcamd on/off/status`")
+        log.info("removing stale control endpoint %s", path)
+        path.unlink(missing_ok=True)
+
+    def _bind_unix(self) -> _UnixServer:
+        final = self.endpoint_path
+        temporary = self.directory / f".cs-{secrets.token_hex(3)}"  # no longer than the final name
+        if len(os.fsencode(final)) > MAX_UNIX_PATH_BYTES:
+            raise VcamdError(f"the control socket path {final} is too long for a Unix socket",
+                             fix="set VCAMD_RUNTIME_DIR (or XDG_RUNTIME_DIR) to a shorter directory")
+        server = _UnixServer(self)
+        try:
+            server.socket.bind(os.fspath(temporary))
+            os.chmod(temporary, 0o600)
+            server.server_activate()  # listen before the name is public: no ECONNREFUSED window
+            os.replace(temporary, final)
+        except BaseException:
+            server.server_close()
+            temporary.unlink(missing_ok=True)
+            raise
+        server.server_address = str(final)
+        info = final.lstat()
+        self._published_id = (info.st_dev, info.st_ino)
+        return server
+
+    def _bind_tcp(self) -> _TcpServer:
+        server = _TcpServer(self)
+        try:
+            server.server_bind()
+            server.server_activate()
+            host, port = server.server_address[:2]
+            self._token = secrets.token_urlsafe(32)
+            self._write_private(self.endpoint_path, json.dumps({"host": host, "port": port, "token": self._token}))
+        except BaseException:
+            server.server_close()
+            raise
+        info = self.endpoint_path.stat()
+        self._published_id = (info.st_dev, info.st_ino)
+        return server
+
+    @staticmethod
+    def _write_private(path: Path, text: str) -> None:
+        """Write a 0600 file atomically: created 0600 under a temporary name, then renamed."""
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+
+    def _unpublish(self) -> None:
+        """Remove our endpoint file — only if it is still ours (not a newer daemon's)."""
+        path = self.endpoint_path
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            return
+        if self._published_id == (info.st_dev, info.st_ino):
+            path.unlink(missing_ok=True)
+        self._published_id = None
+
+    # ---- requests -----------------------------------------------------------------------------
+
+    def _serve_connection(self, conn: socket.socket, rfile: Any, wfile: Any) -> None:
+        if self.transport == "unix":
+            uid = peer_uid(conn)
+            if uid is not None and uid != os.geteuid():
+                log.warning("refused a control connection from uid %d", uid)
+                self._read_line(rfile)  # read what it sent, so our answer is not lost to a reset
+                self._send(wfile, encode_error(f"refused: uid {uid} is not the daemon's user"))
+                return
+        answered = 0
+        while True:
+            try:
+                line = self._read_line(rfile)
+            except TimeoutError:
+                if answered == 0:
+                    self._send(wfile, encode_error(f"no complete request line within {self.request_timeout_s:g} s"))
+                return
+            except RequestTooLarge as err:
+                self._send(wfile, encode_error(str(err)))
+                if not err.resynced:
+                    return
+                continue
+            except OSError:
+                return
+            if line is None:
+                return  # the client closed the connection
+            if not line.strip():
+                continue
+            response, keep_open, after = self._answer(line)
+            delivered = self._send(wfile, response)
+            if after is not None:
+                after()  # even when the client hung up without reading: `vcamd quit; exit` must still stop it
+            if not delivered or not keep_open:
+                return
+            answered += 1
+
+    @staticmethod
+    def _read_line(rfile: Any) -> bytes | None:
+        """One request line; None at EOF. RequestTooLarge when it exceeds MAX_REQUEST_BYTES.
+
+        An oversized line is read on to its end (bounded), so the error answer reaches the client
+        instead of being lost to a connection reset, and the next line can still be served.
+        """
+        line = rfile.readline(MAX_REQUEST_BYTES + 2)  # + "\r\n"
+        if not line:
+            return None
+        if len(line.rstrip(b"\r\n")) <= MAX_REQUEST_BYTES:
+            return line
+        discarded = len(line)
+        while not line.endswith(b"\n") and discarded < MAX_DISCARD_BYTES:
+            try:
+                line = rfile.readline(MAX_REQUEST_BYTES)
+            except OSError:
+                line = b""
+            if not line:
+                raise RequestTooLarge(resynced=False)
+            discarded += len(line)
+        raise RequestTooLarge(resynced=line.endswith(b"\n"))
+
+    def _answer(self, line: bytes) -> tuple[bytes, bool, Any]:
+        """(response line, keep the connection open, action to run after answering)."""
+        try:
+            command, args, token = decode_request(line)
+        except ProtocolError as err:
+            return encode_error(str(err)), True, None
+        if self.transport == "tcp" and not (token is not None and self._token is not None
+                                            and hmac.compare_digest(token.encode(), self._token.encode())):
+            log.warning("refused a control request without the right token")
+            return encode_error(f"refused: missing or wrong token (it is in {self.endpoint_path})"), False, None
+        if command is not Command.status:
+            log.info("control request: %s %s", command, json.dumps(args)[:200] if args else "")
+        if command is Command.quit:
+            # Answer first: the daemon may be gone before a reply written afterwards gets out.
+            return encode_ok({"quitting": True}), False, self._quit
+        try:
+            return encode_ok(self._dispatch(command, args)), True, None
+        except VcamdError as err:
+            return encode_error(str(err)), True, None
+        except Exception as exc:  # a bug in the engine must not take the control endpoint down
+            log.exception("control command %s failed", command)
+            return encode_error(f"internal error in {command}: {type(exc).__name__}: {exc}"), True, None
+
+    def _quit(self) -> None:
+        try:
+            self.target.request_quit()
+        except Exception:
+            log.exception("request_quit failed")
+
+    def _dispatch(self, command: Command, args: dict[str, Any]) -> Any:
+        target = self.target
+        match command:
+            case Command.status:
+                return target.status()
+            case Command.on | Command.off:
+                target.set_enabled(command is Command.on)
+            case Command.toggle:
+                with self._toggle_lock:
+                    target.set_enabled(not bool(target.status().get("enabled")))
+            case Command.set_face:
+                target.set_source_face(_face_path(args))
+            case Command.quality:
+                level = args.get("level")
+                if not isinstance(level, str):
+                    raise ProtocolError('quality needs args {"level": NAME}', fix='e.g. "auto" or "low_res"')
+                target.set_quality(parse_quality(level))
+            case Command.reload:
+                target.reload_config()
+            case Command.snapshot:
+                png = target.snapshot_png()
+                return {"png_base64": base64.b64encode(png).decode("ascii")}
+            case _:
+                raise ProtocolError(f"command {command} is not handled here")
+        return target.status()
+
+    @staticmethod
+    def _send(wfile: Any, data: bytes) -> bool:
+        try:
+            wfile.write(data)
+            wfile.flush()
+            return True
+        except OSError:
+            return False  # the client went away; nothing to tell it
+
+
+def _face_path(args: dict[str, Any]) -> Path:
+    raw = args.get("path")
+    if not isinstance(raw, str) or not raw:
+        raise ProtocolError('set_face needs args {"path": "/absolute/path/to/photo"}')
+    path = Path(raw)
+    if not path.is_absolute():
+        # The daemon's working directory is not the caller's: a relative path would mean something else.
+        raise ProtocolError(f"set_face path {raw!r} is relative", fix="send an absolute path")
+    return path

@@ -1,0 +1,1 @@
+../../../service/facelive-startup.vbs

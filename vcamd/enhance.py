@@ -1,0 +1,115 @@
+"""GFPGAN 1.4 face restoration through ONNX Runtime (no torch).
+
+The model takes a face aligned to the FFHQ 5-point template in a 512×512 crop, RGB in [-1, 1],
+and returns the restored crop in the same space. Two ways in:
+
+- `enhance_face(frame, kps)` — offline: align, restore, and blend the restored face back into the
+  frame in place (feathered mask, face region only), with `strength` as the opacity;
+- `enhance_aligned(crop512)` — for the engine, which already holds a 512 FFHQ-aligned crop with
+  the swapped face pasted in (see `FaceEngine.swap_faces`): restore it and mix with `strength`
+  in crop space, so the result can be composited later at the face's current position.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from vcamd.blend import Blender, PasteRegion
+from vcamd.errors import ModelError
+from vcamd.faces.align import estimate_affine, warp
+from vcamd.types import Frame
+
+if TYPE_CHECKING:
+    from vcamd.runtime import Sessions
+
+ENHANCE_SIZE = 512
+"""GFPGAN's crop side; the face is aligned to the FFHQ template scaled to this size."""
+
+_ONNX_FLOATS = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
+
+class Enhancer:
+    """GFPGAN 1.4 (ONNX): restore a face, blend with `strength` (0 = off, 1 = the restored face)."""
+
+    def __init__(self, path: Path | str, sessions: Sessions, strength: float = 0.8) -> None:
+        if not 0.0 <= strength <= 1.0:
+            raise ValueError(f"strength must be within [0, 1], got {strength}")
+        self.path = Path(path)
+        self.strength = float(strength)
+        self._session = sessions.get(self.path)
+        self._input_name, self._input_dtype = self._check_signature()
+        # Restored crops are pasted with their own blender: no colour correction (GFPGAN keeps the
+        # colours), the same feathered mask shape as every other paste.
+        self._blender = Blender(ENHANCE_SIZE, mouth_mask=False, color_correction=False)
+
+    def _check_signature(self) -> tuple[str, type]:
+        inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
+        fix = "set [models] enhancer to gfpgan_1.4 (`vcamd models pull gfpgan_1.4`) or a GFPGAN 1.4 ONNX export"
+
+        def square_image(shape: list[object]) -> bool:
+            if len(shape) != 4 or shape[1] != 3:
+                return False
+            return all(not isinstance(d, int) or d in (-1, ENHANCE_SIZE) for d in shape[2:]) and (
+                not isinstance(shape[0], int) or shape[0] in (-1, 1)
+            )
+
+        if len(inputs) != 1 or not outputs:
+            raise ModelError(
+                f"{self.path.name} is not a GFPGAN enhancer: expected 1 image input and an image output, "
+                f"got {len(inputs)} input(s) and {len(outputs)} output(s)",
+                fix=fix,
+            )
+        inp, out = inputs[0], outputs[0]
+        if not square_image(list(inp.shape)) or not square_image(list(out.shape)):
+            raise ModelError(
+                f"{self.path.name} is not a GFPGAN enhancer: expected input and output [1,3,512,512], "
+                f"got input {list(inp.shape)} and output {list(out.shape)}",
+                fix=fix,
+            )
+        dtype = _ONNX_FLOATS.get(inp.type)
+        if dtype is None:
+            raise ModelError(f"{self.path.name}: input type {inp.type}, expected float or float16", fix=fix)
+        return inp.name, dtype
+
+    # ---- the model --------------------------------------------------------------------------
+
+    def restore(self, crop_bgr: Frame) -> Frame:
+        """Run GFPGAN on a 512×512 FFHQ-aligned BGR crop; returns the restored BGR crop."""
+        if crop_bgr.shape != (ENHANCE_SIZE, ENHANCE_SIZE, 3):
+            raise ValueError(f"the enhancer takes a {ENHANCE_SIZE}×{ENHANCE_SIZE}×3 crop, got {crop_bgr.shape}")
+        # BGR uint8 → RGB, [-1, 1], NCHW in one call.
+        blob = cv2.dnn.blobFromImage(crop_bgr, 1.0 / 127.5, (ENHANCE_SIZE, ENHANCE_SIZE), (127.5, 127.5, 127.5), swapRB=True)
+        out = self._session.run(None, {self._input_name: blob.astype(self._input_dtype, copy=False)})[0]
+        planes = np.asarray(out[0], np.float32)
+        bgr = cv2.merge([planes[2], planes[1], planes[0]])  # NCHW RGB → HWC BGR in one pass
+        # [-1, 1] → [0, 255], rounded and saturated in one pass (4× faster than the numpy chain).
+        return cv2.addWeighted(bgr, 127.5, bgr, 0.0, 127.5, dtype=cv2.CV_8U)
+
+    # ---- the two ways in ----------------------------------------------------------------------
+
+    def enhance_aligned(self, crop_bgr: Frame) -> Frame:
+        """Restore an FFHQ-512 crop and mix it with the input by `strength`, in crop space."""
+        if self.strength <= 0.0:
+            return crop_bgr
+        restored = self.restore(crop_bgr)
+        if self.strength >= 1.0:
+            return restored
+        return cv2.addWeighted(restored, self.strength, crop_bgr, 1.0 - self.strength, 0.0)
+
+    def enhance_face(self, frame: Frame, kps: npt.ArrayLike) -> PasteRegion | None:
+        """Restore the face with these 5 keypoints and blend it into `frame` in place.
+
+        Works on the face's region only: a 512 crop is warped out, restored and pasted back with the
+        feathered mask at opacity `strength`. Returns the rectangle touched (None when nothing was).
+        """
+        if self.strength <= 0.0:
+            return None
+        m = estimate_affine(kps, ENHANCE_SIZE, "ffhq")
+        crop = warp(frame, m, ENHANCE_SIZE)
+        restored = self.restore(crop)
+        return self._blender.paste(frame, restored, m, original_crop=crop, opacity=self.strength)

@@ -1,0 +1,1 @@
+"""Finding faces in frames: detection (SCRFD), tracking between detections, alignment to crops."""

@@ -1,0 +1,109 @@
+"""Cheap per-frame face positions between full-frame detections.
+
+A full detection letterboxes the whole frame into the detector's 640² input. Between those, each
+known face is re-detected in a square crop about twice its size, scaled to `track_size` (192² is
+~11× fewer pixels than 640²), and the result is mapped back to frame coordinates. With more faces
+than that ratio pays for, a full detection runs instead. The crop is cut
+and scaled in one warpAffine that reads only the face's region of the frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from vcamd.faces.detect import FaceDetector
+from vcamd.types import Face, Frame
+
+CROP_FACTOR = 2.0
+"""Side of the tracking crop, relative to the larger side of the face box."""
+
+SAME_FACE_IOU = 0.5
+"""Two tracked results overlapping more than this are one face (tracks that converged)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Crop:
+    """Square crop: crop pixel = (frame pixel - origin) * scale."""
+
+    x0: float
+    y0: float
+    scale: float
+
+    def to_frame(self, face: Face) -> Face:
+        inv = 1.0 / self.scale
+        x1, y1, x2, y2 = face.box
+        box = (x1 * inv + self.x0, y1 * inv + self.y0, x2 * inv + self.x0, y2 * inv + self.y0)
+        kps = (face.kps * np.float32(inv) + np.array([self.x0, self.y0], dtype=np.float32)).astype(np.float32)
+        return Face(box=box, score=face.score, kps=kps)
+
+
+class FaceTracker:
+    """`update(frame, frame_index)` → faces, from a full detection or a cheap re-detection."""
+
+    def __init__(self, detector: FaceDetector, track_size: int = 192, full_every: int = 10) -> None:
+        self.detector = detector
+        self.track_size = int(track_size)
+        self.full_every = max(1, int(full_every))
+        self._faces: list[Face] = []
+        self._last_full: int | None = None
+        self.full_detections = 0
+        """How many full-frame detections ran (for stats and tests)."""
+
+    def reset(self) -> None:
+        """Forget the tracks: the next update runs a full detection."""
+        self._faces = []
+        self._last_full = None
+
+    def update(self, frame: Frame, frame_index: int) -> list[Face]:
+        due = self._last_full is None or frame_index - self._last_full >= self.full_every
+        if due or not self._faces or not self._tracking_is_cheaper():
+            return self._full(frame, frame_index)
+        tracked = [self._redetect(frame, face) for face in self._faces]
+        if any(face is None for face in tracked):
+            return self._full(frame, frame_index)  # a face left its crop: look everywhere again
+        self._faces = _dedupe([f for f in tracked if f is not None])
+        return list(self._faces)
+
+    def _tracking_is_cheaper(self) -> bool:
+        """One crop per face costs (track_size / size)² of a full detection; with many faces
+        (a group photo) one full detection is cheaper than all the crops."""
+        return len(self._faces) * (self.track_size / self.detector.size) ** 2 < 1.0
+
+    def _full(self, frame: Frame, frame_index: int) -> list[Face]:
+        self._faces = self.detector.detect(frame)
+        self._last_full = frame_index
+        self.full_detections += 1
+        return list(self._faces)
+
+    def _redetect(self, frame: Frame, face: Face) -> Face | None:
+        cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+        side = CROP_FACTOR * max(face.width, face.height, 1.0)
+        crop = _Crop(x0=cx - side / 2, y0=cy - side / 2, scale=self.track_size / side)
+        m = np.array([[crop.scale, 0, -crop.x0 * crop.scale], [0, crop.scale, -crop.y0 * crop.scale]], dtype=np.float32)
+        patch = cv2.warpAffine(frame, m, (self.track_size, self.track_size), flags=cv2.INTER_LINEAR, borderValue=0)
+        found = self.detector.detect(patch, input_size=self.track_size)
+        if not found:
+            return None
+        # the face we follow is the detection nearest the crop's centre
+        centre = self.track_size / 2
+        best = min(found, key=lambda f: ((f.box[0] + f.box[2]) / 2 - centre) ** 2 + ((f.box[1] + f.box[3]) / 2 - centre) ** 2)
+        return crop.to_frame(best)
+
+
+def _iou(a: Face, b: Face) -> float:
+    ix = max(0.0, min(a.box[2], b.box[2]) - max(a.box[0], b.box[0]))
+    iy = max(0.0, min(a.box[3], b.box[3]) - max(a.box[1], b.box[1]))
+    inter = ix * iy
+    union = a.area + b.area - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _dedupe(faces: list[Face]) -> list[Face]:
+    kept: list[Face] = []
+    for face in sorted(faces, key=lambda f: -f.score):
+        if all(_iou(face, k) <= SAME_FACE_IOU for k in kept):
+            kept.append(face)
+    return sorted(kept, key=lambda f: f.box[0])

@@ -1,0 +1,122 @@
+"""Who a face is: ArcFace-style embeddings, the source identity, and reference-face selection.
+
+The source identity (the face to put on the camera) is computed once per source photo, never per
+frame. `pick_reference` serves `face_selection = "reference"`: in a frame with several people,
+swap the one most like a reference photo.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from vcamd.errors import FaceError, ModelError
+from vcamd.faces.align import estimate_affine, warp
+from vcamd.types import Face, Frame
+
+if TYPE_CHECKING:
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.runtime import Sessions
+
+log = logging.getLogger(__name__)
+
+Embedding = npt.NDArray[np.float32]
+"""(D,) float32, L2-normalised."""
+
+CROP_SIZE = 112
+
+ARCFACE_NORMALISATION = (127.5, 127.5)
+"""(mean, std) of insightface's ArcFace models (w600k_r50): (x - 127.5) / 127.5 on RGB."""
+
+MOBILEFACENET_NORMALISATION = (127.0, 128.0)
+"""(mean, std) of the common MobileFaceNet exports (input named `input`): (x - 127) / 128 on RGB."""
+
+
+class Recognizer:
+    """`embed(frame, face)` → L2-normalised identity embedding of the face.
+
+    `normalisation` = (mean, std) applied to the RGB crop; None picks it from the model: an input
+    named `input` (MobileFaceNet exports) uses (127, 128), anything else ArcFace's (127.5, 127.5).
+    """
+
+    def __init__(self, path: Path | str, sessions: Sessions, normalisation: tuple[float, float] | None = None) -> None:
+        self.path = Path(path)
+        self.session = sessions.get(self.path)
+        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
+        shape = inputs[0].shape if len(inputs) == 1 else []
+        out_shape = outputs[0].shape if len(outputs) == 1 else []
+        if len(shape) != 4 or list(shape[1:]) != [3, CROP_SIZE, CROP_SIZE] or len(out_shape) != 2 or not isinstance(out_shape[1], int):
+            raise ModelError(
+                f"{self.path.name} is not a face recognizer (expected input [1,3,112,112] and output [1,D]; "
+                f"got inputs {[i.shape for i in inputs]}, outputs {[o.shape for o in outputs]})",
+                fix="set [models] recognizer to buffalo_l (w600k_r50.onnx) or another ArcFace model",
+            )
+        self.input_name = inputs[0].name
+        self.dim: int = int(out_shape[1])
+        if normalisation is None:
+            normalisation = MOBILEFACENET_NORMALISATION if self.input_name == "input" else ARCFACE_NORMALISATION
+        self.mean, self.std = (float(v) for v in normalisation)
+
+    def embed(self, frame: Frame, face: Face) -> Embedding:
+        """The face's embedding, from its ArcFace-aligned 112² crop."""
+        crop = warp(frame, estimate_affine(face.kps, CROP_SIZE, "arcface"), CROP_SIZE)
+        return self.embed_crop(crop)
+
+    def embed_crop(self, crop: Frame) -> Embedding:
+        """Embedding of an already aligned 112×112 BGR crop."""
+        blob = cv2.dnn.blobFromImage(crop, 1.0 / self.std, (CROP_SIZE, CROP_SIZE), (self.mean,) * 3, swapRB=True)
+        raw = self.session.run(None, {self.input_name: blob})[0].reshape(-1).astype(np.float32)
+        norm = float(np.linalg.norm(raw))
+        if not np.isfinite(norm) or norm == 0.0:
+            raise FaceError("the recognizer returned an empty embedding for this face", fix="use a clearer, larger face")
+        return raw / np.float32(norm)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceIdentity:
+    """The face to put on the camera: where it came from, its embedding and its face in that photo."""
+
+    path: Path
+    embedding: Embedding
+    face: Face
+
+
+def largest_face(faces: list[Face]) -> Face:
+    return max(faces, key=lambda f: f.area)
+
+
+def load_source_identity(path: Path | str, detector: FaceDetector, recognizer: Recognizer, what: str = "source face") -> SourceIdentity:
+    """Read a photo, find its face (the largest if several) and embed it. Raises FaceError."""
+    from vcamd.images import read_image
+
+    path = Path(path).expanduser()
+    image = read_image(path, what)
+    faces = detector.detect(image)
+    if not faces:
+        raise FaceError(
+            f"no face found in {what} {path}",
+            fix="use a photo with one clearly visible, roughly frontal face (at least ~60 px wide)",
+        )
+    face = largest_face(faces)
+    if len(faces) > 1:
+        log.info("%d faces found in %s, using the largest", len(faces), path)
+    return SourceIdentity(path=path, embedding=recognizer.embed(image, face), face=face)
+
+
+def pick_reference(faces: list[Face], frame: Frame, reference_embedding: Embedding, recognizer: Recognizer) -> Face | None:
+    """The face most like the reference (highest cosine similarity); None when there are no faces."""
+    if not faces:
+        return None
+    if reference_embedding.shape != (recognizer.dim,):
+        raise FaceError(
+            f"the reference embedding has {reference_embedding.shape[0]} values, the recognizer gives {recognizer.dim}",
+            fix="compute the reference with the same [models] recognizer",
+        )
+    scores = [float(recognizer.embed(frame, face) @ reference_embedding) for face in faces]
+    return faces[int(np.argmax(scores))]

@@ -1,0 +1,484 @@
+"""Where live frames come from: a camera, a video file played like a camera, or a test pattern.
+
+A `CameraReader` thread reads the source as fast as it delivers and writes each frame, stamped with
+its capture time, into a `LatestFrame` slot. The slot holds at most one frame: a newer frame
+replaces an older one that nobody took (the older one is counted as dropped), so the pipeline never
+works on a stale frame and nothing queues up.
+
+When the source stops delivering (unplugged, file ended without loop), the reader reports the
+source offline, releases it and reopens it every `reopen_interval_s` until it delivers again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from vcamd.config import CameraConfig
+from vcamd.errors import VcamdError
+from vcamd.types import Captured, Frame
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+class FrameSource(Protocol):
+    """A source of frames. `read()` blocks until the next frame is due and returns None when the
+    source has stopped delivering (camera lost, file ended)."""
+
+    description: str
+
+    def open(self) -> None: ...
+
+    def read(self) -> Frame | None: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def fps(self) -> float: ...
+
+    @property
+    def frame_size(self) -> tuple[int, int] | None:
+        """(width, height) of the frames once open, if the source knows it."""
+        ...
+
+
+class SourceState(StrEnum):
+    starting = "starting"
+    live = "live"
+    offline = "offline"
+    stopped = "stopped"
+
+
+# ---------------------------------------------------------------------------------------------
+# The newest-frame slot
+# ---------------------------------------------------------------------------------------------
+
+
+class LatestFrame:
+    """A one-frame hand-off: `put` replaces whatever is there, `take` waits for a frame newer than
+    the last one taken. A frame that is replaced before anyone took it is counted as dropped."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._frame: Captured | None = None
+        self.put_count = 0
+        self.taken_count = 0
+        self.dropped = 0
+        self.max_depth = 0
+
+    def put(self, captured: Captured) -> None:
+        with self._cond:
+            if self._frame is not None:
+                self.dropped += 1
+            self._frame = captured
+            self.put_count += 1
+            self.max_depth = max(self.max_depth, 1)
+            self._cond.notify_all()
+
+    def take(self, timeout: float) -> Captured | None:
+        """The newest frame not yet taken, waiting up to `timeout` seconds; None if none came."""
+        with self._cond:
+            if self._frame is None:
+                self._cond.wait(timeout)
+            frame, self._frame = self._frame, None
+            if frame is not None:
+                self.taken_count += 1
+            return frame
+
+    def wake(self) -> None:
+        """Release a waiting `take` early (used on shutdown)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def depth(self) -> int:
+        with self._cond:
+            return 0 if self._frame is None else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources
+# ---------------------------------------------------------------------------------------------
+
+
+class Pacer:
+    """Holds a fixed frame rate by the wall clock: frame k is due at t0 + k / fps.
+
+    `due_index()` says which frame the clock has reached, so a source that fell behind can skip
+    straight to it instead of playing late frames.
+    """
+
+    def __init__(self, fps: float, clock: Clock = time.monotonic, sleep: Callable[[float], None] = time.sleep):
+        self.fps = fps
+        self._clock = clock
+        self._sleep = sleep
+        self._t0: float | None = None
+
+    def restart(self) -> None:
+        self._t0 = None
+
+    def due_index(self) -> int:
+        now = self._clock()
+        if self._t0 is None:
+            self._t0 = now
+        return int((now - self._t0) * self.fps)
+
+    def wait_for(self, index: int) -> None:
+        if self._t0 is None:
+            self._t0 = self._clock()
+        delay = self._t0 + index / self.fps - self._clock()
+        if delay > 0:
+            self._sleep(delay)
+
+
+class VideoFileCamera:
+    """A video file played in real time as if it were a camera.
+
+    Frames are released at the file's frame rate by the wall clock. When decoding falls behind the
+    clock, frames are skipped (grabbed, not decoded) — a camera does not wait for anyone either.
+    With `loop`, playback restarts at the end; without it the source reports itself finished
+    (read() → None), which the reader treats like an unplugged camera.
+    """
+
+    def __init__(self, path: Path, *, loop: bool, clock: Clock = time.monotonic) -> None:
+        self.path = path
+        self.loop = loop
+        self.description = f"video file {path}"
+        self._clock = clock
+        self._cap = None
+        self._fps = 30.0
+        self._pacer = Pacer(self._fps, clock)
+        self._next = 0  # index (since the pacer's start) of the next frame to release
+        self.skipped = 0
+        """Frames whose time passed while decoding lagged: skipped without decoding (dropped)."""
+        self.frame_size: tuple[int, int] | None = None
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    def open(self) -> None:
+        import cv2
+
+        if not self.path.is_file():
+            raise VcamdError(f"video file not found: {self.path}", fix="check [camera] device or --source")
+        cap = cv2.VideoCapture(str(self.path))
+        if not cap.isOpened():
+            raise VcamdError(
+                f"cannot open video file {self.path}", fix="use a file OpenCV/FFmpeg can decode (mp4, avi, mkv)"
+            )
+        fps = cap.get(cv2.CAP_PROP_FPS)
+        self._fps = float(fps) if fps and 1.0 <= fps <= 240.0 else 30.0
+        self.frame_size = (int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+        self._pacer = Pacer(self._fps, self._clock)
+        self._next = 0
+        self._cap = cap
+
+    def read(self) -> Frame | None:
+        cap = self._cap
+        if cap is None:
+            return None
+        due = self._pacer.due_index()
+        # Behind the clock: skip the frames whose time has passed without decoding them.
+        while self._next < due:
+            if not self._grab(cap):
+                return None
+            self._next += 1
+            self.skipped += 1
+        self._pacer.wait_for(self._next)
+        frame = self._read_one(cap)
+        self._next += 1
+        return frame
+
+    def _grab(self, cap) -> bool:
+        if cap.grab():
+            return True
+        return self.loop and self._rewind(cap) and cap.grab()
+
+    def _read_one(self, cap) -> Frame | None:
+        ok, frame = cap.read()
+        if ok:
+            return frame
+        if self.loop and self._rewind(cap):
+            ok, frame = cap.read()
+            if ok:
+                return frame
+        return None
+
+    def _rewind(self, cap) -> bool:
+        import cv2
+
+        return bool(cap.set(cv2.CAP_PROP_POS_FRAMES, 0))
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None
+
+
+class OpenCVCamera:
+    """A webcam through OpenCV (V4L2 on Linux, MSMF/DirectShow on Windows, AVFoundation on macOS)."""
+
+    def __init__(self, device: int | str, cfg: CameraConfig) -> None:
+        self.device = device
+        self.cfg = cfg
+        self.description = f"camera {device}"
+        self._cap = None
+        self._fps = cfg.fps
+        self.frame_size: tuple[int, int] | None = None
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    def open(self) -> None:
+        import cv2
+
+        cap = cv2.VideoCapture(self.device)
+        if not cap.isOpened():
+            cap.release()
+            raise VcamdError(
+                f"cannot open {self.description}",
+                fix="check it is plugged in and not used by another app; set [camera] device or pass --source",
+            )
+        if self.cfg.mjpg:
+            # MJPG lets USB cameras deliver 720p/1080p at 30 fps; raw YUYV usually cannot.
+            cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter_fourcc(*"MJPG"))
+        cap.set(cv2.CAP_PROP_FRAME_WIDTH, self.cfg.width)
+        cap.set(cv2.CAP_PROP_FRAME_HEIGHT, self.cfg.height)
+        cap.set(cv2.CAP_PROP_FPS, self.cfg.fps)
+        cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)  # the driver's own queue: keep it as short as it allows
+        got = cap.get(cv2.CAP_PROP_FPS)
+        self._fps = float(got) if got and got > 0 else self.cfg.fps
+        self.frame_size = (int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+        self._cap = cap
+
+    def read(self) -> Frame | None:
+        if self._cap is None:
+            return None
+        ok, frame = self._cap.read()
+        return frame if ok else None
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None
+
+
+class SyntheticCamera:
+    """A moving test pattern at the configured size and rate: no hardware, no files."""
+
+    def __init__(self, width: int, height: int, fps: float, clock: Clock = time.monotonic) -> None:
+        self.description = f"synthetic {width}x{height}@{fps:g}"
+        self.width, self.height = width, height
+        self.frame_size = (width, height)
+        self._fps = fps
+        self._pacer = Pacer(fps, clock)
+        self._index = 0
+        self._base: Frame | None = None
+
+    @property
+    def fps(self) -> float:
+        return self._fps
+
+    def open(self) -> None:
+        # A fixed gradient background, built once; each frame moves a bright square across it.
+        x = np.linspace(0, 255, self.width, dtype=np.float32)
+        y = np.linspace(0, 255, self.height, dtype=np.float32)[:, None]
+        base = np.empty((self.height, self.width, 3), np.uint8)
+        base[..., 0] = x[None, :].astype(np.uint8)
+        base[..., 1] = y.astype(np.uint8)
+        base[..., 2] = 96
+        self._base = base
+        self._pacer.restart()
+        self._index = 0
+
+    def read(self) -> Frame | None:
+        if self._base is None:
+            return None
+        self._index = max(self._index, self._pacer.due_index())
+        self._pacer.wait_for(self._index)
+        frame = self._base.copy()
+        side = max(8, self.height // 6)
+        x = (self._index * 4) % max(1, self.width - side)
+        y = (self.height - side) // 2
+        frame[y : y + side, x : x + side] = 255
+        self._index += 1
+        return frame
+
+    def close(self) -> None:
+        self._base = None
+
+
+def open_source(spec: str, cfg: CameraConfig, *, loop: bool | None = None) -> FrameSource:
+    """Build (not open) the source named by `spec`: a camera index ("0"), a device path
+    ("/dev/video0"), "synthetic", or a video file path."""
+    spec = spec.strip()
+    if not spec:
+        raise VcamdError("empty camera source", fix='set [camera] device or --source to "0", a file, or "synthetic"')
+    if spec == "synthetic":
+        return SyntheticCamera(cfg.width, cfg.height, cfg.fps)
+    if spec.isdigit():
+        return OpenCVCamera(int(spec), cfg)
+    if spec.startswith("/dev/video"):
+        return OpenCVCamera(spec, cfg)
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise VcamdError(
+            f"camera source {spec!r} is not a camera index, a /dev/video device, 'synthetic' or an existing video file",
+            fix="check [camera] device or --source",
+        )
+    return VideoFileCamera(path, loop=cfg.loop if loop is None else loop)
+
+
+def as_bgr(frame: object) -> Frame | None:
+    """The frame as H×W×3 uint8 BGR (gray and BGRA converted), or None when it is not an image.
+
+    Cameras and drivers deliver odd things now and then (a gray or BGRA frame after a mode switch,
+    an empty buffer); the pipeline behind the slot only ever sees BGR.
+    """
+    import cv2
+
+    if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.size == 0:
+        return None
+    if frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] == 1):
+        return cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
+    if frame.ndim != 3 or min(frame.shape[:2]) < 2:
+        return None
+    if frame.shape[2] == 3:
+        return frame
+    if frame.shape[2] == 4:
+        return cv2.cvtColor(frame, cv2.COLOR_BGRA2BGR)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The reader thread
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    state: SourceState
+    description: str
+    fps: float
+    reopen_attempts: int
+    last_error: str | None
+
+
+class CameraReader:
+    """Reads a source on its own thread into a `LatestFrame`; reopens it when it is lost."""
+
+    def __init__(
+        self,
+        source: FrameSource,
+        slot: LatestFrame,
+        *,
+        reopen_interval_s: float,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.slot = slot
+        self.reopen_interval_s = reopen_interval_s
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._state = SourceState.starting
+        self._seq = 0
+        self.captured = 0
+        self.reopen_attempts = 0
+        self.times_lost = 0
+        self.bad_frames = 0
+        """Frames the source delivered that are not images (empty, wrong type): skipped."""
+        self._last_error: str | None = None
+        self._first_capture: float | None = None
+        self._last_capture: float | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def open_first(self) -> None:
+        """Open the source on the caller's thread, so a bad source fails `run` with its message."""
+        self.source.open()
+        self._state = SourceState.live
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="camera-reader", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.source.close()
+        self._state = SourceState.stopped
+
+    # -- reporting ----------------------------------------------------------------------------
+    @property
+    def state(self) -> SourceState:
+        return self._state
+
+    def status(self) -> SourceStatus:
+        return SourceStatus(self._state, self.source.description, self.source.fps, self.reopen_attempts, self._last_error)
+
+    def measured_fps(self) -> float:
+        """Frames delivered per second between the first and the last capture."""
+        if self._first_capture is None or self._last_capture is None or self.captured < 2:
+            return 0.0
+        span = self._last_capture - self._first_capture
+        return (self.captured - 1) / span if span > 0 else 0.0
+
+    # -- the thread -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self._state is not SourceState.live:
+                self._reopen()
+                continue
+            try:
+                frame = self.source.read()
+            except Exception as exc:  # a driver error is a lost camera, not a crash
+                log.warning("camera read failed: %s", exc)
+                self._last_error = str(exc)
+                frame = None
+            if frame is None:
+                self._lost()
+                continue
+            frame = as_bgr(frame)
+            if frame is None:
+                self.bad_frames += 1  # a driver hiccup: skip it; the stall timeout covers a run of them
+                continue
+            now = self._clock()
+            if self._first_capture is None:
+                self._first_capture = now
+            self._last_capture = now
+            self.captured += 1
+            self._seq += 1
+            self.slot.put(Captured(frame=frame, t_capture=now, seq=self._seq))
+
+    def _lost(self) -> None:
+        self.times_lost += 1
+        self._state = SourceState.offline
+        self.source.close()
+        log.warning("camera offline: %s stopped delivering; reopening every %.1f s", self.source.description, self.reopen_interval_s)
+
+    def _reopen(self) -> None:
+        if self._stop.wait(self.reopen_interval_s):
+            return
+        self.reopen_attempts += 1
+        try:
+            self.source.open()
+        except Exception as exc:  # keep trying: the camera may be plugged back in later
+            self._last_error = str(exc)
+            log.info("camera still offline (%s)", exc)
+            return
+        self._state = SourceState.live
+        self._last_error = None
+        log.info("camera back: %s", self.source.description)

@@ -1,0 +1,232 @@
+"""Counters and latency percentiles of a live run, and the `--stats-json` document.
+
+Shape of `to_json()`:
+frames.{captured,processed,published,dropped,swapped,held,blurred,passthrough,off,offline},
+fps.{source,published}, latency_ms.{p50,p95,p99} (capture→publish), stages_ms.<stage>.{p50,p95,p99},
+degradation.{transitions,level_share}, queue_depth.max, providers, cpu_ms_per_frame, and gpu when an
+NVIDIA GPU is present.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Iterable
+
+import numpy as np
+
+from vcamd.types import Level, Outcome
+
+log = logging.getLogger(__name__)
+
+RECENT_FRAMES = 60
+"""Frames the live fps in `status` is measured over (2 s at 30 fps)."""
+
+SAMPLE_CAP = 20_000  # samples kept per series: a long run keeps its most recent ~11 min at 30 fps
+
+
+def percentiles(samples: Iterable[float]) -> dict[str, float]:
+    values = np.fromiter(samples, dtype=np.float64)
+    if values.size == 0:
+        return {"p50": 0.0, "p95": 0.0, "p99": 0.0}
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {"p50": round(float(p50), 2), "p95": round(float(p95), 2), "p99": round(float(p99), 2)}
+
+
+class LiveStats:
+    """Everything a live run counts. `record_stage` may be called from any thread."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.started_at = clock()
+        self._cpu_start = time.process_time()
+        self.outcomes: Counter[Outcome] = Counter()
+        self.processed = 0
+        self.published = 0
+        self.latency_ms: deque[float] = deque(maxlen=SAMPLE_CAP)
+        self.stages_ms: dict[str, deque[float]] = {}
+        self.level_frames: Counter[Level] = Counter()
+        self.first_publish_at: float | None = None
+        self.last_publish_at: float | None = None
+        self._recent: deque[float] = deque(maxlen=RECENT_FRAMES)  # publish times, for the live fps
+
+    def reset_clock(self) -> None:
+        """Start the rates and CPU count from now (after models are loaded and threads started)."""
+        self.started_at = self._clock()
+        self._cpu_start = time.process_time()
+
+    def record_stage(self, name: str, ms: float) -> None:
+        with self._lock:
+            series = self.stages_ms.get(name)
+            if series is None:
+                series = self.stages_ms[name] = deque(maxlen=SAMPLE_CAP)
+            series.append(ms)
+
+    def record_publish(self, outcome: Outcome, level: Level, latency_ms: float | None) -> None:
+        now = self._clock()
+        with self._lock:
+            self.published += 1
+            self.outcomes[outcome] += 1
+            self.level_frames[level] += 1
+            if latency_ms is not None:
+                self.latency_ms.append(latency_ms)
+            if self.first_publish_at is None:
+                self.first_publish_at = now
+            self.last_publish_at = now
+            self._recent.append(now)
+
+    def published_fps(self) -> float:
+        if self.first_publish_at is None or self.last_publish_at is None or self.published < 2:
+            return 0.0
+        span = self.last_publish_at - self.first_publish_at
+        return (self.published - 1) / span if span > 0 else 0.0
+
+    def recent_fps(self) -> float:
+        """Published frames per second over the last RECENT_FRAMES frames (what `status` shows)."""
+        with self._lock:
+            if len(self._recent) < 2:
+                return 0.0
+            span = self._recent[-1] - self._recent[0]
+            return (len(self._recent) - 1) / span if span > 0 else 0.0
+
+    def cpu_ms_per_frame(self) -> float:
+        """Process CPU time (all threads: reader, pipeline, swap worker, ONNX pools) per published frame."""
+        cpu_s = time.process_time() - self._cpu_start
+        return 1000.0 * cpu_s / self.published if self.published else 0.0
+
+    def latency_percentiles(self) -> dict[str, float]:
+        with self._lock:
+            return percentiles(self.latency_ms)
+
+    def to_json(
+        self,
+        *,
+        captured: int,
+        dropped: int,
+        source_fps: float,
+        transitions: list[dict],
+        queue_depth_max: int,
+        providers: dict[str, str],
+        gpu: dict | None = None,
+    ) -> dict:
+        with self._lock:
+            total_levels = sum(self.level_frames.values()) or 1
+            doc = {
+                "frames": {
+                    "captured": captured,
+                    "processed": self.processed,
+                    "published": self.published,
+                    "dropped": dropped,
+                    "swapped": self.outcomes[Outcome.swapped],
+                    "held": self.outcomes[Outcome.held],
+                    "blurred": self.outcomes[Outcome.blurred],
+                    "passthrough": self.outcomes[Outcome.passthrough],
+                    "off": self.outcomes[Outcome.off],
+                    "offline": self.outcomes[Outcome.offline],
+                },
+                "fps": {"source": round(source_fps, 2), "published": round(self.published_fps(), 2)},
+                "latency_ms": percentiles(self.latency_ms),
+                "stages_ms": {name: percentiles(v) for name, v in sorted(self.stages_ms.items())},
+                "degradation": {
+                    "transitions": transitions,
+                    "level_share": {lvl.name: round(self.level_frames[lvl] / total_levels, 3) for lvl in Level},
+                },
+                "queue_depth": {"max": queue_depth_max},
+                "providers": providers,
+                "cpu_ms_per_frame": round(self.cpu_ms_per_frame(), 2),
+                "duration_s": round(self._clock() - self.started_at, 2),
+            }
+        if gpu:
+            doc["gpu"] = gpu
+        return doc
+
+
+class GpuSampler:
+    """Polls NVIDIA GPU utilisation and memory once a second while a run lasts.
+
+    Uses pynvml when installed, else `nvidia-smi`; does nothing on machines without either.
+    """
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        self.interval_s = interval_s
+        self._samples: list[tuple[float, float, float]] = []  # (util %, used MiB, total MiB)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._query = self._pick_backend()
+
+    @property
+    def available(self) -> bool:
+        return self._query is not None
+
+    def _pick_backend(self):
+        try:
+            import pynvml  # optional
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+
+            def query_nvml() -> tuple[float, float, float]:
+                util = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
+                mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+                return float(util), mem.used / 2**20, mem.total / 2**20
+
+            query_nvml()
+            return query_nvml
+        except Exception:
+            pass
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            return None
+
+        def query_smi() -> tuple[float, float, float]:
+            out = subprocess.run(
+                [exe, "--query-gpu=utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+                capture_output=True, text=True, timeout=5, check=True,
+            ).stdout
+            util, used, total = (float(x) for x in out.strip().splitlines()[0].split(","))
+            return util, used, total
+
+        try:
+            query_smi()
+        except Exception:
+            return None
+        return query_smi
+
+    def start(self) -> None:
+        if self._query is None:
+            return
+        self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self._samples.append(self._query())
+            except Exception as exc:  # a failing probe must not disturb the run; report it once
+                log.info("GPU sampling stopped: %s", exc)
+                return
+
+    def stop(self) -> dict | None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)
+        if self._query is None:
+            return None
+        if not self._samples:
+            try:
+                self._samples.append(self._query())
+            except Exception:
+                return None
+        util = [s[0] for s in self._samples]
+        used = [s[1] for s in self._samples]
+        return {
+            "util_pct": {"mean": round(float(np.mean(util)), 1), "max": round(float(np.max(util)), 1)},
+            "memory_used_mib": {"max": round(float(np.max(used)), 1)},
+            "memory_total_mib": round(self._samples[-1][2], 1),
+            "samples": len(self._samples),
+        }

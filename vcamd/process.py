@@ -1,0 +1,308 @@
+"""The per-frame face path: detect → select → align → swap → enhance → blend.
+
+`FaceEngine.process_frame` runs it all on one frame (what `vcamd swap` does for every image and
+video frame). The live engine runs the same pieces split in two, because the swap model can be far
+slower than a camera frame:
+
+    faces = engine.detect(frame, size)           # every frame (or tracked)
+    targets = engine.select(faces, frame)
+    swapped = engine.swap_faces(frame, targets)  # in a worker, on the newest frame it can take
+    engine.composite(frame, swapped[i], face)    # every frame, at the face's CURRENT keypoints
+
+A `SwappedFace` holds only an aligned crop and which template it is aligned to, nothing about the
+frame it came from, so it can be pasted again wherever the face has moved since.
+
+Where the enhancer runs: the swapped 128² crop is pasted (colour-corrected) into the face's
+FFHQ-aligned 512² crop taken from the frame, and GFPGAN restores that 512² crop. The result is a
+SwappedFace in FFHQ-512 space, composited like any other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from vcamd.blend import Blender, PasteRegion
+from vcamd.config import Config, FaceSelection
+from vcamd.errors import ConfigError, FaceError, VcamdError
+from vcamd.faces.align import Affine, Template, estimate_affine, invert_affine, warp
+from vcamd.types import Face, Frame, Level, Points
+
+if TYPE_CHECKING:
+    from vcamd.enhance import Enhancer
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.identity import Embedding, Recognizer, SourceIdentity
+    from vcamd.runtime import Sessions
+    from vcamd.swap import Latent, Swapper
+
+SWAP_SIZE = 128
+ENHANCE_SIZE = 512
+
+
+def require_consent(cfg: Config, flag: bool) -> None:
+    """Refuse to swap unless the user confirmed consent (config or command-line flag)."""
+    if cfg.swap.source_consent or flag:
+        return
+    raise VcamdError(
+        "refusing to swap: swapping someone's face onto video needs the consent of the person in the source photo",
+        fix="once you have it, set `source_consent = true` under [swap] in the config, or pass --i-have-consent",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SwappedFace:
+    """A swapped face as an aligned crop, ready to be composited at any position of that face.
+
+    `template`/`crop` size say how the crop is aligned: "arcface" 128² (swapper output) or "ffhq"
+    512² (restored by the enhancer). `kps` are the keypoints it was made from (for the record).
+    """
+
+    crop: Frame
+    template: Template
+    kps: Points
+
+    @property
+    def size(self) -> int:
+        return int(self.crop.shape[0])
+
+    @property
+    def enhanced(self) -> bool:
+        return self.template == "ffhq"
+
+
+@dataclass(frozen=True, slots=True)
+class FrameResult:
+    """One processed frame: the output image, the faces detected, how many were swapped, and the
+    milliseconds each stage took (detect, select, align, swap, enhance, blend)."""
+
+    frame: Frame
+    faces: list[Face]
+    swapped: int
+    stage_ms: dict[str, float]
+
+
+@dataclass
+class StageTimer:
+    """Accumulates wall-clock milliseconds per named stage."""
+
+    ms: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.ms[stage] = self.ms.get(stage, 0.0) + (time.perf_counter() - start) * 1000.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """The current source identity and its swapper latent, replaced as one object (thread-safe read)."""
+
+    identity: SourceIdentity
+    latent: Latent
+    stamp: tuple[Path, int, int]  # resolved path, mtime_ns, size: re-embed only when these change
+
+
+def _file_stamp(path: Path) -> tuple[Path, int, int]:
+    resolved = path.expanduser().resolve()
+    try:
+        st = resolved.stat()
+    except OSError:
+        return resolved, -1, -1  # read_image will say what is wrong with it
+    return resolved, st.st_mtime_ns, st.st_size
+
+
+class FaceEngine:
+    """Detector, recognizer, swapper, optional enhancer and blenders, plus the source identity."""
+
+    def __init__(
+        self,
+        detector: FaceDetector,
+        recognizer: Recognizer,
+        swapper: Swapper,
+        enhancer: Enhancer | None = None,
+        *,
+        selection: FaceSelection = FaceSelection.largest,
+        mouth_mask: bool = False,
+        color_correction: bool = True,
+        lowres_scale: float = 0.5,
+    ) -> None:
+        self.detector = detector
+        self.recognizer = recognizer
+        self.swapper = swapper
+        self.enhancer = enhancer
+        self.selection = FaceSelection(selection)
+        self.lowres_scale = lowres_scale
+        # Swapped 128² crops → frame: colour-matched to the frame's face, mouth kept when asked.
+        self._blend_swap = Blender(SWAP_SIZE, mouth_mask=mouth_mask, color_correction=color_correction)
+        # Swapped 128² crop → the face's 512² FFHQ crop, before GFPGAN (the mouth is kept later).
+        self._blend_into_enhance = Blender(SWAP_SIZE, mouth_mask=False, color_correction=color_correction)
+        # Restored 512² crops → frame: colours were matched before restoring.
+        self._blend_enhanced = Blender(ENHANCE_SIZE, mouth_mask=mouth_mask, color_correction=False)
+        self._source: _Source | None = None
+        self._reference: Embedding | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Config, sessions: Sessions | None = None) -> FaceEngine:
+        """Build every model from `[models]`, load `[swap] source_face` (and reference_face)."""
+        from vcamd.enhance import Enhancer
+        from vcamd.faces.detect import FaceDetector
+        from vcamd.identity import Recognizer
+        from vcamd.modelstore import ModelStore
+        from vcamd.runtime import Sessions
+        from vcamd.swap import Swapper
+
+        if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is None:
+            raise ConfigError("[swap]", ['face_selection = "reference" needs reference_face = "<photo of the person to swap>"'])
+        store = ModelStore.from_config(cfg.models)
+        sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
+        detector = FaceDetector(store.path_for(cfg.models.detector, "detector"), sessions, cfg.detection.size, cfg.detection.threshold)
+        recognizer = Recognizer(store.path_for(cfg.models.recognizer, "recognizer"), sessions)
+        swapper = Swapper(store.path_for(cfg.models.swapper, "swapper"), sessions)
+        enhancer = None
+        if cfg.enhancer.enabled:
+            enhancer = Enhancer(store.path_for(cfg.models.enhancer, "enhancer"), sessions, cfg.enhancer.strength)
+        engine = cls(
+            detector,
+            recognizer,
+            swapper,
+            enhancer,
+            selection=cfg.swap.face_selection,
+            mouth_mask=cfg.swap.mouth_mask,
+            color_correction=cfg.swap.color_correction,
+            lowres_scale=cfg.watchdog.lowres_scale,
+        )
+        if cfg.swap.source_face is not None:
+            engine.set_source_face(cfg.swap.source_face)
+        if cfg.swap.face_selection == FaceSelection.reference:
+            assert cfg.swap.reference_face is not None
+            engine.set_reference_face(cfg.swap.reference_face)
+        return engine
+
+    # ---- identities (once per photo, never per frame) -------------------------------------------
+
+    @property
+    def source(self) -> SourceIdentity | None:
+        current = self._source
+        return current.identity if current else None
+
+    def set_source_face(self, path: Path | str) -> SourceIdentity:
+        """Use the face in this photo. Embeds it only if the file differs from the current source
+        (path, modification time or size changed). Raises FaceError; the old source stays on error."""
+        from vcamd.identity import load_source_identity
+
+        stamp = _file_stamp(Path(path))
+        current = self._source
+        if current is not None and current.stamp == stamp:
+            return current.identity
+        identity = load_source_identity(path, self.detector, self.recognizer, "source face")
+        self._source = _Source(identity, self.swapper.latent(identity.embedding), stamp)
+        return identity
+
+    def set_reference_face(self, path: Path | str) -> None:
+        """With selection "reference": swap the face most like the one in this photo."""
+        from vcamd.identity import load_source_identity
+
+        self._reference = load_source_identity(path, self.detector, self.recognizer, "reference face").embedding
+
+    def _latent(self) -> Latent:
+        current = self._source
+        if current is None:
+            raise FaceError("no source face is set", fix="set [swap] source_face in the config, or pass --face PHOTO")
+        return current.latent
+
+    # ---- the pieces -------------------------------------------------------------------------------
+
+    def detect_size(self, level: Level) -> int:
+        """Detector input size at this level: smaller from Level.low_res down (multiple of 32, ≥ 128)."""
+        size = self.detector.size
+        if level >= Level.low_res:
+            size = max(128, int(round(size * self.lowres_scale / 32.0)) * 32)
+        return size
+
+    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]:
+        return self.detector.detect(frame, input_size)
+
+    def select(self, faces: list[Face], frame: Frame) -> list[Face]:
+        """The faces to swap: the largest, all, or the one most like the reference photo."""
+        if not faces:
+            return []
+        if self.selection == FaceSelection.all:
+            return list(faces)
+        if self.selection == FaceSelection.reference:
+            from vcamd.identity import pick_reference
+
+            if self._reference is None:
+                raise FaceError("face_selection is \"reference\" but no reference face is loaded", fix="set [swap] reference_face")
+            picked = pick_reference(faces, frame, self._reference, self.recognizer)
+            return [picked] if picked is not None else []
+        return [max(faces, key=lambda f: f.area)]
+
+    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = Level.full, timer: StageTimer | None = None) -> list[SwappedFace]:
+        """Align, swap (one batch) and — at Level.full with an enhancer — restore each face.
+
+        Reads `frame`, never writes it. The results hold aligned crops only (see SwappedFace).
+        """
+        timer = timer if timer is not None else StageTimer()
+        latent = self._latent()
+        with timer("align"):
+            aligned = [self.swapper.align(frame, face) for face in faces]
+        with timer("swap"):
+            crops = self.swapper.swap([crop for crop, _ in aligned], latent)
+        if self.enhancer is None or level >= Level.no_enhancer or not faces:
+            return [SwappedFace(crop, "arcface", face.kps) for crop, face in zip(crops, faces)]
+        with timer("enhance"):
+            return [self._enhanced(frame, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
+
+    def _enhanced(self, frame: Frame, face: Face, swapped: Frame, original: Frame, m_swap: Affine) -> SwappedFace:
+        """Put the swapped 128² crop into the face's FFHQ 512² crop and restore that."""
+        assert self.enhancer is not None
+        m_enhance = estimate_affine(face.kps, ENHANCE_SIZE, "ffhq")
+        canvas = warp(frame, m_enhance, ENHANCE_SIZE)
+        # 512-crop pixel → frame → 128-crop pixel: the swap crop's matrix seen from the 512 crop.
+        m_inner = _compose(m_swap, invert_affine(m_enhance))
+        self._blend_into_enhance.paste(canvas, swapped, m_inner, original_crop=original)
+        return SwappedFace(self.enhancer.enhance_aligned(canvas), "ffhq", face.kps)
+
+    def composite(self, frame: Frame, swapped: SwappedFace, face: Face, *, original_crop: Frame | None = None) -> PasteRegion | None:
+        """Paste a swapped crop into `frame` (in place) at this face's current keypoints.
+
+        `original_crop`: the frame's own aligned crop of the face at the same size, if already at
+        hand (saves one crop-sized warp for colour correction).
+        """
+        m = estimate_affine(face.kps, swapped.size, swapped.template)
+        blender = self._blend_enhanced if swapped.enhanced else self._blend_swap
+        return blender.paste(frame, swapped.crop, m, original_crop=original_crop, mouth_kps=face.kps)
+
+    # ---- the whole path -------------------------------------------------------------------------
+
+    def process_frame(self, frame: Frame, level: Level = Level.full) -> FrameResult:
+        """Swap the selected faces of one frame. Modifies `frame` in place (copy it first to keep it)."""
+        timer = StageTimer()
+        self._latent()  # fail before detecting when there is no source face
+        with timer("detect"):
+            faces = self.detect(frame, self.detect_size(level))
+        with timer("select"):
+            targets = self.select(faces, frame)
+        swapped = self.swap_faces(frame, targets, level, timer)
+        with timer("blend"):
+            for result, face in zip(swapped, targets):
+                self.composite(frame, result, face)
+        for stage in ("align", "swap", "enhance"):
+            timer.ms.setdefault(stage, 0.0)
+        return FrameResult(frame=frame, faces=faces, swapped=len(swapped), stage_ms=dict(timer.ms))
+
+
+def _compose(outer: Affine, inner: Affine) -> Affine:
+    """The 2×3 affine for applying `inner` first, then `outer`."""
+    full_outer = np.vstack([np.asarray(outer, np.float64), [0.0, 0.0, 1.0]])
+    full_inner = np.vstack([np.asarray(inner, np.float64), [0.0, 0.0, 1.0]])
+    return (full_outer @ full_inner)[:2].astype(np.float32)

@@ -1,0 +1,185 @@
+"""Hot reload: watch the config file and hand each valid change to the engine, per section.
+
+A thread polls the file's content (a hash of its bytes: file timestamps are too coarse to tell two
+quick same-size saves apart, and a config file is a few KB). A change is loaded once it has
+settled — an editor saving in several steps, or fifty saves in a second, give one load — or after
+`max_delay_s` of continuous change at the latest. A valid file is diffed with the last good config
+and `on_change(new, changed_sections)` is called; an invalid one calls `on_error(err)` and the
+last good config stays in force. The first valid load after an error calls `on_change` even when
+nothing differs (an empty set), so the engine clears its `config_error` in one place.
+
+A file deleted or renamed away (an editor's atomic save replaces it by rename) is just another
+content state: the new file is picked up by its content; a file that stays missing is an error
+(or, with `missing_ok`, the defaults — for the optional user config file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from vcamd.config import Config, load_config
+from vcamd.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+Signature = str | None
+"""sha256 of the file's bytes; "unreadable:<errno>" when it cannot be read; None when missing."""
+
+_NEVER = "<never loaded>"  # a signature no file has: forces the first poll to load and compare
+
+
+def file_signature(path: Path) -> Signature:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # e.g. a directory in its place, or no permission: load_config says which
+        return f"unreadable:{exc.errno}"
+    return hashlib.sha256(data).hexdigest()
+
+
+class ConfigWatcher:
+    """Watch `path`; call `on_change(config, changed_sections)` or `on_error(ConfigError)`.
+
+    Callbacks run on the watcher's thread (or on the caller's, for `reload_now`), one at a time.
+    `current` is the config the daemon runs with; when None, `start()` loads the file and raises
+    ConfigError if it is invalid (the daemon should not start on a broken file).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        on_change: Callable[[Config, set[str]], None],
+        on_error: Callable[[ConfigError], None],
+        interval: float = 0.5,
+        *,
+        current: Config | None = None,
+        missing_ok: bool = False,
+        settle_s: float = 0.25,
+        max_delay_s: float = 1.5,
+    ) -> None:
+        self.path = Path(path).expanduser()
+        self.on_change = on_change
+        self.on_error = on_error
+        self.interval = interval
+        self.missing_ok = missing_ok
+        self.settle_s = settle_s
+        self.max_delay_s = max_delay_s
+        self._last_good = current
+        self._error: ConfigError | None = None
+        self._applied: Signature = _NEVER  # the content state last loaded (good or bad)
+        self._last_changed: frozenset[str] = frozenset()
+        self._apply_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._state_lock = threading.Lock()
+        self.loads = 0
+        """How many times the file was loaded and validated (for tests and the debug log)."""
+
+    @property
+    def config(self) -> Config | None:
+        """The last good config."""
+        return self._last_good
+
+    @property
+    def error(self) -> ConfigError | None:
+        """The problem with the file as it is now; None when it is valid."""
+        return self._error
+
+    def start(self) -> "ConfigWatcher":
+        with self._state_lock:
+            if self._thread is not None or self._stop.is_set():
+                return self
+            if self._last_good is None:
+                signature = file_signature(self.path)
+                self._last_good = self._load(signature)  # raises ConfigError: refuse to start broken
+                self._applied = signature
+            self._thread = threading.Thread(target=self._run, name="vcamd-config-watch", daemon=True)
+            self._thread.start()
+            return self
+
+    def close(self) -> None:
+        with self._state_lock:
+            self._stop.set()
+            thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+    def __enter__(self) -> "ConfigWatcher":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def reload_now(self) -> set[str]:
+        """Load the file now (for `vcamd reload`): the sections that changed; raises ConfigError.
+
+        The callbacks run as for a change seen by the thread (on_error also on failure).
+        """
+        error = self._apply(file_signature(self.path))
+        if error is not None:
+            raise error
+        return set(self._last_changed)
+
+    # ---- internals ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        pending: Signature = _NEVER
+        pending_since = 0.0
+        wait = 0.0  # the first look is immediate: `current` may already differ from the file
+        while not self._stop.wait(wait):
+            signature = file_signature(self.path)
+            now = time.monotonic()
+            if signature == self._applied:
+                pending, wait = _NEVER, self.interval
+                continue
+            if signature != pending:
+                # Still changing (or a first sight of a change): wait until it settles.
+                if pending == _NEVER:
+                    pending_since = now
+                pending = signature
+                if now - pending_since < self.max_delay_s:
+                    wait = self.settle_s
+                    continue
+            self._apply(signature)
+            pending, wait = _NEVER, self.interval
+
+    def _load(self, signature: Signature) -> Config:
+        self.loads += 1
+        if signature is None and self.missing_ok:
+            return Config()
+        config, _ = load_config(self.path)
+        return config
+
+    def _apply(self, signature: Signature) -> ConfigError | None:
+        with self._apply_lock:
+            try:
+                new = self._load(signature)
+            except ConfigError as err:
+                self._applied = signature
+                self._error = err
+                log.warning("config not applied, still running on the last good one: %s", err)
+                self._call(self.on_error, err)
+                return err
+            changed = new.changed_sections(self._last_good) if self._last_good is not None else set(Config.model_fields)
+            recovered = self._error is not None
+            self._applied = signature
+            self._error = None
+            self._last_good = new
+            self._last_changed = frozenset(changed)
+            if changed or recovered:
+                log.info("config %s reloaded: %s", self.path, ", ".join(sorted(changed)) or "no change (error cleared)")
+                self._call(self.on_change, new, changed)
+            return None
+
+    @staticmethod
+    def _call(callback: Callable[..., None], *args: object) -> None:
+        try:
+            callback(*args)
+        except Exception:  # an engine bug while applying must not stop the watching
+            log.exception("config reload callback %s failed", getattr(callback, "__name__", callback))

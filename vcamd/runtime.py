@@ -1,0 +1,235 @@
+"""ONNX Runtime sessions: which providers, how many threads, and what really runs.
+
+One `InferenceSession` per model file, created once and shared by every stage that uses the model.
+Spinning is off so idle sessions do not burn the cores the running one needs, and after creation
+the provider ONNX Runtime actually picked is read back and logged — a CUDA request that silently
+fell back to the CPU is the most common "why is it slow" report.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vcamd.errors import ModelError, VcamdError
+
+if TYPE_CHECKING:
+    import onnxruntime
+
+log = logging.getLogger(__name__)
+
+PROVIDER_NAMES: dict[str, str] = {
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "directml": "DmlExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
+"""Our config names → ONNX Runtime provider names."""
+
+AUTO_ORDER = ("cuda", "coreml", "directml", "openvino", "cpu")
+"""What "auto" tries, best first. TensorRT is left out: its engine build takes minutes on first use."""
+
+_INSTALL_FIX = {
+    "cuda": "install the GPU build: `pip uninstall -y onnxruntime && pip install onnxruntime-gpu` (and a matching CUDA/cuDNN)",
+    "tensorrt": "install onnxruntime-gpu and TensorRT, or use providers = [\"cuda\"]",
+    "coreml": "CoreML exists only on macOS with the standard `onnxruntime` wheel",
+    "directml": "install `onnxruntime-directml` (Windows) instead of onnxruntime",
+    "openvino": "install `onnxruntime-openvino` instead of onnxruntime",
+    "cpu": "reinstall onnxruntime",
+}
+
+_ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-silicon")
+
+
+def _available() -> list[str]:
+    import onnxruntime
+
+    return list(onnxruntime.get_available_providers())
+
+
+def resolve_providers(requested: list[str], available: list[str] | None = None) -> list[str]:
+    """Map config names to ONNX Runtime provider names, in order, always ending with the CPU.
+
+    "auto" picks the best available of CUDA, CoreML, DirectML, OpenVINO, then the CPU. An explicit
+    provider that this onnxruntime install lacks is an error (never a silent CPU fallback).
+    """
+    available = _available() if available is None else available
+    if not requested or requested == ["auto"]:
+        best = next(PROVIDER_NAMES[n] for n in AUTO_ORDER if PROVIDER_NAMES[n] in available)
+        return _with_cpu([best])
+    resolved = []
+    for name in requested:
+        if name not in PROVIDER_NAMES:
+            raise VcamdError(
+                f"[models] providers: unknown provider {name!r}",
+                fix=f"use one of auto, {', '.join(PROVIDER_NAMES)}",
+            )
+        ort_name = PROVIDER_NAMES[name]
+        if ort_name not in available:
+            problem = gpu_install_problem()
+            raise VcamdError(
+                f"[models] providers: {name} ({ort_name}) is not available in this onnxruntime "
+                f"(available: {', '.join(available)})",
+                fix=problem or _INSTALL_FIX[name] + ", or set providers = [\"auto\"]",
+            )
+        resolved.append(ort_name)
+    return _with_cpu(resolved)
+
+
+def _with_cpu(providers: list[str]) -> list[str]:
+    # The CPU provider last lets ORT place the few ops a GPU provider lacks; it is not a silent
+    # fallback for the whole model (Sessions checks what the session really runs on).
+    cpu = PROVIDER_NAMES["cpu"]
+    return [p for p in providers if p != cpu] + [cpu]
+
+
+def installed_onnxruntimes() -> dict[str, str]:
+    """ONNX Runtime distributions installed in this environment → version."""
+    found = {}
+    for dist in _ORT_DISTRIBUTIONS:
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def gpu_install_problem(installed: dict[str, str] | None = None) -> str | None:
+    """Explain a broken install (two ONNX Runtime packages, e.g. onnxruntime + onnxruntime-gpu), else None.
+
+    insightface depends on the CPU `onnxruntime`; installed beside `onnxruntime-gpu` the two
+    packages overwrite each other's files and the GPU providers disappear.
+    """
+    installed = installed_onnxruntimes() if installed is None else installed
+    if len(installed) < 2:
+        return None
+    accelerated = [name for name in installed if name != "onnxruntime"]
+    keep = accelerated[0]
+    listed = ", ".join(f"{name} {version}" for name, version in installed.items())
+    return (
+        f"several ONNX Runtime packages are installed together ({listed}) and overwrite each other; "
+        f"fix: `pip uninstall -y {' '.join(installed)} && pip install {keep}`"
+    )
+
+
+class Sessions:
+    """One InferenceSession per model file (and per input-size variant), created on first use."""
+
+    def __init__(self, providers: list[str] | None = None, threads: int = 0) -> None:
+        self.providers = resolve_providers(list(providers or ["auto"]))
+        self.threads = threads or os.cpu_count() or 1
+        self._sessions: dict[tuple[Path, tuple[int, int] | None], onnxruntime.InferenceSession] = {}
+        self._active: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def _options(self) -> "onnxruntime.SessionOptions":
+        import onnxruntime
+
+        opts = onnxruntime.SessionOptions()
+        opts.intra_op_num_threads = self.threads
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        opts.log_severity_level = 3  # ORT warnings (e.g. the unused `emap` initializer) are noise here
+        return opts
+
+    def get(self, path: Path | str) -> "onnxruntime.InferenceSession":
+        """The session for a model file, created once."""
+        return self._get(Path(path), None)
+
+    def get_resized(self, path: Path | str, input_hw: tuple[int, int]) -> "onnxruntime.InferenceSession":
+        """A session for a fully convolutional model whose graph fixes its input size (e.g. an
+        SCRFD exported at 640²), rewritten to take `input_hw` (height, width) instead.
+
+        Used for tracking, where the detector runs on a small crop around a known face.
+        """
+        return self._get(Path(path), (int(input_hw[0]), int(input_hw[1])))
+
+    def _get(self, path: Path, input_hw: tuple[int, int] | None) -> "onnxruntime.InferenceSession":
+        path = path.expanduser().resolve()
+        key = (path, input_hw)
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is None:
+                session = self._create(path, input_hw)
+                self._sessions[key] = session
+            return session
+
+    def _create(self, path: Path, input_hw: tuple[int, int] | None) -> "onnxruntime.InferenceSession":
+        import onnxruntime
+
+        if not path.is_file():
+            raise ModelError(f"model file {path} does not exist", fix="download it with `vcamd models pull`, or fix the path in [models]")
+        source: str | bytes = str(path)
+        if input_hw is not None:
+            source = _with_input_size(path, input_hw)
+        try:
+            session = onnxruntime.InferenceSession(source, sess_options=self._options(), providers=self.providers)
+        except Exception as exc:  # ORT's pybind exceptions share no useful base class but Exception
+            raise _load_error(path, exc) from None
+        really = session.get_providers()[0]
+        requested = self.providers[0]
+        if really != requested:
+            log.warning(
+                "%s runs on %s, not on the requested %s (ONNX Runtime fell back); %s",
+                path.name, really, requested, gpu_install_problem() or "check the GPU driver / CUDA install (`vcamd doctor`)",
+            )
+        else:
+            log.info("%s runs on %s", path.name, really)
+        self._active[path.name] = really
+        return session
+
+    def active_providers(self) -> dict[str, str]:
+        """Model file name → the provider that really runs it."""
+        with self._lock:
+            return dict(self._active)
+
+
+def _load_error(path: Path, exc: Exception) -> ModelError:
+    """Say whether the file is broken (re-download) or the runtime failed (providers, drivers)."""
+    kind = type(exc).__name__
+    if kind in ("InvalidProtobuf", "InvalidGraph", "NoSuchFile", "NotImplemented") or "Protobuf" in str(exc):
+        return ModelError(
+            f"model file {path} cannot be loaded by ONNX Runtime ({_first_line(exc)}); it is corrupt, truncated or not an ONNX model",
+            fix="re-download it with `vcamd models pull NAME` (or `vcamd models verify` to check the hashes)",
+        )
+    return ModelError(
+        f"ONNX Runtime could not create a session for {path.name} ({kind}: {_first_line(exc)})",
+        fix=gpu_install_problem() or "try providers = [\"cpu\"] in [models] to rule out the GPU setup; `vcamd doctor` checks it",
+    )
+
+
+def _with_input_size(path: Path, input_hw: tuple[int, int]) -> bytes:
+    """The model's bytes with its first input's H, W set and all other shapes left to inference."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        model = onnx.load_model(str(path))
+    except (DecodeError, OSError, ValueError) as exc:
+        raise ModelError(f"model file {path} is not a readable ONNX model ({_first_line(exc)})", fix="re-download it with `vcamd models pull NAME`") from None
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    if len(dims) != 4:
+        raise ModelError(f"{path.name}: expected an NCHW image input, got rank {len(dims)}")
+    for dim, value in zip(dims[2:], input_hw):
+        dim.ClearField("dim_param")
+        dim.dim_value = value
+    # Output and intermediate shapes were recorded for the export size; let ORT infer them anew.
+    for out in model.graph.output:
+        for dim in out.type.tensor_type.shape.dim:
+            dim.ClearField("dim_value")
+            dim.dim_param = "?"
+    del model.graph.value_info[:]
+    return model.SerializeToString()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__

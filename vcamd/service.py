@@ -1,0 +1,417 @@
+"""Start FaceLive Camera with the user's session: install, remove and report the start-up entry.
+
+One mode at a time, because two daemons would fight over the camera and the control socket:
+
+- Linux, headless (default): the systemd user unit `facelive.service` (`vcamd run --no-tray`,
+  restart on failure, logs in the journal). A user service runs outside the desktop session, with
+  no DISPLAY, so it cannot show a tray icon.
+- Linux, with the tray (`--tray`): the XDG autostart entry `facelive-tray.desktop`, started by the
+  desktop at log-in (`vcamd run`, tray icon included).
+- macOS: the launch agent `ai.facelive.vcamd.plist` (runs in the GUI session, tray included).
+- Windows: `facelive-startup.vbs` in the Startup folder (no console window, tray included).
+
+The templates live in `service/` (packaged as `vcamd/data/service/`); installing fills in the
+command of the Python environment vcamd runs from. Loading v4l2loopback needs root: it is printed
+as the one step the user has to run, never attempted.
+
+All locations follow XDG_CONFIG_HOME / HOME / APPDATA, so tests install into a tmp dir.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+
+from vcamd.errors import VcamdError
+
+UNIT_NAME = "facelive.service"
+DESKTOP_NAME = "facelive-tray.desktop"
+PLIST_NAME = "ai.facelive.vcamd.plist"
+PLIST_LABEL = "ai.facelive.vcamd"
+WINDOWS_STARTUP_NAME = "facelive-startup.vbs"
+MODPROBE_NAME = "facelive-v4l2loopback.conf"
+"""File name of both the modprobe.d (options) and the modules-load.d (load at boot) files."""
+
+
+class Mode(StrEnum):
+    systemd = "systemd"
+    autostart = "autostart"
+    launchd = "launchd"
+    windows_startup = "windows-startup"
+
+
+def default_mode(tray: bool, platform: str = sys.platform) -> Mode:
+    if platform == "darwin":
+        return Mode.launchd
+    if platform == "win32":
+        return Mode.windows_startup
+    return Mode.autostart if tray else Mode.systemd
+
+
+# ---------------------------------------------------------------------------------------------
+# Packaged templates
+
+
+def packaged_text(name: str) -> str:
+    """A file of vcamd/data/service/ (symlinks to the repository's service/ folder)."""
+    resource = resources.files("vcamd").joinpath("data", "service", name)
+    try:
+        return resource.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise VcamdError(
+            f"packaged service file {name} is missing from vcamd/data/service",
+            fix="reinstall vcamd (pip install --force-reinstall vcamd)",
+        ) from None
+
+
+def packaged_path(name: str) -> Path:
+    """A real file path for a packaged file (what the printed `sudo cp` commands copy)."""
+    resource = resources.files("vcamd").joinpath("data", "service", name)
+    return Path(str(resource)).resolve()
+
+
+@dataclass(frozen=True, slots=True)
+class LoopbackOptions:
+    """The v4l2loopback module options FaceLive Camera uses (from the packaged modprobe.d file)."""
+
+    options: dict[str, str]
+
+    @property
+    def video_nr(self) -> int:
+        return int(self.options["video_nr"])
+
+    @property
+    def card_label(self) -> str:
+        return self.options["card_label"]
+
+    @property
+    def device(self) -> str:
+        return f"/dev/video{self.video_nr}"
+
+    def modprobe_args(self) -> str:
+        """`devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1` (shell-ready)."""
+        return " ".join(f'{k}="{v}"' if " " in v else f"{k}={v}" for k, v in self.options.items())
+
+
+def parse_modprobe_options(text: str, module: str = "v4l2loopback") -> LoopbackOptions:
+    """Read the `options MODULE k=v ...` line of a modprobe.d file (values may be double-quoted)."""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        words = shlex.split(line)
+        if words[:2] == ["options", module]:
+            pairs = {}
+            for word in words[2:]:
+                key, sep, value = word.partition("=")
+                if not sep:
+                    raise VcamdError(f"modprobe option {word!r} has no value", fix="write key=value")
+                pairs[key] = value
+            return LoopbackOptions(pairs)
+    raise VcamdError(f"no `options {module} ...` line in the modprobe.d file", fix="restore it from service/modprobe.d")
+
+
+def loopback_options() -> LoopbackOptions:
+    return parse_modprobe_options(packaged_text(f"modprobe.d-{MODPROBE_NAME}"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering the entries with this environment's command
+
+
+def daemon_command(tray: bool) -> list[str]:
+    """How to start the daemon from this Python environment (works in a venv, pipx or system-wide)."""
+    return [sys.executable, "-m", "vcamd", "run", *([] if tray else ["--no-tray"])]
+
+
+def _systemd_quote(word: str) -> str:
+    # systemd expands %-specifiers in ExecStart, so a literal % is written %%; quote words with spaces.
+    word = word.replace("%", "%%")
+    if re.search(r'[\s"\\]', word):
+        return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return word
+
+
+def _desktop_quote(word: str) -> str:
+    # Desktop Entry spec: quote with "…" when needed, escaping " ` $ \ inside; a literal % is %%.
+    word = word.replace("%", "%%")
+    if re.search(r'[\s"\'\\><~|&;$*?#()`]', word):
+        return '"' + re.sub(r'(["`$\\])', r"\\\1", word) + '"'
+    return word
+
+
+def _replace_line(text: str, key: str, value: str, template: str) -> str:
+    pattern = re.compile(rf"^{re.escape(key)}=.*$", re.MULTILINE)
+    if len(pattern.findall(text)) != 1:
+        raise VcamdError(f"packaged {template} must have exactly one {key}= line", fix="reinstall vcamd")
+    return pattern.sub(lambda _m: f"{key}={value}", text)
+
+
+def render_unit(command: Sequence[str]) -> str:
+    return _replace_line(packaged_text(UNIT_NAME), "ExecStart", " ".join(map(_systemd_quote, command)), UNIT_NAME)
+
+
+def render_desktop_entry(command: Sequence[str]) -> str:
+    return _replace_line(packaged_text(DESKTOP_NAME), "Exec", " ".join(map(_desktop_quote, command)), DESKTOP_NAME)
+
+
+def render_plist(command: Sequence[str], log_file: Path) -> bytes:
+    agent = plistlib.loads(packaged_text(PLIST_NAME).encode("utf-8"))
+    agent["ProgramArguments"] = list(command)
+    agent["StandardErrorPath"] = str(log_file)
+    return plistlib.dumps(agent)
+
+
+def render_windows_startup(command: Sequence[str]) -> str:
+    # VBScript string: "" is a literal quote. The pythonw.exe next to python.exe has no console.
+    exe = Path(command[0])
+    pythonw = exe.with_name("pythonw.exe")
+    words = [str(pythonw) if exe.name.lower() == "python.exe" else str(exe), *command[1:]]
+    line = " ".join(f'""{w}""' if " " in w or w == words[0] else w for w in words)
+    text = packaged_text(WINDOWS_STARTUP_NAME)
+    pattern = re.compile(r'^shell\.Run .*$', re.MULTILINE)
+    if len(pattern.findall(text)) != 1:
+        raise VcamdError(f"packaged {WINDOWS_STARTUP_NAME} must have one shell.Run line", fix="reinstall vcamd")
+    return pattern.sub(lambda _m: f'shell.Run "{line}", 0, False', text).replace("\n", "\r\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Where things go
+
+
+@dataclass(frozen=True, slots=True)
+class ServicePaths:
+    systemd_user_dir: Path
+    autostart_dir: Path
+    launch_agents_dir: Path
+    mac_log_dir: Path
+    windows_startup_dir: Path
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ServicePaths:
+        env = os.environ if environ is None else environ
+        home = Path(env.get("HOME") or Path.home())
+        config = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
+        appdata = Path(env["APPDATA"]) if env.get("APPDATA") else home / "AppData" / "Roaming"
+        return cls(
+            systemd_user_dir=config / "systemd" / "user",
+            autostart_dir=config / "autostart",
+            launch_agents_dir=home / "Library" / "LaunchAgents",
+            mac_log_dir=home / "Library" / "Logs" / "FaceLive",
+            windows_startup_dir=appdata / "Microsoft" / "Windows" / "Start Menu" / "Programs" / "Startup",
+        )
+
+    def entry(self, mode: Mode) -> Path:
+        return {
+            Mode.systemd: self.systemd_user_dir / UNIT_NAME,
+            Mode.autostart: self.autostart_dir / DESKTOP_NAME,
+            Mode.launchd: self.launch_agents_dir / PLIST_NAME,
+            Mode.windows_startup: self.windows_startup_dir / WINDOWS_STARTUP_NAME,
+        }[mode]
+
+
+def modes_for(platform: str = sys.platform) -> tuple[Mode, ...]:
+    if platform == "darwin":
+        return (Mode.launchd,)
+    if platform == "win32":
+        return (Mode.windows_startup,)
+    return (Mode.systemd, Mode.autostart)
+
+
+# ---------------------------------------------------------------------------------------------
+# Service managers
+
+
+class Systemctl:
+    """`systemctl --user`, when a user manager is reachable."""
+
+    def __init__(self, executable: str = "systemctl", env: Mapping[str, str] | None = None) -> None:
+        self.executable = executable
+        self.env = dict(os.environ if env is None else env)
+
+    def available(self) -> tuple[bool, str]:
+        if shutil.which(self.executable, path=self.env.get("PATH")) is None:
+            return False, f"{self.executable} not found"
+        done = self._run("show-environment")
+        if done.returncode != 0:
+            return False, (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return True, "systemd user manager reachable"
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = self._run(*args)
+        if done.returncode != 0:
+            raise VcamdError(
+                f"`systemctl --user {' '.join(args)}` failed: {done.stderr.strip()}",
+                fix="see `journalctl --user -u facelive` and `systemctl --user status facelive`",
+            )
+        return done
+
+    def query(self, *args: str) -> str:
+        """Output of a query like is-active / is-enabled (non-zero exit is an answer, not an error)."""
+        done = self._run(*args)
+        return (done.stdout.strip() or done.stderr.strip()).splitlines()[0] if (done.stdout or done.stderr) else ""
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self.executable, "--user", *args], capture_output=True, text=True, env=self.env, timeout=30, check=False
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Install / uninstall / status
+
+
+@dataclass
+class Report:
+    """What a service command did, as lines to print, and what the user still has to run."""
+
+    done: list[str]
+    todo: list[str]
+
+    def lines(self) -> list[str]:
+        out = list(self.done)
+        if self.todo:
+            out += ["", "Run yourself:"] + [f"  {line}" for line in self.todo]
+        return out
+
+
+def root_step(platform: str = sys.platform) -> list[str]:
+    """The step that needs root and that vcamd never does itself: the v4l2loopback module."""
+    if platform == "darwin":
+        return ["The virtual camera is OBS's: install OBS (obsproject.com) and start its virtual camera once."]
+    if platform == "win32":
+        return ["The virtual camera is OBS's or Unity Capture's: install one of them (see README)."]
+    options = loopback_options()
+    return [
+        "One step needs root, vcamd does not do it: load v4l2loopback with the FaceLive options, now and at boot",
+        "(Debian/Ubuntu: `sudo apt install v4l2loopback-dkms` first):",
+        f"  sudo cp {shlex.quote(str(packaged_path('modprobe.d-' + MODPROBE_NAME)))} /etc/modprobe.d/{MODPROBE_NAME}",
+        f"  sudo cp {shlex.quote(str(packaged_path('modules-load.d-' + MODPROBE_NAME)))} /etc/modules-load.d/{MODPROBE_NAME}",
+        f"  sudo modprobe v4l2loopback {options.modprobe_args()}",
+        f"(Then {options.device} is the \"{options.card_label}\" camera in call apps.)",
+    ]
+
+
+def _write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    if isinstance(data, bytes):
+        tmp.write_bytes(data)
+    else:
+        tmp.write_text(data, encoding="utf-8")
+    tmp.replace(path)
+
+
+def install(
+    mode: Mode,
+    paths: ServicePaths,
+    command: Sequence[str],
+    systemctl: Systemctl | None = None,
+    platform: str = sys.platform,
+) -> Report:
+    """Write the start-up entry for `mode` (removing the other mode's), and start it when possible."""
+    if mode not in modes_for(platform):
+        raise VcamdError(f"service mode {mode} is not available on {platform}", fix=f"use one of {', '.join(modes_for(platform))}")
+    ctl = systemctl or Systemctl()
+    report = Report([], [])
+    for other in modes_for(platform):
+        if other is not mode and paths.entry(other).exists():
+            removed = uninstall_mode(other, paths, ctl)
+            report.done += removed.done
+            report.todo += removed.todo
+    target = paths.entry(mode)
+    if mode is Mode.systemd:
+        _write(target, render_unit(command))
+        report.done.append(f"wrote {target}")
+        commands = [("daemon-reload",), ("enable", "--now", UNIT_NAME)]
+        ok, why = ctl.available()
+        if ok:
+            for args in commands:
+                ctl.run(*args)
+                report.done.append(f"ran systemctl --user {' '.join(args)}")
+            report.done.append(f"logs: journalctl --user -u {UNIT_NAME.removesuffix('.service')} -f")
+        else:
+            report.done.append(f"systemctl --user is not usable here ({why})")
+            report.todo += [f"systemctl --user {' '.join(args)}" for args in commands]
+    elif mode is Mode.autostart:
+        _write(target, render_desktop_entry(command))
+        report.done.append(f"wrote {target}: FaceLive Camera starts with the tray at your next log-in")
+        report.todo.append(" ".join(shlex.quote(w) for w in command) + " &   # to start it now")
+    elif mode is Mode.launchd:
+        _write(target, render_plist(command, paths.mac_log_dir / "vcamd.log"))
+        paths.mac_log_dir.mkdir(parents=True, exist_ok=True)
+        report.done.append(f"wrote {target}")
+        report.todo.append(f"launchctl bootstrap gui/$(id -u) {shlex.quote(str(target))}")
+    else:
+        _write(target, render_windows_startup(command))
+        report.done.append(f"wrote {target}: FaceLive Camera starts with the tray at your next log-on")
+    report.todo += root_step(platform)
+    return report
+
+
+def uninstall_mode(mode: Mode, paths: ServicePaths, systemctl: Systemctl | None = None) -> Report:
+    ctl = systemctl or Systemctl()
+    report = Report([], [])
+    target = paths.entry(mode)
+    if mode is Mode.systemd:
+        ok, why = ctl.available()
+        if ok and target.exists():
+            ctl.run("disable", "--now", UNIT_NAME)
+            report.done.append(f"ran systemctl --user disable --now {UNIT_NAME}")
+        elif target.exists():
+            report.todo.append(f"systemctl --user disable --now {UNIT_NAME}   # ({why})")
+    if mode is Mode.launchd and target.exists():
+        report.todo.append(f"launchctl bootout gui/$(id -u)/{PLIST_LABEL}")
+    if target.exists():
+        target.unlink()
+        report.done.append(f"removed {target}")
+    if mode is Mode.systemd and report.done and ctl.available()[0]:
+        ctl.run("daemon-reload")
+    return report
+
+
+def uninstall(paths: ServicePaths, systemctl: Systemctl | None = None, platform: str = sys.platform) -> Report:
+    report = Report([], [])
+    for mode in modes_for(platform):
+        part = uninstall_mode(mode, paths, systemctl)
+        report.done += part.done
+        report.todo += part.todo
+    if not report.done and not report.todo:
+        report.done.append("nothing installed")
+    return report
+
+
+def status(paths: ServicePaths, systemctl: Systemctl | None = None, platform: str = sys.platform) -> tuple[bool, list[str]]:
+    """(installed?, lines): which entry is installed and, for systemd, whether it runs."""
+    lines = []
+    installed = False
+    for mode in modes_for(platform):
+        target = paths.entry(mode)
+        if not target.exists():
+            lines.append(f"{mode}: not installed ({target})")
+            continue
+        installed = True
+        line = f"{mode}: installed ({target})"
+        if mode is Mode.systemd:
+            ctl = systemctl or Systemctl()
+            ok, why = ctl.available()
+            if ok:
+                line += f"; {ctl.query('is-enabled', UNIT_NAME)}, {ctl.query('is-active', UNIT_NAME)}"
+            else:
+                line += f"; state unknown ({why})"
+        lines.append(line)
+    if platform.startswith("linux"):
+        from vcamd.doctor import check_virtual_camera
+
+        lines.append(check_virtual_camera().line())
+    return installed, lines
