@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 from vcamd.errors import VcamdError
 
@@ -174,7 +174,7 @@ def render_plist(command: Sequence[str], log_file: Path) -> bytes:
 
 def render_windows_startup(command: Sequence[str]) -> str:
     # VBScript string: "" is a literal quote. The pythonw.exe next to python.exe has no console.
-    exe = Path(command[0])
+    exe = PureWindowsPath(command[0])
     pythonw = exe.with_name("pythonw.exe")
     words = [str(pythonw) if exe.name.lower() == "python.exe" else str(exe), *command[1:]]
     line = " ".join(f'""{w}""' if " " in w or w == words[0] else w for w in words)
@@ -238,8 +238,15 @@ class Systemctl:
     def __init__(self, executable: str = "systemctl", env: Mapping[str, str] | None = None) -> None:
         self.executable = executable
         self.env = dict(os.environ if env is None else env)
+        self._available: tuple[bool, str] | None = None
 
     def available(self) -> tuple[bool, str]:
+        """Whether `systemctl --user` reaches a user manager (asked once per Systemctl)."""
+        if self._available is None:
+            self._available = self._probe()
+        return self._available
+
+    def _probe(self) -> tuple[bool, str]:
         if shutil.which(self.executable, path=self.env.get("PATH")) is None:
             return False, f"{self.executable} not found"
         done = self._run("show-environment")

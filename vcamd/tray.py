@@ -2,7 +2,13 @@
 
 The icon runs in the daemon process and drives the engine's control surface (the `Controllable`
 protocol of docs/architecture.md) directly. pystray wants the main thread, so the daemon calls
-`run_tray(controller, setup=...)` from its main thread and starts its engine inside `setup`.
+`run_engine_with_tray(engine, lambda: engine.run(...), ...)` from its main thread: the engine loop
+runs in a worker started from pystray's `setup`, and each side stops the other when it ends.
+
+Backends: pystray picks appindicator/gtk (full pop-up menu) when PyGObject is installed, else
+xorg (XEmbed tray, e.g. XFCE, MATE, trayer). The xorg backend has no pop-up menu: a left click
+runs the default item, "Swap on". Three pystray 0.19 / python-xlib problems of that backend are
+worked around below (`_enable_xorg_clicks`, `_XorgIconWindow`, `_XorgWaker`).
 
 The icon shows four states, each with its own colour and glyph (readable for colour-blind users
 too): on (green, camera), off (grey, camera struck through), degraded (amber, camera + "!" badge:
@@ -29,7 +35,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from PIL import Image, ImageDraw
 
@@ -37,6 +43,7 @@ from vcamd.errors import VcamdError
 from vcamd.types import Level
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 APP_TITLE = "FaceLive Camera"
 ICON_NAME = "facelive"
@@ -78,6 +85,10 @@ LEVEL_LABELS: dict[Level, str] = {
     Level.low_res: "Lower resolution",
     Level.frame_skip: "Every other frame",
 }
+
+
+HEALTHY_STATES = ("running", "starting")
+"""Engine states that are not a problem; any other (camera offline, error, stopped) shows red."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +143,7 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
     config_error = status.get("config_error")
 
     problem = None
-    if state_text != "running":
+    if state_text not in HEALTHY_STATES:
         problem = state_text
     if config_error:
         problem = f"config error: {config_error}"
@@ -157,6 +168,8 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
     numbers = []
     if isinstance(fps, (int, float)):
         numbers.append(f"{fps:.0f} fps")
+    if isinstance(latency, Mapping):  # the engine reports percentiles: show the median
+        latency = latency.get("p50")
     if isinstance(latency, (int, float)):
         numbers.append(f"{latency:.0f} ms")
     summary = headline + (f" · {' · '.join(numbers)}" if numbers else "")
@@ -835,9 +848,58 @@ def run_tray(
             return
         app.start_polling()
 
-    icon.run(setup=on_ready)
-    app.loop_ended()
-    app.stop_polling()
+    try:
+        icon.run(setup=on_ready)
+    finally:
+        app.loop_ended()
+        app.stop_polling()
     if failure:
         raise failure[0]
     return app
+
+
+def run_engine_with_tray(
+    controller: TrayController,
+    engine_run: Callable[[], T],
+    *,
+    on_app: Callable[[TrayApp], None] | None = None,
+    **app_options: Any,
+) -> T:
+    """The daemon's entry with a tray: the engine loop in a worker thread, the tray on this one.
+
+    `engine_run` is the blocking engine loop (e.g. `lambda: engine.run(max_frames=n)`). When it
+    returns (`vcamd quit`, SIGTERM, --frames reached) the icon is taken down; when the user picks
+    Quit or presses Ctrl-C, the engine is asked to quit. Returns what `engine_run` returned and
+    raises what it raised. Call it from the main thread (pystray needs it on macOS).
+    `on_app(app)` runs once the icon is up, before the engine starts (keep `app` to notify).
+    """
+    engine_done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["result"] = engine_run()
+        except BaseException as exc:  # noqa: BLE001 — re-raised on the main thread below
+            outcome["error"] = exc
+        finally:
+            engine_done.set()
+
+    worker = threading.Thread(target=work, name="engine", daemon=True)
+
+    def setup(app: TrayApp) -> None:
+        if on_app is not None:
+            on_app(app)
+        worker.start()
+
+    try:
+        run_tray(controller, setup, quit_event=engine_done, **app_options)
+    except KeyboardInterrupt:
+        log.info("tray: interrupted")
+    finally:
+        if worker.ident is not None:
+            if worker.is_alive():
+                controller.request_quit()  # the tray ended first (Quit, Ctrl-C, X server gone)
+            worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]

@@ -217,3 +217,44 @@ def test_the_watchdog_degrades_a_run_that_cannot_keep_its_budget(live_config, cl
     share = stats["degradation"]["level_share"]
     assert share["frame_skip"] > 0 and sum(share.values()) == pytest.approx(1.0, abs=0.01)
     assert engine.watchdog.level is Level.frame_skip
+
+
+class FailingDetector:
+    """Wraps the real face engine; after `good_calls` detections every detection hangs or raises."""
+
+    def __init__(self, engine, good_calls: int, mode: str) -> None:
+        self._engine = engine
+        self._good = good_calls
+        self.mode = mode
+        self.calls = 0
+        self.release = threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def detect(self, frame, input_size=None):
+        self.calls += 1
+        if self.calls > self._good:
+            if self.mode == "hang":
+                self.release.wait()
+            else:
+                raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION (test)")
+        return self._engine.detect(frame, input_size)
+
+
+@pytest.mark.parametrize("mode", ["hang", "raise"])
+def test_a_hung_or_failing_detector_never_stalls_the_output_nor_leaks(live_config, clip_20fps, run_live, mode):
+    cfg = live_config(swap={"on_miss": "hold"})
+    holder = {}
+
+    def wrap(engine):
+        holder["d"] = FailingDetector(engine, good_calls=40, mode=mode)
+        return holder["d"]
+
+    stats, sink, engine = run_live(cfg, clip_20fps, frames=60, wrap=wrap, keep_every=1)
+    holder["d"].release.set()
+    assert_camera_rate(stats, 60)
+    f = stats["frames"]
+    assert f["swapped"] > 0 and f["held"] > 0 and f["passthrough"] == 0
+    gaps = np.diff(sink.times)
+    assert gaps.max() < 0.5, f"output paused {gaps.max():.2f} s"

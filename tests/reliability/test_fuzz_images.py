@@ -26,10 +26,12 @@ from vcamd.images import MAX_PIXELS, read_image
 @pytest.fixture(autouse=True, scope="module")
 def quiet_opencv():
     """OpenCV prints a line per undecodable buffer; thousands of them hide the test output."""
-    previous = cv2.getLogLevel()
-    cv2.setLogLevel(0)
+    from cv2.utils import logging as cv_logging
+
+    previous = cv_logging.getLogLevel()
+    cv_logging.setLogLevel(cv_logging.LOG_LEVEL_SILENT)
     yield
-    cv2.setLogLevel(previous)
+    cv_logging.setLogLevel(previous)
 
 
 FUZZ = settings(deadline=None, max_examples=500, suppress_health_check=list(HealthCheck))
@@ -166,3 +168,14 @@ def test_header_claimed_huge_image_in_a_format_pillow_cannot_identify(tmp_path: 
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stdout.startswith("FaceError:") and str(bomb) in result.stdout
+
+
+def test_header_taller_than_opencv_allows_is_a_face_error(tmp_path: Path) -> None:
+    # Found by the fuzzer: a 54-byte BMP claiming 1×1048577 pixels (1 MP, under our 64 MP cap)
+    # passes the Pillow probe; cv2.imdecode then *raises* cv2.error (height > 2^20) instead of
+    # returning None, and the error escapes read_image.
+    path = tmp_path / "face.bmp"
+    path.write_bytes(_header("bmp", 1, 1048577))
+    with pytest.raises(FaceError) as info:
+        read_image(path, what="source face")
+    assert str(path) in str(info.value)

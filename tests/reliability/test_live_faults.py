@@ -33,6 +33,7 @@ STEADY = {"watchdog": {"budget_ms": 1000.0}}
 def inject(run, start, clear, seconds: float = FAULT_S) -> tuple[float, float]:
     """Reach steady swapping, run `start()`, wait, run `clear()`; returns (t_fault, t_clear)."""
     run.wait_swapping()
+    run.before_fault = run.counts()
     t_fault = time.monotonic()
     start()
     time.sleep(seconds)
@@ -102,16 +103,6 @@ SESSION_FAULTS = [
     pytest.param(model, fault, id=f"{model}-{fault}")
     for model in ("swapper", "detector", "enhancer")
     for fault in ("raise", "hang", "nan")
-    if (model, fault) != ("detector", "hang")
-] + [
-    pytest.param(
-        "detector", "hang", id="detector-hang",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="engine.py LiveTracker._redetect runs the detector on the publishing loop's thread, "
-            "so a stalled detector session stops the output for as long as it stalls (design change needed)",
-        ),
-    )
 ]
 
 
@@ -132,6 +123,10 @@ def test_session_fault(live, model: str, fault: str) -> None:
     stats = run.stop()
     check_no_leak(run, stats)
     assert gap < MAX_GAP_S, f"output paused {gap:.2f} s while the {model} session {fault}ed"
+    if fault in ("raise", "nan") or (fault == "hang" and model != "detector"):
+        # A failed swap, or one stalled past max_result_age_s, is a miss: on_miss = hold shows the
+        # last good output (checked for leaks above) instead of a fresh swap.
+        assert during["held"] > run.before_fault["held"], f"no held frames during the fault: {run.before_fault} → {during}"
     if fault == "nan":
         # A NaN model output is a miss, never a face: no frame of the fault window may show the
         # flat, colourless face a NaN crop turns into after the uint8 conversion.
@@ -170,17 +165,25 @@ def test_swapper_model_that_always_returns_nan_never_counts_as_swapped(live, tmp
 # ---- the virtual camera -----------------------------------------------------------------------------
 
 
-def test_sink_write_fails_for_a_while(live) -> None:
+def test_sink_write_fails_for_a_while(live, caplog) -> None:
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="vcamd")
     run = live(**STEADY)
     sink = run.sink
     t_fault, t_clear = inject(run, lambda: sink.fail_for(45), lambda: None, seconds=2.0)
-    recovered(run, t_clear)
+    recovery_s = recovered(run, t_clear)
     after = len(sink.since(t_clear))
+    print(f"sink fails: recovered in {recovery_s:.2f} s")
     stats = run.stop()
     check_no_leak(run, stats)
     assert sink.failed == 45, "every injected failure reached the sink"
     assert after >= 10, "frames reach the sink again once writes succeed"
     assert stats["frames"]["published"] > 45 + after
+    # A device failing at 30 fps for an hour must not write 100 000 log lines: the streak is
+    # reported, not every frame of it (as the swap worker does for model errors).
+    lines = [r for r in caplog.records if "sink write failed" in r.getMessage()]
+    assert len(lines) <= 5, f"{len(lines)} log lines for one streak of 45 failed writes"
 
 
 def test_virtual_camera_write_fails_then_reopens(live, recording, tmp_path) -> None:
@@ -202,14 +205,14 @@ def test_virtual_camera_write_fails_then_reopens(live, recording, tmp_path) -> N
     run = live(sink=sink, **STEADY)
     run.sink = frames  # what reached the "device"
     t_fault, t_clear = inject(run, lambda: frames.fail_for(45), lambda: None, seconds=2.5)
-    recovered(run, t_clear)
+    recovery_s = recovered(run, t_clear)
     stats = run.stop()
     check_no_leak(run, stats)
     counters = sink.counters()
     assert counters["write_failures"] >= 45 and counters["frames_dropped"] > 0, counters
     assert counters["reopens"] >= 1 and len(opened) >= 2, f"the device was reopened after the streak: {counters}"
     assert len(frames.since(t_clear)) >= 10, "frames reach the device again"
-    print(f"virtual camera: {counters}")
+    print(f"virtual camera: {counters}, recovered in {recovery_s:.2f} s")
 
 
 # ---- the source face -------------------------------------------------------------------------------
@@ -245,6 +248,7 @@ def test_source_face_file_breaks_while_running(live, tmp_path, assets, fault: st
     stats = run.stop()
     check_no_leak(run, stats)
     assert gap < MAX_GAP_S
+    print(f"source face {fault}: max gap {gap * 1000:.0f} ms, frames {stats['frames']}")
 
 
 # ---- the config file --------------------------------------------------------------------------------
@@ -305,12 +309,15 @@ def test_config_edited_into_something_broken(watched, broken: str, expected: str
     assert expected in error and "config.toml" in error, error
     run.wait_swapping()  # still running on the last good config
     _write_config(run.config_file, run.cfg)  # the user fixes it
+    t_fixed = time.monotonic()
     run.wait_for(lambda: run.engine.status()["config_error"] is None, 4.0, "the config error to clear")
+    cleared_s = time.monotonic() - t_fixed
     run.wait_swapping()
     gap = run.sink.max_gap(t_fault, time.monotonic())
     stats = run.stop()
     check_no_leak(run, stats)
     assert gap < MAX_GAP_S
+    print(f"config {expected}: max gap {gap * 1000:.0f} ms, error cleared {cleared_s:.2f} s after the fix, frames {stats['frames']}")
 
 
 def test_config_edited_50_times_in_a_second(watched) -> None:

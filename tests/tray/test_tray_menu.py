@@ -222,6 +222,15 @@ def test_a_failing_status_shows_the_error_state(notes, pystray_without_display):
     assert "engine gone" in view.summary
 
 
+def test_view_from_status_reads_the_engine_status_shape():
+    # The shape LiveEngine.status() reports: latency as percentiles, quality "auto" or a level name.
+    view = view_from_status({"enabled": True, "state": "starting", "level": "full", "quality": "auto",
+                             "fps": 0.0, "latency_ms": {"p50": 38.2, "p95": 51.0}, "source_face": None,
+                             "providers": {}, "config_error": None})
+    assert view.state is TrayState.on and view.summary == "swap on · 0 fps · 38 ms"
+    assert view_from_status({"enabled": True, "state": "offline", "level": "full"}).state is TrayState.error
+
+
 def test_view_from_status_reads_a_reported_quality_and_rejects_bad_levels():
     view = view_from_status({"enabled": True, "state": "running", "level": 2, "quality": "low_res"})
     assert view.quality is Level.low_res and view.level is Level.low_res

@@ -134,15 +134,7 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
                 return None
 
         # 2. A screenshot of the docked icon shows the "on" colour.
-        try:
-            wait_for(lambda: state_on_screen() is TrayState.on, 10, "the docked icon to show 'on'")
-        except AssertionError:
-            screenshot(display, icon).save(tmp_path / "tray-DEBUG.png")
-            send(process, "dump")
-            import time; time.sleep(1)
-            import faulthandler, os, signal
-            os.kill(process.pid, signal.SIGUSR1); time.sleep(1)
-            raise
+        wait_for(lambda: state_on_screen() is TrayState.on, 10, "the docked icon to show 'on'")
         screenshot(display, icon).save(tmp_path / "tray-on.png")
 
         # 3. A real click on the icon (default action = "Swap on") switches the swap off; the icon turns grey.
@@ -183,12 +175,47 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
         send(process, "set state running")
         wait_for(lambda: state_on_screen() is TrayState.on, 10, "the icon back to 'on'")
 
-        # 6. Quit asks the engine to stop and takes the icon down; run_tray returns.
+        # 6. Quit asks the engine to stop and takes the icon down; the engine's result comes back.
         send(process, "invoke Quit")
         assert process.wait(timeout=15) == 0
         assert events(log, "request_quit") == [None]
-        assert events(log, "exited") == [None]
+        assert events(log, "engine_stopped") == [None]
+        assert events(log, "exited") == ["engine result"]
         assert events(log, "command_failed") == []
         wait_for(lambda: find_icon_window(display) is None, 10, "the icon window to go away")
+    finally:
+        display.close()
+
+
+def test_the_icon_goes_when_the_engine_stops(x_session, tray_process, wait_for):
+    """`vcamd quit` (or SIGTERM) ends the engine loop: the tray follows and the process exits."""
+    from Xlib.display import Display
+
+    process, log = tray_process
+    display = Display(x_session.display)
+    try:
+        wait_for(lambda: find_icon_window(display), 10, "the tray icon window")
+        send(process, "engine-quit")
+        assert process.wait(timeout=15) == 0
+        assert [e["event"] for e in read_log(log)][-3:] == ["request_quit", "engine_stopped", "exited"]
+        assert events(log, "exited") == ["engine result"]
+        wait_for(lambda: find_icon_window(display) is None, 10, "the icon window to go away")
+    finally:
+        display.close()
+
+
+def test_ctrl_c_stops_the_engine_and_the_tray(x_session, tray_process, wait_for):
+    import signal
+
+    from Xlib.display import Display
+
+    process, log = tray_process
+    display = Display(x_session.display)
+    try:
+        wait_for(lambda: find_icon_window(display), 10, "the tray icon window")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=15) == 0
+        assert events(log, "request_quit") == [None]
+        assert events(log, "exited") == ["engine result"]
     finally:
         display.close()

@@ -38,7 +38,7 @@ class LoggingController:
         self.quality: Level | None = None
         self.source_face: Path | None = None
         self.config_error: str | None = None
-        self.quit_requested = False
+        self.quit_requested = threading.Event()
         self._lock = threading.Lock()
 
     def log(self, event: str, value: Any = None) -> None:
@@ -82,7 +82,14 @@ class LoggingController:
 
     def request_quit(self) -> None:
         self.log("request_quit")
-        self.quit_requested = True
+        self.quit_requested.set()
+
+    def run_engine(self) -> str:
+        """Stands in for LiveEngine.run(): blocks until a quit is requested."""
+        self.log("engine_started")
+        self.quit_requested.wait()
+        self.log("engine_stopped")
+        return "engine result"
 
 
 def menu_tree(menu: Any) -> list[dict[str, Any]]:
@@ -109,13 +116,13 @@ def _serve_commands(app: Any, controller: LoggingController) -> None:
         try:
             if verb == "invoke":
                 item = find_item(app.icon.menu, arg)
-                if arg == "Quit":
-                    import faulthandler; faulthandler.dump_traceback_later(4, file=open(str(controller.log_path) + ".tb", "w"))
                 item(app.icon)  # what pystray's backends do on activation, then update_menu()
                 app.icon.update_menu()
                 controller.log("invoked", arg)
             elif verb == "dump":
                 controller.log("menu", menu_tree(app.icon.menu))
+            elif verb == "engine-quit":  # what `vcamd quit` does: the control server asks the engine
+                controller.request_quit()
             elif verb == "set":
                 key, _, value = arg.partition(" ")
                 if key == "level":
@@ -132,27 +139,30 @@ def _serve_commands(app: Any, controller: LoggingController) -> None:
 
 
 def main() -> int:
-    from vcamd.tray import run_tray
+    from vcamd.tray import run_engine_with_tray
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--log", type=Path, required=True)
     parser.add_argument("--face", type=Path, action="append", default=[])
     args = parser.parse_args()
     controller = LoggingController(args.log)
-    import faulthandler, signal; faulthandler.register(signal.SIGUSR1, file=open(str(args.log) + ".usr1", "w"))
 
-    def setup(app: Any) -> None:
-        threading.Thread(target=_serve_commands, args=(app, controller), daemon=True).start()
+    def engine_run() -> str:
+        # The tray is up when the engine starts (run_engine_with_tray starts it from the setup).
+        threading.Thread(target=_serve_commands, args=(app_holder[0], controller), daemon=True).start()
         controller.log("ready")
+        return controller.run_engine()
 
-    run_tray(
+    app_holder: list[Any] = []
+    result = run_engine_with_tray(
         controller,
-        setup,
+        engine_run,
         recent_faces=lambda: args.face,
         notify=lambda message, title: controller.log("notify", f"{title}: {message}"),
         poll_interval_s=0.25,
+        on_app=app_holder.append,
     )
-    controller.log("exited")
+    controller.log("exited", result)
     return 0
 
 

@@ -25,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help='camera index ("0"), /dev/videoN, a video file played like a camera, or "synthetic" (default: [camera] device)')
     p.add_argument("--sink", default="virtual", metavar="SINK",
                    help="virtual (default), preview, file:PATH.mp4, or null")
+    p.add_argument("--face", type=Path, default=None, metavar="PATH",
+                   help="source face photo (overrides [swap] source_face)")
     p.add_argument("--loop", action="store_true", help="for a video-file source: start again at the end")
     p.add_argument("--frames", type=int, default=None, metavar="N", help="stop after N published frames")
     p.add_argument("--stats-json", type=Path, default=None, metavar="PATH", help="write the run's stats here at the end")
@@ -35,17 +37,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from vcamd.config import load_config
+    from vcamd.config import load_config, user_config_path
+    from vcamd.control.client import ControlClient
+    from vcamd.control.server import ControlServer
     from vcamd.errors import VcamdError
     from vcamd.live.engine import LiveEngine, build_face_pipeline
     from vcamd.live.sinks import open_sink
     from vcamd.live.sources import open_source
+    from vcamd.logs import setup_logging
+    from vcamd.memory import apply_memory_cap
     from vcamd.process import require_consent
+    from vcamd.reload import ConfigWatcher
 
     if args.frames is not None and args.frames <= 0:
         raise VcamdError(f"--frames {args.frames}: must be a positive number of frames", fix="omit it to run until stopped")
     cfg, config_path = load_config(args.config)
+    if args.face is not None:
+        cfg = cfg.model_copy(update={"swap": cfg.swap.model_copy(update={"source_face": args.face.expanduser().resolve()})})
     require_consent(cfg, args.i_have_consent)  # before any model is loaded
+    setup_logging("debug" if args.verbose else cfg.runtime.log_level)
+    if ControlClient().is_running():
+        raise VcamdError("FaceLive Camera is already running", fix="stop it with `vcamd quit`, or drive it with `vcamd on/off/status`")
+    apply_memory_cap(cfg.runtime.max_memory_gb)
+    open_sink(args.sink, cfg, cfg.camera.width, cfg.camera.height, cfg.camera.fps)  # a bad --sink fails now, not after model loading
     spec = args.source or cfg.camera.device
     loop = True if args.loop else None
     source = open_source(spec, cfg.camera, loop=loop)
@@ -60,14 +74,15 @@ def handle(args: argparse.Namespace) -> int:
         # A reload that changes [camera] reopens the same source (--source wins over [camera] device).
         source_factory=lambda camera: open_source(args.source or camera.device, camera, loop=loop),
     )
+    watched = config_path or user_config_path()
     # SIGTERM (service stop) ends the run like Ctrl-C: the sink is closed and stats are written.
     previous = signal.signal(signal.SIGTERM, lambda *_: engine.request_quit())
     try:
-        log.info("live: %s → %s", source.description, args.sink)
-        try:
-            stats = engine.run(max_frames=args.frames)
-        except KeyboardInterrupt:
-            stats = engine.stats_json()
+        log.info("live: %s → %s; providers: %s", source.description, args.sink, engine.status()["providers"])
+        with ControlServer(engine), ConfigWatcher(
+            watched, engine.on_config_change, engine.on_config_error, current=cfg, missing_ok=config_path is None
+        ):
+            stats = _run_with_optional_tray(engine, args, cfg)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.stats_json is not None:
@@ -81,3 +96,47 @@ def handle(args: argparse.Namespace) -> int:
         f"{stats['cpu_ms_per_frame']:.1f} CPU-ms/frame"
     )
     return 0
+
+
+def _run_with_optional_tray(engine, args: argparse.Namespace, cfg) -> dict:
+    """Run the engine; with a display, the tray icon owns the main thread and the engine runs beside it."""
+    if args.no_tray or not cfg.tray.enabled:
+        return _run_engine(engine, args.frames)
+    from vcamd.tray import run_tray, tray_available
+
+    available, why = tray_available()
+    if not available:
+        log.info("no tray icon: %s (use --no-tray to silence this)", why)
+        return _run_engine(engine, args.frames)
+
+    import threading
+
+    done = threading.Event()
+    result: list[dict] = []
+    failure: list[BaseException] = []
+
+    def engine_thread() -> None:
+        try:
+            result.append(_run_engine(engine, args.frames))
+        except BaseException as exc:  # re-raised on the main thread below
+            failure.append(exc)
+        finally:
+            done.set()  # takes the icon down when the engine stops on its own (frames, `vcamd quit`)
+
+    runner = threading.Thread(target=engine_thread, name="vcamd-engine")
+    try:
+        run_tray(engine, setup=lambda app: runner.start(), quit_event=done)
+    finally:
+        engine.request_quit()  # the icon's Quit, or the icon failed: stop the engine too
+        if runner.is_alive() or runner.ident is not None:
+            runner.join()
+    if failure:
+        raise failure[0]
+    return result[0] if result else engine.stats_json()
+
+
+def _run_engine(engine, frames: int | None) -> dict:
+    try:
+        return engine.run(max_frames=frames)
+    except KeyboardInterrupt:
+        return engine.stats_json()

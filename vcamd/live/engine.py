@@ -90,6 +90,9 @@ def _level_size(size: int, level: Level, scale: float, floor: int) -> int:
 TRACK_CROP_FACTOR = 2.0
 """Side of the tracking crop around a face, relative to the larger side of its box."""
 
+TRACK_DEADLINE_FRAMES = 2.0
+"""The loop waits at most this many frame intervals for the crop re-detection of a frame."""
+
 SAME_FACE_IOU = 0.5
 """Two tracked faces overlapping more than this have converged on one face."""
 
@@ -639,11 +642,9 @@ class LiveEngine:
         try:
             new, _ = load_config(self.config_path)
         except VcamdError as err:
-            self._config_error = str(err)
-            log.error("config reload failed, keeping the running settings: %s", err)
+            self.on_config_error(err)
             return
-        self._config_error = None
-        self._controls.commands.put(lambda: self.apply_config(new))
+        self.on_config_change(new, self.cfg.changed_sections(new))
 
     def snapshot_png(self) -> bytes:
         frame = self._last_published
@@ -659,6 +660,19 @@ class LiveEngine:
         self.slot.wake()
 
     # -- settings ---------------------------------------------------------------------------------
+    def on_config_change(self, new: Config, changed: set[str]) -> None:
+        """The config watcher saw a valid file (any thread): clear the error, apply between frames."""
+        self._config_error = None
+        if changed:
+            self._controls.commands.put(lambda: self.apply_config(new))
+        else:
+            log.info("config file is valid again; running settings unchanged")
+
+    def on_config_error(self, err: VcamdError) -> None:
+        """The edited config is broken: keep running on the last good one and report why."""
+        self._config_error = str(err)
+        log.error("config reload failed, keeping the running settings: %s", err)
+
     def apply_config(self, new: Config) -> None:
         """Apply a changed config between two frames (the loop's thread)."""
         changed = self.cfg.changed_sections(new)
@@ -812,10 +826,13 @@ class LiveEngine:
             found = bool(targets)
         else:
             faces = self.tracker.update(
-                frame, self._frame_index, **self._detect_sizes(level), deadline_s=self.cfg.watchdog.budget_ms / 1000.0
+                frame, self._frame_index, **self._detect_sizes(level), deadline_s=self._track_deadline_s()
             )
             targets = self._select(faces or [], frame)
-            found = bool(faces)
+            # A frame whose faces are unknown (detector late or failing, selection failing) is a
+            # miss, never a "no one to swap here" frame.
+            found = bool(faces) and targets is not None
+            targets = targets or []
             self._targets = targets
             t1 = self._clock()
             stage_ms["detect"] = (t1 - t0) * 1000.0
@@ -837,14 +854,21 @@ class LiveEngine:
         # The loop's own time for this frame (take → published), the base of the overhead figure.
         self.stats.record_stage("loop", (self._clock() - t_take) * 1000.0)
 
-    def _select(self, faces: list[Face], frame: Frame) -> list[Face]:
+    def _select(self, faces: list[Face], frame: Frame) -> list[Face] | None:
+        """The faces to swap; None when selection failed (treated as a miss)."""
         if not faces:
             return []
         try:
             return self.faces.select(faces, frame)
         except Exception as exc:  # e.g. the recognizer behind face_selection = "reference" failed
             log.error("face selection failed: %s", exc)
-            return []
+            return None
+
+    def _track_deadline_s(self) -> float:
+        """How long the loop waits for the tracker: TRACK_DEADLINE_FRAMES frame intervals. Long
+        enough that a busy machine's slow frame is late rather than a miss; short enough that a
+        hung detector costs the stream one short hiccup."""
+        return TRACK_DEADLINE_FRAMES / max(1.0, self.source.fps)
 
     def _detect_sizes(self, level: Level) -> dict[str, int]:
         det, scale = self.cfg.detection, self.cfg.watchdog.lowres_scale

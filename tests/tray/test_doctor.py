@@ -1,0 +1,209 @@
+"""`vcamd doctor` checks on this machine's real state, and the command as a subprocess.
+
+This machine has no webcam, no v4l2loopback and a CPU-only ONNX Runtime, so several checks are
+exercised on their failure path for real; the success paths use real substitutes (a video file
+the test writes, a models dir, a live control server on a tmp socket).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd import doctor
+from vcamd.config import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
+from vcamd.doctor import Status
+
+REPO = Path(__file__).resolve().parents[2]
+LOOPBACK_LOADED = Path("/sys/module/v4l2loopback").exists()
+MODPROBE = 'sudo modprobe v4l2loopback devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1'
+
+
+@pytest.fixture
+def short_dir():
+    # A Unix socket path must fit in 108 bytes; pytest's tmp_path can be longer.
+    path = Path(tempfile.mkdtemp(prefix="h6doc", dir="/tmp"))
+    yield path
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.skipif(bool(list(Path("/dev").glob("video*"))), reason="this machine has video devices")
+def test_no_webcam_fails_with_a_fix():
+    result = doctor.check_camera(CameraConfig(device="0"))
+    assert result.status is Status.fail
+    assert "does not open" in result.detail and "no /dev/video* devices here" in result.detail
+    assert "plug in the webcam" in result.fix and "[camera] device" in result.fix
+
+
+def test_camera_from_a_video_file_and_missing_paths(tmp_path):
+    video = tmp_path / "clip.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10, (160, 120))
+    for i in range(5):
+        writer.write(np.full((120, 160, 3), 40 * i, np.uint8))
+    writer.release()
+    result = doctor.check_camera(CameraConfig(device=str(video)))
+    assert result.status is Status.ok and "160×120" in result.detail
+    missing = doctor.check_camera(CameraConfig(device=str(tmp_path / "nope.mp4")))
+    assert missing.status is Status.fail and "no such file or camera" in missing.detail
+    assert doctor.check_camera(CameraConfig(device="synthetic")).status is Status.ok
+    # While the daemon runs it holds the camera: its status answers instead of a second open.
+    assert doctor.check_camera(CameraConfig(device="0"), {"state": "running", "camera": "live"}).status is Status.ok
+    offline = doctor.check_camera(CameraConfig(device="0"), {"state": "offline", "camera": "offline"})
+    assert offline.status is Status.fail and "offline" in offline.detail
+
+
+@pytest.mark.skipif(LOOPBACK_LOADED or not sys.platform.startswith("linux"), reason="v4l2loopback is loaded here")
+def test_no_v4l2loopback_fails_with_the_modprobe_fix():
+    result = doctor.check_virtual_camera()
+    assert result.status is Status.fail
+    assert result.detail == 'v4l2loopback is not loaded: no "FaceLive Camera" device'
+    assert MODPROBE in result.fix
+    assert "/etc/modprobe.d/facelive-v4l2loopback.conf" in result.fix
+
+
+def fake_sysfs(tmp_path: Path, label: str) -> tuple[Path, Path, Path]:
+    """A video4linux class dir, module dir and /dev as the kernel lays them out (test data)."""
+    sysfs, module, dev = tmp_path / "video4linux", tmp_path / "module", tmp_path / "dev"
+    for path in (sysfs / "video0", sysfs / "video10", module, dev):
+        path.mkdir(parents=True)
+    (sysfs / "video0" / "name").write_text("Integrated Camera: Integrated C\n")
+    (sysfs / "video10" / "name").write_text(label + "\n")
+    (dev / "video10").write_bytes(b"")
+    return sysfs, module, dev
+
+
+def test_virtual_camera_found_by_its_label(tmp_path):
+    sysfs, module, dev = fake_sysfs(tmp_path, "FaceLive Camera")
+    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, module, dev, platform="linux")
+    assert result.status is Status.ok and result.detail == '/dev/video10 is "FaceLive Camera"'
+    assert doctor.v4l2_device_names(sysfs) == {"/dev/video0": "Integrated Camera: Integrated C",
+                                               "/dev/video10": "FaceLive Camera"}
+
+
+def test_virtual_camera_with_the_wrong_label_or_device(tmp_path):
+    sysfs, module, dev = fake_sysfs(tmp_path, "Dummy video device (0x0000)")
+    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, module, dev, platform="linux")
+    assert result.status is Status.fail
+    assert 'no device is labelled "FaceLive Camera"' in result.detail and '/dev/video10 "Dummy video device' in result.detail
+    assert result.fix.startswith("sudo modprobe -r v4l2loopback && sudo modprobe v4l2loopback devices=1")
+    wrong = doctor.check_virtual_camera(VirtualCameraConfig(device="/dev/video7"), sysfs, module, dev, platform="linux")
+    assert wrong.status is Status.fail and "/dev/video7 does not exist" in wrong.detail
+
+
+def test_invalid_config_fails_naming_the_key(tmp_path):
+    bad = tmp_path / "config.toml"
+    bad.write_text("[camera]\nfps = -5\n\n[swap]\nsource_fase = 'me.jpg'\n")
+    result, cfg = doctor.check_config(bad)
+    assert result.status is Status.fail
+    assert "[camera] fps = -5" in result.detail and "[swap] source_fase: unknown key" in result.detail
+    assert f"vcamd config check {bad}" in result.fix
+    assert cfg == Config()  # the other checks go on with the defaults
+    good = tmp_path / "good.toml"
+    good.write_text('[camera]\ndevice = "synthetic"\n')
+    result, cfg = doctor.check_config(good)
+    assert result.status is Status.ok and cfg.camera.device == "synthetic"
+
+
+def test_two_onnxruntime_builds_conflict():
+    result = doctor.check_onnxruntime_install(["onnxruntime 1.32.0", "onnxruntime-gpu 1.32.0"])
+    assert result.status is Status.fail and "2 ONNX Runtime builds" in result.detail
+    assert result.fix == "pip uninstall -y onnxruntime onnxruntime-gpu && pip install --force-reinstall onnxruntime-gpu"
+    real = doctor.check_onnxruntime_install()
+    assert real.status is Status.ok and real.detail.startswith("onnxruntime")  # this venv has one build
+
+
+def test_provider_probe_reports_the_provider_really_used():
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("CUDA is available here: the fallback cannot be observed")
+    used, _stderr = doctor.probe_providers(["CPUExecutionProvider", "CUDAExecutionProvider"])
+    assert used == {"CPUExecutionProvider": "CPUExecutionProvider", "CUDAExecutionProvider": "CPUExecutionProvider"}
+    asked = doctor.check_providers(ModelsConfig(providers=["cuda"]))
+    assert asked.status is Status.fail and "CUDAExecutionProvider" in asked.detail and "onnxruntime-gpu" in asked.fix
+    auto = doctor.check_providers(ModelsConfig())
+    assert auto.status is Status.warn and "CPU only" in auto.detail
+
+
+def test_models_missing_corrupt_and_given_as_files(tmp_path, assets):
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "det_10g.onnx").write_bytes(b"not the 16 MB detector")
+    detector_file = assets / "models" / "scrfd_500m_kps.onnx"
+    cfg = Config(models=ModelsConfig(dir=models, recognizer=str(detector_file)))
+    results = {r.name: r for r in doctor.check_models(cfg)}
+    assert set(results) == {"model detector", "model recognizer", "model swapper"}  # enhancer off: not needed
+    assert results["model detector"].status is Status.fail and "damaged" in results["model detector"].detail
+    assert results["model detector"].fix == "delete it and run `vcamd models pull buffalo_l`"
+    assert results["model recognizer"].status is Status.ok and "not verified" in results["model recognizer"].detail
+    assert results["model swapper"].status is Status.fail
+    assert results["model swapper"].fix == "vcamd models pull inswapper_128_fp16"
+    typo = {r.name: r for r in doctor.check_models(Config(models=ModelsConfig(dir=models, swapper="inswaper")))}
+    assert typo["model swapper"].status is Status.fail and "neither a manifest model" in typo["model swapper"].detail
+
+
+def test_control_socket_not_running_then_running(short_dir, tray_host, monkeypatch):
+    from vcamd.control.server import ControlServer
+
+    runtime = short_dir / "rt"
+    result, status = doctor.check_control_socket(runtime)
+    assert result.status is Status.warn and "not running" in result.detail and status is None
+    controller = tray_host.LoggingController()
+    with ControlServer(controller, runtime):
+        result, status = doctor.check_control_socket(runtime)
+        assert result.status is Status.ok and result.detail == "running (running), swap on, control socket answers"
+        assert status["enabled"] is True
+        controller.config_error = "[camera] fps = -1: must be > 0"
+        result, _ = doctor.check_control_socket(runtime)
+        assert result.status is Status.warn and "[camera] fps" in result.detail
+
+
+def test_report_marks_and_exit_code():
+    results = [doctor.ok("a", "fine"), doctor.CheckResult("b", Status.warn, "hmm", "do x"),
+               doctor.CheckResult("c", Status.fail, "broken", "do y")]
+    text = doctor.report(results, "utf-8")
+    assert text.splitlines()[:5] == ["✓ a: fine", "! b: hmm", "    fix: do x", "✗ c: broken", "    fix: do y"]
+    assert text.endswith("3 checks: 1 ok, 1 warnings, 1 failed")
+    assert doctor.report(results, "cp1252").startswith("OK a: fine\n!! b: hmm")  # old Windows console
+    assert doctor.exit_code(results) == 1 and doctor.exit_code(results[:2]) == 0
+
+
+def run_doctor(args: list[str], short_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(short_dir / "rt"), "XDG_DATA_HOME": str(short_dir / "data")}
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    return subprocess.run([sys.executable, "-m", "vcamd", "doctor", *args], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=REPO)
+
+
+def test_doctor_command_with_a_broken_config(short_dir):
+    bad = short_dir / "config.toml"
+    bad.write_text("[camera]\nfps = 0\n")
+    done = run_doctor(["--config", str(bad)], short_dir)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"✗ config: {bad}: [camera] fps = 0:")
+    assert "! tray icon: not available: no DISPLAY or WAYLAND_DISPLAY" in done.stdout
+    assert "! daemon: FaceLive Camera is not running" in done.stdout
+    assert "✓ package numpy" in done.stdout
+    assert lines[-1].startswith("19 checks:")
+    assert done.stderr == ""  # no OpenCV or ONNX Runtime noise on the terminal
+
+
+def test_doctor_command_with_a_synthetic_camera(short_dir):
+    cfg = short_dir / "config.toml"
+    cfg.write_text('[camera]\ndevice = "synthetic"\n')
+    done = run_doctor(["--config", str(cfg)], short_dir)
+    assert f"✓ config: {cfg} is valid" in done.stdout
+    assert '✓ camera: synthetic test pattern' in done.stdout
+    assert "✗ model swapper: inswapper_128_fp16 is missing" in done.stdout  # empty data dir
+    assert done.returncode == 1

@@ -1,0 +1,211 @@
+"""Service files and `vcamd service install|uninstall|status`, into tmp XDG dirs.
+
+The systemd unit is checked by systemd's own `systemd-analyze verify --user` (with a tmp
+XDG_RUNTIME_DIR, so it works in a container without a user session), plus key-by-key checks.
+The CLI tests run `vcamd` as a subprocess with no reachable user bus, so they can never touch a
+real systemd user manager; the path where systemctl works is tested with a stand-in systemctl
+script that records its arguments.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import plistlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vcamd import service
+from vcamd.errors import VcamdError
+
+REPO = Path(__file__).resolve().parents[2]
+VCAMD = [sys.executable, "-m", "vcamd"]
+
+
+def isolated_env(tmp_path: Path) -> dict[str, str]:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_RUNTIME_DIR": str(runtime), "DBUS_SESSION_BUS_ADDRESS": f"unix:path={runtime}/no-bus"}
+    return env
+
+
+def unit_sections(text: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None, strict=True, delimiters=("=",))
+    parser.optionxform = str  # systemd keys are case-sensitive
+    parser.read_string(text)
+    return parser
+
+
+def systemd_verify(unit: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    runtime = tmp_path / "verify-runtime"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    return subprocess.run(["systemd-analyze", "verify", "--user", str(unit)], capture_output=True, text=True,
+                          env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)}, timeout=60)
+
+
+def test_packaged_files_are_the_repository_service_files():
+    for packaged, original in [
+        ("facelive.service", "facelive.service"),
+        ("facelive-tray.desktop", "facelive-tray.desktop"),
+        ("ai.facelive.vcamd.plist", "ai.facelive.vcamd.plist"),
+        ("facelive-startup.vbs", "facelive-startup.vbs"),
+        ("modprobe.d-facelive-v4l2loopback.conf", "modprobe.d/facelive-v4l2loopback.conf"),
+        ("modules-load.d-facelive-v4l2loopback.conf", "modules-load.d/facelive-v4l2loopback.conf"),
+    ]:
+        assert service.packaged_text(packaged) == (REPO / "service" / original).read_text(encoding="utf-8")
+
+
+def test_rendered_unit_has_the_restart_policy_and_the_headless_command():
+    unit = unit_sections(service.render_unit(service.daemon_command(tray=False)))
+    assert unit.sections() == ["Unit", "Service", "Install"]
+    assert unit["Service"]["ExecStart"] == f"{sys.executable} -m vcamd run --no-tray"
+    assert unit["Service"]["Restart"] == "on-failure"
+    assert float(unit["Service"]["RestartSec"]) > 0
+    assert unit["Service"]["RestartPreventExitStatus"] == "2"
+    assert unit["Install"]["WantedBy"] == "default.target"
+    assert "FaceLive Camera" in unit["Unit"]["Description"]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed (apt-get install systemd)")
+def test_unit_passes_systemd_analyze_verify(tmp_path):
+    # A python path with a space and a % exercises the ExecStart quoting and %-escaping.
+    odd_dir = tmp_path / "my env"
+    odd_dir.mkdir()
+    odd_python = odd_dir / "py%thon"
+    odd_python.symlink_to(sys.executable)
+    for command in (service.daemon_command(tray=False), [str(odd_python), "-m", "vcamd", "run", "--no-tray"]):
+        unit = tmp_path / "facelive.service"
+        unit.write_text(service.render_unit(command))
+        done = systemd_verify(unit, tmp_path)
+        assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
+    assert 'ExecStart="' + str(odd_python).replace("%", "%%") + '" -m vcamd run --no-tray' in unit.read_text()
+    # The same verification does catch a broken unit (it is not a check that cannot fail).
+    unit.write_text(unit.read_text().replace("Restart=on-failure", "Restart=on-failure\nRestartEvery=3"))
+    assert "Unknown key 'RestartEvery'" in systemd_verify(unit, tmp_path).stderr
+
+
+def test_modprobe_and_modules_load_files():
+    options = service.parse_modprobe_options(service.packaged_text("modprobe.d-facelive-v4l2loopback.conf"))
+    assert options.options == {"devices": "1", "video_nr": "10", "card_label": "FaceLive Camera", "exclusive_caps": "1"}
+    assert options.device == "/dev/video10"
+    assert options.modprobe_args() == 'devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1'
+    load = service.packaged_text("modules-load.d-facelive-v4l2loopback.conf")
+    assert [line for line in load.splitlines() if line.strip() and not line.startswith("#")] == ["v4l2loopback"]
+    with pytest.raises(VcamdError, match="no `options v4l2loopback"):
+        service.parse_modprobe_options("# nothing here\n")
+
+
+def test_launchd_plist_parses_and_runs_this_environment(tmp_path):
+    assert plistlib.loads(service.packaged_text("ai.facelive.vcamd.plist").encode())["Label"] == "ai.facelive.vcamd"
+    command = service.daemon_command(tray=True)
+    agent = plistlib.loads(service.render_plist(command, tmp_path / "vcamd.log"))
+    assert agent["Label"] == service.PLIST_LABEL
+    assert agent["ProgramArguments"] == command and "--no-tray" not in command
+    assert agent["RunAtLoad"] is True
+    assert agent["KeepAlive"] == {"SuccessfulExit": False}
+    assert agent["StandardErrorPath"] == str(tmp_path / "vcamd.log")
+
+
+def test_windows_startup_script_quotes_the_path():
+    script = service.render_windows_startup([r"C:\Program Files\Python312\python.exe", "-m", "vcamd", "run"])
+    assert 'shell.Run """C:\\Program Files\\Python312\\pythonw.exe"" -m vcamd run", 0, False\r\n' in script
+    assert "\r\n" in script and "\n" not in script.replace("\r\n", "")
+
+
+def test_desktop_entry_runs_with_the_tray(tmp_path):
+    text = service.render_desktop_entry(service.daemon_command(tray=True))
+    entry = configparser.ConfigParser(interpolation=None)
+    entry.optionxform = str
+    entry.read_string(text)
+    desktop = entry["Desktop Entry"]
+    assert desktop["Type"] == "Application"
+    assert desktop["Exec"] == f"{sys.executable} -m vcamd run"
+    assert desktop["X-GNOME-Autostart-enabled"] == "true"
+    if shutil.which("desktop-file-validate"):
+        path = tmp_path / service.DESKTOP_NAME
+        path.write_text(text)
+        done = subprocess.run(["desktop-file-validate", str(path)], capture_output=True, text=True)
+        assert done.returncode == 0 and "error" not in done.stdout, done.stdout
+
+
+def run_vcamd(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*VCAMD, *args], capture_output=True, text=True, env=env, timeout=60, cwd=REPO)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the Linux modes")
+def test_cli_install_status_switch_uninstall(tmp_path):
+    env = isolated_env(tmp_path)
+    unit = tmp_path / "config" / "systemd" / "user" / "facelive.service"
+    desktop = tmp_path / "config" / "autostart" / "facelive-tray.desktop"
+
+    done = run_vcamd(["service", "status"], env)
+    assert done.returncode == 1 and "systemd: not installed" in done.stdout
+
+    done = run_vcamd(["service", "install"], env)
+    assert done.returncode == 0, done.stderr
+    assert unit.is_file()
+    assert unit_sections(unit.read_text())["Service"]["ExecStart"].endswith("-m vcamd run --no-tray")
+    out = done.stdout
+    assert "systemctl --user is not usable here" in out
+    assert "systemctl --user daemon-reload" in out and "systemctl --user enable --now facelive.service" in out
+    assert 'sudo modprobe v4l2loopback devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1' in out
+    assert "/etc/modprobe.d/facelive-v4l2loopback.conf" in out and "/etc/modules-load.d/facelive-v4l2loopback.conf" in out
+
+    done = run_vcamd(["service", "status"], env)
+    assert done.returncode == 0 and f"systemd: installed ({unit})" in done.stdout
+    assert "virtual camera" in done.stdout
+
+    # The tray mode replaces the headless one: two daemons must never start.
+    done = run_vcamd(["service", "install", "--tray"], env)
+    assert done.returncode == 0, done.stderr
+    assert desktop.is_file() and not unit.exists()
+    assert f"removed {unit}" in done.stdout
+
+    done = run_vcamd(["service", "uninstall"], env)
+    assert done.returncode == 0 and f"removed {desktop}" in done.stdout
+    assert not desktop.exists() and not unit.exists()
+    assert run_vcamd(["service", "status"], env).returncode == 1
+
+
+def test_install_runs_systemctl_when_the_user_manager_answers(tmp_path):
+    # A stand-in for systemctl (the external tool), recording what vcamd asks of it.
+    calls = tmp_path / "calls.txt"
+    fake = tmp_path / "bin" / "systemctl"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n[ "$2" = is-active ] && echo active\n'
+                    f'[ "$2" = is-enabled ] && echo enabled\nexit 0\n')
+    fake.chmod(0o755)
+    ctl = service.Systemctl(str(fake))
+    paths = service.ServicePaths.from_env({"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    report = service.install(service.Mode.systemd, paths, service.daemon_command(False), ctl, platform="linux")
+    assert calls.read_text().splitlines() == ["--user show-environment", "--user daemon-reload",
+                                              "--user enable --now facelive.service"]
+    assert "ran systemctl --user enable --now facelive.service" in report.done
+    assert not any(line.startswith("systemctl") for line in report.todo)
+    installed, lines = service.status(paths, ctl, platform="linux")
+    assert installed and "systemd: installed" in lines[0] and "enabled, active" in lines[0]
+    calls.write_text("")
+    service.uninstall(paths, ctl, platform="linux")
+    assert calls.read_text().splitlines() == ["--user disable --now facelive.service", "--user daemon-reload"]
+    assert not paths.entry(service.Mode.systemd).exists()
+
+
+def test_install_on_macos_and_windows_write_their_entries(tmp_path):
+    paths = service.ServicePaths.from_env({"HOME": str(tmp_path), "APPDATA": str(tmp_path / "AppData")})
+    report = service.install(service.Mode.launchd, paths, ["/opt/py/bin/python3", "-m", "vcamd", "run"], platform="darwin")
+    agent = plistlib.loads(paths.entry(service.Mode.launchd).read_bytes())
+    assert agent["ProgramArguments"] == ["/opt/py/bin/python3", "-m", "vcamd", "run"]
+    assert any(line.startswith("launchctl bootstrap gui/") for line in report.todo)
+    assert any("OBS" in line for line in report.todo)
+    service.install(service.Mode.windows_startup, paths, [r"C:\Py\python.exe", "-m", "vcamd", "run"], platform="win32")
+    startup = paths.entry(service.Mode.windows_startup)
+    assert startup.parent == tmp_path / "AppData" / "Microsoft" / "Windows" / "Start Menu" / "Programs" / "Startup"
+    assert '"""C:\\Py\\pythonw.exe"" -m vcamd run"' in startup.read_text()
+    assert b"\r\n" in startup.read_bytes()  # Windows line ends
+    with pytest.raises(VcamdError, match="not available on linux"):
+        service.install(service.Mode.launchd, paths, ["x"], platform="linux")

@@ -1,0 +1,54 @@
+"""`vcamd service install|uninstall|status`: start FaceLive Camera with the user's session."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "service",
+        help="install, remove or show the start-up entry (systemd user unit, autostart, launchd, Startup folder)",
+        description=(
+            "Linux: `install` sets up the systemd user unit facelive.service (headless, no tray icon); "
+            "`install --tray` sets up the desktop autostart entry instead (with the tray icon). "
+            "macOS: a launch agent; Windows: a Startup-folder script. Loading v4l2loopback needs root: "
+            "the command is printed, never run."
+        ),
+    )
+    actions = parser.add_subparsers(dest="service_action", metavar="ACTION", required=True)
+    install = actions.add_parser("install", help="install and start the start-up entry")
+    install.add_argument(
+        "--tray",
+        action="store_true",
+        help="Linux: start with the desktop session, with the tray icon (XDG autostart) instead of the systemd unit",
+    )
+    install.set_defaults(func=_install)
+    uninstall = actions.add_parser("uninstall", help="stop and remove the start-up entry")
+    uninstall.set_defaults(func=_uninstall)
+    status = actions.add_parser("status", help="show what is installed and whether it runs; exit 1 when nothing is")
+    status.set_defaults(func=_status)
+
+
+def _install(args: argparse.Namespace) -> int:
+    from vcamd import service
+
+    mode = service.default_mode(args.tray)
+    report = service.install(mode, service.ServicePaths.from_env(), service.daemon_command(tray=mode is not service.Mode.systemd))
+    print("\n".join(report.lines()))
+    return 0
+
+
+def _uninstall(args: argparse.Namespace) -> int:
+    from vcamd import service
+
+    print("\n".join(service.uninstall(service.ServicePaths.from_env()).lines()))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from vcamd import service
+
+    installed, lines = service.status(service.ServicePaths.from_env())
+    print("\n".join(lines))
+    return 0 if installed else 1

@@ -1,0 +1,504 @@
+"""`vcamd doctor`: check the environment FaceLive Camera needs, each check with its fix.
+
+Each check is a small function returning a `CheckResult`. ✗ (fail) means FaceLive Camera cannot
+work until it is fixed and makes `vcamd doctor` exit 1; ! (warn) is worth knowing but not fatal
+(no tray, running on the CPU, daemon not started).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from vcamd.config import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
+from vcamd.errors import ConfigError, VcamdError
+
+
+class Status(StrEnum):
+    ok = "ok"
+    warn = "warn"
+    fail = "fail"
+
+
+MARKS = {Status.ok: "✓", Status.warn: "!", Status.fail: "✗"}
+ASCII_MARKS = {Status.ok: "OK", Status.warn: "!!", Status.fail: "XX"}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def line(self, marks: dict[Status, str] = MARKS) -> str:
+        text = f"{marks[self.status]} {self.name}: {self.detail}"
+        if self.fix and self.status is not Status.ok:
+            text += f"\n    fix: {self.fix}"
+        return text
+
+
+def ok(name: str, detail: str) -> CheckResult:
+    return CheckResult(name, Status.ok, detail)
+
+
+# ---------------------------------------------------------------------------------------------
+# Python packages
+
+
+@dataclass(frozen=True, slots=True)
+class Package:
+    module: str
+    distribution: str
+    essential: bool = True
+    why: str = ""
+
+
+PACKAGES = (
+    Package("numpy", "numpy"),
+    Package("cv2", "opencv-python"),
+    Package("onnxruntime", "onnxruntime"),
+    Package("insightface", "insightface"),
+    Package("pyvirtualcam", "pyvirtualcam"),
+    Package("pydantic", "pydantic"),
+    Package("platformdirs", "platformdirs"),
+    # pystray connects to the X server when imported; whether it can show an icon is the tray check.
+    Package("pystray", "pystray", essential=False, why="the tray icon"),
+)
+
+
+def check_package(package: Package) -> CheckResult:
+    name = f"package {package.module}"
+    try:
+        if package.module == "pystray":
+            if importlib.util.find_spec("pystray") is None:
+                raise ImportError("No module named 'pystray'")
+        else:
+            importlib.import_module(package.module)
+    except Exception as exc:  # noqa: BLE001 — a broken install raises anything (ImportError, OSError from a .so)
+        status = Status.fail if package.essential else Status.warn
+        needed = f" (needed for {package.why})" if package.why else ""
+        return CheckResult(name, status, f"cannot import: {type(exc).__name__}: {exc}{needed}",
+                           f"pip install {package.distribution}")
+    return ok(name, _version(package))
+
+
+def _version(package: Package) -> str:
+    module = sys.modules.get(package.module)
+    version = getattr(module, "__version__", None)
+    if version is None:
+        try:
+            version = importlib.metadata.version(package.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            version = "version unknown"
+    return str(version)
+
+
+ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino",
+                     "onnxruntime-silicon", "onnxruntime-rocm", "onnxruntime-training")
+
+
+def installed_ort_distributions() -> list[str]:
+    found = []
+    for dist in ORT_DISTRIBUTIONS:
+        try:
+            found.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def check_onnxruntime_install(found: Sequence[str] | None = None) -> CheckResult:
+    """Exactly one ONNX Runtime build: two share the `onnxruntime` module and overwrite each other."""
+    found = installed_ort_distributions() if found is None else list(found)
+    if not found:
+        return CheckResult("onnxruntime install", Status.fail, "no ONNX Runtime installed",
+                           "pip install onnxruntime (CPU) or onnxruntime-gpu (NVIDIA)")
+    if len(found) > 1:
+        keep = next((d.split()[0] for d in found if d.split()[0] != "onnxruntime"), "onnxruntime")
+        names = " ".join(d.split()[0] for d in found)
+        return CheckResult(
+            "onnxruntime install", Status.fail,
+            f"{len(found)} ONNX Runtime builds installed together ({', '.join(found)}); they share one module "
+            "and break each other (insightface pulls in the CPU build)",
+            f"pip uninstall -y {names} && pip install --force-reinstall {keep}",
+        )
+    return ok("onnxruntime install", found[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# ONNX Runtime providers: listed is not enough, a session must really run on them
+
+
+PROVIDER_NAMES = {
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+    "directml": "DmlExecutionProvider",
+    "openvino": "OpenVINOExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
+PROBED = ("CUDAExecutionProvider", "ROCMExecutionProvider", "DmlExecutionProvider", "CoreMLExecutionProvider",
+          "OpenVINOExecutionProvider")
+"""Providers whose libraries are tried by running a tiny model. TensorRT is not: its first session
+builds an engine, which takes minutes."""
+
+# Runs in a child process: a broken CUDA install can abort the process, and ORT reports library
+# load failures on stderr, which the child's stderr captures.
+_PROBE = r"""
+import json, sys
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "probe", [x], [y])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+model.ir_version = 8
+data = model.SerializeToString()
+used = {}
+for provider in sys.argv[1:]:
+    try:
+        session = ort.InferenceSession(data, providers=[provider, "CPUExecutionProvider"])
+        out = session.run(None, {"x": np.ones((1, 4), np.float32)})[0]
+        assert float(out.sum()) == 8.0
+        used[provider] = session.get_providers()[0]
+    except Exception as exc:
+        used[provider] = "error: " + (str(exc).strip().splitlines() or [type(exc).__name__])[-1]
+print(json.dumps(used))
+"""
+
+
+def probe_providers(providers: Sequence[str], timeout_s: float = 120.0) -> tuple[dict[str, str], str]:
+    """{provider: provider really used} for a tiny session per provider, and the child's stderr."""
+    done = subprocess.run([sys.executable, "-c", _PROBE, *providers], capture_output=True, text=True,
+                          timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return {p: f"error: probe process failed: {last}" for p in providers}, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def _load_failure(stderr: str) -> str:
+    """The line of ORT's log that says why a provider's library did not load."""
+    for line in stderr.splitlines():
+        if "Failed to load library" in line or "cannot open shared object" in line or "Error" in line:
+            return line.split("] ")[-1].strip()
+    return ""
+
+
+def check_providers(models: ModelsConfig) -> CheckResult:
+    name = "ONNX Runtime providers"
+    try:
+        import onnxruntime as ort
+    except Exception as exc:  # noqa: BLE001
+        return CheckResult(name, Status.fail, f"cannot import onnxruntime: {exc}", "pip install onnxruntime")
+    available = list(ort.get_available_providers())
+    requested = [] if models.providers == ["auto"] else [PROVIDER_NAMES[p] for p in models.providers]
+    missing = [p for p in requested if p not in available]
+    if missing:
+        return CheckResult(
+            name, Status.fail,
+            f"[models] providers asks for {', '.join(missing)}, ONNX Runtime {ort.__version__} offers {', '.join(available)}",
+            "install the matching build (NVIDIA: pip uninstall -y onnxruntime && pip install onnxruntime-gpu) "
+            'or set [models] providers = ["auto"]',
+        )
+    to_probe = [p for p in (requested or available) if p in PROBED]
+    if not to_probe:
+        detail = f"ONNX Runtime {ort.__version__}: {', '.join(available)}"
+        if requested == ["CPUExecutionProvider"] or not any(p in PROBED for p in available):
+            return CheckResult(name, Status.warn, detail + " — CPU only: the swap runs at about one face per second",
+                               "for live speed use an NVIDIA GPU with onnxruntime-gpu (see README, GPU install)")
+        return ok(name, detail)
+    used, stderr = probe_providers(to_probe)
+    really = [f"{p} → {u}" for p, u in used.items()]
+    broken = {p: u for p, u in used.items() if u != p}
+    if not broken:
+        return ok(name, f"ONNX Runtime {ort.__version__}: " + ", ".join(f"{p} runs" for p in used))
+    reason = _load_failure(stderr) or "; ".join(u for u in broken.values() if u.startswith("error"))
+    status = Status.fail if any(p in requested for p in broken) else Status.warn
+    fix = ("install the CUDA 12 runtime and cuDNN 9 that this onnxruntime-gpu expects "
+           "(pip install nvidia-cublas-cu12 nvidia-cudnn-cu12 nvidia-cuda-runtime-cu12, or the system CUDA), "
+           "make them findable (LD_LIBRARY_PATH), and check `nvidia-smi`"
+           if "CUDAExecutionProvider" in broken else "install the provider's runtime libraries")
+    return CheckResult(name, status, f"listed but not usable: {'; '.join(really)}" + (f" ({reason})" if reason else ""), fix)
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+def check_models(cfg: Config) -> list[CheckResult]:
+    try:
+        from vcamd.modelstore import ModelStore
+
+        store = ModelStore.from_config(cfg.models)
+        rows = store.list()
+    except VcamdError as err:
+        return [CheckResult("models", Status.fail, str(err.message), err.fix or "see `vcamd models list`")]
+    wanted = [("detector", cfg.models.detector), ("recognizer", cfg.models.recognizer), ("swapper", cfg.models.swapper)]
+    if cfg.enhancer.enabled:
+        wanted.append(("enhancer", cfg.models.enhancer))
+    results = []
+    for role, value in wanted:
+        name = f"model {role}"
+        row = next((r for r in rows if r.name == value and r.role == role), None)
+        if row is None:
+            path = Path(value).expanduser()
+            if path.is_file():
+                results.append(ok(name, f"{path} (a file, not in the manifest: not verified)"))
+            else:
+                results.append(CheckResult(name, Status.fail, f"{value!r} is neither a manifest model for {role} nor a file",
+                                           f"set [models] {role} (see `vcamd models list`)"))
+        elif row.status == "verified":
+            results.append(ok(name, f"{value} verified ({row.path})"))
+        elif row.status == "present":
+            results.append(_verify(store, value, role, name))
+        elif row.status == "corrupt":
+            results.append(CheckResult(name, Status.fail, f"{value} is damaged ({row.path}: wrong size)",
+                                       f"delete it and run `vcamd models pull {value}`"))
+        else:
+            results.append(CheckResult(name, Status.fail, f"{value} is {row.status} ({row.path})", f"vcamd models pull {value}"))
+    return results
+
+
+def _verify(store: object, value: str, role: str, name: str) -> CheckResult:
+    """Hash a present, not yet verified model file (once: the store remembers the result)."""
+    try:
+        outcome = next(r for r in store.verify([value]) if r.role == role)  # type: ignore[attr-defined]
+    except (VcamdError, OSError, StopIteration) as exc:
+        return CheckResult(name, Status.fail, f"{value}: cannot verify ({exc})", f"vcamd models verify {value}")
+    if outcome.status == "ok":
+        return ok(name, f"{value} verified ({outcome.path})")
+    if outcome.status == "pinned":
+        return ok(name, f"{value} present ({outcome.path}); no published hash, pinned sha256 {outcome.sha256[:12]}…")
+    if outcome.status == "mismatch":
+        return CheckResult(name, Status.fail, f"{value} is damaged ({outcome.path}: sha256 does not match)",
+                           f"delete it and run `vcamd models pull {value}`")
+    return CheckResult(name, Status.fail, f"{value} is {outcome.status} ({outcome.path})", f"vcamd models pull {value}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Camera and virtual camera
+
+
+def check_camera(camera: CameraConfig, daemon_status: dict | None = None) -> CheckResult:
+    """Open the configured camera and read a frame; while the daemon runs, it holds the camera and
+    its status says whether the camera delivers."""
+    name = "camera"
+    device = camera.device
+    if daemon_status is not None:
+        camera_state = daemon_status.get("camera") or daemon_status.get("state")
+        if daemon_status.get("state") in ("running", "starting"):
+            return ok(name, f"in use by the running daemon ({camera_state})")
+        return CheckResult(name, Status.fail, f"the running daemon reports the camera {camera_state!r}",
+                           "plug the camera back in (the daemon retries), or check [camera] device")
+    if device == "synthetic":
+        return ok(name, "synthetic test pattern ([camera] device = \"synthetic\")")
+    import cv2
+
+    target: int | str = int(device) if device.isdigit() else str(Path(device).expanduser())
+    if isinstance(target, str) and not target.startswith("/dev/") and not Path(target).exists():
+        return CheckResult(name, Status.fail, f"[camera] device = {device!r}: no such file or camera",
+                           "set [camera] device to a camera index (0), a /dev/videoN path or a video file")
+    cv_log = getattr(getattr(cv2, "utils", None), "logging", None)
+    previous = cv_log.getLogLevel() if cv_log else None
+    if cv_log:
+        # A missing camera is reported below, once, not as a screenful of OpenCV backend warnings.
+        cv_log.setLogLevel(cv_log.LOG_LEVEL_SILENT)
+    try:
+        capture = cv2.VideoCapture(target)  # opened the way the daemon opens it (vcamd.live.sources)
+        try:
+            opened = capture.isOpened()
+            got, frame = capture.read() if opened else (False, None)
+        finally:
+            capture.release()
+    finally:
+        if cv_log:
+            cv_log.setLogLevel(previous)
+    if not opened:
+        hint = _video_devices_hint()
+        return CheckResult(name, Status.fail, f"[camera] device = {device!r} does not open{hint}",
+                           "plug in the webcam, close other apps using it, and set [camera] device "
+                           "(`v4l2-ctl --list-devices` lists cameras on Linux)")
+    if not got or frame is None:
+        return CheckResult(name, Status.fail, f"[camera] device = {device!r} opens but delivers no frame",
+                           "close other apps using the camera, or pick another [camera] device")
+    return ok(name, f"[camera] device = {device!r} delivers {frame.shape[1]}×{frame.shape[0]} frames")
+
+
+def _video_devices_hint() -> str:
+    if not sys.platform.startswith("linux"):
+        return ""
+    devices = sorted(str(p) for p in Path("/dev").glob("video*"))
+    return f" (video devices here: {', '.join(devices)})" if devices else " (no /dev/video* devices here)"
+
+
+def v4l2_device_names(sysfs: Path = Path("/sys/class/video4linux")) -> dict[str, str]:
+    """{"/dev/video10": "FaceLive Camera", ...} from the kernel's video4linux class."""
+    names = {}
+    for entry in sorted(sysfs.glob("video*")):
+        try:
+            names[f"/dev/{entry.name}"] = (entry / "name").read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+    return names
+
+
+def check_virtual_camera(
+    vcam: VirtualCameraConfig | None = None,
+    sysfs: Path = Path("/sys/class/video4linux"),
+    module_dir: Path = Path("/sys/module/v4l2loopback"),
+    dev_dir: Path = Path("/dev"),
+    platform: str = sys.platform,
+) -> CheckResult:
+    vcam = vcam or VirtualCameraConfig()
+    name = "virtual camera"
+    if not platform.startswith("linux"):
+        return _check_pyvirtualcam(vcam)
+    from vcamd.service import loopback_options, root_step
+
+    options = loopback_options()
+    load_fix = " && ".join(line.strip() for line in root_step("linux") if line.strip().startswith("sudo"))
+    names = v4l2_device_names(sysfs)
+    if vcam.device:
+        label = names.get(vcam.device)
+        if label is None:
+            return CheckResult(name, Status.fail, f"[virtual_camera] device = {vcam.device} does not exist", load_fix)
+        matches = {vcam.device: label}
+    else:
+        matches = {dev: label for dev, label in names.items() if label == vcam.name}
+    if not matches:
+        if not module_dir.exists():
+            return CheckResult(name, Status.fail, f"v4l2loopback is not loaded: no \"{vcam.name}\" device", load_fix)
+        others = ", ".join(f"{d} \"{n}\"" for d, n in names.items()) or "none"
+        return CheckResult(
+            name, Status.fail,
+            f"v4l2loopback is loaded but no device is labelled \"{vcam.name}\" (devices: {others})",
+            f"sudo modprobe -r v4l2loopback && sudo modprobe v4l2loopback {options.modprobe_args()}",
+        )
+    device, label = next(iter(matches.items()))
+    node = dev_dir / Path(device).name
+    if not os.access(node, os.W_OK):
+        return CheckResult(name, Status.fail, f"{device} (\"{label}\") is not writable by you",
+                           f"sudo usermod -aG video $USER, then log out and in (or check the permissions of {device})")
+    return ok(name, f"{device} is \"{label}\"")
+
+
+def _check_pyvirtualcam(vcam: VirtualCameraConfig) -> CheckResult:
+    try:
+        import pyvirtualcam
+
+        with pyvirtualcam.Camera(width=64, height=48, fps=5, backend=vcam.backend or None) as cam:
+            return ok("virtual camera", f"{cam.device} via pyvirtualcam {cam.backend}")
+    except Exception as exc:  # noqa: BLE001 — pyvirtualcam raises RuntimeError per backend, or ImportError
+        return CheckResult("virtual camera", Status.fail, f"no virtual camera: {exc}",
+                           "install OBS Studio and start its virtual camera once (or Unity Capture on Windows)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Desktop, config, daemon
+
+
+def check_tray() -> CheckResult:
+    from vcamd.tray import tray_available
+
+    available, reason = tray_available()
+    if available:
+        return ok("tray icon", reason)
+    return CheckResult("tray icon", Status.warn, f"not available: {reason}",
+                       "run from a desktop session with a system tray, or use `vcamd run --no-tray` "
+                       "(and `vcamd on/off/status`)")
+
+
+def check_config(path: Path | None) -> tuple[CheckResult, Config]:
+    """The config check, and the config the other checks use (the defaults when it is invalid)."""
+    from vcamd.config import load_config, user_config_path
+
+    try:
+        cfg, origin = load_config(path)
+    except ConfigError as err:
+        return CheckResult("config", Status.fail, f"{err.path}: " + "; ".join(err.problems),
+                           f"edit {err.path} (`vcamd config check {err.path}` lists every problem); "
+                           "the other checks use the defaults"), Config()
+    where = str(origin) if origin else f"defaults (no file at {user_config_path()})"
+    return ok("config", f"{where} is valid"), cfg
+
+
+def check_source_face(cfg: Config) -> CheckResult:
+    face = cfg.swap.source_face
+    if face is None:
+        return CheckResult("source face", Status.warn, "no source face set: the camera shows you unchanged",
+                           "set [swap] source_face (and source_consent = true), or use the tray's Source face menu")
+    if not Path(face).is_file():
+        return CheckResult("source face", Status.fail, f"[swap] source_face = {face} does not exist",
+                           "fix the path in the config file")
+    return ok("source face", str(face))
+
+
+def check_control_socket(directory: Path | None = None) -> tuple[CheckResult, dict | None]:
+    """The daemon check, and the daemon's status when it answers."""
+    from vcamd.control.client import ControlClient
+    from vcamd.control.protocol import ControlError, DaemonNotRunning
+
+    name = "daemon"
+    try:
+        status = ControlClient(directory, timeout_s=3.0).status()
+    except DaemonNotRunning as err:
+        return CheckResult(name, Status.warn, err.message,
+                           "start it: `vcamd run`, or `vcamd service install` to start it with your session"), None
+    except (ControlError, OSError) as err:
+        return CheckResult(name, Status.fail, f"the control socket does not answer: {err}",
+                           "restart the daemon (`vcamd quit`, then `vcamd run`); see its log"), None
+    state = status.get("state", "?")
+    swap = "on" if status.get("enabled") else "off"
+    detail = f"running ({state}), swap {swap}, control socket answers"
+    if status.get("config_error"):
+        return CheckResult(name, Status.warn, f"{detail}; it rejected the last config edit: {status['config_error']}",
+                           "fix the config file; the daemon keeps the last good config until then"), status
+    return ok(name, detail), status
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def run_checks(config_path: Path | None) -> list[CheckResult]:
+    config_result, cfg = check_config(config_path)
+    daemon_result, daemon_status = check_control_socket()
+    results = [config_result]
+    results += [check_package(p) for p in PACKAGES]
+    results.append(check_onnxruntime_install())
+    results.append(check_providers(cfg.models))
+    results += check_models(cfg)
+    results.append(check_source_face(cfg))
+    results.append(check_camera(cfg.camera, daemon_status))
+    results.append(check_virtual_camera(cfg.virtual_camera))
+    results.append(check_tray())
+    results.append(daemon_result)
+    return results
+
+
+def report(results: Sequence[CheckResult], encoding: str | None = None) -> str:
+    """The printed report; ASCII marks when the console cannot print ✓/✗ (old Windows consoles)."""
+    marks = MARKS
+    try:
+        "".join(MARKS.values()).encode(encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        marks = ASCII_MARKS
+    lines = [r.line(marks) for r in results]
+    counts = {s: sum(1 for r in results if r.status is s) for s in Status}
+    lines.append(f"\n{len(results)} checks: {counts[Status.ok]} ok, {counts[Status.warn]} warnings, {counts[Status.fail]} failed")
+    return "\n".join(lines)
+
+
+def exit_code(results: Sequence[CheckResult]) -> int:
+    return 1 if any(r.status is Status.fail for r in results) else 0
