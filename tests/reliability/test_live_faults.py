@@ -269,21 +269,15 @@ def _write_config(path, cfg) -> None:
 
 @pytest.fixture
 def watched(live, live_cfg, tmp_path):
-    """A live run whose config file is watched the way `vcamd run` does it: a ConfigWatcher whose
-    every change or error makes the engine reload (`reload_config`, applied between frames)."""
+    """A live run whose config file is watched as `vcamd run` watches it: a ConfigWatcher calling
+    the engine's `on_config_change` / `on_config_error` (polling every 0.1 s instead of 0.5 s)."""
     from vcamd.reload import ConfigWatcher
 
     path = tmp_path / "config.toml"
     cfg = live_cfg(**STEADY)
     _write_config(path, cfg)
     run = live(config=cfg, config_path=path)
-    watcher = ConfigWatcher(
-        path,
-        on_change=lambda new, changed: run.engine.reload_config(),
-        on_error=lambda err: run.engine.reload_config(),
-        interval=0.1,
-        current=cfg,
-    ).start()
+    watcher = ConfigWatcher(path, run.engine.on_config_change, run.engine.on_config_error, interval=0.1, current=cfg).start()
     run.config_file, run.cfg, run.watcher = path, cfg, watcher
     yield run
     watcher.close()
@@ -347,3 +341,22 @@ def test_config_edited_50_times_in_a_second(watched) -> None:
     assert gap < MAX_GAP_S
     assert run.watcher.loads < 50, f"50 saves in a second were loaded {run.watcher.loads} times"
     print(f"50 edits: {run.watcher.loads} loads, max gap {gap * 1000:.0f} ms")
+
+
+def test_config_points_source_face_at_a_deleted_file(watched, tmp_path) -> None:
+    run = watched
+    run.wait_swapping()
+    t_fault = time.monotonic()
+    gone = tmp_path / "deleted-face.png"
+    edited = run.cfg.model_copy(update={"swap": run.cfg.swap.model_copy(update={"source_face": gone})})
+    _write_config(run.config_file, edited)
+    run.wait_for(lambda: run.engine.status()["config_error"], 4.0, "the bad source face to show in status")
+    assert str(gone) in run.engine.status()["config_error"]
+    run.wait_swapping()  # still swapping with the face it had
+    _write_config(run.config_file, run.cfg)
+    run.wait_for(lambda: run.engine.status()["config_error"] is None, 4.0, "the error to clear")
+    gap = run.sink.max_gap(t_fault, time.monotonic())
+    stats = run.stop()
+    check_no_leak(run, stats)
+    assert gap < MAX_GAP_S
+    print(f"config source face deleted: max gap {gap * 1000:.0f} ms, frames {stats['frames']}")

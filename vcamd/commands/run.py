@@ -67,7 +67,8 @@ def handle(args: argparse.Namespace) -> int:
     engine = LiveEngine(
         cfg,
         source=source,
-        sink_factory=lambda w, h, fps: open_sink(args.sink, cfg, w, h, fps),
+        # Reads engine.cfg when called, so a reload of [virtual_camera]/[preview] reopens with the new values.
+        sink_factory=lambda w, h, fps: open_sink(args.sink, engine.cfg, w, h, fps),
         faces=faces,
         config_path=config_path,
         providers=providers(),
@@ -82,7 +83,7 @@ def handle(args: argparse.Namespace) -> int:
         with ControlServer(engine), ConfigWatcher(
             watched, engine.on_config_change, engine.on_config_error, current=cfg, missing_ok=config_path is None
         ):
-            stats = _run_with_optional_tray(engine, args, cfg)
+            stats = _run_with_optional_tray(engine, args, cfg, watched)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if args.stats_json is not None:
@@ -98,41 +99,30 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_with_optional_tray(engine, args: argparse.Namespace, cfg) -> dict:
+def _run_with_optional_tray(engine, args: argparse.Namespace, cfg, config_path) -> dict:
     """Run the engine; with a display, the tray icon owns the main thread and the engine runs beside it."""
     if args.no_tray or not cfg.tray.enabled:
         return _run_engine(engine, args.frames)
-    from vcamd.tray import run_tray, tray_available
+    from vcamd.config import user_state_dir
+    from vcamd.tray import RecentFaces, open_with_desktop, run_engine_with_tray, tray_available
 
     available, why = tray_available()
     if not available:
         log.info("no tray icon: %s (use --no-tray to silence this)", why)
         return _run_engine(engine, args.frames)
-
-    import threading
-
-    done = threading.Event()
-    result: list[dict] = []
-    failure: list[BaseException] = []
-
-    def engine_thread() -> None:
-        try:
-            result.append(_run_engine(engine, args.frames))
-        except BaseException as exc:  # re-raised on the main thread below
-            failure.append(exc)
-        finally:
-            done.set()  # takes the icon down when the engine stops on its own (frames, `vcamd quit`)
-
-    runner = threading.Thread(target=engine_thread, name="vcamd-engine")
-    try:
-        run_tray(engine, setup=lambda app: runner.start(), quit_event=done)
-    finally:
-        engine.request_quit()  # the icon's Quit, or the icon failed: stop the engine too
-        if runner.is_alive() or runner.ident is not None:
-            runner.join()
-    if failure:
-        raise failure[0]
-    return result[0] if result else engine.stats_json()
+    recent = RecentFaces(user_state_dir() / "recent_faces.json")
+    if cfg.swap.source_face is not None:
+        recent.add(cfg.swap.source_face)
+    return run_engine_with_tray(
+        engine,
+        lambda: _run_engine(engine, args.frames),
+        recent_faces=recent.list,
+        remember_face=recent.add,
+        config_path=config_path,
+        edit_config=(lambda: open_with_desktop(config_path)) if config_path else None,
+        # The sink exists only once the engine runs, so its URL is read when the item is clicked.
+        open_preview=(lambda: open_with_desktop(engine.sink.url)) if args.sink == "preview" else None,
+    )
 
 
 def _run_engine(engine, frames: int | None) -> dict:

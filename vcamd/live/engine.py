@@ -676,7 +676,7 @@ class LiveEngine:
     def apply_config(self, new: Config) -> None:
         """Apply a changed config between two frames (the loop's thread)."""
         changed = self.cfg.changed_sections(new)
-        needs_restart = changed & {"models", "enhancer", "virtual_camera", "preview"}
+        needs_restart = changed & {"models"}
         if "camera" in changed and self._source_factory is None:
             needs_restart.add("camera")
         if needs_restart:
@@ -703,8 +703,46 @@ class LiveEngine:
                         self._identity += 1
                     except VcamdError as err:
                         self._config_error = str(err)
-        self.cfg = new
+        if "enhancer" in changed:
+            self._apply_enhancer(new)
+        old_cfg, self.cfg = self.cfg, new
+        if changed & {"virtual_camera", "preview"}:
+            self._reopen_sink(old_cfg)
         log.info("config applied: changed %s", ", ".join(sorted(changed)) or "nothing")
+
+    def _apply_enhancer(self, new: Config) -> None:
+        """Enhancer on/off/strength takes effect on the next frame (the model loads on first use)."""
+        setter = getattr(self.faces, "set_enhancer", None)
+        if setter is None:
+            self._config_error = "this face engine cannot change [enhancer] at run time; restart vcamd run"
+            return
+        try:
+            setter(new.enhancer.enabled, new.enhancer.strength)
+        except VcamdError as err:
+            self._config_error = f"[enhancer]: {err}; keeping the enhancer off"
+            log.error(self._config_error)
+            setter(False, new.enhancer.strength)
+            self.watchdog.enhancer_enabled = False
+            return
+        self.watchdog.enhancer_enabled = new.enhancer.enabled
+
+    def _reopen_sink(self, old_cfg: Config) -> None:
+        """[virtual_camera]/[preview] changed: close the output and open it with the new settings.
+        If the new one cannot open, go back to the old settings so the output never vanishes."""
+        if self.sink is None or self._size is None:
+            return
+        width, height = self._size
+        self.sink.close()
+        try:
+            self.sink = self._sink_factory(width, height, self.source.fps)
+            self.sink.open()
+            log.info("output reopened with the new settings")
+        except VcamdError as err:
+            self._config_error = f"output settings: {err}; keeping the previous output"
+            log.error(self._config_error)
+            self.cfg = self.cfg.model_copy(update={"virtual_camera": old_cfg.virtual_camera, "preview": old_cfg.preview})
+            self.sink = self._sink_factory(width, height, self.source.fps)
+            self.sink.open()
 
     def _restart_camera(self, new: Config) -> None:
         """Reopen the camera with the new [camera] settings; if it cannot be opened now, the
