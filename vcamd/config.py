@@ -12,11 +12,20 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from vcamd.errors import ConfigError
 
 APP_NAME = "facelive"
+
+def _no_nul(p: Path) -> Path:
+    if "\x00" in str(p):
+        raise ValueError("a path cannot contain a NUL character")
+    return p
+
+
+UserPath = Annotated[Path, AfterValidator(_no_nul)]
+"""A path from the config file; relative paths are taken relative to the file."""
 
 Providers = Literal["auto", "cuda", "tensorrt", "coreml", "directml", "openvino", "cpu"]
 
@@ -26,7 +35,7 @@ class Section(BaseModel):
 
 
 class ModelsConfig(Section):
-    dir: Path | None = None
+    dir: UserPath | None = None
     """Where model files live; None = the user data dir (platformdirs) / models."""
     detector: str = "buffalo_l"
     """Manifest name (buffalo_l → det_10g.onnx) or a path to an SCRFD .onnx file."""
@@ -84,11 +93,11 @@ class OnMiss(StrEnum):
 class SwapConfig(Section):
     enabled: bool = True
     """Swapping on at start-up (the tray and `vcamd on/off` switch it at run time)."""
-    source_face: Path | None = None
+    source_face: UserPath | None = None
     source_consent: bool = False
     """You confirm you have the consent of the person in source_face. Required to swap."""
     face_selection: FaceSelection = FaceSelection.largest
-    reference_face: Path | None = None
+    reference_face: UserPath | None = None
     """With face_selection = "reference": the target face to swap is the one most like this photo."""
     mouth_mask: bool = False
     color_correction: bool = True
@@ -255,21 +264,29 @@ def load_config(path: Path | str | None = None) -> tuple[Config, Path | None]:
         raise ConfigError(str(path), ["not UTF-8 text — save it as UTF-8"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), [f"invalid TOML: {exc}"]) from None
+    except RecursionError:
+        raise ConfigError(str(path), ["nested too deeply to parse — no setting needs more than two levels"]) from None
     config = config_from_dict(data, str(path))
-    return _resolve_relative_paths(config, path.parent), path
+    return _resolve_relative_paths(config, path.parent, str(path)), path
 
 
-def _resolve_relative_paths(config: Config, base: Path) -> Config:
+def _resolve_relative_paths(config: Config, base: Path, origin: str) -> Config:
     """Paths in a config file are relative to the file, not to wherever the daemon was started."""
 
-    def fix(p: Path | None) -> Path | None:
+    def fix(key: str, p: Path | None) -> Path | None:
         if p is None:
             return None
-        p = p.expanduser()
+        try:
+            p = p.expanduser()
+        except RuntimeError:  # "~someone/..." where that user does not exist
+            raise ConfigError(origin, [f"{key} = {str(p)!r}: cannot expand '~' (no such user) — use a full path"]) from None
         return p if p.is_absolute() else (base / p)
 
-    models = config.models.model_copy(update={"dir": fix(config.models.dir)})
+    models = config.models.model_copy(update={"dir": fix("[models] dir", config.models.dir)})
     swap = config.swap.model_copy(
-        update={"source_face": fix(config.swap.source_face), "reference_face": fix(config.swap.reference_face)}
+        update={
+            "source_face": fix("[swap] source_face", config.swap.source_face),
+            "reference_face": fix("[swap] reference_face", config.swap.reference_face),
+        }
     )
     return config.model_copy(update={"models": models, "swap": swap})

@@ -56,7 +56,11 @@ def read_image(path: Path | str, what: str = "image") -> Frame:
     if frames > 1:
         raise FaceError(f"{what} {path} is animated ({frames} frames)", fix="use a still photo (JPEG or PNG)")
     data = np.fromfile(path, dtype=np.uint8)
-    image = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    try:
+        image = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    except cv2.error as exc:  # OpenCV refuses e.g. a header claiming more pixels than it allows
+        probe_error = probe_error or str(exc).strip().splitlines()[-1]
+        image = None
     if image is None:
         detail = f" ({probe_error})" if probe_error else ""
         raise FaceError(f"{what} {path} is not a readable image{detail}", fix="give a JPEG or PNG photo")

@@ -20,7 +20,7 @@ SwappedFace in FFHQ-512 space, composited like any other.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +149,7 @@ class FaceEngine:
         self._blend_enhanced = Blender(ENHANCE_SIZE, mouth_mask=mouth_mask, color_correction=False)
         self._source: _Source | None = None
         self._reference: Embedding | None = None
+        self._load_enhancer: Callable[[float], Enhancer] | None = None  # set by from_config
 
     @classmethod
     def from_config(cls, cfg: Config, sessions: Sessions | None = None) -> FaceEngine:
@@ -180,12 +181,27 @@ class FaceEngine:
             color_correction=cfg.swap.color_correction,
             lowres_scale=cfg.watchdog.lowres_scale,
         )
+        # Kept so a hot reload can switch the enhancer on without a restart (sessions are cached per file).
+        engine._load_enhancer = lambda strength: Enhancer(store.path_for(cfg.models.enhancer, "enhancer"), sessions, strength)
         if cfg.swap.source_face is not None:
             engine.set_source_face(cfg.swap.source_face)
         if cfg.swap.face_selection == FaceSelection.reference:
             assert cfg.swap.reference_face is not None
             engine.set_reference_face(cfg.swap.reference_face)
         return engine
+
+    def set_enhancer(self, enabled: bool, strength: float) -> None:
+        """Switch the enhancer on/off or change its strength (hot reload); it applies from the next
+        swap. The model is loaded the first time it is switched on. Raises ModelError when missing."""
+        if not enabled:
+            self.enhancer = None
+            return
+        if self.enhancer is not None:
+            self.enhancer.strength = float(strength)
+            return
+        if self._load_enhancer is None:
+            raise VcamdError("this face engine was built without an enhancer loader", fix="restart `vcamd run`")
+        self.enhancer = self._load_enhancer(strength)
 
     # ---- identities (once per photo, never per frame) -------------------------------------------
 

@@ -115,7 +115,11 @@ def _read_emap(path: Path) -> npt.NDArray[np.float32]:
         raise ModelError(f"{path.name} is not a readable ONNX model ({exc})", fix="re-download it with `vcamd models pull`") from None
     if not model.graph.initializer:
         raise ModelError(f"{path.name} has no initializers, so no `emap`", fix="use inswapper_128(.onnx / _fp16.onnx)")
-    emap = numpy_helper.to_array(model.graph.initializer[-1])
+    try:
+        emap = numpy_helper.to_array(model.graph.initializer[-1], base_dir=str(path.parent))
+    except (onnx.checker.ValidationError, OSError, ValueError) as exc:
+        # e.g. `emap` stored as external data pointing outside the model's folder: never followed.
+        raise ModelError(f"{path.name}: cannot read its `emap` initializer ({exc})", fix="re-download it with `vcamd models pull`") from None
     del model
     if emap.shape != (LATENT_DIM, LATENT_DIM):
         raise ModelError(

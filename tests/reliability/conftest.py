@@ -1,4 +1,11 @@
-"""Fixtures for the reliability suite: stand-in models, broken models, and small builders.
+"""Fixtures for the reliability suite.
+
+- stand-in models (`standin_dir`) and wrong-signature ONNX builders (`wrong_model`);
+- a real HTTP server on 127.0.0.1 (`file_server`) acting as a model mirror;
+- the CLI as a subprocess with isolated user dirs (`vcamd_cli`, `refused`, `bad_images`);
+- the live daemon under fault injection (`live`, `faulty_camera`, `recording`, `live_cfg`):
+  a barcoded real-photo camera clip, a sink that checks every published face for a raw-face
+  leak, ONNX Runtime sessions that raise / hang / return NaN on demand.
 
 Everything is built at run time in pytest temp folders (never in the repo).
 """
@@ -428,21 +435,6 @@ def live_config(tmp_path: Path, assets: Path, standin_dir: Path, face_video: Fac
     return config_from_dict(data, "live-test")
 
 
-def _badge():
-    try:
-        from vcamd.badge import draw_badge
-
-        return draw_badge
-    except ImportError:  # the badge module is not built yet: the engine takes any drawer
-        import cv2
-
-        def draw(frame, text, corner):
-            h, w = frame.shape[:2]
-            cv2.putText(frame, text, (w - 140, h - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 1)
-
-        return draw
-
-
 class LiveRun:
     """LiveEngine.run() on a thread, as `vcamd run` runs it; `stop()` quits and re-raises any crash."""
 
@@ -522,7 +514,7 @@ def live(tmp_path: Path, assets: Path, standin_dir: Path, face_video: FaceVideo)
         source = source or VideoFileCamera(face_video.path, loop=True)
         sink = sink or RecordingSink(face_video)
         engine = LiveEngine(
-            cfg, source=source, sink_factory=lambda width, height, fps: sink, faces=faces, config_path=config_path, badge=_badge()
+            cfg, source=source, sink_factory=lambda width, height, fps: sink, faces=faces, config_path=config_path
         )
         run = LiveRun(engine).start()
         run.sink, run.faults, run.faces = sink, faults, faces  # type: ignore[attr-defined]

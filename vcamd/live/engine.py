@@ -605,6 +605,7 @@ class LiveEngine:
         self._gpu = GpuSampler()
         self._sink_stats: dict | None = None  # the status snapshot the preview page shows
         self._state = "starting"
+        self._sink_failure_streak = 0  # consecutive failed sink writes (logged once per streak)
 
     # -- Controllable ---------------------------------------------------------------------------
     def status(self) -> dict:
@@ -979,7 +980,14 @@ class LiveEngine:
         try:
             self.sink.send(frame, self._sink_stats)
         except Exception as exc:  # a failed write is retried with the next frame, never fatal
-            log.warning("sink write failed (will retry with the next frame): %s", exc)
+            # One line when a streak starts and one when it ends, not one per frame at 30 fps.
+            if self._sink_failure_streak == 0:
+                log.warning("sink write failed (retrying with every frame): %s", exc)
+            self._sink_failure_streak += 1
+        else:
+            if self._sink_failure_streak:
+                log.info("sink writes work again after %d failed frames", self._sink_failure_streak)
+                self._sink_failure_streak = 0
         now = self._clock()
         self.stats.record_stage("publish", (now - t_send) * 1000.0)
         self._last_published = frame

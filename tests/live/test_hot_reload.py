@@ -1,0 +1,73 @@
+"""Hot reload per section on a running engine: enhancer toggle applies from the next swap, and
+output settings reopen the sink — without restarting the engine."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import tomli_w
+
+from vcamd.live.engine import LiveEngine
+from vcamd.live.sources import open_source
+from vcamd.types import Outcome
+
+
+def wait_for(condition, timeout: float = 8.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_enhancer_toggle_and_output_settings_apply_without_restart(
+    tmp_path, tmp_path_factory, live_config, clip_20fps, face_engine_factory, recording_sink
+):
+    from vcamd.standins import build_enhancer
+
+    enhancer = build_enhancer(tmp_path_factory.mktemp("enh") / "gfpgan_light.onnx")
+    cfg = live_config(models={"enhancer": str(enhancer)}, enhancer={"enabled": False})
+    config_path = tmp_path / "config.toml"
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    config_path.write_text(tomli_w.dumps(data))
+    sinks = []
+
+    def sink_factory(w, h, fps):
+        sinks.append(recording_sink(keep_every=1000))
+        return sinks[-1]
+
+    faces = face_engine_factory(cfg)
+    assert faces.enhancer is None
+    engine = LiveEngine(
+        cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True), sink_factory=sink_factory,
+        faces=faces, config_path=config_path,
+    )
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.setdefault("stats", engine.run()), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
+
+        data["enhancer"]["enabled"] = True
+        config_path.write_text(tomli_w.dumps(data))
+        engine.reload_config()
+        wait_for(lambda: faces.enhancer is not None, what="the enhancer to switch on")
+        assert engine.watchdog.enhancer_enabled
+        # The next swaps come out of the enhancer: restored crops are in FFHQ-512 space.
+        wait_for(lambda: (r := engine.worker.latest()[0]) is not None and r.swapped and r.swapped[0].template == "ffhq",
+                 what="an enhanced swap")
+        assert engine.status()["config_error"] is None
+
+        data["enhancer"]["enabled"] = False
+        data["virtual_camera"]["name"] = "FaceLive Camera 2"
+        config_path.write_text(tomli_w.dumps(data))
+        engine.reload_config()
+        wait_for(lambda: faces.enhancer is None and len(sinks) == 2, what="enhancer off and the sink reopened")
+        assert sinks[0].closed and sinks[1].opened and not sinks[1].closed
+        published_on_new = len(sinks[1].times)
+        wait_for(lambda: len(sinks[1].times) > published_on_new + 5, what="frames on the reopened sink")
+    finally:
+        engine.request_quit()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert result["stats"]["frames"]["passthrough"] == 0
