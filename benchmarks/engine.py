@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.redirect_stdout(io.StringIO()):  # INSwapper prints its input shape
             reference = INSwapper(str(swapper_path), session=sessions.get(swapper_path))
         source = InsightFace(embedding=engine.source.embedding)  # type: ignore[union-attr]
-        det_name, swap_name, enh_name = args.detector.stem, "swapper", "enhancer"
+        det_name = args.detector.stem
 
         rows = []
         for width, height in RESOLUTIONS:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from vcamd.config import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
 from vcamd.errors import ConfigError, VcamdError
+from vcamd.runtime import PROVIDER_NAMES
 
 
 class Status(StrEnum):
@@ -139,14 +140,6 @@ def check_onnxruntime_install(found: Sequence[str] | None = None) -> CheckResult
 # ONNX Runtime providers: listed is not enough, a session must really run on them
 
 
-PROVIDER_NAMES = {
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-    "coreml": "CoreMLExecutionProvider",
-    "directml": "DmlExecutionProvider",
-    "openvino": "OpenVINOExecutionProvider",
-    "cpu": "CPUExecutionProvider",
-}
 PROBED = ("CUDAExecutionProvider", "ROCMExecutionProvider", "DmlExecutionProvider", "CoreMLExecutionProvider",
           "OpenVINOExecutionProvider")
 """Providers whose libraries are tried by running a tiny model. TensorRT is not: its first session

@@ -25,7 +25,7 @@ SAME_FACE_IOU = 0.5
 
 
 @dataclass(frozen=True, slots=True)
-class _Crop:
+class TrackCrop:
     """Square crop: crop pixel = (frame pixel - origin) * scale."""
 
     x0: float
@@ -64,7 +64,7 @@ class FaceTracker:
         tracked = [self._redetect(frame, face) for face in self._faces]
         if any(face is None for face in tracked):
             return self._full(frame, frame_index)  # a face left its crop: look everywhere again
-        self._faces = _dedupe([f for f in tracked if f is not None])
+        self._faces = dedupe_faces([f for f in tracked if f is not None])
         return list(self._faces)
 
     def _tracking_is_cheaper(self) -> bool:
@@ -79,18 +79,28 @@ class FaceTracker:
         return list(self._faces)
 
     def _redetect(self, frame: Frame, face: Face) -> Face | None:
-        cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
-        side = CROP_FACTOR * max(face.width, face.height, 1.0)
-        crop = _Crop(x0=cx - side / 2, y0=cy - side / 2, scale=self.track_size / side)
-        m = np.array([[crop.scale, 0, -crop.x0 * crop.scale], [0, crop.scale, -crop.y0 * crop.scale]], dtype=np.float32)
-        patch = cv2.warpAffine(frame, m, (self.track_size, self.track_size), flags=cv2.INTER_LINEAR, borderValue=0)
+        patch, crop = crop_around(frame, face, self.track_size)
         found = self.detector.detect(patch, input_size=self.track_size)
-        if not found:
-            return None
-        # the face we follow is the detection nearest the crop's centre
-        centre = self.track_size / 2
-        best = min(found, key=lambda f: ((f.box[0] + f.box[2]) / 2 - centre) ** 2 + ((f.box[1] + f.box[3]) / 2 - centre) ** 2)
-        return crop.to_frame(best)
+        return crop.to_frame(nearest_to_centre(found, self.track_size)) if found else None
+
+
+def crop_around(frame: Frame, face: Face, size: int) -> tuple[Frame, TrackCrop]:
+    """The size² tracking patch around `face` (CROP_FACTOR × its box), and how to map back.
+
+    One warpAffine cuts and scales it, reading only the face's region of the frame; the patch is
+    a private array, so a detector thread may keep using it after the frame has moved on."""
+    cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+    side = CROP_FACTOR * max(face.width, face.height, 1.0)
+    crop = TrackCrop(x0=cx - side / 2, y0=cy - side / 2, scale=size / side)
+    m = np.array([[crop.scale, 0, -crop.x0 * crop.scale], [0, crop.scale, -crop.y0 * crop.scale]], dtype=np.float32)
+    patch = cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderValue=0)
+    return patch, crop
+
+
+def nearest_to_centre(found: list[Face], size: int) -> Face:
+    """The face we follow is the detection nearest the patch's centre."""
+    centre = size / 2
+    return min(found, key=lambda f: ((f.box[0] + f.box[2]) / 2 - centre) ** 2 + ((f.box[1] + f.box[3]) / 2 - centre) ** 2)
 
 
 def _iou(a: Face, b: Face) -> float:
@@ -101,7 +111,7 @@ def _iou(a: Face, b: Face) -> float:
     return inter / union if union > 0 else 0.0
 
 
-def _dedupe(faces: list[Face]) -> list[Face]:
+def dedupe_faces(faces: list[Face]) -> list[Face]:
     kept: list[Face] = []
     for face in sorted(faces, key=lambda f: -f.score):
         if all(_iou(face, k) <= SAME_FACE_IOU for k in kept):

@@ -33,6 +33,7 @@ import numpy as np
 
 from vcamd.config import CameraConfig, Config, OnMiss, load_config
 from vcamd.errors import VcamdError
+from vcamd.faces.track import crop_around, dedupe_faces, nearest_to_centre
 from vcamd.live.sources import CameraReader, FrameSource, LatestFrame, SourceState
 from vcamd.live.stats import GpuSampler, LiveStats
 from vcamd.live.watchdog import Transition, TransitionResult, Watchdog
@@ -87,14 +88,8 @@ def _level_size(size: int, level: Level, scale: float, floor: int) -> int:
     return max(floor, int(round(size * scale / 32.0)) * 32)
 
 
-TRACK_CROP_FACTOR = 2.0
-"""Side of the tracking crop around a face, relative to the larger side of its box."""
-
 TRACK_DEADLINE_FRAMES = 2.0
 """The loop waits at most this many frame intervals for the crop re-detection of a frame."""
-
-SAME_FACE_IOU = 0.5
-"""Two tracked faces overlapping more than this have converged on one face."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +269,7 @@ class LiveTracker:
             tracked = self._redetect(frame, self._tracks, track_size, deadline_s)
             if tracked is None:
                 return None
-            self._tracks = _dedupe([f for f in tracked if f is not None])
+            self._tracks = dedupe_faces([f for f in tracked if f is not None])
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
         if (due or not self._tracks) and self._full.idle:
             self._full.submit(frame, frame_index, full_size)
@@ -282,20 +277,10 @@ class LiveTracker:
         return list(self._tracks)
 
     def _redetect(self, frame: Frame, faces: list[Face], size: int, deadline_s: float) -> list[Face | None] | None:
-        crops = []
-        for face in faces:
-            cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
-            side = TRACK_CROP_FACTOR * max(face.width, face.height, 1.0)
-            scale = size / side
-            x0, y0 = cx - side / 2, cy - side / 2
-            # One warpAffine cuts and scales the crop, reading only the face's region of the frame;
-            # the patch is private, so the detector thread may outlive this frame safely.
-            m = np.array([[scale, 0, -x0 * scale], [0, scale, -y0 * scale]], dtype=np.float32)
-            patch = cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderValue=0)
-            crops.append((patch, scale, x0, y0))
+        crops = [crop_around(frame, face, size) for face in faces]
         detect = self._faces.detect
         try:
-            done, found_lists = self._call.call(lambda: [detect(patch, size) for patch, *_ in crops], deadline_s)
+            done, found_lists = self._call.call(lambda: [detect(patch, size) for patch, _ in crops], deadline_s)
         except Exception as exc:  # a failing detector is a miss for this frame, not a crash
             self.errors += 1
             if self.errors <= 3 or self.errors % 100 == 0:
@@ -304,36 +289,12 @@ class LiveTracker:
         if not done:
             self.late += 1
             return None
-        out: list[Face | None] = []
-        centre = size / 2
-        for found, (_, scale, x0, y0) in zip(found_lists, crops):
-            if not found:
-                out.append(None)
-                continue
-            best = min(found, key=lambda f: ((f.box[0] + f.box[2]) / 2 - centre) ** 2 + ((f.box[1] + f.box[3]) / 2 - centre) ** 2)
-            out.append(_shift(_scaled(best, 1.0 / scale), -x0, -y0))
-        return out
+        return [crop.to_frame(nearest_to_centre(found, size)) if found else None for found, (_, crop) in zip(found_lists, crops)]
 
 
 def _scaled(face: Face, k: float) -> Face:
     x1, y1, x2, y2 = face.box
     return Face(box=(x1 * k, y1 * k, x2 * k, y2 * k), score=face.score, kps=(face.kps * np.float32(k)).astype(np.float32))
-
-
-def _iou(a: Face, b: Face) -> float:
-    ix = max(0.0, min(a.box[2], b.box[2]) - max(a.box[0], b.box[0]))
-    iy = max(0.0, min(a.box[3], b.box[3]) - max(a.box[1], b.box[1]))
-    inter = ix * iy
-    union = a.area + b.area - inter
-    return inter / union if union > 0 else 0.0
-
-
-def _dedupe(faces: list[Face]) -> list[Face]:
-    kept: list[Face] = []
-    for face in sorted(faces, key=lambda f: -f.score):
-        if all(_iou(face, k) <= SAME_FACE_IOU for k in kept):
-            kept.append(face)
-    return sorted(kept, key=lambda f: f.box[0])
 
 
 # ---------------------------------------------------------------------------------------------
