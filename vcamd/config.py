@@ -224,7 +224,8 @@ def _describe_error(err: dict[str, Any]) -> str:
     else:
         where = f"[{loc[0]}]" if loc else "(top level)"
     if err["type"] == "extra_forbidden":
-        return f"{where}: unknown key — remove it or check the spelling (see config.example.toml)"
+        kind = "section" if len(loc) == 1 else "key"
+        return f"{where}: unknown {kind} — remove it or check the spelling (see config.example.toml)"
     got = err.get("input")
     msg = err["msg"]
     if isinstance(got, (dict, list)) and len(repr(got)) > 60:
@@ -282,7 +283,19 @@ def _resolve_relative_paths(config: Config, base: Path, origin: str) -> Config:
             raise ConfigError(origin, [f"{key} = {str(p)!r}: cannot expand '~' (no such user) — use a full path"]) from None
         return p if p.is_absolute() else (base / p)
 
-    models = config.models.model_copy(update={"dir": fix("[models] dir", config.models.dir)})
+    def fix_model(key: str, value: str) -> str:
+        # A model is a manifest name ("buffalo_l") or a path to an .onnx file; only paths move.
+        if not ("/" in value or "\\" in value or value.endswith(".onnx")):
+            return value
+        fixed = fix(f"[models] {key}", Path(value))
+        return str(fixed)
+
+    models = config.models.model_copy(
+        update={
+            "dir": fix("[models] dir", config.models.dir),
+            **{role: fix_model(role, getattr(config.models, role)) for role in ("detector", "recognizer", "swapper", "enhancer")},
+        }
+    )
     swap = config.swap.model_copy(
         update={
             "source_face": fix("[swap] source_face", config.swap.source_face),

@@ -86,6 +86,8 @@ class Enhancer:
         blob = cv2.dnn.blobFromImage(crop_bgr, 1.0 / 127.5, (ENHANCE_SIZE, ENHANCE_SIZE), (127.5, 127.5, 127.5), swapRB=True)
         out = self._session.run(None, {self._input_name: blob.astype(self._input_dtype, copy=False)})[0]
         planes = np.asarray(out[0], np.float32)
+        if not np.isfinite(planes).all():  # NaN/Inf would become arbitrary pixels: never a face to show
+            raise ModelError(f"{self.path.name} returned NaN/Inf values", fix="check the model file (`vcamd models verify`) and the execution provider")
         bgr = cv2.merge([planes[2], planes[1], planes[0]])  # NCHW RGB → HWC BGR in one pass
         # [-1, 1] → [0, 255], rounded and saturated in one pass (4× faster than the numpy chain).
         return cv2.addWeighted(bgr, 127.5, bgr, 0.0, 127.5, dtype=cv2.CV_8U)

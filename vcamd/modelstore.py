@@ -387,7 +387,7 @@ class ModelStore:
                 else:
                     state.forget(spec.file)
                     results.append(VerifyResult(entry.name, role, path, "mismatch", sha, expected))
-        self._write_state(state)
+        self._write_state(state, required=bool(state.new_pins))
         return results
 
     # ---- pull -----------------------------------------------------------------------------
@@ -686,14 +686,26 @@ class ModelStore:
             data = {}
         return _State(dict(data.get("pinned", {})), dict(data.get("verified", {})))
 
-    def _write_state(self, state: _State) -> None:
+    def _write_state(self, state: _State, *, required: bool = True) -> None:
+        """Save pins and the verified-files cache. `required=False`: only the cache changed, so a
+        failed write (full disk) is a warning — the files are simply re-hashed next time."""
         if not self.dir.is_dir():
             return
         tmp = self.state_path.with_name(STATE_FILE + ".tmp")
-        tmp.unlink(missing_ok=True)  # a link planted here is removed, not written through
-        with _open_for_write(tmp) as out:
-            out.write(state.to_json().encode("utf-8"))
-        os.replace(tmp, self.state_path)
+        try:
+            tmp.unlink(missing_ok=True)  # a link planted here is removed, not written through
+            with _open_for_write(tmp) as out:
+                out.write(state.to_json().encode("utf-8"))
+            os.replace(tmp, self.state_path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            if required:
+                raise ModelError(
+                    f"cannot record model hashes in {self.state_path}: {exc.strerror}",
+                    fix="free some disk space, then run the command again",
+                ) from None
+            log.warning("could not update %s (%s); verified files will be re-hashed next time", self.state_path, exc.strerror)
 
 
 @dataclass

@@ -96,6 +96,8 @@ class Swapper:
         else:
             outs = [self._run(blob[i : i + 1], source) for i in range(len(crops))]
         out = np.concatenate(outs, axis=0).astype(np.float32, copy=False)
+        if not np.isfinite(out).all():  # NaN/Inf would become arbitrary pixels: never a face to show
+            raise ModelError(f"{self.path.name} returned NaN/Inf values", fix="check the model file (`vcamd models verify`) and the execution provider")
         bgr = (np.clip(out, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8).transpose(0, 2, 3, 1)[..., ::-1]
         return [np.ascontiguousarray(c) for c in bgr]
 

@@ -156,15 +156,24 @@ def test_fifty_edits_in_a_second_load_once_or_a_few_times_and_end_right(config_f
     watcher = default_watcher
     wait_for_loads(watcher, 1)
     loads_before = watcher.loads
+    started = time.monotonic()
     for i in range(50):
         config_file.write_text(BASE.replace("fps = 30.0", f"fps = {i + 1}.0"))
         time.sleep(0.02)
-    kind, config, sections = events.next(timeout=APPLY_WITHIN_S + 1)
-    assert events.none_within(0.8)  # settled: nothing more comes
-    assert kind == "change" and sections == {"camera"}
-    assert config.camera.fps == 50.0 and watcher.config.camera.fps == 50.0
-    assert watcher.loads - loads_before <= 2, watcher.loads - loads_before
-    print(f"50 edits → {watcher.loads - loads_before} load(s)")
+    editing_s = time.monotonic() - started  # ~1 s; longer on a loaded machine
+    changes = [events.next(timeout=APPLY_WITHIN_S + 1)]
+    while True:  # collect until settled: nothing more within 0.8 s
+        try:
+            changes.append(events.queue.get(timeout=0.8))
+        except queue.Empty:
+            break
+    # Continuous editing is loaded at most once per max_delay_s (1.5 s) plus once when it settles:
+    # one load for a 1 s burst, a second only when the machine stretched the burst past 1.5 s.
+    allowed = 1 + int(editing_s / watcher.max_delay_s)
+    assert watcher.loads - loads_before <= allowed + 1, (watcher.loads - loads_before, editing_s)
+    assert all(kind == "change" and sections == {"camera"} for kind, _, sections in changes)
+    assert changes[-1][1].camera.fps == 50.0 and watcher.config.camera.fps == 50.0
+    print(f"50 edits in {editing_s:.2f} s → {watcher.loads - loads_before} load(s)")
 
 
 def test_an_editors_atomic_save_by_rename_is_seen(config_file, events, watcher):

@@ -66,3 +66,16 @@ def test_run_names_a_bad_source(tmp_path, live_config):
     proc = vcamd("run", "--config", config, "--source", tmp_path / "missing.mp4", "--sink", "null", "--frames", 5)
     assert proc.returncode == 2
     assert "missing.mp4" in proc.stderr and "--source" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_says_when_the_models_do_not_fit_under_the_memory_cap(tmp_path, live_config, clip_20fps):
+    # A sparse 30 GB "swapper" costs no disk: the check reads the file size before loading anything.
+    huge = tmp_path / "inswapper_128.onnx"
+    with huge.open("wb") as f:
+        f.truncate(30 * 1024**3)
+    config = tmp_path / "config.toml"
+    write_config(config, live_config(models={"swapper": str(huge)}, runtime={"max_memory_gb": 20}))
+    proc = vcamd("run", "--config", config, "--source", clip_20fps, "--sink", "null", "--frames", 5, "--no-tray")
+    assert proc.returncode == 2, proc.stderr
+    assert "max_memory_gb = 20" in proc.stderr and "inswapper_128.onnx" in proc.stderr and "fp16" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -58,7 +58,8 @@ def handle(args: argparse.Namespace) -> int:
     setup_logging("debug" if args.verbose else cfg.runtime.log_level)
     if ControlClient().is_running():
         raise VcamdError("FaceLive Camera is already running", fix="stop it with `vcamd quit`, or drive it with `vcamd on/off/status`")
-    apply_memory_cap(cfg.runtime.max_memory_gb)
+    if apply_memory_cap(cfg.runtime.max_memory_gb) is not None:
+        _check_models_fit(cfg)  # a clear message now rather than a MemoryError inside ONNX Runtime
     open_sink(args.sink, cfg, cfg.camera.width, cfg.camera.height, cfg.camera.fps)  # a bad --sink fails now, not after model loading
     spec = args.source or cfg.camera.device
     loop = True if args.loop else None
@@ -123,6 +124,15 @@ def _run_with_optional_tray(engine, args: argparse.Namespace, cfg, config_path) 
         # The sink exists only once the engine runs, so its URL is read when the item is clicked.
         open_preview=(lambda: open_with_desktop(engine.sink.url)) if args.sink == "preview" else None,
     )
+
+
+def _check_models_fit(cfg) -> None:
+    from vcamd.memory import check_all_fit
+    from vcamd.modelstore import ModelStore
+
+    store = ModelStore.from_config(cfg.models)
+    roles = ["detector", "recognizer", "swapper"] + (["enhancer"] if cfg.enhancer.enabled else [])
+    check_all_fit([store.path_for(getattr(cfg.models, role), role) for role in roles], cfg.runtime.max_memory_gb)
 
 
 def _run_engine(engine, frames: int | None) -> dict:

@@ -583,7 +583,13 @@ class LiveEngine:
             "source_face": str(source_face) if source_face else None,
             "providers": dict(self._providers),
             "config_error": self._config_error,
-            "frames": {"published": self.stats.published, "swapped": self.stats.outcomes[Outcome.swapped]},
+            "frames": {
+                "published": self.stats.published,
+                "dropped": self.slot.dropped + getattr(self.source, "skipped", 0),
+                **{o.value: self.stats.outcomes[o] for o in (Outcome.swapped, Outcome.held, Outcome.blurred, Outcome.passthrough)},
+            },
+            "queue_depth": self.slot.depth,
+            "gpu": self._gpu.latest(),
         }
 
     def set_enabled(self, on: bool) -> None:

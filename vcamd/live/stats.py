@@ -154,7 +154,9 @@ class GpuSampler:
 
     def __init__(self, interval_s: float = 1.0) -> None:
         self.interval_s = interval_s
-        self._samples: list[tuple[float, float, float]] = []  # (util %, used MiB, total MiB)
+        # (util %, used MiB, total MiB); bounded so a daemon running for days does not grow: the
+        # figures cover the last hour.
+        self._samples: deque[tuple[float, float, float]] = deque(maxlen=3600)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._query = self._pick_backend()
@@ -210,6 +212,13 @@ class GpuSampler:
             except Exception as exc:  # a failing probe must not disturb the run; report it once
                 log.info("GPU sampling stopped: %s", exc)
                 return
+
+    def latest(self) -> dict | None:
+        """The newest sample, for the live status (None without an NVIDIA GPU)."""
+        if not self._samples:
+            return None
+        util, used, total = self._samples[-1]
+        return {"util_pct": util, "memory_used_mib": round(used, 1), "memory_total_mib": round(total, 1)}
 
     def stop(self) -> dict | None:
         self._stop.set()
