@@ -54,11 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.DEBUG if args.verbose else logging.INFO,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-            stream=sys.stderr,
-        )
+        from vcamd.logs import setup_logging
+
+        # stderr only; `vcamd run` re-does this with the config's level and the rotating log file.
+        setup_logging("debug" if args.verbose else "info", to_file=False)
     try:
         return int(args.func(args) or 0)
     except VcamdError as err:

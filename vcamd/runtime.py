@@ -181,8 +181,10 @@ class Sessions:
                 "%s runs on %s, not on the requested %s (ONNX Runtime fell back); %s",
                 path.name, really, requested, gpu_install_problem() or "check the GPU driver / CUDA install (`vcamd doctor`)",
             )
-        else:
+        elif input_hw is None:
             log.info("%s runs on %s", path.name, really)
+        else:  # the same model again at a tracking size: already reported once
+            log.debug("%s (input %d×%d) runs on %s", path.name, input_hw[1], input_hw[0], really)
         self._active[path.name] = really
         return session
 

@@ -582,7 +582,7 @@ class LiveEngine:
             "latency_ms": lat,
             "source_face": str(source_face) if source_face else None,
             "providers": dict(self._providers),
-            "config_error": self._config_error,
+            "config_error": self._config_error or self._missing_source_face(),
             "frames": {
                 "published": self.stats.published,
                 "dropped": self.slot.dropped + getattr(self.source, "skipped", 0),
@@ -591,6 +591,13 @@ class LiveEngine:
             "queue_depth": self.slot.depth,
             "gpu": self._gpu.latest(),
         }
+
+    def _missing_source_face(self) -> str | None:
+        """Derived, not stored: swapping is on but there is no face to swap in (nothing leaks —
+        the face is held/blurred — but the user must be told why their face is not swapped)."""
+        if self._enabled and getattr(self.faces, "source", True) is None:
+            return "no source face is set — use `vcamd set-face PHOTO`, the tray's Source face menu, or [swap] source_face"
+        return None
 
     def set_enabled(self, on: bool) -> None:
         self._enabled = bool(on)  # a plain bool store: read once per frame by the loop
@@ -758,6 +765,8 @@ class LiveEngine:
             self.stats.reset_clock()
             self._last_frame_at = self._clock()
             self._state = "running"
+            if (missing := self._missing_source_face()) is not None:
+                log.warning(missing)
             interval = 1.0 / max(1.0, self.source.fps)
             while not self._controls.quit.is_set():
                 if max_frames is not None and self.stats.published >= max_frames:
