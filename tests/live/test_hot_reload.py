@@ -71,3 +71,61 @@ def test_enhancer_toggle_and_output_settings_apply_without_restart(
         thread.join(10)
     assert not thread.is_alive()
     assert result["stats"]["frames"]["passthrough"] == 0
+
+
+def test_a_models_change_loads_the_new_pipeline_in_the_background(
+    tmp_path, tmp_path_factory, live_config, clip_20fps, face_engine_factory, recording_sink, assets
+):
+    from vcamd.live.engine import build_face_pipeline
+
+    cfg = live_config()
+    config_path = tmp_path / "config.toml"
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    config_path.write_text(tomli_w.dumps(data))
+    built: list = []
+
+    def pipeline_factory(new_cfg):
+        faces, providers = build_face_pipeline(new_cfg)
+        built.append(new_cfg)
+        return faces, providers()
+
+    sink = recording_sink(keep_every=1000)
+    engine = LiveEngine(
+        cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True), sink_factory=lambda w, h, fps: sink,
+        faces=face_engine_factory(cfg), config_path=config_path, pipeline_factory=pipeline_factory,
+    )
+    first_faces = engine.faces
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.setdefault("stats", engine.run()), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
+        # A missing model: reported, the running pipeline stays and keeps swapping.
+        data["models"]["detector"] = str(tmp_path / "missing.onnx")
+        config_path.write_text(tomli_w.dumps(data))
+        engine.reload_config()
+        wait_for(lambda: "missing.onnx" in (engine.status()["config_error"] or ""), what="the load error")
+        assert engine.faces is first_faces
+        swapped = engine.stats.outcomes[Outcome.swapped]
+        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] > swapped + 5, what="swapping on the old pipeline")
+        # An unrelated edit while the models are still missing does not hide the problem.
+        data["swap"]["on_miss"] = "blur"
+        config_path.write_text(tomli_w.dumps(data))
+        engine.reload_config()
+        wait_for(lambda: engine.cfg.swap.on_miss == "blur", what="the unrelated edit")
+        wait_for(lambda: "missing.onnx" in (engine.status()["config_error"] or ""), what="the load error, again")
+        # Another real detector: loaded beside the running one, then swapped in.
+        data["models"]["detector"] = str(assets / "models" / "scrfd_2.5g_kps.onnx")
+        config_path.write_text(tomli_w.dumps(data))
+        engine.reload_config()
+        wait_for(lambda: engine.faces is not first_faces, timeout=20, what="the new pipeline")
+        assert built[-1].models.detector.endswith("scrfd_2.5g_kps.onnx")
+        assert "scrfd_2.5g_kps.onnx" in engine.status()["providers"]
+        assert engine.status()["config_error"] is None
+        swapped = engine.stats.outcomes[Outcome.swapped]
+        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] > swapped + 5, what="swapping on the new pipeline")
+    finally:
+        engine.request_quit()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert result["stats"]["frames"]["passthrough"] == 0

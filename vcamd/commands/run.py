@@ -75,6 +75,7 @@ def handle(args: argparse.Namespace) -> int:
         providers=providers(),
         # A reload that changes [camera] reopens the same source (--source wins over [camera] device).
         source_factory=lambda camera: open_source(args.source or camera.device, camera, loop=loop),
+        pipeline_factory=_face_pipeline,
     )
     watched = config_path or user_config_path()
     # SIGTERM (service stop) ends the run like Ctrl-C: the sink is closed and stats are written.
@@ -124,6 +125,14 @@ def _run_with_optional_tray(engine, args: argparse.Namespace, cfg, config_path) 
         # The sink exists only once the engine runs, so its URL is read when the item is clicked.
         open_preview=(lambda: open_with_desktop(engine.sink.url)) if args.sink == "preview" else None,
     )
+
+
+def _face_pipeline(cfg):
+    """A new face pipeline for a reloaded config, and which provider runs each of its models."""
+    from vcamd.live.engine import build_face_pipeline
+
+    faces, providers = build_face_pipeline(cfg)
+    return faces, providers()
 
 
 def _check_models_fit(cfg) -> None:

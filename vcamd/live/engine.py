@@ -529,12 +529,18 @@ class LiveEngine:
         badge: Callable[[Frame, str, str], None] | None = None,
         placeholder: Callable[[int, int, str], Frame] | None = None,
         source_factory: Callable[[CameraConfig], FrameSource] | None = None,
+        pipeline_factory: Callable[[Config], tuple[FacePipeline, dict[str, str]]] | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
-        """`source_factory` rebuilds the source when a config reload changes [camera]; without it
-        such a change waits for a restart."""
+        """`source_factory` rebuilds the source when a config reload changes [camera];
+        `pipeline_factory` rebuilds the face pipeline (and says which provider runs each model)
+        when a reload changes the models or what they were built with. Without them such changes
+        wait for a restart."""
         self.cfg = cfg
         self._source_factory = source_factory
+        self._pipeline_factory = pipeline_factory
+        self._pipeline_generation = 0  # the newest rebuild asked for; older ones are discarded
+        self._pipeline_cfg = cfg  # what the running face pipeline was built from
         self._captured_before = 0  # frames captured by readers replaced on a camera change
         self.config_path = config_path
         self.source = source
@@ -651,7 +657,12 @@ class LiveEngine:
     def apply_config(self, new: Config) -> None:
         """Apply a changed config between two frames (the loop's thread)."""
         changed = self.cfg.changed_sections(new)
-        needs_restart = changed & {"models"}
+        # Against what the running pipeline was built from: after a failed load, every later edit
+        # tries again (and keeps reporting the error) until the models load.
+        rebuild = pipeline_needs_rebuild(self._pipeline_cfg, new)
+        if not rebuild:
+            self._pipeline_generation += 1  # an edit reverted while a load was in flight: drop it
+        needs_restart = {"models"} if rebuild and self._pipeline_factory is None else set()
         if "camera" in changed and self._source_factory is None:
             needs_restart.add("camera")
         if needs_restart:
@@ -678,12 +689,55 @@ class LiveEngine:
                         self._identity += 1
                     except VcamdError as err:
                         self._config_error = str(err)
-        if "enhancer" in changed:
+        if "enhancer" in changed and not rebuild:
             self._apply_enhancer(new)
+        if rebuild and self._pipeline_factory is not None:
+            self._rebuild_pipeline(new)
         old_cfg, self.cfg = self.cfg, new
         if changed & {"virtual_camera", "preview"}:
             self._reopen_sink(old_cfg)
         log.info("config applied: changed %s", ", ".join(sorted(changed)) or "nothing")
+
+    def _rebuild_pipeline(self, new: Config) -> None:
+        """Load the new models in a background thread (seconds for a real swapper) while the
+        running pipeline keeps publishing; swap the new one in between two frames when ready."""
+        assert self._pipeline_factory is not None
+        self._pipeline_generation += 1
+        generation, factory = self._pipeline_generation, self._pipeline_factory
+        sizes = sorted({size for level in Level for size in _detect_sizes(new, level).values()})
+
+        def build() -> None:
+            try:
+                faces, providers = factory(new)
+                blank = np.zeros((64, 64, 3), np.uint8)
+                for size in sizes:  # build every detector input size now, not mid-stream
+                    faces.detect(blank, size)
+            except VcamdError as err:
+                self._config_error = f"new models not loaded, keeping the running ones: {err}"
+                log.error(self._config_error)
+                return
+            except Exception as exc:  # an unexpected failure must not take the daemon down
+                self._config_error = f"new models not loaded, keeping the running ones: {exc}"
+                log.exception("face pipeline rebuild failed")
+                return
+            self._controls.commands.put(lambda: self._install_pipeline(generation, faces, providers, new))
+
+        log.info("loading the face pipeline for the new settings in the background")
+        threading.Thread(target=build, name="pipeline-rebuild", daemon=True).start()
+
+    def _install_pipeline(self, generation: int, faces: FacePipeline, providers: dict[str, str], built_from: Config) -> None:
+        if generation != self._pipeline_generation:
+            return  # a newer edit is being loaded; this one is already out of date
+        self._pipeline_cfg = built_from
+        self.faces = faces
+        self.worker._faces = faces
+        self.full_detector._faces = faces
+        self.tracker._faces = faces
+        self.tracker.reset()
+        self._providers = dict(providers)
+        self._identity += 1  # swaps made by the old pipeline are not reused
+        self.watchdog.enhancer_enabled = self.cfg.enhancer.enabled
+        log.info("face pipeline replaced; providers: %s", self._providers)
 
     def _apply_enhancer(self, new: Config) -> None:
         """Enhancer on/off/strength takes effect on the next frame (the model loads on first use)."""
@@ -886,8 +940,7 @@ class LiveEngine:
         return TRACK_DEADLINE_FRAMES / max(1.0, self.source.fps)
 
     def _detect_sizes(self, level: Level) -> dict[str, int]:
-        det, scale = self.cfg.detection, self.cfg.watchdog.lowres_scale
-        return {"full_size": _level_size(det.size, level, scale, 128), "track_size": _level_size(det.track_size, level, scale, 128)}
+        return _detect_sizes(self.cfg, level)
 
     def _warm_up_detector(self) -> None:
         """Build the detector's session for every input size a level may ask for, now: building
@@ -977,6 +1030,27 @@ class LiveEngine:
     def _log_events(self, events: list[Transition | TransitionResult]) -> None:
         for event in events:
             log.info(event.log_line())
+
+
+def _detect_sizes(cfg: Config, level: Level) -> dict[str, int]:
+    det, scale = cfg.detection, cfg.watchdog.lowres_scale
+    return {"full_size": _level_size(det.size, level, scale, 128), "track_size": _level_size(det.track_size, level, scale, 128)}
+
+
+def pipeline_needs_rebuild(old: Config, new: Config) -> bool:
+    """Whether a config change needs new model sessions or a face engine built with other values.
+
+    Everything else (source face, face selection, enhancer on/off and strength, full_every,
+    on_miss, the watchdog) is applied to the running pipeline directly."""
+    if old.models != new.models:
+        return True
+    if old.detection.model_copy(update={"full_every": 0}) != new.detection.model_copy(update={"full_every": 0}):
+        return True
+    swap_keys = ("mouth_mask", "color_correction", "reference_face")
+    if any(getattr(old.swap, k) != getattr(new.swap, k) for k in swap_keys):
+        return True
+    # Switching to "reference" needs the reference photo embedded, which the engine does at build.
+    return new.swap.face_selection != old.swap.face_selection and new.swap.face_selection == "reference"
 
 
 def build_face_pipeline(cfg: Config) -> tuple[FacePipeline, Callable[[], dict[str, str]]]:

@@ -1,0 +1,286 @@
+"""`vcamd run` with its real tray icon, end to end, as a desktop user meets it.
+
+The daemon runs as a subprocess on a real X session (Xvfb + Debian's `trayer` as the system tray
+host, from conftest.py's `x_session`), without --no-tray: a video clip of a real photo is its
+camera, the real SCRFD detector finds the face, stand-in swapper/recognizer models swap it, and
+the output goes to the null sink. The test then works the daemon from both ends — real clicks on
+the docked icon (xdotool), the control CLI (`vcamd status --json / on / off / quit`) and edits of
+its config file — and checks after each step what the CLI reports and what the icon shows on
+screen (its colour, read back from the X server with XGetImage).
+
+pystray's xorg backend (the one used without PyGObject) has no pop-up menu: a left click runs the
+default item, "Swap on", which toggles the swap.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import tomli_w
+from PIL import Image
+
+from vcamd.tray import STATE_COLOURS, TrayState
+
+CLIP_SIZE = (320, 240)
+CLIP_FPS = 15.0
+
+
+# -- the daemon's inputs ----------------------------------------------------------------------
+
+
+def write_clip(path: Path, image: np.ndarray, *, fps: float, frames: int, size: tuple[int, int]) -> Path:
+    """A clip of `image` (scaled to 3/4 of the frame height) sliding a few px per frame on grey."""
+    w, h = size
+    scale = 0.75 * min(h / image.shape[0], w / image.shape[1])
+    face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
+    fh, fw = face.shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (w, h))
+    assert writer.isOpened(), f"cannot write {path}"
+    travel = max(1, w - fw)
+    for i in range(frames):
+        frame = np.full((h, w, 3), 110, np.uint8)
+        x = (2 * i) % (2 * travel)
+        x = x if x < travel else 2 * travel - x  # bounce, so the loop point is smooth
+        y = (h - fh) // 2
+        frame[y : y + fh, x : x + fw] = face
+        writer.write(frame)
+    writer.release()
+    return path
+
+
+@pytest.fixture(scope="module")
+def daemon_inputs(tmp_path_factory, assets: Path) -> dict[str, Path]:
+    """A looping newton clip and the models: real SCRFD, stand-in swapper and recognizer."""
+    from vcamd.standins import build_recognizer, build_swapper
+
+    d = tmp_path_factory.mktemp("daemon-inputs")
+    newton = cv2.imread(str(assets / "images" / "newton.png"))
+    assert newton is not None
+    return {
+        "clip": write_clip(d / "newton.avi", newton, fps=CLIP_FPS, frames=30, size=CLIP_SIZE),
+        "detector": assets / "models" / "scrfd_500m_kps.onnx",
+        "swapper": build_swapper(d / "swapper_light.onnx"),
+        "recognizer": build_recognizer(d / "recognizer.onnx"),
+        "face": assets / "images" / "newton.png",
+    }
+
+
+def config_text(inputs: dict[str, Path]) -> str:
+    return tomli_w.dumps({
+        "models": {
+            "detector": str(inputs["detector"]),
+            "swapper": str(inputs["swapper"]),
+            "recognizer": str(inputs["recognizer"]),
+            "providers": ["cpu"],
+            "threads": 1,
+        },
+        "detection": {"size": 320, "track_size": 160, "full_every": 10},
+        "swap": {"source_face": str(inputs["face"]), "source_consent": True},
+        "camera": {"reopen_interval_s": 0.3, "stall_timeout_s": 2.0},
+        # The widest frame budget the config allows: on a loaded CI machine the watchdog must not
+        # lower the quality, which would (rightly) turn the icon amber instead of green.
+        "watchdog": {"budget_ms": 1000},
+    })
+
+
+# -- reading the screen -----------------------------------------------------------------------
+
+
+def find_icon_window(display):
+    """The tray icon's X window (pystray names its class after the icon name, 'facelive')."""
+    pending = [display.screen().root]
+    while pending:
+        window = pending.pop()
+        try:
+            wm_class = window.get_wm_class()
+            children = window.query_tree().children
+        except Exception:  # noqa: BLE001 — a window may vanish while we walk the tree
+            continue
+        if wm_class and wm_class[1] == "facelive":
+            return window
+        pending.extend(children)
+    return None
+
+
+def toplevel_of(window, root):
+    """The child of the root window that contains `window`."""
+    while True:
+        parent = window.query_tree().parent
+        if parent.id == root.id:
+            return window
+        window = parent
+
+
+def screenshot(display, window) -> Image.Image:
+    """What is on screen where the window is (the composed root image)."""
+    from Xlib import X
+
+    root = display.screen().root
+    geometry = window.get_geometry()
+    origin = root.translate_coords(window, 0, 0)
+    raw = root.get_image(origin.x, origin.y, geometry.width, geometry.height, X.ZPixmap, 0xFFFFFFFF)
+    return Image.frombytes("RGB", (geometry.width, geometry.height), raw.data, "raw", "BGRX")
+
+
+def dominant_state(image: Image.Image) -> TrayState | None:
+    """The state whose background colour covers most of the icon (None below 40 %)."""
+    pixels = np.asarray(image, dtype=np.int16).reshape(-1, 3)
+    shares = {
+        state: float(np.all(np.abs(pixels - np.array(colour, dtype=np.int16)) <= 40, axis=1).mean())
+        for state, colour in STATE_COLOURS.items()
+    }
+    state, share = max(shares.items(), key=lambda kv: kv[1])
+    return state if share > 0.4 else None
+
+
+# -- the daemon -------------------------------------------------------------------------------
+
+
+class Daemon:
+    """The `vcamd run` subprocess, its log, and the control CLI pointed at it."""
+
+    def __init__(self, process: subprocess.Popen, log: Path, env: dict[str, str]) -> None:
+        self.process = process
+        self.log = log
+        self.env = env
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    def cli(self, *args: str, timeout: float = 20) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "vcamd", *args], env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def status(self) -> dict | None:
+        """`vcamd status --json`; None while the daemon does not answer (yet)."""
+        done = self.cli("status", "--json")
+        return json.loads(done.stdout) if done.returncode == 0 else None
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+@pytest.fixture
+def daemon(x_session, daemon_inputs, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text(config_text(daemon_inputs), encoding="utf-8")
+    log = tmp_path / "daemon.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(daemon_inputs["clip"]),
+             "--loop", "--sink", "null", "--i-have-consent"],
+            env=x_session.env, stdout=out, stderr=subprocess.STDOUT,
+        )
+    running = Daemon(process, log, x_session.env)
+    try:
+        yield running, config
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
+def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, daemon, wait_for):
+    from Xlib.display import Display
+    from Xlib.error import XError
+
+    proc, config = daemon
+
+    def wait(predicate, timeout: float, what: str, poll: float = 0.1):
+        """wait_for that gives up at once, with the daemon's log, when the daemon has died."""
+
+        def check():
+            if not proc.alive():
+                raise AssertionError(f"vcamd run exited {proc.process.returncode} while waiting for {what}:\n{proc.tail()}")
+            return predicate()
+
+        try:
+            return wait_for(check, timeout, what, poll)
+        except AssertionError as err:
+            if "vcamd run exited" in str(err):
+                raise
+            raise AssertionError(f"{err}\n--- vcamd run log ---\n{proc.tail()}") from None
+
+    display = Display(x_session.display)
+    try:
+        root = display.screen().root
+
+        def shown() -> TrayState | None:
+            try:
+                icon_now = find_icon_window(display)
+                return dominant_state(screenshot(display, icon_now)) if icon_now is not None else None
+            except XError:  # trayer re-laid the panel out while we read it: look again
+                return None
+
+        def click_icon() -> None:
+            # Read the position each time: trayer may move the icon when it re-lays out the panel.
+            icon_now = find_icon_window(display)
+            assert icon_now is not None, "the tray icon window is gone"
+            geometry = icon_now.get_geometry()
+            origin = root.translate_coords(icon_now, 0, 0)
+            x, y = origin.x + geometry.width // 2, origin.y + geometry.height // 2
+            subprocess.run(["xdotool", "mousemove", str(x), str(y), "click", "1"],
+                           env=x_session.env, check=True, timeout=10)
+
+        def status_where(condition, timeout: float, what: str) -> dict:
+            return wait(lambda: (s := proc.status()) is not None and condition(s) and s, timeout, what, 0.05)
+
+        # 1. The icon docks into trayer: embedded (reparented into trayer's panel) and mapped.
+        icon = wait(lambda: find_icon_window(display), 20, "the daemon's tray icon window")
+        wait(lambda: toplevel_of(icon, root).id != icon.id, 10, "the icon to be embedded in trayer")
+        assert toplevel_of(icon, root).get_wm_class() == ("panel", "trayer")
+        assert icon.get_attributes().map_state == 2  # IsViewable
+
+        # 2. Once faces are being swapped, the icon shows "on".
+        started = status_where(lambda s: s["state"] == "running" and s["frames"]["swapped"] > 0, 20,
+                               "the daemon to swap frames")
+        assert started["enabled"] is True and started["config_error"] is None
+        wait(lambda: shown() is TrayState.on, 5, "the icon to show 'on'")
+
+        # 3. A real click on the icon (default item "Swap on") switches the swap off, and back on.
+        click_icon()
+        status_where(lambda s: s["enabled"] is False, 5, "the click to switch the swap off")
+        wait(lambda: shown() is TrayState.off, 5, "the icon to show 'off' after the click")
+        click_icon()
+        status_where(lambda s: s["enabled"] is True, 5, "the second click to switch the swap on")
+        wait(lambda: shown() is TrayState.on, 5, "the icon to show 'on' after the second click")
+
+        # 4. The CLI switches the swap: the tray polls the status and follows within ~2 s.
+        assert proc.cli("off").returncode == 0
+        assert proc.status()["enabled"] is False
+        wait(lambda: shown() is TrayState.off, 2.5, "the icon to show 'off' after `vcamd off`")
+        assert proc.cli("on").returncode == 0
+        wait(lambda: shown() is TrayState.on, 2.5, "the icon to show 'on' after `vcamd on`")
+
+        # 5. A broken config edit: the daemon keeps running on the last good config, reports the
+        # error, and the icon turns red; the fixed file clears both.
+        good = config.read_text(encoding="utf-8")
+        config.write_text(good + "\n[swap\nenabled = tru\n", encoding="utf-8")
+        broken = status_where(lambda s: s["config_error"], 3.5, "the broken config to be reported")
+        assert "config.toml" in broken["config_error"] or "TOML" in broken["config_error"], broken["config_error"]
+        assert broken["enabled"] is True and broken["state"] == "running"
+        wait(lambda: shown() is TrayState.error, 2.5, "the icon to show the config error")
+        config.write_text(good, encoding="utf-8")
+        status_where(lambda s: s["config_error"] is None, 3.5, "the fixed config to clear the error")
+        wait(lambda: shown() is TrayState.on, 2.5, "the icon back to 'on' after the fix")
+
+        # 6. `vcamd quit`: the daemon stops cleanly and takes its icon with it.
+        quit_done = proc.cli("quit")
+        assert quit_done.returncode == 0, quit_done.stderr
+        try:
+            code = proc.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"vcamd run still running 15 s after `vcamd quit`:\n{proc.tail()}") from None
+        assert code == 0, proc.tail()
+        assert "published " in proc.tail()  # the run's summary line: it ended through the normal path
+        wait_for(lambda: find_icon_window(display) is None, 5, "the icon to leave the tray")
+        assert "Traceback" not in proc.tail(), proc.tail()
+    finally:
+        display.close()
