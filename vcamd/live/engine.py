@@ -309,7 +309,6 @@ class SwapJob:
     frame_faces: list[Face]  # the same faces in frame coordinates, for matching later
     level: Level  # the enhancer runs only at Level.full
     t_capture: float
-    identity: int  # source-face generation the job was made for
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +317,6 @@ class SwapResult:
     swapped: list[Any]  # one per face, what FacePipeline.composite pastes
     t_capture: float
     t_done: float
-    identity: int
 
 
 class SwapWorker:
@@ -429,7 +427,7 @@ class SwapWorker:
                 self.swaps += 1
                 self._failed_since = None
                 if self._result is None or job.t_capture >= self._result.t_capture:
-                    self._result = SwapResult(job.frame_faces, list(swapped), job.t_capture, t1, job.identity)
+                    self._result = SwapResult(job.frame_faces, list(swapped), job.t_capture, t1)
 
 
 FLAT_CROP_STD = 2.0
@@ -560,7 +558,6 @@ class LiveEngine:
         self.tracker = LiveTracker(faces, self.full_detector, full_every=cfg.detection.full_every)
         self._controls = _Controls()
         self._enabled = cfg.swap.enabled
-        self._identity = 0
         self._config_error: str | None = None
         self._frame_index = 0
         self._targets: list[Face] = []  # faces being swapped, as of the last processed frame
@@ -614,7 +611,7 @@ class LiveEngine:
             raise VcamdError("this face engine cannot change the source face at run time", fix="restart `vcamd run`")
         setter(Path(path))  # raises FaceError on a bad image, before anything changes
         swap = self.cfg.swap.model_copy(update={"source_face": Path(path)})
-        self._controls.commands.put(lambda: self._apply_new_identity(swap))
+        self._controls.commands.put(lambda: self._record_source_face(swap))
 
     def set_quality(self, level: Level | None) -> None:
         self._controls.commands.put(lambda: self._log_events([t] if (t := self.watchdog.force(level)) else []))
@@ -686,7 +683,6 @@ class LiveEngine:
                 if setter is not None:
                     try:
                         setter(new.swap.source_face)
-                        self._identity += 1
                     except VcamdError as err:
                         self._config_error = str(err)
         if "enhancer" in changed and not rebuild:
@@ -735,7 +731,7 @@ class LiveEngine:
         self.tracker._faces = faces
         self.tracker.reset()
         self._providers = dict(providers)
-        self._identity += 1  # swaps made by the old pipeline are not reused
+        # The last swap stays on screen until the new pipeline's first swap lands (no miss, no leak).
         self.watchdog.enhancer_enabled = self.cfg.enhancer.enabled
         log.info("face pipeline replaced; providers: %s", self._providers)
 
@@ -795,9 +791,11 @@ class LiveEngine:
         self.tracker.reset()
         log.info("camera reopened: %s", source.description)
 
-    def _apply_new_identity(self, swap_cfg) -> None:
+    def _record_source_face(self, swap_cfg) -> None:
+        """The engine already swaps with the new face; keep the running config in step with it
+        (status shows it, and a later reload compares against it). Until the first swap with the
+        new face lands, the last swap stays on screen."""
         self.cfg = self.cfg.model_copy(update={"swap": swap_cfg})
-        self._identity += 1
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, max_frames: int | None = None) -> dict:
@@ -961,7 +959,7 @@ class LiveEngine:
         x0, y0, x1, y1 = _region(frame, targets, 2.0)
         region = frame[y0:y1, x0:x1].copy()  # private copy: the loop keeps drawing on `frame`
         local = [_shift(f, x0, y0) for f in targets]
-        self.worker.submit(SwapJob(region, local, list(targets), level, t_capture, self._identity))
+        self.worker.submit(SwapJob(region, local, list(targets), level, t_capture))
 
     def _compose(self, frame: Frame, targets: list[Face], found: bool) -> tuple[Frame, Outcome]:
         on_miss = self.cfg.swap.on_miss
