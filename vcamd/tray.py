@@ -26,11 +26,13 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -364,6 +366,8 @@ class TrayApp:
         self._waker: _XorgWaker | None = None
         self._xwindow: _XorgIconWindow | None = None
         self._loop_ended = threading.Event()
+        self.quit_chosen = False
+        """True once the user picked Quit (the icon closing for any other reason is not a quit)."""
 
     # -- state --------------------------------------------------------------------------------
 
@@ -454,6 +458,7 @@ class TrayApp:
         self.notify(self.refresh().detail, f"{APP_TITLE}: {self._view.state.value}")
 
     def quit(self) -> None:
+        self.quit_chosen = True
         self._act("quit", self.controller.request_quit)
         self._stop.set()
         self._stop_icon()
@@ -737,12 +742,16 @@ class _XorgIconWindow:
 
         try:
             if image is not None:
-                # What pystray's Expose handler paints from (plain attributes, no X traffic).
-                icon._icon = image
-                icon._icon_data = None
                 geometry = self._window.get_geometry()
                 canvas = Image.new("RGB", (geometry.width, geometry.height))
                 canvas.paste(image.resize((geometry.width, geometry.height), Image.Resampling.LANCZOS))
+                # What pystray's Expose handler paints from (plain attributes, no X traffic). Each
+                # is replaced by a complete object, never cleared: the event loop may be drawing
+                # from them right now. (Setting _icon_data to None raced the loop's
+                # _assert_icon_data: AttributeError, pystray's loop ended and the daemon with it,
+                # in ~1 of 20 daemon starts under Xvfb.)
+                icon._icon = image
+                icon._icon_data = canvas
                 self._window.put_pil_image(self._gc, 0, 0, canvas)
             self._window.set_wm_name(title)
             self._display.flush()
@@ -858,6 +867,32 @@ def run_tray(
     return app
 
 
+@contextmanager
+def _ctrl_c_asks_to_quit(controller: TrayController) -> Iterator[None]:
+    """While the tray runs on the main thread, Ctrl-C (SIGINT) asks the engine to quit and the
+    tray follows it, like `vcamd quit` and SIGTERM.
+
+    Left as KeyboardInterrupt, Ctrl-C lands in pystray's xorg event loop, whose bare `except:`
+    swallows it and logs "An error occurred in the main loop" with a traceback (and it may cut an
+    X request in half). A second Ctrl-C raises KeyboardInterrupt as usual, for an engine that
+    does not stop. Off the main thread signal handlers cannot be set: nothing changes there.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_interrupt(_signum: int, _frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        log.info("tray: interrupted; stopping the engine")
+        controller.request_quit()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_engine_with_tray(
     controller: TrayController,
     engine_run: Callable[[], T],
@@ -891,15 +926,28 @@ def run_engine_with_tray(
             on_app(app)
         worker.start()
 
+    interrupted = quit_chosen = False
     try:
-        run_tray(controller, setup, quit_event=engine_done, **app_options)
+        with _ctrl_c_asks_to_quit(controller):
+            quit_chosen = run_tray(controller, setup, quit_event=engine_done, **app_options).quit_chosen
     except KeyboardInterrupt:
         log.info("tray: interrupted")
-    finally:
-        if worker.ident is not None:
-            if worker.is_alive():
-                controller.request_quit()  # the tray ended first (Quit, Ctrl-C, X server gone)
-            worker.join()
+        interrupted = True
+    except Exception as exc:  # the icon is a convenience: its failure must not take the camera down
+        log.warning("the tray icon failed (%s); FaceLive Camera keeps running without it", exc)
+    if worker.ident is None:
+        if interrupted:
+            raise KeyboardInterrupt
+        log.warning("no tray icon; running without it (control it with `vcamd on/off/status/quit`)")
+        work()  # the icon never came up: run the engine here, headless
+    else:
+        if not engine_done.is_set():
+            if interrupted:
+                controller.request_quit()  # a second Ctrl-C
+            elif not quit_chosen:
+                # The icon went away on its own (pystray error, tray host gone): keep the camera.
+                log.warning("the tray icon closed; FaceLive Camera keeps running (stop it with `vcamd quit`)")
+        worker.join()
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]

@@ -14,10 +14,11 @@ default item, "Swap on", which toggles the swap.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import cv2
@@ -95,13 +96,15 @@ def config_text(inputs: dict[str, Path]) -> str:
 
 def find_icon_window(display):
     """The tray icon's X window (pystray names its class after the icon name, 'facelive')."""
+    from Xlib.error import XError
+
     pending = [display.screen().root]
     while pending:
         window = pending.pop()
         try:
             wm_class = window.get_wm_class()
             children = window.query_tree().children
-        except Exception:  # noqa: BLE001 — a window may vanish while we walk the tree
+        except XError:  # a window may vanish while we walk the tree
             continue
         if wm_class and wm_class[1] == "facelive":
             return window
@@ -146,16 +149,17 @@ def dominant_state(image: Image.Image) -> TrayState | None:
 class Daemon:
     """The `vcamd run` subprocess, its log, and the control CLI pointed at it."""
 
-    def __init__(self, process: subprocess.Popen, log: Path, env: dict[str, str]) -> None:
+    def __init__(self, process: subprocess.Popen, log: Path, env: dict[str, str], wait_for) -> None:
         self.process = process
         self.log = log
         self.env = env
+        self._wait_for = wait_for
 
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+    def tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 
     def cli(self, *args: str, timeout: float = 20) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "vcamd", *args], env=self.env,
+        return subprocess.run([sys.executable, "-m", "vcamd", *args], env=self.env, check=False,
                               capture_output=True, text=True, timeout=timeout)
 
     def status(self) -> dict | None:
@@ -166,9 +170,35 @@ class Daemon:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def wait(self, predicate, timeout: float, what: str, poll: float = 0.1):
+        """Poll `predicate` until truthy; fail at once, with the log, when the daemon has died.
+
+        On a timeout the daemon gets SIGABRT: faulthandler (PYTHONFAULTHANDLER=1) writes every
+        thread's stack into the log, so a hung daemon says where it hangs."""
+
+        def check():
+            if not self.alive():
+                raise _DaemonDied(f"vcamd run exited {self.process.returncode} while waiting for {what}")
+            return predicate()
+
+        try:
+            return self._wait_for(check, timeout, what, poll)
+        except _DaemonDied as died:
+            raise AssertionError(f"{died}:\n{self.tail()}") from None
+        except AssertionError as err:
+            if self.alive():
+                self.process.send_signal(signal.SIGABRT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=5)
+            raise AssertionError(f"{err}\n--- vcamd run log ---\n{self.tail(12000)}") from None
+
+
+class _DaemonDied(Exception):
+    pass
+
 
 @pytest.fixture
-def daemon(x_session, daemon_inputs, tmp_path):
+def daemon(x_session, daemon_inputs, tmp_path, wait_for):
     config = tmp_path / "config.toml"
     config.write_text(config_text(daemon_inputs), encoding="utf-8")
     log = tmp_path / "daemon.log"
@@ -176,9 +206,9 @@ def daemon(x_session, daemon_inputs, tmp_path):
         process = subprocess.Popen(
             [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(daemon_inputs["clip"]),
              "--loop", "--sink", "null", "--i-have-consent"],
-            env=x_session.env, stdout=out, stderr=subprocess.STDOUT,
+            env={**x_session.env, "PYTHONFAULTHANDLER": "1"}, stdout=out, stderr=subprocess.STDOUT,
         )
-    running = Daemon(process, log, x_session.env)
+    running = Daemon(process, log, x_session.env, wait_for)
     try:
         yield running, config
     finally:
@@ -188,25 +218,13 @@ def daemon(x_session, daemon_inputs, tmp_path):
 
 
 def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, daemon, wait_for):
+    from Xlib import X
     from Xlib.display import Display
     from Xlib.error import XError
 
     proc, config = daemon
 
-    def wait(predicate, timeout: float, what: str, poll: float = 0.1):
-        """wait_for that gives up at once, with the daemon's log, when the daemon has died."""
-
-        def check():
-            if not proc.alive():
-                raise AssertionError(f"vcamd run exited {proc.process.returncode} while waiting for {what}:\n{proc.tail()}")
-            return predicate()
-
-        try:
-            return wait_for(check, timeout, what, poll)
-        except AssertionError as err:
-            if "vcamd run exited" in str(err):
-                raise
-            raise AssertionError(f"{err}\n--- vcamd run log ---\n{proc.tail()}") from None
+    wait = proc.wait
 
     display = Display(x_session.display)
     try:
@@ -234,9 +252,10 @@ def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, da
 
         # 1. The icon docks into trayer: embedded (reparented into trayer's panel) and mapped.
         icon = wait(lambda: find_icon_window(display), 20, "the daemon's tray icon window")
-        wait(lambda: toplevel_of(icon, root).id != icon.id, 10, "the icon to be embedded in trayer")
+        # (trayer reparents the icon first and maps it a moment later: wait for both.)
+        wait(lambda: toplevel_of(icon, root).id != icon.id and icon.get_attributes().map_state == X.IsViewable,
+             10, "the icon to be embedded in trayer and shown")
         assert toplevel_of(icon, root).get_wm_class() == ("panel", "trayer")
-        assert icon.get_attributes().map_state == 2  # IsViewable
 
         # 2. Once faces are being swapped, the icon shows "on".
         started = status_where(lambda s: s["state"] == "running" and s["frames"]["swapped"] > 0, 20,
@@ -262,9 +281,9 @@ def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, da
         # 5. A broken config edit: the daemon keeps running on the last good config, reports the
         # error, and the icon turns red; the fixed file clears both.
         good = config.read_text(encoding="utf-8")
-        config.write_text(good + "\n[swap\nenabled = tru\n", encoding="utf-8")
+        config.write_text(good.replace("[swap]", "[swap", 1), encoding="utf-8")  # a typo: unclosed header
         broken = status_where(lambda s: s["config_error"], 3.5, "the broken config to be reported")
-        assert "config.toml" in broken["config_error"] or "TOML" in broken["config_error"], broken["config_error"]
+        assert str(config) in broken["config_error"] and "TOML" in broken["config_error"], broken["config_error"]
         assert broken["enabled"] is True and broken["state"] == "running"
         wait(lambda: shown() is TrayState.error, 2.5, "the icon to show the config error")
         config.write_text(good, encoding="utf-8")
@@ -282,5 +301,30 @@ def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, da
         assert "published " in proc.tail()  # the run's summary line: it ended through the normal path
         wait_for(lambda: find_icon_window(display) is None, 5, "the icon to leave the tray")
         assert "Traceback" not in proc.tail(), proc.tail()
+    finally:
+        display.close()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_daemon_with_tray_stops_on_a_signal(x_session, daemon, wait_for, signal_name):
+    """SIGTERM (service stop, logout) and SIGINT (Ctrl-C) end the run cleanly while the tray
+    owns the main thread: exit code 0, the summary printed, the icon gone."""
+    from Xlib.display import Display
+
+    proc, _ = daemon
+    display = Display(x_session.display)
+    try:
+        proc.wait(lambda: find_icon_window(display), 20, "the daemon's tray icon window")
+        proc.wait(lambda: (s := proc.status()) is not None and s["frames"]["published"] > 0, 20,
+                  "the daemon to publish frames")
+        proc.process.send_signal(getattr(signal, signal_name))
+        try:
+            code = proc.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"vcamd run still running 15 s after {signal_name}:\n{proc.tail()}") from None
+        assert code == 0, proc.tail()
+        assert "published " in proc.tail() and "Traceback" not in proc.tail(), proc.tail()
+        wait_for(lambda: find_icon_window(display) is None, 5, "the icon to leave the tray")
+        assert proc.status() is None  # the control socket is gone too
     finally:
         display.close()

@@ -1,0 +1,62 @@
+"""The tray icon is a convenience: when it fails or closes on its own, the camera keeps running."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import vcamd.tray as tray
+
+
+class Controller:
+    def __init__(self) -> None:
+        self.quit = threading.Event()
+        self.quit_calls = 0
+
+    def request_quit(self) -> None:
+        self.quit_calls += 1
+        self.quit.set()
+
+
+def test_an_icon_that_never_comes_up_runs_the_engine_headless(monkeypatch) -> None:
+    def broken_tray(controller, setup, **_):
+        raise RuntimeError("cannot connect to the tray host")
+
+    monkeypatch.setattr(tray, "run_tray", broken_tray)
+    ran_on = []
+    result = tray.run_engine_with_tray(Controller(), lambda: ran_on.append(threading.current_thread()) or "stats")
+    assert result == "stats" and ran_on == [threading.main_thread()]
+
+
+def test_an_icon_that_closes_by_itself_leaves_the_engine_running(monkeypatch) -> None:
+    controller = Controller()
+
+    def tray_that_dies(ctrl, setup, **_):
+        setup(SimpleNamespace())  # starts the engine thread
+        return SimpleNamespace(quit_chosen=False)  # the event loop ended: not the user's Quit
+
+    def engine_run():
+        # Still publishing well after the icon is gone; stops only when asked (`vcamd quit`).
+        timer = threading.Timer(0.5, controller.request_quit)
+        timer.start()
+        controller.quit.wait(5)
+        return "ran until vcamd quit"
+
+    monkeypatch.setattr(tray, "run_tray", tray_that_dies)
+    started = time.monotonic()
+    assert tray.run_engine_with_tray(controller, engine_run) == "ran until vcamd quit"
+    assert time.monotonic() - started >= 0.4
+    assert controller.quit_calls == 1  # only the timer's, the tray's end asked for nothing
+
+
+def test_quit_from_the_menu_stops_the_engine(monkeypatch) -> None:
+    controller = Controller()
+
+    def tray_quit_chosen(ctrl, setup, **_):
+        setup(SimpleNamespace())
+        ctrl.request_quit()  # what the Quit item does
+        return SimpleNamespace(quit_chosen=True)
+
+    monkeypatch.setattr(tray, "run_tray", tray_quit_chosen)
+    assert tray.run_engine_with_tray(controller, lambda: controller.quit.wait(5) and "stopped") == "stopped"
