@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                 stats = engine.stats
                 count = latency_count(stats)
                 new = count - minute_start_lat
-                window = list(stats.latency_ms)[-new:] if new > 0 else []
-                p50, p99 = (float(np.percentile(window, q)) for q in (50, 99)) if window else (0.0, 0.0)
+                window = stats.latency_ms.recent(new)
+                p50, p99 = (float(np.percentile(window, q)) for q in (50, 99)) if window.size else (0.0, 0.0)
                 published = stats.published - minute_start_pub
                 row = {
                     "minute": len(minutes) + 1,

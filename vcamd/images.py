@@ -6,6 +6,7 @@ what to do: missing, a folder, empty, not an image, animated, absurdly large, un
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import cv2
@@ -36,18 +37,19 @@ def read_image(path: Path | str, what: str = "image") -> Frame:
     # Read the header with Pillow first: it tells the pixel count and frame count without decoding,
     # so a decompression bomb or an animation is refused before any pixels are allocated.
     try:
-        with Image.open(path) as probe:
-            width, height = probe.size
-            frames = getattr(probe, "n_frames", 1)
+        with warnings.catch_warnings():
+            # Pillow warns about huge headers; the size check below refuses them with a clear error.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as probe:
+                width, height = probe.size
+                frames = getattr(probe, "n_frames", 1)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        # Pillow can't identify it; OpenCV may still (e.g. some formats), so only fail if both do.
-        probe_error = str(exc) or type(exc).__name__
-        width = height = 0
-        frames = 1
+        # Only formats whose size Pillow can read first are decoded: OpenCV alone (HDR, PFM, ...)
+        # would reserve whatever pixel count the header claims before failing.
+        detail = str(exc) or type(exc).__name__
+        raise FaceError(f"{what} {path} is not a readable image ({detail})", fix="give a JPEG or PNG photo") from None
     except Image.DecompressionBombError:
         raise FaceError(f"{what} {path} is too large to decode safely", fix=f"use a photo under {MAX_PIXELS // 1_000_000} MP") from None
-    else:
-        probe_error = ""
     if width * height > MAX_PIXELS:
         raise FaceError(
             f"{what} {path} is {width}×{height} ({width * height / 1e6:.0f} MP)",
@@ -59,9 +61,7 @@ def read_image(path: Path | str, what: str = "image") -> Frame:
     try:
         image = cv2.imdecode(data, cv2.IMREAD_COLOR)
     except cv2.error as exc:  # OpenCV refuses e.g. a header claiming more pixels than it allows
-        probe_error = probe_error or str(exc).strip().splitlines()[-1]
-        image = None
+        raise FaceError(f"{what} {path} is not a readable image ({str(exc).strip().splitlines()[-1]})", fix="give a JPEG or PNG photo") from None
     if image is None:
-        detail = f" ({probe_error})" if probe_error else ""
-        raise FaceError(f"{what} {path} is not a readable image{detail}", fix="give a JPEG or PNG photo")
+        raise FaceError(f"{what} {path} is not a readable image (the pixel data is damaged)", fix="give a JPEG or PNG photo")
     return np.ascontiguousarray(image)

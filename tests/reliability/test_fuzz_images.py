@@ -145,29 +145,37 @@ def test_fuzz_inputs_can_succeed(tmp_path: Path, real_images: dict[str, bytes]) 
 
 def test_header_claimed_huge_image_in_a_format_pillow_cannot_identify(tmp_path: Path) -> None:
     # A 4 KB Radiance HDR file whose header claims 40000×26000 pixels (1.04 GP, just under
-    # OpenCV's own 1 GP cap). Pillow cannot identify HDR, so read_image skips its size check and
-    # hands the bytes to cv2.imdecode, which allocates 3.1 GB before finding the body is junk.
-    # Run in a child with a 2 GB address-space limit so the machine is not at risk: read_image
-    # must refuse it with FaceError, not die allocating.
+    # OpenCV's own 1 GP cap). Pillow cannot identify HDR, so read_image skips its pixel cap and
+    # hands the bytes to cv2.imdecode, which reserves the claimed size (3.1 GB of float pixels and
+    # more) before finding the body is junk. With a real RLE body (~70 MB, under the 200 MB file
+    # cap) that memory would be filled. read_image must refuse it *before* decoding: the child's
+    # peak virtual memory (VmPeak) must not jump by gigabytes. Reserved-but-untouched memory costs
+    # this machine nothing, so the child runs without a limit.
     bomb = tmp_path / "face.hdr"
     bomb.write_bytes(b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 26000 +X 40000\n" + b"\x80" * 4000)
     child = textwrap.dedent(
         f"""
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        def peak_mb():
+            for line in open("/proc/self/status"):
+                if line.startswith("VmPeak:"):
+                    return int(line.split()[1]) // 1024
         from vcamd.errors import FaceError
         from vcamd.images import read_image
+        before = peak_mb()
         try:
             read_image({str(bomb)!r}, what="source face")
         except FaceError as err:
             print("FaceError:", err)
         else:
             print("decoded")
+        print("VmPeak growth MB:", peak_mb() - before)
         """
     )
     result = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stdout.startswith("FaceError:") and str(bomb) in result.stdout
+    growth = int(result.stdout.rsplit(":", 1)[1])
+    assert growth < 1024, f"read_image let OpenCV reserve {growth} MB for a 4 KB file"
 
 
 def test_header_taller_than_opencv_allows_is_a_face_error(tmp_path: Path) -> None:

@@ -201,7 +201,8 @@ def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, b
     published = max(1, stats["frames"]["published"])
 
     def total(stage: str) -> float:
-        return float(sum(stages.get(stage, ())))
+        series = stages.get(stage)
+        return series.sum if series is not None else 0.0
 
     # Everything but model inference: the loop's time per frame minus the detector stage, plus
     # the swap worker's own work around the model (align, result hand-off).

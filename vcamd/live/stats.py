@@ -29,8 +29,41 @@ RECENT_FRAMES = 60
 SAMPLE_CAP = 20_000  # samples kept per series: a long run keeps its most recent ~11 min at 30 fps
 
 
-def percentiles(samples: Iterable[float]) -> dict[str, float]:
-    values = np.fromiter(samples, dtype=np.float64)
+class SampleRing:
+    """The most recent `cap` samples of one series in a preallocated float64 array — memory stays
+    flat however long the daemon runs (a deque of Python floats grows for the first ~11 minutes) —
+    plus the exact count and sum over every sample ever recorded (for per-frame averages)."""
+
+    __slots__ = ("_values", "_next", "count", "sum")
+
+    def __init__(self, cap: int = SAMPLE_CAP) -> None:
+        self._values = np.zeros(cap, dtype=np.float64)
+        self._next = 0
+        self.count = 0
+        self.sum = 0.0
+
+    def append(self, value: float) -> None:
+        self._values[self._next] = value
+        self._next = (self._next + 1) % self._values.size
+        self.count += 1
+        self.sum += value
+
+    def __len__(self) -> int:
+        return min(self.count, self._values.size)
+
+    def recent(self, n: int | None = None) -> np.ndarray:
+        """The last `n` samples (all kept ones by default), oldest first, as a new array."""
+        kept = len(self)
+        n = kept if n is None else max(0, min(n, kept))
+        idx = (self._next - n + np.arange(n)) % self._values.size
+        return self._values[idx]
+
+
+def percentiles(samples: Iterable[float] | SampleRing) -> dict[str, float]:
+    if isinstance(samples, SampleRing):
+        values = samples.recent()
+    else:
+        values = np.fromiter(samples, dtype=np.float64)
     if values.size == 0:
         return {"p50": 0.0, "p95": 0.0, "p99": 0.0}
     p50, p95, p99 = np.percentile(values, [50, 95, 99])
@@ -48,8 +81,8 @@ class LiveStats:
         self.outcomes: Counter[Outcome] = Counter()
         self.processed = 0
         self.published = 0
-        self.latency_ms: deque[float] = deque(maxlen=SAMPLE_CAP)
-        self.stages_ms: dict[str, deque[float]] = {}
+        self.latency_ms = SampleRing()
+        self.stages_ms: dict[str, SampleRing] = {}
         self.level_frames: Counter[Level] = Counter()
         self.first_publish_at: float | None = None
         self.last_publish_at: float | None = None
@@ -64,7 +97,7 @@ class LiveStats:
         with self._lock:
             series = self.stages_ms.get(name)
             if series is None:
-                series = self.stages_ms[name] = deque(maxlen=SAMPLE_CAP)
+                series = self.stages_ms[name] = SampleRing()
             series.append(ms)
 
     def record_publish(self, outcome: Outcome, level: Level, latency_ms: float | None) -> None:
