@@ -12,8 +12,9 @@ import importlib.metadata
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vcamd.errors import ModelError, VcamdError
 
@@ -121,9 +122,18 @@ def gpu_install_problem(installed: dict[str, str] | None = None) -> str | None:
 class Sessions:
     """One InferenceSession per model file (and per input-size variant), created on first use."""
 
-    def __init__(self, providers: list[str] | None = None, threads: int = 0) -> None:
+    def __init__(
+        self,
+        providers: list[str] | None = None,
+        threads: int = 0,
+        *,
+        wrap: Callable[[Any, Path], Any] | None = None,
+    ) -> None:
+        """`wrap(session, path)`, when given, receives every new session and returns what callers
+        get instead — the seam for fault injection in tests and for profiling."""
         self.providers = resolve_providers(list(providers or ["auto"]))
         self.threads = threads or os.cpu_count() or 1
+        self._wrap = wrap
         self._sessions: dict[tuple[Path, tuple[int, int] | None], onnxruntime.InferenceSession] = {}
         self._active: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -186,7 +196,7 @@ class Sessions:
         else:  # the same model again at a tracking size: already reported once
             log.debug("%s (input %d×%d) runs on %s", path.name, input_hw[1], input_hw[0], really)
         self._active[path.name] = really
-        return session
+        return self._wrap(session, path) if self._wrap is not None else session
 
     def active_providers(self) -> dict[str, str]:
         """Model file name → the provider that really runs it."""

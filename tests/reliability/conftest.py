@@ -403,11 +403,7 @@ def faulty_sessions(faults: dict):
     """A real `Sessions` whose every session is wrapped in FaultySession (keyed by file name)."""
     from vcamd.runtime import Sessions
 
-    class FaultySessions(Sessions):
-        def _create(self, path, input_hw):
-            return FaultySession(super()._create(path, input_hw), Path(path).name, faults)
-
-    return FaultySessions(["cpu"], threads=1)
+    return Sessions(["cpu"], threads=1, wrap=lambda session, path: FaultySession(session, path.name, faults))
 
 
 def live_config(tmp_path: Path, assets: Path, standin_dir: Path, face_video: FaceVideo, **sections: dict):
