@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 
 from vcamd.control.client import ControlClient, find_endpoint
-from vcamd.control.protocol import MAX_REQUEST_BYTES, ControlError, Controllable, DaemonNotRunning
+from vcamd.control.protocol import (
+    MAX_REQUEST_BYTES,
+    ControlError,
+    Controllable,
+    DaemonNotRunning,
+)
 from vcamd.control.server import AlreadyRunning, ControlServer
 from vcamd.errors import VcamdError
 from vcamd.types import Level

@@ -10,7 +10,12 @@ import onnxruntime
 import pytest
 
 from vcamd.errors import ModelError, VcamdError
-from vcamd.runtime import PROVIDER_NAMES, Sessions, gpu_install_problem, resolve_providers
+from vcamd.runtime import (
+    PROVIDER_NAMES,
+    Sessions,
+    gpu_install_problem,
+    resolve_providers,
+)
 
 
 def test_auto_picks_best_available_and_ends_with_cpu():

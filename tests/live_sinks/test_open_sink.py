@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from vcamd.errors import VcamdError
-from vcamd.live.sinks import FileSink, NullSink, PreviewSink, Sink, VirtualCameraSink, open_sink
+from vcamd.live.sinks import (
+    FileSink,
+    NullSink,
+    PreviewSink,
+    Sink,
+    VirtualCameraSink,
+    open_sink,
+)
 
 
 @pytest.mark.parametrize(

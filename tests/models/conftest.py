@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -175,7 +176,6 @@ class CliRunner:
     """Runs `.venv/bin/python -m vcamd ...` (or the current interpreter) as a real subprocess."""
 
     def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> "subprocess.CompletedProcess[str]":
-        import subprocess
 
         python = REPO / ".venv" / "bin" / "python"
         exe = str(python) if python.exists() else sys.executable

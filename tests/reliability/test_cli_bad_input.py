@@ -3,7 +3,6 @@ that names the file, a non-zero exit, and never a traceback."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest

@@ -103,7 +103,6 @@ def _socket_inodes(pid: int) -> set[str]:
 def _decode_address(hex_addr: str) -> str:
     """/proc/net/{tcp,udp}[6] local address → 'ip:port' (the kernel prints 32-bit words in host order)."""
     import ipaddress
-    import socket
     import struct
 
     ip_hex, port_hex = hex_addr.split(":")

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from vcamd.errors import FaceError
 from vcamd.images import MAX_PIXELS, read_image
 
+
 @pytest.fixture(autouse=True, scope="module")
 def quiet_opencv():
     """OpenCV prints a line per undecodable buffer; thousands of them hide the test output."""

@@ -106,7 +106,12 @@ def _run_with_optional_tray(engine, args: argparse.Namespace, cfg, config_path) 
     if args.no_tray or not cfg.tray.enabled:
         return _run_engine(engine, args.frames)
     from vcamd.config import user_state_dir
-    from vcamd.tray import RecentFaces, open_with_desktop, run_engine_with_tray, tray_available
+    from vcamd.tray import (
+        RecentFaces,
+        open_with_desktop,
+        run_engine_with_tray,
+        tray_available,
+    )
 
     available, why = tray_available()
     if not available:

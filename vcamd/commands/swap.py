@@ -155,7 +155,13 @@ def _open_video(source: Path) -> tuple[cv2.VideoCapture, Frame]:
 def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, first: Frame, source: Path, output: Path) -> int:
     import cv2
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     fps = capture.get(cv2.CAP_PROP_FPS)
     if not fps or fps != fps or fps <= 0 or fps > 1000:  # NaN / 0 / nonsense from some containers
