@@ -28,24 +28,9 @@ START_TIMEOUT_S = 30.0  # imports + model sessions on a busy 2-core machine
 RELOAD_WITHIN_S = 4.0  # the promise is ~2 s; the margin is for a loaded test machine
 
 
-def write_clip(path: Path, image: np.ndarray, frames: int = 30, fps: float = 15.0) -> Path:
-    h, w = 360, 480
-    scale = 0.7 * min(h / image.shape[0], w / image.shape[1])
-    face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
-    fh, fw = face.shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (w, h))
-    assert writer.isOpened()
-    for i in range(frames):
-        frame = np.full((h, w, 3), 110, np.uint8)
-        x = 10 + (2 * i) % max(1, w - fw - 20)
-        frame[(h - fh) // 2 : (h - fh) // 2 + fh, x : x + fw] = face
-        writer.write(frame)
-    writer.release()
-    return path
-
-
 @pytest.fixture(scope="module")
 def daemon_files(tmp_path_factory, assets: Path) -> dict[str, Path]:
+    from vcamd.live.clips import write_sliding_clip
     from vcamd.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("e2e")
@@ -55,7 +40,7 @@ def daemon_files(tmp_path_factory, assets: Path) -> dict[str, Path]:
     no_face = d / "grey.png"
     cv2.imwrite(str(no_face), np.full((200, 200, 3), 128, np.uint8))
     return {
-        "clip": write_clip(d / "camera.avi", newton),
+        "clip": write_sliding_clip(d / "camera.avi", newton, size=(480, 360), fps=15.0, frames=30, face_scale=0.7),
         "swapper": build_swapper(d / "swapper.onnx"),
         "recognizer": build_recognizer(d / "recognizer.onnx"),
         "detector": assets / "models" / "scrfd_500m_kps.onnx",

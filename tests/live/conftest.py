@@ -18,23 +18,10 @@ CLIP_SIZE = (640, 480)
 
 
 def write_clip(path: Path, image: np.ndarray, *, fps: float, frames: int, size: tuple[int, int] = CLIP_SIZE) -> Path:
-    """A clip of `image` (scaled to 3/4 of the frame) sliding a few px per frame on grey."""
-    w, h = size
-    scale = 0.75 * min(h / image.shape[0], w / image.shape[1])
-    face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
-    fh, fw = face.shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (w, h))
-    assert writer.isOpened(), f"cannot write {path}"
-    travel = max(1, w - fw)
-    for i in range(frames):
-        frame = np.full((h, w, 3), 110, np.uint8)
-        x = (3 * i) % (2 * travel)
-        x = x if x < travel else 2 * travel - x  # bounce, so any clip length works
-        y = (h - fh) // 2
-        frame[y : y + fh, x : x + fw] = face
-        writer.write(frame)
-    writer.release()
-    return path
+    """`image` (3/4 of the frame) sliding 3 px a frame on grey."""
+    from vcamd.live.clips import write_sliding_clip
+
+    return write_sliding_clip(path, image, size=size, fps=fps, frames=frames, step_px=3)
 
 
 @pytest.fixture(scope="session")

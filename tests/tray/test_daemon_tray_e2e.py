@@ -36,36 +36,17 @@ CLIP_FPS = 15.0
 # -- the daemon's inputs ----------------------------------------------------------------------
 
 
-def write_clip(path: Path, image: np.ndarray, *, fps: float, frames: int, size: tuple[int, int]) -> Path:
-    """A clip of `image` (scaled to 3/4 of the frame height) sliding a few px per frame on grey."""
-    w, h = size
-    scale = 0.75 * min(h / image.shape[0], w / image.shape[1])
-    face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
-    fh, fw = face.shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (w, h))
-    assert writer.isOpened(), f"cannot write {path}"
-    travel = max(1, w - fw)
-    for i in range(frames):
-        frame = np.full((h, w, 3), 110, np.uint8)
-        x = (2 * i) % (2 * travel)
-        x = x if x < travel else 2 * travel - x  # bounce, so the loop point is smooth
-        y = (h - fh) // 2
-        frame[y : y + fh, x : x + fw] = face
-        writer.write(frame)
-    writer.release()
-    return path
-
-
 @pytest.fixture(scope="module")
 def daemon_inputs(tmp_path_factory, assets: Path) -> dict[str, Path]:
     """A looping newton clip and the models: real SCRFD, stand-in swapper and recognizer."""
+    from vcamd.live.clips import write_sliding_clip
     from vcamd.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("daemon-inputs")
     newton = cv2.imread(str(assets / "images" / "newton.png"))
     assert newton is not None
     return {
-        "clip": write_clip(d / "newton.avi", newton, fps=CLIP_FPS, frames=30, size=CLIP_SIZE),
+        "clip": write_sliding_clip(d / "newton.avi", newton, size=CLIP_SIZE, fps=CLIP_FPS, frames=30),
         "detector": assets / "models" / "scrfd_500m_kps.onnx",
         "swapper": build_swapper(d / "swapper_light.onnx"),
         "recognizer": build_recognizer(d / "recognizer.onnx"),

@@ -120,44 +120,21 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
     """Run each scenario; returns scenario → summary (and the full stats JSON under "stats")."""
     from vcamd.config import Config
     from vcamd.images import read_image
+    from vcamd.live.clips import write_sliding_clip
 
     base = base or Config()
     image = read_image(settings.face, "bench face")
     out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="vcamd-bench-") as tmp:
         tmpdir = Path(tmp)
-        clip = write_bench_clip(tmpdir / "clip.avi", image, settings.width, settings.height, settings.fps)
+        clip = write_sliding_clip(
+            tmpdir / "clip.avi", image, size=(settings.width, settings.height), fps=settings.fps,
+            frames=int(4 * settings.fps), face_scale=0.66, step_px=max(1, settings.width // 400), bob_px=6,
+        )
         for name in scenarios:
             log.info("bench: scenario %s", name)
             out[name] = run_scenario(name, settings, clip, tmpdir, base)
     return out
-
-
-def write_bench_clip(path: Path, image, width: int, height: int, fps: float, seconds: float = 4.0) -> Path:
-    """The face photo (scaled to ~2/3 of the frame) sliding a few px per frame, MJPG like a webcam."""
-    import cv2
-    import numpy as np
-
-    from vcamd.errors import VcamdError
-
-    scale = 0.66 * min(height / image.shape[0], width / image.shape[1])
-    face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
-    fh, fw = face.shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (width, height))
-    if not writer.isOpened():
-        raise VcamdError(f"cannot write the bench clip {path}", fix="OpenCV needs its MJPG encoder (opencv-python has it)")
-    travel = max(1, width - fw)
-    step = max(1, width // 400)  # ~3 px per frame at 720p
-    frames = int(seconds * fps)
-    for i in range(frames):
-        frame = np.full((height, width, 3), 110, np.uint8)
-        x = (step * i) % (2 * travel)
-        x = x if x < travel else 2 * travel - x
-        y = (height - fh) // 2 + int(6 * np.sin(i / 7.0))
-        frame[y : y + fh, x : x + fw] = face
-        writer.write(frame)
-    writer.release()
-    return path
 
 
 def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:

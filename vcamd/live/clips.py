@@ -1,0 +1,51 @@
+"""A face photo sliding across a frame, written as a video file: the camera for `vcamd bench`, the
+soak benchmark and the live tests (a video file played in real time stands in for a webcam)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from vcamd.errors import VcamdError
+from vcamd.types import Frame
+
+BACKGROUND = 110
+"""Flat grey around the face: a test can tell raw background from anything drawn on it."""
+
+
+def write_sliding_clip(
+    path: Path,
+    image: Frame,
+    *,
+    size: tuple[int, int],
+    fps: float,
+    frames: int,
+    face_scale: float = 0.75,
+    step_px: int = 2,
+    bob_px: int = 0,
+    fourcc: str = "MJPG",
+) -> Path:
+    """Write `frames` frames of `image` (scaled to `face_scale` of the frame) moving `step_px` a
+    frame left and right on grey, bouncing at the edges so a looped clip has no jump; `bob_px`
+    adds a slow vertical sway. MJPG by default, like a webcam."""
+    width, height = size
+    scale = face_scale * min(height / image.shape[0], width / image.shape[1])
+    face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
+    fh, fw = face.shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (width, height))
+    if not writer.isOpened():
+        raise VcamdError(f"cannot write the clip {path}", fix=f"OpenCV needs its {fourcc} encoder (opencv-python has it)")
+    travel = max(1, width - fw)
+    try:
+        for i in range(frames):
+            frame = np.full((height, width, 3), BACKGROUND, np.uint8)
+            x = (step_px * i) % (2 * travel)
+            x = x if x < travel else 2 * travel - x
+            y = (height - fh) // 2 + (int(bob_px * np.sin(i / 7.0)) if bob_px else 0)
+            frame[y : y + fh, x : x + fw] = face
+            writer.write(frame)
+    finally:
+        writer.release()
+    return path
