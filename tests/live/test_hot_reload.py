@@ -129,3 +129,40 @@ def test_a_models_change_loads_the_new_pipeline_in_the_background(
         thread.join(10)
     assert not thread.is_alive()
     assert result["stats"]["frames"]["passthrough"] == 0
+
+
+def test_a_face_chosen_at_run_time_survives_unrelated_edits_until_the_file_changes_its_face(
+    tmp_path, live_config, clip_20fps, face_engine_factory, recording_sink, assets
+):
+    cfg = live_config()
+    config_path = tmp_path / "config.toml"
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    config_path.write_text(tomli_w.dumps(data))
+    engine = LiveEngine(
+        cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True), sink_factory=lambda w, h, fps: recording_sink(1000),
+        faces=face_engine_factory(cfg), config_path=config_path,
+    )
+    thread = threading.Thread(target=engine.run, daemon=True)
+    thread.start()
+    chosen = assets / "images" / "solvay_conference_1927.png"
+    try:
+        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
+        engine.set_source_face(chosen)  # what `vcamd set-face` and the tray do
+        wait_for(lambda: engine.status()["source_face"] == str(chosen), what="the chosen face")
+
+        data["swap"]["on_miss"] = "blur"  # an unrelated edit of the file
+        config_path.write_text(tomli_w.dumps(data))
+        engine.reload_config()
+        wait_for(lambda: engine.cfg.swap.on_miss == "blur", what="the unrelated edit")
+        assert engine.status()["source_face"] == str(chosen) and engine.faces.source.path == chosen
+
+        own_face = tmp_path / "me.png"
+        own_face.write_bytes((assets / "images" / "newton.png").read_bytes())
+        data["swap"]["source_face"] = str(own_face)  # the file's own face edited: the file wins
+        config_path.write_text(tomli_w.dumps(data))
+        engine.reload_config()
+        wait_for(lambda: engine.faces.source.path == own_face, what="the file's face")
+        assert engine.status()["source_face"] == str(own_face)
+    finally:
+        engine.request_quit()
+        thread.join(10)

@@ -52,6 +52,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.frames is not None and args.frames <= 0:
         raise VcamdError(f"--frames {args.frames}: must be a positive number of frames", fix="omit it to run until stopped")
     cfg, config_path = load_config(args.config)
+    file_cfg = cfg  # as the file says it; the watcher diffs later edits against this
     if args.face is not None:
         cfg = cfg.model_copy(update={"swap": cfg.swap.model_copy(update={"source_face": args.face.expanduser().resolve()})})
     require_consent(cfg, args.i_have_consent)  # before any model is loaded
@@ -76,6 +77,7 @@ def handle(args: argparse.Namespace) -> int:
         # A reload that changes [camera] reopens the same source (--source wins over [camera] device).
         source_factory=lambda camera: open_source(args.source or camera.device, camera, loop=loop),
         pipeline_factory=_face_pipeline,
+        file_cfg=file_cfg,
     )
     watched = config_path or user_config_path()
     # SIGTERM (service stop) ends the run like Ctrl-C: the sink is closed and stats are written.
@@ -83,7 +85,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         log.info("live: %s → %s; providers: %s", source.description, args.sink, engine.status()["providers"])
         with ControlServer(engine), ConfigWatcher(
-            watched, engine.on_config_change, engine.on_config_error, current=cfg, missing_ok=config_path is None
+            watched, engine.on_config_change, engine.on_config_error, current=file_cfg, missing_ok=config_path is None
         ):
             stats = _run_with_optional_tray(engine, args, cfg, watched)
     finally:

@@ -528,13 +528,21 @@ class LiveEngine:
         placeholder: Callable[[int, int, str], Frame] | None = None,
         source_factory: Callable[[CameraConfig], FrameSource] | None = None,
         pipeline_factory: Callable[[Config], tuple[FacePipeline, dict[str, str]]] | None = None,
+        file_cfg: Config | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         """`source_factory` rebuilds the source when a config reload changes [camera];
         `pipeline_factory` rebuilds the face pipeline (and says which provider runs each model)
         when a reload changes the models or what they were built with. Without them such changes
-        wait for a restart."""
+        wait for a restart. `file_cfg` is the config as the file says it, when `cfg` carries
+        command-line overrides (`--face`)."""
         self.cfg = cfg
+        # A source face chosen at run time (`--face`, `vcamd set-face`, the tray) outlives edits of
+        # other keys in the file; it gives way only when the file's own source_face is edited.
+        self._file_cfg = file_cfg or cfg
+        self._face_override: Path | None = (
+            cfg.swap.source_face if cfg.swap.source_face != self._file_cfg.swap.source_face else None
+        )
         self._source_factory = source_factory
         self._pipeline_factory = pipeline_factory
         self._pipeline_generation = 0  # the newest rebuild asked for; older ones are discarded
@@ -610,8 +618,7 @@ class LiveEngine:
         if setter is None:
             raise VcamdError("this face engine cannot change the source face at run time", fix="restart `vcamd run`")
         setter(Path(path))  # raises FaceError on a bad image, before anything changes
-        swap = self.cfg.swap.model_copy(update={"source_face": Path(path)})
-        self._controls.commands.put(lambda: self._record_source_face(swap))
+        self._controls.commands.put(lambda: self._record_source_face(Path(path)))
 
     def set_quality(self, level: Level | None) -> None:
         self._controls.commands.put(lambda: self._log_events([t] if (t := self.watchdog.force(level)) else []))
@@ -622,7 +629,7 @@ class LiveEngine:
         except VcamdError as err:
             self.on_config_error(err)
             return
-        self.on_config_change(new, self.cfg.changed_sections(new))
+        self.on_config_change(new, self._file_cfg.changed_sections(new))
 
     def snapshot_png(self) -> bytes:
         frame = self._last_published
@@ -642,9 +649,19 @@ class LiveEngine:
         """The config watcher saw a valid file (any thread): clear the error, apply between frames."""
         self._config_error = None
         if changed:
-            self._controls.commands.put(lambda: self.apply_config(new))
+            self._controls.commands.put(lambda: self.apply_config(self._with_runtime_choices(new)))
         else:
             log.info("config file is valid again; running settings unchanged")
+
+    def _with_runtime_choices(self, file_cfg: Config) -> Config:
+        """The file's new config, with a source face chosen at run time kept unless the file's own
+        source_face was edited (then the file wins). Runs on the loop's thread."""
+        previous, self._file_cfg = self._file_cfg, file_cfg
+        if file_cfg.swap.source_face != previous.swap.source_face:
+            self._face_override = None
+        if self._face_override is None:
+            return file_cfg
+        return file_cfg.model_copy(update={"swap": file_cfg.swap.model_copy(update={"source_face": self._face_override})})
 
     def on_config_error(self, err: VcamdError) -> None:
         """The edited config is broken: keep running on the last good one and report why."""
@@ -791,11 +808,12 @@ class LiveEngine:
         self.tracker.reset()
         log.info("camera reopened: %s", source.description)
 
-    def _record_source_face(self, swap_cfg) -> None:
+    def _record_source_face(self, path: Path) -> None:
         """The engine already swaps with the new face; keep the running config in step with it
-        (status shows it, and a later reload compares against it). Until the first swap with the
-        new face lands, the last swap stays on screen."""
-        self.cfg = self.cfg.model_copy(update={"swap": swap_cfg})
+        (status shows it) and remember it as the user's choice over the file's. Until the first
+        swap with the new face lands, the last swap stays on screen."""
+        self._face_override = path
+        self.cfg = self.cfg.model_copy(update={"swap": self.cfg.swap.model_copy(update={"source_face": path})})
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, max_frames: int | None = None) -> dict:
