@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from vcamd.config import OnMiss
+
 pytestmark = pytest.mark.slow
 
 MAX_GAP_S = 0.5
@@ -319,7 +321,7 @@ def test_config_edited_50_times_in_a_second(watched) -> None:
     run.wait_swapping()
     t_fault = time.monotonic()
     for i in range(50):
-        on_miss = "blur" if i % 2 else "hold"
+        on_miss = OnMiss.blur if i % 2 else OnMiss.hold
         edited = run.cfg.model_copy(
             update={
                 "swap": run.cfg.swap.model_copy(update={"on_miss": on_miss}),
