@@ -309,4 +309,8 @@ def _resolve_relative_paths(config: Config, base: Path, origin: str) -> Config:
             "reference_face": fix("[swap] reference_face", config.swap.reference_face),
         }
     )
-    return config.model_copy(update={"models": models, "swap": swap})
+    device = config.camera.device
+    if device.strip() and not device.strip().isdigit() and device.strip() != "synthetic":  # a device or video file path
+        device = str(fix("[camera] device", Path(device.strip())))
+    camera = config.camera.model_copy(update={"device": device})
+    return config.model_copy(update={"models": models, "swap": swap, "camera": camera})

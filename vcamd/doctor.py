@@ -318,6 +318,9 @@ def check_camera(camera: CameraConfig, daemon_status: dict | None = None) -> Che
     finally:
         if cv_log:
             cv_log.setLogLevel(previous)
+    if not opened and isinstance(target, str) and not target.startswith("/dev/"):
+        return CheckResult(name, Status.fail, f"[camera] device = {device!r} is not a playable video file",
+                           "give a video file OpenCV can play (.mp4/.avi), a camera index (0) or a /dev/videoN path")
     if not opened:
         hint = _video_devices_hint()
         return CheckResult(name, Status.fail, f"[camera] device = {device!r} does not open{hint}",
@@ -365,6 +368,14 @@ def check_virtual_camera(
     names = v4l2_device_names(sysfs)
     if vcam.device:
         label = names.get(vcam.device)
+        if label is None and (dev_dir / Path(vcam.device).name).exists():
+            # It is there, but the kernel lists no such video device: a typo like /dev/null or /dev/vide10.
+            listed = ", ".join(f"{d} \"{n}\"" for d, n in names.items()) or "none"
+            labelled = next((d for d, n in names.items() if n == vcam.name), None)
+            fix = (f'set [virtual_camera] device = "{labelled}" (labelled "{vcam.name}"), or leave it empty to find it by name'
+                   if labelled else "set [virtual_camera] device to the v4l2loopback device, or leave it empty to find it by name")
+            return CheckResult(name, Status.fail,
+                               f"[virtual_camera] device = {vcam.device} is not a video device (video devices: {listed})", fix)
         if label is None:
             return CheckResult(name, Status.fail, f"[virtual_camera] device = {vcam.device} does not exist", load_fix)
         matches = {vcam.device: label}
@@ -430,12 +441,25 @@ def check_config(path: Path | None) -> tuple[CheckResult, Config]:
 def check_source_face(cfg: Config) -> CheckResult:
     face = cfg.swap.source_face
     if face is None:
-        return CheckResult("source face", Status.warn, "no source face set: the camera shows you unchanged",
+        return CheckResult("source face", Status.warn, "no source face set: nothing to swap in, so "
+                           + ("your face shows unchanged ([swap] on_miss = \"passthrough\")" if cfg.swap.on_miss == "passthrough"
+                              else "faces are hidden (held or blurred)") + " until you choose one",
                            "set [swap] source_face (and source_consent = true), or use the tray's Source face menu")
     if not Path(face).is_file():
         return CheckResult("source face", Status.fail, f"[swap] source_face = {face} does not exist",
                            "fix the path in the config file")
-    return ok("source face", str(face))
+    from vcamd.images import read_image
+
+    try:
+        image = read_image(face, "[swap] source_face")  # a file that is there but not a photo fails the run just the same
+    except VcamdError as err:
+        return CheckResult("source face", Status.fail, err.message, err.fix or "use a JPEG or PNG photo")
+    if not cfg.swap.source_consent:
+        return CheckResult("source face", Status.warn,
+                           f"{face}: [swap] source_consent is not set, so `vcamd run` (and the start-up service) refuses to start "
+                           "without --i-have-consent",
+                           "once you have the consent of the person in the photo, set `source_consent = true` under [swap]")
+    return ok("source face", f"{face} ({image.shape[1]}×{image.shape[0]})")
 
 
 def check_control_socket(directory: Path | None = None) -> tuple[CheckResult, dict | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
 
@@ -44,6 +45,12 @@ class _ReportOnce:
 
 class SafeRotatingFileHandler(_ReportOnce, logging.handlers.RotatingFileHandler):
     """RotatingFileHandler whose write, flush and rollover failures never propagate."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        # 0600: the log names source-face photos and control requests; other local users must not
+        # read it. (A file created before keeps its mode until the next rotation.)
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
 
     def flush(self) -> None:
         # emit() flushes after each record, and logging.shutdown/close flush outside emit():

@@ -406,7 +406,10 @@ class ModelStore:
         and the next pull resumes it.
         """
         entries = [self.manifest.get(n) for n in names]  # unknown names fail before any download
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._dir_error(exc) from None
         return [self._pull_one(entry, progress) for entry in entries]
 
     def _pull_one(self, entry: ModelEntry, progress: bool) -> PullResult:
@@ -677,6 +680,8 @@ class ModelStore:
             data = json.loads(self.state_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             data = {}
+        except NotADirectoryError as exc:  # [models] dir (or a folder above it) is a file
+            raise self._dir_error(exc) from None
         except (OSError, ValueError) as exc:
             raise ModelError(
                 f"{self.state_path}: unreadable ({exc})",
@@ -685,6 +690,12 @@ class ModelStore:
         if not isinstance(data, dict):
             data = {}
         return _State(dict(data.get("pinned", {})), dict(data.get("verified", {})))
+
+    def _dir_error(self, exc: OSError) -> ModelError:
+        return ModelError(
+            f"[models] dir = {str(self.dir)!r} cannot be used as the models folder ({exc.strerror})",
+            fix="set [models] dir to a folder you can write to (or remove the key for the default)",
+        )
 
     def _write_state(self, state: _State, *, required: bool = True) -> None:
         """Save pins and the verified-files cache. `required=False`: only the cache changed, so a

@@ -269,24 +269,26 @@ class FaceEngine:
         """
         timer = timer if timer is not None else StageTimer()
         latent = self._latent()
+        # Read once: a hot reload may switch the enhancer off (set_enhancer, the loop's thread)
+        # while this runs on the swap worker.
+        enhancer = self.enhancer
         with timer("align"):
             aligned = [self.swapper.align(frame, face) for face in faces]
         with timer("swap"):
             crops = self.swapper.swap([crop for crop, _ in aligned], latent)
-        if self.enhancer is None or level >= Level.no_enhancer or not faces:
+        if enhancer is None or level >= Level.no_enhancer or not faces:
             return [SwappedFace(crop, "arcface", face.kps) for crop, face in zip(crops, faces)]
         with timer("enhance"):
-            return [self._enhanced(frame, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
+            return [self._enhanced(enhancer, frame, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
 
-    def _enhanced(self, frame: Frame, face: Face, swapped: Frame, original: Frame, m_swap: Affine) -> SwappedFace:
+    def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame, m_swap: Affine) -> SwappedFace:
         """Put the swapped 128² crop into the face's FFHQ 512² crop and restore that."""
-        assert self.enhancer is not None
         m_enhance = estimate_affine(face.kps, ENHANCE_SIZE, "ffhq")
         canvas = warp(frame, m_enhance, ENHANCE_SIZE)
         # 512-crop pixel → frame → 128-crop pixel: the swap crop's matrix seen from the 512 crop.
         m_inner = _compose(m_swap, invert_affine(m_enhance))
         self._blend_into_enhance.paste(canvas, swapped, m_inner, original_crop=original)
-        return SwappedFace(self.enhancer.enhance_aligned(canvas), "ffhq", face.kps)
+        return SwappedFace(enhancer.enhance_aligned(canvas), "ffhq", face.kps)
 
     def composite(self, frame: Frame, swapped: SwappedFace, face: Face, *, original_crop: Frame | None = None) -> PasteRegion | None:
         """Paste a swapped crop into `frame` (in place) at this face's current keypoints.

@@ -19,6 +19,7 @@ All locations follow XDG_CONFIG_HOME / HOME / APPDATA, so tests install into a t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import plistlib
 import re
@@ -310,13 +311,21 @@ def root_step(platform: str = sys.platform) -> list[str]:
 
 
 def _write(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    if isinstance(data, bytes):
-        tmp.write_bytes(data)
-    else:
-        tmp.write_text(data, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise VcamdError(
+            f"cannot write the start-up entry {path}: {exc.strerror}",
+            fix=f"make {path.parent} a folder you can write to (check XDG_CONFIG_HOME / HOME)",
+        ) from None
 
 
 def install(

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -298,8 +298,8 @@ class RecentFaces:
         """Most recent first; photos that no longer exist are left out."""
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
-            return []  # a missing or damaged history only costs the shortcut list
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            return []  # a missing, unreadable or damaged history only costs the shortcut list
         if not isinstance(raw, list):
             return []
         return [Path(p) for p in raw if isinstance(p, str) and Path(p).is_file()][: self.limit]
@@ -308,10 +308,20 @@ class RecentFaces:
         with self._lock:
             face = face.expanduser().resolve()
             faces = [face] + [p for p in self.list() if p != face]
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            text = json.dumps([str(p) for p in faces[: self.limit]], indent=1)
             tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps([str(p) for p in faces[: self.limit]], indent=1), encoding="utf-8")
-            tmp.replace(self.path)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                tmp.unlink(missing_ok=True)
+                # 0600: the list says whose photos this user swaps in; other local users must not read it.
+                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
+                    out.write(text)
+                tmp.replace(self.path)
+            except OSError as exc:
+                # Only the shortcut list is lost: never a reason to stop the daemon or fail a face change.
+                log.warning("cannot save the recent source faces to %s (%s)", self.path, exc.strerror or exc)
+                with suppress(OSError):
+                    tmp.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from vcamd.commands import add_config_option
+from vcamd.commands import add_config_option, check_output_file
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,14 @@ def handle(args: argparse.Namespace) -> int:
         raise VcamdError(f"--scenarios: unknown {', '.join(unknown) or '(none given)'}", fix=f"use a comma-separated list of {', '.join(SCENARIOS)}")
     if args.frames < 30:
         raise VcamdError(f"--frames {args.frames} is too few to measure", fix="use at least 30")
+    if "inswapper" in scenarios and args.inswapper_frames < 30:
+        raise VcamdError(f"--inswapper-frames {args.inswapper_frames} is too few to measure", fix="use at least 30")
+    if not 0 < args.fps <= 240:  # also refuses NaN; a camera's range, as [camera] fps
+        raise VcamdError(f"--fps {args.fps:g}: not a camera frame rate", fix="use a number above 0 and at most 240, e.g. 30")
+    if args.threads < 0:
+        raise VcamdError(f"--threads {args.threads}: cannot be negative", fix="use 0 (all cores) or a positive number")
+    if args.json is not None:
+        check_output_file(args.json, "--json")  # now, not after minutes of measuring
     width, height = RESOLUTIONS[args.resolution]
     settings = BenchSettings(
         face=Path(face),

@@ -83,6 +83,8 @@ def _set_face(args: argparse.Namespace) -> int:
     from vcamd.errors import FaceError
 
     path = args.path.expanduser().resolve()
+    if path.is_dir():
+        raise FaceError(f"source face {path} is a folder, not a photo", fix="give the path of a photo (PNG or JPEG) in it")
     if not path.is_file():
         raise FaceError(f"source face {path} does not exist", fix="give the path of a photo (PNG or JPEG)")
     status = _client().set_source_face(path)

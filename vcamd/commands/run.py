@@ -6,9 +6,10 @@ import argparse
 import json
 import logging
 import signal
+import sys
 from pathlib import Path
 
-from vcamd.commands import add_config_option
+from vcamd.commands import add_config_option, check_output_file
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.frames is not None and args.frames <= 0:
         raise VcamdError(f"--frames {args.frames}: must be a positive number of frames", fix="omit it to run until stopped")
+    if args.stats_json is not None:
+        check_output_file(args.stats_json, "--stats-json")  # found out now, not after the run with the stats lost
     cfg, config_path = load_config(args.config)
     file_cfg = cfg  # as the file says it; the watcher diffs later edits against this
     if args.face is not None:
@@ -85,14 +88,21 @@ def handle(args: argparse.Namespace) -> int:
     try:
         log.info("live: %s → %s; providers: %s", source.description, args.sink, engine.status()["providers"])
         with ControlServer(engine), ConfigWatcher(
-            watched, engine.on_config_change, engine.on_config_error, current=file_cfg, missing_ok=config_path is None
+            watched, _with_runtime_section(engine.on_config_change, args.verbose, cfg), engine.on_config_error,
+            current=file_cfg, missing_ok=config_path is None,
         ):
             stats = _run_with_optional_tray(engine, args, cfg, watched)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    stats_lost = False
     if args.stats_json is not None:
-        args.stats_json.parent.mkdir(parents=True, exist_ok=True)
-        args.stats_json.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+        try:
+            args.stats_json.parent.mkdir(parents=True, exist_ok=True)
+            args.stats_json.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            log.error("cannot write --stats-json %s: %s", args.stats_json, exc.strerror)
+            print(json.dumps(stats), file=sys.stderr)  # the run's numbers are not lost
+            stats_lost = True
     f, lat = stats["frames"], stats["latency_ms"]
     print(
         f"published {f['published']} frames at {stats['fps']['published']:.1f} fps (source {stats['fps']['source']:.1f}); "
@@ -100,7 +110,7 @@ def handle(args: argparse.Namespace) -> int:
         f"offline {f['offline']}; latency p50/p95/p99 {lat['p50']:.1f}/{lat['p95']:.1f}/{lat['p99']:.1f} ms; "
         f"{stats['cpu_ms_per_frame']:.1f} CPU-ms/frame"
     )
-    return 0
+    return 2 if stats_lost else 0
 
 
 def _run_with_optional_tray(engine, args: argparse.Namespace, cfg, config_path) -> dict:
@@ -132,6 +142,24 @@ def _run_with_optional_tray(engine, args: argparse.Namespace, cfg, config_path) 
         # The sink exists only once the engine runs, so its URL is read when the item is clicked.
         open_preview=(lambda: open_with_desktop(engine.sink.url)) if args.sink == "preview" else None,
     )
+
+
+def _with_runtime_section(on_change, verbose: bool, started):
+    """The engine applies its own sections; [runtime] and [tray] belong to this command:
+    log_level is applied at once, the memory cap and the tray only at the next start."""
+
+    def apply(new, changed: set[str]) -> None:
+        if "runtime" in changed and not verbose:  # -v pins debug for the whole run
+            logging.getLogger().setLevel(new.runtime.log_level.upper())
+        pending = [key for key, now, then in (
+            ("[runtime] max_memory_gb", new.runtime.max_memory_gb, started.runtime.max_memory_gb),
+            ("[tray] enabled", new.tray.enabled, started.tray.enabled),
+        ) if now != then]
+        if changed & {"runtime", "tray"} and pending:
+            log.warning("%s: takes effect after a restart of vcamd run", ", ".join(pending))
+        on_change(new, changed)
+
+    return apply
 
 
 def _face_pipeline(cfg):

@@ -35,8 +35,27 @@ def _install(args: argparse.Namespace) -> int:
 
     mode = service.default_mode(args.tray)
     report = service.install(mode, service.ServicePaths.from_env(), service.daemon_command(tray=mode is not service.Mode.systemd))
+    report.todo[:0] = _config_steps()
     print("\n".join(report.lines()))
     return 0
+
+
+def _config_steps() -> list[str]:
+    """What the user config must say for the started daemon not to stop at once: the service
+    runs `vcamd run` without --i-have-consent, reading only the user config file."""
+    from vcamd.config import load_config, user_config_path
+    from vcamd.errors import ConfigError
+
+    path = user_config_path()
+    try:
+        cfg, _ = load_config()
+    except ConfigError as err:
+        return [f"fix {path} (the started daemon stops at once on an invalid config): {err}"]
+    steps = []
+    if not cfg.swap.source_consent:
+        steps.append(f"set `source_consent = true` under [swap] in {path} once you have the consent of the person "
+                     "in the source photo (`vcamd config init` creates the file): without it the started daemon refuses to swap and stops")
+    return steps
 
 
 def _uninstall(args: argparse.Namespace) -> int:

@@ -113,6 +113,9 @@ def exchange(endpoint: Endpoint, request: bytes, timeout_s: float) -> bytes:
     except TimeoutError:
         raise ControlError(f"no answer from FaceLive Camera at {endpoint.path} within {timeout_s:g} s",
                            fix="is it stuck? see its log, or restart it") from None
+    except OSError as exc:  # e.g. "AF_UNIX path too long" for a deep VCAMD_RUNTIME_DIR
+        raise ControlError(f"cannot connect to the control socket {endpoint.path} ({exc.strerror or exc})",
+                           fix="set VCAMD_RUNTIME_DIR (or XDG_RUNTIME_DIR) to a short directory of yours") from None
     try:
         with sock, sock.makefile("rb") as reader:
             sock.sendall(request)

@@ -238,8 +238,10 @@ class LiveTracker:
     Known faces are re-detected in a crop about twice their size at `track_size` (192² is ~11×
     fewer pixels than 640²): the crops are cut on the loop's thread, the detector runs on a
     `BoundedCall` thread the loop waits on for at most `deadline_s`. A full-frame detection runs
-    every `full_every` frames, and whenever no face is known, on the `FullDetector` thread; its
-    result replaces the tracks when it arrives (the next crop re-detection brings them up to date).
+    every `full_every` frames, whenever no face is known and as soon as a track is lost, on the
+    `FullDetector` thread; its result replaces the tracks when it arrives (the next crop
+    re-detection brings them up to date). `lost_now` / `full_arrived` tell the engine which
+    tracks the last update lost and whether a full result came in with it.
     """
 
     def __init__(self, faces: FacePipeline, full: FullDetector, *, full_every: int) -> None:
@@ -251,6 +253,8 @@ class LiveTracker:
         self._call = BoundedCall("face-tracker")
         self.errors = 0
         self.late = 0
+        self.lost_now: list[Face] = []  # tracks the last update lost in their crop (last known place)
+        self.full_arrived = False  # whether the last update took a full-detection result
 
     def reset(self) -> None:
         self._tracks = []
@@ -263,15 +267,22 @@ class LiveTracker:
         """The faces in this frame, or None when the detector could not tell in time (late,
         failed): a miss for this frame, while the known tracks are kept for the next one."""
         result = self._full.take_result()
+        self.full_arrived = result is not None
+        self.lost_now = []
         if result is not None:
             self._tracks = result.faces
+        lost = False
         if self._tracks:
             tracked = self._redetect(frame, self._tracks, track_size, deadline_s)
             if tracked is None:
                 return None
+            self.lost_now = [old for old, new in zip(self._tracks, tracked) if new is None]
+            lost = bool(self.lost_now)
             self._tracks = dedupe_faces([f for f in tracked if f is not None])
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
-        if (due or not self._tracks) and self._full.idle:
+        # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
+        # several faces, waiting for the next due detection would leave it unswapped that long.
+        if (due or lost or not self._tracks) and self._full.idle:
             self._full.submit(frame, frame_index, full_size)
             self._last_full_submit = frame_index
         return list(self._tracks)
@@ -380,11 +391,6 @@ class SwapWorker:
                 return False  # idle (no face to swap for a while): the next result is on its way
             return now - self._job_started > 4.0 * (self._usual_s or 0.0)
 
-    def forget(self) -> None:
-        """Drop the current result (e.g. a new source face was chosen)."""
-        with self._cond:
-            self._result = None
-
     def _run(self) -> None:
         lower_thread_priority()
         while True:
@@ -468,6 +474,20 @@ def _region(frame: Frame, faces: list[Face], scale: float) -> tuple[int, int, in
     return max(0, x0), max(0, y0), min(w, x1), min(h, y1)
 
 
+SAME_TRACK_WIDTHS = 0.5
+"""A lost track was a swapped face when their centres are closer than this × the smaller width
+(both are positions of one face a frame or a detection apart; a neighbour is a width away)."""
+
+
+def _near_any(face: Face, others: list[Face]) -> bool:
+    """Whether `face` is one of `others` (see SAME_TRACK_WIDTHS)."""
+    cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+    return any(
+        np.hypot((o.box[0] + o.box[2]) / 2 - cx, (o.box[1] + o.box[3]) / 2 - cy) < SAME_TRACK_WIDTHS * max(min(face.width, o.width), 1.0)
+        for o in others
+    )
+
+
 def _match(current: list[Face], previous: list[Face]) -> list[int | None]:
     """For each current face, the index of the previous face it is (greedy nearest centre)."""
     if len(current) == 1 and len(previous) == 1:
@@ -548,6 +568,7 @@ class LiveEngine:
         self._pipeline_generation = 0  # the newest rebuild asked for; older ones are discarded
         self._pipeline_cfg = cfg  # what the running face pipeline was built from
         self._captured_before = 0  # frames captured by readers replaced on a camera change
+        self._skipped_before = 0  # frames skipped by sources replaced on a camera change (dropped)
         self.config_path = config_path
         self.source = source
         self._sink_factory = sink_factory
@@ -569,6 +590,10 @@ class LiveEngine:
         self._config_error: str | None = None
         self._frame_index = 0
         self._targets: list[Face] = []  # faces being swapped, as of the last processed frame
+        self._found = False  # whether the last detection knew where the faces are (see _process)
+        # Swapped faces the tracker lost in their crop, until the next full detection says whether
+        # they are still there: a miss (on_miss) meanwhile, never a raw face in a "swapped" frame.
+        self._unseen: list[Face] = []
         self._last_seen: list[Face] = []  # where faces were last seen (for blur after a miss)
         self._last_good: Frame | None = None  # last published swapped frame (for hold)
         self._last_published: Frame | None = None
@@ -596,7 +621,7 @@ class LiveEngine:
             "config_error": self._config_error or self._missing_source_face(),
             "frames": {
                 "published": self.stats.published,
-                "dropped": self.slot.dropped + getattr(self.source, "skipped", 0),
+                "dropped": self._dropped(),
                 **{o.value: self.stats.outcomes[o] for o in (Outcome.swapped, Outcome.held, Outcome.blurred, Outcome.passthrough)},
             },
             "queue_depth": self.slot.depth,
@@ -688,6 +713,7 @@ class LiveEngine:
             old = self.watchdog
             self.watchdog = Watchdog(new.watchdog, self._clock, enhancer_enabled=old.enhancer_enabled)
             self.watchdog.transitions, self.watchdog.results = old.transitions, old.results  # keep the history
+            self.watchdog._forced = old._forced  # a quality the user pinned stays pinned
         if "detection" in changed:
             self.tracker.full_every = new.detection.full_every
         if "swap" in changed:
@@ -797,6 +823,7 @@ class LiveEngine:
             log.error(self._config_error)
             return
         self._captured_before += self.reader.captured + getattr(self.source, "skipped", 0)
+        self._skipped_before += getattr(self.source, "skipped", 0)
         self.reader.stop()
         self.source = source
         self.reader = CameraReader(source, self.slot, reopen_interval_s=new.camera.reopen_interval_s, clock=self._clock)
@@ -818,14 +845,16 @@ class LiveEngine:
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, max_frames: int | None = None) -> dict:
         """Publish until `max_frames` frames went out or `request_quit()`; returns the stats JSON."""
-        self.reader.open_first()  # a bad source fails here, with its own message
-        self._warm_up_detector()
-        self._size = _source_size(self.source, self.cfg)
         try:
+            self.reader.open_first()  # a bad source fails here, with its own message
+            self._warm_up_detector()
+            self._size = _source_size(self.source, self.cfg)
             self.sink = self._sink_factory(self._size[0], self._size[1], self.source.fps)
             self.sink.open()  # opened before the first frame and kept open
         except BaseException:
+            # Nothing started yet: release the camera (its light goes off) and the tracker's thread.
             self.reader.stop()
+            self.tracker.stop()
             raise
         try:
             self.reader.start()
@@ -863,7 +892,7 @@ class LiveEngine:
         skipped = getattr(self.source, "skipped", 0)
         return self.stats.to_json(
             captured=self._captured_before + self.reader.captured + skipped,
-            dropped=self.slot.dropped + skipped,
+            dropped=self._dropped(),
             source_fps=self.source.fps,
             transitions=self.watchdog.history(),
             queue_depth_max=self.slot.max_depth,
@@ -871,13 +900,22 @@ class LiveEngine:
             gpu=self._gpu.stop(),
         )
 
+    def _dropped(self) -> int:
+        """Frames captured but never processed: replaced in the slot, or skipped by a file source
+        that fell behind (also those of sources replaced on a camera change)."""
+        return self.slot.dropped + self._skipped_before + getattr(self.source, "skipped", 0)
+
     def _run_commands(self) -> None:
         while True:
             try:
                 command = self._controls.commands.get_nowait()
             except queue.Empty:
                 return
-            command()
+            try:
+                command()
+            except Exception as exc:  # a failed reload/control request must never end the stream
+                self._config_error = f"could not apply a settings change: {exc}"
+                log.exception("applying a control or config request failed; running on")
 
     def _maybe_offline(self) -> None:
         """No camera frame within one interval: publish a placeholder if the camera is gone."""
@@ -907,18 +945,24 @@ class LiveEngine:
         # 1. Where are the faces? (every other frame at frame_skip: reuse the last positions)
         t0 = self._clock()
         if level is Level.frame_skip and self._frame_index % 2 == 1:
+            # The skipped frame inherits the last decision: "faces there, none selected" stays a
+            # passthrough, never a blurred frame every other frame.
             targets = self._targets
-            found = bool(targets)
+            found = self._found
         else:
             faces = self.tracker.update(
                 frame, self._frame_index, **self._detect_sizes(level), deadline_s=self._track_deadline_s()
             )
+            previous = self._targets + self._unseen  # faces swapped last frame, or still unaccounted for
+            if self.tracker.full_arrived:
+                self._unseen = []
+            self._unseen += [f for f in self.tracker.lost_now if _near_any(f, previous)]
             targets = self._select(faces or [], frame)
             # A frame whose faces are unknown (detector late or failing, selection failing) is a
             # miss, never a "no one to swap here" frame.
             found = bool(faces) and targets is not None
             targets = targets or []
-            self._targets = targets
+            self._targets, self._found = targets, found
             t1 = self._clock()
             stage_ms["detect"] = (t1 - t0) * 1000.0
             self.stats.record_stage("detect", stage_ms["detect"])
@@ -932,7 +976,7 @@ class LiveEngine:
 
         # 3. Paste the latest swap at the faces' current positions; on_miss for what cannot be.
         t2 = self._clock()
-        out, outcome = self._compose(frame, targets, found)
+        out, outcome = self._compose(frame, targets, found, self._unseen)
         stage_ms["composite"] = (self._clock() - t2) * 1000.0
         self.stats.record_stage("composite", stage_ms["composite"])
         self._publish(out, outcome, captured.t_capture, stage_ms)
@@ -979,9 +1023,10 @@ class LiveEngine:
         local = [_shift(f, x0, y0) for f in targets]
         self.worker.submit(SwapJob(region, local, list(targets), level, t_capture))
 
-    def _compose(self, frame: Frame, targets: list[Face], found: bool) -> tuple[Frame, Outcome]:
+    def _compose(self, frame: Frame, targets: list[Face], found: bool, unseen: list[Face] | None = None) -> tuple[Frame, Outcome]:
         on_miss = self.cfg.swap.on_miss
-        if not targets and found:
+        unseen = unseen or []
+        if not targets and found and not unseen:
             # Faces are there but none is selected (face_selection = reference): nothing to swap.
             return frame, Outcome.passthrough
         result, failed = self.worker.latest()
@@ -995,9 +1040,10 @@ class LiveEngine:
                 except Exception as exc:  # a paste failure is a miss for this frame, not a crash
                     log.error("composite failed: %s", exc)
                     missing.append(face)
-            if not missing:
+            if not missing and not unseen:
                 return frame, Outcome.swapped
-        # A miss: no usable swap for (some of) the faces, or no face found at all.
+        missing = missing + unseen
+        # A miss: no usable swap for (some of) the faces, a swapped face lost, or no face found at all.
         if on_miss is OnMiss.passthrough:
             return frame, Outcome.passthrough
         if on_miss is OnMiss.hold and self._last_good is not None:

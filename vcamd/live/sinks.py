@@ -505,9 +505,10 @@ class FileSink:
         while (frame := self._queue.get()) is not None:
             try:
                 writer.write(frame)
-            except cv2.error as exc:  # e.g. the disk filled up: keep draining, report it
+            except Exception as exc:  # e.g. the disk filled up: keep draining (send() must never block for good)
                 self.write_failures += 1
-                log.warning("file sink %s: write failed: %s", self.path, exc)
+                if self.write_failures == 1 or self.write_failures % 100 == 0:
+                    log.warning("file sink %s: write failed (%d so far): %s", self.path, self.write_failures, exc)
                 continue
             self.frames_written += 1
 

@@ -416,9 +416,14 @@ class CameraReader:
 
     def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is None:
+            self.source.close()
+        else:
+            # The thread releases the source as it exits: closing it from here while a read is
+            # blocked in the driver (a stalled camera outlasting `timeout`) can crash the backend.
             self._thread.join(timeout)
-        self.source.close()
+            if self._thread.is_alive():
+                log.warning("camera reader still blocked in a read after %.1f s; it releases the camera when the read returns", timeout)
         self._state = SourceState.stopped
 
     # -- reporting ----------------------------------------------------------------------------
@@ -438,6 +443,15 @@ class CameraReader:
 
     # -- the thread -----------------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._read_until_stopped()
+        finally:
+            try:
+                self.source.close()
+            except Exception as exc:  # shutting down: nothing more to do about it
+                log.warning("closing the camera failed: %s", exc)
+
+    def _read_until_stopped(self) -> None:
         while not self._stop.is_set():
             if self._state is not SourceState.live:
                 self._reopen()
@@ -466,7 +480,10 @@ class CameraReader:
     def _lost(self) -> None:
         self.times_lost += 1
         self._state = SourceState.offline
-        self.source.close()
+        try:
+            self.source.close()
+        except Exception as exc:  # a driver that fails to release must not end the reader (no reopen then)
+            log.warning("closing the lost camera failed: %s", exc)
         log.warning("camera offline: %s stopped delivering; reopening every %.1f s", self.source.description, self.reopen_interval_s)
 
     def _reopen(self) -> None:

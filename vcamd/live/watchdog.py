@@ -77,6 +77,10 @@ class TransitionResult:
 
 WatchdogEvent = Transition | TransitionResult
 
+HISTORY_CAP = 1000
+"""Transitions (and their results) kept for the stats JSON: a daemon that runs for days and keeps
+changing level (or a tray user flipping quality) must not grow without end; the newest are kept."""
+
 
 class Watchdog:
     """Decides the processing level from measured latencies. Not thread-safe: one caller."""
@@ -117,7 +121,7 @@ class Watchdog:
         self._reset_window()
         if self.level != before:
             t = Transition(self._clock(), before, self.level, "manual", WindowStats(0, 0.0, 0.0, 0.0))
-            self.transitions.append(t)
+            self._record(t)
             return t
         return None
 
@@ -138,6 +142,7 @@ class Watchdog:
             result = TransitionResult(self._awaiting_result, now, window)
             self._awaiting_result = None
             self.results.append(result)
+            del self.results[:-HISTORY_CAP]
             events.append(result)
         transition = self._decide(now, window)
         if transition is not None:
@@ -186,8 +191,12 @@ class Watchdog:
         self._last_transition_at = now
         self._reset_window()
         self._awaiting_result = t
-        self.transitions.append(t)
+        self._record(t)
         return t
+
+    def _record(self, t: Transition) -> None:
+        self.transitions.append(t)
+        del self.transitions[:-HISTORY_CAP]
 
     def _reset_window(self) -> None:
         self._latencies.clear()
