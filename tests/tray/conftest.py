@@ -23,19 +23,29 @@ HERE = Path(__file__).resolve().parent
 TRAY_HOST = HERE / "tray_host.py"
 
 
-def _load_tray_host() -> ModuleType:
+def _load_by_path(name: str, path: Path) -> ModuleType:
     # Test helper modules cannot be imported by name under --import-mode=importlib; load by path.
-    spec = importlib.util.spec_from_file_location("facelive_tray_host", TRAY_HOST)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+def _load_tray_host() -> ModuleType:
+    return _load_by_path("facelive_tray_host", TRAY_HOST)
+
+
 @pytest.fixture(scope="session")
 def tray_host() -> ModuleType:
     """tests/tray/tray_host.py: LoggingController, menu_tree, find_item."""
     return _load_tray_host()
+
+
+@pytest.fixture(scope="session")
+def xscreen() -> ModuleType:
+    """tests/tray/xscreen.py: find_icon_window, toplevel_of, screenshot, dominant_state."""
+    return _load_by_path("facelive_xscreen", HERE / "xscreen.py")
 
 
 @pytest.fixture

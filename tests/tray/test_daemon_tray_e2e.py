@@ -22,12 +22,10 @@ import sys
 from pathlib import Path
 
 import cv2
-import numpy as np
 import pytest
 import tomli_w
-from PIL import Image
 
-from vcamd.tray import STATE_COLOURS, TrayState
+from vcamd.tray import TrayState
 
 CLIP_SIZE = (320, 240)
 CLIP_FPS = 15.0
@@ -73,55 +71,6 @@ def config_text(inputs: dict[str, Path]) -> str:
 
 
 # -- reading the screen -----------------------------------------------------------------------
-
-
-def find_icon_window(display):
-    """The tray icon's X window (pystray names its class after the icon name, 'facelive')."""
-    from Xlib.error import XError
-
-    pending = [display.screen().root]
-    while pending:
-        window = pending.pop()
-        try:
-            wm_class = window.get_wm_class()
-            children = window.query_tree().children
-        except XError:  # a window may vanish while we walk the tree
-            continue
-        if wm_class and wm_class[1] == "facelive":
-            return window
-        pending.extend(children)
-    return None
-
-
-def toplevel_of(window, root):
-    """The child of the root window that contains `window`."""
-    while True:
-        parent = window.query_tree().parent
-        if parent.id == root.id:
-            return window
-        window = parent
-
-
-def screenshot(display, window) -> Image.Image:
-    """What is on screen where the window is (the composed root image)."""
-    from Xlib import X
-
-    root = display.screen().root
-    geometry = window.get_geometry()
-    origin = root.translate_coords(window, 0, 0)
-    raw = root.get_image(origin.x, origin.y, geometry.width, geometry.height, X.ZPixmap, 0xFFFFFFFF)
-    return Image.frombytes("RGB", (geometry.width, geometry.height), raw.data, "raw", "BGRX")
-
-
-def dominant_state(image: Image.Image) -> TrayState | None:
-    """The state whose background colour covers most of the icon (None below 40 %)."""
-    pixels = np.asarray(image, dtype=np.int16).reshape(-1, 3)
-    shares = {
-        state: float(np.all(np.abs(pixels - np.array(colour, dtype=np.int16)) <= 40, axis=1).mean())
-        for state, colour in STATE_COLOURS.items()
-    }
-    state, share = max(shares.items(), key=lambda kv: kv[1])
-    return state if share > 0.4 else None
 
 
 # -- the daemon -------------------------------------------------------------------------------
@@ -198,7 +147,7 @@ def daemon(x_session, daemon_inputs, tmp_path, wait_for):
         process.wait(timeout=10)
 
 
-def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, daemon, wait_for):
+def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, daemon, wait_for, xscreen):
     from Xlib import X
     from Xlib.display import Display
     from Xlib.error import XError
@@ -213,14 +162,14 @@ def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, da
 
         def shown() -> TrayState | None:
             try:
-                icon_now = find_icon_window(display)
-                return dominant_state(screenshot(display, icon_now)) if icon_now is not None else None
+                icon_now = xscreen.find_icon_window(display)
+                return xscreen.dominant_state(xscreen.screenshot(display, icon_now)) if icon_now is not None else None
             except XError:  # trayer re-laid the panel out while we read it: look again
                 return None
 
         def click_icon() -> None:
             # Read the position each time: trayer may move the icon when it re-lays out the panel.
-            icon_now = find_icon_window(display)
+            icon_now = xscreen.find_icon_window(display)
             assert icon_now is not None, "the tray icon window is gone"
             geometry = icon_now.get_geometry()
             origin = root.translate_coords(icon_now, 0, 0)
@@ -232,11 +181,11 @@ def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, da
             return wait(lambda: (s := proc.status()) is not None and condition(s) and s, timeout, what, 0.05)
 
         # 1. The icon docks into trayer: embedded (reparented into trayer's panel) and mapped.
-        icon = wait(lambda: find_icon_window(display), 20, "the daemon's tray icon window")
+        icon = wait(lambda: xscreen.find_icon_window(display), 20, "the daemon's tray icon window")
         # (trayer reparents the icon first and maps it a moment later: wait for both.)
-        wait(lambda: toplevel_of(icon, root).id != icon.id and icon.get_attributes().map_state == X.IsViewable,
+        wait(lambda: xscreen.toplevel_of(icon, root).id != icon.id and icon.get_attributes().map_state == X.IsViewable,
              10, "the icon to be embedded in trayer and shown")
-        assert toplevel_of(icon, root).get_wm_class() == ("panel", "trayer")
+        assert xscreen.toplevel_of(icon, root).get_wm_class() == ("panel", "trayer")
 
         # 2. Once faces are being swapped, the icon shows "on".
         started = status_where(lambda s: s["state"] == "running" and s["frames"]["swapped"] > 0, 20,
@@ -280,14 +229,14 @@ def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, da
             raise AssertionError(f"vcamd run still running 15 s after `vcamd quit`:\n{proc.tail()}") from None
         assert code == 0, proc.tail()
         assert "published " in proc.tail()  # the run's summary line: it ended through the normal path
-        wait_for(lambda: find_icon_window(display) is None, 5, "the icon to leave the tray")
+        wait_for(lambda: xscreen.find_icon_window(display) is None, 5, "the icon to leave the tray")
         assert "Traceback" not in proc.tail(), proc.tail()
     finally:
         display.close()
 
 
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
-def test_daemon_with_tray_stops_on_a_signal(x_session, daemon, wait_for, signal_name):
+def test_daemon_with_tray_stops_on_a_signal(x_session, daemon, wait_for, signal_name, xscreen):
     """SIGTERM (service stop, logout) and SIGINT (Ctrl-C) end the run cleanly while the tray
     owns the main thread: exit code 0, the summary printed, the icon gone."""
     from Xlib.display import Display
@@ -295,7 +244,7 @@ def test_daemon_with_tray_stops_on_a_signal(x_session, daemon, wait_for, signal_
     proc, _ = daemon
     display = Display(x_session.display)
     try:
-        proc.wait(lambda: find_icon_window(display), 20, "the daemon's tray icon window")
+        proc.wait(lambda: xscreen.find_icon_window(display), 20, "the daemon's tray icon window")
         proc.wait(lambda: (s := proc.status()) is not None and s["frames"]["published"] > 0, 20,
                   "the daemon to publish frames")
         proc.process.send_signal(getattr(signal, signal_name))
@@ -305,7 +254,7 @@ def test_daemon_with_tray_stops_on_a_signal(x_session, daemon, wait_for, signal_
             raise AssertionError(f"vcamd run still running 15 s after {signal_name}:\n{proc.tail()}") from None
         assert code == 0, proc.tail()
         assert "published " in proc.tail() and "Traceback" not in proc.tail(), proc.tail()
-        wait_for(lambda: find_icon_window(display) is None, 5, "the icon to leave the tray")
+        wait_for(lambda: xscreen.find_icon_window(display) is None, 5, "the icon to leave the tray")
         assert proc.status() is None  # the control socket is gone too
     finally:
         display.close()

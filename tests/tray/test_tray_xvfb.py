@@ -18,11 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
-from vcamd.tray import STATE_COLOURS, TrayState
+from vcamd.tray import TrayState
 
 TRAY_HOST = Path(__file__).resolve().parent / "tray_host.py"
 
@@ -35,54 +33,6 @@ def read_log(path: Path) -> list[dict]:
 
 def events(path: Path, name: str) -> list:
     return [e["value"] for e in read_log(path) if e["event"] == name]
-
-
-def find_icon_window(display):
-    """The tray icon's X window (pystray names its class after the icon name, 'facelive')."""
-    pending = [display.screen().root]
-    while pending:
-        window = pending.pop()
-        try:
-            wm_class = window.get_wm_class()
-            children = window.query_tree().children
-        except Exception:  # noqa: BLE001 — a window may vanish while we walk the tree
-            continue
-        if wm_class and wm_class[1] == "facelive":
-            return window
-        pending.extend(children)
-    return None
-
-
-def toplevel_of(window, root):
-    """The child of the root window that contains `window`."""
-    while True:
-        parent = window.query_tree().parent
-        if parent.id == root.id:
-            return window
-        window = parent
-
-
-def screenshot(display, window) -> Image.Image:
-    """What is on screen where the window is (the composed root image, not the window's own buffer)."""
-    from Xlib import X
-
-    root = display.screen().root
-    geometry = window.get_geometry()
-    origin = root.translate_coords(window, 0, 0)
-    raw = root.get_image(origin.x, origin.y, geometry.width, geometry.height, X.ZPixmap, 0xFFFFFFFF)
-    return Image.frombytes("RGB", (geometry.width, geometry.height), raw.data, "raw", "BGRX")
-
-
-def share_of_colour(image: Image.Image, colour: tuple[int, int, int], tolerance: int = 40) -> float:
-    pixels = np.asarray(image, dtype=np.int16).reshape(-1, 3)
-    close = np.all(np.abs(pixels - np.array(colour, dtype=np.int16)) <= tolerance, axis=1)
-    return float(close.mean())
-
-
-def dominant_state(image: Image.Image) -> TrayState | None:
-    shares = {state: share_of_colour(image, colour) for state, colour in STATE_COLOURS.items()}
-    state, share = max(shares.items(), key=lambda kv: kv[1])
-    return state if share > 0.4 else None
 
 
 @pytest.fixture
@@ -109,7 +59,7 @@ def send(process, line: str) -> None:
     process.stdin.flush()
 
 
-def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process, tmp_path, wait_for):
+def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process, tmp_path, wait_for, xscreen):
     from Xlib.display import Display
     from Xlib.error import BadMatch
 
@@ -119,9 +69,9 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
         root = display.screen().root
 
         # 1. The icon docks: its window is embedded (reparented) into trayer's panel and mapped.
-        icon = wait_for(lambda: find_icon_window(display), 10, "the tray icon window")
-        wait_for(lambda: toplevel_of(icon, root).id != icon.id, 10, "the icon to be embedded in trayer")
-        panel = toplevel_of(icon, root)
+        icon = wait_for(lambda: xscreen.find_icon_window(display), 10, "the tray icon window")
+        wait_for(lambda: xscreen.toplevel_of(icon, root).id != icon.id, 10, "the icon to be embedded in trayer")
+        panel = xscreen.toplevel_of(icon, root)
         assert panel.get_wm_class() == ("panel", "trayer")
         assert icon.get_attributes().map_state == 2  # IsViewable
         geometry = icon.get_geometry()
@@ -129,13 +79,13 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
 
         def state_on_screen():
             try:
-                return dominant_state(screenshot(display, icon))
+                return xscreen.dominant_state(xscreen.screenshot(display, icon))
             except BadMatch:  # trayer moved the icon while we read it (it re-lays out the panel): retry
                 return None
 
         # 2. A screenshot of the docked icon shows the "on" colour.
         wait_for(lambda: state_on_screen() is TrayState.on, 10, "the docked icon to show 'on'")
-        screenshot(display, icon).save(tmp_path / "tray-on.png")
+        xscreen.screenshot(display, icon).save(tmp_path / "tray-on.png")
 
         # 3. A real click on the icon (default action = "Swap on") switches the swap off; the icon turns grey.
         origin = root.translate_coords(icon, 0, 0)
@@ -144,7 +94,7 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
                        env=x_session.env, check=True, timeout=10)
         wait_for(lambda: events(log, "set_enabled") == [False], 10, "the click to reach the controller")
         wait_for(lambda: state_on_screen() is TrayState.off, 10, "the docked icon to show 'off'")
-        screenshot(display, icon).save(tmp_path / "tray-off.png")
+        xscreen.screenshot(display, icon).save(tmp_path / "tray-off.png")
         subprocess.run(["xdotool", "click", "1"], env=x_session.env, check=True, timeout=10)
         wait_for(lambda: events(log, "set_enabled") == [False, True], 10, "the second click")
         wait_for(lambda: state_on_screen() is TrayState.on, 10, "the icon back to 'on'")
@@ -171,7 +121,7 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
         # 5. An engine error (camera unplugged) turns the icon red.
         send(process, "set state camera offline")
         wait_for(lambda: state_on_screen() is TrayState.error, 10, "the icon to show 'error'")
-        screenshot(display, icon).save(tmp_path / "tray-error.png")
+        xscreen.screenshot(display, icon).save(tmp_path / "tray-error.png")
         send(process, "set state running")
         wait_for(lambda: state_on_screen() is TrayState.on, 10, "the icon back to 'on'")
 
@@ -182,29 +132,29 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
         assert events(log, "engine_stopped") == [None]
         assert events(log, "exited") == ["engine result"]
         assert events(log, "command_failed") == []
-        wait_for(lambda: find_icon_window(display) is None, 10, "the icon window to go away")
+        wait_for(lambda: xscreen.find_icon_window(display) is None, 10, "the icon window to go away")
     finally:
         display.close()
 
 
-def test_the_icon_goes_when_the_engine_stops(x_session, tray_process, wait_for):
+def test_the_icon_goes_when_the_engine_stops(x_session, tray_process, wait_for, xscreen):
     """`vcamd quit` (or SIGTERM) ends the engine loop: the tray follows and the process exits."""
     from Xlib.display import Display
 
     process, log = tray_process
     display = Display(x_session.display)
     try:
-        wait_for(lambda: find_icon_window(display), 10, "the tray icon window")
+        wait_for(lambda: xscreen.find_icon_window(display), 10, "the tray icon window")
         send(process, "engine-quit")
         assert process.wait(timeout=15) == 0
         assert [e["event"] for e in read_log(log)][-3:] == ["request_quit", "engine_stopped", "exited"]
         assert events(log, "exited") == ["engine result"]
-        wait_for(lambda: find_icon_window(display) is None, 10, "the icon window to go away")
+        wait_for(lambda: xscreen.find_icon_window(display) is None, 10, "the icon window to go away")
     finally:
         display.close()
 
 
-def test_ctrl_c_stops_the_engine_and_the_tray(x_session, tray_process, wait_for):
+def test_ctrl_c_stops_the_engine_and_the_tray(x_session, tray_process, wait_for, xscreen):
     import signal
 
     from Xlib.display import Display
@@ -212,7 +162,7 @@ def test_ctrl_c_stops_the_engine_and_the_tray(x_session, tray_process, wait_for)
     process, log = tray_process
     display = Display(x_session.display)
     try:
-        wait_for(lambda: find_icon_window(display), 10, "the tray icon window")
+        wait_for(lambda: xscreen.find_icon_window(display), 10, "the tray icon window")
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=15) == 0
         assert events(log, "request_quit") == [None]
