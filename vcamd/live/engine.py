@@ -98,28 +98,26 @@ class FullDetection:
     frame_index: int
 
 
-class FullDetector:
-    """Full-frame detections on their own thread, so the 50–200 ms they cost on a CPU never
-    holds up a published frame. The loop hands in a downscaled copy of the newest frame (the copy
-    is the resize the detector would do anyway) and picks the result up when it is ready."""
+class NewestJobWorker:
+    """A thread that works on the newest job handed to it: a job not started yet is replaced by a
+    newer one (never queued), so the work is always about the freshest frame and the caller never
+    waits. Subclasses implement `_work(job)`; `_begin(job)` runs under the lock as a job starts."""
 
-    def __init__(self, faces: FacePipeline, stats: LiveStats, clock: Clock) -> None:
-        self._faces = faces
-        self._stats = stats
-        self._clock = clock
+    def __init__(self, name: str) -> None:
         self._cond = threading.Condition()
-        self._job: tuple[Frame, float, int, int] | None = None  # small frame, scale, index, input size
-        self._result: FullDetection | None = None
-        self._busy = False
+        self._job: Any = None
         self._stop = False
-        self.errors = 0
-        self.runs = 0
-        self._thread = threading.Thread(target=self._run, name="full-detector", daemon=True)
+        self.busy = False
+        self.jobs_replaced = 0
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self, timeout: float = 2.0) -> None:
+        # Wait for a running job to finish (ONNX Runtime must not be torn down under a running
+        # session); a model stuck inside a run is abandoned after `timeout` — the thread is a
+        # daemon, so a blocked model never blocks shutdown.
         with self._cond:
             self._stop = True
             self._cond.notify_all()
@@ -129,44 +127,82 @@ class FullDetector:
     @property
     def idle(self) -> bool:
         with self._cond:
-            return self._job is None and not self._busy
+            return self._job is None and not self.busy
 
-    def submit(self, frame: Frame, frame_index: int, input_size: int) -> None:
-        h, w = frame.shape[:2]
-        scale = min(1.0, input_size / max(h, w))
-        small = cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA) if scale < 1.0 else frame.copy()
+    def _hand_in(self, job: Any) -> None:
         with self._cond:
-            self._job = (small, scale, frame_index, input_size)
+            if self._job is not None:
+                self.jobs_replaced += 1
+            self._job = job
             self._cond.notify_all()
 
-    def take_result(self) -> FullDetection | None:
-        with self._cond:
-            result, self._result = self._result, None
-            return result
-
-    def _run(self) -> None:
+    def _loop(self) -> None:
+        self._on_thread_start()
         while True:
             with self._cond:
                 while self._job is None and not self._stop:
                     self._cond.wait()
                 if self._stop:
                     return
-                (small, scale, index, size), self._job = self._job, None
-                self._busy = True
-            t0 = self._clock()
+                job, self._job = self._job, None
+                self.busy = True
+                self._begin(job)
             try:
-                found = self._faces.detect(small, size)
-            except Exception as exc:  # treated as "nothing found"; the next attempt comes soon
-                self.errors += 1
-                if self.errors <= 3:
-                    log.error("face detection failed: %s", exc)
-                found = []
-            self._stats.record_stage("full_detect", (self._clock() - t0) * 1000.0)
-            faces = [_scaled(f, 1.0 / scale) for f in found] if scale != 1.0 else found
-            with self._cond:
-                self._busy = False
-                self.runs += 1
-                self._result = FullDetection(faces, index)
+                self._work(job)
+            finally:
+                with self._cond:
+                    self.busy = False
+
+    def _on_thread_start(self) -> None:
+        """Runs once on the worker thread before the first job."""
+
+    def _begin(self, job: Any) -> None:
+        """Runs under the lock as `job` starts."""
+
+    def _work(self, job: Any) -> None:
+        raise NotImplementedError
+
+
+class FullDetector(NewestJobWorker):
+    """Full-frame detections on their own thread, so the 50–200 ms they cost on a CPU never
+    holds up a published frame. The loop hands in a downscaled copy of the newest frame (the copy
+    is the resize the detector would do anyway) and picks the result up when it is ready."""
+
+    def __init__(self, faces: FacePipeline, stats: LiveStats, clock: Clock) -> None:
+        super().__init__("full-detector")
+        self._faces = faces
+        self._stats = stats
+        self._clock = clock
+        self._result: FullDetection | None = None
+        self.errors = 0
+        self.runs = 0
+
+    def submit(self, frame: Frame, frame_index: int, input_size: int) -> None:
+        h, w = frame.shape[:2]
+        scale = min(1.0, input_size / max(h, w))
+        small = cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA) if scale < 1.0 else frame.copy()
+        self._hand_in((small, scale, frame_index, input_size))
+
+    def take_result(self) -> FullDetection | None:
+        with self._cond:
+            result, self._result = self._result, None
+            return result
+
+    def _work(self, job: tuple[Frame, float, int, int]) -> None:
+        small, scale, index, size = job
+        t0 = self._clock()
+        try:
+            found = self._faces.detect(small, size)
+        except Exception as exc:  # treated as "nothing found"; the next attempt comes soon
+            self.errors += 1
+            if self.errors <= 3:
+                log.error("face detection failed: %s", exc)
+            found = []
+        self._stats.record_stage("full_detect", (self._clock() - t0) * 1000.0)
+        faces = [_scaled(f, 1.0 / scale) for f in found] if scale != 1.0 else found
+        with self._cond:
+            self.runs += 1
+            self._result = FullDetection(faces, index)
 
 
 class BoundedCall:
@@ -330,50 +366,23 @@ class SwapResult:
     t_done: float
 
 
-class SwapWorker:
+class SwapWorker(NewestJobWorker):
     """Runs the swap model on the newest job in its own thread; never blocks the caller."""
 
     def __init__(self, faces: FacePipeline, stats: LiveStats, clock: Clock) -> None:
+        super().__init__("swap-worker")
         self._faces = faces
         self._stats = stats
         self._clock = clock
-        self._cond = threading.Condition()
-        self._job: SwapJob | None = None
-        self._stop = False
         self._result: SwapResult | None = None
         self._failed_since: float | None = None  # set after a model error, cleared by a success
         self._job_started: float | None = None  # when the swap now running began
         self._usual_s: float | None = None  # moving average of a swap's duration
-        self.jobs_replaced = 0
         self.swaps = 0
         self.errors = 0
-        self.busy = False
-        self._thread = threading.Thread(target=self._run, name="swap-worker", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 2.0) -> None:
-        # Wait for a running swap to finish (ONNX Runtime must not be torn down under a running
-        # session); a swapper stuck inside the model is abandoned after `timeout` — the thread is
-        # a daemon, so a blocked model never blocks shutdown.
-        with self._cond:
-            self._stop = True
-            self._cond.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
 
     def submit(self, job: SwapJob) -> None:
-        with self._cond:
-            if self._job is not None:
-                self.jobs_replaced += 1
-            self._job = job
-            self._cond.notify_all()
-
-    @property
-    def idle(self) -> bool:
-        with self._cond:
-            return self._job is None and not self.busy
+        self._hand_in(job)
 
     def latest(self) -> tuple[SwapResult | None, bool]:
         """The newest successful result, and whether the model failed after it."""
@@ -391,49 +400,44 @@ class SwapWorker:
                 return False  # idle (no face to swap for a while): the next result is on its way
             return now - self._job_started > 4.0 * (self._usual_s or 0.0)
 
-    def _run(self) -> None:
+    def _on_thread_start(self) -> None:
         lower_thread_priority()
-        while True:
+
+    def _begin(self, job: SwapJob) -> None:
+        self._job_started = self._clock()
+
+    def _work(self, job: SwapJob) -> None:
+        t0 = self._job_started or self._clock()
+        timer = StageTimer()
+        try:
+            swapped = self._faces.swap_faces(job.region, job.faces, job.level, timer)
+            if len(swapped) != len(job.faces):
+                raise RuntimeError(f"swap_faces returned {len(swapped)} results for {len(job.faces)} faces")
+            if any(_is_flat(getattr(sw, "crop", sw)) for sw in swapped):
+                # NaN/Inf model output turns into a flat crop in the uint8 conversion: a model
+                # error, never a face to publish.
+                raise RuntimeError("swap model returned a flat (NaN or empty) face crop")
+        except Exception as exc:  # a model error must never stop the output; on_miss covers it
+            self.errors += 1
+            if self.errors <= 3 or self.errors % 100 == 0:
+                log.error("swap model failed (%d so far): %s", self.errors, exc)
             with self._cond:
-                while self._job is None and not self._stop:
-                    self._cond.wait()
-                if self._stop:
-                    return
-                job, self._job = self._job, None
-                self.busy = True
-                t0 = self._job_started = self._clock()
-            timer = StageTimer()
-            try:
-                swapped = self._faces.swap_faces(job.region, job.faces, job.level, timer)
-                if len(swapped) != len(job.faces):
-                    raise RuntimeError(f"swap_faces returned {len(swapped)} results for {len(job.faces)} faces")
-                if any(_is_flat(getattr(sw, "crop", sw)) for sw in swapped):
-                    # NaN/Inf model output turns into a flat crop in the uint8 conversion: a model
-                    # error, never a face to publish.
-                    raise RuntimeError("swap model returned a flat (NaN or empty) face crop")
-            except Exception as exc:  # a model error must never stop the output; on_miss covers it
-                self.errors += 1
-                if self.errors <= 3 or self.errors % 100 == 0:
-                    log.error("swap model failed (%d so far): %s", self.errors, exc)
-                with self._cond:
-                    self.busy = False
-                    self._job_started = None
-                    if self._failed_since is None:
-                        self._failed_since = self._clock()
-                continue
-            t1 = self._clock()
-            self._stats.record_stage("swap_job", (t1 - t0) * 1000.0)
-            for stage, ms in timer.ms.items():  # align / swap (the model) / enhance
-                self._stats.record_stage(stage, ms)
-            with self._cond:
-                self.busy = False
                 self._job_started = None
-                took = t1 - t0
-                self._usual_s = took if self._usual_s is None else 0.8 * self._usual_s + 0.2 * took
-                self.swaps += 1
-                self._failed_since = None
-                if self._result is None or job.t_capture >= self._result.t_capture:
-                    self._result = SwapResult(job.frame_faces, list(swapped), job.t_capture, t1)
+                if self._failed_since is None:
+                    self._failed_since = self._clock()
+            return
+        t1 = self._clock()
+        self._stats.record_stage("swap_job", (t1 - t0) * 1000.0)
+        for stage, ms in timer.ms.items():  # align / swap (the model) / enhance
+            self._stats.record_stage(stage, ms)
+        with self._cond:
+            self._job_started = None
+            took = t1 - t0
+            self._usual_s = took if self._usual_s is None else 0.8 * self._usual_s + 0.2 * took
+            self.swaps += 1
+            self._failed_since = None
+            if self._result is None or job.t_capture >= self._result.t_capture:
+                self._result = SwapResult(job.frame_faces, list(swapped), job.t_capture, t1)
 
 
 FLAT_CROP_STD = 2.0
