@@ -205,7 +205,7 @@ class FullDetector(NewestJobWorker):
             self._result = FullDetection(faces, index)
 
 
-class BoundedCall:
+class BoundedCall(NewestJobWorker):
     """Runs model calls on its own thread so the loop can stop waiting after a deadline.
 
     A detector that hangs (driver stall, deadlock) then costs the loop one deadline, once: while
@@ -214,26 +214,22 @@ class BoundedCall:
     """
 
     def __init__(self, name: str) -> None:
-        self._cond = threading.Condition()
-        self._job: tuple[int, Callable[[], Any]] | None = None
-        self._busy = False
+        super().__init__(name)
         self._next_id = 0
         self._done_id = -1
         self._value: Any = None
         self._error: BaseException | None = None
-        self._stop = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self.start()
 
     def call(self, fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:
         """(True, fn()) when it finished within `timeout`; (False, None) when it did not or the
         previous call is still running. Re-raises fn's exception."""
         with self._cond:
-            if self._busy:
+            if self.busy or self._job is not None:
                 return False, None
             my_id = self._next_id
             self._next_id += 1
-            self._job, self._busy = (my_id, fn), True
+            self._job = (my_id, fn)
             self._cond.notify_all()
             if not self._cond.wait_for(lambda: self._done_id == my_id, timeout):
                 return False, None
@@ -242,30 +238,18 @@ class BoundedCall:
                 raise error
             return True, self._value
 
-    def stop(self, timeout: float = 2.0) -> None:
+    def _work(self, job: tuple[int, Callable[[], Any]]) -> None:
+        job_id, fn = job
+        value, error = None, None
+        try:
+            value = fn()
+        except Exception as exc:  # handed to the caller, who decides
+            error = exc
         with self._cond:
-            self._stop = True
+            self._value, self._error = value, error
+            self._done_id = job_id
+            self.busy = False  # before the caller wakes, so its next call is accepted at once
             self._cond.notify_all()
-        self._thread.join(timeout)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while self._job is None and not self._stop:
-                    self._cond.wait()
-                if self._stop:
-                    return
-                (job_id, fn), self._job = self._job, None
-            value, error = None, None
-            try:
-                value = fn()
-            except Exception as exc:  # handed to the caller, who decides
-                error = exc
-            with self._cond:
-                self._value, self._error = value, error
-                self._done_id = job_id
-                self._busy = False
-                self._cond.notify_all()
 
 
 class LiveTracker:
