@@ -41,6 +41,7 @@ class SmallEngine:
         self.fail_status_with: Exception | None = None
         self.latency_ms: float | dict[str, float] = 41.5
         self.extra: dict[str, Any] = {}  # more status keys, as a real engine may add
+        self.badge = True
 
     def status(self) -> dict[str, Any]:
         with self._lock:
@@ -86,6 +87,16 @@ class SmallEngine:
         ok, encoded = cv2.imencode(".png", self.output_frame)
         assert ok
         return encoded.tobytes()
+
+    def latest_frame(self) -> np.ndarray:
+        return self.output_frame
+
+    def recent_transitions(self) -> list[dict[str, Any]]:
+        return []
+
+    def set_badge(self, on: bool) -> None:
+        with self._lock:
+            self.badge = on
 
     def request_quit(self) -> None:
         self.quit_requested.set()

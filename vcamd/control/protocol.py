@@ -100,6 +100,18 @@ class Controllable(Protocol):
 
     def snapshot_png(self) -> bytes: ...
 
+    def latest_frame(self) -> Any:
+        """The last published frame (H×W×3 uint8 BGR, read-only) or None before the first."""
+        ...
+
+    def recent_transitions(self) -> list[dict[str, Any]]:
+        """The watchdog's level changes with their reasons, oldest first."""
+        ...
+
+    def set_badge(self, on: bool) -> None:
+        """Show or hide the "AI-altered" disclosure badge."""
+        ...
+
     def request_quit(self) -> None:
         """Ask the daemon to stop; returns at once (the stop happens on the daemon's own thread)."""
         ...

@@ -34,6 +34,7 @@ import numpy as np
 from vcamd.config import CameraConfig, Config, OnMiss, load_config
 from vcamd.errors import VcamdError
 from vcamd.faces.track import crop_around, dedupe_faces, nearest_to_centre
+from vcamd.live.obscure import obscure_region
 from vcamd.live.sources import CameraReader, FrameSource, LatestFrame, SourceState
 from vcamd.live.stats import GpuSampler, LiveStats
 from vcamd.live.watchdog import Transition, TransitionResult, Watchdog
@@ -497,16 +498,6 @@ def _match(current: list[Face], previous: list[Face]) -> list[int | None]:
     return out
 
 
-def blur_region(frame: Frame, box: tuple[int, int, int, int]) -> None:
-    """Make a face unrecognisable in place: pixelate the rectangle (cost ∝ its area only)."""
-    x0, y0, x1, y1 = box
-    if x1 - x0 < 2 or y1 - y0 < 2:
-        return
-    roi = frame[y0:y1, x0:x1]
-    small = cv2.resize(roi, (max(1, (x1 - x0) // 16), max(1, (y1 - y0) // 16)), interpolation=cv2.INTER_AREA)
-    cv2.resize(small, (x1 - x0, y1 - y0), dst=roi, interpolation=cv2.INTER_LINEAR)
-
-
 # ---------------------------------------------------------------------------------------------
 # The engine
 # ---------------------------------------------------------------------------------------------
@@ -652,6 +643,21 @@ class LiveEngine:
         if not ok:
             raise VcamdError("could not encode the snapshot as PNG")
         return buf.tobytes()
+
+    def latest_frame(self) -> Frame | None:
+        """The frame last published (read-only: the caller must not draw on it)."""
+        return self._last_published
+
+    def recent_transitions(self) -> list[dict]:
+        """The watchdog's transitions with their reasons and measured results, oldest first."""
+        return self.watchdog.history()
+
+    def set_badge(self, on: bool) -> None:
+        """Show or hide the "AI-altered" badge from the next frame on."""
+        value = bool(on)
+        self._controls.commands.put(
+            lambda: setattr(self, "cfg", self.cfg.model_copy(update={"disclosure": self.cfg.disclosure.model_copy(update={"badge": value})}))
+        )
 
     def request_quit(self) -> None:
         self._controls.quit.set()
@@ -1039,9 +1045,9 @@ class LiveEngine:
         # blur (or hold with nothing to hold yet): pixelate where the faces are or were last seen.
         where = missing or self._last_seen
         if where:
-            blur_region(frame, _region(frame, where, MISS_REGION_SCALE))
+            obscure_region(frame, _region(frame, where, MISS_REGION_SCALE))
         else:
-            blur_region(frame, (0, 0, frame.shape[1], frame.shape[0]))  # no idea where a face is: all of it
+            obscure_region(frame, (0, 0, frame.shape[1], frame.shape[0]))  # no idea where a face is: all of it
         return frame, Outcome.blurred
 
     def _publish(self, frame: Frame, outcome: Outcome, t_capture: float | None, stage_ms: dict | None = None) -> None:
