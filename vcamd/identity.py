@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import cv2
 import numpy as np
 import numpy.typing as npt
 
 from vcamd.errors import FaceError, ModelError
-from vcamd.faces.align import estimate_affine, warp
+from vcamd.faces.specs import RECOGNIZER_CROP, CropSpec
 from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
@@ -29,20 +28,37 @@ log = logging.getLogger(__name__)
 Embedding = npt.NDArray[np.float32]
 """(D,) float32, L2-normalised."""
 
-CROP_SIZE = 112
+CROP_SIZE = RECOGNIZER_CROP.size
 
-ARCFACE_NORMALISATION = (127.5, 127.5)
-"""(mean, std) of insightface's ArcFace models (w600k_r50): (x - 127.5) / 127.5 on RGB."""
+RAW_PIXELS = (0.0, 1.0)
+"""(mean, std) for exports that normalise inside the graph (mxnet-style ArcFace): raw 0..255 RGB."""
 
-MOBILEFACENET_NORMALISATION = (127.0, 128.0)
-"""(mean, std) of the common MobileFaceNet exports (input named `input`): (x - 127) / 128 on RGB."""
+GRAPH_PREFIX_NODES = 8
+"""How many leading graph nodes are searched for in-graph normalisation (insightface's rule)."""
+
+
+def graph_normalisation(path: Path) -> tuple[float, float]:
+    """(mean, std) a recognizer export wants, decided from its graph as insightface's ArcFaceONNX does:
+    a Sub/`_minus` and a Mul/`_mul` among the first nodes mean the graph normalises by itself
+    (mxnet-style exports) and takes raw pixels; otherwise ArcFace's (127.5, 127.5)."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        model = onnx.load_model(str(path), load_external_data=False)
+    except (DecodeError, OSError, ValueError) as exc:
+        raise ModelError(f"{path.name} is not a readable ONNX model ({exc})", fix="re-download it with `vcamd models pull`") from None
+    names = [node.name for node in model.graph.node[:GRAPH_PREFIX_NODES]]
+    subtracts = any(n.startswith(("Sub", "_minus")) for n in names)
+    multiplies = any(n.startswith(("Mul", "_mul")) for n in names)
+    return RAW_PIXELS if subtracts and multiplies else (RECOGNIZER_CROP.mean, RECOGNIZER_CROP.std)
 
 
 class Recognizer:
     """`embed(frame, face)` → L2-normalised identity embedding of the face.
 
-    `normalisation` = (mean, std) applied to the RGB crop; None picks it from the model: an input
-    named `input` (MobileFaceNet exports) uses (127, 128), anything else ArcFace's (127.5, 127.5).
+    `normalisation` = (mean, std) applied to the RGB crop; None decides it from the graph
+    (`graph_normalisation`), never from the input's name.
     """
 
     def __init__(self, path: Path | str, sessions: Sessions, normalisation: tuple[float, float] | None = None) -> None:
@@ -60,17 +76,18 @@ class Recognizer:
         self.input_name = inputs[0].name
         self.dim: int = int(out_shape[1])
         if normalisation is None:
-            normalisation = MOBILEFACENET_NORMALISATION if self.input_name == "input" else ARCFACE_NORMALISATION
+            normalisation = graph_normalisation(self.path)
         self.mean, self.std = (float(v) for v in normalisation)
+        self.crop = CropSpec(RECOGNIZER_CROP.template, RECOGNIZER_CROP.size, self.mean, self.std)
 
     def embed(self, frame: Frame, face: Face) -> Embedding:
         """The face's embedding, from its ArcFace-aligned 112² crop."""
-        crop = warp(frame, estimate_affine(face.kps, CROP_SIZE, "arcface"), CROP_SIZE)
+        crop, _ = self.crop.align(frame, face.kps)
         return self.embed_crop(crop)
 
     def embed_crop(self, crop: Frame) -> Embedding:
         """Embedding of an already aligned 112×112 BGR crop."""
-        blob = cv2.dnn.blobFromImage(crop, 1.0 / self.std, (CROP_SIZE, CROP_SIZE), (self.mean,) * 3, swapRB=True)
+        blob = self.crop.to_blob([crop])
         raw = self.session.run(None, {self.input_name: blob})[0].reshape(-1).astype(np.float32)
         norm = float(np.linalg.norm(raw))
         if not np.isfinite(norm) or norm == 0.0:

@@ -31,7 +31,8 @@ import numpy as np
 from vcamd.blend import Blender, PasteRegion
 from vcamd.config import Config, FaceSelection
 from vcamd.errors import ConfigError, FaceError, VcamdError
-from vcamd.faces.align import Affine, Template, estimate_affine, invert_affine, warp
+from vcamd.faces.align import Affine, Template, estimate_affine, invert_affine
+from vcamd.faces.specs import ENHANCER_CROP
 from vcamd.types import Face, Frame, Level, Points
 
 if TYPE_CHECKING:
@@ -40,10 +41,6 @@ if TYPE_CHECKING:
     from vcamd.identity import Embedding, Recognizer, SourceIdentity
     from vcamd.runtime import Sessions
     from vcamd.swap import Latent, Swapper
-
-SWAP_SIZE = 128
-ENHANCE_SIZE = 512
-
 
 def require_consent(cfg: Config, flag: bool) -> None:
     """Refuse to swap unless the user confirmed consent (config or command-line flag)."""
@@ -59,8 +56,8 @@ def require_consent(cfg: Config, flag: bool) -> None:
 class SwappedFace:
     """A swapped face as an aligned crop, ready to be composited at any position of that face.
 
-    `template`/`crop` size say how the crop is aligned: "arcface" 128² (swapper output) or "ffhq"
-    512² (restored by the enhancer). `kps` are the keypoints it was made from (for the record).
+    `template`/`crop` size say how the crop is aligned: the swapper's crop (inswapper: "arcface"
+    128²) or the enhancer's ("ffhq" 512², restored). `kps` are the keypoints it was made from.
     """
 
     crop: Frame
@@ -73,7 +70,7 @@ class SwappedFace:
 
     @property
     def enhanced(self) -> bool:
-        return self.template == "ffhq"
+        return self.template == ENHANCER_CROP.template and self.size == ENHANCER_CROP.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +138,13 @@ class FaceEngine:
         self.enhancer = enhancer
         self.selection = FaceSelection(selection)
         self.lowres_scale = lowres_scale
-        # Swapped 128² crops → frame: colour-matched to the frame's face, mouth kept when asked.
-        self._blend_swap = Blender(SWAP_SIZE, mouth_mask=mouth_mask, color_correction=color_correction)
-        # Swapped 128² crop → the face's 512² FFHQ crop, before GFPGAN (the mouth is kept later).
-        self._blend_into_enhance = Blender(SWAP_SIZE, mouth_mask=False, color_correction=color_correction)
-        # Restored 512² crops → frame: colours were matched before restoring.
-        self._blend_enhanced = Blender(ENHANCE_SIZE, mouth_mask=mouth_mask, color_correction=False)
+        swap_side = swapper.crop.size
+        # Swapped crops → frame: colour-matched to the frame's face, mouth kept when asked.
+        self._blend_swap = Blender(swap_side, mouth_mask=mouth_mask, color_correction=color_correction)
+        # Swapped crop → the face's FFHQ enhancer crop, before GFPGAN (the mouth is kept later).
+        self._blend_into_enhance = Blender(swap_side, mouth_mask=False, color_correction=color_correction)
+        # Restored crops → frame: colours were matched before restoring.
+        self._blend_enhanced = Blender(ENHANCER_CROP.size, mouth_mask=mouth_mask, color_correction=False)
         self._source: _Source | None = None
         self._reference: Embedding | None = None
         self._load_enhancer: Callable[[float], Enhancer] | None = None  # set by from_config
@@ -277,18 +275,17 @@ class FaceEngine:
         with timer("swap"):
             crops = self.swapper.swap([crop for crop, _ in aligned], latent)
         if enhancer is None or level >= Level.no_enhancer or not faces:
-            return [SwappedFace(crop, "arcface", face.kps) for crop, face in zip(crops, faces)]
+            return [SwappedFace(crop, self.swapper.crop.template, face.kps) for crop, face in zip(crops, faces)]
         with timer("enhance"):
             return [self._enhanced(enhancer, frame, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
 
     def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame, m_swap: Affine) -> SwappedFace:
-        """Put the swapped 128² crop into the face's FFHQ 512² crop and restore that."""
-        m_enhance = estimate_affine(face.kps, ENHANCE_SIZE, "ffhq")
-        canvas = warp(frame, m_enhance, ENHANCE_SIZE)
-        # 512-crop pixel → frame → 128-crop pixel: the swap crop's matrix seen from the 512 crop.
+        """Put the swapped crop into the face's FFHQ enhancer crop and restore that."""
+        canvas, m_enhance = ENHANCER_CROP.align(frame, face.kps)
+        # enhancer-crop pixel → frame → swap-crop pixel: the swap crop's matrix seen from the enhancer crop.
         m_inner = _compose(m_swap, invert_affine(m_enhance))
         self._blend_into_enhance.paste(canvas, swapped, m_inner, original_crop=original)
-        return SwappedFace(enhancer.enhance_aligned(canvas), "ffhq", face.kps)
+        return SwappedFace(enhancer.enhance_aligned(canvas), ENHANCER_CROP.template, face.kps)
 
     def composite(self, frame: Frame, swapped: SwappedFace, face: Face, *, original_crop: Frame | None = None) -> PasteRegion | None:
         """Paste a swapped crop into `frame` (in place) at this face's current keypoints.

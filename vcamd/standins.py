@@ -19,11 +19,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from vcamd.faces.specs import ENHANCER_CROP, RECOGNIZER_CROP, SWAPPERS
+
 OPSET = 17
-SWAP_SIZE = 128
-LATENT_DIM = 512
-RECOGNIZER_SIZE = 112
-ENHANCER_SIZE = 512
+SWAP_SIZE = SWAPPERS[0].crop.size
+LATENT_DIM = SWAPPERS[0].identity_dim
+RECOGNIZER_SIZE = RECOGNIZER_CROP.size
+ENHANCER_SIZE = ENHANCER_CROP.size
 
 
 @dataclass
@@ -112,20 +114,24 @@ def _emap(rng: np.random.Generator) -> np.ndarray:
 def build_swapper(path: Path | str, *, fp16: bool = False, compute_equivalent: bool = False, batch: bool = False) -> Path:
     """An inswapper_128 stand-in: `target` [N,3,128,128] + `source` [N,512] → [N,3,128,128] in [0,1].
 
-    `emap` (512×512) is the last initializer, as in the real file. fp16=True makes the inputs and
-    the output float16 (like the fp16 export). batch=True makes the batch dim symbolic ('N').
+    `emap` (512×512) is the last initializer, as in the real file. fp16=True stores the weights and
+    computes in float16 behind Cast nodes while the inputs and the output stay float32, like the
+    published inswapper_128_fp16 export. batch=True makes the batch dim symbolic ('N').
     The light version mixes the crop with a colour computed from the source latent and inverts the
     centre of the face, so a swap is visible and differs between sources.
     """
     g = _Graph(float_type=TensorProto.FLOAT16 if fp16 else TensorProto.FLOAT)
     n: int | str = "N" if batch else 1
-    target = helper.make_tensor_value_info("target", g.float_type, [n, 3, SWAP_SIZE, SWAP_SIZE])
-    source = helper.make_tensor_value_info("source", g.float_type, [n, LATENT_DIM])
-    output = helper.make_tensor_value_info("output", g.float_type, [n, 3, SWAP_SIZE, SWAP_SIZE])
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [n, 3, SWAP_SIZE, SWAP_SIZE])
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [n, LATENT_DIM])
+    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, [n, 3, SWAP_SIZE, SWAP_SIZE])
+    inner_target, inner_source = (g.op("Cast", [name], to=g.float_type) for name in ("target", "source")) if fp16 else ("target", "source")
     if compute_equivalent:
-        out = _inswapper_layers(g, "target", "source")
+        out = _inswapper_layers(g, inner_target, inner_source)
     else:
-        out = _light_swap(g, "target", "source")
+        out = _light_swap(g, inner_target, inner_source)
+    if fp16:
+        out = g.op("Cast", [out], to=TensorProto.FLOAT)
     g.nodes.append(helper.make_node("Identity", [out], ["output"]))
     g.inits.append(numpy_helper.from_array(_emap(np.random.default_rng(1234)), "emap"))  # must stay last
     return _save(g.model([target, source], [output], "inswapper_128_standin"), path)

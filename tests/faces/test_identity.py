@@ -7,7 +7,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import onnx
 import pytest
+from onnx import helper, numpy_helper
 
 from vcamd.errors import FaceError, ModelError
 from vcamd.identity import Recognizer, load_source_identity, pick_reference
@@ -21,8 +23,42 @@ def _cut_around(image: np.ndarray, box, margin: float = 1.0) -> np.ndarray:
 
 
 def test_mobilefacenet_settings_detected(mobilefacenet):
+    # Its graph starts with a Conv (no in-graph Sub/Mul): ArcFace's (127.5, 127.5), by insightface's rule.
     assert mobilefacenet.dim == 128
-    assert (mobilefacenet.mean, mobilefacenet.std) == (127.0, 128.0)
+    assert (mobilefacenet.mean, mobilefacenet.std) == (127.5, 127.5)
+
+
+def _mxnet_style_export(plain: Path, out: Path) -> Path:
+    """The same network exported mxnet-style: it takes raw 0..255 RGB and normalises inside the graph
+    with leading `_minusscalar` / `_mulscalar` nodes (what insightface's ArcFaceONNX looks for)."""
+    model = onnx.load(str(plain))
+    graph = model.graph
+    inner = graph.input[0].name
+    raw = "data"
+    mean = numpy_helper.from_array(np.array(127.5, np.float32), "norm_mean")
+    scale = numpy_helper.from_array(np.array(1 / 127.5, np.float32), "norm_scale")
+    prefix = [
+        helper.make_node("Sub", [raw, "norm_mean"], ["centred"], name="_minusscalar0"),
+        helper.make_node("Mul", ["centred", "norm_scale"], [inner], name="_mulscalar0"),
+    ]
+    new_input = helper.make_tensor_value_info(raw, onnx.TensorProto.FLOAT, [1, 3, 112, 112])
+    nodes = prefix + list(graph.node)
+    new_graph = helper.make_graph(nodes, graph.name, [new_input], list(graph.output), initializer=[*graph.initializer, mean, scale])
+    wrapped = helper.make_model(new_graph, opset_imports=list(model.opset_import))
+    wrapped.ir_version = model.ir_version
+    onnx.save(wrapped, str(out))
+    return out
+
+
+def test_mxnet_style_export_is_fed_raw_pixels(sessions, models_dir, tmp_path, mobilefacenet, newton, newton_face, solvay, solvay_faces):
+    wrapped = Recognizer(_mxnet_style_export(models_dir / "mobilefacenet.onnx", tmp_path / "mxnet_style.onnx"), sessions)
+    assert (wrapped.mean, wrapped.std) == (0.0, 1.0)
+    # Decided from the graph, the export gives the embeddings of the plain network: same identity space.
+    for frame, face in [(newton, newton_face), *((solvay, f) for f in solvay_faces[:5])]:
+        assert float(wrapped.embed(frame, face) @ mobilefacenet.embed(frame, face)) > 0.999
+    # Normalised twice (by us and by its graph) it would be another function altogether.
+    twice = Recognizer(tmp_path / "mxnet_style.onnx", sessions, normalisation=(127.5, 127.5))
+    assert float(twice.embed(newton, newton_face) @ mobilefacenet.embed(newton, newton_face)) < 0.9
 
 
 def test_embedding_is_normalised_and_stable(mobilefacenet, newton, newton_face, detector):

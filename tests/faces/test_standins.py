@@ -24,7 +24,8 @@ def test_swapper_signature(standin_dir):
     assert s.get_outputs()[0].shape == [1, 3, 128, 128]
     model = onnx.load(str(standin_dir / "inswapper_128.onnx"))
     assert model.graph.initializer[-1].name == "emap" and list(model.graph.initializer[-1].dims) == [512, 512]
-    assert _session(standin_dir / "inswapper_128_fp16.onnx").get_inputs()[0].type == "tensor(float16)"
+    fp16 = _session(standin_dir / "inswapper_128_fp16.onnx")  # fp16 weights, float32 I/O (model-contracts.md)
+    assert [i.type for i in fp16.get_inputs()] == ["tensor(float)", "tensor(float)"] and fp16.get_outputs()[0].type == "tensor(float)"
     assert _session(standin_dir / "inswapper_128_batched.onnx").get_inputs()[0].shape[0] == "N"
 
 

@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="ONNX Runtime providers, e.g. cpu or cuda (default: [models] providers)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="ONNX Runtime intra-op threads per session (default 1: the live loop runs up to three models at once)")
-    p.add_argument("--fp16", action="store_true", help="build the stand-in swappers with float16 inputs/weights (GPU)")
+    p.add_argument("--fp16", action="store_true", help="build the stand-in swappers with float16 weights and float32 inputs/output, like inswapper_128_fp16 (GPU)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON")
     p.set_defaults(func=handle)
 
