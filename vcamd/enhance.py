@@ -1,13 +1,10 @@
 """GFPGAN 1.4 face restoration through ONNX Runtime (no torch).
 
-The model takes a face aligned to the FFHQ 5-point template in a 512×512 crop, RGB in [-1, 1],
-and returns the restored crop in the same space. Two ways in:
-
-- `enhance_face(frame, kps)` — offline: align, restore, and blend the restored face back into the
-  frame in place (feathered mask, face region only), with `strength` as the opacity;
-- `enhance_aligned(crop512)` — for the engine, which already holds a 512 FFHQ-aligned crop with
-  the swapped face pasted in (see `FaceEngine.swap_faces`): restore it and mix with `strength`
-  in crop space, so the result can be composited later at the face's current position.
+The model takes a face aligned to the FFHQ 5-point template in a 512×512 crop, RGB in [-1, 1]
+(`vcamd.faces.specs.ENHANCER_CROP`), and returns the restored crop in the same space.
+`enhance_aligned(crop512)` is the way in: `FaceEngine.swap_faces` holds the face's FFHQ crop with
+the swapped face pasted in; it is restored and mixed with `strength` in crop space, so the result
+can be composited later at the face's current position.
 """
 
 from __future__ import annotations
@@ -17,9 +14,7 @@ from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
-import numpy.typing as npt
 
-from vcamd.blend import Blender, PasteRegion
 from vcamd.errors import ModelError
 from vcamd.faces.specs import ENHANCER_CROP, ORT_FLOAT_DTYPES
 from vcamd.types import Frame
@@ -41,9 +36,6 @@ class Enhancer:
         self.strength = float(strength)
         self._session = sessions.get(self.path)
         self._input_name, self._input_dtype = self._check_signature()
-        # Restored crops are pasted with their own blender: no colour correction (GFPGAN keeps the
-        # colours), the same feathered mask shape as every other paste.
-        self._blender = Blender(ENHANCE_SIZE, mouth_mask=False, color_correction=False)
 
     def _check_signature(self) -> tuple[str, type]:
         inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
@@ -97,15 +89,3 @@ class Enhancer:
         if self.strength >= 1.0:
             return restored
         return cv2.addWeighted(restored, self.strength, crop_bgr, 1.0 - self.strength, 0.0)
-
-    def enhance_face(self, frame: Frame, kps: npt.ArrayLike) -> PasteRegion | None:
-        """Restore the face with these 5 keypoints and blend it into `frame` in place.
-
-        Works on the face's region only: a 512 crop is warped out, restored and pasted back with the
-        feathered mask at opacity `strength`. Returns the rectangle touched (None when nothing was).
-        """
-        if self.strength <= 0.0:
-            return None
-        crop, m = ENHANCER_CROP.align(frame, np.asarray(kps, np.float32))
-        restored = self.restore(crop)
-        return self._blender.paste(frame, restored, m, original_crop=crop, opacity=self.strength)
