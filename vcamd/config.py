@@ -6,6 +6,7 @@ default, documented in `config.example.toml`; a test keeps the two in step.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from enum import StrEnum
 from pathlib import Path
@@ -231,13 +232,31 @@ def _describe_error(err: dict[str, Any]) -> str:
     else:
         where = f"[{loc[0]}]" if loc else "(top level)"
     if err["type"] == "extra_forbidden":
-        kind = "section" if len(loc) == 1 else "key"
-        return f"{where}: unknown {kind} — remove it or check the spelling (see config.example.toml)"
+        return f"{where}: {_unknown_name_hint(loc)}"
     got = err.get("input")
     msg = err["msg"]
     if isinstance(got, (dict, list)) and len(repr(got)) > 60:
         return f"{where}: {msg}"
     return f"{where} = {got!r}: {msg}"
+
+
+def _unknown_name_hint(loc: list[str]) -> str:
+    """"unknown key — did you mean fps?": the valid names are read from the schema, so a section
+    or key added later is suggested too."""
+    kind = "section" if len(loc) == 1 else "key"
+    model: type[BaseModel] | None = Config
+    for part in loc[:-1]:  # walk down to the section that holds the unknown name
+        field = model.model_fields.get(part) if model is not None else None
+        annotation = field.annotation if field is not None else None
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    if model is None:
+        return f"unknown {kind} — remove it or check the spelling (see config.example.toml)"
+    valid = list(model.model_fields)
+    close = difflib.get_close_matches(loc[-1], valid, n=1, cutoff=0.6)
+    if close:
+        shown = f"[{close[0]}]" if kind == "section" else close[0]
+        return f"unknown {kind} — did you mean {shown}? (see config.example.toml)"
+    return f"unknown {kind} — remove it; the valid {kind}s are: {', '.join(valid)}"
 
 
 def config_from_dict(data: dict[str, Any], origin: str = "<config>") -> Config:

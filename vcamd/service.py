@@ -170,20 +170,29 @@ def render_plist(command: Sequence[str], log_file: Path) -> bytes:
     agent = plistlib.loads(packaged_text(PLIST_NAME).encode("utf-8"))
     agent["ProgramArguments"] = list(command)
     agent["StandardErrorPath"] = str(log_file)
+    agent["StandardOutPath"] = str(log_file)
     return plistlib.dumps(agent)
 
 
-def render_windows_startup(command: Sequence[str]) -> str:
-    # VBScript string: "" is a literal quote. The pythonw.exe next to python.exe has no console.
-    exe = PureWindowsPath(command[0])
-    pythonw = exe.with_name("pythonw.exe")
-    words = [str(pythonw) if exe.name.lower() == "python.exe" else str(exe), *command[1:]]
-    line = " ".join(f'""{w}""' if " " in w or w == words[0] else w for w in words)
+def windows_command_line(command: Sequence[str], log_file: PureWindowsPath | Path) -> str:
+    """The cmd.exe line the start-up script runs: the daemon, with its stderr appended to `log_file`.
+
+    python.exe, not pythonw.exe: pythonw has no stderr at all, so an error before logging starts
+    (an invalid config, no consent) would vanish. The script hides cmd's console window instead.
+    `cmd /c ""prog" args 2>>"log""`: cmd strips the outer pair of quotes and runs the rest.
+    """
+    inner = subprocess.list2cmdline([str(word) for word in command]) + f' 2>>"{log_file}"'
+    return f'cmd /c "{inner}"'
+
+
+def render_windows_startup(command: Sequence[str], log_file: PureWindowsPath | Path) -> str:
+    # VBScript string literal: "" is a literal quote. Window style 0 = hidden; False = do not wait.
+    literal = '"' + windows_command_line(command, log_file).replace('"', '""') + '"'
     text = packaged_text(WINDOWS_STARTUP_NAME)
     pattern = re.compile(r'^shell\.Run .*$', re.MULTILINE)
     if len(pattern.findall(text)) != 1:
         raise VcamdError(f"packaged {WINDOWS_STARTUP_NAME} must have one shell.Run line", fix="reinstall vcamd")
-    return pattern.sub(lambda _m: f'shell.Run "{line}", 0, False', text).replace("\n", "\r\n")
+    return pattern.sub(lambda _m: f"shell.Run {literal}, 0, False", text).replace("\r\n", "\n").replace("\n", "\r\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -197,6 +206,7 @@ class ServicePaths:
     launch_agents_dir: Path
     mac_log_dir: Path
     windows_startup_dir: Path
+    windows_log_dir: Path
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServicePaths:
@@ -204,12 +214,15 @@ class ServicePaths:
         home = Path(env.get("HOME") or Path.home())
         config = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
         appdata = Path(env["APPDATA"]) if env.get("APPDATA") else home / "AppData" / "Roaming"
+        local_appdata = Path(env["LOCALAPPDATA"]) if env.get("LOCALAPPDATA") else home / "AppData" / "Local"
         return cls(
             systemd_user_dir=config / "systemd" / "user",
             autostart_dir=config / "autostart",
             launch_agents_dir=home / "Library" / "LaunchAgents",
             mac_log_dir=home / "Library" / "Logs" / "FaceLive",
             windows_startup_dir=appdata / "Microsoft" / "Windows" / "Start Menu" / "Programs" / "Startup",
+            # platformdirs' user_state_dir on Windows (author = app name): where the daemon's vcamd.log is too.
+            windows_log_dir=local_appdata / "facelive" / "facelive",
         )
 
     def entry(self, mode: Mode) -> Path:
@@ -295,10 +308,13 @@ class Report:
 
 def root_step(platform: str = sys.platform) -> list[str]:
     """The step that needs root and that vcamd never does itself: the v4l2loopback module."""
-    if platform == "darwin":
-        return ["The virtual camera is OBS's: install OBS (obsproject.com) and start its virtual camera once."]
-    if platform == "win32":
-        return ["The virtual camera is OBS's or Unity Capture's: install one of them (see README)."]
+    if platform in ("darwin", "win32"):
+        from vcamd.config import VirtualCameraConfig
+        from vcamd.live.sinks import virtual_camera_setup_fix
+
+        system = "Darwin" if platform == "darwin" else "Windows"
+        return ["The virtual camera is OBS's" + (" or Unity Capture's" if system == "Windows" else "") + ": "
+                + virtual_camera_setup_fix(system, VirtualCameraConfig().name)]
     options = loopback_options()
     return [
         "One step needs root, vcamd does not do it: load v4l2loopback with the FaceLive options, now and at boot",
@@ -369,8 +385,12 @@ def install(
         report.done.append(f"wrote {target}")
         report.todo.append(f"launchctl bootstrap gui/$(id -u) {shlex.quote(str(target))}")
     else:
-        _write(target, render_windows_startup(command))
+        log_file = paths.windows_log_dir / "vcamd-startup.log"
+        _write(target, render_windows_startup(command, log_file))
+        paths.windows_log_dir.mkdir(parents=True, exist_ok=True)
         report.done.append(f"wrote {target}: FaceLive Camera starts with the tray at your next log-on")
+        report.done.append(f"start-up errors go to {log_file}")
+        report.todo.append(f'wscript "{target}"   # to start it now')
     report.todo += root_step(platform)
     return report
 

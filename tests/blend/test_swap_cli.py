@@ -126,3 +126,162 @@ def test_bad_files_are_one_line_errors(tmp_path: Path, standins, assets: Path, m
     assert done.stderr.startswith("vcamd: error:") and done.stderr.count("\n") == 1, done.stderr
     assert expected in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- sound, progress and faces that are not there (issue 12, item 4) -------------------------------
+
+TONE_HZ = 440.0
+
+
+def _make_video_with_tone(path: Path, image: np.ndarray, frames: int = 20, fps: int = 12, rate: int = 16000) -> float:
+    """Newton sliding as in `_make_video`, plus a mono AAC track of a 440 Hz sine as long as the video.
+    Returns the audio's length in seconds."""
+    import av
+
+    height, width = image.shape[:2]
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("mpeg4", rate=fps)
+        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+        audio = out.add_stream("aac", rate=rate)
+        audio.layout = "mono"
+        for i in range(frames):
+            shift = np.float32([[1, 0, 3 * i - 30], [0, 1, i - 10]])
+            picture = cv2.warpAffine(image, shift, (width, height), borderMode=cv2.BORDER_REFLECT)
+            for packet in video.encode(av.VideoFrame.from_ndarray(picture, format="bgr24")):
+                out.mux(packet)
+        samples = int(rate * frames / fps)
+        tone = (0.3 * np.sin(2 * np.pi * TONE_HZ * np.arange(samples) / rate)).astype(np.float32)
+        for start in range(0, samples, 1024):
+            chunk = av.AudioFrame.from_ndarray(tone[None, start : start + 1024], format="fltp", layout="mono")
+            chunk.sample_rate, chunk.pts = rate, start
+            for packet in audio.encode(chunk):
+                out.mux(packet)
+        for stream in (video, audio):
+            for packet in stream.encode(None):
+                out.mux(packet)
+    return samples / rate
+
+
+def _decoded_audio(path: Path) -> tuple[np.ndarray, int]:
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        chunks = [frame.to_ndarray().reshape(-1) for frame in container.decode(stream)]
+        return np.concatenate(chunks), stream.codec_context.sample_rate
+
+
+def _count_frames(path: Path) -> int:
+    capture, count = cv2.VideoCapture(str(path)), 0
+    while capture.read()[0]:
+        count += 1
+    return count
+
+
+def test_swap_a_video_keeps_its_sound(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
+    config = _write_config(tmp_path, standins, badge=False)
+    source = tmp_path / "talk.mp4"
+    seconds = _make_video_with_tone(source, newton)
+    out = tmp_path / "out.mp4"
+    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert "in 20 of 20 frame(s)" in done.stdout and "1 audio track(s) copied" in done.stdout
+    assert _count_frames(out) == 20
+    sound, rate = _decoded_audio(out)
+    assert rate == 16000
+    assert len(sound) / rate == pytest.approx(seconds, abs=0.1)
+    # It is the input's tone, not silence or noise: the spectrum peaks at 440 Hz.
+    spectrum = np.abs(np.fft.rfft(sound[rate // 10 : -rate // 10]))
+    peak_hz = np.fft.rfftfreq(len(sound[rate // 10 : -rate // 10]), 1 / rate)[spectrum.argmax()]
+    assert peak_hz == pytest.approx(TONE_HZ, abs=5)
+    assert not list(tmp_path.glob(".out.partial-*")), "the temporary files are gone"
+
+
+def test_swap_to_avi_reencodes_the_sound_it_cannot_copy(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
+    config = _write_config(tmp_path, standins, badge=False)
+    source = tmp_path / "talk.mp4"
+    seconds = _make_video_with_tone(source, newton, frames=12)
+    out = tmp_path / "out.avi"
+    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert "re-encoded to mp3" in done.stdout
+    assert _count_frames(out) == 12
+    sound, rate = _decoded_audio(out)
+    assert len(sound) / rate == pytest.approx(seconds, abs=0.15)
+
+
+def test_video_progress_is_reported_without_a_terminal(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
+    config = _write_config(tmp_path, standins, badge=False)
+    source = tmp_path / "in.mp4"
+    _make_video(source, newton)
+    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", tmp_path / "out.mp4")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("swapping:")]
+    assert [line.split(" (")[0] for line in lines] == [f"swapping: {p}%" for p in range(10, 101, 10)]
+    assert "(20/20 frames)" in lines[-1] and "elapsed, about 0:00 left" in lines[-1]
+
+
+def test_video_progress_bar_on_a_terminal(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
+    import os
+    import pty
+
+    config = _write_config(tmp_path, standins, badge=False)
+    source = tmp_path / "in.mp4"
+    _make_video(source, newton)
+    main, child = pty.openpty()
+    args = [sys.executable, "-m", "vcamd", "swap", "--config", str(config), "--face", str(assets / "images" / "newton.png"),
+            "-i", str(source), "-o", str(tmp_path / "out.mp4")]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=child, env={**os.environ, "TERM": "xterm", "COLUMNS": "120"})
+    os.close(child)
+    shown = b""
+    while True:  # read the terminal until the process closes it
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # EIO: the child side is closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    assert proc.wait(timeout=120) == 0
+    os.close(main)
+    text = shown.decode("utf-8", "replace")
+    assert "swapping" in text and "20/20" in text and "left" in text and "━" in text
+    assert "swapping:" not in text  # the bar, not the plain lines
+
+
+def test_photo_without_a_face_is_an_error(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
+    config = _write_config(tmp_path, standins)
+    empty = tmp_path / "wall.png"
+    cv2.imwrite(str(empty), cv2.resize(newton[:50, :200], (400, 100)))  # a corner of the portrait: no face
+    out = tmp_path / "out.png"
+    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", empty, "-o", out)
+    assert done.returncode == 2, done.stdout
+    error = done.stderr.splitlines()[-1]  # after the INFO lines of loading the models
+    assert error.startswith(f"vcamd: error: no face found in {empty} — ")
+    assert f"vcamd faces {empty}" in error and "[detection] threshold" in error and "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+def test_video_summary_counts_frames_without_a_face(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
+    config = _write_config(tmp_path, standins, badge=False)
+    source = tmp_path / "in.mp4"
+    height, width = newton.shape[:2]
+    writer = cv2.VideoWriter(str(source), cv2.VideoWriter_fourcc(*"mp4v"), 12.0, (width, height))
+    blank = np.full_like(newton, 128)
+    for i in range(12):
+        writer.write(blank if i < 4 else newton)  # the face walks in at frame 4
+    writer.release()
+    out = tmp_path / "out.mp4"
+    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert "swapped faces in 8 of 12 frame(s)" in done.stdout and "no face found in 4 frame(s)" in done.stdout
+
+    empty = tmp_path / "empty.mp4"
+    writer = cv2.VideoWriter(str(empty), cv2.VideoWriter_fourcc(*"mp4v"), 12.0, (width, height))
+    for _ in range(6):
+        writer.write(blank)
+    writer.release()
+    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", empty, "-o", tmp_path / "none.mp4")
+    assert done.returncode == 2
+    assert f"no face found in any frame of {empty}" in done.stderr.splitlines()[-1]
+    assert not (tmp_path / "none.mp4").exists() and not list(tmp_path.glob(".none.partial-*"))

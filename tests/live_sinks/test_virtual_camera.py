@@ -330,3 +330,66 @@ def test_real_v4l2loopback_device_shows_the_frames(make_config, solid):
         assert sink.write_failures == 0
     finally:
         sink.close()
+
+
+# -- the platform's own fix when no virtual camera opens (issue 12, item 2) --------------------------
+# The platform is chosen at one seam, VirtualCameraSink(system=...); each branch is driven through it
+# with the error text pyvirtualcam really gives on that platform.
+
+PYVIRTUALCAM_ERRORS = {
+    "Windows": "'obs' backend: OBS Virtual Camera is not installed\n'unitycapture' backend: Unity Capture is not installed",
+    "Darwin": "'obs' backend: OBS Virtual Camera is not installed",
+}
+
+
+@pytest.mark.parametrize(
+    ("system", "shown_as", "must_say"),
+    [
+        ("Windows", "Windows", ["OBS Studio 26 or newer", "Start Virtual Camera", "Unity Capture", 'backend = "unitycapture"',
+                                "restart Zoom, Teams", "'OBS Virtual Camera'"]),
+        ("Darwin", "macOS", ["OBS Studio 30 or newer", "Start Virtual Camera", "Privacy & Security → Allow",
+                             "restart Zoom, Teams", "'OBS Virtual Camera'"]),
+    ],
+)
+def test_no_virtual_camera_names_the_platforms_fix(make_config, camera_factory, system, shown_as, must_say):
+    factory = camera_factory()
+    factory.open_error = RuntimeError(PYVIRTUALCAM_ERRORS[system])
+    sink = VirtualCameraSink(make_config().virtual_camera, 64, 48, 30.0, camera_factory=factory, system=system)
+    with pytest.raises(VcamdError) as info:
+        sink.open()
+    err = info.value
+    assert err.message.startswith(f"no virtual camera could be opened on {shown_as}: 'obs' backend: OBS Virtual Camera is not installed")
+    assert "\n" not in str(err)  # pyvirtualcam's per-backend lines are joined into the one line
+    for words in must_say:
+        assert words in err.fix, words
+    assert "modprobe" not in err.fix and "v4l2loopback" not in err.fix
+    if system == "Darwin":
+        assert "Unity" not in err.fix  # Unity Capture is Windows only
+
+
+def test_linux_missing_device_fix_has_the_module_package_secure_boot_and_app_restart(make_config, camera_factory, fake_sysfs):
+    with pytest.raises(VcamdError) as info:
+        linux_sink(make_config, camera_factory(), fake_sysfs({"video0": "Integrated Camera"})).open()
+    fix = info.value.fix
+    assert EXACT_MODPROBE in fix and "v4l2loopback-dkms" in fix
+    assert "Secure Boot" in fix and "mokutil --import" in fix
+    assert "restart Zoom, Teams or the browser" in fix
+    assert "OBS" not in fix
+
+
+def test_platform_without_a_backend_points_to_the_other_sinks(make_config, camera_factory):
+    factory = camera_factory()
+    factory.open_error = RuntimeError("no backend")
+    with pytest.raises(VcamdError) as info:
+        VirtualCameraSink(make_config().virtual_camera, 64, 48, 30.0, camera_factory=factory, system="FreeBSD").open()
+    assert "--sink preview" in info.value.fix and "--sink file:PATH.mp4" in info.value.fix
+
+
+def test_the_platform_defaults_to_this_machines(make_config, camera_factory, monkeypatch):
+    import vcamd.live.sinks as sinks
+
+    monkeypatch.setattr(sinks.platform, "system", lambda: "Darwin")
+    factory = camera_factory()
+    factory.open_error = RuntimeError(PYVIRTUALCAM_ERRORS["Darwin"])
+    with pytest.raises(VcamdError, match="opened on macOS"):
+        VirtualCameraSink(make_config().virtual_camera, 64, 48, 30.0, camera_factory=factory).open()

@@ -39,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     quality = verb("quality", "lock the quality level, or `auto` to let the watchdog decide", _quality)
     quality.add_argument("level", choices=_quality_names(), metavar="LEVEL",
                          help="one of: " + ", ".join(_quality_names()))
-    snapshot = verb("snapshot", "save the current output frame as a PNG", _snapshot)
-    snapshot.add_argument("out", type=Path, metavar="OUT.png", help="where to write the PNG")
+    snapshot = verb("snapshot", "save the current output frame as a PNG, JPEG or WebP image (by OUT's extension)", _snapshot)
+    snapshot.add_argument("out", type=Path, metavar="OUT", help="where to write the image: "
+                          + ", ".join(SNAPSHOT_FORMATS) + " (the format follows the extension)")
     verb("quit", "stop the daemon", _quit)
 
 
@@ -103,19 +104,58 @@ def _quality(args: argparse.Namespace) -> int:
     return 0
 
 
+SNAPSHOT_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WebP"}
+"""Snapshot file extensions and the image format each one is written in."""
+
+
+def snapshot_format(out: Path) -> str:
+    """The image format for OUT's extension; asked before the daemon, so a bad name fails at once."""
+    fmt = SNAPSHOT_FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        from vcamd.errors import VcamdError
+
+        raise VcamdError(
+            f"cannot tell the image format of {out} from its extension {out.suffix or '(none)'!r}",
+            fix="end the file name with " + ", ".join(SNAPSHOT_FORMATS),
+        )
+    return fmt
+
+
+def encode_snapshot(png: bytes, fmt: str) -> tuple[bytes, int, int]:
+    """The daemon's PNG as `fmt` bytes, with the frame's width and height (PNG is kept byte for byte)."""
+    import cv2
+    import numpy as np
+
+    frame = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
+    if frame is None:
+        from vcamd.control.protocol import ControlError
+
+        raise ControlError("the daemon's snapshot could not be decoded as a PNG image")
+    height, width = frame.shape[:2]
+    if fmt == "PNG":
+        return png, width, height
+    params = {"JPEG": [cv2.IMWRITE_JPEG_QUALITY, 95], "WebP": [cv2.IMWRITE_WEBP_QUALITY, 95]}[fmt]
+    ok, data = cv2.imencode(".jpg" if fmt == "JPEG" else ".webp", frame, params)
+    if not ok:
+        from vcamd.errors import VcamdError
+
+        raise VcamdError(f"this OpenCV build cannot encode {fmt}", fix="save the snapshot as .png")
+    return data.tobytes(), width, height
+
+
 def _snapshot(args: argparse.Namespace) -> int:
-    png = _client().snapshot_png()
     out: Path = args.out.expanduser()
+    fmt = snapshot_format(out)
+    image, width, height = encode_snapshot(_client().snapshot_png(), fmt)
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        temporary.write_bytes(png)
+        temporary.write_bytes(image)
         os.replace(temporary, out)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         from vcamd.errors import VcamdError
 
         raise VcamdError(f"cannot write {out}: {exc.strerror}", fix="choose a writable path") from None
-    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")  # PNG IHDR
     print(f"Saved {out} ({width}×{height})")
     return 0
 

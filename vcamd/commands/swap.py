@@ -1,9 +1,14 @@
 """`vcamd swap --face SRC --input IN --output OUT`: swap faces in a photo or a video file, offline.
 
 Every frame goes through `FaceEngine.process_frame` (the same path the live camera uses) and gets
-the disclosure badge when `[disclosure] badge = true`. Videos keep their frame rate and size and
-are written with OpenCV's mp4v codec to a temporary file next to OUT, renamed into place only when
-complete, so an interrupted run never leaves a truncated OUT behind.
+the disclosure badge when `[disclosure] badge = true`. Videos keep their frame rate, size and sound:
+the frames are written with OpenCV's codec to a temporary file next to OUT, the input's audio
+tracks are then muxed in with PyAV (`vcamd.audio`), and the result is renamed into place only when
+complete, so an interrupted run never leaves a truncated OUT behind. Progress goes to stderr: a
+bar with the time left on a terminal, a line every 10 % otherwise (logs, pipes).
+
+A photo in which no face is found is an error (exit 2, nothing written): the user asked for a swap
+and would otherwise get their photo back unchanged. A video reports how many frames had no face.
 """
 
 from __future__ import annotations
@@ -11,6 +16,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +27,7 @@ from vcamd.errors import VcamdError
 
 if TYPE_CHECKING:
     import cv2
+    from rich.console import Console
 
     from vcamd.config import Config
     from vcamd.process import FaceEngine
@@ -104,20 +113,36 @@ def _check_output(output: Path, source: Path, kind: str) -> None:
         raise VcamdError(f"output {output} is not writable (permission denied)", fix="write to a folder you can write to")
 
 
-def _finish_frame(engine: FaceEngine, cfg: Config, frame: Frame) -> int:
-    """Swap in place, badge in place; returns how many faces were swapped."""
+def _finish_frame(engine: FaceEngine, cfg: Config, frame: Frame) -> tuple[int, int]:
+    """Swap in place, badge in place; returns (faces found, faces swapped)."""
     from vcamd.badge import draw_badge
 
     result = engine.process_frame(frame)
     if cfg.disclosure.badge:
         draw_badge(frame, cfg.disclosure.text, cfg.disclosure.corner)
-    return result.swapped
+    return len(result.faces), result.swapped
+
+
+def no_face_error(source: Path, cfg: Config, faces_seen: int, where: str = "") -> VcamdError:
+    """Nothing was swapped: either the detector found no face, or none matched the reference face."""
+    if faces_seen and cfg.swap.face_selection == "reference":
+        return VcamdError(
+            f"no face in {where}{source} matches the reference face ([swap] reference_face)",
+            fix="use a reference photo of the person in the input, or set [swap] face_selection = \"largest\"",
+        )
+    return VcamdError(
+        f"no face found in {where}{source}",
+        fix=f"give an input where a face is clearly visible; `vcamd faces {source}` shows what the detector finds, "
+        f"and a lower [detection] threshold (now {cfg.detection.threshold:g}) finds fainter faces",
+    )
 
 
 def _swap_image(engine: FaceEngine, cfg: Config, frame: Frame, source: Path, output: Path) -> int:
     import cv2
 
-    swapped = _finish_frame(engine, cfg, frame)
+    faces_seen, swapped = _finish_frame(engine, cfg, frame)
+    if not swapped:
+        raise no_face_error(source, cfg, faces_seen)
     try:
         ok, data = cv2.imencode(output.suffix.lower(), frame)
     except cv2.error:
@@ -128,8 +153,7 @@ def _swap_image(engine: FaceEngine, cfg: Config, frame: Frame, source: Path, out
         output.write_bytes(data.tobytes())
     except OSError as exc:
         raise VcamdError(f"cannot write {output}: {exc.strerror}", fix="write to a folder you can write to, with free space") from None
-    note = "" if swapped else " (no face found: written unchanged apart from the badge)" if cfg.disclosure.badge else " (no face found: written unchanged)"
-    print(f"swapped {swapped} face(s) in {source} → {output}{note}")
+    print(f"swapped {swapped} face(s) in {source} → {output}")
     return 0
 
 
@@ -152,16 +176,82 @@ def _open_video(source: Path) -> tuple[cv2.VideoCapture, Frame]:
     return capture, frame
 
 
+@dataclass
+class VideoTally:
+    """What happened to the frames of a video, for the summary line."""
+
+    frames: int = 0
+    swapped: int = 0
+    """Frames in which at least one face was swapped."""
+    without_face: int = 0
+    """Frames in which the detector found no face."""
+    unmatched: int = 0
+    """Frames with faces of which none was swapped (no face matched the reference face)."""
+
+    def add(self, faces_seen: int, swapped: int) -> None:
+        self.frames += 1
+        if swapped:
+            self.swapped += 1
+        elif faces_seen:
+            self.unmatched += 1
+        else:
+            self.without_face += 1
+
+
+class SwapProgress:
+    """Progress of a video swap on stderr: a bar with the time left on a terminal; without one
+    (a log, a pipe), one plain line per tenth of the video, so a long job still shows it moves."""
+
+    def __init__(self, total: int | None, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._total = total
+        self._console = console
+        self._clock = clock
+        self._started = clock()
+        self._done = 0
+        self._bar: Progress | None = None
+        if console.is_terminal:
+            self._bar = Progress(
+                TextColumn("swapping"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("elapsed,"), TimeRemainingColumn(), TextColumn("left"), console=console,
+            )
+            self._task = self._bar.add_task("swap", total=total)
+        self._every = max(1, -(-total // 10)) if total else 100
+
+    def __enter__(self) -> SwapProgress:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def advance(self) -> None:
+        self._done += 1
+        if self._bar is not None:
+            self._bar.advance(self._task)
+        elif self._done % self._every == 0 or self._done == self._total:
+            self._console.print(self.line(), markup=False, highlight=False, soft_wrap=True)
+
+    def line(self) -> str:
+        elapsed = self._clock() - self._started
+        if not self._total:
+            return f"swapping: {self._done} frames, {_clock_text(elapsed)} elapsed"
+        left = elapsed / self._done * max(0, self._total - self._done)
+        percent = min(100, round(100 * self._done / self._total))
+        return f"swapping: {percent}% ({self._done}/{self._total} frames), {_clock_text(elapsed)} elapsed, about {_clock_text(left)} left"
+
+
+def _clock_text(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}" if minutes >= 60 else f"{minutes}:{secs:02d}"
+
+
 def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, first: Frame, source: Path, output: Path) -> int:
     import cv2
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
 
     fps = capture.get(cv2.CAP_PROP_FPS)
     if not fps or fps != fps or fps <= 0 or fps > 1000:  # NaN / 0 / nonsense from some containers
@@ -175,20 +265,16 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
     if not writer.isOpened():
         partial.unlink(missing_ok=True)
         raise VcamdError(f"cannot write video {output} (OpenCV's writer did not open)", fix="check the folder is writable and use .mp4")
-    frames = with_faces = 0
-    console = Console(stderr=True)
-    columns = (TextColumn("swapping"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    tally = VideoTally()
     ok, frame = True, first
     try:
-        with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
-            task = progress.add_task("swap", total=total)
+        with SwapProgress(total, Console(stderr=True)) as progress:
             while ok and frame is not None:
                 if frame.shape[:2] != (height, width):
-                    raise VcamdError(f"input {source}: frame {frames} is {frame.shape[1]}×{frame.shape[0]}, not {width}×{height}", fix="re-encode the video at one size")
-                with_faces += _finish_frame(engine, cfg, frame) > 0
+                    raise VcamdError(f"input {source}: frame {tally.frames} is {frame.shape[1]}×{frame.shape[0]}, not {width}×{height}", fix="re-encode the video at one size")
+                tally.add(*_finish_frame(engine, cfg, frame))
                 writer.write(frame)
-                frames += 1
-                progress.advance(task)
+                progress.advance()
                 ok, frame = capture.read()
     except BaseException:
         writer.release()
@@ -198,6 +284,47 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
     if not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         raise VcamdError(f"writing {output} failed (nothing was written)", fix="check free disk space and that the folder is writable")
-    os.replace(partial, output)
-    print(f"swapped faces in {with_faces} of {frames} frame(s) of {source} ({fps:g} fps) → {output}", file=sys.stdout)
+    if not tally.swapped:
+        partial.unlink(missing_ok=True)
+        raise no_face_error(source, cfg, tally.unmatched, where="any frame of ")
+    sound = _keep_audio(partial, source, output)
+    missed = []
+    if tally.without_face:
+        missed.append(f"no face found in {tally.without_face} frame(s)")
+    if tally.unmatched:
+        missed.append(f"no face matched the reference face in {tally.unmatched} frame(s)")
+    print(
+        f"swapped faces in {tally.swapped} of {tally.frames} frame(s) of {source} ({fps:g} fps) → {output}; "
+        + "; ".join([*missed, sound]),
+        file=sys.stdout,
+    )
     return 0
+
+
+def _keep_audio(partial: Path, source: Path, output: Path) -> str:
+    """Move the finished video into place with the input's sound; returns the summary's audio part.
+
+    When FFmpeg cannot copy the sound, the swapped video is still kept (it may have taken an hour)
+    and a warning says why it is silent.
+    """
+    from vcamd.audio import audio_track_count, mux_audio
+
+    tracks = audio_track_count(source)
+    if not tracks:
+        os.replace(partial, output)
+        return "the input has no audio"
+    muxed = partial.with_name(partial.stem + "-audio" + partial.suffix)
+    try:
+        kept = mux_audio(partial, source, muxed)
+    except VcamdError as err:
+        os.replace(partial, output)
+        print(f"vcamd: warning: {err.message}; {output} has no sound ({err.fix})", file=sys.stderr)
+        return "audio NOT kept (see the warning)"
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        muxed.unlink(missing_ok=True)
+        raise
+    os.replace(muxed, output)
+    partial.unlink(missing_ok=True)
+    how = f"re-encoded to {kept.reencoded_to}" if kept.reencoded_to else "copied"
+    return f"{kept.tracks} audio track(s) {how}"

@@ -103,6 +103,8 @@ MODPROBE_TEMPLATE = 'sudo modprobe v4l2loopback devices=1 video_nr=10 card_label
 """The command that creates the Linux device; exclusive_caps=1 is what makes Chrome and Zoom list it."""
 
 BACKENDS_BY_SYSTEM = {"Linux": ("v4l2loopback",), "Windows": ("obs", "unitycapture"), "Darwin": ("obs",)}
+"""pyvirtualcam's backends per platform.system(); the sink's `system` argument is the one place the platform is chosen."""
+_SYSTEM_NAMES = {"Darwin": "macOS"}
 
 
 def modprobe_command(name: str) -> str:
@@ -135,6 +137,13 @@ def find_loopback_device(name: str, sysfs_root: Path = Path("/sys")) -> str | No
     return None
 
 
+SECURE_BOOT_HINT = (
+    "if modprobe answers 'Key was rejected by service', Secure Boot refuses the unsigned module: enrol the DKMS "
+    "signing key (`sudo mokutil --import /var/lib/dkms/mok.pub`, reboot, confirm in the blue MOK screen)"
+)
+RESTART_APPS_HINT = "restart Zoom, Teams or the browser afterwards: apps list cameras only when they start"
+
+
 def missing_device_error(name: str, sysfs_root: Path = Path("/sys")) -> VcamdError:
     """The error for "no v4l2loopback device labelled `name`", with the exact command that fixes it."""
     present = list_video_devices(sysfs_root)
@@ -149,11 +158,38 @@ def missing_device_error(name: str, sysfs_root: Path = Path("/sys")) -> VcamdErr
         f"no v4l2loopback device labelled '{name}' found (video devices present: {seen})",
         fix=(
             f"{reload_hint}create it with: {modprobe_command(name)} "
-            "(Debian/Ubuntu: `sudo apt install v4l2loopback-dkms` if modprobe cannot find the module); "
+            "(Debian/Ubuntu: `sudo apt install v4l2loopback-dkms` if modprobe cannot find the module; "
+            f"{SECURE_BOOT_HINT}); "
             "run `vcamd service install` to make it permanent across reboots; "
-            "or set [virtual_camera] device to an existing loopback device"
+            f"or set [virtual_camera] device to an existing loopback device; {RESTART_APPS_HINT}"
         ),
     )
+
+
+def virtual_camera_setup_fix(system: str, name: str) -> str:
+    """How to get a virtual camera pyvirtualcam can open on `system` (platform.system() spelling).
+
+    Windows and macOS have no loopback device of their own: pyvirtualcam writes to OBS Studio's
+    virtual camera (both) or to Unity Capture (Windows), which must be installed and registered once.
+    """
+    if system == "Windows":
+        return (
+            "install OBS Studio 26 or newer (obsproject.com), start it once, click Start Virtual Camera, then Stop "
+            "Virtual Camera and close OBS, so its camera driver is registered; or install Unity Capture "
+            "(github.com/schellingb/UnityCapture, Install.bat as administrator) and set [virtual_camera] backend = "
+            "\"unitycapture\"; OBS has one virtual camera, so OBS itself must not be running it at the same time; "
+            f"{RESTART_APPS_HINT}; apps list it as 'OBS Virtual Camera' (Unity Capture: 'Unity Video Capture')"
+        )
+    if system == "Darwin":
+        return (
+            "install OBS Studio 30 or newer (obsproject.com), start it, click Start Virtual Camera and allow its camera "
+            "extension when macOS asks (System Settings → Privacy & Security → Allow), then Stop Virtual Camera and quit "
+            f"OBS; OBS itself must not be running its virtual camera at the same time; {RESTART_APPS_HINT}; "
+            "apps list it as 'OBS Virtual Camera'"
+        )
+    if system == "Linux":
+        return f"create the v4l2loopback device: {modprobe_command(name)} (see `vcamd doctor`)"
+    return f"no virtual camera backend is known for {system}: use --sink preview or --sink file:PATH.mp4"
 
 
 def platform_backends_text(system: str, name: str) -> str:
@@ -315,8 +351,8 @@ class VirtualCameraSink:
                     "program is writing to it, and that it is a v4l2loopback device",
                 ) from None
             raise VcamdError(
-                f"no virtual camera could be opened on {self._system}: {detail}",
-                fix=platform_backends_text(self._system, self._cfg.name),
+                f"no virtual camera could be opened on {_SYSTEM_NAMES.get(self._system, self._system)}: {detail}",
+                fix=virtual_camera_setup_fix(self._system, self._cfg.name),
             ) from None
 
     # -- publishing ---------------------------------------------------------------------------
