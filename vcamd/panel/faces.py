@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from PIL import Image
 
-from vcamd.errors import VcamdError
+from vcamd.errors import FaceError, VcamdError
 from vcamd.images import read_image
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
@@ -80,7 +80,12 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
                 out.write(chunk)
                 digest.update(chunk)
                 remaining -= len(chunk)
-        read_image(tmp, "uploaded photo")  # every way a file can be wrong → FaceError naming it
+        try:
+            read_image(tmp, "uploaded photo")  # every way a file can be wrong → FaceError saying so
+        except FaceError as err:
+            # Its words and fix, naming the file the user chose rather than our temporary copy.
+            shown = f'"{Path(name.replace(chr(92), "/")).name or "photo"}"'
+            raise FaceError(err.message.replace(str(tmp), shown), fix=err.fix) from None
         with Image.open(tmp) as probe:  # already known to be a readable still image
             suffix = SUFFIXES.get(str(probe.format), ".img")
         kept = folder / f"{safe_stem(name)}-{digest.hexdigest()[:12]}{suffix}"

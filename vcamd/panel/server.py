@@ -64,6 +64,8 @@ MAX_DRAIN_BYTES = 4 * MAX_UPLOAD_BYTES
 
 TRANSITIONS_SHOWN = 50
 MJPEG_BOUNDARY = "facelive-panel-frame"
+REPEAT_AFTER_S = 0.5
+"""With no new frame for this long, a video viewer is sent the last JPEG again (see `_stream`)."""
 
 STATIC_FILES = {
     "/": ("index.html", "text/html; charset=utf-8"),
@@ -561,14 +563,21 @@ class _Handler(BaseHTTPRequestHandler):
             for key, value in {**SECURITY_HEADERS, "Content-Type": f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}"}.items():
                 self.send_header(key, value)
             self.end_headers()
+            boundary = f"\r\n--{MJPEG_BOUNDARY}\r\n".encode("ascii")
+            self.wfile.write(boundary[2:])  # the first boundary opens the body: no CRLF before it
             with feed.viewer():
                 seq = 0  # a new viewer gets the newest JPEG at once, then every newer one
                 while not feed.closed:
-                    jpeg, seq = feed.wait_newer(seq, timeout=1.0)
+                    jpeg, seq = feed.wait_newer(seq, timeout=REPEAT_AFTER_S)
                     if jpeg is None:
-                        continue
-                    head = f"--{MJPEG_BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n"
-                    self.wfile.write(head.encode("ascii") + jpeg + b"\r\n")
+                        # Nothing new (a still picture, a stalled engine): send the last one again.
+                        # Browsers show a part only once the next one starts, so without this the
+                        # newest picture would never appear.
+                        jpeg, seq = feed.latest()
+                        if jpeg is None or feed.closed:
+                            continue
+                    head = f"Content-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n".encode("ascii")
+                    self.wfile.write(head + jpeg + boundary)
                     self.wfile.flush()
         except OSError:
             pass  # the viewer closed the tab, or stopped reading for request_timeout_s

@@ -78,6 +78,10 @@ class JpegFeed:
                 return None, seq
             return self._jpeg, self._seq
 
+    def latest(self) -> tuple[bytes | None, int]:
+        with self._cond:
+            return self._jpeg, self._seq
+
     def _encode_loop(self) -> None:
         last_frame: Any = None
         next_t = time.monotonic()
