@@ -53,7 +53,8 @@ def wait() -> Callable[..., Any]:
     return wait_for
 
 
-def real_transitions() -> list[dict[str, Any]]:
+@pytest.fixture
+def watchdog_history() -> list[dict[str, Any]]:
     """Transitions made by the real watchdog: 60 frames over budget, then fast frames."""
     now = [0.0]
     watchdog = Watchdog(WatchdogConfig(), lambda: now[0])
@@ -384,7 +385,7 @@ class Page:
 
     def rect(self, selector: str) -> dict[str, float]:
         return self.eval(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
-                         " return {x: r.x, y: r.y, width: r.width, height: r.height}; }})()")
+                         " return {x: r.x, y: r.y, width: r.width, height: r.height}; })()")
 
     def click(self, selector: str) -> None:
         """A real mouse click (press + release) at the middle of the element."""

@@ -64,6 +64,7 @@ class StatusHistory:
         self._period_s = period_s
         self._clock = clock
         self._samples: deque[Sample] = deque(maxlen=max(1, round(span_s / period_s)))
+        self.span_s = span_s
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -129,7 +129,8 @@ class PanelServer:
         self.request_timeout_s = request_timeout_s
         self.token = secrets.token_urlsafe(32)
         self.feed = JpegFeed(target.latest_frame, cfg.video_fps)
-        self.history = StatusHistory(target.status, period_s=history_period_s)
+        # 60 samples: one minute at the default one a second (tests sample faster).
+        self.history = StatusHistory(target.status, period_s=history_period_s, span_s=60.0 * history_period_s)
         self.static = load_static()
         self.refusals: Counter[int] = Counter()  # HTTP status → how many requests were turned away
         self._badge = badge  # what was last set, for engines whose status() does not say
@@ -204,6 +205,7 @@ class PanelServer:
             "status": status,
             "badge": badge,
             "history": self.history.to_json(),
+            "history_span_s": self.history.span_s,
             "transitions": to_jsonable(self.target.recent_transitions()[-TRANSITIONS_SHOWN:]),
             "recent_faces": [{"path": str(p), "name": p.name} for p in self._recent()],
             "qualities": quality_names(),

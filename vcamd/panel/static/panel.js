@@ -100,7 +100,7 @@ function render(state) {
   $("face-current").textContent = face;
   renderRecent(state.recent_faces || []);
   renderTransitions(state.transitions || []);
-  drawChart(state.history || []);
+  drawChart(state.history || [], state.history_span_s || 60);
 }
 
 function renderRecent(faces) {
@@ -139,28 +139,32 @@ function renderTransitions(list) {
     ol.appendChild(li);
   }
 }
-function drawChart(history) {
+function drawChart(history, span) {
+  $("chart-title").textContent = span === 60 ? "Last minute" : `Last ${+span.toFixed(1)} s`;
   const canvas = $("chart");
   const ctx = canvas.getContext("2d");
   const w = canvas.width, h = canvas.height, left = 38, right = 44, top = 10, bottom = 22;
   ctx.clearRect(0, 0, w, h);
-  const span = 60;
   const x = (age) => left + (w - left - right) * (1 - Math.min(age, span) / span);
   const series = (key) => history.filter((p) => typeof p[key] === "number").map((p) => [p.age_s, p[key]]);
   const fps = series("fps"), p50 = series("latency_p50_ms"), p95 = series("latency_p95_ms");
-  const fpsMax = Math.max(30, ...fps.map((p) => p[1]));
-  const msMax = Math.max(50, ...p95.map((p) => p[1]), ...p50.map((p) => p[1]));
+  const steps = 5;  // grid lines; the maxima are rounded so every line has a round label
+  const fpsMax = Math.ceil(Math.max(30, ...fps.map((p) => p[1])) / 10) * 10;
+  const msMax = Math.ceil(Math.max(50, ...p95.map((p) => p[1]), ...p50.map((p) => p[1])) / 25) * 25;
   const y = (v, max) => top + (h - top - bottom) * (1 - v / max);
 
   ctx.strokeStyle = "#2a2e37"; ctx.fillStyle = "#9aa1ad"; ctx.font = "11px system-ui, sans-serif"; ctx.lineWidth = 1;
-  for (let i = 0; i <= 4; i++) {
-    const yy = top + (h - top - bottom) * i / 4;
+  for (let i = 0; i <= steps; i++) {
+    const yy = top + (h - top - bottom) * i / steps;
     ctx.beginPath(); ctx.moveTo(left, yy); ctx.lineTo(w - right, yy); ctx.stroke();
-    ctx.textAlign = "right"; ctx.fillText((fpsMax * (1 - i / 4)).toFixed(0), left - 4, yy + 4);
-    ctx.textAlign = "left"; ctx.fillText((msMax * (1 - i / 4)).toFixed(0) + " ms", w - right + 4, yy + 4);
+    ctx.textAlign = "right"; ctx.fillText((fpsMax * (1 - i / steps)).toFixed(0), left - 4, yy + 4);
+    ctx.textAlign = "left"; ctx.fillText((msMax * (1 - i / steps)).toFixed(0) + " ms", w - right + 4, yy + 4);
   }
   ctx.textAlign = "center";
-  for (const age of [60, 45, 30, 15, 0]) ctx.fillText(age ? `-${age} s` : "now", x(age), h - 6);
+  for (const part of [1, 0.75, 0.5, 0.25, 0]) {
+    const age = span * part;
+    ctx.fillText(age ? `-${+age.toFixed(1)} s` : "now", x(age), h - 6);
+  }
 
   const line = (points, max, color) => {
     if (!points.length) return;
