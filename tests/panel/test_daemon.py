@@ -1,0 +1,134 @@
+"""End to end: `vcamd run` serves the control page whatever the sink, and hands out its URL.
+
+The daemon plays a video file like a camera into the null sink, with the real SCRFD detector and
+the stand-in swapper/recognizer (vcamd.standins), without a tray.
+"""
+
+from __future__ import annotations
+
+import http.client as httpclient
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import cv2
+import numpy as np
+import pytest
+import tomli_w
+
+pytestmark = pytest.mark.slow
+
+START_TIMEOUT_S = 60.0  # imports + model sessions on a busy 2-core machine
+
+
+def vcamd(runtime: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "vcamd", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)})
+
+
+def request(port: int, method: str, path: str, token: str) -> httpclient.HTTPResponse:
+    conn = httpclient.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request(method, path, headers={"Authorization": f"Bearer {token}"})
+    return conn.getresponse()
+
+
+@pytest.fixture
+def daemon(assets: Path, tmp_path: Path, wait):
+    from vcamd.live.clips import write_sliding_clip
+    from vcamd.standins import build_recognizer, build_swapper
+
+    newton = cv2.imread(str(assets / "images" / "newton.png"))
+    config = tmp_path / "config.toml"
+    settings = {
+        "models": {"detector": str(assets / "models" / "scrfd_500m_kps.onnx"),
+                   "swapper": str(build_swapper(tmp_path / "swapper.onnx")),
+                   "recognizer": str(build_recognizer(tmp_path / "recognizer.onnx")), "providers": ["cpu"], "threads": 1},
+        "detection": {"size": 320, "track_size": 160},
+        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True},
+    }
+    config.write_text(tomli_w.dumps(settings))
+    clip = write_sliding_clip(tmp_path / "camera.avi", newton, size=(480, 360), fps=15.0, frames=30, face_scale=0.7)
+    runtime = Path(tempfile.mkdtemp(prefix="vp-", dir="/tmp")) / "rt"  # short: a Unix socket path must fit
+    log = (tmp_path / "daemon.log").open("w+")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip), "--loop",
+         "--sink", "null", "--no-tray"],
+        env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)}, stdout=log, stderr=subprocess.STDOUT, text=True,
+    )
+
+    def up() -> dict | None:
+        if proc.poll() is not None:
+            log.seek(0)
+            raise AssertionError(f"the daemon exited with {proc.returncode}:\n{log.read()[-3000:]}")
+        answer = vcamd(runtime, "status", "--json")
+        return json.loads(answer.stdout) if answer.returncode == 0 else None
+
+    try:
+        wait(up, "the daemon's status", timeout_s=START_TIMEOUT_S, every_s=0.3)
+        yield proc, runtime, config, settings, log
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+        shutil.rmtree(runtime.parent, ignore_errors=True)
+
+
+def test_vcamd_run_serves_the_control_page(daemon, wait):
+    proc, runtime, config, settings, log = daemon
+    status = json.loads(vcamd(runtime, "status", "--json").stdout)
+    url = urlsplit(status["panel_url"])
+    assert url.scheme == "http" and url.hostname == "127.0.0.1" and url.path == "/"
+    token = url.query.removeprefix("token=")
+    assert len(token) >= 40
+    assert vcamd(runtime, "panel", "--print").stdout.strip() == status["panel_url"]
+
+    refused = request(url.port, "GET", "/api/status", "wrong")
+    assert refused.status == 401
+    state = json.loads(request(url.port, "GET", "/api/status", token).read())
+    assert state["status"]["enabled"] is True and "providers" in state["status"]
+
+    def a_frame() -> np.ndarray | None:
+        # The live video: the first JPEG of the stream, once the engine has published.
+        response = request(url.port, "GET", "/stream.mjpg", token)
+        assert response.status == 200
+        head = b""
+        while not head.endswith(b"\r\n\r\n") or b"Content-Length" not in head:
+            head += response.read(1)
+        length = int(head.split(b"Content-Length:")[1].split(b"\r\n")[0])
+        jpeg = response.read(length)
+        response.close()
+        return cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+
+    frame = a_frame()
+    assert frame is not None and frame.shape[:2] == (360, 480) and frame.std() > 10
+
+    answer = request(url.port, "POST", "/api/off", token)
+    assert answer.status == 200 and json.loads(answer.read())["status"]["enabled"] is False
+    wait(lambda: json.loads(vcamd(runtime, "status", "--json").stdout)["enabled"] is False,
+         "the daemon's socket reporting swapping off (one engine behind both)")
+
+    # An edit of [panel] while running is not silently ignored: it waits for the next start, and says so.
+    config.write_text(tomli_w.dumps({**settings, "panel": {"video_fps": 5.0}}))
+
+    def restart_note() -> bool:
+        log.seek(0)
+        return "[panel]: takes effect after a restart of vcamd run" in log.read()
+
+    wait(restart_note, "the log saying the [panel] edit needs a restart", timeout_s=30, every_s=0.2)
+    assert request(url.port, "GET", "/api/status", token).status == 200  # the page carries on as it was
+
+    assert vcamd(runtime, "quit").returncode == 0
+    proc.wait(30)
+    with pytest.raises(OSError):  # the page stops with the daemon
+        socket.create_connection(("127.0.0.1", url.port), timeout=5).close()
