@@ -164,6 +164,17 @@ def test_each_frame_is_encoded_once_whoever_watches(start_panel, engine, newton,
             reader.close()
 
 
+def test_wide_frames_are_scaled_down_for_the_page(panel, engine, newton, wait):
+    engine.publish(cv2.resize(newton, (3840, 2160)))  # a 4K camera
+    reader = MjpegReader(panel)
+    try:
+        image = cv2.imdecode(np.frombuffer(reader.next_jpeg(), np.uint8), cv2.IMREAD_COLOR)
+    finally:
+        reader.close()
+    assert image.shape == (540, 960, 3)
+    assert np.abs(image.astype(int) - cv2.resize(newton, (960, 540), interpolation=cv2.INTER_AREA).astype(int)).mean() < 5
+
+
 def test_too_many_viewers_get_a_503(start_panel, http):
     panel = start_panel(max_streams=2)
     viewers = [MjpegReader(panel) for _ in range(2)]

@@ -76,7 +76,7 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
     assert items[0].startswith("frame_skip → low_res · headroom")  # newest first
     assert items[-1] == "full → no_enhancer · over_budget · p95 90.0 ms, 100% over budget → after: p95 90.0 ms"
     wait(lambda: len(panel.history.samples()) >= 60, "a full minute of samples")
-    page.wait(f"document.getElementById('fps').textContent !== '–'", "fps shown")
+    page.wait("document.getElementById('fps').textContent !== '–'", "fps shown")
     wait(lambda: canvas_has_fps_line(page), "the fps line drawn on the chart")
 
     shot = page.screenshot()

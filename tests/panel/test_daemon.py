@@ -32,9 +32,9 @@ def vcamd(runtime: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)})
 
 
-def request(port: int, method: str, path: str, token: str) -> httpclient.HTTPResponse:
+def request(port: int, method: str, path: str, token: str, body: bytes | None = None) -> httpclient.HTTPResponse:
     conn = httpclient.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request(method, path, headers={"Authorization": f"Bearer {token}"})
+    conn.request(method, path, body=body, headers={"Authorization": f"Bearer {token}"})
     return conn.getresponse()
 
 
@@ -117,6 +117,21 @@ def test_vcamd_run_serves_the_control_page(daemon, wait):
     assert answer.status == 200 and json.loads(answer.read())["status"]["enabled"] is False
     wait(lambda: json.loads(vcamd(runtime, "status", "--json").stdout)["enabled"] is False,
          "the daemon's socket reporting swapping off (one engine behind both)")
+
+    # Uploads go to the real engine: a photo without a face is refused with its reason and not kept.
+    ok, grey = cv2.imencode(".png", np.full((240, 240, 3), 128, np.uint8))
+    answer = request(url.port, "POST", "/api/face?consent=yes&name=wall.png", token, grey.tobytes())
+    assert answer.status == 400
+    assert "no face" in json.loads(answer.read())["error"].lower()
+    faces_dir = Path(os.environ["XDG_DATA_HOME"]) / "facelive" / "faces"
+    assert not faces_dir.exists() or not list(faces_dir.iterdir())
+    photo = Path(status["source_face"]).read_bytes()
+    answer = request(url.port, "POST", "/api/face?consent=yes&name=me.png", token, photo)
+    assert answer.status == 200, answer.read()
+    kept = [p for p in faces_dir.iterdir()]
+    assert len(kept) == 1 and kept[0].read_bytes() == photo
+    wait(lambda: json.loads(vcamd(runtime, "status", "--json").stdout)["source_face"] == str(kept[0]),
+         "the uploaded face in use by the daemon")
 
     # An edit of [panel] while running is not silently ignored: it waits for the next start, and says so.
     config.write_text(tomli_w.dumps({**settings, "panel": {"video_fps": 5.0}}))

@@ -20,6 +20,9 @@ import cv2
 log = logging.getLogger(__name__)
 
 JPEG_QUALITY = 80
+MAX_WIDTH = 960
+"""Wider frames are scaled down before encoding: a 4K JPEG would cost the daemon several times the
+CPU for detail the page's video column cannot show."""
 
 
 class JpegFeed:
@@ -104,6 +107,9 @@ class JpegFeed:
             if frame is None or frame is last_frame:
                 continue  # nothing published yet, or nothing new since the last JPEG
             last_frame = frame
+            height, width = frame.shape[:2]
+            if width > MAX_WIDTH:
+                frame = cv2.resize(frame, (MAX_WIDTH, max(1, round(height * MAX_WIDTH / width))), interpolation=cv2.INTER_AREA)
             ok, buf = cv2.imencode(".jpg", frame, self._params)
             if not ok:
                 continue
