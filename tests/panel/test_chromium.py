@@ -92,7 +92,7 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
     line = np.abs(shot[cy:cy + ch, cx:cx + cw].astype(int) - np.array(FPS_BGR)).max(axis=2) < 16
     assert line.sum() > 200, "no fps line in the chart on the screenshot"
     if os.environ.get("VCAMD_UPDATE_DOCS"):
-        cv2.imwrite(str(REPO / "docs" / "control-page.png"), shot)
+        cv2.imwrite(str(REPO / "docs" / "control-page.png"), shot, [cv2.IMWRITE_PNG_COMPRESSION, 9])
 
     page.click("#swap")  # a real mouse click
     wait(lambda: engine.enabled is False, "swapping off in the engine after clicking Swap off")
