@@ -147,8 +147,8 @@ def _run_with_optional_tray(engine, args: argparse.Namespace, cfg, config_path) 
 
 
 def _with_runtime_section(on_change, verbose: bool, started):
-    """The engine applies its own sections; [runtime], [tray] and [panel] belong to this command:
-    log_level is applied at once, the memory cap, the tray and the control page only at the next start."""
+    """The engine applies its own sections; [runtime] and [tray] belong to this command:
+    log_level is applied at once, the memory cap and the tray only at the next start."""
 
     def apply(new, changed: set[str]) -> None:
         if "runtime" in changed and not verbose:  # -v pins debug for the whole run
@@ -156,9 +156,8 @@ def _with_runtime_section(on_change, verbose: bool, started):
         pending = [key for key, now, then in (
             ("[runtime] max_memory_gb", new.runtime.max_memory_gb, started.runtime.max_memory_gb),
             ("[tray] enabled", new.tray.enabled, started.tray.enabled),
-            ("[panel]", new.panel, started.panel),
         ) if now != then]
-        if changed & {"runtime", "tray", "panel"} and pending:
+        if changed & {"runtime", "tray"} and pending:
             log.warning("%s: takes effect after a restart of vcamd run", ", ".join(pending))
         on_change(new, changed)
 
