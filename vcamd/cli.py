@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "bench",
     "config",
     "control",
+    "panel",
     "service",
     "doctor",
 )

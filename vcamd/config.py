@@ -179,6 +179,15 @@ class PreviewConfig(Section):
     """JPEG quality of the preview stream and /snapshot.jpg (higher = sharper, more CPU)."""
 
 
+class PanelConfig(Section):
+    enabled: bool = True
+    """Serve the control page on 127.0.0.1 while the daemon runs (whatever the sink)."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+    """Port of the control page on 127.0.0.1; 0 = any free port (`vcamd panel` finds it)."""
+    video_fps: Annotated[float, Field(ge=1, le=30)] = 10.0
+    """Frames per second of the page's live video (JPEG-encoded once per frame for all viewers)."""
+
+
 class RuntimeConfig(Section):
     max_memory_gb: Annotated[float, Field(ge=0, le=1024)] = 0.0
     """Upper bound on the daemon's memory; 0 = no cap."""
@@ -199,6 +208,7 @@ class Config(Section):
     watchdog: WatchdogConfig = WatchdogConfig()
     disclosure: DisclosureConfig = DisclosureConfig()
     preview: PreviewConfig = PreviewConfig()
+    panel: PanelConfig = PanelConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     tray: TrayConfig = TrayConfig()
 

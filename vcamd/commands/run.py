@@ -47,6 +47,7 @@ def handle(args: argparse.Namespace) -> int:
     from vcamd.live.sources import open_source
     from vcamd.logs import setup_logging
     from vcamd.memory import apply_memory_cap
+    from vcamd.panel import open_panel
     from vcamd.process import require_consent
     from vcamd.reload import ConfigWatcher
 
@@ -87,7 +88,8 @@ def handle(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, lambda *_: engine.request_quit())
     try:
         log.info("live: %s → %s; providers: %s", source.description, args.sink, engine.status()["providers"])
-        with ControlServer(engine), ConfigWatcher(
+        # The control page runs whatever the sink; the socket's status then carries its "panel_url".
+        with open_panel(engine, cfg) as controllable, ControlServer(controllable), ConfigWatcher(
             watched, _with_runtime_section(engine.on_config_change, args.verbose, cfg), engine.on_config_error,
             current=file_cfg, missing_ok=config_path is None,
         ):

@@ -1,0 +1,314 @@
+"""The control page's JSON API, live video and status history, and how the daemon hands out its URL."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.config import PanelConfig, config_from_dict
+from vcamd.control.client import ControlClient
+from vcamd.control.server import ControlServer
+from vcamd.panel import WithPanelUrl, open_panel
+from vcamd.panel.history import StatusHistory
+from vcamd.types import Level
+
+
+def post(http, panel, path: str, payload: dict | None = None):
+    body = json.dumps(payload).encode() if payload is not None else None
+    headers = {"Content-Type": "application/json"} if payload is not None else {}
+    return http(panel, "POST", path, body=body, headers=headers, origin=f"http://127.0.0.1:{panel.port}", auth="cookie")
+
+
+def test_status_carries_everything_the_page_shows(start_panel, engine, http, wait):
+    engine.transitions = [{"time": 1.5, "from": "full", "to": "no_enhancer", "reason": "over_budget",
+                           "trigger": {"frames": 15, "p50_ms": 61.0, "p95_ms": 80.5, "over_budget_share": 0.8},
+                           "after": None}]
+    engine.config_error = "/home/me/.config/facelive/config.toml: [swap] on_mis: unknown key"
+    panel = start_panel(history_period_s=0.02)
+    wait(lambda: len(panel.history.samples()) >= 5, "five status samples")
+    state = http(panel, "GET", "/api/status").json()
+    status = state["status"]
+    assert status["enabled"] is True and status["level"] == "full" and status["quality"] == "auto"
+    assert status["config_error"] == engine.config_error
+    assert status["providers"]["scrfd_500m_kps.onnx"] == "CPUExecutionProvider"
+    assert state["transitions"] == engine.transitions
+    assert state["badge"] is True
+    assert state["qualities"] == ["auto", "full", "no_enhancer", "low_res", "frame_skip"]
+    history = state["history"]
+    assert len(history) >= 5
+    ages = [p["age_s"] for p in history]
+    assert ages == sorted(ages, reverse=True) and ages[-1] >= 0  # oldest first, "now" last
+    assert all(20 < p["fps"] < 35 and p["latency_p95_ms"] > p["latency_p50_ms"] > 0 for p in history)
+
+
+def test_on_off_toggle(panel, engine, http):
+    assert post(http, panel, "/api/off").json()["status"]["enabled"] is False
+    assert engine.enabled is False
+    assert post(http, panel, "/api/on").json()["status"]["enabled"] is True
+    assert post(http, panel, "/api/toggle").json()["status"]["enabled"] is False
+    assert post(http, panel, "/api/toggle").json()["status"]["enabled"] is True
+
+
+def test_quality_pinned_and_auto(panel, engine, http):
+    answer = post(http, panel, "/api/quality", {"level": "low_res"})
+    assert answer.status == 200 and engine.quality is Level.low_res
+    assert answer.json()["status"]["quality"] == "low_res"
+    assert post(http, panel, "/api/quality", {"level": "auto"}).status == 200
+    assert engine.quality is None
+    answer = post(http, panel, "/api/quality", {"level": "potato"})
+    assert answer.status == 400
+    assert answer.error == "unknown quality level 'potato' — use one of: auto, full, no_enhancer, low_res, frame_skip"
+    assert post(http, panel, "/api/quality", {}).status == 400
+    assert engine.quality is None
+
+
+def test_badge(panel, engine, http):
+    answer = post(http, panel, "/api/badge", {"on": False})
+    assert answer.status == 200 and engine.badge is False and answer.json()["badge"] is False
+    assert http(panel, "GET", "/api/status").json()["badge"] is False
+    assert post(http, panel, "/api/badge", {"on": "yes"}).status == 400
+    assert engine.badge is False
+    assert post(http, panel, "/api/badge", {"on": True}).json()["badge"] is True
+
+
+def test_json_changes_need_json(panel, engine, http):
+    answer = http(panel, "POST", "/api/badge", body=b"on=false", origin=f"http://127.0.0.1:{panel.port}",
+                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert answer.status == 415 and engine.badge is True
+    answer = http(panel, "POST", "/api/quality", body=b"{not json", headers={"Content-Type": "application/json"})
+    assert answer.status == 400 and answer.error == "the request body is not valid JSON"
+
+
+def test_an_engine_failure_is_a_500_with_its_reason_not_a_dead_page(panel, engine, http, monkeypatch):
+    def broken(on: bool) -> None:
+        raise RuntimeError("switch is stuck")
+
+    monkeypatch.setattr(engine, "set_enabled", broken)
+    answer = post(http, panel, "/api/off")
+    assert answer.status == 500 and answer.error == "internal error in /api/off: RuntimeError: switch is stuck"
+    assert http(panel, "GET", "/api/status").status == 200
+
+
+# ---- live video ---------------------------------------------------------------------------------
+
+
+class MjpegReader:
+    """Reads JPEG parts from /stream.mjpg on a raw socket."""
+
+    def __init__(self, panel) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", panel.port), timeout=30)
+        self.sock.sendall(f"GET /stream.mjpg HTTP/1.0\r\nHost: 127.0.0.1:{panel.port}\r\n"
+                          f"Authorization: Bearer {panel.token}\r\n\r\n".encode())
+        self.file = self.sock.makefile("rb")
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += self.file.read(1)
+        assert head.startswith(b"HTTP/1.0 200"), head
+        assert b"multipart/x-mixed-replace" in head
+
+    def next_jpeg(self) -> bytes:
+        length = None
+        while True:
+            line = self.file.readline()
+            assert line, "the stream ended"
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+            if line == b"\r\n" and length is not None:
+                return self.file.read(length)
+
+    def close(self) -> None:
+        self.file.close()
+        self.sock.close()
+
+
+def test_the_video_is_the_engines_frame_as_jpeg(panel, newton):
+    reader = MjpegReader(panel)
+    try:
+        image = cv2.imdecode(np.frombuffer(reader.next_jpeg(), np.uint8), cv2.IMREAD_COLOR)
+    finally:
+        reader.close()
+    assert image.shape == newton.shape
+    assert np.abs(image.astype(int) - newton.astype(int)).mean() < 4  # JPEG at quality 80
+
+
+def test_each_frame_is_encoded_once_whoever_watches(start_panel, engine, newton, wait):
+    panel = start_panel(cfg=PanelConfig(video_fps=30))
+    assert panel.feed.encoded == 0  # nobody watches: nothing is encoded
+    viewers = [MjpegReader(panel) for _ in range(3)]
+    try:
+        for reader in viewers:
+            reader.next_jpeg()
+        assert panel.feed.encoded == 1  # one JPEG of the first frame, for three viewers
+        for n in range(2, 6):
+            frame = newton.copy()
+            cv2.putText(frame, str(n), (40, 200), cv2.FONT_HERSHEY_SIMPLEX, 6, (0, 0, 255), 12)
+            engine.publish(frame)
+            wait(lambda n=n: panel.feed.encoded >= n, f"frame {n} encoded")
+            for reader in viewers:
+                # Each viewer gets the new picture (after repeats of the old one, if it stalled).
+                while True:
+                    got = cv2.imdecode(np.frombuffer(reader.next_jpeg(), np.uint8), cv2.IMREAD_COLOR)
+                    if np.abs(got.astype(int) - frame.astype(int)).mean() < 4:
+                        break
+        assert panel.feed.encoded == 5  # five frames, three viewers, five encodes; repeats cost none
+    finally:
+        for reader in viewers:
+            reader.close()
+
+
+def test_wide_frames_are_scaled_down_for_the_page(panel, engine, newton, wait):
+    engine.publish(cv2.resize(newton, (3840, 2160)))  # a 4K camera
+    reader = MjpegReader(panel)
+    try:
+        image = cv2.imdecode(np.frombuffer(reader.next_jpeg(), np.uint8), cv2.IMREAD_COLOR)
+    finally:
+        reader.close()
+    assert image.shape == (540, 960, 3)
+    assert np.abs(image.astype(int) - cv2.resize(newton, (960, 540), interpolation=cv2.INTER_AREA).astype(int)).mean() < 5
+
+
+def test_too_many_viewers_get_a_503(start_panel, http):
+    panel = start_panel(max_streams=2)
+    viewers = [MjpegReader(panel) for _ in range(2)]
+    try:
+        answer = http(panel, "GET", "/stream.mjpg")
+        assert answer.status == 503 and b"too many live video viewers" in answer.body
+    finally:
+        for reader in viewers:
+            reader.close()
+
+
+# ---- the one-minute history ---------------------------------------------------------------------
+
+
+def test_the_history_keeps_one_minute_of_samples():
+    now = [100.0]
+    calls = []
+
+    def status():
+        calls.append(now[0])
+        return {"fps": 30.0 - len(calls) % 3, "latency_ms": {"p50": 20.0, "p95": 31.0}, "enabled": True, "level": Level.low_res}
+
+    history = StatusHistory(status, period_s=1.0, span_s=60.0, clock=lambda: now[0])
+    for _ in range(75):  # 75 s of sampling, driven by hand instead of the thread
+        history.take_sample()
+        now[0] += 1.0
+    samples = history.to_json()
+    assert len(samples) == 60  # the oldest 15 fell out of the ring
+    assert samples[0]["age_s"] == 60.0 and samples[-1]["age_s"] == 1.0
+    assert samples[-1] == {"age_s": 1.0, "fps": 30.0 - 75 % 3, "latency_p50_ms": 20.0, "latency_p95_ms": 31.0,
+                           "enabled": True, "level": "low_res"}
+
+
+def test_a_failing_status_leaves_a_gap_not_a_dead_sampler():
+    answers = iter([{"fps": 1.0}, RuntimeError("boom"), {"fps": 3.0, "latency_ms": 12.5}])
+
+    def status():
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    history = StatusHistory(status, period_s=1.0)
+    for _ in range(3):
+        history.take_sample()
+    samples = history.samples()
+    assert [s.fps for s in samples] == [1.0, 3.0]
+    assert samples[1].latency_p50_ms == samples[1].latency_p95_ms == 12.5  # a plain number is both
+
+
+# ---- how users get the URL ----------------------------------------------------------------------
+
+
+def test_the_control_socket_status_carries_the_panel_url(panel, engine, runtime_dir):
+    with ControlServer(WithPanelUrl(engine, panel), runtime_dir):
+        status = ControlClient(runtime_dir).status()
+        assert status["panel_url"] == panel.url
+        assert panel.url == f"http://127.0.0.1:{panel.port}/?token={panel.token}"
+        ControlClient(runtime_dir).set_enabled(False)
+        assert engine.enabled is False  # the wrapper drives the same engine
+
+
+def run_vcamd(runtime: Path, *args: str, env: dict[str, str] | None = None):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "vcamd", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime), **(env or {})})
+
+
+def test_vcamd_panel_prints_and_opens_the_url(panel, engine, runtime_dir, tmp_path, http):
+    opened = tmp_path / "opened.txt"
+    fake_browser = tmp_path / "browser.sh"
+    fake_browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {opened}\n')
+    fake_browser.chmod(0o755)
+    with ControlServer(WithPanelUrl(engine, panel), runtime_dir):
+        printed = run_vcamd(runtime_dir, "panel", "--print")
+        assert printed.returncode == 0, printed.stderr
+        assert printed.stdout.strip() == panel.url
+        shown = run_vcamd(runtime_dir, "panel", env={"BROWSER": f"{fake_browser} %s"})
+        assert shown.returncode == 0, shown.stderr
+        assert opened.read_text() == panel.url
+    # The URL the browser got really opens the page.
+    path = panel.url.split(str(panel.port), 1)[1]
+    assert http(panel, "GET", path, auth=None).status == 303
+
+
+def test_vcamd_panel_without_a_page_or_a_daemon_says_so(engine, runtime_dir):
+    with ControlServer(engine, runtime_dir):  # a daemon started with [panel] enabled = false
+        answer = run_vcamd(runtime_dir, "panel")
+        assert answer.returncode == 2
+        assert answer.stderr.strip() == ("vcamd: error: the running daemon serves no control page ([panel] enabled = false)"
+                                         " — set [panel] enabled = true in config.toml and restart `vcamd run`")
+    answer = run_vcamd(runtime_dir, "panel")
+    assert answer.returncode == 3 and "not running" in answer.stderr
+
+
+def test_open_panel_follows_the_config(engine, tmp_path, http):
+    with open_panel(engine, config_from_dict({"panel": {"enabled": False}})) as served:
+        assert served is engine and "panel_url" not in served.status()
+    with open_panel(engine, config_from_dict({})) as served:
+        url = served.status()["panel_url"]
+        assert url.startswith("http://127.0.0.1:") and "?token=" in url
+    with pytest.raises(OSError):  # closed with the block
+        socket.create_connection(("127.0.0.1", int(url.split(":")[2].split("/")[0])), timeout=5).close()
+
+
+def test_a_taken_port_is_a_clear_error(engine, tmp_path):
+    from vcamd.errors import VcamdError
+    from vcamd.panel import PanelServer
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(VcamdError) as err:
+            PanelServer(engine, PanelConfig(port=port), faces_dir=tmp_path).start()
+    assert str(err.value) == (f"control page port {port} on 127.0.0.1 is already in use — "
+                              "set [panel] port = 0 (any free port) or another port")
+
+
+@pytest.fixture
+def runtime_dir(tmp_path_factory) -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="vp-", dir="/tmp"))  # short: a Unix socket path must fit
+    yield path / "rt"
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_uploaded_faces_folder_is_private_even_if_it_existed(panel, http, assets, tmp_path):
+    panel.faces_dir.mkdir(mode=0o755)
+    answer = http(panel, "POST", "/api/face?consent=yes&name=n.png", body=(assets / "images" / "newton.png").read_bytes(),
+                  headers={"Content-Type": "image/png"})
+    assert answer.status == 200
+    assert stat.S_IMODE(panel.faces_dir.stat().st_mode) == 0o700

@@ -1,0 +1,292 @@
+"""Every rule of the control page's gate, over real HTTP against the real server.
+
+The engine behind the page must be untouched by every refused request: each test checks the
+engine's state, not only the status code.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from http.cookies import SimpleCookie
+from urllib.parse import quote
+
+import pytest
+
+from vcamd.panel.faces import MAX_UPLOAD_BYTES
+
+CHANGES = ["/api/on", "/api/off", "/api/toggle", "/api/quality", "/api/face", "/api/badge"]
+READS = ["/", "/panel.js", "/panel.css", "/api/status", "/stream.mjpg"]
+
+
+def own_origin(panel) -> str:
+    return f"http://127.0.0.1:{panel.port}"
+
+
+def engine_state(engine) -> tuple:
+    return engine.enabled, engine.quality, engine.badge, engine.source_face, engine.face_calls
+
+
+@pytest.mark.parametrize("path", READS)
+def test_every_read_needs_the_token(panel, http, path):
+    answer = http(panel, "GET", path, auth=None)
+    assert answer.status == 401
+    assert b"vcamd panel" in answer.body  # says how to get in
+    assert b"<html" not in answer.body.lower()  # nothing of the page itself
+
+
+@pytest.mark.parametrize("path", CHANGES)
+def test_every_change_needs_the_token(panel, engine, http, path):
+    before = engine_state(engine)
+    answer = http(panel, "POST", path, auth=None, origin=own_origin(panel),
+                  body=b'{"level": "low_res", "on": false}', headers={"Content-Type": "application/json"})
+    assert answer.status == 401
+    assert "access token" in answer.error
+    assert engine_state(engine) == before
+
+
+def test_a_wrong_token_is_refused_in_header_and_cookie(panel, engine, http):
+    wrong = panel.token[:-1] + ("A" if panel.token[-1] != "A" else "B")  # one character off
+    assert http(panel, "GET", "/api/status", auth=None, headers={"Authorization": f"Bearer {wrong}"}).status == 401
+    assert http(panel, "GET", "/api/status", auth=None,
+                headers={"Cookie": f"facelive_panel_{panel.port}={wrong}"}).status == 401
+    answer = http(panel, "POST", "/api/off", auth=None, headers={"Authorization": f"Bearer {wrong}"})
+    assert answer.status == 401 and engine.enabled is True
+
+
+def test_the_tokened_url_sets_a_strict_httponly_cookie_and_drops_the_token(panel, http):
+    answer = http(panel, "GET", f"/?token={panel.token}", auth=None)
+    assert answer.status == 303
+    assert answer.headers["Location"] == "/"  # the token leaves the address bar
+    cookie = answer.headers["Set-Cookie"]
+    attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
+    assert {"httponly", "path"} <= attributes
+    assert "SameSite=Strict" in cookie
+    jar = SimpleCookie(cookie)
+    name = f"facelive_panel_{panel.port}"
+    assert jar[name].value == panel.token
+    page = http(panel, "GET", "/", auth=None, headers={"Cookie": f"{name}={jar[name].value}"})
+    assert page.status == 200 and b'id="video"' in page.body
+
+
+def test_an_old_tokened_url_is_refused(panel, http):
+    answer = http(panel, "GET", "/?token=not-the-token", auth=None)
+    assert answer.status == 401 and "Set-Cookie" not in answer.headers
+    assert b"vcamd panel" in answer.body
+
+
+@pytest.mark.parametrize("host", ["evil.example:{port}", "127.0.0.1", "localhost", "localhost:{other}",
+                                  "127.0.0.1:{other}", "[::1]:{port}", "127.0.0.1:{port}.evil.example"])
+def test_a_foreign_host_header_is_refused_even_with_the_token(panel, engine, http, host):
+    host = host.format(port=panel.port, other=panel.port + 1)
+    for method, path in (("GET", "/"), ("GET", "/api/status"), ("GET", "/stream.mjpg"), ("POST", "/api/off")):
+        answer = http(panel, method, path, host=host, origin=f"http://{host}")
+        assert answer.status in (403, 421), (method, path, answer.status)
+        assert "Host" in answer.body.decode()
+    assert engine.enabled is True
+
+
+def test_a_missing_host_header_is_refused(panel, http):
+    assert http(panel, "GET", "/api/status", host=None).status == 403
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}"])
+def test_the_loopback_names_are_accepted(panel, http, host):
+    assert http(panel, "GET", "/api/status", host=host.format(port=panel.port)).status == 200
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://127.0.0.1:{other}",
+                                    "http://localhost:{other}", "https://127.0.0.1:{port}"])
+def test_a_change_from_another_origin_is_refused(panel, engine, http, origin):
+    origin = origin.format(port=panel.port, other=panel.port + 1)
+    before = engine_state(engine)
+    for auth in ("cookie", "bearer"):
+        for path in CHANGES:
+            answer = http(panel, "POST", path, auth=auth, origin=origin, body=b'{"level": "low_res", "on": false}',
+                          headers={"Content-Type": "application/json"})
+            assert answer.status == 403, (auth, path)
+            assert "another origin" in answer.error
+    assert engine_state(engine) == before
+
+
+def test_a_cookie_change_without_origin_is_refused_but_bearer_scripts_work(panel, engine, http):
+    answer = http(panel, "POST", "/api/off", auth="cookie")
+    assert answer.status == 403 and "Bearer" in answer.error
+    assert engine.enabled is True
+    answer = http(panel, "POST", "/api/off", auth="bearer")  # curl / scripts
+    assert answer.status == 200 and answer.json()["status"]["enabled"] is False
+    assert engine.enabled is False
+
+
+def test_the_page_itself_may_change_things(panel, engine, http):
+    for origin in (own_origin(panel), f"http://localhost:{panel.port}"):
+        engine.enabled = True
+        answer = http(panel, "POST", "/api/toggle", auth="cookie", origin=origin,
+                      headers={"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"})
+        assert answer.status == 200
+        assert engine.enabled is False
+
+
+@pytest.mark.parametrize("site", ["cross-site", "same-site"])
+def test_what_the_browser_marks_as_sent_by_another_page_is_refused(panel, engine, http, site):
+    fetch = {"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
+    assert http(panel, "GET", "/stream.mjpg", auth="cookie", headers=fetch).status == 403
+    assert http(panel, "GET", "/api/status", auth="cookie", headers={**fetch, "Sec-Fetch-Dest": "empty"}).status == 403
+    framed = {"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"}
+    assert http(panel, "GET", "/", auth="cookie", headers=framed).status == 403
+    answer = http(panel, "POST", "/api/off", auth="cookie", origin=own_origin(panel),
+                  headers={"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"})
+    assert answer.status == 403 and engine.enabled is True
+    # Following a link to the page shows it to the user; that lets the other page do nothing.
+    visit = {"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    assert http(panel, "GET", "/", auth="cookie", headers=visit).status == 200
+
+
+@pytest.mark.parametrize("path", CHANGES)
+def test_a_get_on_a_change_is_405(panel, engine, http, path):
+    answer = http(panel, "GET", path)
+    assert answer.status == 405
+    assert answer.headers["Allow"] == "POST"
+    assert "takes POST" in answer.error
+    assert engine.enabled is True
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_other_methods_are_405(panel, http, method):
+    assert http(panel, method, "/api/off", origin=own_origin(panel)).status == 405
+    assert http(panel, method, "/api/status").status == 405
+
+
+def test_a_post_on_a_read_is_405(panel, http):
+    answer = http(panel, "POST", "/api/status", origin=own_origin(panel))
+    assert answer.status == 405 and answer.headers["Allow"] == "GET"
+
+
+def test_unknown_paths_are_404_only_behind_the_token(panel, http):
+    assert http(panel, "GET", "/../../etc/passwd", auth=None).status == 401
+    assert http(panel, "GET", "/../../etc/passwd").status == 404
+    assert http(panel, "GET", "/static/index.html").status == 404
+
+
+def test_every_answer_forbids_framing_caching_and_inline_code(panel, http):
+    for answer in (http(panel, "GET", "/"), http(panel, "GET", "/api/status", auth=None)):
+        assert answer.headers["X-Frame-Options"] == "DENY"
+        assert "frame-ancestors 'none'" in answer.headers["Content-Security-Policy"]
+        assert "script-src 'self'" in answer.headers["Content-Security-Policy"]
+        assert answer.headers["Cache-Control"] == "no-store"
+        assert answer.headers["Referrer-Policy"] == "no-referrer"
+        assert "Access-Control-Allow-Origin" not in answer.headers
+
+
+# ---- uploads ------------------------------------------------------------------------------------
+
+
+def upload(http, panel, data: bytes, *, consent: bool = True, name: str = "photo.png"):
+    query = f"?consent=yes&name={quote(name)}" if consent else f"?name={quote(name)}"
+    return http(panel, "POST", f"/api/face{query}", body=data, origin=own_origin(panel), auth="cookie",
+                headers={"Content-Type": "image/png"})
+
+
+def stored(panel) -> list:
+    return sorted(panel.faces_dir.iterdir()) if panel.faces_dir.exists() else []
+
+
+def test_an_oversized_upload_is_413_with_a_clear_message(panel, engine, http):
+    answer = upload(http, panel, b"\x89PNG\r\n\x1a\n" + b"\0" * MAX_UPLOAD_BYTES)  # one limit + 8 bytes
+    assert answer.status == 413
+    assert answer.error.startswith("the photo is 21.0 MB; the control page takes photos up to 20 MB")
+    assert "use a smaller photo" in answer.error
+    assert engine.source_face is None and engine.face_calls == 0
+    assert stored(panel) == []  # refused from its Content-Length, before a byte was stored
+
+
+def test_a_non_image_upload_is_400_with_read_images_message(panel, engine, http):
+    answer = upload(http, panel, b"%PDF-1.4 this is not a photo\n" * 50, name="report.pdf")
+    assert answer.status == 400
+    # read_image's words and fix, naming the file the user picked (not the private temporary copy).
+    assert answer.error.startswith('uploaded photo "report.pdf" is not a readable image (cannot identify image file')
+    assert answer.error.endswith(" — give a JPEG or PNG photo")
+    assert ".upload-" not in answer.error
+    assert engine.source_face is None and engine.face_calls == 0
+    assert stored(panel) == []  # the temporary file is gone too
+
+
+def test_an_animated_upload_is_refused_with_read_images_message(panel, engine, http, tmp_path):
+    from PIL import Image
+
+    frames = [Image.new("RGB", (64, 64), color) for color in ("red", "blue")]
+    gif = tmp_path / "anim.gif"
+    frames[0].save(gif, save_all=True, append_images=frames[1:])
+    answer = upload(http, panel, gif.read_bytes(), name="anim.gif")
+    assert answer.status == 400 and "is animated (2 frames)" in answer.error
+    assert engine.source_face is None and stored(panel) == []
+
+
+def test_an_upload_without_consent_is_refused(panel, engine, http, assets):
+    answer = upload(http, panel, (assets / "images" / "newton.png").read_bytes(), consent=False)
+    assert answer.status == 400
+    assert "consent not confirmed" in answer.error
+    assert engine.source_face is None and engine.face_calls == 0
+    assert stored(panel) == []
+
+
+def test_a_photo_upload_is_stored_privately_and_used(panel, engine, http, assets, recent):
+    photo = (assets / "images" / "newton.png").read_bytes()
+    answer = upload(http, panel, photo, name="../../Isaac Newton.png")
+    assert answer.status == 200, answer.body
+    kept = engine.source_face
+    assert kept is not None and kept.parent == panel.faces_dir
+    assert kept.name.startswith("Isaac_Newton-") and kept.suffix == ".png"  # no path tricks from the name
+    assert kept.read_bytes() == photo
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert panel.faces_dir.stat().st_mode & 0o777 == 0o700
+    assert stored(panel) == [kept]
+    assert recent.list() == [kept]  # the tray's recent list, the same file
+    assert answer.json()["recent_faces"] == [{"path": str(kept), "name": kept.name}]
+
+
+def test_a_recent_face_is_picked_and_nothing_else(panel, engine, http, assets, recent, tmp_path):
+    newton = assets / "images" / "newton.png"
+    recent.add(newton)
+    headers = {"Content-Type": "application/json"}
+    elsewhere = tmp_path / "not_recent.png"
+    elsewhere.write_bytes(newton.read_bytes())
+    for body in ({"recent": str(elsewhere), "consent": True}, {"recent": "/etc/passwd", "consent": True}):
+        answer = http(panel, "POST", "/api/face", origin=own_origin(panel), headers=headers,
+                      body=json.dumps(body).encode())
+        assert answer.status == 400 and "is not one of the recent source faces" in answer.error
+    answer = http(panel, "POST", "/api/face", origin=own_origin(panel), headers=headers,
+                  body=b'{"recent": "%s", "consent": false}' % str(newton).encode())
+    assert answer.status == 400 and "consent not confirmed" in answer.error
+    assert engine.source_face is None
+    answer = http(panel, "POST", "/api/face", origin=own_origin(panel), headers=headers,
+                  body=b'{"recent": "%s", "consent": true}' % str(newton).encode())
+    assert answer.status == 200
+    assert engine.source_face == newton
+
+
+# ---- bounded resources --------------------------------------------------------------------------
+
+
+def test_connections_are_capped_and_freed(start_panel, http, wait):
+    panel = start_panel(max_connections=3, request_timeout_s=30.0)
+    idle = [socket.create_connection(("127.0.0.1", panel.port)) for _ in range(3)]
+    try:
+        # The three idle connections hold every slot: the next one is told so at once.
+        def busy():
+            try:
+                return http(panel, "GET", "/api/status", timeout_s=5).status == 503
+            except OSError:
+                return False
+        wait(busy, "a 503 while every connection slot is taken")
+    finally:
+        for sock in idle:
+            sock.close()
+    wait(lambda: http(panel, "GET", "/api/status").status == 200, "service once the idle connections closed")
+
+
+def test_a_client_that_sends_nothing_is_dropped(start_panel):
+    panel = start_panel(request_timeout_s=0.5)
+    with socket.create_connection(("127.0.0.1", panel.port)) as sock:
+        sock.settimeout(30)
+        assert sock.recv(1024) == b""  # the server closed it, instead of keeping a thread for ever
