@@ -8,8 +8,9 @@ replaces the link itself, not what it points to). A FIFO or device at the name i
 (opened with `O_NONBLOCK`, checked with `fstat` before any write); a character device named on
 purpose (/dev/null) is written as is.
 
-Problems are raised as `UnsafePathError`, an `OSError` whose `strerror` is a complete sentence,
-so callers that already turn an `OSError` into a one-line message keep working.
+Problems are raised as `UnsafePathError`: both an `OSError` (callers that already turn an OSError
+into a one-line message keep working; `strerror` is the explanation) and a `VcamdError` (the CLI
+prints it as one line with the fix).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import secrets
 import stat
 from pathlib import Path
 from typing import IO, Any
+
+from vcamd.errors import VcamdError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -40,8 +43,16 @@ _MODES = {
 }
 
 
-class UnsafePathError(OSError):
+class UnsafePathError(OSError, VcamdError):
     """A path vcamd will not write: a symlink, not a regular file/folder, or another user's."""
+
+    def __init__(self, code: int, message: str, path: str, fix: str = "remove it, or choose another path") -> None:
+        OSError.__init__(self, code, message, path)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return VcamdError.__str__(self)
 
 
 def private_dir(path: Path | str) -> Path:
@@ -60,13 +71,13 @@ def private_dir(path: Path | str) -> Path:
         return path  # Windows: per-user app-data folders are private by ACL
     info = os.stat(path)  # a symlinked folder (models on another disk) is fine when it is ours
     if not stat.S_ISDIR(info.st_mode):
-        raise UnsafePathError(errno.ENOTDIR, f"{path} is not a folder; remove it or choose another path", str(path))
+        raise UnsafePathError(errno.ENOTDIR, f"{path} is not a folder", str(path))
     if info.st_uid != os.geteuid():
         raise UnsafePathError(
             errno.EPERM,
-            f"{path} belongs to another user (uid {info.st_uid}), so files there cannot be kept private; "
-            "remove it or choose a folder of yours",
+            f"{path} belongs to another user (uid {info.st_uid}), so files there cannot be kept private",
             str(path),
+            "remove it, or choose a folder of yours",
         )
     if stat.S_IMODE(info.st_mode) != DIR_MODE:
         os.chmod(path, DIR_MODE)
@@ -101,7 +112,7 @@ def open_private_fd(path: Path | str, flags: int) -> int:
             raise _refusal(path)
         if _POSIX:
             if info.st_uid != os.geteuid():
-                raise UnsafePathError(errno.EPERM, f"{path} belongs to another user; remove it or choose another path", str(path))
+                raise UnsafePathError(errno.EPERM, f"{path} belongs to another user (uid {info.st_uid})", str(path))
             if stat.S_IMODE(info.st_mode) != FILE_MODE:
                 os.fchmod(fd, FILE_MODE)
             if _NONBLOCK:
@@ -163,11 +174,11 @@ def _refusal(path: Path) -> UnsafePathError:
     try:
         info = os.lstat(path)
     except OSError:
-        return UnsafePathError(errno.ELOOP, f"{path} cannot be opened safely; remove it", str(path))
+        return UnsafePathError(errno.ELOOP, f"{path} cannot be opened safely", str(path))
     if stat.S_ISLNK(info.st_mode):
         what = f"is a symlink (to {os.readlink(path)}), which vcamd never writes through"
     elif stat.S_ISDIR(info.st_mode):
         what = "is a folder"
     else:
         what = "is not a regular file (a FIFO, socket or block device)"
-    return UnsafePathError(errno.ELOOP, f"{path} {what}; remove it or choose another path", str(path))
+    return UnsafePathError(errno.ELOOP, f"{path} {what}", str(path))
