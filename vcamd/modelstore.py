@@ -441,6 +441,8 @@ class ModelStore:
             if self._all_good(entry, state):
                 self._write_state(state)
                 return PullResult(entry.name, "already present", paths, tuple(state.new_pins))
+            if state.unpinned:
+                self._write_state(state)  # a pin of a broken file is gone even if this download fails
 
             target = self._inside(entry.file)
             for path in (*paths, target):
