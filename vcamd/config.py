@@ -7,6 +7,8 @@ default, documented in `config.example.toml`; a test keeps the two in step.
 from __future__ import annotations
 
 import difflib
+import os
+import stat
 import tomllib
 from enum import StrEnum
 from pathlib import Path
@@ -276,6 +278,66 @@ def config_from_dict(data: dict[str, Any], origin: str = "<config>") -> Config:
         raise ConfigError(origin, [_describe_error(e) for e in exc.errors()]) from None
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""A config file is a few KB; anything over 1 MiB is refused unread (a symlink to a huge file)."""
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def read_config_bytes(path: Path) -> bytes:
+    """The bytes of a config file: the one way every config read goes (load, watch, reload).
+
+    Only a regular file is read, and at most MAX_CONFIG_BYTES: a FIFO would block the reader for
+    good and /dev/zero would fill memory. Opened with O_NONBLOCK (opening a FIFO does not wait for
+    a writer) and checked with fstat on the opened descriptor, so the check and the read see the
+    same file even if the name is swapped in between. Symlinks are followed (dotfile managers use
+    them); what they point to is checked. Raises FileNotFoundError when there is no file, and
+    ConfigError for everything else.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(str(path), ["is a folder, not a file — pass the config file itself (e.g. config.toml)"])
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(str(path), [f"is not a regular file (a {_file_kind(info.st_mode)}) — point it at a TOML file"])
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(str(path), [f"is {info.st_size:,} bytes, over the {MAX_CONFIG_BYTES:,}-byte (1 MiB) limit for a config file — is it the right file?"])
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        chunks, total = [], 0
+        while total <= MAX_CONFIG_BYTES:  # the file may grow after fstat: never read past the limit
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > MAX_CONFIG_BYTES:
+            raise ConfigError(str(path), [f"grew over the {MAX_CONFIG_BYTES:,}-byte (1 MiB) limit for a config file while being read"])
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from None
+    finally:
+        os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "FIFO"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "special file"
+
+
 def load_config(path: Path | str | None = None) -> tuple[Config, Path | None]:
     """Load and validate a config file.
 
@@ -290,11 +352,9 @@ def load_config(path: Path | str | None = None) -> tuple[Config, Path | None]:
         path = candidate
     path = Path(path).expanduser()
     try:
-        raw = path.read_bytes()
+        raw = read_config_bytes(path)
     except FileNotFoundError:
         raise ConfigError(str(path), ["file not found — create it with `vcamd config init` or pass --config"]) from None
-    except OSError as exc:
-        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

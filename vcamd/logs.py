@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
-import os
 import sys
 from pathlib import Path
+
+from vcamd.private_files import open_private, private_dir, private_parent
 
 LOG_FILE_NAME = "vcamd.log"
 MAX_BYTES = 5 * 1024 * 1024
@@ -47,10 +48,10 @@ class SafeRotatingFileHandler(_ReportOnce, logging.handlers.RotatingFileHandler)
     """RotatingFileHandler whose write, flush and rollover failures never propagate."""
 
     def _open(self):  # type: ignore[no-untyped-def]
-        # 0600: the log names source-face photos and control requests; other local users must not
-        # read it. (A file created before keeps its mode until the next rotation.)
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+        # 0600 (a looser file from before is tightened): the log names source-face photos and
+        # control requests; other local users must not read it. A symlink planted at the name is
+        # refused, not followed.
+        return open_private(self.baseFilename, "a", encoding=self.encoding, errors=self.errors)
 
     def flush(self) -> None:
         # emit() flushes after each record, and logging.shutdown/close flush outside emit():
@@ -122,7 +123,10 @@ def setup_logging(
         return None
     path = Path(log_file) if log_file is not None else default_log_file()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if log_file is None:
+            private_dir(path.parent)  # the app's state folder: 0700, tightened if it was looser
+        else:
+            private_parent(path)  # a folder the user chose: only the missing parts are created
     except OSError as exc:
         root.warning("cannot create the log folder %s (%s); logging to stderr only", path.parent, exc.strerror)
         return None

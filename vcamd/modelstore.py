@@ -11,13 +11,19 @@ model with its file, size, SHA-256, licence and URL. `ModelStore` keeps those fi
 * `verify(names)` re-hashes what is present.
 
 A model whose hash is not published (gfpgan_1.4) is pinned on first download: its hash is recorded
-in `<dir>/vcamd-models.json` and every later pull or verify checks against that record.
+in `<dir>/vcamd-models.json` and every later pull or verify checks against that record. With no
+hash to check, a download is pinned only when its byte count is proven (the server's
+Content-Length / Content-Range total, or the manifest's exact size) AND it loads as an ONNX model
+of its role (the same signature checks the daemon runs at load): a mirror that closes cleanly half
+way through a body sent without a length must not get half a model pinned as the truth.
+
+Everything written here is private to the user (0600 files in a 0700 folder, never through a
+symlink: `vcamd.private_files`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import logging
@@ -35,6 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from vcamd.errors import ModelError
+from vcamd.private_files import UnsafePathError, open_private, private_dir
 
 if TYPE_CHECKING:
     from vcamd.config import ModelsConfig
@@ -246,9 +253,11 @@ class VerifyResult:
     name: str
     role: str
     path: Path
-    status: Literal["ok", "mismatch", "missing", "pinned"]
+    status: Literal["ok", "mismatch", "missing", "pinned", "invalid"]
     sha256: str = ""
     expected: str = ""
+    problem: str = ""
+    """For "invalid": why the file is not a usable model of its role."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -378,6 +387,18 @@ class ModelStore:
                     continue
                 sha = _sha256_file(path)
                 expected = state.expected_sha(spec)
+                if not spec.sha256 and sha == (expected or sha):
+                    # No published hash: a pin only says "unchanged since it was recorded", so the
+                    # file itself is checked too (a pin recorded from a cut-off download must not
+                    # stay "ok" for ever), and so is a file about to be pinned.
+                    try:
+                        check_model_file(path, role)
+                    except ModelError as err:
+                        state.unpin(spec.file)
+                        results.append(VerifyResult(entry.name, role, path, "invalid", sha, expected, err.message))
+                        continue
+                    if expected:
+                        state.pinned[spec.file]["checked"] = True
                 if not expected:
                     state.pin(spec, sha, path)
                     results.append(VerifyResult(entry.name, role, path, "pinned", sha))
@@ -387,7 +408,7 @@ class ModelStore:
                 else:
                     state.forget(spec.file)
                     results.append(VerifyResult(entry.name, role, path, "mismatch", sha, expected))
-        self._write_state(state, required=bool(state.new_pins))
+        self._write_state(state, required=bool(state.new_pins or state.unpinned))
         return results
 
     # ---- pull -----------------------------------------------------------------------------
@@ -407,7 +428,7 @@ class ModelStore:
         """
         entries = [self.manifest.get(n) for n in names]  # unknown names fail before any download
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.dir)
         except OSError as exc:
             raise self._dir_error(exc) from None
         return [self._pull_one(entry, progress) for entry in entries]
@@ -420,6 +441,8 @@ class ModelStore:
             if self._all_good(entry, state):
                 self._write_state(state)
                 return PullResult(entry.name, "already present", paths, tuple(state.new_pins))
+            if state.unpinned:
+                self._write_state(state)  # a pin of a broken file is gone even if this download fails
 
             target = self._inside(entry.file)
             for path in (*paths, target):
@@ -441,7 +464,7 @@ class ModelStore:
 
     def _all_good(self, entry: ModelEntry, state: _State) -> bool:
         """True when every installed file exists and matches its (published or pinned) hash."""
-        for spec in entry.installed().values():
+        for role, spec in entry.installed().items():
             path = self._inside(spec.file)
             try:
                 st = path.stat()
@@ -450,10 +473,20 @@ class ModelStore:
             if spec.size is not None and st.st_size != spec.size:
                 log.warning("%s is %d bytes, expected %d: downloading it again", path, st.st_size, spec.size)
                 return False
-            if state.still_verified(spec, st):
+            if state.still_verified(spec, st) and (spec.sha256 or state.role_checked(spec)):
                 continue
             expected = state.expected_sha(spec)
             sha = _sha256_file(path)
+            if not spec.sha256 and (not expected or (sha == expected and not state.role_checked(spec))):
+                try:
+                    check_model_file(path, role)
+                except ModelError as err:
+                    log.warning("%s: %s; downloading it again", path, err.message)
+                    state.unpin(spec.file)
+                    return False
+                expected = state.expected_sha(spec)
+                if expected == sha:
+                    state.pinned[spec.file]["checked"] = True  # a pin from before the check existed
             if not expected:
                 state.pin(spec, sha, path)
             elif sha != expected:
@@ -464,7 +497,12 @@ class ModelStore:
         return True
 
     def _download(self, entry: ModelEntry, target: Path, expected_sha: str, progress: bool) -> str:
-        """Fetch `entry` into `target` via `target.part`; returns the SHA-256 of what was written."""
+        """Fetch `entry` into `target` via `target.part`; returns the SHA-256 of what was written.
+
+        Nothing reaches `target` unless it is proven whole: by its (published or pinned) hash, or —
+        with no hash to check — by a byte count the server or the manifest vouches for plus an
+        ONNX load with the role's signature check.
+        """
         import requests
 
         url = self.url_for(entry)
@@ -487,8 +525,10 @@ class ModelStore:
                 fix="check the network connection and [models] mirror in the config, then run `vcamd models pull` again",
             ) from None
 
+        declared: int | None = None  # the whole file's size as the server states it
         with resp:
             if resp.status_code == 416 and offset and offset == (expected_size or _content_range_total(resp.headers)):
+                declared = _content_range_total(resp.headers)
                 log.info("%s: %s is already complete", entry.name, part)
             elif resp.status_code == 206 and offset:
                 start = _content_range_start(resp.headers.get("Content-Range", ""))
@@ -499,12 +539,15 @@ class ModelStore:
                         f"{entry.name}: {_host(url)} resumed at byte {start}, not {offset}; the partial download was deleted",
                         fix=f"run `vcamd models pull {entry.name}` again to start over",
                     )
+                declared = _content_range_full_size(resp.headers.get("Content-Range", ""))
                 log.info("%s: resuming at %s", entry.name, _mb(offset))
                 self._receive(entry, resp, part, offset, progress, url)
             elif resp.status_code == 200:
                 if offset:
                     log.info("%s: %s ignored the resume request; starting over", entry.name, _host(url))
                     offset = 0
+                length = resp.headers.get("Content-Length", "")
+                declared = int(length) if length.isdigit() else None
                 self._receive(entry, resp, part, 0, progress, url)
             else:
                 if resp.status_code == 416:
@@ -520,22 +563,49 @@ class ModelStore:
                 f"{entry.name}: download ended early at {_mb(got)} of {_mb(expected_size)} from {_host(url)}",
                 fix=f"run `vcamd models pull {entry.name}` again to resume",
             )
+        size_proven = got == expected_size or got == declared
         sha = _sha256_file(part)
-        wrong_size = expected_size is not None and got != expected_size
+        wrong_size = (expected_size is not None and got != expected_size) or (declared is not None and got != declared)
         if wrong_size or (expected_sha and sha != expected_sha):
             part.unlink()
             if wrong_size:
-                what = f"{got:,} bytes, expected {expected_size:,}"
+                what = f"{got:,} bytes, expected {expected_size or declared:,}"
             else:
                 what = f"SHA-256 {sha[:12]}…, expected {expected_sha[:12]}…"
+                if not size_proven:
+                    what += f"; {_host(url)} sent {got:,} bytes without saying how many to expect: probably cut off"
             source = "the manifest" if entry.sha256 or wrong_size else f"the hash recorded in {self.state_path}"
             raise ModelError(
                 f"{entry.name}: the file from {url} does not match {source} ({what}); it was deleted",
                 fix=f"run `vcamd models pull {entry.name}` again; if it repeats, the server or [models] mirror serves a different file",
             )
+        if not expected_sha:
+            self._prove_unpinned(entry, part, got, size_proven, url)
         _fsync(part)
         os.replace(part, target)
         return sha
+
+    def _prove_unpinned(self, entry: ModelEntry, part: Path, got: int, size_proven: bool, url: str) -> None:
+        """No hash to check: the byte count must be vouched for and the file must load as a model
+        of its role; otherwise the download is deleted (nothing pinned, nothing installed)."""
+        if not size_proven:
+            part.unlink()
+            raise ModelError(
+                f"{entry.name}: {_host(url)} sent {got:,} bytes without a Content-Length, and the manifest publishes "
+                "neither the exact size nor the SHA-256, so a cut-off download cannot be told from a whole one; "
+                "nothing was installed",
+                fix=f"pull it from a server that sends Content-Length (remove or change [models] mirror), then `vcamd models pull {entry.name}`",
+            )
+        if entry.extract:
+            return  # a pack: each member is checked (CRC, size, role) as it is extracted
+        try:
+            check_model_file(part, entry.role)
+        except ModelError as err:
+            part.unlink()
+            raise ModelError(
+                f"{entry.name}: the {got:,} bytes from {url} are not a usable {entry.role} model ({err.message}); nothing was installed",
+                fix=f"run `vcamd models pull {entry.name}` again; if it repeats, the server or [models] mirror serves a broken file",
+            ) from None
 
     def _receive(self, entry: ModelEntry, resp: Any, part: Path, offset: int, progress: bool, url: str) -> None:
         """Append the response body to `part`; on a dropped or short body keep `part` for resume."""
@@ -627,6 +697,14 @@ class ModelStore:
                             f"{entry.name}: {spec.file} in {zip_path.name} has SHA-256 {sha[:12]}…, expected {expected[:12]}…",
                             fix="the manifest does not match this zip; report it (models/README.md)",
                         )
+                    if not spec.sha256:  # no published hash: it must at least be a model of its role
+                        try:
+                            check_model_file(part, role)
+                        except ModelError as err:
+                            raise ModelError(
+                                f"{entry.name}: {spec.file} in {zip_path.name} is not a usable {role} model ({err.message})",
+                                fix="the manifest does not match this zip; report it (models/README.md)",
+                            ) from None
                     _fsync(part)
             for part, final, spec, sha in parts:
                 os.replace(part, final)
@@ -656,18 +734,29 @@ class ModelStore:
             yield
             return
         lock_path = self._inside(f".{entry.file}.lock")
-        with _open_for_write(lock_path, truncate=False) as handle:
+        while True:
+            handle = _open_for_write(lock_path, truncate=False)
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                handle.close()
                 raise ModelError(
                     f"{entry.name}: another `vcamd models pull` is downloading it right now",
                     fix="wait for it to finish",
                 ) from None
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+            if _same_file(handle, lock_path):
+                break
+            # The holder removed the lock file between our open and our flock: this lock guards
+            # nothing any more; take the one at the name now.
+            handle.close()
+        try:
+            yield
+        finally:
+            # The lock file is removed while still held (success or failure: no empty file is left
+            # behind); a pull that opened it meanwhile sees the name gone and retries, above.
+            with contextlib.suppress(OSError):
+                lock_path.unlink()
+            handle.close()
 
     # ---- state file: pinned hashes, verified cache ---------------------------------------
 
@@ -728,6 +817,7 @@ class _State:
     verified: dict[str, dict[str, Any]]
     """file name → {size, mtime_ns, sha256} at the last successful hash check."""
     new_pins: list[tuple[Path, str]] = field(default_factory=list)
+    unpinned: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps({"pinned": self.pinned, "verified": self.verified}, indent=2, sort_keys=True) + "\n"
@@ -738,7 +828,9 @@ class _State:
 
     def pin(self, spec: FileSpec, sha: str, path: Path) -> None:
         recorded = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.pinned[spec.file] = {"sha256": sha, "size": path.stat().st_size, "recorded": recorded}
+        # "checked": recorded only after the byte count and the role check were proven (pins
+        # written before that check existed lack it, and are checked again on the next pull).
+        self.pinned[spec.file] = {"sha256": sha, "size": path.stat().st_size, "recorded": recorded, "checked": True}
         self.new_pins.append((path, sha))
         self.mark_verified(spec, path, sha)
         log.debug("%s has no published SHA-256; recorded %s", spec.file, sha)
@@ -749,6 +841,15 @@ class _State:
 
     def forget(self, file_name: str) -> None:
         self.verified.pop(file_name, None)
+
+    def unpin(self, file_name: str) -> None:
+        """Drop a pin that turned out to record a broken file, so the next pull starts afresh."""
+        if self.pinned.pop(file_name, None) is not None:
+            self.unpinned.append(file_name)
+        self.forget(file_name)
+
+    def role_checked(self, spec: FileSpec) -> bool:
+        return bool(self.pinned.get(spec.file, {}).get("checked"))
 
     def still_verified(self, spec: FileSpec, st: os.stat_result) -> bool:
         """True when the file is unchanged (size, mtime) since it last matched its expected hash."""
@@ -787,9 +888,6 @@ def _body_chunks(resp: Any) -> Iterator[bytes]:
         yield chunk
 
 
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-
-
 def _refuse_symlink(path: Path) -> None:
     """vcamd reads through a symlinked model file but never writes through or over one."""
     if not path.is_symlink():
@@ -803,22 +901,55 @@ def _refuse_symlink(path: Path) -> None:
 
 
 def _open_for_write(path: Path, *, append: bool = False, truncate: bool = True) -> BinaryIO:
-    """Open a file in the models dir for writing; a symlink at its name is refused (O_NOFOLLOW)."""
-    flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | getattr(os, "O_BINARY", 0)
-    if append:
-        flags |= os.O_APPEND
-    elif truncate:
-        flags |= os.O_TRUNC
+    """Open a file in the models dir for writing: 0600, a symlink at its name refused (O_NOFOLLOW)."""
+    mode = "ab" if append else ("wb" if truncate else "r+b")
     try:
-        fd = os.open(path, flags, 0o644)
+        return open_private(path, mode)  # type: ignore[return-value]
     except OSError as exc:
-        if exc.errno == errno.ELOOP or path.is_symlink():
+        if path.is_symlink():
             _refuse_symlink(path)
+        if isinstance(exc, UnsafePathError):
+            raise ModelError(exc.strerror or str(exc), fix="remove it, then run the pull again") from None
         raise ModelError(
             f"cannot write {path}: {exc.strerror}",
             fix="check the permissions of the models dir, or set [models] dir to a folder you can write",
         ) from None
-    return os.fdopen(fd, "ab" if append or not truncate else "wb")
+
+
+def _same_file(handle: BinaryIO, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(handle.fileno()), os.lstat(path))
+    except FileNotFoundError:
+        return False
+
+
+def check_model_file(path: Path, role: str) -> None:
+    """Load `path` with ONNX Runtime (CPU) and run the signature check the daemon runs for `role`.
+
+    Raises ModelError when it is not a readable ONNX model of that role — e.g. a cut-off download.
+    One definition per contract: the checks are the daemon's own classes, not a copy of them.
+    """
+    from vcamd.runtime import Sessions
+
+    sessions = Sessions(["cpu"], threads=1)
+    if role == "enhancer":
+        from vcamd.enhance import Enhancer
+
+        Enhancer(path, sessions)
+    elif role == "swapper":
+        from vcamd.swap import Swapper
+
+        Swapper(path, sessions)
+    elif role == "detector":
+        from vcamd.faces.detect import FaceDetector
+
+        FaceDetector(path, sessions)
+    elif role == "recognizer":
+        from vcamd.identity import Recognizer
+
+        Recognizer(path, sessions)
+    else:
+        raise ModelError(f"{path.name}: unknown model role {role!r}; expected one of {', '.join(ROLES)}")
 
 
 def _sha256_file(path: Path) -> str:
@@ -837,6 +968,12 @@ def _fsync(path: Path) -> None:
 
 def _content_range_start(header: str) -> int | None:
     match = re.match(r"bytes (\d+)-\d+/(\d+|\*)", header.strip())
+    return int(match.group(1)) if match else None
+
+
+def _content_range_full_size(header: str) -> int | None:
+    """TOTAL from a 206 answer's `Content-Range: bytes START-END/TOTAL` (None for `/*`)."""
+    match = re.match(r"bytes \d+-\d+/(\d+)", header.strip())
     return int(match.group(1)) if match else None
 
 

@@ -11,6 +11,11 @@ nothing differs (an empty set), so the engine clears its `config_error` in one p
 A file deleted or renamed away (an editor's atomic save replaces it by rename) is just another
 content state: the new file is picked up by its content; a file that stays missing is an error
 (or, with `missing_ok`, the defaults — for the optional user config file).
+
+Every read goes through `config.read_config_bytes` (regular files only, at most 1 MiB, never
+blocking), so a FIFO, a symlink to /dev/zero or a huge file is an error in `config_error`, not a
+hung or dead watcher. Whatever goes wrong inside one poll is reported through `on_error` and the
+watcher keeps polling: a later valid edit still applies.
 """
 
 from __future__ import annotations
@@ -22,24 +27,24 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from vcamd.config import Config, load_config
+from vcamd.config import Config, load_config, read_config_bytes
 from vcamd.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 Signature = str | None
-"""sha256 of the file's bytes; "unreadable:<errno>" when it cannot be read; None when missing."""
+"""sha256 of the file's bytes; "unreadable:<why>" when it cannot be read; None when missing."""
 
 _NEVER = "<never loaded>"  # a signature no file has: forces the first poll to load and compare
 
 
 def file_signature(path: Path) -> Signature:
     try:
-        data = path.read_bytes()
+        data = read_config_bytes(path)
     except FileNotFoundError:
         return None
-    except OSError as exc:  # e.g. a directory in its place, or no permission: load_config says which
-        return f"unreadable:{exc.errno}"
+    except ConfigError as err:  # a FIFO, a device, a folder, too big, no permission: load_config says which
+        return f"unreadable:{err}"
     return hashlib.sha256(data).hexdigest()
 
 
@@ -133,20 +138,24 @@ class ConfigWatcher:
         pending_since = 0.0
         wait = 0.0  # the first look is immediate: `current` may already differ from the file
         while not self._stop.wait(wait):
-            signature = file_signature(self.path)
-            now = time.monotonic()
-            if signature == self._applied:
-                pending, wait = _NEVER, self.interval
-                continue
-            if signature != pending:
-                # Still changing (or a first sight of a change): wait until it settles.
-                if pending == _NEVER:
-                    pending_since = now
-                pending = signature
-                if now - pending_since < self.max_delay_s:
-                    wait = self.settle_s
+            signature: Signature = _NEVER
+            try:
+                signature = file_signature(self.path)
+                now = time.monotonic()
+                if signature == self._applied:
+                    pending, wait = _NEVER, self.interval
                     continue
-            self._apply(signature)
+                if signature != pending:
+                    # Still changing (or a first sight of a change): wait until it settles.
+                    if pending == _NEVER:
+                        pending_since = now
+                    pending = signature
+                    if now - pending_since < self.max_delay_s:
+                        wait = self.settle_s
+                        continue
+                self._apply(signature)
+            except Exception as exc:  # noqa: BLE001 — the watcher must outlive any one bad poll (MemoryError included)
+                self._report(self._unexpected(exc), signature)
             pending, wait = _NEVER, self.interval
 
     def _load(self, signature: Signature) -> Config:
@@ -161,10 +170,11 @@ class ConfigWatcher:
             try:
                 new = self._load(signature)
             except ConfigError as err:
-                self._applied = signature
-                self._error = err
-                log.warning("config not applied, still running on the last good one: %s", err)
-                self._call(self.on_error, err)
+                self._report(err, signature)
+                return err
+            except Exception as exc:  # noqa: BLE001 — e.g. MemoryError under max_memory_gb: still a config_error
+                err = self._unexpected(exc)
+                self._report(err, signature)
                 return err
             changed = new.changed_sections(self._last_good) if self._last_good is not None else set(Config.model_fields)
             recovered = self._error is not None
@@ -176,6 +186,18 @@ class ConfigWatcher:
                 log.info("config %s reloaded: %s", self.path, ", ".join(sorted(changed)) or "no change (error cleared)")
                 self._call(self.on_change, new, changed)
             return None
+
+    def _report(self, err: ConfigError, signature: Signature) -> None:
+        """The file as it is now cannot be applied: say so in `error` / on_error; the last good
+        config stays. `signature` _NEVER makes the next poll look again."""
+        self._applied = signature
+        if self._error is None or str(self._error) != str(err):  # the same problem is logged once
+            log.warning("config not applied, still running on the last good one: %s", err)
+        self._error = err
+        self._call(self.on_error, err)
+
+    def _unexpected(self, exc: BaseException) -> ConfigError:
+        return ConfigError(str(self.path), [f"cannot be loaded ({type(exc).__name__}: {' '.join(str(exc).split())[:200] or 'no detail'}) — the last good config stays in force"])
 
     @staticmethod
     def _call(callback: Callable[..., None], *args: object) -> None:

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -42,6 +42,7 @@ from typing import Any, Protocol, TypeVar
 from PIL import Image, ImageDraw
 
 from vcamd.errors import VcamdError
+from vcamd.private_files import private_dir, write_private_atomic
 from vcamd.types import Level
 
 log = logging.getLogger(__name__)
@@ -309,19 +310,13 @@ class RecentFaces:
             face = face.expanduser().resolve()
             faces = [face] + [p for p in self.list() if p != face]
             text = json.dumps([str(p) for p in faces[: self.limit]], indent=1)
-            tmp = self.path.with_suffix(".tmp")
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                tmp.unlink(missing_ok=True)
-                # 0600: the list says whose photos this user swaps in; other local users must not read it.
-                with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
-                    out.write(text)
-                tmp.replace(self.path)
+                # 0600 in a 0700 folder: the list says whose photos this user swaps in.
+                private_dir(self.path.parent)
+                write_private_atomic(self.path, text)
             except OSError as exc:
                 # Only the shortcut list is lost: never a reason to stop the daemon or fail a face change.
                 log.warning("cannot save the recent source faces to %s (%s)", self.path, exc.strerror or exc)
-                with suppress(OSError):
-                    tmp.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------------------------------------

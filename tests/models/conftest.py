@@ -1,7 +1,11 @@
 """A real HTTP file server on 127.0.0.1 for the model-store tests.
 
 It serves byte strings at paths, answers Range requests with 206, and can misbehave on purpose:
-reset the connection after N bytes (once), or advertise the full length and close early.
+reset the connection after N bytes (once), advertise the full length and close early, or send
+no Content-Length at all (the body then ends when the connection closes, cleanly).
+
+`enhancer_onnx` builds real ONNX models with the GFPGAN signature (vcamd.standins) for the tests of
+models whose hash is not published, where the store must load the file to accept it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ class Served:
     truncate_after: int | None = None
     """Advertise the full length, send this many bytes, close cleanly — every time."""
     honour_range: bool = True
+    send_length: bool = True
+    """False: no Content-Length (nor Content-Range); the body ends with a clean close."""
 
 
 @dataclass
@@ -96,9 +102,13 @@ def _make_handler(state: FileServer) -> type[BaseHTTPRequestHandler]:
             body = data[start:]
             self.send_response(status)
             self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(len(body)))
-            if status == 206:
-                self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            if served.send_length:
+                self.send_header("Content-Length", str(len(body)))
+                if status == 206:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+            else:
+                self.send_header("Connection", "close")  # HTTP/1.1 without a length: the close ends the body
+                self.close_connection = True
             self.end_headers()
             if served.reset_after is not None and served.resets > 0:
                 served.resets -= 1
@@ -150,6 +160,36 @@ class BlobFactory:
 
     def __call__(self, size: int) -> tuple[bytes, str]:
         data = os.urandom(size)
+        return data, hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def enhancer_onnx(tmp_path_factory) -> "EnhancerFactory":
+    return EnhancerFactory(tmp_path_factory.mktemp("standins"))
+
+
+class EnhancerFactory:
+    """Bytes of a real ONNX model with GFPGAN 1.4's signature, padded with an unused random
+    initializer to about `size` bytes (so a cut lands inside the graph, as in a real 340 MB file);
+    each call gives different bytes. Returns (bytes, sha256)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.count = 0
+
+    def __call__(self, size: int = 300_000) -> tuple[bytes, str]:
+        import numpy as np
+        import onnx
+        from onnx import numpy_helper
+
+        from vcamd.standins import build_enhancer
+
+        self.count += 1
+        path = build_enhancer(self.folder / f"enhancer{self.count}.onnx")
+        model = onnx.load_model(str(path))
+        padding = np.frombuffer(os.urandom(max(4, size // 4 * 4)), dtype=np.float32).copy()
+        model.graph.initializer.append(numpy_helper.from_array(padding, "unused_padding"))
+        data = model.SerializeToString()
         return data, hashlib.sha256(data).hexdigest()
 
 

@@ -73,8 +73,8 @@ def test_unknown_name_is_one_line_and_exit_2(config_file, vcamd_cli) -> None:
     ]
 
 
-def test_pull_unpublished_model_records_its_hash_then_verify_uses_it(config_file, file_server, blob, vcamd_cli) -> None:
-    data, sha = blob(300_000)
+def test_pull_unpublished_model_records_its_hash_then_verify_uses_it(config_file, file_server, enhancer_onnx, vcamd_cli) -> None:
+    data, sha = enhancer_onnx(300_000)
     file_server.serve(GFPGAN_PATH, data)
     models = config_file.parent / "models"
 
@@ -95,7 +95,8 @@ def test_pull_unpublished_model_records_its_hash_then_verify_uses_it(config_file
     assert (ok.returncode, ok.stdout) == (0, f"gfpgan_1.4 (enhancer): {models / 'gfpgan_1.4.onnx'}: SHA-256 ok\n")
 
     with (models / "gfpgan_1.4.onnx").open("r+b") as f:
-        f.write(b"\0")
+        f.seek(len(data) // 2)  # a byte of its weights: still a loadable model, another hash
+        f.write(bytes([data[len(data) // 2] ^ 1]))
     bad = vcamd_cli("models", "verify", "gfpgan_1.4", "--config", str(config_file))
     assert bad.returncode == 2
     assert f"SHA-256 MISMATCH: {_sha_of(models / 'gfpgan_1.4.onnx')}, expected {sha}" in bad.stdout

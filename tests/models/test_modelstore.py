@@ -32,6 +32,12 @@ def leftovers(store: ModelStore) -> list[str]:
     return sorted(p.name for p in store.dir.iterdir() if p.name != STATE_FILE and not p.name.endswith(".lock"))
 
 
+def pins(store: ModelStore) -> dict:
+    """The recorded hashes of models without a published one ({} when none were ever recorded)."""
+    path = store.dir / STATE_FILE
+    return json.loads(path.read_text()).get("pinned", {}) if path.exists() else {}
+
+
 # ---- the real manifest -------------------------------------------------------------------
 
 
@@ -254,8 +260,8 @@ def test_mirror_replaces_scheme_and_host(tmp_path, file_server, blob, manifest_e
     assert (store.dir / "m.onnx").read_bytes() == data
 
 
-def test_unpublished_hash_is_recorded_then_enforced(tmp_path, file_server, blob, manifest_entry) -> None:
-    data, sha = blob(400_000)
+def test_unpublished_hash_is_recorded_then_enforced(tmp_path, file_server, enhancer_onnx, manifest_entry) -> None:
+    data, sha = enhancer_onnx(400_000)
     url = file_server.serve("/gfp.onnx", data)
     store = store_for(tmp_path, {"gfp": manifest_entry(url, "gfp.onnx", "", role="enhancer", approx_size=400_000)})
 
@@ -267,26 +273,38 @@ def test_unpublished_hash_is_recorded_then_enforced(tmp_path, file_server, blob,
     assert store.pull(["gfp"], progress=False)[0].pinned == ()  # recorded once, not again
     assert [(r.status, r.sha256) for r in store.verify(["gfp"])] == [("ok", sha)]
 
-    # The file changes on disk: verify reports it against the recorded hash.
-    (store.dir / "gfp.onnx").write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    # The file changes on disk (a byte of its weights): verify reports it against the recorded hash.
+    middle = len(data) // 2
+    (store.dir / "gfp.onnx").write_bytes(data[:middle] + bytes([data[middle] ^ 1]) + data[middle + 1:])
     [bad] = store.verify(["gfp"])
     assert bad.status == "mismatch" and bad.expected == sha
 
     # Upstream now serves different bytes: the pull is refused against the recorded hash.
     (store.dir / "gfp.onnx").unlink()
-    file_server.serve("/gfp.onnx", blob(400_000)[0])
+    file_server.serve("/gfp.onnx", enhancer_onnx(400_000)[0])
     with pytest.raises(ModelError, match=rf"does not match the hash recorded in .*{STATE_FILE}"):
         store.pull(["gfp"], progress=False)
     assert leftovers(store) == []
 
 
-def test_verify_pins_a_hand_copied_unpublished_model(tmp_path, manifest_entry) -> None:
+def test_verify_pins_a_hand_copied_unpublished_model(tmp_path, enhancer_onnx, manifest_entry) -> None:
     store = store_for(tmp_path, {"gfp": manifest_entry("http://h/gfp.onnx", "gfp.onnx", "", role="enhancer")})
     store.dir.mkdir(parents=True)
-    (store.dir / "gfp.onnx").write_bytes(b"weights")
+    data, sha = enhancer_onnx(50_000)
+    (store.dir / "gfp.onnx").write_bytes(data)
     [r] = store.verify()
-    assert r.status == "pinned" and r.sha256 == hashlib.sha256(b"weights").hexdigest()
+    assert r.status == "pinned" and r.sha256 == sha
     assert store.verify()[0].status == "ok"
+
+
+def test_verify_never_pins_a_hand_copied_file_that_is_not_a_model_of_its_role(tmp_path, enhancer_onnx, manifest_entry) -> None:
+    store = store_for(tmp_path, {"gfp": manifest_entry("http://h/gfp.onnx", "gfp.onnx", "", role="enhancer")})
+    store.dir.mkdir(parents=True)
+    data, _ = enhancer_onnx(50_000)
+    (store.dir / "gfp.onnx").write_bytes(data[: len(data) // 2])  # half of a real model
+    [r] = store.verify()
+    assert r.status == "invalid" and "cannot be loaded by ONNX Runtime" in r.problem
+    assert "gfp.onnx" not in pins(store)
 
 
 def test_verify_reports_present_missing_and_corrupt(tmp_path, file_server, blob, manifest_entry) -> None:
@@ -452,8 +470,18 @@ def test_pull_never_writes_through_a_planted_symlink(tmp_path, file_server, blob
     assert outside.read_bytes() == b"keep me"
 
 
-def test_zip_member_without_published_hash_is_recorded(tmp_path, file_server, blob, manifest_entry) -> None:
-    raw, sha, contents = make_pack(blob, {"det.onnx": 40_000})
+def _pack_of(members: dict[str, bytes]) -> tuple[bytes, str]:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(f"pack/{name}", data)
+    return buf.getvalue(), hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+def test_zip_member_without_published_hash_is_recorded(tmp_path, file_server, assets, manifest_entry) -> None:
+    detector = (assets / "models" / "scrfd_500m_kps.onnx").read_bytes()  # a real SCRFD detector
+    raw, sha = _pack_of({"det.onnx": detector})
+    contents = {"det.onnx": (detector, hashlib.sha256(detector).hexdigest())}
     entry = manifest_entry(
         file_server.serve("/p.zip", raw), "p.zip", sha, role="detector",
         extract={"detector": {"file": "det.onnx", "sha256": ""}},
@@ -463,3 +491,19 @@ def test_zip_member_without_published_hash_is_recorded(tmp_path, file_server, bl
     assert result.pinned == ((store.dir / "det.onnx", contents["det.onnx"][1]),)
     assert [r.status for r in store.verify()] == ["ok"]
     assert leftovers(store) == ["det.onnx"]
+
+
+def test_zip_member_without_published_hash_that_is_no_model_of_its_role_leaves_nothing(
+    tmp_path, file_server, assets, manifest_entry
+) -> None:
+    recognizer = (assets / "models" / "mobilefacenet.onnx").read_bytes()  # a real model, the wrong role
+    raw, sha = _pack_of({"det.onnx": recognizer})
+    entry = manifest_entry(
+        file_server.serve("/p.zip", raw), "p.zip", sha, role="detector",
+        extract={"detector": {"file": "det.onnx", "sha256": ""}},
+    )
+    store = store_for(tmp_path, {"p": entry})
+    with pytest.raises(ModelError, match=r"p: det\.onnx in p\.zip is not a usable detector model \(.*not an SCRFD detector"):
+        store.pull(["p"], progress=False)
+    assert leftovers(store) == []
+    assert "det.onnx" not in pins(store)

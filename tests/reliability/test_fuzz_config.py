@@ -174,3 +174,223 @@ def test_valid_toml_survives_round_trip(tmp_path: Path) -> None:
     assert origin == path and config.camera.fps == 25.0
     assert config.swap.source_face == tmp_path / "face.png"
     assert tomllib.loads(path.read_text())["camera"]["fps"] == 25.0
+
+
+# ---- a config path that is not a regular file (issue 10, item 3) ---------------------------------
+#
+# Every config read (load_config, the watcher's poll, `vcamd reload`, `config check`) goes through
+# one function that reads only regular files, at most 1 MiB, without blocking. Each case below
+# must end as a ConfigError quickly; a watcher seeing it must keep running and apply the next
+# valid edit. The /dev/zero case runs in a child under an address-space limit only: before the
+# fix it grew memory without bound, which must never happen to the machine running the suite.
+
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+from vcamd.config import MAX_CONFIG_BYTES  # noqa: E402
+from vcamd.reload import ConfigWatcher  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+VALID = "[swap]\nenabled = true\n"
+DEADLINE_S = 30.0
+
+
+def _load_in_thread(path: Path) -> BaseException | None:
+    """load_config(path) on a daemon thread; fails the test if it has not returned in 30 s (a
+    FIFO would block it for good: the thread is left behind rather than hanging the suite)."""
+    outcome: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            load_config(path)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 — the test inspects whatever came out
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(DEADLINE_S)
+    assert outcome, f"load_config({path}) still blocked after {DEADLINE_S:.0f} s"
+    return outcome[0]
+
+
+def _special_path(tmp_path: Path, kind: str) -> Path:
+    path = tmp_path / "config.toml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "fifo_with_a_writer":  # a writer that never closes: a blocking read never ends
+        os.mkfifo(path)
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)  # keeps a writer on the pipe for the test's life
+        os.write(fd, b"[swap]\n")
+        _held_fds.append(fd)
+    elif kind == "dev_zero_symlink":
+        path.symlink_to("/dev/zero")
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "huge_file":
+        with path.open("wb") as f:  # sparse: 64 MiB without using the disk
+            f.truncate(64 * 1024**2)
+    return path
+
+
+_held_fds: list[int] = []
+
+
+@pytest.fixture(autouse=False)
+def held_fds():
+    yield
+    while _held_fds:
+        os.close(_held_fds.pop())
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not Path("/dev/zero").exists(), reason="POSIX special files")
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("fifo", "is not a regular file (a FIFO)"),
+        ("fifo_with_a_writer", "is not a regular file (a FIFO)"),
+        ("directory", "is a folder, not a file"),
+        ("huge_file", f"over the {MAX_CONFIG_BYTES:,}-byte (1 MiB) limit"),
+    ],
+)
+def test_config_path_that_is_not_a_small_regular_file_is_a_config_error(tmp_path: Path, held_fds, kind: str, expected: str) -> None:
+    path = _special_path(tmp_path, kind)
+    err = _load_in_thread(path)
+    assert isinstance(err, ConfigError), repr(err)
+    assert str(err).startswith(f"{path}: ") and expected in str(err) and "\n" not in str(err)
+
+
+def test_a_config_that_grows_past_the_limit_while_read_is_refused(tmp_path: Path) -> None:
+    # Exactly at the limit is fine (a long comment); one byte over is not.
+    path = tmp_path / "config.toml"
+    path.write_text("#" * (MAX_CONFIG_BYTES - 1) + "\n")
+    assert load_config(path)[0] == Config()
+    path.write_text("#" * MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(ConfigError, match="1 MiB"):
+        load_config(path)
+
+
+def _wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+@pytest.mark.parametrize("kind", ["fifo", "fifo_with_a_writer", "directory", "huge_file"])
+def test_watcher_reports_a_special_file_then_applies_the_next_valid_edit(tmp_path: Path, held_fds, kind: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(VALID)
+    changes: list[set[str]] = []
+    errors: list[ConfigError] = []
+    watcher = ConfigWatcher(path, lambda cfg, changed: changes.append(changed), errors.append,
+                            interval=0.05, settle_s=0.05, max_delay_s=0.2)
+    with watcher:
+        # The file is replaced by something that is not a regular file while the watcher runs.
+        path.unlink()
+        _special_path(tmp_path, kind)
+        _wait_for(lambda: watcher.error is not None, f"the watcher to report the {kind}")
+        assert "config.toml" in str(watcher.error) and errors
+        with pytest.raises(ConfigError):  # `vcamd reload` answers at once too, never blocks
+            watcher.reload_now()
+        assert watcher._thread is not None and watcher._thread.is_alive()
+
+        # ...and replaced back by a valid edit, which applies.
+        if path.is_dir():
+            path.rmdir()
+        else:
+            path.unlink()
+        tmp = tmp_path / "config.toml.new"
+        tmp.write_text("[swap]\nenabled = false\n")
+        tmp.replace(path)
+        _wait_for(lambda: watcher.error is None and watcher.config is not None and not watcher.config.swap.enabled,
+                  "the valid edit to apply")
+        assert watcher._thread.is_alive()
+
+
+def test_watcher_survives_an_unexpected_error_while_loading(tmp_path: Path, monkeypatch) -> None:
+    # Under [runtime] max_memory_gb a big allocation raises MemoryError: it must show as a config
+    # error, not kill the watching thread while config_error says all is well.
+    import vcamd.reload as reload_module
+
+    path = tmp_path / "config.toml"
+    path.write_text(VALID)
+    real_load = reload_module.load_config
+    failures = [MemoryError()]
+
+    def flaky_load(p):
+        if failures:
+            raise failures.pop()
+        return real_load(p)
+
+    monkeypatch.setattr(reload_module, "load_config", flaky_load)
+    errors: list[ConfigError] = []
+    watcher = ConfigWatcher(path, lambda cfg, changed: None, errors.append, interval=0.05, settle_s=0.05,
+                            max_delay_s=0.2, current=Config())
+    with watcher:
+        path.write_text("[swap]\nenabled = false\n")
+        _wait_for(lambda: errors, "the MemoryError to be reported")
+        assert isinstance(errors[0], ConfigError) and "MemoryError" in str(errors[0])
+        assert watcher.error is not None
+        path.write_text("[swap]\nenabled = true\n# fixed\n")  # the next edit loads normally
+        _wait_for(lambda: watcher.error is None and watcher.config is not None and watcher.config.swap.enabled,
+                  "the next valid edit to apply")
+        assert watcher._thread is not None and watcher._thread.is_alive()
+
+
+@pytest.mark.skipif(sys.platform == "win32" or not Path("/dev/zero").exists(), reason="RLIMIT_AS and /dev/zero are POSIX")
+def test_dev_zero_under_a_memory_limit_is_a_config_error_and_the_watcher_lives(tmp_path: Path) -> None:
+    """The probe's case in a child with a 1.5 GB address-space limit (so a reader that slurps
+    /dev/zero fails fast with MemoryError instead of eating the test machine)."""
+    code = f"""
+import resource, time
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (1536 * 1024**2, 1536 * 1024**2))
+from vcamd.config import load_config
+from vcamd.errors import ConfigError
+from vcamd.reload import ConfigWatcher
+path = Path({str(tmp_path / 'config.toml')!r})
+zero = Path({str(tmp_path / 'zero.toml')!r})
+zero.symlink_to("/dev/zero")
+try:
+    load_config(zero)
+except ConfigError as err:
+    print("load:", err)
+path.write_text("[swap]\\nenabled = true\\n")
+errors = []
+w = ConfigWatcher(path, lambda c, s: None, errors.append, interval=0.05, settle_s=0.05, max_delay_s=0.2).start()
+path.unlink(); path.symlink_to("/dev/zero")
+deadline = time.monotonic() + 30
+while w.error is None and time.monotonic() < deadline:
+    time.sleep(0.02)
+print("error:", w.error)
+path.unlink(); path.write_text("[swap]\\nenabled = false\\n")
+while (w.error is not None or w.config.swap.enabled) and time.monotonic() < deadline:
+    time.sleep(0.02)
+print("alive:", w._thread.is_alive(), "applied:", not w.config.swap.enabled)
+w.close()
+"""
+    python = REPO / ".venv" / "bin" / "python"
+    result = subprocess.run([str(python) if python.exists() else sys.executable, "-c", code],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"load: {tmp_path / 'zero.toml'}: is not a regular file (a character device) — point it at a TOML file"
+    assert lines[1].startswith("error: ") and "is not a regular file (a character device)" in lines[1]
+    assert lines[-1] == "alive: True applied: True"
+    assert "MemoryError" not in result.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+@pytest.mark.parametrize("kind", ["fifo"])
+def test_config_check_cli_on_a_special_file_answers_in_one_line(tmp_path: Path, kind: str) -> None:
+    path = _special_path(tmp_path, kind)
+    python = REPO / ".venv" / "bin" / "python"
+    result = subprocess.run([str(python) if python.exists() else sys.executable, "-m", "vcamd", "config", "check", str(path)],
+                            cwd=REPO, capture_output=True, text=True, timeout=30)  # blocked for good before the fix
+    assert result.returncode == 2
+    assert result.stdout.splitlines() == [f"{path}: is not a regular file (a {'FIFO' if kind == 'fifo' else 'character device'}) — point it at a TOML file"]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from vcamd.private_files import write_private_atomic
 
 ENDPOINT_HELP = (
     "Talks to the running daemon over its control socket in the user runtime dir "
@@ -147,12 +148,9 @@ def _snapshot(args: argparse.Namespace) -> int:
     out: Path = args.out.expanduser()
     fmt = snapshot_format(out)
     image, width, height = encode_snapshot(_client().snapshot_png(), fmt)
-    temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        temporary.write_bytes(image)
-        os.replace(temporary, out)
+        write_private_atomic(out, image)  # 0600 (it shows a face); a symlink at `out` is replaced, not followed
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
         from vcamd.errors import VcamdError
 
         raise VcamdError(f"cannot write {out}: {exc.strerror}", fix="choose a writable path") from None

@@ -140,9 +140,10 @@ def _verify(args: argparse.Namespace) -> int:
             "pinned": f"no published SHA-256; recorded {r.sha256} in {store.state_path}",
             "missing": "missing",
             "mismatch": f"SHA-256 MISMATCH: {r.sha256}, expected {r.expected}",
+            "invalid": f"NOT A USABLE MODEL: {r.problem}" + (f"; its recorded SHA-256 was dropped from {store.state_path}" if r.expected else ""),
         }[r.status]
         print(f"{r.name} ({r.role}): {r.path}: {detail}")
-    bad = [r for r in results if r.status in ("mismatch", "missing")]
+    bad = [r for r in results if r.status in ("mismatch", "missing", "invalid")]
     if bad:
         names = " ".join(dict.fromkeys(r.name for r in bad))
         what = ", ".join(f"{r.path.name} {r.status}" for r in bad)

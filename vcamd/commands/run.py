@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from vcamd.commands import add_config_option, check_output_file
+from vcamd.private_files import private_parent, write_private_atomic
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,8 @@ def handle(args: argparse.Namespace) -> int:
     stats_lost = False
     if args.stats_json is not None:
         try:
-            args.stats_json.parent.mkdir(parents=True, exist_ok=True)
-            args.stats_json.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+            private_parent(args.stats_json)
+            write_private_atomic(args.stats_json, json.dumps(stats, indent=2) + "\n")  # 0600, never through a symlink
         except OSError as exc:
             log.error("cannot write --stats-json %s: %s", args.stats_json, exc.strerror)
             print(json.dumps(stats), file=sys.stderr)  # the run's numbers are not lost

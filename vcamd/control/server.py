@@ -47,6 +47,7 @@ from vcamd.control.protocol import (
     unix_sockets_available,
 )
 from vcamd.errors import VcamdError
+from vcamd.private_files import open_private_fd
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +235,7 @@ class ControlServer:
             return  # Windows: the liveness probe alone decides
         import fcntl
 
-        fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private_fd(self.directory / LOCK_NAME, os.O_RDWR)  # 0600; a planted symlink is refused
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -303,7 +304,7 @@ class ControlServer:
     def _write_private(path: Path, text: str) -> None:
         """Write a 0600 file atomically: created 0600 under a temporary name, then renamed."""
         temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = open_private_fd(temporary, os.O_WRONLY | os.O_EXCL)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)

@@ -1,0 +1,184 @@
+"""Files and folders the daemon writes: private to the user, never written through a symlink.
+
+Logs, snapshots, stats, the recent-faces list, control lock/token files and model downloads show
+the user's face and activity, so every one is created 0600 inside 0700 folders, whatever the
+umask. A name that is a symlink (planted by another local user in a shared or misconfigured
+folder) is refused, never followed: `O_NOFOLLOW` on open, rename-over for atomic writes (a rename
+replaces the link itself, not what it points to). A FIFO or device at the name is refused too
+(opened with `O_NONBLOCK`, checked with `fstat` before any write); a character device named on
+purpose (/dev/null) is written as is.
+
+Problems are raised as `UnsafePathError`: both an `OSError` (callers that already turn an OSError
+into a one-line message keep working; `strerror` is the explanation) and a `VcamdError` (the CLI
+prints it as one line with the fix).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from pathlib import Path
+from typing import IO, Any
+
+from vcamd.errors import VcamdError
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+_POSIX = os.name == "posix"
+
+_MODES = {
+    # fdopen mode → open flags (O_CREAT is always added)
+    "w": os.O_WRONLY | os.O_TRUNC,
+    "wb": os.O_WRONLY | os.O_TRUNC,
+    "a": os.O_WRONLY | os.O_APPEND,
+    "ab": os.O_WRONLY | os.O_APPEND,
+    "r+b": os.O_RDWR,
+}
+
+
+class UnsafePathError(OSError, VcamdError):
+    """A path vcamd will not write: a symlink, not a regular file/folder, or another user's."""
+
+    def __init__(self, code: int, message: str, path: str, fix: str = "remove it, or choose another path") -> None:
+        OSError.__init__(self, code, message, path)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return VcamdError.__str__(self)
+
+
+def private_dir(path: Path | str) -> Path:
+    """Create `path` (and missing parents) as 0700 folders; make an existing one of ours 0700.
+
+    For the folders the app owns (state, models, log folder). Refuses a path that is not a
+    folder or belongs to another user: chmod-ing theirs would not make our files private.
+    """
+    path = Path(path)
+    _make_missing_parents(path)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        pass
+    if not _POSIX:
+        return path  # Windows: per-user app-data folders are private by ACL
+    info = os.stat(path)  # a symlinked folder (models on another disk) is fine when it is ours
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafePathError(errno.ENOTDIR, f"{path} is not a folder", str(path))
+    if info.st_uid != os.geteuid():
+        raise UnsafePathError(
+            errno.EPERM,
+            f"{path} belongs to another user (uid {info.st_uid}), so files there cannot be kept private",
+            str(path),
+            "remove it, or choose a folder of yours",
+        )
+    if stat.S_IMODE(info.st_mode) != DIR_MODE:
+        os.chmod(path, DIR_MODE)
+    return path
+
+
+def private_parent(path: Path | str) -> None:
+    """Create the missing folders above a user-chosen output file as 0700; existing ones are left
+    alone (a snapshot saved into ~/Pictures or /tmp must not change those folders' modes)."""
+    _make_missing_parents(Path(path))
+
+
+def open_private_fd(path: Path | str, flags: int) -> int:
+    """`os.open(path, flags | O_CREAT | O_NOFOLLOW, 0600)` that also refuses non-regular files
+    and tightens a pre-existing file of ours to 0600. Returns a blocking descriptor."""
+    path = Path(path)
+    try:
+        fd = os.open(path, flags | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC | _BINARY, FILE_MODE)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) or (exc.errno == errno.ENXIO and path.is_fifo()):
+            raise _refusal(path) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISCHR(info.st_mode):
+            # A character device named on purpose (/dev/null, /dev/full in tests): written as is.
+            # Only root can plant one, and its mode is not ours to change.
+            if _NONBLOCK:
+                os.set_blocking(fd, True)
+            return fd
+        if not stat.S_ISREG(info.st_mode):
+            raise _refusal(path)
+        if _POSIX:
+            if info.st_uid != os.geteuid():
+                raise UnsafePathError(errno.EPERM, f"{path} belongs to another user (uid {info.st_uid})", str(path))
+            if stat.S_IMODE(info.st_mode) != FILE_MODE:
+                os.fchmod(fd, FILE_MODE)
+            if _NONBLOCK:
+                os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_private(path: Path | str, mode: str = "wb", **fdopen_kwargs: Any) -> IO[Any]:
+    """A file object for `path` opened as `open_private_fd` does; `mode` one of w, wb, a, ab, r+b."""
+    try:
+        flags = _MODES[mode]
+    except KeyError:
+        raise ValueError(f"open_private: unsupported mode {mode!r} (use one of {', '.join(_MODES)})") from None
+    fd = open_private_fd(path, flags)
+    try:
+        return os.fdopen(fd, mode, **fdopen_kwargs)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_private_atomic(path: Path | str, data: bytes | str) -> None:
+    """Write `data` to `path` as a 0600 file, atomically: a fresh temporary name in the same
+    folder, fsync, then rename over `path` (a symlink there is replaced, never written through)."""
+    path = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open_private(temporary, "wb") as out:
+            out.write(payload)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            temporary.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise
+
+
+def _make_missing_parents(path: Path) -> None:
+    missing = []
+    parent = path.parent
+    while parent != parent.parent and not os.path.lexists(parent):
+        missing.append(parent)
+        parent = parent.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            pass
+
+
+def _refusal(path: Path) -> UnsafePathError:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return UnsafePathError(errno.ELOOP, f"{path} cannot be opened safely", str(path))
+    if stat.S_ISLNK(info.st_mode):
+        what = f"is a symlink (to {os.readlink(path)}), which vcamd never writes through"
+    elif stat.S_ISDIR(info.st_mode):
+        what = "is a folder"
+    else:
+        what = "is not a regular file (a FIFO, socket or block device)"
+    return UnsafePathError(errno.ELOOP, f"{path} {what}", str(path))
