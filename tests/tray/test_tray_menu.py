@@ -64,11 +64,13 @@ def test_menu_texts_and_initial_checks(app, controller):
     app.refresh()
     menu = app.menu()
     assert texts(menu) == [
-        "Swap on", "Source face", "Quality", "- - - -", "Open preview", "Edit config",
+        "Swap on", "Swap off", "Source face", "Quality", "- - - -", "Open control page", "Edit config",
         "Status: swap on · 30 fps · 41 ms", "- - - -", "Quit",
     ]
-    assert item(menu, "Swap on").checked is True
-    assert item(menu, "Swap on").default is True  # left click on the icon toggles
+    assert item(menu, "Swap on").checked is True and item(menu, "Swap off").checked is False
+    assert item(menu, "Swap on").radio and item(menu, "Swap off").radio
+    # The default item (a left click on the icon) is hidden from the menu and switches the swap.
+    assert [i.text for i in menu.items if i.default] == ["Switch the swap"]
     assert texts(item(menu, "Quality").submenu) == ["Auto", "Full quality", "No enhancer", "Lower resolution", "Every other frame"]
     quality_checks = [i.checked for i in item(menu, "Quality").submenu]
     assert quality_checks == [True, False, False, False, False]
@@ -77,13 +79,19 @@ def test_menu_texts_and_initial_checks(app, controller):
     assert controller.calls == []  # building and reading the menu changes nothing
 
 
-def test_swap_on_toggles_the_controller_and_the_check(app, controller):
+def test_the_default_action_toggles_and_the_radio_pair_sets(app, controller):
     app.refresh()
     menu = app.menu()
     menu(None)  # the default action, what a left click on the icon runs
     assert controller.calls == [("set_enabled", False)]
-    assert item(menu, "Swap on").checked is False
+    assert item(menu, "Swap on").checked is False and item(menu, "Swap off").checked is True
     assert app.view.state is TrayState.off
+    menu(None)
+    assert controller.calls[-1] == ("set_enabled", True)
+    item(menu, "Swap off")(None)
+    assert controller.calls[-1] == ("set_enabled", False)
+    item(menu, "Swap off")(None)  # a radio item sets, it does not toggle
+    assert controller.calls[-1] == ("set_enabled", False) and app.view.state is TrayState.off
     item(menu, "Swap on")(None)
     assert controller.calls[-1] == ("set_enabled", True)
     assert item(menu, "Swap on").checked is True
@@ -182,16 +190,21 @@ def test_status_and_quit(app, controller, notes):
     assert controller.calls[-1] == ("request_quit", None)
 
 
-def test_preview_and_config_actions_call_through(controller, notes, pystray_without_display):
+def test_control_page_and_config_actions_call_through(controller, notes, pystray_without_display):
     opened = []
     app = TrayApp(controller, open_preview=lambda: opened.append("preview"), edit_config=lambda: opened.append("config"),
-                  notify=notes, run_in_background=lambda fn: fn())
-    item(app.menu(), "Open preview")(None)
+                  open_url=lambda url: opened.append(url), notify=notes, run_in_background=lambda fn: fn())
+    item(app.menu(), "Open control page")(None)  # no panel_url in the status: the preview page instead
     item(app.menu(), "Edit config")(None)
-    assert opened == ["preview", "config"]
+    controller.panel_url = "http://127.0.0.1:8790/?token=abc"
+    item(app.menu(), "Open control page")(None)
+    assert opened == ["preview", "config", "http://127.0.0.1:8790/?token=abc"]
     bare = TrayApp(controller, notify=notes)
     item(bare.menu(), "Edit config")(None)
     assert "vcamd config init" in notes[-1][1]
+    controller.panel_url = None
+    item(bare.menu(), "Open control page")(None)
+    assert "control page is not available" in notes[-1][1]
 
 
 def test_engine_states_map_to_icon_states(controller, notes, pystray_without_display):

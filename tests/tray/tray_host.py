@@ -27,7 +27,7 @@ from vcamd.types import Level
 
 
 class LoggingController:
-    """The engine's control surface, in memory, every call logged."""
+    """The engine's control surface (`vcamd.control.protocol.Controllable`), in memory, every call logged."""
 
     def __init__(self, log_path: Path | None = None) -> None:
         self.log_path = log_path
@@ -38,6 +38,8 @@ class LoggingController:
         self.quality: Level | None = None
         self.source_face: Path | None = None
         self.config_error: str | None = None
+        self.panel_url: str | None = None
+        self.badge = True
         self.quit_requested = threading.Event()
         self._lock = threading.Lock()
 
@@ -58,6 +60,7 @@ class LoggingController:
             "source_face": str(self.source_face) if self.source_face else None,
             "providers": {"det_10g.onnx": "CPUExecutionProvider"},
             "config_error": self.config_error,
+            **({"panel_url": self.panel_url} if self.panel_url else {}),
         }
 
     def set_enabled(self, on: bool) -> None:
@@ -79,6 +82,16 @@ class LoggingController:
 
     def snapshot_png(self) -> bytes:
         raise FaceError("no frame yet", fix="wait for the camera")
+
+    def latest_frame(self) -> Any:
+        return None
+
+    def recent_transitions(self) -> list[dict[str, Any]]:
+        return []
+
+    def set_badge(self, on: bool) -> None:
+        self.log("set_badge", on)
+        self.badge = on
 
     def request_quit(self) -> None:
         self.log("request_quit")
