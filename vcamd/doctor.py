@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -413,15 +413,17 @@ def _check_pyvirtualcam(vcam: VirtualCameraConfig) -> CheckResult:
 # Desktop, config, daemon
 
 
-def check_tray() -> CheckResult:
-    from vcamd.tray import tray_available
+def check_tray(environ: Mapping[str, str] | None = None, platform: str = sys.platform) -> CheckResult:
+    """Which tray backend the daemon would use here and whether it shows a menu; ✓ only with a menu."""
+    from vcamd.tray.backends import diagnose_tray
 
-    available, reason = tray_available()
-    if available:
-        return ok("tray icon", reason)
-    return CheckResult("tray icon", Status.warn, f"not available: {reason}",
-                       "run from a desktop session with a system tray, or use `vcamd run --no-tray` "
-                       "(and `vcamd on/off/status`)")
+    diagnosis = diagnose_tray(environ, platform)
+    if not diagnosis.available:
+        return CheckResult("tray icon", Status.warn, f"not available: {diagnosis.detail}",
+                           diagnosis.fix or "use `vcamd run --no-tray` (and `vcamd on/off/status`)")
+    if not diagnosis.has_menu:
+        return CheckResult("tray icon", Status.warn, diagnosis.detail, diagnosis.fix)
+    return ok("tray icon", diagnosis.detail)
 
 
 def check_config(path: Path | None) -> tuple[CheckResult, Config]:
