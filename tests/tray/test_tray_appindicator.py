@@ -12,13 +12,11 @@ AyatanaAppIndicator3 typelib (apt gir1.2-ayatanaappindicator3-0.1); skips with t
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,64 +40,22 @@ def _needs() -> str | None:
 pytestmark = pytest.mark.skipif(_needs() is not None, reason=str(_needs()))
 
 
-class Lines:
-    """A subprocess's stdout lines, collected by a thread (JSON lines decoded)."""
-
-    def __init__(self, process: subprocess.Popen) -> None:
-        self.items: list[Any] = []
-        self._thread = threading.Thread(target=self._read, args=(process,), daemon=True)
-        self._thread.start()
-
-    def _read(self, process: subprocess.Popen) -> None:
-        for line in process.stdout:
-            try:
-                self.items.append(json.loads(line))
-            except json.JSONDecodeError:
-                self.items.append(line.rstrip())
+def _load_by_path(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def private_bus() -> Iterator[str]:
-    """A D-Bus session bus of our own (not the developer's desktop one); yields its address."""
-    bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address=1"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    address = bus.stdout.readline().strip()  # printed once the bus listens
-    if not address:
-        _stop(bus)
-        pytest.fail(f"dbus-daemon did not start: {bus.stderr.read()[-500:]}")
-    try:
-        yield address
-    finally:
-        _stop(bus)
-
-
-@pytest.fixture
-def watcher(private_bus: str, wait_for) -> Iterator[Lines]:
-    process = subprocess.Popen([sys.executable, str(WATCHER)], env={**os.environ, "DBUS_SESSION_BUS_ADDRESS": private_bus},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = Lines(process)
-    try:
-        wait_for(lambda: {"ready": True} in lines.items or process.poll() is not None, 30, "the watcher to own its name")
-        assert {"ready": True} in lines.items, lines.items
-        yield lines
-    finally:
-        _stop(process)
+_bus = _load_by_path("facelive_session_bus", HERE / "session_bus.py")
+Lines, private_bus, watcher = _bus.Lines, _bus.private_bus, _bus.watcher
+_stop = _bus.stop
 
 
 @pytest.fixture
 def session_env(x_session, private_bus: str) -> dict[str, str]:
     """The desktop session as the daemon sees it: X display, our bus, no backend forced."""
-    env = {**x_session.env, "DBUS_SESSION_BUS_ADDRESS": private_bus}
+    env = {**x_session.env, "DBUS_SESSION_BUS_ADDRESS": private_bus, "NO_AT_BRIDGE": "1"}
     env.pop("PYSTRAY_BACKEND", None)
     return env
 
@@ -154,11 +110,26 @@ def find(tree: dict, path: str) -> dict:
     raise KeyError(f"no menu item {first!r} in {[c['label'] for c in tree['children']]}")
 
 
-def click(bus, service: str, menu_path: str, item: dict) -> None:
+def click(bus, service: str, menu_path: str, path: str, wait_for) -> None:
+    """Click the item at 'Top/Sub', as a panel does: with the id from the current layout.
+
+    The tray rebuilds its menu when what it shows changes (new ids, announced by LayoutUpdated);
+    a click that raced a rebuild is refused by dbusmenu and made again on the new layout.
+    """
     from gi.repository import GLib
 
-    call(bus, service, menu_path, "com.canonical.dbusmenu", "Event",
-         GLib.Variant("(isvu)", (item["id"], "clicked", GLib.Variant("i", 0), 0)))
+    def attempt() -> bool:
+        item = find(layout(bus, service, menu_path), path)
+        try:
+            call(bus, service, menu_path, "com.canonical.dbusmenu", "Event",
+                 GLib.Variant("(isvu)", (item["id"], "clicked", GLib.Variant("i", 0), 0)))
+        except GLib.Error as err:
+            if "does not refer to a menu item" in err.message:
+                return False
+            raise
+        return True
+
+    wait_for(attempt, 15, f"a click on {path} to be accepted")
 
 
 def events(log: Path, name: str) -> list:
@@ -200,22 +171,22 @@ def test_appindicator_registers_and_its_menu_works_over_dbus(session_env, watche
         assert quality == ["Auto", "Full quality", "No enhancer", "Lower resolution", "Every other frame"]
 
         # 3. Clicking "Swap off" over D-Bus turns the swap off in the engine, and the menu follows.
-        click(bus, service, menu_path, find(tree, "Swap off"))
+        click(bus, service, menu_path, "Swap off", wait_for)
         wait_for(lambda: events(log, "set_enabled") == [False], 15, "the click to reach the controller")
         wait_for(lambda: find(layout(bus, service, menu_path), "Swap off")["toggle-state"] == 1, 15,
                  "the menu to show Swap off checked")
         assert "Status: swap off · 30 fps · 41 ms" in top_labels()
 
         # 4. A quality and a recent face, from the submenus.
-        click(bus, service, menu_path, find(layout(bus, service, menu_path), "Quality/Lower resolution"))
+        click(bus, service, menu_path, "Quality/Lower resolution", wait_for)
         wait_for(lambda: events(log, "set_quality") == ["low_res"], 15, "Quality ▸ Lower resolution")
-        click(bus, service, menu_path, find(layout(bus, service, menu_path), "Source face/crowd_selfie.jpg"))
+        click(bus, service, menu_path, "Source face/crowd_selfie.jpg", wait_for)
         wait_for(lambda: events(log, "set_source_face") == [str(crowd)], 15, "Source face ▸ crowd_selfie.jpg")
         wait_for(lambda: find(layout(bus, service, menu_path), "Source face/crowd_selfie.jpg")["toggle-state"] == 1, 15,
                  "the picked face to be checked")
 
         # 5. Quit stops the engine and the tray; the host exits cleanly.
-        click(bus, service, menu_path, find(layout(bus, service, menu_path), "Quit"))
+        click(bus, service, menu_path, "Quit", wait_for)
         assert host.wait(timeout=20) == 0, output.items
         assert events(log, "request_quit") == [None] and events(log, "exited") == ["engine result"]
         assert events(log, "command_failed") == []

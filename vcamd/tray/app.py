@@ -404,10 +404,13 @@ def run_tray(
     app = TrayApp(controller, quit_event=quit_event, **app_options)
     icon = pystray.Icon(ICON_NAME, render_icon(TrayState.off), f"{APP_TITLE}: starting", app.menu())
     failure: list[BaseException] = []
+    loop_failed = threading.Event()
 
     app.attach(icon)  # before run(): the xorg set-up must not race the event loop
 
     def on_ready(icon: Any) -> None:
+        if loop_failed.is_set():
+            return  # released by the failure below: start nothing
         if choice.name in ("gtk", "appindicator"):
             _quit_on_sigint_in_glib(controller)
         icon.visible = True
@@ -421,6 +424,14 @@ def run_tray(
 
     try:
         icon.run(setup=on_ready)
+    except BaseException:
+        # pystray's setup thread (not a daemon thread) waits for a "ready" the failed backend never
+        # sends, and would keep the process from exiting: release it into on_ready, which returns.
+        loop_failed.set()
+        ready_queue = getattr(icon, "_Icon__queue", None)
+        if ready_queue is not None:
+            ready_queue.put(False)
+        raise
     finally:
         app.loop_ended()
         app.stop_polling()

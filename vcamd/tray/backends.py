@@ -8,7 +8,8 @@ on the desktop shows that kind of icon. Here the choice follows the desktop:
 - A StatusNotifierWatcher on the session bus (KDE, GNOME with the AppIndicator extension, most
   current panels) and the AppIndicator typelib: `appindicator` (StatusNotifierItem + dbusmenu).
 - Else GTK 3 through PyGObject: `gtk` (XEmbed icon with a right-click menu).
-- Else `xorg` (XEmbed icon, no menu: a left click switches the swap).
+- Else `xorg` (XEmbed icon, no menu: a left click switches the swap). Also without a D-Bus session
+  bus: pystray's GTK backends need one (for notifications) and fail to start without it.
 
 PyGObject comes with the `[tray]` extra; the typelibs with the apt packages in the README's "Tray".
 """
@@ -121,6 +122,9 @@ def choose_backend(
         return BackendChoice("win32", "Windows")
     if platform == "darwin":
         return BackendChoice("darwin", "macOS")
+    if session_bus_address(env) is None:
+        # pystray's GTK backends send notifications over the session bus and fail without one.
+        return BackendChoice("xorg", "no D-Bus session bus (DBUS_SESSION_BUS_ADDRESS)")
     if has_appindicator():
         if watcher_present(env):
             return BackendChoice("appindicator", "a StatusNotifierWatcher is on the session bus")
