@@ -296,3 +296,42 @@ def test_recent_faces_keeps_the_latest_first(tmp_path, assets):
     assert recent.list() == [newton.resolve(), crowd.resolve()]
     (tmp_path / "state" / "recent_faces.json").write_text("{broken")
     assert recent.list() == []
+
+
+def test_backend_choice_follows_the_desktop():
+    from vcamd.tray.backends import BackendChoice, choose_backend
+
+    bus = {"DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "DISPLAY": ":0"}
+
+    def choose(env, *, watcher=False, indicator=True, gtk=True):
+        return choose_backend(env, "linux", watcher_present=lambda _env: watcher, has_appindicator=lambda: indicator,
+                              has_gtk=lambda: gtk).name
+
+    assert choose(bus, watcher=True) == "appindicator"  # KDE, GNOME with the AppIndicator extension
+    assert choose(bus) == "gtk"  # XFCE/MATE panels: XEmbed, still with a menu
+    assert choose(bus, indicator=False) == "gtk"
+    assert choose(bus, indicator=False, gtk=False) == "xorg"  # no PyGObject
+    assert choose({"DISPLAY": ":0"}, watcher=True) == "xorg"  # no session bus: the GTK backends cannot start
+    assert choose({**bus, "PYSTRAY_BACKEND": "xorg"}, watcher=True) == "xorg"  # the user's word wins
+    assert choose_backend({}, "win32") == BackendChoice("win32", "Windows")
+    assert not BackendChoice("xorg", "").has_menu and BackendChoice("gtk", "").has_menu
+
+
+def test_menu_model_is_data_built_from_the_status():
+    from vcamd.tray.view import Command, Verb, build_menu, view_from_status
+
+    view = view_from_status({"enabled": False, "state": "running", "level": "full", "quality": "low_res",
+                             "source_face": "/photos/ada.jpg", "panel_url": "http://127.0.0.1:1/?t=x"})
+    menu = build_menu(view, [Path("/photos/ada.jpg"), Path("/photos/bob.png")])
+    visible = [e.label for e in menu if e.visible]
+    assert visible[:4] == ["Swap on", "Swap off", "Source face", "Quality"]
+    hidden = [e for e in menu if not e.visible]
+    assert [(e.label, e.command, e.default) for e in hidden] == [("Switch the swap", Command(Verb.toggle), True)]
+    by_label = {e.label: e for e in menu}
+    assert by_label["Swap off"].checked is True and by_label["Swap off"].command == Command(Verb.enable, False)
+    faces = {e.label: e.checked for e in by_label["Source face"].submenu if not e.is_separator}
+    assert faces == {"ada.jpg": True, "bob.png": False, "Choose…": None}
+    quality = {e.label: e.checked for e in by_label["Quality"].submenu}
+    assert quality["Lower resolution"] is True and quality["Auto"] is False
+    assert view.panel_url == "http://127.0.0.1:1/?t=x"
+    assert [e.label for e in build_menu(view, [])[3].submenu] == ["Choose…"]
