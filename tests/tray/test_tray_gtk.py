@@ -195,3 +195,22 @@ def test_gtk_icon_docks_and_its_right_click_menu_drives_the_engine(x_session, pr
         if host.poll() is None:
             host.kill()
         host.wait(timeout=10)
+
+
+def test_ctrl_c_stops_the_engine_and_the_gtk_tray(x_session, private_bus, tmp_path, wait_for):
+    """pystray's GTK loop resets SIGINT to the default (kill); the tray routes it to the engine's quit."""
+    import signal
+
+    env = {**x_session.env, "PYSTRAY_BACKEND": "gtk", "DBUS_SESSION_BUS_ADDRESS": private_bus, "NO_AT_BRIDGE": "1"}
+    log = tmp_path / "calls.jsonl"
+    host = subprocess.Popen([sys.executable, str(TRAY_HOST), "--log", str(log)], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: events(log, "ready") or host.poll() is not None, 30, "the tray host to start")
+        host.send_signal(signal.SIGINT)
+        assert host.wait(timeout=20) == 0, host.stdout.read()[-2000:]
+        assert events(log, "request_quit") == [None] and events(log, "exited") == ["engine result"]
+    finally:
+        if host.poll() is None:
+            host.kill()
+        host.wait(timeout=10)
