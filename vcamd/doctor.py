@@ -95,6 +95,10 @@ class Platform:
     def here(cls) -> Platform:
         return cls(sys.platform, os.environ)
 
+    @classmethod
+    def named(cls, system: str) -> Platform:
+        return cls(system, os.environ)
+
     @property
     def is_linux(self) -> bool:
         return self.system.startswith("linux")
@@ -473,10 +477,12 @@ def check_virtual_camera(
     sysfs: Path = Path("/sys/class/video4linux"),
     module_dir: Path = Path("/sys/module/v4l2loopback"),
     dev_dir: Path = Path("/dev"),
-    platform: Platform | None = None,
+    platform: Platform | str | None = None,
 ) -> CheckResult:
-    """Linux: the v4l2loopback device labelled [virtual_camera] name; Windows/macOS: OBS / Unity Capture."""
-    platform = platform or Platform.here()
+    """Linux: the v4l2loopback device labelled [virtual_camera] name; Windows/macOS: OBS / Unity Capture.
+
+    `platform` may be given as its `sys.platform` name alone (the probes are then this machine's)."""
+    platform = Platform.named(platform) if isinstance(platform, str) else platform or Platform.here()
     vcam = vcam or VirtualCameraConfig()
     name = "virtual camera"
     if platform.is_windows:

@@ -205,6 +205,11 @@ def diagnose_tray(environ: Mapping[str, str] | None = None, platform: str = sys.
     except VcamdError as err:
         return TrayDiagnosis(False, choice.name, False, err.message, err.fix or TRAY_EXTRA_FIX)
     gnome = "GNOME" in env.get("XDG_CURRENT_DESKTOP", "").upper()
+    if choice.name in ("xorg", "gtk") and not env.get("DISPLAY"):
+        return TrayDiagnosis(False, choice.name, False,
+                             f"backend {choice.name} ({choice.why}) needs X11 (XEmbed), and this is a Wayland session without DISPLAY",
+                             GNOME_EXTENSION_FIX if gnome else "run a panel with an AppIndicator (StatusNotifierItem) host; "
+                             + TRAY_EXTRA_FIX)
     if choice.name in ("xorg", "gtk") and env.get("DISPLAY"):
         from vcamd.tray.xorg import systray_owner_present
 
