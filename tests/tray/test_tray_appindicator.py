@@ -160,9 +160,9 @@ def test_appindicator_registers_and_its_menu_works_over_dbus(session_env, watche
             return [c["label"] if c["type"] != "separator" else "-" for c in layout(bus, service, menu_path)["children"]
                     if c["visible"]]
 
-        wait_for(lambda: "Status: swap on · 30 fps · 41 ms" in top_labels(), 15, "the menu to show the engine status")
+        wait_for(lambda: "Status: swap on" in top_labels(), 15, "the menu to show the engine status")
         assert top_labels() == ["Swap on", "Swap off", "Source face", "Quality", "-", "Open control page", "Edit config",
-                                "Status: swap on · 30 fps · 41 ms", "-", "Quit"]
+                                "Status: swap on", "-", "Quit"]
         tree = layout(bus, service, menu_path)
         assert find(tree, "Swap on")["toggle-state"] == 1 and find(tree, "Swap off")["toggle-state"] == 0
         faces = [c["label"] for c in find(tree, "Source face")["children"] if c["type"] != "separator"]
@@ -175,7 +175,7 @@ def test_appindicator_registers_and_its_menu_works_over_dbus(session_env, watche
         wait_for(lambda: events(log, "set_enabled") == [False], 15, "the click to reach the controller")
         wait_for(lambda: find(layout(bus, service, menu_path), "Swap off")["toggle-state"] == 1, 15,
                  "the menu to show Swap off checked")
-        assert "Status: swap off · 30 fps · 41 ms" in top_labels()
+        assert "Status: swap off" in top_labels()
 
         # 4. A quality and a recent face, from the submenus.
         click(bus, service, menu_path, "Quality/Lower resolution", wait_for)

@@ -25,6 +25,7 @@ from vcamd.tray import (
     tray_available,
     view_from_status,
 )
+from vcamd.tray.view import Command, Verb
 from vcamd.types import Level
 
 
@@ -65,7 +66,7 @@ def test_menu_texts_and_initial_checks(app, controller):
     menu = app.menu()
     assert texts(menu) == [
         "Swap on", "Swap off", "Source face", "Quality", "- - - -", "Open control page", "Edit config",
-        "Status: swap on · 30 fps · 41 ms", "- - - -", "Quit",
+        "Status: swap on", "- - - -", "Quit",
     ]
     assert item(menu, "Swap on").checked is True and item(menu, "Swap off").checked is False
     assert item(menu, "Swap on").radio and item(menu, "Swap off").radio
@@ -107,7 +108,8 @@ def test_quality_radio_follows_the_choice(app, controller):
     assert checks == {"Auto": False, "Full quality": False, "No enhancer": False, "Lower resolution": True,
                       "Every other frame": False}
     assert app.view.state is TrayState.degraded
-    assert "lower resolution" in item(menu, "Status: swap on, degraded (lower resolution) · 30 fps · 41 ms").text
+    assert item(menu, "Status: swap on, degraded (lower resolution)")
+    assert app.view.summary == "swap on, degraded (lower resolution) · 30 fps · 41 ms"  # the tooltip
     item(menu, "Quality/Auto")(None)
     assert controller.calls[-1] == ("set_quality", None)
     assert item(menu, "Quality/Auto").checked is True
@@ -182,7 +184,7 @@ def test_pick_image_file_without_any_dialog_raises(tmp_path, monkeypatch):
 def test_status_and_quit(app, controller, notes):
     app.refresh()
     menu = app.menu()
-    item(menu, "Status: swap on · 30 fps · 41 ms")(None)
+    item(menu, "Status: swap on")(None)
     title, message = notes[-1]
     assert title == "FaceLive Camera: on"
     assert "Swap: on (running)" in message and "Runs on: CPUExecutionProvider" in message
@@ -335,3 +337,25 @@ def test_menu_model_is_data_built_from_the_status():
     assert quality["Lower resolution"] is True and quality["Auto"] is False
     assert view.panel_url == "http://127.0.0.1:1/?t=x"
     assert [e.label for e in build_menu(view, [])[3].submenu] == ["Choose…"]
+
+
+def test_the_menu_is_rebuilt_only_when_what_it_shows_changes(app, controller):
+    class Icon:
+        icon = title = None
+        rebuilds = 0
+
+        def update_menu(self):
+            self.rebuilds += 1
+
+    icon = Icon()
+    app.attach(icon)
+    app.refresh()
+    app.draw()
+    assert icon.rebuilds == 1 and icon.title == "FaceLive Camera: swap on · 30 fps · 41 ms"
+    controller.fps = 12.4  # the numbers change every second: the tooltip follows, the menu stays
+    app.refresh()
+    app.draw()
+    assert icon.title == "FaceLive Camera: swap on · 12 fps · 41 ms" and icon.rebuilds == 1
+    app.run(Command(Verb.enable, False))
+    app.draw()
+    assert icon.rebuilds == 2 and item(app.menu(), "Swap off").checked is True

@@ -39,6 +39,7 @@ class LoggingController:
         self.source_face: Path | None = None
         self.config_error: str | None = None
         self.panel_url: str | None = None
+        self.fps = 29.7
         self.badge = True
         self.quit_requested = threading.Event()
         self._lock = threading.Lock()
@@ -55,7 +56,7 @@ class LoggingController:
             "enabled": self.enabled,
             "state": self.state,
             "level": self.level.name,
-            "fps": 29.7,
+            "fps": self.fps,
             "latency_ms": 41.0,
             "source_face": str(self.source_face) if self.source_face else None,
             "providers": {"det_10g.onnx": "CPUExecutionProvider"},
@@ -161,8 +162,12 @@ def main() -> int:
     controller = LoggingController(args.log)
 
     def engine_run() -> str:
-        # The tray is up when the engine starts (run_engine_with_tray starts it from the setup).
-        threading.Thread(target=_serve_commands, args=(app_holder[0], controller), daemon=True).start()
+        # The tray is up when the engine starts (run_engine_with_tray starts it from the setup);
+        # when the icon could not be shown the engine runs headless, and the test sees "no_tray".
+        if not app_holder:
+            controller.log("no_tray")
+        else:
+            threading.Thread(target=_serve_commands, args=(app_holder[0], controller), daemon=True).start()
         controller.log("ready")
         return controller.run_engine()
 

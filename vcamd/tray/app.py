@@ -325,7 +325,10 @@ class TrayApp:
             if image is not None:
                 icon.icon = image
             icon.title = title
-            icon.update_menu()  # gtk/appindicator build their menu from the model now
+            if menu != self._drawn_menu:
+                # gtk/appindicator build a new menu from the model: only when what it shows changed
+                # (each rebuild gives every item a new dbusmenu id under the user's pointer).
+                icon.update_menu()
         self._drawn = (view.state, view.summary)
         self._drawn_menu = menu
 

@@ -62,6 +62,9 @@ class TrayView:
     """Several lines: the Status notification."""
     panel_url: str | None = None
     """The control page's tokened URL, when the daemon serves one."""
+    headline: str = ""
+    """The summary without the changing numbers (fps, ms): the Status menu item. A menu label that
+    changed every second would rebuild the menu under the user's pointer (new dbusmenu ids)."""
 
 
 STARTING_VIEW = TrayView(TrayState.off, False, None, None, None, "starting", "starting")
@@ -148,7 +151,7 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         lines.append(f"Runs on: {provider_text}")
     if config_error:
         lines.append(f"Config error: {config_error}")
-    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url)
+    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url, headline)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,7 +225,7 @@ def build_menu(view: TrayView, faces: Sequence[Path]) -> tuple[MenuEntry, ...]:
         SEPARATOR,
         MenuEntry(OPEN_PANEL_LABEL, Command(Verb.open_panel)),
         MenuEntry("Edit config", Command(Verb.edit_config)),
-        MenuEntry(f"Status: {view.summary}", Command(Verb.show_status)),
+        MenuEntry(f"Status: {view.headline or view.summary}", Command(Verb.show_status)),
         SEPARATOR,
         MenuEntry("Quit", Command(Verb.quit)),
     )
