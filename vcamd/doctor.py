@@ -1,6 +1,8 @@
 """`vcamd doctor`: check the environment FaceLive Camera needs, each check with its fix.
 
-Each check is a small function returning a `CheckResult`. ✗ (fail) means FaceLive Camera cannot
+Each check is a small function returning a `CheckResult`. What differs between Linux, Windows and
+macOS (the virtual camera, the ONNX Runtime build, the tray) is read from one `Platform` value
+that `run_checks` hands to those checks; tests pass a Windows or macOS one. ✗ (fail) means FaceLive Camera cannot
 work until it is fixed and makes `vcamd doctor` exit 1; ! (warn) is worth knowing but not fatal
 (no tray, running on the CPU, daemon not started).
 """
@@ -14,7 +16,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -50,6 +52,64 @@ class CheckResult:
 
 def ok(name: str, detail: str) -> CheckResult:
     return CheckResult(name, Status.ok, detail)
+
+
+# ---------------------------------------------------------------------------------------------
+# The platform: the one seam for everything that differs between Linux, Windows and macOS
+
+
+def _command_output(command: Sequence[str]) -> str | None:
+    """A command's stdout, None when it cannot run."""
+    try:
+        return subprocess.run(list(command), capture_output=True, text=True, timeout=20, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _registry_key_exists(key: str) -> bool:
+    """Windows: whether HKEY_CLASSES_ROOT\\<key> exists (64-bit view)."""
+    try:
+        import winreg  # type: ignore[import-not-found]  # Windows only
+    except ImportError:
+        return False
+    try:
+        with winreg.OpenKey(winreg.HKEY_CLASSES_ROOT, key, 0, winreg.KEY_READ | winreg.KEY_WOW64_64KEY):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Platform:
+    """Where doctor runs. Every platform-specific check reads the platform from here, and tests
+    pass another one (a Windows or macOS with its probes) instead of patching `sys.platform`."""
+
+    system: str
+    """`sys.platform`: "linux", "win32" or "darwin"."""
+    environ: Mapping[str, str]
+    run_command: Callable[[Sequence[str]], str | None] = _command_output
+    registry_key_exists: Callable[[str], bool] = _registry_key_exists
+    path_exists: Callable[[Path], bool] = Path.exists
+
+    @classmethod
+    def here(cls) -> Platform:
+        return cls(sys.platform, os.environ)
+
+    @classmethod
+    def named(cls, system: str) -> Platform:
+        return cls(system, os.environ)
+
+    @property
+    def is_linux(self) -> bool:
+        return self.system.startswith("linux")
+
+    @property
+    def is_windows(self) -> bool:
+        return self.system == "win32"
+
+    @property
+    def is_macos(self) -> bool:
+        return self.system == "darwin"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,19 +178,31 @@ def installed_ort_distributions() -> list[str]:
     return found
 
 
-def check_onnxruntime_install(found: Sequence[str] | None = None) -> CheckResult:
+GPU_BUILDS = {
+    "linux": "onnxruntime-gpu (NVIDIA, CUDA 12)",
+    "win32": "onnxruntime-directml (any DirectX 12 GPU) or onnxruntime-gpu (NVIDIA)",
+    "darwin": "onnxruntime (its macOS wheel has the CoreML provider)",
+}
+
+
+def _gpu_build(platform: Platform) -> str:
+    return GPU_BUILDS.get(platform.system, GPU_BUILDS["linux"])
+
+
+def check_onnxruntime_install(found: Sequence[str] | None = None, platform: Platform | None = None) -> CheckResult:
     """Exactly one ONNX Runtime build: two share the `onnxruntime` module and overwrite each other."""
+    platform = platform or Platform.here()
     found = installed_ort_distributions() if found is None else list(found)
     if not found:
         return CheckResult("onnxruntime install", Status.fail, "no ONNX Runtime installed",
-                           "pip install onnxruntime (CPU) or onnxruntime-gpu (NVIDIA)")
+                           f"pip install {_gpu_build(platform)} — or onnxruntime for the CPU only")
     if len(found) > 1:
         keep = next((d.split()[0] for d in found if d.split()[0] != "onnxruntime"), "onnxruntime")
         names = " ".join(d.split()[0] for d in found)
         return CheckResult(
             "onnxruntime install", Status.fail,
             f"{len(found)} ONNX Runtime builds installed together ({', '.join(found)}); they share one module "
-            "and break each other (insightface pulls in the CPU build)",
+            f"and break each other: {keep} must not sit beside the CPU onnxruntime (insightface pulls that one in)",
             f"pip uninstall -y {names} && pip install --force-reinstall {keep}",
         )
     return ok("onnxruntime install", found[0])
@@ -189,28 +261,41 @@ def _load_failure(stderr: str) -> str:
     return ""
 
 
-def check_providers(models: ModelsConfig) -> CheckResult:
+CPU_ONLY = ("CPU only: a swap then takes about a second, so the swapped face is refreshed about once a second; "
+            "a live face needs a GPU")
+
+
+def check_providers(models: ModelsConfig, platform: Platform | None = None,
+                    available: Sequence[str] | None = None) -> CheckResult:
+    """Which providers ONNX Runtime offers here, and (by running a tiny model) which really work.
+
+    `available` stands in for ONNX Runtime's list (tests of other platforms' builds)."""
+    platform = platform or Platform.here()
     name = "ONNX Runtime providers"
     try:
         import onnxruntime as ort
     except Exception as exc:  # noqa: BLE001
-        return CheckResult(name, Status.fail, f"cannot import onnxruntime: {exc}", "pip install onnxruntime")
-    available = list(ort.get_available_providers())
+        return CheckResult(name, Status.fail, f"cannot import onnxruntime: {exc}", f"pip install {_gpu_build(platform)}")
+    available = list(ort.get_available_providers()) if available is None else list(available)
     requested = [] if models.providers == ["auto"] else [PROVIDER_NAMES[p] for p in models.providers]
     missing = [p for p in requested if p not in available]
+    swap_build = f"pip uninstall -y onnxruntime && pip install {_gpu_build(platform).split(' (')[0]}"
     if missing:
         return CheckResult(
             name, Status.fail,
             f"[models] providers asks for {', '.join(missing)}, ONNX Runtime {ort.__version__} offers {', '.join(available)}",
-            "install the matching build (NVIDIA: pip uninstall -y onnxruntime && pip install onnxruntime-gpu) "
-            'or set [models] providers = ["auto"]',
+            f"install the matching build ({swap_build}; see README) or set [models] providers = [\"auto\"]",
         )
+    if platform.is_macos and "CoreMLExecutionProvider" not in available:
+        return CheckResult(name, Status.warn, f"ONNX Runtime {ort.__version__}: {', '.join(available)}, no CoreML — {CPU_ONLY}",
+                           "pip uninstall -y onnxruntime onnxruntime-silicon && pip install onnxruntime "
+                           "(the macOS wheel has the CoreML provider)")
     to_probe = [p for p in (requested or available) if p in PROBED]
     if not to_probe:
         detail = f"ONNX Runtime {ort.__version__}: {', '.join(available)}"
         if requested == ["CPUExecutionProvider"] or not any(p in PROBED for p in available):
-            return CheckResult(name, Status.warn, detail + " — CPU only: the swap runs at about one face per second",
-                               "for live speed use an NVIDIA GPU with onnxruntime-gpu (see README, GPU install)")
+            return CheckResult(name, Status.warn, f"{detail} — {CPU_ONLY}",
+                               f"with a GPU: {swap_build} (see README, GPU install)")
         return ok(name, detail)
     used, stderr = probe_providers(to_probe)
     really = [f"{p} → {u}" for p, u in used.items()]
@@ -219,11 +304,16 @@ def check_providers(models: ModelsConfig) -> CheckResult:
         return ok(name, f"ONNX Runtime {ort.__version__}: " + ", ".join(f"{p} runs" for p in used))
     reason = _load_failure(stderr) or "; ".join(u for u in broken.values() if u.startswith("error"))
     status = Status.fail if any(p in requested for p in broken) else Status.warn
-    fix = ("install the CUDA 12 runtime and cuDNN 9 that this onnxruntime-gpu expects "
-           "(pip install nvidia-cublas-cu12 nvidia-cudnn-cu12 nvidia-cuda-runtime-cu12, or the system CUDA), "
-           "make them findable (LD_LIBRARY_PATH), and check `nvidia-smi`"
-           if "CUDAExecutionProvider" in broken else "install the provider's runtime libraries")
-    return CheckResult(name, status, f"listed but not usable: {'; '.join(really)}" + (f" ({reason})" if reason else ""), fix)
+    if "CUDAExecutionProvider" in broken:
+        fix = ("install the CUDA 12 runtime and cuDNN 9 that this onnxruntime-gpu expects "
+               "(pip install nvidia-cublas-cu12 nvidia-cudnn-cu12 nvidia-cuda-runtime-cu12, or the system CUDA), "
+               "make them findable (LD_LIBRARY_PATH), and check `nvidia-smi`")
+    elif "DmlExecutionProvider" in broken:
+        fix = "update the graphics driver (DirectML needs DirectX 12), or pip install onnxruntime-gpu on NVIDIA"
+    else:
+        fix = "install the provider's runtime libraries"
+    return CheckResult(name, status, f"listed but not usable: {'; '.join(really)}" + (f" ({reason})" if reason else "")
+                       + (f" — until then {CPU_ONLY}" if status is Status.warn else ""), fix)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,25 +333,42 @@ def check_models(cfg: Config) -> list[CheckResult]:
         wanted.append(("enhancer", cfg.models.enhancer))
     results = []
     for role, value in wanted:
-        name = f"model {role}"
-        row = next((r for r in rows if r.name == value and r.role == role), None)
-        if row is None:
-            path = Path(value).expanduser()
-            if path.is_file():
-                results.append(ok(name, f"{path} (a file, not in the manifest: not verified)"))
-            else:
-                results.append(CheckResult(name, Status.fail, f"{value!r} is neither a manifest model for {role} nor a file",
-                                           f"set [models] {role} (see `vcamd models list`)"))
-        elif row.status == "verified":
-            results.append(ok(name, f"{value} verified ({row.path})"))
-        elif row.status == "present":
-            results.append(_verify(store, value, role, name))
-        elif row.status == "corrupt":
-            results.append(CheckResult(name, Status.fail, f"{value} is damaged ({row.path}: wrong size)",
-                                       f"delete it and run `vcamd models pull {value}`"))
-        else:
-            results.append(CheckResult(name, Status.fail, f"{value} is {row.status} ({row.path})", f"vcamd models pull {value}"))
+        result = _model_file_result(store, rows, role, value)
+        if result.status is Status.ok:
+            result = _signature_result(store, role, value, result)
+        results.append(result)
     return results
+
+
+def _signature_result(store: object, role: str, value: str, found: CheckResult) -> CheckResult:
+    """The file is there: load it as `vcamd run` does, so a model in the wrong role fails here too."""
+    from vcamd.modelcheck import check_signature
+
+    try:
+        check_signature(store.path_for(value, role), role)  # type: ignore[attr-defined]
+    except VcamdError as err:
+        return CheckResult(found.name, Status.fail, err.message, err.fix or f"fix [models] {role} in the config")
+    return found
+
+
+def _model_file_result(store: object, rows: list, role: str, value: str) -> CheckResult:
+    """Whether the configured model's file is there and intact (manifest size and hash)."""
+    name = f"model {role}"
+    row = next((r for r in rows if r.name == value and r.role == role), None)
+    if row is None:
+        path = Path(value).expanduser()
+        if path.is_file():
+            return ok(name, f"{path} (a file, not in the manifest: not verified)")
+        return CheckResult(name, Status.fail, f"{value!r} is neither a manifest model for {role} nor a file",
+                           f"set [models] {role} (see `vcamd models list`)")
+    if row.status == "verified":
+        return ok(name, f"{value} verified ({row.path})")
+    if row.status == "present":
+        return _verify(store, value, role, name)
+    if row.status == "corrupt":
+        return CheckResult(name, Status.fail, f"{value} is damaged ({row.path}: wrong size)",
+                           f"delete it and run `vcamd models pull {value}`")
+    return CheckResult(name, Status.fail, f"{value} is {row.status} ({row.path})", f"vcamd models pull {value}")
 
 
 def _verify(store: object, value: str, role: str, name: str) -> CheckResult:
@@ -284,7 +391,7 @@ def _verify(store: object, value: str, role: str, name: str) -> CheckResult:
 # Camera and virtual camera
 
 
-def check_camera(camera: CameraConfig, daemon_status: dict | None = None) -> CheckResult:
+def check_camera(camera: CameraConfig, daemon_status: dict | None = None, platform: Platform | None = None) -> CheckResult:
     """Open the configured camera and read a frame; while the daemon runs, it holds the camera and
     its status says whether the camera delivers."""
     name = "camera"
@@ -322,7 +429,7 @@ def check_camera(camera: CameraConfig, daemon_status: dict | None = None) -> Che
         return CheckResult(name, Status.fail, f"[camera] device = {device!r} is not a playable video file",
                            "give a video file OpenCV can play (.mp4/.avi), a camera index (0) or a /dev/videoN path")
     if not opened:
-        hint = _video_devices_hint()
+        hint = _video_devices_hint(platform or Platform.here())
         return CheckResult(name, Status.fail, f"[camera] device = {device!r} does not open{hint}",
                            "plug in the webcam, close other apps using it, and set [camera] device "
                            "(`v4l2-ctl --list-devices` lists cameras on Linux)")
@@ -332,8 +439,8 @@ def check_camera(camera: CameraConfig, daemon_status: dict | None = None) -> Che
     return ok(name, f"[camera] device = {device!r} delivers {frame.shape[1]}×{frame.shape[0]} frames")
 
 
-def _video_devices_hint() -> str:
-    if not sys.platform.startswith("linux"):
+def _video_devices_hint(platform: Platform) -> str:
+    if not platform.is_linux:
         return ""
     devices = sorted(str(p) for p in Path("/dev").glob("video*"))
     return f" (video devices here: {', '.join(devices)})" if devices else " (no /dev/video* devices here)"
@@ -350,21 +457,42 @@ def v4l2_device_names(sysfs: Path = Path("/sys/class/video4linux")) -> dict[str,
     return names
 
 
+LOOPBACK_AFTER = (
+    "Secure Boot: if modprobe says \"Key was rejected by service\" or \"Operation not permitted\", the module must "
+    "be signed with a key enrolled in the firmware (the dkms install offers to enrol its MOK key: sudo mokutil --import, "
+    "then reboot) or Secure Boot disabled. Then restart Zoom/Chrome/Teams: a running app does not see a new camera"
+)
+
+
+def _loopback_load_fix() -> str:
+    """Install, load now and at boot (the lines `vcamd service install` prints), then the notes."""
+    from vcamd.service import root_step
+
+    steps = [line.strip() for line in root_step("linux") if line.strip().startswith("sudo")]
+    return " && ".join(["sudo apt install v4l2loopback-dkms", *steps]) + f". {LOOPBACK_AFTER}"
+
+
 def check_virtual_camera(
     vcam: VirtualCameraConfig | None = None,
     sysfs: Path = Path("/sys/class/video4linux"),
     module_dir: Path = Path("/sys/module/v4l2loopback"),
     dev_dir: Path = Path("/dev"),
-    platform: str = sys.platform,
+    platform: Platform | str | None = None,
 ) -> CheckResult:
+    """Linux: the v4l2loopback device labelled [virtual_camera] name; Windows/macOS: OBS / Unity Capture.
+
+    `platform` may be given as its `sys.platform` name alone (the probes are then this machine's)."""
+    platform = Platform.named(platform) if isinstance(platform, str) else platform or Platform.here()
     vcam = vcam or VirtualCameraConfig()
     name = "virtual camera"
-    if not platform.startswith("linux"):
-        return _check_pyvirtualcam(vcam)
-    from vcamd.service import loopback_options, root_step
+    if platform.is_windows:
+        return _check_windows_virtual_camera(vcam, platform)
+    if platform.is_macos:
+        return _check_macos_virtual_camera(vcam, platform)
+    from vcamd.service import loopback_options
 
     options = loopback_options()
-    load_fix = " && ".join(line.strip() for line in root_step("linux") if line.strip().startswith("sudo"))
+    load_fix = _loopback_load_fix()
     names = v4l2_device_names(sysfs)
     if vcam.device:
         label = names.get(vcam.device)
@@ -388,7 +516,8 @@ def check_virtual_camera(
         return CheckResult(
             name, Status.fail,
             f"v4l2loopback is loaded but no device is labelled \"{vcam.name}\" (devices: {others})",
-            f"sudo modprobe -r v4l2loopback && sudo modprobe v4l2loopback {options.modprobe_args()}",
+            f"sudo modprobe -r v4l2loopback && sudo modprobe v4l2loopback {options.modprobe_args()}, "
+            "then restart Zoom/Chrome/Teams so they see the new camera",
         )
     device, label = next(iter(matches.items()))
     node = dev_dir / Path(device).name
@@ -398,30 +527,70 @@ def check_virtual_camera(
     return ok(name, f"{device} is \"{label}\"")
 
 
-def _check_pyvirtualcam(vcam: VirtualCameraConfig) -> CheckResult:
+OBS_VIRTUALCAM_CLSID = "{A3FCE0F5-3493-419F-958A-ABA1250EC20B}"
+"""The DirectShow filter OBS Studio's virtual camera registers (plugins/win-dshow, virtualcam-guid.h)."""
+UNITY_CAPTURE_CLSID = "{5C2CD55C-92AD-4999-8666-912BD3E70010}"
+"""Unity Capture's 64-bit DirectShow filter (UnityCaptureFilter.cpp, CLSID_UnityCaptureService)."""
+OBS_MAC_EXTENSION = "com.obsproject.obs-studio.mac-camera-extension"
+OBS_MAC_DAL_PLUGIN = Path("/Library/CoreMediaIO/Plug-Ins/DAL/obs-mac-virtualcam.plugin")
+
+
+def _check_windows_virtual_camera(vcam: VirtualCameraConfig, platform: Platform) -> CheckResult:
+    installed = [label for label, clsid in (("OBS Virtual Camera", OBS_VIRTUALCAM_CLSID), ("Unity Capture", UNITY_CAPTURE_CLSID))
+                 if platform.registry_key_exists(f"CLSID\\{clsid}")]
+    if not installed:
+        return CheckResult("virtual camera", Status.fail, "neither OBS Virtual Camera nor Unity Capture is installed",
+                           "install OBS Studio (obsproject.com) and click Start Virtual Camera once (it registers the camera), "
+                           "or install Unity Capture (Install.bat as administrator); then restart Zoom/Teams")
+    return _probe_pyvirtualcam(vcam, f"{' and '.join(installed)} installed", platform)
+
+
+def _check_macos_virtual_camera(vcam: VirtualCameraConfig, platform: Platform) -> CheckResult:
+    listing = platform.run_command(["systemextensionsctl", "list"]) or ""
+    line = next((entry for entry in listing.splitlines() if OBS_MAC_EXTENSION in entry), None)
+    fix = ("install OBS Studio 30 or newer, click Start Virtual Camera once and allow its system extension in "
+           "System Settings → Privacy & Security (or General → Login Items & Extensions); then restart Zoom/Teams")
+    if line is None:
+        if platform.path_exists(OBS_MAC_DAL_PLUGIN):
+            return CheckResult("virtual camera", Status.warn,
+                               f"only OBS's old DAL plug-in is installed ({OBS_MAC_DAL_PLUGIN}); current Zoom, Teams and "
+                               "FaceTime do not load it", fix)
+        return CheckResult("virtual camera", Status.fail, "OBS's virtual camera system extension is not installed", fix)
+    if "activated enabled" not in line:
+        return CheckResult("virtual camera", Status.fail,
+                           f"OBS's camera extension is installed but not enabled ({line.strip()})", fix)
+    return _probe_pyvirtualcam(vcam, "OBS camera extension enabled", platform)
+
+
+def _probe_pyvirtualcam(vcam: VirtualCameraConfig, found: str, platform: Platform) -> CheckResult:
+    """Open the virtual camera the way the daemon does (pyvirtualcam), for a few frames' time."""
     try:
         import pyvirtualcam
 
         with pyvirtualcam.Camera(width=64, height=48, fps=5, backend=vcam.backend or None) as cam:
-            return ok("virtual camera", f"{cam.device} via pyvirtualcam {cam.backend}")
+            return ok("virtual camera", f"{found}; {cam.device} opens via pyvirtualcam {cam.backend}")
     except Exception as exc:  # noqa: BLE001 — pyvirtualcam raises RuntimeError per backend, or ImportError
-        return CheckResult("virtual camera", Status.fail, f"no virtual camera: {exc}",
-                           "install OBS Studio and start its virtual camera once (or Unity Capture on Windows)")
+        fix = ("start OBS once and click Start Virtual Camera, then Stop (OBS itself must not hold it), "
+               "or set [virtual_camera] backend" if not platform.is_linux else "see README")
+        return CheckResult("virtual camera", Status.fail, f"{found}, but it does not open: {exc}", fix)
 
 
 # ---------------------------------------------------------------------------------------------
 # Desktop, config, daemon
 
 
-def check_tray() -> CheckResult:
-    from vcamd.tray import tray_available
+def check_tray(platform: Platform | None = None) -> CheckResult:
+    """Which tray backend the daemon would use here and whether it shows a menu; ✓ only with a menu."""
+    from vcamd.tray.backends import diagnose_tray
 
-    available, reason = tray_available()
-    if available:
-        return ok("tray icon", reason)
-    return CheckResult("tray icon", Status.warn, f"not available: {reason}",
-                       "run from a desktop session with a system tray, or use `vcamd run --no-tray` "
-                       "(and `vcamd on/off/status`)")
+    platform = platform or Platform.here()
+    diagnosis = diagnose_tray(platform.environ, platform.system)
+    if not diagnosis.available:
+        return CheckResult("tray icon", Status.warn, f"not available: {diagnosis.detail}",
+                           diagnosis.fix or "use `vcamd run --no-tray` (and `vcamd on/off/status`)")
+    if not diagnosis.has_menu:
+        return CheckResult("tray icon", Status.warn, diagnosis.detail, diagnosis.fix)
+    return ok("tray icon", diagnosis.detail)
 
 
 def check_config(path: Path | None) -> tuple[CheckResult, Config]:
@@ -444,7 +613,8 @@ def check_source_face(cfg: Config) -> CheckResult:
         return CheckResult("source face", Status.warn, "no source face set: nothing to swap in, so "
                            + ("your face shows unchanged ([swap] on_miss = \"passthrough\")" if cfg.swap.on_miss == "passthrough"
                               else "faces are hidden (held or blurred)") + " until you choose one",
-                           "set [swap] source_face (and source_consent = true), or use the tray's Source face menu")
+                           "set [swap] source_face (and source_consent = true), or pick one in the tray's Source face menu "
+                           "or on the control page (`vcamd panel`)")
     if not Path(face).is_file():
         return CheckResult("source face", Status.fail, f"[swap] source_face = {face} does not exist",
                            "fix the path in the config file")
@@ -488,18 +658,20 @@ def check_control_socket(directory: Path | None = None) -> tuple[CheckResult, di
 # ---------------------------------------------------------------------------------------------
 
 
-def run_checks(config_path: Path | None) -> list[CheckResult]:
+def run_checks(config_path: Path | None, platform: Platform | None = None) -> list[CheckResult]:
+    """Every check, those that differ per platform chosen by `platform` (default: this machine)."""
+    platform = platform or Platform.here()
     config_result, cfg = check_config(config_path)
     daemon_result, daemon_status = check_control_socket()
     results = [config_result]
     results += [check_package(p) for p in PACKAGES]
-    results.append(check_onnxruntime_install())
-    results.append(check_providers(cfg.models))
+    results.append(check_onnxruntime_install(platform=platform))
+    results.append(check_providers(cfg.models, platform))
     results += check_models(cfg)
     results.append(check_source_face(cfg))
-    results.append(check_camera(cfg.camera, daemon_status))
-    results.append(check_virtual_camera(cfg.virtual_camera))
-    results.append(check_tray())
+    results.append(check_camera(cfg.camera, daemon_status, platform))
+    results.append(check_virtual_camera(cfg.virtual_camera, platform=platform))
+    results.append(check_tray(platform))
     results.append(daemon_result)
     return results
 

@@ -24,6 +24,7 @@ from vcamd.doctor import Status
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK_LOADED = Path("/sys/module/v4l2loopback").exists()
 MODPROBE = 'sudo modprobe v4l2loopback devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1'
+LINUX = doctor.Platform("linux", {})
 
 
 @pytest.fixture
@@ -66,8 +67,11 @@ def test_no_v4l2loopback_fails_with_the_modprobe_fix():
     result = doctor.check_virtual_camera()
     assert result.status is Status.fail
     assert result.detail == 'v4l2loopback is not loaded: no "FaceLive Camera" device'
+    assert result.fix.startswith("sudo apt install v4l2loopback-dkms && ")
     assert MODPROBE in result.fix
     assert "/etc/modprobe.d/facelive-v4l2loopback.conf" in result.fix
+    assert "Secure Boot" in result.fix and "mokutil" in result.fix
+    assert "restart Zoom/Chrome" in result.fix
 
 
 def fake_sysfs(tmp_path: Path, label: str) -> tuple[Path, Path, Path]:
@@ -83,7 +87,7 @@ def fake_sysfs(tmp_path: Path, label: str) -> tuple[Path, Path, Path]:
 
 def test_virtual_camera_found_by_its_label(tmp_path):
     sysfs, module, dev = fake_sysfs(tmp_path, "FaceLive Camera")
-    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, module, dev, platform="linux")
+    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, module, dev, platform=LINUX)
     assert result.status is Status.ok and result.detail == '/dev/video10 is "FaceLive Camera"'
     assert doctor.v4l2_device_names(sysfs) == {"/dev/video0": "Integrated Camera: Integrated C",
                                                "/dev/video10": "FaceLive Camera"}
@@ -91,11 +95,11 @@ def test_virtual_camera_found_by_its_label(tmp_path):
 
 def test_virtual_camera_with_the_wrong_label_or_device(tmp_path):
     sysfs, module, dev = fake_sysfs(tmp_path, "Dummy video device (0x0000)")
-    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, module, dev, platform="linux")
+    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, module, dev, platform=LINUX)
     assert result.status is Status.fail
     assert 'no device is labelled "FaceLive Camera"' in result.detail and '/dev/video10 "Dummy video device' in result.detail
     assert result.fix.startswith("sudo modprobe -r v4l2loopback && sudo modprobe v4l2loopback devices=1")
-    wrong = doctor.check_virtual_camera(VirtualCameraConfig(device="/dev/video7"), sysfs, module, dev, platform="linux")
+    wrong = doctor.check_virtual_camera(VirtualCameraConfig(device="/dev/video7"), sysfs, module, dev, platform=LINUX)
     assert wrong.status is Status.fail and "/dev/video7 does not exist" in wrong.detail
 
 
@@ -138,8 +142,8 @@ def test_models_missing_corrupt_and_given_as_files(tmp_path, assets):
     models = tmp_path / "models"
     models.mkdir()
     (models / "det_10g.onnx").write_bytes(b"not the 16 MB detector")
-    detector_file = assets / "models" / "scrfd_500m_kps.onnx"
-    cfg = Config(models=ModelsConfig(dir=models, recognizer=str(detector_file)))
+    recognizer_file = assets / "models" / "mobilefacenet.onnx"
+    cfg = Config(models=ModelsConfig(dir=models, recognizer=str(recognizer_file)))
     results = {r.name: r for r in doctor.check_models(cfg)}
     assert set(results) == {"model detector", "model recognizer", "model swapper"}  # enhancer off: not needed
     assert results["model detector"].status is Status.fail and "damaged" in results["model detector"].detail
@@ -207,3 +211,149 @@ def test_doctor_command_with_a_synthetic_camera(short_dir):
     assert '✓ camera: synthetic test pattern' in done.stdout
     assert "✗ model swapper: inswapper_128_fp16 is missing" in done.stdout  # empty data dir
     assert done.returncode == 1
+
+
+# -- models in the wrong role: doctor and `config check` refuse what `vcamd run` refuses ------------
+
+
+@pytest.fixture(scope="module")
+def standin_models(tmp_path_factory, assets) -> dict[str, Path]:
+    from vcamd import standins
+
+    folder = tmp_path_factory.mktemp("standins")
+    return {
+        "detector": assets / "models" / "scrfd_500m_kps.onnx",
+        "recognizer": standins.build_recognizer(folder / "w600k_standin.onnx"),
+        "swapper": standins.build_swapper(folder / "inswapper_standin.onnx"),
+        "enhancer": standins.build_enhancer(folder / "gfpgan_standin.onnx"),
+    }
+
+
+def models_config(files: dict[str, Path], **override: Path) -> ModelsConfig:
+    chosen = {**files, **override}
+    return ModelsConfig(**{role: str(path) for role, path in chosen.items()})
+
+
+def test_doctor_rejects_a_gfpgan_file_as_swapper_like_run(standin_models):
+    from vcamd.errors import ModelError
+    from vcamd.process import FaceEngine
+
+    good = Config(models=models_config(standin_models))
+    assert [r.status for r in doctor.check_models(good)] == [Status.ok] * 3
+    wrong = Config(models=models_config(standin_models, swapper=standin_models["enhancer"]))
+    results = {r.name: r for r in doctor.check_models(wrong)}
+    assert results["model swapper"].status is Status.fail
+    assert results["model swapper"].detail.startswith("gfpgan_standin.onnx is not an inswapper_128 model")
+    assert "[models] swapper" in results["model swapper"].fix
+    # `vcamd run` builds its pipeline with FaceEngine.from_config: the same file, the same refusal.
+    with pytest.raises(ModelError, match="gfpgan_standin.onnx is not an inswapper_128 model"):
+        FaceEngine.from_config(wrong)
+    swapped_roles = Config(models=models_config(standin_models, detector=standin_models["recognizer"]))
+    detector = {r.name: r for r in doctor.check_models(swapped_roles)}["model detector"]
+    assert detector.status is Status.fail and "is not an SCRFD detector" in detector.detail
+
+
+def test_config_check_rejects_a_model_in_the_wrong_role(standin_models, tmp_path):
+    import tomli_w
+
+    def config_check(models: dict[str, Path]) -> subprocess.CompletedProcess[str]:
+        path = tmp_path / "config.toml"
+        path.write_text(tomli_w.dumps({"models": {role: str(p) for role, p in models.items()}}))
+        return subprocess.run([sys.executable, "-m", "vcamd", "config", "check", str(path)], capture_output=True,
+                              text=True, timeout=120, cwd=REPO, env={**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")})
+
+    fine = config_check(standin_models)
+    assert (fine.returncode, fine.stdout.strip()) == (0, f"{tmp_path / 'config.toml'}: OK"), fine.stderr
+    wrong = config_check({**standin_models, "swapper": standin_models["enhancer"]})
+    assert wrong.returncode == 2
+    assert wrong.stdout.strip().splitlines() == [
+        f"{tmp_path / 'config.toml'}: [models] swapper: gfpgan_standin.onnx is not an inswapper_128 model "
+        + wrong.stdout.split("is not an inswapper_128 model ", 1)[1].strip()
+    ]
+    assert "set [models] swapper to inswapper_128_fp16" in wrong.stdout
+    # A manifest model in the wrong role is refused by name, before any file is read.
+    by_name = config_check({**standin_models, "swapper": "gfpgan_1.4"})
+    assert by_name.returncode == 2 and "[models] swapper = 'gfpgan_1.4' is not a swapper model" in by_name.stdout
+    # Models not downloaded yet are `vcamd models pull`'s business, not a config error.
+    defaults = config_check({})
+    assert defaults.returncode == 0, defaults.stdout
+
+
+# -- platform branches, through the one seam (doctor.Platform) ------------------------------------
+
+
+def windows(registered: set[str] = frozenset()) -> doctor.Platform:
+    return doctor.Platform("win32", {}, registry_key_exists=lambda key: key in registered,
+                           run_command=lambda cmd: pytest.fail(f"Windows ran {cmd}"))
+
+
+def macos(listing: str | None = None, paths: set[Path] = frozenset()) -> doctor.Platform:
+    return doctor.Platform("darwin", {}, run_command=lambda cmd: listing if cmd == ["systemextensionsctl", "list"] else None,
+                           path_exists=lambda path: path in paths)
+
+
+def test_windows_virtual_camera_needs_obs_or_unity_capture(monkeypatch):
+    none = doctor.check_virtual_camera(platform=windows())
+    assert none.status is Status.fail and none.detail == "neither OBS Virtual Camera nor Unity Capture is installed"
+    assert "install OBS Studio" in none.fix and "Unity Capture" in none.fix
+    # Registered, but pyvirtualcam cannot open it here (this is not Windows): the opening is checked too.
+    obs = doctor.check_virtual_camera(platform=windows({f"CLSID\\{doctor.OBS_VIRTUALCAM_CLSID}"}))
+    assert obs.status is Status.fail and obs.detail.startswith("OBS Virtual Camera installed, but it does not open:")
+    assert "Start Virtual Camera" in obs.fix
+    both = doctor.check_virtual_camera(platform=windows({f"CLSID\\{doctor.OBS_VIRTUALCAM_CLSID}",
+                                                         f"CLSID\\{doctor.UNITY_CAPTURE_CLSID}"}))
+    assert both.detail.startswith("OBS Virtual Camera and Unity Capture installed")
+
+
+def test_macos_virtual_camera_is_the_obs_system_extension():
+    missing = doctor.check_virtual_camera(platform=macos(""))
+    assert missing.status is Status.fail and "system extension is not installed" in missing.detail
+    assert "Privacy & Security" in missing.fix
+    old = doctor.check_virtual_camera(platform=macos("", {doctor.OBS_MAC_DAL_PLUGIN}))
+    assert old.status is Status.warn and "old DAL plug-in" in old.detail
+    waiting = ("1 extension(s)\n--- com.apple.system_extension.cmio\nenabled\tactive\tteamID\tbundleID (version)\tname\t[state]\n"
+               "\t\t2MMRE5MTB8\tcom.obsproject.obs-studio.mac-camera-extension (30.1.2/30.1.2)\tOBS Virtual Camera\t"
+               "[activated waiting for user]\n")
+    pending = doctor.check_virtual_camera(platform=macos(waiting))
+    assert pending.status is Status.fail and "not enabled" in pending.detail and "waiting for user" in pending.detail
+    enabled = doctor.check_virtual_camera(platform=macos(waiting.replace("activated waiting for user", "activated enabled")))
+    assert enabled.detail.startswith("OBS camera extension enabled")  # then pyvirtualcam must open it
+
+
+def test_onnxruntime_builds_per_platform():
+    clash = doctor.check_onnxruntime_install(["onnxruntime 1.19.2", "onnxruntime-directml 1.19.2"], windows())
+    assert clash.status is Status.fail
+    assert "onnxruntime-directml must not sit beside the CPU onnxruntime" in clash.detail
+    assert clash.fix == "pip uninstall -y onnxruntime onnxruntime-directml && pip install --force-reinstall onnxruntime-directml"
+    assert "onnxruntime-directml" in doctor.check_onnxruntime_install([], windows()).fix
+    assert "CoreML" in doctor.check_onnxruntime_install([], macos()).fix
+    assert "onnxruntime-gpu" in doctor.check_onnxruntime_install([], LINUX).fix
+
+
+def test_cpu_only_users_are_told_a_swap_takes_a_second():
+    cpu = ["CPUExecutionProvider"]
+    for platform, gpu_build in ((LINUX, "onnxruntime-gpu"), (windows(), "onnxruntime-directml")):
+        result = doctor.check_providers(ModelsConfig(), platform, available=cpu)
+        assert result.status is Status.warn
+        assert "a swap then takes about a second" in result.detail and "a live face needs a GPU" in result.detail
+        assert f"pip uninstall -y onnxruntime && pip install {gpu_build}" in result.fix
+    mac = doctor.check_providers(ModelsConfig(), macos(), available=cpu)
+    assert mac.status is Status.warn and "no CoreML" in mac.detail and "about a second" in mac.detail
+    assert "pip install onnxruntime" in mac.fix
+
+
+def test_tray_check_per_platform_and_never_ok_without_a_menu(monkeypatch):
+    from vcamd.tray import backends
+
+    assert backends.choose_backend({}, "win32") == backends.BackendChoice("win32", "Windows")
+    assert backends.choose_backend({}, "darwin").has_menu
+    no_session = doctor.check_tray(LINUX)
+    assert no_session.status is Status.warn and "no DISPLAY" in no_session.detail
+    # An xorg icon (no PyGObject) works but has no menu: a warning with the fix, never ✓.
+    xorg = backends.BackendChoice("xorg", "PyGObject (the [tray] extra) is not installed")
+    monkeypatch.setattr(backends, "choose_backend", lambda env, platform: xorg)
+    monkeypatch.setattr(backends, "import_pystray", lambda name: None)
+    monkeypatch.setattr("vcamd.tray.xorg.systray_owner_present", lambda display: True)
+    result = doctor.check_tray(doctor.Platform("linux", {"DISPLAY": ":9", "XDG_CURRENT_DESKTOP": "ubuntu:GNOME"}))
+    assert result.status is Status.warn and "has no menu" in result.detail
+    assert "pip install -e '.[tray]'" in result.fix and "gnome-shell-extension-appindicator" in result.fix

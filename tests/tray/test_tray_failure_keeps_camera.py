@@ -6,7 +6,7 @@ import threading
 import time
 from types import SimpleNamespace
 
-import vcamd.tray as tray
+import vcamd.tray.app as tray
 
 
 class Controller:

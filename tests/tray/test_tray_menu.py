@@ -25,6 +25,7 @@ from vcamd.tray import (
     tray_available,
     view_from_status,
 )
+from vcamd.tray.view import Command, Verb
 from vcamd.types import Level
 
 
@@ -64,11 +65,13 @@ def test_menu_texts_and_initial_checks(app, controller):
     app.refresh()
     menu = app.menu()
     assert texts(menu) == [
-        "Swap on", "Source face", "Quality", "- - - -", "Open preview", "Edit config",
-        "Status: swap on · 30 fps · 41 ms", "- - - -", "Quit",
+        "Swap on", "Swap off", "Source face", "Quality", "- - - -", "Open control page", "Edit config",
+        "Status: swap on", "- - - -", "Quit",
     ]
-    assert item(menu, "Swap on").checked is True
-    assert item(menu, "Swap on").default is True  # left click on the icon toggles
+    assert item(menu, "Swap on").checked is True and item(menu, "Swap off").checked is False
+    assert item(menu, "Swap on").radio and item(menu, "Swap off").radio
+    # The default item (a left click on the icon) is hidden from the menu and switches the swap.
+    assert [i.text for i in menu.items if i.default] == ["Switch the swap"]
     assert texts(item(menu, "Quality").submenu) == ["Auto", "Full quality", "No enhancer", "Lower resolution", "Every other frame"]
     quality_checks = [i.checked for i in item(menu, "Quality").submenu]
     assert quality_checks == [True, False, False, False, False]
@@ -77,13 +80,19 @@ def test_menu_texts_and_initial_checks(app, controller):
     assert controller.calls == []  # building and reading the menu changes nothing
 
 
-def test_swap_on_toggles_the_controller_and_the_check(app, controller):
+def test_the_default_action_toggles_and_the_radio_pair_sets(app, controller):
     app.refresh()
     menu = app.menu()
     menu(None)  # the default action, what a left click on the icon runs
     assert controller.calls == [("set_enabled", False)]
-    assert item(menu, "Swap on").checked is False
+    assert item(menu, "Swap on").checked is False and item(menu, "Swap off").checked is True
     assert app.view.state is TrayState.off
+    menu(None)
+    assert controller.calls[-1] == ("set_enabled", True)
+    item(menu, "Swap off")(None)
+    assert controller.calls[-1] == ("set_enabled", False)
+    item(menu, "Swap off")(None)  # a radio item sets, it does not toggle
+    assert controller.calls[-1] == ("set_enabled", False) and app.view.state is TrayState.off
     item(menu, "Swap on")(None)
     assert controller.calls[-1] == ("set_enabled", True)
     assert item(menu, "Swap on").checked is True
@@ -99,7 +108,8 @@ def test_quality_radio_follows_the_choice(app, controller):
     assert checks == {"Auto": False, "Full quality": False, "No enhancer": False, "Lower resolution": True,
                       "Every other frame": False}
     assert app.view.state is TrayState.degraded
-    assert "lower resolution" in item(menu, "Status: swap on, degraded (lower resolution) · 30 fps · 41 ms").text
+    assert item(menu, "Status: swap on, degraded (lower resolution)")
+    assert app.view.summary == "swap on, degraded (lower resolution) · 30 fps · 41 ms"  # the tooltip
     item(menu, "Quality/Auto")(None)
     assert controller.calls[-1] == ("set_quality", None)
     assert item(menu, "Quality/Auto").checked is True
@@ -174,7 +184,7 @@ def test_pick_image_file_without_any_dialog_raises(tmp_path, monkeypatch):
 def test_status_and_quit(app, controller, notes):
     app.refresh()
     menu = app.menu()
-    item(menu, "Status: swap on · 30 fps · 41 ms")(None)
+    item(menu, "Status: swap on")(None)
     title, message = notes[-1]
     assert title == "FaceLive Camera: on"
     assert "Swap: on (running)" in message and "Runs on: CPUExecutionProvider" in message
@@ -182,16 +192,21 @@ def test_status_and_quit(app, controller, notes):
     assert controller.calls[-1] == ("request_quit", None)
 
 
-def test_preview_and_config_actions_call_through(controller, notes, pystray_without_display):
+def test_control_page_and_config_actions_call_through(controller, notes, pystray_without_display):
     opened = []
     app = TrayApp(controller, open_preview=lambda: opened.append("preview"), edit_config=lambda: opened.append("config"),
-                  notify=notes, run_in_background=lambda fn: fn())
-    item(app.menu(), "Open preview")(None)
+                  open_url=lambda url: opened.append(url), notify=notes, run_in_background=lambda fn: fn())
+    item(app.menu(), "Open control page")(None)  # no panel_url in the status: the preview page instead
     item(app.menu(), "Edit config")(None)
-    assert opened == ["preview", "config"]
+    controller.panel_url = "http://127.0.0.1:8790/?token=abc"
+    item(app.menu(), "Open control page")(None)
+    assert opened == ["preview", "config", "http://127.0.0.1:8790/?token=abc"]
     bare = TrayApp(controller, notify=notes)
     item(bare.menu(), "Edit config")(None)
     assert "vcamd config init" in notes[-1][1]
+    controller.panel_url = None
+    item(bare.menu(), "Open control page")(None)
+    assert "control page is not available" in notes[-1][1]
 
 
 def test_engine_states_map_to_icon_states(controller, notes, pystray_without_display):
@@ -283,3 +298,64 @@ def test_recent_faces_keeps_the_latest_first(tmp_path, assets):
     assert recent.list() == [newton.resolve(), crowd.resolve()]
     (tmp_path / "state" / "recent_faces.json").write_text("{broken")
     assert recent.list() == []
+
+
+def test_backend_choice_follows_the_desktop():
+    from vcamd.tray.backends import BackendChoice, choose_backend
+
+    bus = {"DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "DISPLAY": ":0"}
+
+    def choose(env, *, watcher=False, indicator=True, gtk=True):
+        return choose_backend(env, "linux", watcher_present=lambda _env: watcher, has_appindicator=lambda: indicator,
+                              has_gtk=lambda: gtk).name
+
+    assert choose(bus, watcher=True) == "appindicator"  # KDE, GNOME with the AppIndicator extension
+    assert choose(bus) == "gtk"  # XFCE/MATE panels: XEmbed, still with a menu
+    assert choose(bus, indicator=False) == "gtk"
+    assert choose(bus, indicator=False, gtk=False) == "xorg"  # no PyGObject
+    assert choose({"DISPLAY": ":0"}, watcher=True) == "xorg"  # no session bus: the GTK backends cannot start
+    assert choose({**bus, "PYSTRAY_BACKEND": "xorg"}, watcher=True) == "xorg"  # the user's word wins
+    assert choose_backend({}, "win32") == BackendChoice("win32", "Windows")
+    assert not BackendChoice("xorg", "").has_menu and BackendChoice("gtk", "").has_menu
+
+
+def test_menu_model_is_data_built_from_the_status():
+    from vcamd.tray.view import Command, Verb, build_menu, view_from_status
+
+    view = view_from_status({"enabled": False, "state": "running", "level": "full", "quality": "low_res",
+                             "source_face": "/photos/ada.jpg", "panel_url": "http://127.0.0.1:1/?t=x"})
+    menu = build_menu(view, [Path("/photos/ada.jpg"), Path("/photos/bob.png")])
+    visible = [e.label for e in menu if e.visible]
+    assert visible[:4] == ["Swap on", "Swap off", "Source face", "Quality"]
+    hidden = [e for e in menu if not e.visible]
+    assert [(e.label, e.command, e.default) for e in hidden] == [("Switch the swap", Command(Verb.toggle), True)]
+    by_label = {e.label: e for e in menu}
+    assert by_label["Swap off"].checked is True and by_label["Swap off"].command == Command(Verb.enable, False)
+    faces = {e.label: e.checked for e in by_label["Source face"].submenu if not e.is_separator}
+    assert faces == {"ada.jpg": True, "bob.png": False, "Choose…": None}
+    quality = {e.label: e.checked for e in by_label["Quality"].submenu}
+    assert quality["Lower resolution"] is True and quality["Auto"] is False
+    assert view.panel_url == "http://127.0.0.1:1/?t=x"
+    assert [e.label for e in build_menu(view, [])[3].submenu] == ["Choose…"]
+
+
+def test_the_menu_is_rebuilt_only_when_what_it_shows_changes(app, controller):
+    class Icon:
+        icon = title = None
+        rebuilds = 0
+
+        def update_menu(self):
+            self.rebuilds += 1
+
+    icon = Icon()
+    app.attach(icon)
+    app.refresh()
+    app.draw()
+    assert icon.rebuilds == 1 and icon.title == "FaceLive Camera: swap on · 30 fps · 41 ms"
+    controller.fps = 12.4  # the numbers change every second: the tooltip follows, the menu stays
+    app.refresh()
+    app.draw()
+    assert icon.title == "FaceLive Camera: swap on · 12 fps · 41 ms" and icon.rebuilds == 1
+    app.run(Command(Verb.enable, False))
+    app.draw()
+    assert icon.rebuilds == 2 and item(app.menu(), "Swap off").checked is True

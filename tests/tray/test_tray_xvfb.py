@@ -3,7 +3,7 @@
 `tray_host.py` runs `vcamd.tray.run_tray` in a subprocess (pystray's xorg backend, as on an X11
 desktop) around an in-test controller that logs its calls. The test finds the docked icon window
 with python-xlib, clicks it with xdotool (real X input: the click is the icon's default action,
-"Swap on"), and checks screenshots of the docked icon taken with XGetImage.
+the hidden "Switch the swap" item), and checks screenshots of the docked icon taken with XGetImage.
 
 pystray's xorg backend has no pop-up menu (HAS_MENU is False: a left click runs the default item,
 nothing else), so the other menu items are activated through pystray's Menu API inside the process
@@ -87,7 +87,7 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
         wait_for(lambda: state_on_screen() is TrayState.on, 10, "the docked icon to show 'on'")
         xscreen.screenshot(display, icon).save(tmp_path / "tray-on.png")
 
-        # 3. A real click on the icon (default action = "Swap on") switches the swap off; the icon turns grey.
+        # 3. A real click on the icon (the default action switches the swap) turns it off; the icon turns grey.
         origin = root.translate_coords(icon, 0, 0)
         centre = (origin.x + geometry.width // 2, origin.y + geometry.height // 2)
         subprocess.run(["xdotool", "mousemove", str(centre[0]), str(centre[1]), "click", "1"],

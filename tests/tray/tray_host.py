@@ -27,7 +27,7 @@ from vcamd.types import Level
 
 
 class LoggingController:
-    """The engine's control surface, in memory, every call logged."""
+    """The engine's control surface (`vcamd.control.protocol.Controllable`), in memory, every call logged."""
 
     def __init__(self, log_path: Path | None = None) -> None:
         self.log_path = log_path
@@ -38,6 +38,9 @@ class LoggingController:
         self.quality: Level | None = None
         self.source_face: Path | None = None
         self.config_error: str | None = None
+        self.panel_url: str | None = None
+        self.fps = 29.7
+        self.badge = True
         self.quit_requested = threading.Event()
         self._lock = threading.Lock()
 
@@ -53,11 +56,12 @@ class LoggingController:
             "enabled": self.enabled,
             "state": self.state,
             "level": self.level.name,
-            "fps": 29.7,
+            "fps": self.fps,
             "latency_ms": 41.0,
             "source_face": str(self.source_face) if self.source_face else None,
             "providers": {"det_10g.onnx": "CPUExecutionProvider"},
             "config_error": self.config_error,
+            **({"panel_url": self.panel_url} if self.panel_url else {}),
         }
 
     def set_enabled(self, on: bool) -> None:
@@ -79,6 +83,16 @@ class LoggingController:
 
     def snapshot_png(self) -> bytes:
         raise FaceError("no frame yet", fix="wait for the camera")
+
+    def latest_frame(self) -> Any:
+        return None
+
+    def recent_transitions(self) -> list[dict[str, Any]]:
+        return []
+
+    def set_badge(self, on: bool) -> None:
+        self.log("set_badge", on)
+        self.badge = on
 
     def request_quit(self) -> None:
         self.log("request_quit")
@@ -148,8 +162,12 @@ def main() -> int:
     controller = LoggingController(args.log)
 
     def engine_run() -> str:
-        # The tray is up when the engine starts (run_engine_with_tray starts it from the setup).
-        threading.Thread(target=_serve_commands, args=(app_holder[0], controller), daemon=True).start()
+        # The tray is up when the engine starts (run_engine_with_tray starts it from the setup);
+        # when the icon could not be shown the engine runs headless, and the test sees "no_tray".
+        if not app_holder:
+            controller.log("no_tray")
+        else:
+            threading.Thread(target=_serve_commands, args=(app_holder[0], controller), daemon=True).start()
         controller.log("ready")
         return controller.run_engine()
 

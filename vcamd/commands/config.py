@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check = actions.add_parser(
         "check",
         help="validate a settings file: one line per problem, exit 2 if any",
-        description="Prints `FILE: OK`, or one line per problem (key, bad value, what was expected) and exits 2.",
+        description="Prints `FILE: OK`, or one line per problem (key, bad value, what was expected) and exits 2. "
+        "Models that are there are loaded as `vcamd run` loads them, so one in the wrong role is a problem too.",
     )
     check.add_argument("file", nargs="?", type=Path, metavar="FILE", help="default: the user config file")
     check.set_defaults(func=_check)
@@ -51,7 +52,7 @@ def _check(args: argparse.Namespace) -> int:
         for problem in err.problems:
             print(f"{err.path}: {problem}")
         return 2
-    problems = _missing_files(config)
+    problems = _missing_files(config) + _model_problems(config)
     for problem in problems:
         print(f"{origin}: {problem}")
     if problems:
@@ -68,6 +69,17 @@ def _missing_files(config: object) -> list[str]:
         path = getattr(swap, key)
         if path is not None and not Path(path).is_file():
             problems.append(f"[swap] {key} = {str(path)!r}: file not found — fix the path or remove the key")
+    return problems
+
+
+def _model_problems(config: object) -> list[str]:
+    """Models that `vcamd run` would refuse for their role (e.g. a GFPGAN file as swapper)."""
+    from vcamd.modelcheck import wrong_role_problems
+
+    problems = []
+    for role, err in wrong_role_problems(config):  # type: ignore[arg-type]
+        message = err.message if err.message.startswith("[models]") else f"[models] {role}: {err.message}"
+        problems.append(message + (f" — {err.fix}" if err.fix else ""))
     return problems
 
 

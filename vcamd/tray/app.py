@@ -1,0 +1,529 @@
+"""The tray application: the pystray icon and its menu, wired to the engine's control surface.
+
+The icon runs in the daemon process and drives the same `Controllable` the control socket drives
+(vcamd.control.protocol). pystray wants the main thread, so the daemon calls
+`run_engine_with_tray(engine, lambda: engine.run(...), ...)` from its main thread: the engine loop
+runs in a worker started from pystray's `setup`, and each side stops the other when it ends.
+
+A poller thread reads `controller.status()` about once a second and is the only thread that
+redraws the icon (and, on the menu backends, rebuilds the menu when what it shows changed); menu
+actions read the status again at once so checks are never stale. The menu itself is the data
+model of vcamd.tray.view, turned into pystray items each time a backend builds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from vcamd.control.protocol import Controllable
+from vcamd.errors import VcamdError
+from vcamd.tray.backends import BackendChoice, Pystray, choose_backend, import_pystray, import_pystray_menus
+from vcamd.tray.desktop import NoFileDialog, open_with_desktop, pick_image_file
+from vcamd.tray.view import (
+    APP_TITLE,
+    STARTING_VIEW,
+    Command,
+    MenuEntry,
+    TrayState,
+    TrayView,
+    Verb,
+    build_menu,
+    faces_for_menu,
+    render_icon,
+    view_from_status,
+)
+from vcamd.tray.xorg import XorgIconWindow, XorgWaker, enable_xorg_clicks, is_xorg
+from vcamd.types import Level
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ICON_NAME = "facelive"
+"""pystray icon name; the X11 window class becomes "facelive" / "facelive SystemTrayIcon"."""
+
+Notify = Callable[[str, str], None]
+"""notify(message, title)."""
+
+
+class TrayApp:
+    """Menu, icon state and actions of the tray, around one controller.
+
+    Build the pystray menu with `menu()`, attach the pystray icon with `attach(icon)`, then
+    `start_polling()`. Without an icon (tests), `refresh()`, `menu_model()` and the menu work the same.
+    """
+
+    def __init__(
+        self,
+        controller: Controllable,
+        *,
+        recent_faces: Callable[[], Sequence[Path]] = lambda: (),
+        remember_face: Callable[[Path], None] | None = None,
+        open_preview: Callable[[], None] | None = None,
+        open_url: Callable[[str], None] = open_with_desktop,
+        edit_config: Callable[[], None] | None = None,
+        choose_face: Callable[[Path], Path | None] = pick_image_file,
+        config_path: Path | None = None,
+        notify: Notify | None = None,
+        poll_interval_s: float = 1.0,
+        quit_event: threading.Event | None = None,
+        run_in_background: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
+        """`open_preview` is the fallback of "Open control page" when the status has no panel_url."""
+        self.controller = controller
+        self._recent_faces = recent_faces
+        self._remember_face = remember_face
+        self._open_preview = open_preview
+        self._open_url = open_url
+        self._edit_config = edit_config
+        self._choose_face = choose_face
+        self._config_path = config_path
+        self._notify_override = notify
+        self._poll_interval_s = poll_interval_s
+        self._quit_event = quit_event
+        self._run_in_background = run_in_background or _start_thread
+        self._icon: Any = None
+        self._lock = threading.Lock()
+        self._quality_choice: Level | None = None
+        self._view = STARTING_VIEW
+        self._drawn: tuple[TrayState, str] | None = None
+        self._drawn_menu: tuple[MenuEntry, ...] | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._waker: XorgWaker | None = None
+        self._xwindow: XorgIconWindow | None = None
+        self._loop_ended = threading.Event()
+        self.quit_chosen = False
+        """True once the user picked Quit (the icon closing for any other reason is not a quit)."""
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def icon(self) -> Any:
+        """The pystray icon once attached (None before)."""
+        return self._icon
+
+    @property
+    def view(self) -> TrayView:
+        return self._view
+
+    def refresh(self) -> TrayView:
+        """Read the controller's status now; a failing status is shown as the error state."""
+        with self._lock:
+            quality_fallback = self._quality_choice
+        try:
+            view = view_from_status(self.controller.status(), quality_fallback)
+        except Exception as exc:  # noqa: BLE001 — any failure to read the status is shown, not raised
+            log.warning("tray: cannot read the engine status: %s", exc)
+            old = self._view
+            view = TrayView(
+                TrayState.error, old.enabled, old.level, old.quality, old.source_face,
+                f"status unavailable: {exc}", f"The engine status cannot be read: {exc}", old.panel_url,
+            )
+        with self._lock:
+            self._view = view
+        return view
+
+    # -- actions (menu callbacks) -------------------------------------------------------------
+
+    def run(self, command: Command) -> None:
+        """Do what a menu item says."""
+        verb, arg = command.verb, command.arg
+        if verb is Verb.toggle:
+            self.toggle()
+        elif verb is Verb.enable:
+            self._act(f"switch the swap {'on' if arg else 'off'}", lambda: self.controller.set_enabled(bool(arg)))
+        elif verb is Verb.face:
+            self.set_face(arg)
+        elif verb is Verb.choose_face:
+            self.choose_face()
+        elif verb is Verb.quality:
+            self.set_quality(arg)
+        elif verb is Verb.open_panel:
+            self.open_panel()
+        elif verb is Verb.edit_config:
+            self.edit_config()
+        elif verb is Verb.show_status:
+            self.show_status()
+        elif verb is Verb.quit:
+            self.quit()
+        else:  # pragma: no cover — Verb is closed
+            raise ValueError(f"unknown tray command {command}")
+
+    def toggle(self) -> None:
+        self._act("switch the swap", lambda: self.controller.set_enabled(not self.refresh().enabled))
+
+    def set_face(self, path: Path) -> None:
+        def do() -> None:
+            self.controller.set_source_face(path)
+            if self._remember_face:
+                self._remember_face(path)
+            self.notify(f"Source face: {path.name}")
+
+        self._act(f"use {path} as the source face", do)
+
+    def choose_face(self) -> None:
+        """Show a file chooser (in the background: it may stay open a while) and use the pick."""
+
+        def do() -> None:
+            start = self._view.source_face.parent if self._view.source_face else Path.home()
+            try:
+                picked = self._choose_face(start)
+            except NoFileDialog as err:
+                folder = self._config_folder()
+                message = f"{err.message}. Set [swap] source_face in {self._config_path or 'config.toml'}"
+                if folder is not None:
+                    try:
+                        open_with_desktop(folder)
+                        message += f" (its folder {folder} is now open)"
+                    except (VcamdError, OSError) as open_err:
+                        message += f" ({open_err})"
+                self.notify(message + f" — or {err.fix}.", "No file dialog")
+                return
+            if picked is not None:
+                self.set_face(picked)
+
+        self._run_in_background(lambda: self._act("choose a source face", do))
+
+    def set_quality(self, level: Level | None) -> None:
+        def do() -> None:
+            self.controller.set_quality(level)
+            with self._lock:
+                self._quality_choice = level
+
+        self._act("set the quality", do)
+
+    def open_panel(self) -> None:
+        """Open the control page (the status's tokened panel_url); the preview page without one."""
+        url = self.refresh().panel_url
+        if url:
+            self._run_in_background(lambda: self._act("open the control page", lambda: self._open_url(url)))
+        elif self._open_preview is not None:
+            self._run_in_background(lambda: self._act("open the preview", self._open_preview))
+        else:
+            self.notify("The control page is not available in this session (see [panel] in the config).")
+
+    def edit_config(self) -> None:
+        if self._edit_config is None:
+            self.notify("No config file in use — create one with `vcamd config init`.")
+            return
+        self._run_in_background(lambda: self._act("open the config file", self._edit_config))
+
+    def show_status(self) -> None:
+        self.notify(self.refresh().detail, f"{APP_TITLE}: {self._view.state.value}")
+
+    def quit(self) -> None:
+        self.quit_chosen = True
+        self._act("quit", self.controller.request_quit)
+        self._stop.set()
+        self._stop_icon()
+
+    def notify(self, message: str, title: str = APP_TITLE) -> None:
+        """A desktop notification: the injected notifier, the backend's own, notify-send, or the log."""
+        log.info("tray notification: %s: %s", title, message)
+        if self._notify_override is not None:
+            self._notify_override(message, title)
+        elif self._icon is not None and getattr(self._icon, "HAS_NOTIFICATION", False):
+            self._icon.notify(message, title)
+        elif shutil.which("notify-send"):
+            subprocess.Popen(["notify-send", "--app-name", APP_TITLE, title, message],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _act(self, what: str, action: Callable[[], None]) -> None:
+        """Run one user action; a failure becomes a notification, never a dead tray."""
+        try:
+            action()
+        except VcamdError as err:
+            self.notify(str(err), f"Cannot {what}")
+        except Exception as exc:  # noqa: BLE001 — the tray must survive an engine bug
+            log.exception("tray: failed to %s", what)
+            self.notify(f"{type(exc).__name__}: {exc}", f"Cannot {what}")
+        self.refresh()
+        self._wake.set()  # redraw the icon now, not at the next poll
+
+    def _config_folder(self) -> Path | None:
+        if self._config_path is not None:
+            return self._config_path.parent
+        from vcamd.config import user_config_path
+
+        folder = user_config_path().parent
+        return folder if folder.is_dir() else None
+
+    # -- menu ---------------------------------------------------------------------------------
+
+    def faces_for_menu(self) -> list[Path]:
+        """The current source face first, then the recent ones, without duplicates."""
+        return faces_for_menu(self._view.source_face, self._recent_faces())
+
+    def menu_model(self) -> tuple[MenuEntry, ...]:
+        """The menu as data, for the current view."""
+        return build_menu(self._view, self.faces_for_menu())
+
+    def menu(self) -> Any:
+        """The pystray menu. It is rebuilt from `menu_model()` whenever a backend reads it."""
+        pystray = import_pystray_menus()
+        return pystray.Menu(lambda: (self._pystray_item(pystray, entry) for entry in self.menu_model()))
+
+    def _pystray_item(self, pystray: Any, entry: MenuEntry) -> Any:
+        if entry.is_separator:
+            return pystray.Menu.SEPARATOR
+        if entry.submenu is not None:
+            submenu = pystray.Menu(*(self._pystray_item(pystray, e) for e in entry.submenu))
+            return pystray.MenuItem(entry.label, submenu, visible=entry.visible)
+        command = entry.command
+        assert command is not None
+        return pystray.MenuItem(
+            entry.label, lambda: self.run(command),
+            checked=None if entry.checked is None else (lambda _item, c=entry.checked: c),
+            radio=entry.radio, default=entry.default, visible=entry.visible,
+        )
+
+    # -- icon ---------------------------------------------------------------------------------
+
+    def attach(self, icon: Any) -> None:
+        """Use this pystray icon. For the xorg backend call it before `icon.run()`: it sets up
+        X resources while only one thread uses the icon's connection."""
+        self._icon = icon
+        if is_xorg(icon):
+            enable_xorg_clicks(icon)
+            self._waker = XorgWaker.for_icon(icon)
+
+    def loop_ended(self) -> None:
+        """Called by run_tray when the icon's event loop has returned."""
+        self._loop_ended.set()
+
+    def _stop_icon(self) -> None:
+        icon = self._icon
+        if icon is None:
+            return
+        icon.stop()
+        if self._waker is not None:
+            self._waker.wake_until(self._loop_ended)
+
+    def draw(self) -> None:
+        """Bring the icon image, tooltip and menu in line with the current view (poller thread)."""
+        icon = self._icon
+        view = self._view
+        if icon is None:
+            return
+        menu = self.menu_model()
+        if self._drawn == (view.state, view.summary) and menu == self._drawn_menu:
+            return
+        title = f"{APP_TITLE}: {view.summary}"
+        image = render_icon(view.state) if self._drawn is None or self._drawn[0] != view.state else None
+        if self._xwindow is not None:
+            self._xwindow.show(icon, image, title)
+        else:
+            if image is not None:
+                icon.icon = image
+            icon.title = title
+            if menu != self._drawn_menu:
+                # gtk/appindicator build a new menu from the model: only when what it shows changed
+                # (each rebuild gives every item a new dbusmenu id under the user's pointer).
+                icon.update_menu()
+        self._drawn = (view.state, view.summary)
+        self._drawn_menu = menu
+
+    def start_polling(self) -> None:
+        self._poller = threading.Thread(target=self._poll_loop, name="tray-status", daemon=True)
+        self._poller.start()
+
+    def stop_polling(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._poller is not None and self._poller is not threading.current_thread():
+            self._poller.join(timeout=5)
+
+    def _poll_loop(self) -> None:
+        if is_xorg(self._icon):
+            self._xwindow = XorgIconWindow.for_icon(self._icon)
+        try:
+            self._poll_until_stopped()
+        finally:
+            if self._xwindow is not None:
+                self._xwindow.close()
+
+    def _poll_until_stopped(self) -> None:
+        while not self._stop.is_set():
+            if self._quit_event is not None and self._quit_event.is_set():
+                # The daemon is stopping (e.g. `vcamd quit`): take the icon down with it.
+                self._stop_icon()
+                return
+            self.refresh()
+            try:
+                self.draw()
+                if self._xwindow is not None:
+                    self._xwindow.keep_docked()
+            except Exception:  # noqa: BLE001 — a failed redraw must not end the poller
+                log.exception("tray: icon update failed")
+            self._wake.wait(self._poll_interval_s)
+            self._wake.clear()
+
+
+def _start_thread(fn: Callable[[], None]) -> None:
+    threading.Thread(target=fn, name="tray-action", daemon=True).start()
+
+
+def _quit_on_sigint_in_glib(controller: Controllable) -> None:
+    """gtk/appindicator: pystray sets SIGINT to SIG_DFL before its GLib loop (Ctrl-C would kill the
+    daemon with the camera open); route it to the engine's quit instead, as on the xorg backend."""
+    from gi.repository import GLib
+
+    def on_interrupt() -> bool:
+        log.info("tray: interrupted; stopping the engine")
+        controller.request_quit()
+        return GLib.SOURCE_CONTINUE
+
+    GLib.unix_signal_add(GLib.PRIORITY_DEFAULT, signal.SIGINT, on_interrupt)
+
+
+def run_tray(
+    controller: Controllable,
+    setup: Callable[[TrayApp], None],
+    *,
+    quit_event: threading.Event | None = None,
+    backend: BackendChoice | None = None,
+    **app_options: Any,
+) -> TrayApp:
+    """Show the tray icon and run its event loop on the calling (main) thread until Quit.
+
+    `setup(app)` runs once the icon is up, in pystray's setup thread: start the engine there (and
+    keep `app` to send notifications, e.g. about a broken config edit). When it raises, the icon is
+    taken down and the error is raised here. `quit_event` set by the daemon (e.g. after `vcamd
+    quit`) takes the icon down within one poll interval. `backend`: default `choose_backend()`.
+    `app_options` are passed to TrayApp (recent_faces, open_preview, edit_config, ...).
+    """
+    choice = backend or choose_backend()
+    pystray: Pystray = import_pystray(choice.name)
+    log.info("tray: pystray backend %s (%s)", choice.name, choice.why)
+    app = TrayApp(controller, quit_event=quit_event, **app_options)
+    icon = pystray.Icon(ICON_NAME, render_icon(TrayState.off), f"{APP_TITLE}: starting", app.menu())
+    failure: list[BaseException] = []
+    loop_failed = threading.Event()
+
+    app.attach(icon)  # before run(): the xorg set-up must not race the event loop
+
+    def on_ready(icon: Any) -> None:
+        if loop_failed.is_set():
+            return  # released by the failure below: start nothing
+        if choice.name in ("gtk", "appindicator"):
+            _quit_on_sigint_in_glib(controller)
+        icon.visible = True
+        try:
+            setup(app)
+        except BaseException as exc:  # noqa: BLE001 — handed to the main thread below
+            failure.append(exc)
+            icon.stop()
+            return
+        app.start_polling()
+
+    try:
+        icon.run(setup=on_ready)
+    except BaseException:
+        # pystray's setup thread (not a daemon thread) waits for a "ready" the failed backend never
+        # sends, and would keep the process from exiting: release it into on_ready, which returns.
+        loop_failed.set()
+        ready_queue = getattr(icon, "_Icon__queue", None)
+        if ready_queue is not None:
+            ready_queue.put(False)
+        raise
+    finally:
+        app.loop_ended()
+        app.stop_polling()
+    if failure:
+        raise failure[0]
+    return app
+
+
+@contextmanager
+def _ctrl_c_asks_to_quit(controller: Controllable) -> Iterator[None]:
+    """While the tray runs on the main thread, Ctrl-C (SIGINT) asks the engine to quit and the
+    tray follows it, like `vcamd quit` and SIGTERM.
+
+    Left as KeyboardInterrupt, Ctrl-C lands in pystray's xorg event loop, whose bare `except:`
+    swallows it and logs "An error occurred in the main loop" with a traceback (and it may cut an
+    X request in half). A second Ctrl-C raises KeyboardInterrupt as usual, for an engine that
+    does not stop. Off the main thread signal handlers cannot be set: nothing changes there.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_interrupt(_signum: int, _frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        log.info("tray: interrupted; stopping the engine")
+        controller.request_quit()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def run_engine_with_tray(
+    controller: Controllable,
+    engine_run: Callable[[], T],
+    *,
+    on_app: Callable[[TrayApp], None] | None = None,
+    **app_options: Any,
+) -> T:
+    """The daemon's entry with a tray: the engine loop in a worker thread, the tray on this one.
+
+    `engine_run` is the blocking engine loop (e.g. `lambda: engine.run(max_frames=n)`). When it
+    returns (`vcamd quit`, SIGTERM, --frames reached) the icon is taken down; when the user picks
+    Quit or presses Ctrl-C, the engine is asked to quit. Returns what `engine_run` returned and
+    raises what it raised. Call it from the main thread (pystray needs it on macOS).
+    `on_app(app)` runs once the icon is up, before the engine starts (keep `app` to notify).
+    """
+    engine_done = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["result"] = engine_run()
+        except BaseException as exc:  # noqa: BLE001 — re-raised on the main thread below
+            outcome["error"] = exc
+        finally:
+            engine_done.set()
+
+    worker = threading.Thread(target=work, name="engine", daemon=True)
+
+    def setup(app: TrayApp) -> None:
+        if on_app is not None:
+            on_app(app)
+        worker.start()
+
+    interrupted = quit_chosen = False
+    try:
+        with _ctrl_c_asks_to_quit(controller):
+            quit_chosen = run_tray(controller, setup, quit_event=engine_done, **app_options).quit_chosen
+    except KeyboardInterrupt:
+        log.info("tray: interrupted")
+        interrupted = True
+    except Exception as exc:  # the icon is a convenience: its failure must not take the camera down
+        log.warning("the tray icon failed (%s); FaceLive Camera keeps running without it", exc)
+    if worker.ident is None:
+        if interrupted:
+            raise KeyboardInterrupt
+        log.warning("no tray icon; running without it (control it with `vcamd on/off/status/quit`)")
+        work()  # the icon never came up: run the engine here, headless
+    else:
+        if not engine_done.is_set():
+            if interrupted:
+                controller.request_quit()  # a second Ctrl-C
+            elif not quit_chosen:
+                # The icon went away on its own (pystray error, tray host gone): keep the camera.
+                log.warning("the tray icon closed; FaceLive Camera keeps running (stop it with `vcamd quit`)")
+        worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]

@@ -1,0 +1,169 @@
+"""Workarounds for pystray 0.19's xorg backend (XEmbed tray icons: XFCE, MATE, trayer).
+
+That backend has no pop-up menu: a left click runs the default item. Three problems of it (with
+python-xlib 0.33) are worked around here: clicks never delivered (`enable_xorg_clicks`), a stop
+that leaves the event loop blocked (`XorgWaker`), and icon updates that deadlock its connection
+(`XorgIconWindow`). Xlib is imported lazily: it connects to the X server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from PIL import Image
+
+log = logging.getLogger(__name__)
+
+
+def is_xorg(icon: Any) -> bool:
+    return icon is not None and type(icon).__module__ == "pystray._xorg"
+
+
+def enable_xorg_clicks(icon: Any) -> None:
+    """Make a left click on the xorg backend's icon reach pystray.
+
+    pystray 0.19's xorg backend handles ButtonPress but creates its window without selecting
+    ButtonPressMask, so X never delivers the click and the default action never runs. Selecting it
+    here is the smallest fix; other backends have no `_window` and are left alone.
+    """
+    from Xlib import X
+
+    window, display = icon._window, icon._display
+    window.change_attributes(event_mask=X.ExposureMask | X.StructureNotifyMask | X.ButtonPressMask)
+    display.flush()
+
+
+class XorgWaker:
+    """Wakes pystray's xorg event loop when `Icon.stop()` left it blocked.
+
+    With pystray 0.19.5 and python-xlib 0.33, `Icon.stop()` called from another thread left the
+    loop blocked in `select()` in 6 of 20 tries under Xvfb (the icon window was gone, `run()` never
+    returned). Any new event on the icon's X connection unblocks it, so after a stop we send a
+    no-op ClientMessage to a small helper window of that connection, from a second connection,
+    until the loop has returned.
+    """
+
+    def __init__(self, display_name: str, window: Any) -> None:
+        self.display_name = display_name
+        self.window = window
+
+    @classmethod
+    def for_icon(cls, icon: Any) -> XorgWaker:
+        from Xlib import X
+
+        display = icon._display
+        window = display.screen().root.create_window(0, 0, 1, 1, 0, X.CopyFromParent, window_class=X.InputOnly)
+        display.flush()
+        return cls(display.get_display_name(), window)
+
+    def wake_until(self, ended: threading.Event, interval_s: float = 0.3, attempts: int = 20) -> None:
+        from Xlib.display import Display
+        from Xlib.protocol.event import ClientMessage
+
+        for _ in range(attempts):
+            if ended.wait(interval_s):
+                return
+            display = Display(self.display_name)
+            try:
+                wake = ClientMessage(window=self.window, client_type=display.intern_atom("_FACELIVE_WAKE"),
+                                     data=(32, [0, 0, 0, 0, 0]))
+                display.send_event(self.window, wake, event_mask=0)
+                display.flush()
+            finally:
+                display.close()
+        log.warning("tray: the icon's event loop did not end after stop()")
+
+
+class XorgIconWindow:
+    """xorg: paints the icon, sets its tooltip and keeps it docked, over the poller's own X connection.
+
+    pystray's xorg backend forwards `icon.icon = ...` from other threads to its event loop over
+    the same python-xlib connection the loop reads from, and under Xvfb that deadlocked in about
+    1 of 30 runs (the loop stuck waiting for a reply inside the forwarded update). X windows can
+    be drawn from any connection, so the poller draws the icon window itself and hands pystray the
+    new image only as the data its own Expose handler repaints from.
+
+    It also re-sends the dock request when the window is not embedded while a tray host exists:
+    the first request can go unanswered (seen in ~1 of 30 starts), and a tray host can start after
+    us (session start) or restart.
+    """
+
+    _SYSTEM_TRAY_REQUEST_DOCK = 0
+
+    def __init__(self, display_name: str, window_id: int, retry_s: float = 2.0) -> None:
+        from Xlib.display import Display
+
+        self._display = Display(display_name)
+        self._window = self._display.create_resource_object("window", window_id)
+        self._gc = self._window.create_gc()
+        self._root = self._display.screen().root
+        self._tray_atom = self._display.intern_atom(f"_NET_SYSTEM_TRAY_S{self._display.get_default_screen()}")
+        self._opcode_atom = self._display.intern_atom("_NET_SYSTEM_TRAY_OPCODE")
+        self._retry_s = retry_s
+        self._last_request = time.monotonic()  # pystray sent the first request when the icon was shown
+
+    @classmethod
+    def for_icon(cls, icon: Any) -> XorgIconWindow:
+        return cls(icon._display.get_display_name(), icon._window.id)
+
+    def show(self, icon: Any, image: Image.Image | None, title: str) -> None:
+        from Xlib.error import XError
+
+        try:
+            if image is not None:
+                geometry = self._window.get_geometry()
+                canvas = Image.new("RGB", (geometry.width, geometry.height))
+                canvas.paste(image.resize((geometry.width, geometry.height), Image.Resampling.LANCZOS))
+                # What pystray's Expose handler paints from (plain attributes, no X traffic). Each
+                # is replaced by a complete object, never cleared: the event loop may be drawing
+                # from them right now. (Setting _icon_data to None raced the loop's
+                # _assert_icon_data: AttributeError, pystray's loop ended and the daemon with it,
+                # in ~1 of 20 daemon starts under Xvfb.)
+                icon._icon = image
+                icon._icon_data = canvas
+                self._window.put_pil_image(self._gc, 0, 0, canvas)
+            self._window.set_wm_name(title)
+            self._display.flush()
+        except XError as exc:
+            log.debug("tray: icon window not drawable (%s)", exc)  # stopping, or not mapped yet
+
+    def keep_docked(self) -> None:
+        from Xlib import X
+        from Xlib.error import XError
+        from Xlib.protocol.event import ClientMessage
+
+        try:
+            embedded = self._window.query_tree().parent.id != self._root.id
+            owner = self._display.get_selection_owner(self._tray_atom)
+        except XError:
+            return  # the icon window is gone (stopping)
+        now = time.monotonic()
+        if embedded or owner == X.NONE or now - self._last_request < self._retry_s:
+            return
+        self._last_request = now
+        log.info("tray: icon not embedded in the system tray; asking the tray host again")
+        request = ClientMessage(
+            window=owner, client_type=self._opcode_atom,
+            data=(32, [X.CurrentTime, self._SYSTEM_TRAY_REQUEST_DOCK, self._window.id, 0, 0]),
+        )
+        self._display.send_event(owner, request, event_mask=X.NoEventMask)
+        self._display.flush()
+
+    def close(self) -> None:
+        self._display.close()
+
+
+def systray_owner_present(display_name: str | None = None) -> bool:
+    """X11: whether a system tray host owns `_NET_SYSTEM_TRAY_S<screen>` (so an icon can dock)."""
+    from Xlib import X
+    from Xlib.display import Display
+
+    display = Display(display_name)
+    try:
+        atom = display.intern_atom(f"_NET_SYSTEM_TRAY_S{display.get_default_screen()}")
+        return display.get_selection_owner(atom) != X.NONE
+    finally:
+        display.close()
