@@ -221,9 +221,9 @@ def test_recent_faces_file_is_private_and_a_planted_symlink_is_replaced(tmp_path
 
 
 def test_model_downloads_state_and_partials_are_private(tmp_path: Path, victim: Path, open_umask) -> None:
-    from vcamd.modelstore import STATE_FILE, ModelStore
-
     import hashlib
+
+    from vcamd.modelstore import STATE_FILE, ModelStore
 
     models = tmp_path / "models"
     models.mkdir(mode=0o755)

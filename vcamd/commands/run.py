@@ -94,7 +94,7 @@ def handle(args: argparse.Namespace) -> int:
             watched, _with_runtime_section(engine.on_config_change, args.verbose, cfg), engine.on_config_error,
             current=file_cfg, missing_ok=config_path is None,
         ):
-            stats = _run_with_optional_tray(engine, args, cfg, watched)
+            stats = _run_with_optional_tray(engine, controllable, args, cfg, watched)
     finally:
         signal.signal(signal.SIGTERM, previous)
     stats_lost = False
@@ -116,8 +116,9 @@ def handle(args: argparse.Namespace) -> int:
     return 2 if stats_lost else 0
 
 
-def _run_with_optional_tray(engine, args: argparse.Namespace, cfg, config_path) -> dict:
-    """Run the engine; with a display, the tray icon owns the main thread and the engine runs beside it."""
+def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg, config_path) -> dict:
+    """Run the engine; with a display, the tray icon owns the main thread and the engine runs beside it.
+    The tray drives `controllable`: the engine as the control socket serves it (with "panel_url")."""
     if args.no_tray or not cfg.tray.enabled:
         return _run_engine(engine, args.frames)
     from vcamd.config import user_state_dir
@@ -136,7 +137,7 @@ def _run_with_optional_tray(engine, args: argparse.Namespace, cfg, config_path) 
     if cfg.swap.source_face is not None:
         recent.add(cfg.swap.source_face)
     return run_engine_with_tray(
-        engine,
+        controllable,
         lambda: _run_engine(engine, args.frames),
         recent_faces=recent.list,
         remember_face=recent.add,

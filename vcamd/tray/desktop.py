@@ -9,10 +9,10 @@ import shutil
 import subprocess
 import sys
 import threading
-from contextlib import suppress
 from pathlib import Path
 
 from vcamd.errors import VcamdError
+from vcamd.private_files import private_dir, write_private_atomic
 
 log = logging.getLogger(__name__)
 
