@@ -51,6 +51,7 @@ class ThreadCpu:
         self.interval_s = interval_s
         self.ms: dict[int, float] = {}
         self.names: dict[int, str] = {}
+        self.comm: dict[int, str] = {}
         self._base: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-poller", daemon=True)
@@ -77,6 +78,11 @@ class ThreadCpu:
                 self.names[t.native_id] = t.name
         for tid, ms in self._read().items():
             self.ms[tid] = ms - self._base.get(tid, 0.0)
+            if tid not in self.names and tid not in self.comm:
+                try:
+                    self.comm[tid] = "native thread: " + Path(f"/proc/self/task/{tid}/comm").read_text().strip()
+                except OSError:
+                    pass
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -88,7 +94,7 @@ class ThreadCpu:
         self._poll()
         by_name: dict[str, float] = defaultdict(float)
         for tid, ms in self.ms.items():
-            name = self.names.get(tid, "native (ONNX Runtime / OpenCV pools)")
+            name = self.names.get(tid) or "native worker threads (OpenCV, FFmpeg pools)"
             if name != "cpu-poller":
                 by_name[name] += ms
         return dict(by_name)
@@ -136,40 +142,68 @@ THREAD_STAGE = {
 }
 
 
+WAITS = ("Condition.wait ", "Event.wait ", "Pacer.wait_for ", "sleep ", "LatestFrame.take ")
+"""Innermost frames of a thread that is waiting, not computing: py-spy can sample a thread that
+was just woken (or is runnable but not running on a busy machine) in these; they are left out of
+the split, so a thread's measured CPU time goes to the stages it was computing in."""
+
+RUN_MARKERS = ("LiveEngine._process", "LiveEngine._publish", "LiveEngine._run_commands", "NewestJobWorker._loop",
+               "CameraReader._run")
+"""A stack belongs to the measured run only if it passes through one of these (not warm-up, not
+building the models or the clip)."""
+
+
 def stage_of(thread: str, frames: list[str]) -> str | None:
-    """The stage a sampled stack belongs to, or None for a stack outside the measured run."""
+    """The stage a sampled stack belongs to; None for a stack outside the measured run or waiting."""
     text = ";".join(frames)
-    if thread == "MainThread" and ("LiveEngine._process" not in text and "LiveEngine._publish" not in text
-                                   and "LiveEngine._run_commands" not in text and "LatestFrame.take" not in text):
-        return None  # building models, warm-up, the clip, shutdown
+    if not any(m in text for m in RUN_MARKERS) or "_warm_up" in text:
+        return None
+    if frames and frames[-1].startswith(WAITS):
+        return None
+    if "CameraReader._run" in text:
+        thread = "camera-reader"
+    elif "FullDetector._work" in text:
+        thread = "full-detector"
+    elif "BoundedCall._work" in text:
+        thread = "face-tracker"
+    elif "SwapWorker._work" in text:
+        thread = "swap-worker"
     base = THREAD_STAGE.get(thread, thread)
-    if "InferenceSession.run" in text or "onnxruntime_inference_collection" in text and ".run " in text:
+    if "Session.run " in text or "InferenceSession.run " in text:
         return f"{base}: ONNX Runtime run"
-    if thread in ("full-detector", "face-tracker") or "FaceDetector.detect" in text:
-        if "_prepare_input_blob" in text or "_letterbox" in text or "_blob" in text:
-            return f"{base}: pre-processing (blob)"
-        if "_detect_candidates" in text and "forward" not in text and "SCRFD.forward" not in text:
-            return f"{base}: pre-processing (letterbox resize)" if "scrfd.py:81" in text or "scrfd.py:82" in text else f"{base}: post-processing (decode, NMS)"
-        if "SCRFD.forward" in text or "nms" in text or "_decode" in text:
-            return f"{base}: post-processing (decode, NMS)"
-        return f"{base}: other"
-    if thread == "MainThread":
-        if "crop_around" in text:
-            return "loop: cutting tracking crops"
-        if "match_colour" in text:
-            return "loop: composite — colour correction (LAB)"
-        if "composite" in text or "blend.py" in text:
-            return "loop: composite / blend"
-        if "badge" in text:
-            return "loop: badge"
-        if "Sink.send" in text or "sinks.py" in text:
-            return "loop: sink"
-        if "stats.py" in text or "watchdog.py" in text or "LiveEngine.status" in text:
-            return "loop: stats, watchdog, status"
-        if "LiveTracker.update" in text:
-            return "loop: tracker hand-off"
-        return "loop: other"
-    return base
+    if "FaceDetector.detect" in text:
+        if "_blob" in text or "_prepare_input_blob" in text or "_detect_candidates (" in text.split(";")[-1]:
+            return f"{base}: pre-processing (letterbox resize, blob)"
+        return f"{base}: post-processing (anchor decode, NMS)"
+    if thread in ("full-detector", "face-tracker", "swap-worker", "camera-reader"):
+        if thread == "swap-worker" and ("align" in text or "warp" in text or "estimate_affine" in text):
+            return f"{base}: align (similarity + warp)"
+        if thread == "swap-worker" and ("to_blob" in text or "to_crops" in text):
+            return f"{base}: pre/post (blob, crops)"
+        if "notify" in text:
+            return f"{base}: hand-off (wake the waiting thread)"
+        return base if thread == "camera-reader" else f"{base}: other"
+    if "crop_around" in text:
+        return "loop: cutting tracking crops"
+    if "match_colour" in text:
+        return "loop: composite — colour correction (LAB)"
+    if "estimate_affine" in text or "similarity_transform" in text:
+        return "loop: composite — similarity transform"
+    if "composite" in text or "blend.py" in text:
+        return "loop: composite — warp + blend"
+    if "badge" in text:
+        return "loop: badge"
+    if "Sink.send" in text or "sinks.py" in text:
+        return "loop: sink"
+    if "stats.py" in text or "watchdog.py" in text or "LiveEngine.status" in text or "_log_events" in text:
+        return "loop: stats, watchdog, status"
+    if "LiveTracker" in text or "BoundedCall.call" in text or "FullDetector.submit" in text:
+        return "loop: tracker hand-off"
+    if "_submit" in text or "SwapWorker" in text:
+        return "loop: swap hand-off (region copy)"
+    if "obscure" in text:
+        return "loop: obscure (misses)"
+    return "loop: other"
 
 
 def split_stacks(raw: Path, leaves: dict[str, Counter] | None = None) -> dict[str, Counter]:
@@ -231,9 +265,9 @@ def breakdown(runs: list[dict]) -> dict[str, list[float]]:
                 continue
             for stage, n in stages.items():
                 per_run[stage] += ms * n / total / published
+        per_run["= whole process (stats cpu_ms_per_frame)"] = run["cpu_ms_per_frame"]
         for stage in set(per_run) | set(rows):
             rows[stage].append(per_run.get(stage, 0.0))
-        rows["= whole process (stats cpu_ms_per_frame)"].append(run["cpu_ms_per_frame"])
     return dict(rows)
 
 
