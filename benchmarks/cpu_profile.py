@@ -290,11 +290,17 @@ def main() -> None:
     p.add_argument("--detector", type=Path, default=SHARED / "models" / "scrfd_2.5g_kps.onnx")
     p.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     p.add_argument("--no-spy", action="store_true", help="per-thread CPU only")
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default=None, help="also write the runs and the breakdown as JSON")
+    p.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                   help="print one breakdown over the runs of earlier --json files (e.g. runs interleaved with another build)")
     p.add_argument("--child-json", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     args.quality = args.quality or None
-    if args.child_json:
+    if args.merge:
+        runs = [run for path in args.merge for run in json.loads(Path(path).read_text())["runs"]]
+        args.frames = f"{sorted({r['published'] for r in runs})[0]}+"
+        print(format_breakdown(breakdown(runs), runs, args))
+    elif args.child_json:
         child(args)
     else:
         parent(args)

@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/detect_cost.py --repeats 5     # five rounds; prints the median of the rounds' medians
 
 Frames: Newton's portrait scaled into a 1280×720 / 1920×1080 grey frame (as `vcamd bench`'s clip),
-and the 192² tracking crop around its face (`crop_around`). Times are this thread's CPU time
-(`time.thread_time`), which other processes on the machine disturb less than wall time.
+and the 192² tracking crop around its face (`crop_around`). Times are the process's CPU time
+(`time.process_time`: OpenCV spreads some work over its own threads), which other processes on the machine disturb less than wall time.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ class TimedSession:
         self._session, self._log = session, log
 
     def run(self, *args, **kwargs):
-        t = time.thread_time()
+        t = time.process_time()
         try:
             return self._session.run(*args, **kwargs)
         finally:
-            self._log.append((time.thread_time() - t) * 1000.0)
+            self._log.append((time.process_time() - t) * 1000.0)
 
     def __getattr__(self, name):
         return getattr(self._session, name)
@@ -80,12 +80,12 @@ def main() -> None:
             detector.detect(image, size)  # warm (session built, caches filled)
             totals, ort_ms[:] = [], []
             for _ in range(args.calls):
-                t = time.thread_time()
+                t = time.process_time()
                 detector.detect(image, size)
-                totals.append((time.thread_time() - t) * 1000.0)
+                totals.append((time.process_time() - t) * 1000.0)
             own = [a - b for a, b in zip(totals, ort_ms)]
             results[name].append((statistics.median(totals), statistics.median(own)))
-    print(f"FaceDetector.detect, {args.detector.name}, thread CPU-ms per call: median of {args.repeats} rounds × {args.calls} calls")
+    print(f"FaceDetector.detect, {args.detector.name}, process CPU-ms per call: median of {args.repeats} rounds × {args.calls} calls")
     print("| case | total | ONNX Runtime run | our own (pre + post) | own, per round |")
     print("| --- | --- | --- | --- | --- |")
     for name, rounds in results.items():
