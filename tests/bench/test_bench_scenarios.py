@@ -91,3 +91,12 @@ def test_unknown_scenario_and_missing_group_photo_are_refused(assets: Path, tmp_
     assert main(["bench", "--face", face, "--scenarios", "groups", "--group-photo", str(tmp_path / "none.png")]) == 2
     err = capsys.readouterr().err
     assert "none.png" in err and "--group-photo" in err
+
+
+def test_one_face_cpu_target_only_counts_at_full_quality(assets: Path) -> None:
+    light = {"levels": {"full": 1.0}, "cpu_ms_per_frame": 15.3}
+    (row,) = target_rows({"light": light}, _settings(assets))
+    assert row.figure == "15.3" and row.target == "≤ 12" and row.ratio == pytest.approx(1.28, abs=0.01) and row.met is False
+    degraded = {"levels": {"full": 0.2, "frame_skip": 0.8}, "cpu_ms_per_frame": 9.7}
+    (row,) = target_rows({"light": degraded}, _settings(assets))
+    assert row.met is None and "--quality full" in row.figure  # less work per frame is not a cheaper loop
