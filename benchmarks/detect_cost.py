@@ -5,7 +5,8 @@
 
 Frames: Newton's portrait scaled into a 1280×720 / 1920×1080 grey frame (as `vcamd bench`'s clip),
 and the 192² tracking crop around its face (`crop_around`). Times are the process's CPU time
-(`time.process_time`: OpenCV spreads some work over its own threads), which other processes on the machine disturb less than wall time.
+(`time.process_time`: OpenCV spreads some work over its own threads), which other processes
+on the machine disturb less than wall time.
 """
 
 from __future__ import annotations
