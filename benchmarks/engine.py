@@ -230,7 +230,11 @@ def _reference(engine: Any, reference: Any, frame: np.ndarray, face: Any, source
     from insightface.app.common import Face as InsightFace
 
     target = InsightFace(kps=face.kps)
-    decoder = engine.detector._decoder(engine.detector.size)  # noqa: SLF001 — insightface's SCRFD on our session
+    from insightface.model_zoo.scrfd import SCRFD
+
+    # insightface's own SCRFD pre/post-processing on our (timed) square session, as the reference path runs it.
+    decoder = SCRFD(model_file=None, session=engine.detector.sessions.get(engine.detector.path))
+    decoder.nms_thresh = 0.4
     size = engine.detector.size
     paste, whole = [], []
     for i in range(n + 1):

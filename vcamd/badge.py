@@ -7,9 +7,9 @@ darkened so the white text reads on any background, then the text is drawn on it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import cv2
-import numpy as np
 
 from vcamd.config import Corner
 from vcamd.types import Frame
@@ -35,8 +35,14 @@ class BadgeBox:
 def badge_box(frame_shape: tuple[int, ...], text: str, corner: Corner | str) -> BadgeBox:
     """Lay the badge out for a frame size: text height ~2.5% of the frame height, a margin of
     ~1.5% from the corner, clipped to the frame."""
-    height, width = frame_shape[:2]
-    corner = Corner(corner)
+    return _layout(tuple(frame_shape[:2]), text, Corner(corner))
+
+
+@lru_cache(maxsize=16)
+def _layout(frame_hw: tuple[int, int], text: str, corner: Corner) -> BadgeBox:
+    """badge_box's work, done once per frame size, text and corner (they change only on a
+    config reload) rather than on every published frame."""
+    height, width = frame_hw
     scale = max(0.35, height / 720.0 * 0.6)
     thickness = max(1, round(scale * 1.7))
     (text_w, text_h), baseline = cv2.getTextSize(text, _FONT, scale, thickness)
@@ -54,7 +60,7 @@ def draw_badge(frame: Frame, text: str, corner: Corner | str) -> BadgeBox:
     box = badge_box(frame.shape, text, corner)
     roi = frame[box.y0 : box.y1, box.x0 : box.x1]
     # Work on a small contiguous copy: OpenCV's drawing functions need contiguous memory.
-    patch = (roi.astype(np.float32) * _DARKEN + 0.5).astype(np.uint8)
+    patch = cv2.convertScaleAbs(roi, alpha=_DARKEN)  # rounded, in one pass
     cv2.putText(patch, text, box.text_origin, _FONT, box.scale, (255, 255, 255), box.thickness, cv2.LINE_AA)
     roi[...] = patch
     return box

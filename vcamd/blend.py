@@ -253,6 +253,7 @@ class Blender:
         # One pass in float32 with a single rounding at the end (truncating instead would darken
         # every blended pixel by half a level): weight·swapped + (1 − weight)·frame. Where the
         # weight is 0 the frame pixel comes back bit-identical. 6× faster than the numpy
-        # expression with its four ROI-sized float temporaries.
-        roi[...] = cv2.blendLinear(warped, roi, weight, 1.0 - weight)
+        # expression with its four ROI-sized float temporaries. Written straight into the frame's
+        # ROI (element-wise, so reading and writing the same pixels is safe): no ROI-sized copy.
+        cv2.blendLinear(warped, roi, weight, 1.0 - weight, dst=roi)
         return region

@@ -93,3 +93,18 @@ def test_warp_reads_only_the_face(newton, newton_face):
 def test_bad_keypoints_shape():
     with pytest.raises(ValueError, match="5×2"):
         estimate_affine(np.zeros((4, 2)), 112)
+
+
+def test_closed_form_equals_umeyama_on_noisy_and_mirrored_points():
+    """The 2-D closed form gives skimage's (Umeyama's) estimate, also where no similarity fits
+    well: noisy points, and mirrored ones (where Umeyama must refuse the reflection)."""
+    skimage_transform = pytest.importorskip("skimage.transform")
+    rng = np.random.default_rng(11)
+    for i in range(40):
+        src = rng.uniform(0, 400, size=(5, 2))
+        dst = src @ rng.normal(size=(2, 2)) + rng.normal(scale=20.0, size=(5, 2))
+        if i % 2:
+            dst[:, 0] = -dst[:, 0]  # a mirror image
+        reference = skimage_transform.SimilarityTransform()
+        assert reference.estimate(src, dst)
+        np.testing.assert_allclose(similarity_transform(src, dst), reference.params[:2], rtol=1e-4, atol=1e-3)

@@ -107,3 +107,61 @@ def test_dynamic_export_with_other_output_names(sessions, det10g_like, detector,
     np.testing.assert_allclose(face.kps, detector.detect(newton)[0].kps, atol=0.5)
     (small,) = dynamic.detect(newton, input_size=320)  # one session serves every size
     assert np.linalg.norm(small.kps - face.kps, axis=1).max() < 0.08 * face.width
+
+
+# -- our pre/post-processing against insightface's SCRFD.detect -------------------------------------
+
+def _insightface_detect(sessions, path: Path, image: np.ndarray, hw: tuple[int, int]):
+    """insightface's own SCRFD.detect on a session taking (height, width) `hw`: boxes, scores, kps, left to right."""
+    from insightface.model_zoo.scrfd import SCRFD
+
+    session = sessions.get(path) if hw == (640, 640) else sessions.get_resized(path, hw)
+    ref = SCRFD(model_file=None, session=session)
+    ref.nms_thresh = 0.4
+    det, kps = ref.detect(image, input_size=(hw[1], hw[0]), det_thresh=0.5)
+    order = np.argsort(det[:, 0], kind="stable")
+    return det[order, :4], det[order, 4], kps[order]
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("photo", ["newton", "solvay", "crowd"])
+def test_same_faces_as_insightface_at_the_same_input(detectors, sessions, models_dir, model, photo, newton, solvay, assets):
+    """The decoder (threshold first, then decode; cached anchors; float32) and the letterbox give
+    insightface's results exactly, on photos with 1, 29 and >100 faces."""
+    import cv2
+
+    image = {"newton": newton, "solvay": solvay}.get(photo)
+    if image is None:
+        image = cv2.imread(str(assets / "images" / "crowd_selfie.jpg"))
+    detector = detectors[model]
+    hw = detector.input_shape(image.shape[:2])
+    boxes, scores, kps = _insightface_detect(sessions, models_dir / model, image, hw)
+    ours = detector.detect(image)
+    assert len(ours) == len(boxes) > 0
+    np.testing.assert_allclose(np.array([f.box for f in ours]), boxes, atol=1e-3)
+    np.testing.assert_allclose(np.array([f.score for f in ours]), scores, atol=1e-6)
+    np.testing.assert_allclose(np.stack([f.kps for f in ours]), kps, atol=1e-3)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_aspect_fitted_input_finds_what_the_square_letterbox_finds(detectors, sessions, models_dir, model, newton, solvay):
+    """A landscape frame goes in as 640×384 (or ×480) instead of 640² with empty rows: the same
+    scale, so the same faces at the same places (within 1 % of the face's width)."""
+    for image, count in ((newton, 1), (solvay, 29)):
+        assert detectors[model].input_shape(image.shape[:2])[0] < 640
+        _, _, square_kps = _insightface_detect(sessions, models_dir / model, image, (640, 640))
+        ours = detectors[model].detect(image)
+        assert len(ours) == len(square_kps) == count
+        for face, ref in zip(ours, square_kps):
+            assert np.linalg.norm(face.kps - ref, axis=1).max() < 0.01 * face.width
+
+
+def test_input_shape_follows_the_frame_aspect():
+    from vcamd.faces.detect import input_shape_for
+
+    assert input_shape_for((720, 1280), 640) == (384, 640)  # 360 rounded up to a multiple of 32
+    assert input_shape_for((1080, 1920), 640) == (384, 640)
+    assert input_shape_for((480, 640), 640) == (480, 640)
+    assert input_shape_for((1280, 720), 640) == (640, 384)  # portrait
+    assert input_shape_for((192, 192), 192) == (192, 192)  # tracking crops stay square
+    assert input_shape_for((10, 4000), 320) == (32, 320)  # never below one stride

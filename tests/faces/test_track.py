@@ -79,3 +79,81 @@ def test_many_faces_use_full_detection(detector, solvay):
     tracker.update(solvay, 0)
     assert len(tracker.update(solvay, 1)) == 29
     assert tracker.full_detections == 2
+
+
+def _dot_frame(x: float, y: float, shape=(720, 1280)) -> np.ndarray:
+    """A grey frame with a soft bright dot centred at (x, y) (sub-pixel)."""
+    ys, xs = np.mgrid[: shape[0], : shape[1]].astype(np.float32)
+    dot = 200.0 * np.exp(-((xs - x) ** 2 + (ys - y) ** 2) / (2 * 6.0**2))
+    return np.repeat((30 + dot).astype(np.uint8)[:, :, None], 3, axis=2)
+
+
+def _centroid(patch: np.ndarray) -> tuple[float, float]:
+    w = np.clip(patch[:, :, 0].astype(np.float64) - 30, 0, None)
+    ys, xs = np.mgrid[: patch.shape[0], : patch.shape[1]]
+    return float((w * xs).sum() / w.sum()), float((w * ys).sum() / w.sum())
+
+
+import pytest  # noqa: E402
+
+from vcamd.faces.track import crop_around  # noqa: E402
+from vcamd.types import Face  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "box, dot",
+    [
+        ((600.3, 300.7, 700.9, 420.2), (640.4, 350.6)),  # inside the frame: cut and resized
+        ((1200.0, 10.0, 1290.0, 110.0), (1230.2, 40.7)),  # over the top-right edge: warpAffine
+        ((500.0, 300.0, 540.0, 340.0), (515.5, 322.25)),  # a small face: the crop is scaled up
+    ],
+)
+def test_crop_maps_back_to_the_frame(box, dot):
+    """A point in the tracking patch maps back (TrackCrop.to_frame) to where it is in the frame."""
+    frame = _dot_frame(*dot)
+    face = Face(box=box, score=0.9, kps=np.zeros((5, 2), np.float32))
+    patch, crop = crop_around(frame, face, 192)
+    assert patch.shape == (192, 192, 3) and patch.flags.c_contiguous
+    assert not np.shares_memory(patch, frame)
+    px, py = _centroid(patch)
+    found = crop.to_frame(Face(box=(px, py, px, py), score=1.0, kps=np.array([[px, py]] * 5, np.float32)))
+    assert abs(found.box[0] - dot[0]) < 0.25 and abs(found.box[1] - dot[1]) < 0.25
+    side = 2.0 * max(box[2] - box[0], box[3] - box[1])
+    assert abs(192 / crop.scale - side) <= 1.0  # CROP_FACTOR × the face, to the pixel
+
+
+def _dedupe_one_pair_at_a_time(faces: list[Face], threshold: float = 0.5) -> list[Face]:
+    """The plain definition: keep a face (best score first) unless it overlaps a kept one by IoU > threshold."""
+
+    def iou(a: Face, b: Face) -> float:
+        iw = max(0.0, min(a.box[2], b.box[2]) - max(a.box[0], b.box[0]))
+        ih = max(0.0, min(a.box[3], b.box[3]) - max(a.box[1], b.box[1]))
+        union = a.area + b.area - iw * ih
+        return iw * ih / union if union > 0 else 0.0
+
+    kept: list[Face] = []
+    for face in sorted(faces, key=lambda f: -f.score):
+        if all(iou(face, k) <= threshold for k in kept):
+            kept.append(face)
+    return sorted(kept, key=lambda f: f.box[0])
+
+
+def test_dedupe_keeps_the_best_of_converged_tracks(detector, solvay):
+    from vcamd.faces.track import dedupe_faces
+
+    faces = detector.detect(solvay)
+    # every face twice more: nudged by 10 % of its size (same face) and with a lower score
+    doubled = faces + [
+        Face(box=(f.box[0] + 0.1 * f.width, f.box[1], f.box[2] + 0.1 * f.width, f.box[3]), score=f.score - 0.01, kps=f.kps)
+        for f in faces
+    ]
+    kept = dedupe_faces(doubled)
+    assert [f.box for f in kept] == [f.box for f in faces]  # the originals, left to right
+    rng = np.random.default_rng(5)
+    for _ in range(50):  # crowded random boxes: the same answer as the pairwise definition
+        xy = rng.uniform(0, 300, size=(25, 2))
+        wh = rng.uniform(5, 80, size=(25, 2))
+        random_faces = [Face(box=(x, y, x + w, y + h), score=float(s), kps=np.zeros((5, 2), np.float32))
+                        for (x, y), (w, h), s in zip(xy, wh, rng.uniform(0.5, 1.0, 25))]
+        assert [f.box for f in dedupe_faces(random_faces)] == [f.box for f in _dedupe_one_pair_at_a_time(random_faces)]
+    assert dedupe_faces([]) == [] and len(dedupe_faces(faces[:1])) == 1

@@ -55,26 +55,26 @@ def template_points(size: int, template: Template = "arcface") -> Points:
 def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Affine:
     """Least-squares similarity (rotation, uniform scale, translation) taking src onto dst.
 
-    Umeyama's closed-form solution; the same estimate as skimage's SimilarityTransform, which
-    insightface uses, without RANSAC (5 good points need no outlier rejection).
+    The same estimate as Umeyama's solution (skimage's SimilarityTransform, which insightface uses,
+    without RANSAC: 5 good points need no outlier rejection), in its 2-D closed form: with points as
+    complex numbers, scale·rotation is the single complex factor a = Σ conj(s)·d / Σ |s|² of the
+    centred points — no SVD, and a proper rotation by construction (never a reflection).
     """
     src = np.asarray(src, dtype=np.float64)
     dst = np.asarray(dst, dtype=np.float64)
-    n = src.shape[0]
     src_mean, dst_mean = src.mean(axis=0), dst.mean(axis=0)
-    src_c, dst_c = src - src_mean, dst - dst_mean
-    cov = dst_c.T @ src_c / n
-    u, s, vt = np.linalg.svd(cov)
-    d = np.ones(2)
-    if np.linalg.det(cov) < 0:
-        d[1] = -1.0  # reflections are not similarities: flip the weakest axis instead
-    rotation = u @ np.diag(d) @ vt
-    src_var = (src_c**2).sum() / n
-    scale = (s * d).sum() / src_var if src_var > 0 else 1.0
-    translation = dst_mean - scale * rotation @ src_mean
+    sx, sy = (src - src_mean).T
+    dx, dy = (dst - dst_mean).T
+    src_var = float(sx @ sx + sy @ sy)
+    if src_var > 0:
+        a = float(sx @ dx + sy @ dy) / src_var  # scale · cos θ
+        b = float(sx @ dy - sy @ dx) / src_var  # scale · sin θ
+    else:
+        a, b = 1.0, 0.0  # all points coincide: no scale or rotation to recover, only the shift
     m = np.empty((2, 3), dtype=np.float32)
-    m[:, :2] = scale * rotation
-    m[:, 2] = translation
+    m[0, 0], m[0, 1], m[1, 0], m[1, 1] = a, -b, b, a
+    m[0, 2] = dst_mean[0] - (a * src_mean[0] - b * src_mean[1])
+    m[1, 2] = dst_mean[1] - (b * src_mean[0] + a * src_mean[1])
     return m
 
 

@@ -1,0 +1,81 @@
+"""CPU cost per call of the per-frame helpers outside the live engine.
+
+    .venv/bin/python benchmarks/helpers_cost.py               # 5 rounds; median of the rounds' medians
+
+crop_around (the 192² tracking crop of a 720p face), dedupe_faces (the 29 faces of the group
+photo), estimate_affine (5 keypoints → M), Blender.paste of a 128² crop at 720p and 1080p (colour
+correction on, the default), draw_badge at 720p. Process CPU time (`time.process_time`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from live import SHARED  # noqa: E402
+
+
+def _per_call_ms(fn, calls: int) -> float:
+    fn()
+    samples = []
+    for _ in range(calls):
+        t = time.process_time()
+        fn()
+        samples.append((time.process_time() - t) * 1000.0)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    import cv2
+
+    from vcamd.badge import draw_badge
+    from vcamd.blend import Blender
+    from vcamd.faces.align import estimate_affine
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.faces.track import crop_around, dedupe_faces
+    from vcamd.runtime import Sessions
+    from vcamd.types import Face
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--calls", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args()
+
+    rng = np.random.default_rng(0)
+    frames = {h: rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for w, h in ((1280, 720), (1920, 1080))}
+    face_720 = Face(box=(500.0, 200.0, 700.0, 450.0), score=0.9, kps=np.zeros((5, 2), np.float32))
+    solvay = cv2.imread(str(SHARED / "images" / "solvay_conference_1927.png"))
+    group = FaceDetector(SHARED / "models" / "scrfd_2.5g_kps.onnx", Sessions(["cpu"], 1)).detect(solvay)
+    kps = {720: np.array([[600, 300], [680, 300], [640, 350], [610, 400], [670, 400]], np.float32)}
+    kps[1080] = kps[720] * 1.5
+    crop = rng.integers(0, 256, (128, 128, 3), dtype=np.uint8)
+    blender = Blender(128)
+    cases = {
+        "crop_around 192² (720p face)": lambda: crop_around(frames[720], face_720, 192),
+        f"dedupe_faces ({len(group)} faces)": lambda: dedupe_faces(group),
+        "estimate_affine": lambda: estimate_affine(kps[720], 128),
+        "Blender.paste 128² at 720p": lambda: blender.paste(frames[720], crop, estimate_affine(kps[720], 128)),
+        "Blender.paste 128² at 1080p": lambda: blender.paste(frames[1080], crop, estimate_affine(kps[1080], 128)),
+        "draw_badge 720p": lambda: draw_badge(frames[720], "AI-altered", "bottom-right"),
+    }
+    rounds: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.repeats):
+        for name, fn in cases.items():
+            rounds[name].append(_per_call_ms(fn, args.calls))
+    print(f"CPU-ms per call, median of {args.repeats} rounds × {args.calls} calls")
+    print("| helper | ms | rounds |")
+    print("| --- | --- | --- |")
+    for name, values in rounds.items():
+        print(f"| {name} | {statistics.median(values):.3f} | {', '.join(f'{v:.3f}' for v in values)} |")
+
+
+if __name__ == "__main__":
+    main()

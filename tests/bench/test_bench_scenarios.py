@@ -1,0 +1,102 @@
+"""`vcamd bench`'s groups and resolution scenarios: the camera clip they play, the targets they
+print (figure, target, ratio), and the refusals. The timed runs themselves are benchmarks, not tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vcamd.cli import main
+from vcamd.commands.bench import BenchSettings, format_table, still_clip, target_rows
+
+
+def _settings(assets: Path, **overrides) -> BenchSettings:
+    values = dict(
+        face=assets / "images" / "newton.png", detector=str(assets / "models" / "scrfd_2.5g_kps.onnx"),
+        width=1280, height=720, fps=30.0, frames=300, inswapper_frames=900, providers=["cpu"], threads=1,
+        fp16=False, group_photo=assets / "images" / "solvay_conference_1927.png",
+    )
+    values.update(overrides)
+    return BenchSettings(**values)
+
+
+def _groups_summary(**overrides) -> dict:
+    summary = {
+        "latency_ms": {"p50": 30.0, "p95": 60.0, "p99": 95.0},
+        "fps_ratio": 0.71,
+        "full_quality_share": 0.12,
+        "every_face_share": 0.0,
+        "face_share": None,
+    }
+    summary.update(overrides)
+    return summary
+
+
+def test_the_group_photo_plays_as_a_still_camera_with_all_29_faces(tmp_path: Path, assets: Path) -> None:
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.images import read_image
+    from vcamd.live.sources import VideoFileCamera
+    from vcamd.runtime import Sessions
+
+    settings = _settings(assets)
+    clip = still_clip(read_image(settings.group_photo, "group photo"), settings, tmp_path, (1280, 720))
+    camera = VideoFileCamera(clip, loop=False)
+    camera.open()
+    try:
+        assert camera.frame_size == (1280, 720) and camera.fps == 30.0
+        first, second = camera.read(), camera.read()
+    finally:
+        camera.close()
+    assert first is not None and second is not None
+    detector = FaceDetector(settings.detector, Sessions(["cpu"], 1))
+    faces, again = detector.detect(first), detector.detect(second)
+    assert len(faces) == len(again) == 29
+    # a still picture (up to MJPG's frame-to-frame noise): every face where it was
+    shift = [np.abs(np.subtract(a.box, b.box)).max() for a, b in zip(faces, again)]
+    assert max(shift) < 2.0, shift
+
+
+def test_groups_targets_print_figure_target_ratio(assets: Path) -> None:
+    rows = target_rows({"groups": _groups_summary()}, _settings(assets))
+    by_measure = {r.measure: r for r in rows}
+    p99 = by_measure["capture→publish p99"]
+    assert p99.target == "≤ 73.3 ms" and p99.ratio == pytest.approx(95.0 / 73.33, abs=0.01) and p99.met is False
+    fps = by_measure["published / camera fps"]
+    assert fps.figure == "0.71×" and fps.ratio == pytest.approx(0.71 / 0.95, abs=0.01) and not fps.met
+    assert by_measure["time at full quality"].figure == "12.0 %" and not by_measure["time at full quality"].met
+    per_face = by_measure["faces swapped or held (per face)"]
+    assert per_face.met is None and "needs faces.{swapped,held,obscured}" in per_face.figure
+
+    met = target_rows({"groups": _groups_summary(latency_ms={"p99": 50.0}, fps_ratio=1.0, full_quality_share=0.95,
+                                                 every_face_share=0.97, face_share=0.99)}, _settings(assets))
+    assert all(r.met for r in met)
+    table = format_table({"groups": _groups_summary()}, _settings(assets))
+    assert "NOT met" in table and "n/a" in table and "ratio" in table.splitlines()[1]
+
+
+def test_resolution_target_is_the_cpu_ratio(assets: Path) -> None:
+    result = {"quality": "full", "cpu_ms_480p": 12.0, "cpu_ms_1080p": 18.0, "cpu_ratio": 1.5}
+    (row,) = target_rows({"resolution": result}, _settings(assets))
+    assert row.figure == "18.0 ÷ 12.0 = 1.50×" and row.target == "≤ 1.3×"
+    assert row.ratio == pytest.approx(1.5 / 1.3, abs=0.01) and row.met is False
+
+
+def test_unknown_scenario_and_missing_group_photo_are_refused(assets: Path, tmp_path: Path, capsys) -> None:
+    face = str(assets / "images" / "newton.png")
+    assert main(["bench", "--face", face, "--scenarios", "crowds"]) == 2
+    err = capsys.readouterr().err
+    assert "crowds" in err and "groups" in err and err.count("\n") == 1
+    assert main(["bench", "--face", face, "--scenarios", "groups", "--group-photo", str(tmp_path / "none.png")]) == 2
+    err = capsys.readouterr().err
+    assert "none.png" in err and "--group-photo" in err
+
+
+def test_one_face_cpu_target_only_counts_at_full_quality(assets: Path) -> None:
+    light = {"levels": {"full": 1.0}, "cpu_ms_per_frame": 15.3}
+    (row,) = target_rows({"light": light}, _settings(assets))
+    assert row.figure == "15.3" and row.target == "≤ 12" and row.ratio == pytest.approx(1.28, abs=0.01) and row.met is False
+    degraded = {"levels": {"full": 0.2, "frame_skip": 0.8}, "cpu_ms_per_frame": 9.7}
+    (row,) = target_rows({"light": degraded}, _settings(assets))
+    assert row.met is None and "--quality full" in row.figure  # less work per frame is not a cheaper loop
