@@ -1,5 +1,5 @@
-"""Fixtures for the privacy tests: the measurement module (tests/privacy/measure.py, shared with
-benchmarks/privacy.py), the real SCRFD detectors and MobileFaceNet, and the measured scenes."""
+"""Fixtures for the privacy tests: the helper modules of this folder (measure.py, shared with
+benchmarks/privacy.py; leaks.py), the real SCRFD detectors and MobileFaceNet, and the measured scenes."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ def _load(name: str) -> ModuleType:
         sys.modules[qualified] = module  # dataclasses look their module up by name
         spec.loader.exec_module(module)
     return sys.modules[qualified]
+
+
+# Registered when pytest imports this conftest, before it imports the test modules: a test module
+# may then `import privacy_leaks` (tests are imported in importlib mode: this folder is no package).
+_load("measure")
+_load("leaks")
 
 
 @pytest.fixture(scope="session")
