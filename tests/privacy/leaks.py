@@ -22,8 +22,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from vcamd.faces.align import estimate_affine, warp
-from vcamd.identity import Recognizer
 from vcamd.faces.detect import FaceDetector
+from vcamd.identity import Recognizer
 from vcamd.types import Face, Frame
 
 SWAP_SIZE = 128

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 
 import cv2
+import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
 import pytest
 import tomli_w
 
@@ -39,8 +40,6 @@ from vcamd.config import config_from_dict
 from vcamd.faces.detect import FaceDetector
 from vcamd.identity import Recognizer
 from vcamd.runtime import Sessions
-
-import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
 
 FPS = 15.0
 PORTRAIT_FRAMES = 36
