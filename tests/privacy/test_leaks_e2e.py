@@ -19,8 +19,8 @@ by accident. `test_the_check_finds_raw_faces` runs the same check on the raw cli
 Clips (1280×720 for the portrait, the Solvay photo at 720p for the group; lossless FFV1):
 - jump: Newton's face a third of the frame high, 6 frames at 30 % of the width, 6 at 70 % (a
   40 %-of-the-width jump between two frames), looped: a jump there or back every 0.4 s;
-- vanish: 6 frames at 30 %, 6 of empty grey, 6 at 70 %, 6 of grey, looped: the face returns
-  somewhere else every time;
+- vanish: 12 frames at 30 %, 6 of empty grey, 12 at 70 %, 6 of grey, looped: the face returns
+  somewhere else every time (present long enough for a swap in between);
 - group: the 29-face Solvay photo as a still camera with face_selection = "all".
 """
 
@@ -44,15 +44,16 @@ from vcamd.runtime import Sessions
 
 FPS = 15.0
 PORTRAIT_FRAMES = 36
-"""Published frames per portrait run: 2.4 s, five or six jumps or returns whatever the start-up."""
+"""Published frames per portrait run: 2.4 s: five or six jumps, or two vanishings and returns."""
 GROUP_FPS = 10.0
 GROUP_FRAMES = 30
 """3 s: long enough for the watchdog to lower the detection size, and for swaps of 29 faces on a busy CPU."""
 SLOW_CONVS = 2
 """Busy work in the portrait runs' swapper: ≈ 20 ms per swap on one idle core, far more on a busy one."""
-DAEMON_DETECTOR = "scrfd_2.5g_kps.onnx"
-"""The daemon's detector: the larger SCRFD (≈ 3× the 500m's cost), so on a CPU the tracker is
-sometimes late for a frame, as on a user's busy laptop."""
+DAEMON_DETECTOR = "scrfd_500m_kps.onnx"
+"""The daemon's detector. (With scrfd_2.5g the engine before the split leaked under `hold` more
+often, its tracker being late, but an engine that covers everything then rarely swapped within
+the run on a busy 2-core machine, and a run without swaps proves nothing.)"""
 QUICK_WATCHDOG = {"window": 5, "cooldown_s": 0.3}
 """The group run lets the watchdog act within the run's 3 s (a user may set this too): 29 faces are
 over budget on a CPU, so it lowers the detection size, and faces too small for it are lost."""
@@ -98,7 +99,7 @@ def clips(work: Path, newton, assets: Path, checkers) -> dict:
     group = cv2.resize(solvay, (round(w * 720 / h) // 2 * 2, 720), interpolation=cv2.INTER_AREA)
     return {
         "jump": leaks.portrait_clip(work / "jump.avi", image, face, [0.3] * 6 + [0.7] * 6, **portrait),
-        "vanish": leaks.portrait_clip(work / "vanish.avi", image, face, [0.3] * 6 + [None] * 6 + [0.7] * 6 + [None] * 6, **portrait),
+        "vanish": leaks.portrait_clip(work / "vanish.avi", image, face, [0.3] * 12 + [None] * 6 + [0.7] * 12 + [None] * 6, **portrait),
         "group": leaks.still_clip(work / "group.avi", group, frames=20, fps=GROUP_FPS, detectors=both, recognizer=recognizer),
     }
 
@@ -129,9 +130,12 @@ def _assert_no_leak(published, clip, stats, checkers) -> None:
     _, check_with, recognizer = checkers
     counts = stats["frames"]
     misses = sum(counts.get(k, 0) for k in ("held", "blurred", "obscured"))
-    assert counts["swapped"] > 0, f"no frame was swapped: the run proves nothing ({counts})"
+    # Swaps must have been published, or the run proves nothing. Per face where the stats say it
+    # (issue 8 item 6: a frame with one face swapped and a lost one held counts as held).
+    swapped = stats.get("faces", {}).get("swapped", counts["swapped"])
+    assert swapped > 0, f"no face was swapped: the run proves nothing (frames {counts}, faces {stats.get('faces')})"
     found = leaks.find_leaks(published, clip.placements, check_with, recognizer)
-    print(f"\n{clip.path.stem}: {len(published)} frames checked, stats {counts}, {len(found)} leaks")
+    print(f"\n{clip.path.stem}: {len(published)} frames checked, frames {counts}, faces {stats.get('faces')}, {len(found)} leaks")
     per_frame = {i: sum(1 for leak in found if leak.frame == i and "in place" in leak.how) for i in sorted({leak.frame for leak in found})}
     assert not found, (
         f"raw faces published in {len(per_frame)} of {len(published)} frames (frame: raw faces recognised in place "
