@@ -72,8 +72,9 @@ def test_baseline_swaps_and_never_leaks(live) -> None:
     assert min(mads) > 5 * 3.0, f"every published face is far from the raw one (min MAD {min(mads):.1f})"
     assert stats["frames"]["swapped"] > 20
     assert sink.max_gap(t0, t0 + 1.5) < MAX_GAP_S
-    # The NaN checks below call a face "flat" under FLAT_STD; real published faces never are.
-    stds = [r.face_std for r in sink.records]
+    # The NaN checks below call a face "flat" under FLAT_STD; real swapped faces never are. (The
+    # start-up frames before the first swap are obscured with a coarse mosaic: flatter by design.)
+    stds = [r.face_std for r in sink.since(t0)]
     assert min(stds) > 2 * FLAT_STD, f"min face std {min(stds):.1f}"
     print(f"baseline: face-centre MAD vs raw min {min(mads):.1f}, face std min {min(stds):.1f}, frames {stats['frames']}")
 

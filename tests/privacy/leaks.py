@@ -1,0 +1,225 @@
+"""Helpers for the end-to-end leak tests: camera clips with jumps and gaps, a stand-in swapper that
+puts a *different real person* on every face, and the check of every published frame with the real
+SCRFD detectors and MobileFaceNet. Not a test module.
+
+Why a different real person: the light stand-in swapper (vcamd.standins) only tints the crop and
+inverts its centre, so what it returns is still, to a recogniser, more or less the person in the
+camera; a check "no face in the output is the camera's person" would then fail on correct swaps.
+`build_identity_swapper` returns a fixed aligned crop of someone else whatever it is given — what
+a perfect swapper would show — so a swapped face is a face SCRFD finds, of a stranger, and any
+frame where the camera's person is recognised is a leak. It can also be made slow (a convolution
+chain on its input whose result is multiplied by zero), so swaps arrive late and misses happen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from vcamd.faces.align import estimate_affine, warp
+from vcamd.faces.detect import FaceDetector
+from vcamd.identity import Recognizer
+from vcamd.types import Face, Frame
+
+SWAP_SIZE = 128
+BACKGROUND = 110
+MAX_COSINE = 0.3
+"""A published face matching the camera's person above this is a leak (same person ≈ 0.95,
+strangers ≈ 0.2; an obscured face ≤ 0.14, see docs/reliability.md)."""
+
+
+# -- the stand-in swapper ------------------------------------------------------------------------
+
+
+def aligned_crop(image: Frame, face: Face) -> Frame:
+    """The face's 128² ArcFace-aligned crop, as inswapper sees (and returns) a face."""
+    return warp(image, estimate_affine(face.kps, SWAP_SIZE, "arcface"), SWAP_SIZE)
+
+
+def build_identity_swapper(path: Path, stranger_crop: Frame, *, slow_convs: int = 0) -> Path:
+    """An inswapper_128-signature model (`target` [1,3,128,128], `source` [1,512] → `output`, RGB in
+    [0,1]) whose output is always `stranger_crop` (a 128² aligned BGR face of another person).
+    `slow_convs` 64-channel 3×3 convolutions over the target (≈ 600 M multiply-adds each) are
+    computed and multiplied by zero: they cost time, not pixels."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(np.ascontiguousarray(stranger_crop[..., ::-1].transpose(2, 0, 1)[None] / 255.0).astype(np.float32), "stranger")]
+    nodes = []
+    x = "target"
+    channels = 3
+    for i in range(slow_convs):
+        inits.append(numpy_helper.from_array((rng.standard_normal((64, channels, 3, 3)) * 0.05).astype(np.float32), f"w{i}"))
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"]))
+        x, channels = f"r{i}", 64
+    inits.append(numpy_helper.from_array(np.zeros((), np.float32), "zero"))
+    nodes += [
+        helper.make_node("ReduceMean", [x], ["busy"], keepdims=1),
+        helper.make_node("Mul", ["busy", "zero"], ["nothing"]),
+        helper.make_node("Add", ["stranger", "nothing"], ["shown"]),
+        # the source latent is an input of the real model: consume it (times zero) like the target
+        helper.make_node("MatMul", ["source", "emap"], ["latent"]),
+        helper.make_node("ReduceMean", ["latent"], ["latent_mean"], keepdims=0),
+        helper.make_node("Mul", ["latent_mean", "zero"], ["no_latent"]),
+        helper.make_node("Add", ["shown", "no_latent"], ["output"]),
+    ]
+    inits.append(numpy_helper.from_array((rng.standard_normal((512, 512)) / np.sqrt(512)).astype(np.float32), "emap"))  # last, like inswapper
+    graph = helper.make_graph(
+        nodes, "identity_swapper",
+        [helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE]),
+         helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 512])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tests.privacy")
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(path))
+    return path
+
+
+# -- camera clips ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the camera shows a face: its keypoints in the raw frame and its raw embedding."""
+
+    face: Face
+    embedding: np.ndarray
+
+
+@dataclass
+class Clip:
+    path: Path
+    size: tuple[int, int]
+    fps: float
+    frames: list[Frame] = field(repr=False)
+    placements: list[Placement]
+    """Every distinct place a raw face is shown in the clip."""
+
+
+def paste(canvas: Frame, image: Frame, x: int, y: int) -> Frame:
+    h, w = image.shape[:2]
+    canvas[y : y + h, x : x + w] = image
+    return canvas
+
+
+def write_clip(path: Path, frames: list[Frame], fps: float) -> Path:
+    """Lossless (FFV1), so the raw faces the check compares with are exactly what the camera shows."""
+    h, w = frames[0].shape[:2]
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"FFV1"), fps, (w, h))
+    assert writer.isOpened(), f"cannot write {path} (FFV1)"
+    for frame in frames:
+        writer.write(frame)
+    writer.release()
+    return path
+
+
+def read_video(path: Path) -> list[Frame]:
+    capture = cv2.VideoCapture(str(path))
+    assert capture.isOpened(), f"cannot open {path}"
+    frames = []
+    while True:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        frames.append(frame)
+    capture.release()
+    return frames
+
+
+def _placement(frame: Frame, detectors: list[FaceDetector], recognizer: Recognizer) -> list[Placement]:
+    """The raw faces in a frame (either detector, 0.5; one face found by both counted once)."""
+    faces: list[Face] = []
+    for detector in detectors:
+        faces += [f for f in detector.detect(frame) if f.score >= 0.5 and all(_iou(f.box, g.box) <= 0.5 for g in faces)]
+    return [Placement(f, recognizer.embed(frame, f)) for f in faces]
+
+
+def portrait_clip(
+    path: Path, portrait: Frame, face: Face, centres: list[float | None], *, size: tuple[int, int], fps: float,
+    face_height: float, detectors: list[FaceDetector], recognizer: Recognizer,
+) -> Clip:
+    """The portrait's head (its face `face_height` of the frame high) on grey, centred at
+    `centres[i]` × frame width in frame i, or absent where the centre is None."""
+    width, height = size
+    scale = height * face_height / face.height
+    scaled = cv2.resize(portrait, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    cx, cy = (face.box[0] + face.box[2]) / 2 * scale, (face.box[1] + face.box[3]) / 2 * scale
+    half_w, half_h = int(face.width * scale * 1.1), int(face.height * scale * 1.0)
+    x0, y0 = max(0, int(cx - half_w)), max(0, int(cy - half_h))
+    head = scaled[y0 : int(cy + half_h), x0 : int(cx + half_w)]
+    head_cx, head_cy = cx - x0, cy - y0
+    frames, placements, seen = [], [], {}
+    for centre in centres:
+        frame = np.full((height, width, 3), BACKGROUND, np.uint8)
+        if centre is not None:
+            x, y = int(centre * width - head_cx), int(height / 2 - head_cy)
+            paste(frame, head, x, y)
+            if centre not in seen:
+                seen[centre] = _placement(frame, detectors, recognizer)
+                assert len(seen[centre]) == 1, f"the clip's face at {centre} should be found once, got {len(seen[centre])}"
+                placements += seen[centre]
+        frames.append(frame)
+    return Clip(write_clip(path, frames, fps), size, fps, frames, placements)
+
+
+def still_clip(path: Path, picture: Frame, *, frames: int, fps: float, detectors: list[FaceDetector], recognizer: Recognizer) -> Clip:
+    """A still camera showing `picture`."""
+    h, w = picture.shape[:2]
+    return Clip(write_clip(path, [picture] * frames, fps), (w, h), fps, [picture] * frames, _placement(picture, detectors, recognizer))
+
+
+# -- the check -------------------------------------------------------------------------------------
+
+
+def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Leak:
+    frame: int
+    how: str
+    cosine: float
+
+    def __str__(self) -> str:
+        return f"frame {self.frame}: {self.how} (cosine {self.cosine:.2f})"
+
+
+def find_leaks(frames: list[Frame], placements: list[Placement], detectors: list[FaceDetector], recognizer: Recognizer) -> list[Leak]:
+    """Every published frame, checked two ways:
+    - at every place the camera ever showed a raw face, MobileFaceNet on the published pixels
+      (aligned at the raw keypoints) must not match that raw face;
+    - every face the SCRFD detectors find at 0.5 must not match the raw face it overlaps (or, with
+      one person in the clip, that person wherever it is)."""
+    leaks: list[Leak] = []
+    one_person = len(placements) > 0 and all(float(p.embedding @ placements[0].embedding) > 0.9 for p in placements)
+    for i, frame in enumerate(frames):
+        for p in placements:
+            cosine = float(recognizer.embed(frame, p.face) @ p.embedding)
+            if cosine > MAX_COSINE:
+                leaks.append(Leak(i, f"raw face at x={p.face.box[0]:.0f},y={p.face.box[1]:.0f} recognised in place", cosine))
+        for detector in detectors:
+            for face in detector.detect(frame):
+                if face.score < 0.5:
+                    continue
+                if one_person:
+                    against = placements[:1]
+                else:
+                    against = [p for p in placements if _iou(face.box, p.face.box) > 0.3]
+                if not against:
+                    continue
+                embedding = recognizer.embed(frame, face)
+                cosine = max(float(embedding @ p.embedding) for p in against)
+                if cosine > MAX_COSINE:
+                    leaks.append(Leak(i, f"{detector.path.name} finds the raw person at x={face.box[0]:.0f} (score {face.score:.2f})", cosine))
+    return leaks

@@ -1,0 +1,191 @@
+"""ACCEPTANCE TESTS for issue 8 item 4 (end to end): no recognisable real face is ever published
+while swapping is on. Expected to fail against the engine as it was when they were written (a face
+that jumps or returns is shown raw for a few frames; a group loses faces), and to pass once the
+engine covers every face in every frame (issue 8 item 2).
+
+Each test runs the real CLI — `vcamd run --source CLIP --loop --sink file:OUT.mp4 --frames N` in a
+subprocess — on a clip generated here, and checks EVERY frame of OUT.mp4 with the real SCRFD
+detector and the real MobileFaceNet recogniser (tests/privacy/leaks.py, `find_leaks`): at every
+place the clip ever shows a raw face, the published pixels must not match that raw face (cosine
+≤ 0.3), and no face SCRFD finds at 0.5 may match the raw person either.
+
+The swapper is a stand-in that returns a stranger's real face (the largest face of
+crowd_selfie.jpg), what a perfect swapper would show: a correctly swapped face is a face, of
+someone else (cosine ≤ 0.2 with every raw face here, measured), so the check tells a swap from a leak. For
+the moving-face clips it is made slow (≈ 4 convolutions of busy work per swap) so swaps come late
+and misses happen; the stats must show swaps and misses, so a run that never swapped cannot pass
+by accident. `test_the_check_finds_raw_faces` runs the same check on the raw clips: it flags them.
+
+Clips (1280×720 for the portrait, the Solvay photo at 720p for the group; lossless FFV1):
+- jump: Newton's face a third of the frame high, 6 frames at 30 % of the width, 6 at 70 % (a
+  40 %-of-the-width jump between two frames), looped: a jump there or back every 0.4 s;
+- vanish: 12 frames at 30 %, 6 of empty grey, 12 at 70 %, 6 of grey, looped: the face returns
+  somewhere else every time (present long enough for a swap in between);
+- group: the 29-face Solvay photo as a still camera with face_selection = "all".
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
+import pytest
+import tomli_w
+
+from vcamd import standins
+from vcamd.config import config_from_dict
+from vcamd.faces.detect import FaceDetector
+from vcamd.identity import Recognizer
+from vcamd.runtime import Sessions
+
+FPS = 15.0
+PORTRAIT_FRAMES = 36
+"""Published frames per portrait run: 2.4 s: five or six jumps, or two vanishings and returns."""
+GROUP_FPS = 10.0
+GROUP_FRAMES = 30
+"""3 s: long enough for the watchdog to lower the detection size, and for swaps of 29 faces on a busy CPU."""
+SLOW_CONVS = 2
+"""Busy work in the portrait runs' swapper: ≈ 20 ms per swap on one idle core, far more on a busy one."""
+DAEMON_DETECTOR = "scrfd_500m_kps.onnx"
+"""The daemon's detector. (With scrfd_2.5g the engine before the split leaked under `hold` more
+often, its tracker being late, but an engine that covers everything then rarely swapped within
+the run on a busy 2-core machine, and a run without swaps proves nothing.)"""
+QUICK_WATCHDOG = {"window": 5, "cooldown_s": 0.3}
+"""The group run lets the watchdog act within the run's 3 s (a user may set this too): 29 faces are
+over budget on a CPU, so it lowers the detection size, and faces too small for it are lost."""
+
+
+@pytest.fixture(scope="module")
+def checkers(assets: Path) -> tuple[list[FaceDetector], list[FaceDetector], Recognizer]:
+    """(both SCRFD models, for placing the raw faces; scrfd_500m, for checking every frame; MobileFaceNet)."""
+    sessions = Sessions(["cpu"], threads=2)
+    both = [FaceDetector(assets / "models" / name, sessions) for name in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
+    return both, both[:1], Recognizer(assets / "models" / "mobilefacenet.onnx", sessions)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("leaks")
+
+
+@pytest.fixture(scope="module")
+def stranger(assets: Path, checkers):
+    """The largest face of crowd_selfie.jpg, aligned as a swapper returns a face."""
+    both, _, _ = checkers
+    crowd = cv2.imread(str(assets / "images" / "crowd_selfie.jpg"))
+    face = max(both[1].detect(crowd), key=lambda f: f.area)
+    return leaks.aligned_crop(crowd, face)
+
+
+@pytest.fixture(scope="module")
+def newton(assets: Path, checkers):
+    both, _, _ = checkers
+    image = cv2.imread(str(assets / "images" / "newton.png"))
+    (face,) = both[1].detect(image)
+    return image, face
+
+
+@pytest.fixture(scope="module")
+def clips(work: Path, newton, assets: Path, checkers) -> dict:
+    both, _, recognizer = checkers
+    image, face = newton
+    portrait = dict(size=(1280, 720), fps=FPS, face_height=1 / 3, detectors=both, recognizer=recognizer)
+    solvay = cv2.imread(str(assets / "images" / "solvay_conference_1927.png"))
+    h, w = solvay.shape[:2]
+    group = cv2.resize(solvay, (round(w * 720 / h) // 2 * 2, 720), interpolation=cv2.INTER_AREA)
+    return {
+        "jump": leaks.portrait_clip(work / "jump.avi", image, face, [0.3] * 6 + [0.7] * 6, **portrait),
+        "vanish": leaks.portrait_clip(work / "vanish.avi", image, face, [0.3] * 12 + [None] * 6 + [0.7] * 12 + [None] * 6, **portrait),
+        "group": leaks.still_clip(work / "group.avi", group, frames=20, fps=GROUP_FPS, detectors=both, recognizer=recognizer),
+    }
+
+
+def _run(work: Path, name: str, clip, swapper: Path, recognizer: Path, assets: Path, frames: int, watchdog: dict | None = None,
+         **swap) -> tuple[list, dict]:
+    cfg = config_from_dict({
+        "watchdog": watchdog or {},
+        "models": {"detector": str(assets / "models" / DAEMON_DETECTOR), "swapper": str(swapper),
+                   "recognizer": str(recognizer), "providers": ["cpu"], "threads": 1},
+        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, **swap},
+        "camera": {"reopen_interval_s": 0.3, "stall_timeout_s": 0.5},
+    })
+    config, out, stats_path = work / f"{name}.toml", work / f"{name}.mp4", work / f"{name}.json"
+    config.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip.path), "--loop",
+         "--sink", f"file:{out}", "--frames", str(frames), "--stats-json", str(stats_path), "--no-tray"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    published = leaks.read_video(out)
+    assert len(published) == frames
+    return published, json.loads(stats_path.read_text())
+
+
+def _assert_no_leak(published, clip, stats, checkers) -> None:
+    _, check_with, recognizer = checkers
+    counts = stats["frames"]
+    misses = sum(counts.get(k, 0) for k in ("held", "blurred", "obscured"))
+    # Swaps must have been published, or the run proves nothing. Per face where the stats say it
+    # (issue 8 item 6: a frame with one face swapped and a lost one held counts as held).
+    swapped = stats.get("faces", {}).get("swapped", counts["swapped"])
+    assert swapped > 0, f"no face was swapped: the run proves nothing (frames {counts}, faces {stats.get('faces')})"
+    found = leaks.find_leaks(published, clip.placements, check_with, recognizer)
+    print(f"\n{clip.path.stem}: {len(published)} frames checked, frames {counts}, faces {stats.get('faces')}, {len(found)} leaks")
+    per_frame = {i: sum(1 for leak in found if leak.frame == i and "in place" in leak.how) for i in sorted({leak.frame for leak in found})}
+    assert not found, (
+        f"raw faces published in {len(per_frame)} of {len(published)} frames (frame: raw faces recognised in place "
+        f"{per_frame}; stats {counts}, misses {misses}):\n" + "\n".join(map(str, found[:12]))
+    )
+
+
+@pytest.fixture(scope="module")
+def models(work: Path, stranger) -> dict[str, Path]:
+    return {
+        "slow": leaks.build_identity_swapper(work / "stranger_slow.onnx", stranger, slow_convs=SLOW_CONVS),
+        "light": leaks.build_identity_swapper(work / "stranger_light.onnx", stranger),
+        "recognizer": standins.build_recognizer(work / "recognizer.onnx"),
+    }
+
+
+@pytest.mark.parametrize("on_miss", ["hold", "blur"])
+@pytest.mark.parametrize("clip_name", ["jump", "vanish"])
+def test_a_face_that_jumps_or_vanishes_and_returns_is_never_published_raw(work, clips, models, checkers, assets, clip_name, on_miss):
+    clip = clips[clip_name]
+    published, stats = _run(work, f"{clip_name}-{on_miss}", clip, models["slow"], models["recognizer"], assets, PORTRAIT_FRAMES, on_miss=on_miss)
+    _assert_no_leak(published, clip, stats, checkers)
+
+
+@pytest.mark.parametrize("on_miss", ["hold", "blur"])
+def test_no_face_of_a_group_is_ever_published_raw(work, clips, models, checkers, assets, on_miss):
+    clip = clips["group"]
+    assert len(clip.placements) == 29
+    published, stats = _run(work, f"group-{on_miss}", clip, models["light"], models["recognizer"], assets, GROUP_FRAMES,
+                            watchdog=QUICK_WATCHDOG, on_miss=on_miss, face_selection="all")
+    _assert_no_leak(published, clip, stats, checkers)
+
+
+def test_the_check_finds_raw_faces(work, clips, checkers):
+    """The same check on the raw clips, after the file sink's own MP4 encoding: every frame that
+    shows a face is flagged, each raw face is recognised in place, so the tests above can fail."""
+    from vcamd.live.sinks import FileSink
+
+    _, check_with, recognizer = checkers
+    for name in ("jump", "vanish", "group"):
+        clip = clips[name]
+        sample = clip.frames[::4]
+        sink = FileSink(work / f"raw-{name}.mp4", clip.size[0], clip.size[1], clip.fps)
+        sink.open()
+        for frame in sample:
+            sink.send(frame)
+        sink.close()
+        encoded = leaks.read_video(work / f"raw-{name}.mp4")
+        found = leaks.find_leaks(encoded, clip.placements, check_with, recognizer)
+        with_face = [i for i, frame in enumerate(sample) if (frame != leaks.BACKGROUND).any()]
+        assert sorted({leak.frame for leak in found}) == with_face, name
+        in_place = {(leak.frame, leak.how) for leak in found if "in place" in leak.how}
+        assert len(in_place) >= 0.9 * len(with_face) * (len(clip.placements) if name == "group" else 1), name
