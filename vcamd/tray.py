@@ -410,7 +410,10 @@ class TrayApp:
     # -- actions (menu callbacks) -------------------------------------------------------------
 
     def toggle(self) -> None:
-        self._act("switch the swap", lambda: self.controller.set_enabled(not self.refresh().enabled))
+        # The engine's own toggle flips its current state on its loop, so the tray and `vcamd toggle`
+        # never race; a controller without one gets the read-then-set.
+        flip = getattr(self.controller, "toggle", None)
+        self._act("switch the swap", flip if flip is not None else lambda: self.controller.set_enabled(not self.refresh().enabled))
 
     def set_face(self, path: Path) -> None:
         def do() -> None:

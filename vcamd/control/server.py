@@ -420,8 +420,12 @@ class ControlServer:
             case Command.on | Command.off:
                 target.set_enabled(command is Command.on)
             case Command.toggle:
-                with self._toggle_lock:
-                    target.set_enabled(not bool(target.status().get("enabled")))
+                toggle = getattr(target, "toggle", None)
+                if toggle is not None:
+                    toggle()  # one toggle path: the engine flips its own current state
+                else:
+                    with self._toggle_lock:
+                        target.set_enabled(not bool(target.status().get("enabled")))
             case Command.set_face:
                 target.set_source_face(_face_path(args))
             case Command.quality:
