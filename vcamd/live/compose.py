@@ -99,24 +99,37 @@ def compose(scene: Scene, paste: Paste) -> Composed:
     to_paste = [(i, sw) for i, sw in enumerate(scene.swaps) if sw is not None]
     missed = [i for i, sw in enumerate(scene.swaps) if sw is None]
     if scene.on_miss is OnMiss.passthrough:
-        lost_outcomes = [FaceOutcome.passthrough] * len(scene.lost)
         for i in missed:
             outcomes[i] = FaceOutcome.passthrough
+        lost_outcomes = [FaceOutcome.passthrough] * len(scene.lost)
     else:
-        # Cover first, then paste the swaps on top: a cover grown around one face must never
-        # spoil a neighbour's swapped face, and a paste's feathered edge blends into covered pixels.
-        for i in missed:
-            outcomes[i] = _cover(frame, scene.targets[i], MISS_REGION_SCALE, scene)
-        lost_outcomes = [_cover(frame, face, LOST_REGION_SCALE, scene) for face in scene.lost]
+        covers = [(scene.targets[i], MISS_REGION_SCALE) for i in missed] + [(face, LOST_REGION_SCALE) for face in scene.lost]
+        decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None)
+        for i, outcome in zip(missed, decided):
+            outcomes[i] = outcome
+        lost_outcomes = decided[len(missed):]
+    # The swaps go on top: a cover grown around one face must never spoil a neighbour's swapped
+    # face, and a paste's feathered edge blends into covered pixels.
+    failed: list[int] = []
     for i, swapped in to_paste:
         try:
             paste(frame, swapped, scene.targets[i])
             outcomes[i] = FaceOutcome.swapped
         except Exception as exc:  # a paste failure is a miss for this face, not a crash
             log.error("composite failed: %s", exc)
-            outcomes[i] = FaceOutcome.passthrough if scene.on_miss is OnMiss.passthrough else _cover(frame, scene.targets[i], MISS_REGION_SCALE, scene)
+            failed.append(i)
+    if failed:
+        if scene.on_miss is OnMiss.passthrough:
+            for i in failed:
+                outcomes[i] = FaceOutcome.passthrough
+        else:
+            obscured = _cover(frame, [(scene.targets[i], MISS_REGION_SCALE) for i in failed], None)
+            for i, outcome in zip(failed, obscured):
+                outcomes[i] = outcome
     faces = [o for o in outcomes if o is not None] + lost_outcomes
-    return Composed(frame, _frame_outcome(faces), faces, fresh_badge=True, all_swapped=all(o is FaceOutcome.swapped for o in faces) and bool(faces))
+    altered = any(o is not FaceOutcome.passthrough for o in faces)
+    return Composed(frame, _frame_outcome(faces), faces, fresh_badge=altered,
+                    all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces))
 
 
 def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:
@@ -129,16 +142,23 @@ def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:
     return Composed(scene.frame, Outcome.blurred, [FaceOutcome.obscured] * n_faces, fresh_badge=True, all_swapped=False)
 
 
-def _cover(frame: Frame, face: Face, scale: float, scene: Scene) -> FaceOutcome:
-    """Hold the face (under hold, where the last good output showed it swapped) or obscure it."""
-    box = region(frame, [face], scale)
-    held = scene.held
-    if scene.on_miss is OnMiss.hold and held is not None and held.frame.shape == frame.shape and any(near(face, h, HELD_MATCH_WIDTHS) for h in held.faces):
-        x0, y0, x1, y1 = box
-        frame[y0:y1, x0:x1] = held.frame[y0:y1, x0:x1]
-        return FaceOutcome.held
-    obscure_region(frame, box)
-    return FaceOutcome.obscured
+def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None) -> list[FaceOutcome]:
+    """Hold each face (its grown region from the last good output, where that output showed it
+    swapped) or obscure it. All holds go first, then all obscures: a held region that reaches
+    over another face must never uncover it."""
+    boxes = [region(frame, [face], scale) for face, scale in covers]
+    can_hold = held is not None and held.frame.shape == frame.shape
+    outcomes = [
+        FaceOutcome.held if can_hold and any(near(face, h, HELD_MATCH_WIDTHS) for h in held.faces) else FaceOutcome.obscured  # type: ignore[union-attr]
+        for face, _ in covers
+    ]
+    for (x0, y0, x1, y1), outcome in zip(boxes, outcomes):
+        if outcome is FaceOutcome.held:
+            frame[y0:y1, x0:x1] = held.frame[y0:y1, x0:x1]  # type: ignore[union-attr]
+    for box, outcome in zip(boxes, outcomes):
+        if outcome is FaceOutcome.obscured:
+            obscure_region(frame, box)
+    return outcomes
 
 
 def _frame_outcome(faces: list[FaceOutcome]) -> Outcome:
@@ -164,6 +184,15 @@ def region(frame: Frame, faces: list[Face], scale: float) -> tuple[int, int, int
         x0, y0 = min(x0, int(np.floor(cx - half))), min(y0, int(np.floor(cy - half)))
         x1, y1 = max(x1, int(np.ceil(cx + half)) + 1), max(y1, int(np.ceil(cy + half)) + 1)
     return max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+
+
+def lost_to_cover(lost: list[Face], known: bool, before: list[Face]) -> list[Face]:
+    """The lost faces compose must cover: those that were being swapped or covered in the last
+    frame (`before`); a bystander face_selection leaves alone stays alone. While positions are
+    unknown, every lost face counts (the frame is covered whole anyway, and they carry over)."""
+    if not known:
+        return list(lost)
+    return [f for f in lost if any(near(f, b) for b in before)]
 
 
 def match_swaps(targets: list[Face], swapped_faces: list[Face], swapped: list[Any]) -> list[Any | None]:

@@ -44,12 +44,12 @@ import numpy as np
 from vcamd.config import CameraConfig, Config, load_config
 from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
-from vcamd.live.compose import Composed, Scene, compose, match_swaps, region
+from vcamd.live.compose import Composed, Scene, compose, lost_to_cover, match_swaps, region
 from vcamd.live.publisher import Publisher, Sink
 from vcamd.live.sources import CameraReader, FrameSource, LatestFrame, SourceState
 from vcamd.live.stats import GpuSampler, LiveStats
 from vcamd.live.swapworker import SwapJob, SwapWorker
-from vcamd.live.tracking import FaceReport, FullDetector, LiveTracker, all_detect_sizes, detect_sizes, near
+from vcamd.live.tracking import FaceReport, FullDetector, LiveTracker, all_detect_sizes, detect_sizes
 from vcamd.live.watchdog import Transition, TransitionResult, Watchdog
 from vcamd.process import StageTimer
 from vcamd.types import Captured, Face, Frame, Level, Outcome
@@ -96,6 +96,7 @@ class _Command:
     what: str
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    state: dict[str, Any] = field(default_factory=dict)  # the status right after it applied
 
 
 class FaceLoader:
@@ -209,9 +210,9 @@ class LiveEngine:
         """The snapshot the loop refreshed last (every few frames and after each command)."""
         return dict(self._status)
 
-    def set_enabled(self, on: bool) -> None:
+    def set_enabled(self, on: bool) -> dict:
         value = bool(on)
-        self._ask(lambda: setattr(self, "_enabled", value), "on" if value else "off")
+        return self._ask(lambda: setattr(self, "_enabled", value), "on" if value else "off")
 
     def toggle(self) -> dict:
         """Swap on if off, off if on — decided by the loop, so two toggles never race."""
@@ -271,10 +272,10 @@ class LiveEngine:
         """The watchdog's transitions with their reasons and measured results, oldest first."""
         return self.watchdog.history()
 
-    def set_badge(self, on: bool) -> None:
+    def set_badge(self, on: bool) -> dict:
         """Show or hide the "AI-altered" badge from the next frame on."""
         value = bool(on)
-        self._ask(
+        return self._ask(
             lambda: setattr(self, "cfg", self.cfg.model_copy(update={"disclosure": self.cfg.disclosure.model_copy(update={"badge": value})})),
             "badge",
         )
@@ -307,7 +308,7 @@ class LiveEngine:
                              fix="it applies when the loop catches up; check `vcamd status`")
         if command.error is not None:
             raise command.error
-        return self.status()
+        return dict(command.state)
 
     def _tell(self, apply: Callable[[], None], what: str) -> None:
         """Queue a change for the loop without waiting (watcher, SIGHUP, background threads)."""
@@ -332,6 +333,7 @@ class LiveEngine:
             command.error = VcamdError(self._problems["settings"])
         finally:
             self._refresh_status()
+            command.state = self._status
             command.done.set()
 
     # -- status -------------------------------------------------------------------------------------
@@ -488,8 +490,7 @@ class LiveEngine:
             targets, report = self._select(report, frame)
             # Lost faces are covered when they were faces being swapped (or already covered);
             # a bystander that face_selection leaves alone stays alone.
-            before = self._targets + self._covered_lost
-            lost = [f for f in report.lost if any(near(f, b) for b in before)]
+            lost = lost_to_cover(report.lost, report.known, self._targets + self._covered_lost)
             self._report, self._targets, self._covered_lost = report, targets, lost
             t1 = self._clock()
             stage_ms["detect"] = (t1 - t0) * 1000.0

@@ -10,9 +10,9 @@ Three parts:
   most a deadline) and the full detections, feeding `FaceBook`; `update()` returns a `FaceReport`.
 
 A face is never silently forgotten: one the crop re-detection cannot find is *lost* (its last place
-kept); a full detection that misses a tracked face leaves it tracked (the crop re-detection decides);
-a lost face is dropped only when a full detection, run on a frame from after the loss at an input
-size at least as large as the one it was last found at, does not find it — so faces missed at a
+kept, and looked for there again in every frame); a full detection that misses a tracked face leaves it tracked (the crop re-detection decides);
+a lost face is dropped only when a full detection, run on a frame at least LOST_KEEP_FRAMES after
+the loss at an input size at least as large as the one it was last found at, does not find it — so faces missed at a
 lower detection size (the watchdog's low_res level) stay lost, never vanish.
 """
 
@@ -39,6 +39,20 @@ Clock = Callable[[], float]
 SAME_TRACK_WIDTHS = 0.5
 """Two positions are one face when their centres are closer than this × the smaller width (both
 are positions of one face a frame or a detection apart; a neighbour is a width away)."""
+
+
+LOST_KEEP_FRAMES = 30
+"""A lost face stays covered at its last-known place for at least this many frames (1 s at 30
+fps), whatever full detections say: a head turned away is not found by any detector, yet it is
+still there and may be recognised in profile."""
+
+
+JUMP_FRAMES = 3
+"""A face that appears in a full detection of a frame at most this many frames after another face
+was lost is taken for that face having moved (see `FaceBook.take_full`)."""
+
+JUMP_SIZE_CHANGE = 0.35
+"""... when their widths differ by at most this share of the lost face's width."""
 
 
 class Detecting(Protocol):
@@ -208,28 +222,48 @@ class FaceBook:
         # that misses small faces) stays tracked: the crop re-detection says whether it is there.
         tracks += [s for i, s in enumerate(previous) if i not in matched]
         self._tracks = _dedupe(tracks)
+        # One face lost, and just after (the detection asked for at the loss) one face appeared,
+        # about its size, in a detection at least as fine: the face moved there (a jump, or a
+        # camera that restarted its picture), its old place is free again. Anything less clear
+        # (two lost, two appeared) keeps every lost place covered. (A new face appearing just as
+        # the only other one turns away would be taken for it: a limit of the bookkeeping.)
+        if len(appeared) == 1 and len(self._lost) == 1:
+            lost, face = self._lost[0], appeared[0]
+            if (0 <= result.frame_index - lost.lost_at <= JUMP_FRAMES and result.input_size >= lost.size
+                    and abs(face.width - lost.face.width) <= JUMP_SIZE_CHANGE * lost.face.width):
+                self._lost = []
         # A lost face is found again near a detected face; it is gone when a detection of a frame
-        # from after the loss, at least as fine as where it was last found, does not see it.
+        # LOST_KEEP_FRAMES after the loss, at least as fine as where it was last found, does not see it.
         self._lost = [
             s for s in self._lost
             if not any(near(f, s.face) for f in result.faces)
-            and (result.frame_index < s.lost_at or result.input_size < s.size)
+            and (result.frame_index < s.lost_at + LOST_KEEP_FRAMES or result.input_size < s.size)
         ]
         if self._unsure_since is not None and result.frame_index >= self._unsure_since:
             self._unsure_since = None
         return appeared
 
-    def take_tracked(self, found: list[Face | None], frame_index: int) -> list[Face]:
-        """Merge one crop re-detection per track (None: not found in its crop); returns the faces lost."""
-        lost_now = [_Seen(s.face, s.size, frame_index) for s, f in zip(self._tracks, found) if f is None]
-        self._tracks = _dedupe([_Seen(f, s.size) for s, f in zip(self._tracks, found) if f is not None])
-        if lost_now:
-            self._lost += lost_now
-            if self._unsure_since is None:
-                self._unsure_since = frame_index
-        # A lost face the crops found again (two tracks converged, a blink) is not lost any more.
+    @property
+    def to_redetect(self) -> list[Face]:
+        """The faces the crop re-detection looks for in this frame: the tracks, then the lost
+        faces at their last-known places (found again there, they are tracked again)."""
+        return [s.face for s in self._tracks] + [s.face for s in self._lost]
+
+    def take_tracked(self, found: list[Face | None], frame_index: int) -> tuple[list[Face], list[Face]]:
+        """Merge one crop re-detection per face of `to_redetect` (None: not in its crop);
+        returns (faces lost now, lost faces found again)."""
+        n = len(self._tracks)
+        tracked, lost_found = found[:n], found[n:]
+        lost_now = [_Seen(s.face, s.size, frame_index) for s, f in zip(self._tracks, tracked) if f is None]
+        refound = [_Seen(f, s.size) for s, f in zip(self._lost, lost_found) if f is not None]
+        still_lost = [s for s, f in zip(self._lost, lost_found) if f is None]
+        self._tracks = _dedupe([_Seen(f, s.size) for s, f in zip(self._tracks, tracked) if f is not None] + refound)
+        self._lost = still_lost + lost_now
+        if lost_now and self._unsure_since is None:
+            self._unsure_since = frame_index
+        # A lost face near a track (two tracks converged, a blink) is that track, not lost any more.
         self._lost = [s for s in self._lost if not any(near(t.face, s.face) for t in self._tracks)]
-        return [s.face for s in lost_now]
+        return [s.face for s in lost_now], [s.face for s in refound]
 
     def report(self, *, late: bool, appeared: list[Face], full: bool) -> FaceReport:
         # "No face anywhere" is never known: a detector that sees nothing may be missing a face (a
@@ -278,12 +312,12 @@ class LiveTracker:
         result = self._full.take_result()
         appeared = self.book.take_full(result) if result is not None else []
         late = False
-        if self.book.tracks:
-            found = self._redetect(frame, self.book.tracks, track_size, deadline_s)
+        if looked_for := self.book.to_redetect:
+            found = self._redetect(frame, looked_for, track_size, deadline_s)
             if found is None:
                 late = True  # a miss for this frame; the tracks are kept for the next one
             else:
-                self.book.take_tracked(found, frame_index)
+                appeared += self.book.take_tracked(found, frame_index)[1]
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
         # several faces, waiting for the next due detection would leave it covered that long.
