@@ -311,7 +311,7 @@ def test_start_up_under_hold_with_nothing_held_is_an_obscured_frame():
     assert not report.known and composed.outcome is Outcome.blurred and composed.fresh_badge
     expected = raw.copy()
     obscure_frame(expected)
-    assert not leaks(composed.frame, world, raw)
+    assert (composed.frame == expected).all() and not leaks(composed.frame, world, raw)  # the whole frame, obscured
 
 
 @pytest.mark.parametrize("on_miss", [OnMiss.hold, OnMiss.blur])

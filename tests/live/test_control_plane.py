@@ -141,7 +141,6 @@ def test_a_failed_model_load_stays_reported_until_fixed(start, live_config, face
     write(engine.config_path, live_config(models={"swapper": "/nowhere/missing.onnx"}, watchdog={"budget_ms": 90.0}))
     answer = engine.reload_config()
     assert engine.cfg.watchdog.budget_ms == 90.0
-    time.sleep(0)  # the rebuild it started again fails again: still reported
     wait_for(lambda: "missing.onnx" in (engine.status()["config_error"] or ""), what="the error still reported")
     assert "missing.onnx" in (answer["config_error"] or "")
     # Fixed: the running models are what the file says again, the error is gone.
