@@ -64,6 +64,10 @@ class SmallEngine:
         with self._lock:
             self.enabled = on
 
+    def toggle(self) -> None:
+        with self._lock:  # one step, like the engine's loop command
+            self.enabled = not self.enabled
+
     def set_source_face(self, path: Path) -> None:
         image = cv2.imread(str(path))
         if image is None:

@@ -141,6 +141,7 @@ def test_the_daemon_is_driven_through_the_cli(daemon, daemon_files, short_dir):
 
     face = cli(runtime, "set-face", str(daemon_files["other_face"]))
     assert face.returncode == 0, face.stderr
+    assert face.stdout == f"Source face: {daemon_files['other_face']}\n"  # the new face, once it is in use
     assert status(runtime)["source_face"] == str(daemon_files["other_face"])
     no_face = cli(runtime, "set-face", str(daemon_files["no_face"]))
     assert no_face.returncode == 2 and "grey.png" in no_face.stderr, no_face.stderr
@@ -168,6 +169,7 @@ def test_the_daemon_is_driven_through_the_cli(daemon, daemon_files, short_dir):
     assert proc.poll() is None
     reload = cli(runtime, "reload")
     assert reload.returncode == 2 and "[disclosure] corner = 'middle'" in reload.stderr
+    assert "reloaded" not in reload.stdout.lower()
 
     config.write_text(config_text(daemon_files, swap={"enabled": True}))
     wait_for(lambda: status(runtime)["config_error"] is None, RELOAD_WITHIN_S, "the fix clears the error")
@@ -179,3 +181,20 @@ def test_the_daemon_is_driven_through_the_cli(daemon, daemon_files, short_dir):
     assert not sock.exists()
     with pytest.raises(DaemonNotRunning):
         ControlClient(runtime).status()
+
+
+def test_sighup_reloads_the_config_and_the_daemon_runs_on(daemon, daemon_files, short_dir):
+    """SIGHUP (`systemctl reload`, `kill -HUP`) used to kill the daemon; now it re-reads the file."""
+    import signal
+
+    proc, config, runtime = daemon
+    wait_for(lambda: status(runtime)["fps"] > 0, 20, "frames being published")
+    config.write_text(config_text(daemon_files, swap={"source_face": str(daemon_files["other_face"])}))
+    proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: status(runtime)["source_face"] == str(daemon_files["other_face"]), RELOAD_WITHIN_S, "the edit applied")
+    assert proc.poll() is None
+    log_text = (short_dir / "daemon.log").read_text()
+    assert "reloading the config (SIGHUP)" in log_text
+    done = cli(runtime, "quit")
+    assert done.returncode == 0, done.stderr
+    assert proc.wait(15) == 0

@@ -7,7 +7,10 @@ import time
 
 import cv2
 import numpy as np
+import pytest
 import tomli_w
+
+from vcamd.errors import ConfigError
 
 from vcamd.live.engine import LiveEngine
 from vcamd.live.sources import open_source
@@ -37,6 +40,8 @@ def test_status_toggle_quality_snapshot_reload_and_quit(tmp_path, live_config, c
     thread.start()
     try:
         wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 5, what="swapping")
+        # status() is a snapshot the loop refreshes every few frames: wait for one with a rate in it.
+        wait_for(lambda: engine.status()["fps"] > 0, what="a status snapshot with the frame rate")
         status = engine.status()
         assert status["enabled"] and status["state"] == "running" and status["camera"] == "live"
         assert status["level"] == "full" and status["quality"] == "auto"
@@ -57,10 +62,11 @@ def test_status_toggle_quality_snapshot_reload_and_quit(tmp_path, live_config, c
         engine.set_quality(None)
         wait_for(lambda: engine.status()["quality"] == "auto", what="automatic quality")
 
-        # A broken file is reported and the running settings stay.
+        # A broken file fails the reload with its reason, is reported and the running settings stay.
         config_path.write_text("[swap]\non_miss = 'sometimes'\n")
-        engine.reload_config()
-        assert "on_miss" in engine.status()["config_error"]
+        with pytest.raises(ConfigError, match="on_miss"):
+            engine.reload_config()
+        assert "on_miss" in engine.status()["config_error"] and engine.cfg.swap.on_miss == "hold"
         # A valid change to [swap] and [camera] applies without a restart: the camera is reopened.
         data = cfg.model_dump(mode="json", exclude_none=True)
         data["swap"]["on_miss"] = "blur"

@@ -171,7 +171,7 @@ def test_camera_lost_publishes_offline_frames_then_resumes(live_config, make_cli
 
 
 def test_tracked_keypoints_stay_within_3_percent_of_a_full_detection(live_config, clip_20fps, face_engine_factory):
-    from vcamd.live.engine import FullDetector, LiveTracker
+    from vcamd.live.tracking import FullDetector, LiveTracker
     from vcamd.live.stats import LiveStats
 
     cfg = live_config()
@@ -185,7 +185,7 @@ def test_tracked_keypoints_stay_within_3_percent_of_a_full_detection(live_config
         for index in range(40):
             ok, frame = cap.read()
             assert ok
-            got = tracker.update(frame, index, full_size=320, track_size=192)
+            got = tracker.update(frame, index, full_size=320, track_size=192).faces
             if index == 0:
                 deadline = time.monotonic() + 5
                 while not full.idle and time.monotonic() < deadline:

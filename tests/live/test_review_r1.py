@@ -10,7 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.live.engine import FullDetector, LiveEngine, LiveTracker
+from vcamd.live.engine import LiveEngine
+from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker
 from vcamd.live.sources import CameraReader, LatestFrame, SourceState, SyntheticCamera, open_source
 from vcamd.live.stats import LiveStats
 from vcamd.live.watchdog import HISTORY_CAP, Watchdog
@@ -81,8 +82,8 @@ def test_a_failed_start_releases_the_camera_and_the_tracker_thread(live_config, 
     with pytest.raises(RuntimeError, match="out of memory"):
         engine.run(max_frames=5)
     assert engine.source._cap is None, "the camera was left open"
-    engine.tracker._call._thread.join(2.0)
-    assert not engine.tracker._call._thread.is_alive(), "the tracker thread was left running"
+    engine.tracker.call_thread.join(2.0)
+    assert not engine.tracker.call_thread.is_alive(), "the tracker thread was left running"
 
 
 def test_a_track_lost_among_several_faces_asks_for_a_full_detection_at_once(live_config, face_engine_factory, newton):
@@ -99,10 +100,10 @@ def test_a_track_lost_among_several_faces_asks_for_a_full_detection_at_once(live
     full = FullDetector(engine, LiveStats(), time.monotonic)  # not started: submit() only queues the job
     tracker = LiveTracker(engine, full, full_every=100)
     try:
-        tracker._tracks = [found[0], ghost]
+        tracker.book.take_full(FullDetection([found[0], ghost], frame_index=0, input_size=320))
         tracker._last_full_submit = 1
-        faces = tracker.update(frame, 2, full_size=320, track_size=160, deadline_s=5.0)
-        assert faces is not None and len(faces) == 1
+        report = tracker.update(frame, 2, full_size=320, track_size=160, deadline_s=5.0)
+        assert len(report.faces) == 1 and len(report.lost) == 1 and not report.known
         assert tracker._last_full_submit == 2 and not full.idle, "no full detection was asked for"
     finally:
         tracker.stop()

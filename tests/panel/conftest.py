@@ -111,6 +111,10 @@ class PanelEngine:
         with self._lock:
             self.enabled = on
 
+    def toggle(self) -> None:
+        with self._lock:  # one step, like the engine's loop command
+            self.enabled = not self.enabled
+
     def set_source_face(self, path: Path) -> None:
         read_image(path, "source face")  # the engine reads the photo itself (and refuses a bad one)
         with self._lock:

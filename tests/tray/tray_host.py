@@ -44,6 +44,8 @@ class LoggingController:
         self.quit_requested = threading.Event()
         self._lock = threading.Lock()
 
+    _toggle_lock = threading.Lock()
+
     def log(self, event: str, value: Any = None) -> None:
         with self._lock:
             self.calls.append((event, value))
@@ -67,6 +69,10 @@ class LoggingController:
     def set_enabled(self, on: bool) -> None:
         self.log("set_enabled", on)
         self.enabled = on
+
+    def toggle(self) -> None:
+        with self._toggle_lock:  # one step, like the engine's loop command; logged as the change it made
+            self.set_enabled(not self.enabled)
 
     def set_source_face(self, path: Path) -> None:
         self.log("set_source_face", str(path))

@@ -101,7 +101,7 @@ def _quality(args: argparse.Namespace) -> int:
     if args.level == "auto":
         print(f"Quality: automatic (now {status.get('level')})")
     else:
-        print(f"Quality locked at {args.level}")
+        print(f"Quality locked at {status.get('quality') or args.level}")
     return 0
 
 

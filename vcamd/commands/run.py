@@ -83,20 +83,25 @@ def handle(args: argparse.Namespace) -> int:
         source_factory=lambda camera: open_source(args.source or camera.device, camera, loop=loop),
         pipeline_factory=_face_pipeline,
         file_cfg=file_cfg,
+        log_level_pinned=bool(args.verbose),  # -v pins debug for the whole run
     )
     watched = config_path or user_config_path()
     # SIGTERM (service stop) ends the run like Ctrl-C: the sink is closed and stats are written.
     previous = signal.signal(signal.SIGTERM, lambda *_: engine.request_quit())
+    # SIGHUP (`systemctl reload`, `kill -HUP`) re-reads the config file; the loop applies it.
+    previous_hup = signal.signal(signal.SIGHUP, lambda *_: engine.request_reload()) if hasattr(signal, "SIGHUP") else None
     try:
         log.info("live: %s → %s; providers: %s", source.description, args.sink, engine.status()["providers"])
         # The control page runs whatever the sink; the socket's status then carries its "panel_url".
         with open_panel(engine, cfg) as controllable, ControlServer(controllable), ConfigWatcher(
-            watched, _with_runtime_section(engine.on_config_change, args.verbose, cfg), engine.on_config_error,
+            watched, engine.on_config_change, engine.on_config_error,
             current=file_cfg, missing_ok=config_path is None,
         ):
             stats = _run_with_optional_tray(engine, controllable, args, cfg, watched)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if previous_hup is not None:
+            signal.signal(signal.SIGHUP, previous_hup)
     stats_lost = False
     if args.stats_json is not None:
         try:
@@ -146,24 +151,6 @@ def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg,
         # The sink exists only once the engine runs, so its URL is read when the item is clicked.
         open_preview=(lambda: open_with_desktop(engine.sink.url)) if args.sink == "preview" else None,
     )
-
-
-def _with_runtime_section(on_change, verbose: bool, started):
-    """The engine applies its own sections; [runtime] and [tray] belong to this command:
-    log_level is applied at once, the memory cap and the tray only at the next start."""
-
-    def apply(new, changed: set[str]) -> None:
-        if "runtime" in changed and not verbose:  # -v pins debug for the whole run
-            logging.getLogger().setLevel(new.runtime.log_level.upper())
-        pending = [key for key, now, then in (
-            ("[runtime] max_memory_gb", new.runtime.max_memory_gb, started.runtime.max_memory_gb),
-            ("[tray] enabled", new.tray.enabled, started.tray.enabled),
-        ) if now != then]
-        if changed & {"runtime", "tray"} and pending:
-            log.warning("%s: takes effect after a restart of vcamd run", ", ".join(pending))
-        on_change(new, changed)
-
-    return apply
 
 
 def _face_pipeline(cfg):

@@ -90,6 +90,10 @@ class Controllable(Protocol):
 
     def set_enabled(self, on: bool) -> None: ...
 
+    def toggle(self) -> Any:
+        """Switch swapping over from its current state, as one step (two toggles never cancel out)."""
+        ...
+
     def set_source_face(self, path: Path) -> None: ...
 
     def set_quality(self, level: Level | None) -> None:

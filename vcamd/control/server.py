@@ -156,7 +156,6 @@ class ControlServer:
         self.transport: Literal["unix", "tcp"] = transport
         self.request_timeout_s = request_timeout_s
         self._state_lock = threading.Lock()
-        self._toggle_lock = threading.Lock()  # toggle = read + write; two at once must not cancel out
         self._server: _UnixServer | _TcpServer | None = None
         self._thread: threading.Thread | None = None
         self._lock_fd: int | None = None
@@ -414,30 +413,32 @@ class ControlServer:
             log.exception("request_quit failed")
 
     def _dispatch(self, command: Command, args: dict[str, Any]) -> Any:
+        """Run the request on the target. A target that answers a change with its state right
+        after it applied (the live engine) is answered with that state; otherwise with status()."""
         target = self.target
+        answer: Any = None
         match command:
             case Command.status:
                 return target.status()
             case Command.on | Command.off:
-                target.set_enabled(command is Command.on)
+                answer = target.set_enabled(command is Command.on)
             case Command.toggle:
-                with self._toggle_lock:
-                    target.set_enabled(not bool(target.status().get("enabled")))
+                answer = target.toggle()  # the engine flips its own current state, as one step
             case Command.set_face:
-                target.set_source_face(_face_path(args))
+                answer = target.set_source_face(_face_path(args))
             case Command.quality:
                 level = args.get("level")
                 if not isinstance(level, str):
                     raise ProtocolError('quality needs args {"level": NAME}', fix='e.g. "auto" or "low_res"')
-                target.set_quality(parse_quality(level))
+                answer = target.set_quality(parse_quality(level))
             case Command.reload:
-                target.reload_config()
+                answer = target.reload_config()
             case Command.snapshot:
                 png = target.snapshot_png()
                 return {"png_base64": base64.b64encode(png).decode("ascii")}
             case _:
                 raise ProtocolError(f"command {command} is not handled here")
-        return target.status()
+        return answer if isinstance(answer, dict) else target.status()
 
     @staticmethod
     def _send(wfile: Any, data: bytes) -> bool:

@@ -38,6 +38,7 @@ import numpy as np
 
 from vcamd.config import Config, PreviewConfig, VirtualCameraConfig
 from vcamd.errors import VcamdError
+from vcamd.live.newest import NewestSlot
 from vcamd.types import Frame
 
 log = logging.getLogger(__name__)
@@ -696,39 +697,6 @@ setInterval(poll, 500);
 MJPEG_BOUNDARY = "facelive-frame"
 
 
-class _JpegSlot:
-    """The newest encoded JPEG and its sequence number; stream clients wait here for a newer one."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._jpeg: bytes | None = None
-        self._seq = 0
-        self._closed = False
-
-    def put(self, jpeg: bytes) -> None:
-        with self._cond:
-            self._jpeg = jpeg
-            self._seq += 1
-            self._cond.notify_all()
-
-    def latest(self) -> tuple[bytes | None, int]:
-        with self._cond:
-            return self._jpeg, self._seq
-
-    def wait_newer(self, seq: int, timeout: float) -> tuple[bytes | None, int]:
-        """The newest JPEG once its number exceeds `seq`, or (None, seq) on timeout or close."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._closed or (self._jpeg is not None and self._seq > seq), timeout)
-            if self._closed or self._jpeg is None or self._seq <= seq:
-                return None, seq
-            return self._jpeg, self._seq
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-
 class _PreviewServer(ThreadingHTTPServer):
     daemon_threads = True  # a stuck client must never keep the daemon from exiting
     sink: "PreviewSink"
@@ -818,7 +786,7 @@ class PreviewSink:
         self._quality = jpeg_quality if jpeg_quality is not None else cfg.jpeg_quality
         self._server: _PreviewServer | None = None
         self._threads: list[threading.Thread] = []
-        self._jpegs = _JpegSlot()
+        self._jpegs: NewestSlot[bytes] = NewestSlot()  # viewers wait here for a newer JPEG
         self._work = threading.Condition()  # guards the fields below
         self._pending: Frame | None = None  # a frame waiting for the encoder (a private copy)
         self._clients = 0

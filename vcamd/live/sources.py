@@ -24,6 +24,7 @@ import numpy as np
 
 from vcamd.config import CameraConfig
 from vcamd.errors import VcamdError
+from vcamd.live.newest import NewestSlot
 from vcamd.types import Captured, Frame
 
 log = logging.getLogger(__name__)
@@ -64,46 +65,10 @@ class SourceState(StrEnum):
 # ---------------------------------------------------------------------------------------------
 
 
-class LatestFrame:
-    """A one-frame hand-off: `put` replaces whatever is there, `take` waits for a frame newer than
-    the last one taken. A frame that is replaced before anyone took it is counted as dropped."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._frame: Captured | None = None
-        self.put_count = 0
-        self.taken_count = 0
-        self.dropped = 0
-        self.max_depth = 0
-
-    def put(self, captured: Captured) -> None:
-        with self._cond:
-            if self._frame is not None:
-                self.dropped += 1
-            self._frame = captured
-            self.put_count += 1
-            self.max_depth = max(self.max_depth, 1)
-            self._cond.notify_all()
-
-    def take(self, timeout: float) -> Captured | None:
-        """The newest frame not yet taken, waiting up to `timeout` seconds; None if none came."""
-        with self._cond:
-            if self._frame is None:
-                self._cond.wait(timeout)
-            frame, self._frame = self._frame, None
-            if frame is not None:
-                self.taken_count += 1
-            return frame
-
-    def wake(self) -> None:
-        """Release a waiting `take` early (used on shutdown)."""
-        with self._cond:
-            self._cond.notify_all()
-
-    @property
-    def depth(self) -> int:
-        with self._cond:
-            return 0 if self._frame is None else 1
+class LatestFrame(NewestSlot[Captured]):
+    """A one-frame hand-off (`vcamd.live.newest.NewestSlot`): `put` replaces whatever is there,
+    `take` waits for a frame newer than the last one taken. A frame that is replaced before anyone
+    took it is counted as dropped."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 Shape of `to_json()`:
 frames.{captured,processed,published,dropped,swapped,held,blurred,passthrough,off,offline},
-fps.{source,published}, latency_ms.{p50,p95,p99} (capture→publish), stages_ms.<stage>.{p50,p95,p99},
+faces.{swapped,held,obscured} (per face and frame: a frame with one face swapped and one held counts
+one of each), fps.{source,published}, latency_ms.{p50,p95,p99} (capture→publish), swap_age_ms.{p50,p95}
+(how old the swapped face on screen is: publish time minus the capture time of the camera frame the
+swap was computed on), stages_ms.<stage>.{p50,p95,p99},
 degradation.{transitions,level_share}, queue_depth.max, providers, cpu_ms_per_frame, and gpu when an
 NVIDIA GPU is present.
 """
@@ -70,6 +73,15 @@ def percentiles(samples: Iterable[float] | SampleRing) -> dict[str, float]:
     return {"p50": round(float(p50), 2), "p95": round(float(p95), 2), "p99": round(float(p99), 2)}
 
 
+FACE_OUTCOMES = ("swapped", "held", "obscured")
+"""The per-face counts in stats and status (`vcamd.live.compose.FaceOutcome`)."""
+
+
+def _p50_p95(samples: SampleRing) -> dict[str, float]:
+    p = percentiles(samples)
+    return {"p50": p["p50"], "p95": p["p95"]}
+
+
 class LiveStats:
     """Everything a live run counts. `record_stage` may be called from any thread."""
 
@@ -82,6 +94,8 @@ class LiveStats:
         self.processed = 0
         self.published = 0
         self.latency_ms = SampleRing()
+        self.swap_age_ms = SampleRing()
+        self.face_outcomes: Counter[str] = Counter()
         self.stages_ms: dict[str, SampleRing] = {}
         self.level_frames: Counter[Level] = Counter()
         self.first_publish_at: float | None = None
@@ -112,6 +126,26 @@ class LiveStats:
                 self.first_publish_at = now
             self.last_publish_at = now
             self._recent.append(now)
+
+    def record_faces(self, outcomes: Iterable[str], swap_age_ms: float | None) -> None:
+        """What each face of a published frame got (swapped/held/obscured/passthrough), and the age
+        of the swapped faces on screen when any was swapped."""
+        with self._lock:
+            self.face_outcomes.update(str(o) for o in outcomes)
+            if swap_age_ms is not None:
+                self.swap_age_ms.append(swap_age_ms)
+
+    def face_counts(self) -> dict[str, int]:
+        with self._lock:
+            return {name: self.face_outcomes[name] for name in FACE_OUTCOMES}
+
+    def swap_age_percentiles(self) -> dict[str, float]:
+        with self._lock:
+            return _p50_p95(self.swap_age_ms)
+
+    def outcome_counts(self) -> Counter[Outcome]:
+        with self._lock:
+            return Counter(self.outcomes)
 
     def published_fps(self) -> float:
         if self.first_publish_at is None or self.last_publish_at is None or self.published < 2:
@@ -162,8 +196,10 @@ class LiveStats:
                     "off": self.outcomes[Outcome.off],
                     "offline": self.outcomes[Outcome.offline],
                 },
+                "faces": {name: self.face_outcomes[name] for name in FACE_OUTCOMES},
                 "fps": {"source": round(source_fps, 2), "published": round(self.published_fps(), 2)},
                 "latency_ms": percentiles(self.latency_ms),
+                "swap_age_ms": _p50_p95(self.swap_age_ms),
                 "stages_ms": {name: percentiles(v) for name, v in sorted(self.stages_ms.items())},
                 "degradation": {
                     "transitions": transitions,

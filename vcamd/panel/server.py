@@ -213,10 +213,10 @@ class PanelServer:
         }
 
     def set_enabled(self, on: bool | None) -> None:
-        """on/off, or None = toggle (read and write under one lock: two toggles never cancel out)."""
-        with self._lock:
-            if on is None:
-                on = not bool(self.target.status().get("enabled"))
+        """on/off, or None = toggle (the engine's own: two toggles never cancel out)."""
+        if on is None:
+            self.target.toggle()
+        else:
             self.target.set_enabled(on)
 
     def set_badge(self, on: bool) -> None:
@@ -255,41 +255,28 @@ class PanelServer:
 
 
 class WithPanelUrl:
-    """The engine as the control socket serves it: its status plus "panel_url" (tokened)."""
+    """The engine as the control socket and the tray drive it: every state it reports — `status()`
+    and the state a change answers with — also carries "panel_url" (tokened). Everything else is
+    the engine's own (one control surface, not a copy of it)."""
+
+    STATE_ANSWERS = frozenset({"set_enabled", "toggle", "set_source_face", "set_quality", "set_badge", "reload_config"})
+    """The engine's changes that answer with the state after they applied."""
 
     def __init__(self, engine: Controllable, panel: PanelServer) -> None:
         self._engine = engine
         self._panel = panel
 
+    def _with_url(self, state: Any) -> Any:
+        return {**state, "panel_url": self._panel.url} if isinstance(state, dict) else state
+
     def status(self) -> dict[str, Any]:
-        return {**self._engine.status(), "panel_url": self._panel.url}
+        return self._with_url(self._engine.status())
 
-    def set_enabled(self, on: bool) -> None:
-        self._engine.set_enabled(on)
-
-    def set_source_face(self, path: Path) -> None:
-        self._engine.set_source_face(path)
-
-    def set_quality(self, level: Any) -> None:
-        self._engine.set_quality(level)
-
-    def reload_config(self) -> None:
-        self._engine.reload_config()
-
-    def snapshot_png(self) -> bytes:
-        return self._engine.snapshot_png()
-
-    def latest_frame(self) -> Any:
-        return self._engine.latest_frame()
-
-    def recent_transitions(self) -> list[dict[str, Any]]:
-        return self._engine.recent_transitions()
-
-    def set_badge(self, on: bool) -> None:
-        self._engine.set_badge(on)
-
-    def request_quit(self) -> None:
-        self._engine.request_quit()
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._engine, name)
+        if name not in self.STATE_ANSWERS:
+            return attr
+        return lambda *args, **kwargs: self._with_url(attr(*args, **kwargs))
 
 
 @contextlib.contextmanager

@@ -159,7 +159,7 @@ class TrayApp:
             raise ValueError(f"unknown tray command {command}")
 
     def toggle(self) -> None:
-        self._act("switch the swap", lambda: self.controller.set_enabled(not self.refresh().enabled))
+        self._act("switch the swap", self.controller.toggle)  # the engine flips its own state: no race with the socket
 
     def set_face(self, path: Path) -> None:
         def do() -> None:

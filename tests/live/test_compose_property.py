@@ -1,0 +1,342 @@
+"""Property tests of the privacy rule: the tracker's bookkeeping (`FaceBook`) and `compose`, the
+real code, driven by random worlds — faces drifting, jumping, vanishing and coming back, detections
+full (at the full or a lower size, fresh or a few frames late), crop re-detections, late detectors,
+swap results late, failing or NaN, swapping toggled, 1 to 30 faces.
+
+Each "real face" is a distinct random texture, so a leak is checkable pixel-wise: a published face
+leaks when most of its visible pixels are exactly the raw pattern. The property: while swapping is
+on (and on_miss is not the user's explicit passthrough opt-out), no published frame shows a face
+raw — every face is swapped (the stand-in paste fills it green), held, or obscured.
+
+The world's limits, which are the engine's: a face appears at a full detection at the full size
+and the first detection runs at the full size (a face nobody has detected yet cannot be covered
+individually, only while no face is known at all); a face too small for the lower
+detection size does not jump (once lost, only a detection at its size can say where it went);
+no face appears within JUMP_FRAMES of another turning away (it would be taken for that face having
+jumped: see `FaceBook.take_full`); a face turned away (no detector finds it) stays where it was lost, and turns only where a full
+detection has seen it since it last jumped (turned at a place no detector ever saw it, it is not
+known to be there); faces keep apart (one per cell
+of a grid).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vcamd.config import OnMiss
+from vcamd.live.compose import FaceOutcome, Held, Scene, compose, lost_to_cover, match_swaps
+from vcamd.live.obscure import obscure_frame
+from vcamd.live.tracking import JUMP_FRAMES, LOST_KEEP_FRAMES, FaceBook, FullDetection
+from vcamd.types import Face, Outcome
+
+W, H, CELL = 640, 480, 96
+COLS, ROWS = W // CELL, H // CELL  # 6 × 5 = 30 cells, one face each at most
+FULL, LOW = 640, 320
+SMALL = 22  # faces this size or smaller are missed by a detection at LOW
+GREEN = np.array([0, 255, 0], np.uint8)
+
+
+@dataclass
+class RealFace:
+    ident: int
+    cell: int
+    dx: int
+    dy: int
+    size: int
+    pattern: np.ndarray
+    visible: bool = True
+    turned: int = 0  # frames left during which no detector finds it (turned away), yet it is shown
+    seen_here: bool = True  # a full detection has seen it since it last jumped
+
+    @property
+    def detectable(self) -> bool:
+        return self.visible and self.turned == 0
+
+    @property
+    def small(self) -> bool:
+        return self.size <= SMALL
+
+    def box(self) -> tuple[int, int, int, int]:
+        cx = (self.cell % COLS) * CELL + CELL // 2 + self.dx
+        cy = (self.cell // COLS) * CELL + CELL // 2 + self.dy
+        x0, y0 = cx - self.size // 2, cy - self.size // 2
+        return x0, y0, x0 + self.size, y0 + self.size
+
+    def face(self) -> Face:
+        x0, y0, x1, y1 = self.box()
+        w = x1 - x0
+        kps = np.array([[x0 + 0.3 * w, y0 + 0.4 * w], [x0 + 0.7 * w, y0 + 0.4 * w], [x0 + 0.5 * w, y0 + 0.6 * w],
+                        [x0 + 0.35 * w, y0 + 0.8 * w], [x0 + 0.65 * w, y0 + 0.8 * w]], np.float32)
+        return Face(box=(float(x0), float(y0), float(x1), float(y1)), score=0.9, kps=kps)
+
+
+@dataclass
+class World:
+    faces: list[RealFace] = field(default_factory=list)
+
+    def render(self) -> np.ndarray:
+        frame = np.full((H, W, 3), 128, np.uint8)
+        for f in self.faces:
+            if f.visible:
+                x0, y0, x1, y1 = f.box()
+                frame[y0:y1, x0:x1] = f.pattern
+        return frame
+
+    def snapshot(self) -> list[tuple[Face, bool, bool]]:
+        """(face, visible, small) of every face, as a detection of this frame would see them."""
+        return [(f.face(), f.detectable, f.small) for f in self.faces]
+
+
+def paste_green(frame: np.ndarray, swapped: object, face: Face) -> None:
+    """The stand-in composite: the swapped face covers the face's box (a real paste covers the
+    face's keypoint region the same way)."""
+    x0, y0, x1, y1 = (int(v) for v in face.box)
+    frame[max(0, y0 - 1):y1 + 1, max(0, x0 - 1):x1 + 1] = GREEN
+
+
+def crop_find(looked_for: Face, world: World) -> Face | None:
+    """The crop re-detection: the visible face nearest the crop's centre inside a crop twice the
+    face's size (vcamd.faces.track.CROP_FACTOR)."""
+    cx, cy = (looked_for.box[0] + looked_for.box[2]) / 2, (looked_for.box[1] + looked_for.box[3]) / 2
+    half = max(looked_for.width, looked_for.height)
+    best, best_d = None, None
+    for f in world.faces:
+        if not f.detectable:
+            continue
+        face = f.face()
+        fx, fy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+        if abs(fx - cx) < half and abs(fy - cy) < half:
+            d = (fx - cx) ** 2 + (fy - cy) ** 2
+            if best_d is None or d < best_d:
+                best, best_d = face, d
+    return best
+
+
+def leaks(published: np.ndarray, world: World, raw: np.ndarray) -> list[int]:
+    """Faces with over 10 % of their pixels exactly raw in the published frame (a random texture:
+obscured, held or swapped pixels practically never equal the raw ones)."""
+    out = []
+    for f in world.faces:
+        if not f.visible:
+            continue
+        x0, y0, x1, y1 = f.box()
+        same = np.all(published[y0:y1, x0:x1] == raw[y0:y1, x0:x1], axis=2)
+        if same.mean() > 0.1:
+            out.append(f.ident)
+    return out
+
+
+def drawing(data):
+    """`pick(label, options)` for simulate(), drawn by hypothesis (so it shrinks failures)."""
+
+    def pick(label: str, options):
+        if isinstance(options, range):
+            return data.draw(st.integers(options.start, options.stop - 1), label=label)
+        return data.draw(st.sampled_from(options), label=label)
+
+    return pick
+
+
+def new_face(pick, ident: int, cell: int, rng: np.random.Generator) -> RealFace:
+    size = pick("size", range(16, 48 + 1))
+    pattern = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+    return RealFace(ident, cell, 0, 0, size, pattern)
+
+
+def simulate(pick, on_miss: OnMiss, steps: int) -> tuple[int, list[str]]:
+    """Run one random world through FaceBook + compose; returns (frames checked, leak reports)."""
+    rng = np.random.default_rng(pick("seed", range(0, 2**31 + 1)))
+    n_faces = pick("faces", range(1, 30 + 1))
+    cells = list(rng.permutation(COLS * ROWS)[:n_faces])
+    world = World([new_face(pick, i, int(c), rng) for i, c in enumerate(cells)])
+    book = FaceBook()
+    history: list[list[tuple[Face, bool, bool]]] = []
+    targets_history: list[list[Face]] = []
+    result: tuple[list[Face], list[int]] | None = None  # the swap worker's newest result
+    failed = False
+    held: Held | None = None
+    enabled = True
+    prev_targets: list[Face] = []
+    covered_lost: list[Face] = []
+    checked, problems = 0, []
+    started = False
+    last_turn = -100
+    for t in range(steps):
+        # -- the detection this frame brings
+        kind = pick("detect", ["track", "track", "track", "late", "full"])
+        # Start-up runs at the full size (the watchdog lowers it later); a face never detected cannot be covered.
+        size = pick("size", [FULL, LOW]) if kind == "full" and started else FULL
+        delay = pick("delay", range(0, 2 + 1)) if kind == "full" else 0
+        fresh_full = kind == "full" and size == FULL and delay == 0
+        # -- the world moves
+        free = [c for c in range(COLS * ROWS) if c not in {f.cell for f in world.faces}]
+        for f in world.faces:
+            action = pick("move", ["stay", "drift", "drift", "jump", "vanish", "appear", "turn"])
+            if f.turned:
+                f.turned -= 1
+                continue  # a turned face stays where it was lost (see the module docstring)
+            if action == "turn" and f.visible and started and f.seen_here:
+                f.turned = int(rng.integers(1, 6))
+                last_turn = t
+            elif action == "drift":
+                f.dx = int(np.clip(f.dx + rng.integers(-4, 5), -8, 8))
+                f.dy = int(np.clip(f.dy + rng.integers(-4, 5), -8, 8))
+            elif action == "jump" and f.visible and not f.small and free:
+                free.append(f.cell)
+                f.cell, f.dx, f.dy = free.pop(int(rng.integers(0, len(free) - 1))), 0, 0
+                f.seen_here = False
+            elif action == "vanish":
+                f.visible = False
+            elif action == "appear" and not f.visible and fresh_full and t - last_turn > JUMP_FRAMES:
+                f.visible = True
+        if pick("toggle", range(0, 19 + 1)) == 0:
+            enabled = not enabled
+        snapshot = world.snapshot()
+        history.append(snapshot)
+        raw = world.render()
+        frame = raw.copy()
+
+        # -- the tracker (vcamd.live.tracking.LiveTracker.update, with the detectors simulated)
+        appeared: list[Face] = []
+        if kind == "full" and len(history) > delay:
+            seen = history[-1 - delay]
+            faces = [face for face, visible, small in seen if visible and not (small and size == LOW)]
+            appeared = book.take_full(FullDetection(faces, frame_index=t - delay, input_size=size))
+            started = True
+            if delay == 0:
+                for f in world.faces:
+                    f.seen_here = f.seen_here or (f.detectable and not (f.small and size == LOW))
+        late = False
+        if looked_for := book.to_redetect:
+            if kind == "late":
+                late = True
+            else:
+                found = [None if pick("blink", range(0, 9 + 1)) == 0 else crop_find(face, world) for face in looked_for]
+                book.take_tracked(found, t)
+        report = book.report(late=late, appeared=appeared, full=kind == "full")
+
+        # -- the engine's glue (LiveEngine._process): face_selection = "all"
+        targets = report.faces
+        lost = lost_to_cover(report.lost, report.known, prev_targets + covered_lost)
+        prev_targets, covered_lost = targets, lost
+        targets_history.append(targets)
+        swap_event = pick("swap", ["none", "none", "result", "result", "fail", "nan"])
+        if swap_event == "result":
+            lag = pick("lag", range(0, 3 + 1))
+            made_for = targets_history[max(0, len(targets_history) - 1 - lag)]
+            result, failed = (list(made_for), list(range(len(made_for)))), False
+        elif swap_event in ("fail", "nan"):  # a model error or a NaN crop: no result, the worker is failed
+            failed = True
+        usable = result is not None and not failed
+        swaps = match_swaps(targets, result[0], result[1]) if usable and result is not None else [None] * len(targets)
+
+        composed = compose(
+            Scene(frame=frame, enabled=enabled, on_miss=on_miss, known=report.known, targets=targets, swaps=swaps, lost=lost, held=held),
+            paste_green,
+        )
+        if composed.all_swapped:
+            held = Held(composed.frame.copy(), list(targets))
+        if not enabled:
+            assert composed.outcome is Outcome.off and composed.frame is frame
+            continue
+        checked += 1
+        if bad := leaks(composed.frame, world, raw):
+            problems.append(f"frame {t}: faces {bad} raw (known={report.known}, outcome={composed.outcome}, "
+                            f"faces={[o.value for o in composed.faces]}, lost={len(report.lost)})")
+    return checked, problems
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(), on_miss=st.sampled_from([OnMiss.hold, OnMiss.blur]))
+def test_no_published_face_is_ever_raw_while_swapping_is_on(data, on_miss):
+    checked, problems = simulate(drawing(data), on_miss, steps=data.draw(st.integers(5, 30), label="steps"))
+    assert not problems, "\n".join(problems[:5])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_the_leak_check_can_fail_passthrough_shows_raw_faces(data):
+    """The same worlds under on_miss = "passthrough" (the user's opt-out): misses are published
+    raw, and the check sees them — it is not a check that cannot fail."""
+    checked, problems = simulate(drawing(data), OnMiss.passthrough, steps=30)
+    if checked >= 10:
+        assert problems
+
+
+def test_a_jumped_face_is_covered_at_its_old_and_its_new_place():
+    """The issue's fast move: a face swapped at A jumps 40 % of the frame width to B. Until a full
+    detection of a later frame says where it is, the whole frame is covered; then B is covered
+    (no swap made for B yet) — never raw at B while A is covered."""
+    rng = np.random.default_rng(7)
+    face = RealFace(0, cell=6, dx=0, dy=0, size=40, pattern=rng.integers(0, 256, (40, 40, 3), dtype=np.uint8))
+    world = World([face])
+    book = FaceBook()
+    book.take_full(FullDetection([face.face()], frame_index=0, input_size=FULL))
+    a = face.face()
+    held = None
+    for on_miss in (OnMiss.blur, OnMiss.hold):
+        book = FaceBook()
+        face.cell = 6
+        book.take_full(FullDetection([face.face()], 0, FULL))
+        face.cell = 6 + 3  # 3 cells = 288 px ≈ 45 % of the width
+        raw = world.render()
+        found = [crop_find(f, world) for f in book.to_redetect]
+        lost_now, _ = book.take_tracked(found, 1)
+        report = book.report(late=False, appeared=[], full=False)
+        assert lost_now and not report.known  # lost in motion: positions unknown
+        composed = compose(Scene(raw.copy(), True, on_miss, report.known, report.faces, [None] * len(report.faces),
+                                 lost_to_cover(report.lost, report.known, [a]), held), paste_green)
+        assert composed.outcome is Outcome.blurred and not leaks(composed.frame, world, raw)
+        # The full detection of frame 1 finds it at B: B is covered, and so is nothing raw anywhere.
+        book.take_full(FullDetection([face.face()], 1, FULL))
+        found = [crop_find(f, world) for f in book.to_redetect]
+        book.take_tracked(found, 2)
+        report = book.report(late=False, appeared=[], full=True)
+        assert report.known and len(report.faces) == 1
+        composed = compose(Scene(raw.copy(), True, on_miss, True, report.faces, [None], [], held), paste_green)
+        assert composed.faces == [FaceOutcome.obscured] and not leaks(composed.frame, world, raw)
+
+
+def test_start_up_under_hold_with_nothing_held_is_an_obscured_frame():
+    rng = np.random.default_rng(3)
+    world = World([RealFace(0, 7, 0, 0, 48, rng.integers(0, 256, (48, 48, 3), dtype=np.uint8))])
+    raw = world.render()
+    report = FaceBook().report(late=False, appeared=[], full=False)
+    composed = compose(Scene(raw.copy(), True, OnMiss.hold, report.known, [], [], [], None), paste_green)
+    assert not report.known and composed.outcome is Outcome.blurred and composed.fresh_badge
+    expected = raw.copy()
+    obscure_frame(expected)
+    assert (composed.frame == expected).all() and not leaks(composed.frame, world, raw)  # the whole frame, obscured
+
+
+@pytest.mark.parametrize("on_miss", [OnMiss.hold, OnMiss.blur])
+def test_a_face_missed_at_a_lower_detection_size_stays_lost_and_covered(on_miss):
+    """A small face found at the full size, then missed by the crop and by a detection at the
+    lower size (the watchdog's low_res): it stays lost and covered, it does not vanish."""
+    rng = np.random.default_rng(5)
+    small = RealFace(0, 3, 0, 0, 18, rng.integers(0, 256, (18, 18, 3), dtype=np.uint8))
+    big = RealFace(1, 20, 0, 0, 44, rng.integers(0, 256, (44, 44, 3), dtype=np.uint8))
+    world = World([small, big])
+    book = FaceBook()
+    book.take_full(FullDetection([small.face(), big.face()], 0, FULL))
+    small_box = small.face().box
+    book.take_tracked([None if f.box == small_box else f for f in book.to_redetect], 1)  # the crop missed the small face (a blink)
+    book.take_full(FullDetection([big.face()], 1, LOW))  # the lower size cannot see it
+    report = book.report(late=False, appeared=[], full=True)
+    assert report.known and [f.box for f in report.lost] == [small.face().box]
+    raw = world.render()
+    lost = lost_to_cover(report.lost, report.known, [small.face(), big.face()])
+    composed = compose(Scene(raw.copy(), True, on_miss, True, report.faces, [object()], lost, None), paste_green)
+    assert composed.faces == [FaceOutcome.swapped, FaceOutcome.obscured] and not leaks(composed.frame, world, raw)
+    # A detection at the full size that does not see it soon after: kept (a head turned away is
+    # found by no detector); one LOST_KEEP_FRAMES later: it left, dropped, not covered for ever.
+    small.visible = False
+    book.take_full(FullDetection([big.face()], 2, FULL))
+    assert len(book.report(late=False, appeared=[], full=True).lost) == 1
+    book.take_full(FullDetection([big.face()], 1 + LOST_KEEP_FRAMES, FULL))
+    assert book.report(late=False, appeared=[], full=True).lost == []

@@ -1,0 +1,218 @@
+"""The privacy rule, as one pure function: what to publish for one frame, and what each face got.
+
+While swapping is on, every face shown is **swapped** (the latest swap pasted at its current
+keypoints), **held** (covered by the last good output, where that output showed this face swapped)
+or **obscured** (`vcamd.live.obscure`, a region generously grown around it). Faces that were lost
+(tracking lost them, a lower detection size missed them) are covered at their last-known place,
+grown further since they may have moved. When the engine cannot say where the faces are (start-up
+before the first detection, detector late or failing, a face lost in motion), the whole frame is
+held or obscured. `on_miss = "passthrough"` is the user's explicit opt-out: misses stay raw.
+
+No threads, no clock, no engine state: everything comes in as arguments, so the rule can be tested
+exhaustively (tests/live/test_compose_property.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from vcamd.config import OnMiss
+from vcamd.live.obscure import obscure_frame, obscure_region
+from vcamd.live.tracking import near
+from vcamd.types import Face, Frame, Outcome
+
+log = logging.getLogger(__name__)
+
+MISS_REGION_SCALE = 2.0
+"""The covered square around a face that could not be swapped, relative to its box's larger side
+(covers hair line, chin and ears, and a face that moved a little since it was found)."""
+
+LOST_REGION_SCALE = 2.6
+"""The covered square around a lost face's last-known place: it may have moved since."""
+
+TRACK_MATCH_WIDTHS = 1.5
+"""A swap result belongs to a current face when their centres are closer than this × face width."""
+
+HELD_MATCH_WIDTHS = 0.5
+"""A face may be held when the last good output showed it swapped within this × its width."""
+
+Paste = Callable[[Frame, Any, Face], None]
+"""Pastes one swapped face (what the swap worker made) onto the frame at a face's keypoints."""
+
+
+class FaceOutcome(StrEnum):
+    """What one face got in a published frame."""
+
+    swapped = "swapped"
+    held = "held"
+    obscured = "obscured"
+    passthrough = "passthrough"  # left raw: on_miss = passthrough (the user's opt-out)
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The last good output: a frame published with every face swapped, and where those faces were."""
+
+    frame: Frame
+    faces: list[Face]
+
+
+@dataclass(frozen=True, slots=True)
+class Scene:
+    """Everything compose needs to know about one frame."""
+
+    frame: Frame  # the camera frame; compose draws on it
+    enabled: bool  # swapping on
+    on_miss: OnMiss
+    known: bool  # whether the face positions are known this frame
+    targets: list[Face]  # faces to swap now, current positions
+    swaps: list[Any | None]  # one per target: the swapped face to paste, None when there is no usable one
+    lost: list[Face] = field(default_factory=list)  # last-known places of faces to cover
+    held: Held | None = None  # the last good output, for on_miss = hold
+
+
+@dataclass(frozen=True, slots=True)
+class Composed:
+    frame: Frame  # the pixels to publish
+    outcome: Outcome  # the frame's outcome, for the frame counters
+    faces: list[FaceOutcome]  # per target, then per lost face
+    fresh_badge: bool  # the frame needs the disclosure badge drawn (a held frame already has it)
+    all_swapped: bool  # every face swapped, nothing lost: a new last good output
+
+
+def compose(scene: Scene, paste: Paste) -> Composed:
+    """The frame to publish for `scene`, and what each face got (see the module docstring)."""
+    frame = scene.frame
+    if not scene.enabled:
+        return Composed(frame, Outcome.off, [], fresh_badge=False, all_swapped=False)
+    n_faces = len(scene.targets) + len(scene.lost)
+    if not scene.known:
+        return _whole_frame_miss(scene, n_faces)
+
+    outcomes: list[FaceOutcome | None] = [None] * len(scene.targets)
+    to_paste = [(i, sw) for i, sw in enumerate(scene.swaps) if sw is not None]
+    missed = [i for i, sw in enumerate(scene.swaps) if sw is None]
+    if scene.on_miss is OnMiss.passthrough:
+        for i in missed:
+            outcomes[i] = FaceOutcome.passthrough
+        lost_outcomes = [FaceOutcome.passthrough] * len(scene.lost)
+    else:
+        covers = [(scene.targets[i], MISS_REGION_SCALE) for i in missed] + [(face, LOST_REGION_SCALE) for face in scene.lost]
+        decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None)
+        for i, outcome in zip(missed, decided):
+            outcomes[i] = outcome
+        lost_outcomes = decided[len(missed):]
+    # The swaps go on top: a cover grown around one face must never spoil a neighbour's swapped
+    # face, and a paste's feathered edge blends into covered pixels.
+    failed: list[int] = []
+    for i, swapped in to_paste:
+        try:
+            paste(frame, swapped, scene.targets[i])
+            outcomes[i] = FaceOutcome.swapped
+        except Exception as exc:  # a paste failure is a miss for this face, not a crash
+            log.error("composite failed: %s", exc)
+            failed.append(i)
+    if failed:
+        if scene.on_miss is OnMiss.passthrough:
+            for i in failed:
+                outcomes[i] = FaceOutcome.passthrough
+        else:
+            obscured = _cover(frame, [(scene.targets[i], MISS_REGION_SCALE) for i in failed], None)
+            for i, outcome in zip(failed, obscured):
+                outcomes[i] = outcome
+    faces = [o for o in outcomes if o is not None] + lost_outcomes
+    altered = any(o is not FaceOutcome.passthrough for o in faces)
+    return Composed(frame, _frame_outcome(faces), faces, fresh_badge=altered,
+                    all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces))
+
+
+def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:
+    """Positions unknown: the whole frame is held, obscured, or (passthrough) left raw."""
+    if scene.on_miss is OnMiss.passthrough:
+        return Composed(scene.frame, Outcome.passthrough, [FaceOutcome.passthrough] * n_faces, fresh_badge=False, all_swapped=False)
+    if scene.on_miss is OnMiss.hold and scene.held is not None:
+        return Composed(scene.held.frame, Outcome.held, [FaceOutcome.held] * n_faces, fresh_badge=False, all_swapped=False)
+    obscure_frame(scene.frame)
+    return Composed(scene.frame, Outcome.blurred, [FaceOutcome.obscured] * n_faces, fresh_badge=True, all_swapped=False)
+
+
+def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None) -> list[FaceOutcome]:
+    """Hold each face (its grown region from the last good output, where that output showed it
+    swapped) or obscure it. All holds go first, then all obscures: a held region that reaches
+    over another face must never uncover it."""
+    boxes = [region(frame, [face], scale) for face, scale in covers]
+    can_hold = held is not None and held.frame.shape == frame.shape
+    outcomes = [
+        FaceOutcome.held if can_hold and any(near(face, h, HELD_MATCH_WIDTHS) for h in held.faces) else FaceOutcome.obscured  # type: ignore[union-attr]
+        for face, _ in covers
+    ]
+    for (x0, y0, x1, y1), outcome in zip(boxes, outcomes):
+        if outcome is FaceOutcome.held:
+            frame[y0:y1, x0:x1] = held.frame[y0:y1, x0:x1]  # type: ignore[union-attr]
+    for box, outcome in zip(boxes, outcomes):
+        if outcome is FaceOutcome.obscured:
+            obscure_region(frame, box)
+    return outcomes
+
+
+def _frame_outcome(faces: list[FaceOutcome]) -> Outcome:
+    if not faces:
+        return Outcome.passthrough  # nobody to swap here
+    if FaceOutcome.passthrough in faces:
+        return Outcome.passthrough
+    if FaceOutcome.obscured in faces:
+        return Outcome.blurred
+    if FaceOutcome.held in faces:
+        return Outcome.held
+    return Outcome.swapped
+
+
+def region(frame: Frame, faces: list[Face], scale: float) -> tuple[int, int, int, int]:
+    """Integer rectangle (x0, y0, x1, y1) around all faces, each box's larger side grown by
+    `scale` into a square, clipped to the frame."""
+    h, w = frame.shape[:2]
+    x0, y0, x1, y1 = w, h, 0, 0
+    for f in faces:
+        cx, cy = (f.box[0] + f.box[2]) / 2, (f.box[1] + f.box[3]) / 2
+        half = max(f.width, f.height) * scale / 2
+        x0, y0 = min(x0, int(np.floor(cx - half))), min(y0, int(np.floor(cy - half)))
+        x1, y1 = max(x1, int(np.ceil(cx + half)) + 1), max(y1, int(np.ceil(cy + half)) + 1)
+    return max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+
+
+def lost_to_cover(lost: list[Face], known: bool, before: list[Face]) -> list[Face]:
+    """The lost faces compose must cover: those that were being swapped or covered in the last
+    frame (`before`); a bystander face_selection leaves alone stays alone. While positions are
+    unknown, every lost face counts (the frame is covered whole anyway, and they carry over)."""
+    if not known:
+        return list(lost)
+    return [f for f in lost if any(near(f, b) for b in before)]
+
+
+def match_swaps(targets: list[Face], swapped_faces: list[Face], swapped: list[Any]) -> list[Any | None]:
+    """For each target, the swapped face made for it (greedy nearest centre), or None."""
+    if not targets:
+        return []
+    if len(targets) == 1 and len(swapped_faces) == 1:
+        return [swapped[0]]  # one face in, one swapped face out: it is the same person moving
+    taken: set[int] = set()
+    out: list[Any | None] = []
+    for face in targets:
+        cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+        best, best_d = None, TRACK_MATCH_WIDTHS * max(face.width, 1.0)
+        for i, p in enumerate(swapped_faces):
+            if i in taken:
+                continue
+            d = float(np.hypot((p.box[0] + p.box[2]) / 2 - cx, (p.box[1] + p.box[3]) / 2 - cy))
+            if d < best_d:
+                best, best_d = i, d
+        if best is not None:
+            taken.add(best)
+        out.append(None if best is None else swapped[best])
+    return out

@@ -1,0 +1,118 @@
+"""The last step of a frame: disclosure badge, the sink (and its failure streak), the frames kept.
+
+Keeps the last published frame (snapshot, control page) and the last good output (a frame in which
+every face was swapped, and where those faces were) that `on_miss = "hold"` covers faces with; draws
+the offline card while the camera is away. Runs on the loop's thread only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from vcamd.config import DisclosureConfig
+from vcamd.errors import VcamdError
+from vcamd.live.compose import Held
+from vcamd.types import Face, Frame
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+OFFLINE_TEXT = "Camera offline — reconnecting…"
+
+
+class Sink(Protocol):
+    """The part of `vcamd.live.sinks.Sink` the publisher uses."""
+
+    def open(self) -> None: ...
+
+    def send(self, frame: Frame, stats: dict[str, Any] | None = None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+SinkFactory = Callable[[int, int, float], Sink]
+
+
+class Publisher:
+    """Sends frames to the sink; never raises for a failed write (retried with the next frame)."""
+
+    def __init__(
+        self,
+        sink_factory: SinkFactory,
+        *,
+        badge: Callable[[Frame, str, str], None],
+        placeholder: Callable[[int, int, str], Frame],
+        clock: Clock,
+    ) -> None:
+        self._sink_factory = sink_factory
+        self._badge = badge
+        self._placeholder = placeholder
+        self._clock = clock
+        self.sink: Sink | None = None  # built once the source's frame size is known
+        self.size: tuple[int, int] | None = None  # (width, height) of the output
+        self._fps = 30.0
+        self.failure_streak = 0  # consecutive failed sink writes (logged once per streak)
+        self.last_published: Frame | None = None
+        self.held: Held | None = None  # the last good output
+
+    def open(self, size: tuple[int, int], fps: float) -> None:
+        """Open the sink once, before the first frame; kept open for the whole run."""
+        self.size, self._fps = size, fps
+        self.sink = self._sink_factory(size[0], size[1], fps)
+        self.sink.open()
+
+    def reopen(self) -> str | None:
+        """Close the output and open it with the current settings ([virtual_camera]/[preview]
+        changed). Returns the problem when the new one cannot open; the caller then goes back to
+        the old settings and calls `reopen()` again so the output never vanishes."""
+        if self.sink is None or self.size is None:
+            return None
+        self.sink.close()
+        try:
+            self.sink = self._sink_factory(self.size[0], self.size[1], self._fps)
+            self.sink.open()
+        except VcamdError as err:
+            self.sink = None
+            return str(err)
+        log.info("output reopened with the new settings")
+        return None
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
+
+    def badge(self, frame: Frame, disclosure: DisclosureConfig) -> None:
+        if disclosure.badge:
+            self._badge(frame, disclosure.text, disclosure.corner.value)
+
+    def offline_frame(self) -> Frame:
+        assert self.size is not None
+        return self._placeholder(self.size[0], self.size[1], OFFLINE_TEXT)
+
+    def send(self, frame: Frame, status: dict | None) -> None:
+        """Write `frame`; a failed write is logged once per streak and retried with the next frame."""
+        try:
+            if self.sink is None:
+                raise VcamdError("the output is closed")
+            self.sink.send(frame, status)
+        except Exception as exc:  # a failed write is retried with the next frame, never fatal
+            # One line when a streak starts and one when it ends, not one per frame at 30 fps.
+            if self.failure_streak == 0:
+                log.warning("sink write failed (retrying with every frame): %s", exc)
+            self.failure_streak += 1
+        else:
+            if self.failure_streak:
+                log.info("sink writes work again after %d failed frames", self.failure_streak)
+                self.failure_streak = 0
+        self.last_published = frame
+
+    def remember_good(self, frame: Frame, faces: list[Face]) -> None:
+        """`frame` showed every one of `faces` swapped: the output `hold` covers faces with."""
+        self.held = Held(frame, list(faces))
+
+    def forget_good(self) -> None:
+        """The camera changed: the old good output no longer matches the picture."""
+        self.held = None

@@ -1,0 +1,141 @@
+"""The swap model on its own thread: the loop hands in the newest face region and never waits.
+
+The model may take 1.5 s (inswapper on a CPU) or 3 ms (a GPU); the output cadence does not depend
+on it. A failing model (exception, NaN output, wrong result count) leaves no result behind and
+marks the worker failed until the next success; the loop's compose step covers the faces meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from vcamd.live.newest import NewestWorker
+from vcamd.live.stats import LiveStats
+from vcamd.process import StageTimer
+from vcamd.types import Face, Frame, Level
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+FLAT_CROP_STD = 2.0
+"""A swapped crop whose pixel spread is below this is not a face (a NaN output, an empty tensor)."""
+
+
+class Swapping(Protocol):
+    """The part of the face engine the worker uses."""
+
+    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SwapJob:
+    region: Frame  # a private copy of the faces' region of the frame
+    faces: list[Face]  # in region coordinates
+    frame_faces: list[Face]  # the same faces in frame coordinates, for matching later
+    level: Level  # the enhancer runs only at Level.full
+    t_capture: float
+
+
+@dataclass(frozen=True, slots=True)
+class SwapResult:
+    faces: list[Face]  # frame coordinates at capture time
+    swapped: list[Any]  # one per face, what FacePipeline.composite pastes
+    t_capture: float  # when the camera frame the swap was computed on was captured
+    t_done: float
+
+
+class SwapWorker(NewestWorker[SwapJob, SwapResult]):
+    """Runs the swap model on the newest job in its own thread; never blocks the caller."""
+
+    def __init__(self, faces: Swapping, stats: LiveStats, clock: Clock) -> None:
+        super().__init__("swap-worker")
+        self.faces = faces  # replaced between frames when the pipeline is rebuilt
+        self._stats = stats
+        self._clock = clock
+        self._lock = threading.Lock()  # guards the three fields below
+        self._failed_since: float | None = None  # set after a model error, cleared by a success
+        self._job_started: float | None = None  # when the swap now running began
+        self._usual_s: float | None = None  # moving average of a swap's duration
+        self.swaps = 0
+        self.errors = 0
+
+    def latest(self) -> tuple[SwapResult | None, bool]:
+        """The newest successful result, and whether the model failed after it."""
+        result, _ = self.results.latest()
+        with self._lock:
+            return result, self._failed_since is not None
+
+    def stale(self, now: float, max_age_s: float) -> bool:
+        """True when the newest result is older than `max_age_s` *and* the swap now running has
+        taken over 4× the usual swap time: the model hangs (driver, deadlock). A model that is
+        merely slow (inswapper on a CPU: seconds per swap) keeps its results usable."""
+        result, _ = self.results.latest()
+        with self._lock:
+            if result is None or now - result.t_done <= max_age_s:
+                return False
+            if self._job_started is None:
+                return False  # idle (no face to swap for a while): the next result is on its way
+            return now - self._job_started > 4.0 * (self._usual_s or 0.0)
+
+    def _on_thread_start(self) -> None:
+        lower_thread_priority()
+
+    def _work(self, job: SwapJob) -> SwapResult | None:
+        with self._lock:
+            t0 = self._job_started = self._clock()
+        timer = StageTimer()
+        try:
+            swapped = self.faces.swap_faces(job.region, job.faces, job.level, timer)
+            if len(swapped) != len(job.faces):
+                raise RuntimeError(f"swap_faces returned {len(swapped)} results for {len(job.faces)} faces")
+            if any(_is_flat(getattr(sw, "crop", sw)) for sw in swapped):
+                # NaN/Inf model output turns into a flat crop in the uint8 conversion: a model
+                # error, never a face to publish.
+                raise RuntimeError("swap model returned a flat (NaN or empty) face crop")
+        except Exception as exc:  # a model error must never stop the output; compose covers the faces
+            self.errors += 1
+            if self.errors <= 3 or self.errors % 100 == 0:
+                log.error("swap model failed (%d so far): %s", self.errors, exc)
+            with self._lock:
+                self._job_started = None
+                if self._failed_since is None:
+                    self._failed_since = self._clock()
+            return None
+        t1 = self._clock()
+        self._stats.record_stage("swap_job", (t1 - t0) * 1000.0)
+        for stage, ms in timer.ms.items():  # align / swap (the model) / enhance
+            self._stats.record_stage(stage, ms)
+        previous, _ = self.results.latest()
+        with self._lock:
+            self._job_started = None
+            took = t1 - t0
+            self._usual_s = took if self._usual_s is None else 0.8 * self._usual_s + 0.2 * took
+            self.swaps += 1
+            self._failed_since = None
+        if previous is not None and job.t_capture < previous.t_capture:
+            return None
+        return SwapResult(job.frame_faces, list(swapped), job.t_capture, t1)
+
+
+def _is_flat(crop: Frame) -> bool:
+    return float(np.std(crop[::4, ::4])) < FLAT_CROP_STD
+
+
+def lower_thread_priority(nice: int = 10) -> None:
+    """Let the publishing loop win the CPU over the model workers: on a 2-core machine a swap
+    model that takes seconds must not take the cores the next frame needs. Linux: per-thread nice;
+    elsewhere nothing (not allowed or not per thread)."""
+    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except OSError as exc:
+        log.debug("could not lower the worker thread's priority: %s", exc)

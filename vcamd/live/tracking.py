@@ -1,0 +1,342 @@
+"""Where the faces are in every frame, cheaply — and, as plainly, which faces the engine lost.
+
+Three parts:
+* `FullDetector` — full-frame detections on their own thread (`NewestWorker`): 50–200 ms on a CPU
+  must never hold up a published frame;
+* `FaceBook` — pure bookkeeping (no threads, no models): given what the detectors said, which faces
+  are tracked now, which were lost (and where they were last seen), which appeared, and whether
+  the face positions are known at all this frame;
+* `LiveTracker` — runs the crop re-detection (on a `BoundedCall` thread the loop waits on for at
+  most a deadline) and the full detections, feeding `FaceBook`; `update()` returns a `FaceReport`.
+
+A face is never silently forgotten: one the crop re-detection cannot find is *lost* (its last place
+kept, and looked for there again in every frame); a full detection that misses a tracked face leaves it tracked (the crop re-detection decides);
+a lost face is dropped only when a full detection, run on a frame at least LOST_KEEP_FRAMES after
+the loss at an input size at least as large as the one it was last found at, does not find it — so faces missed at a
+lower detection size (the watchdog's low_res level) stay lost, never vanish.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import cv2
+import numpy as np
+
+from vcamd.config import Config
+from vcamd.faces.track import crop_around, dedupe_faces, nearest_to_centre
+from vcamd.live.newest import BoundedCall, NewestWorker
+from vcamd.live.stats import LiveStats
+from vcamd.types import Face, Frame, Level
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+SAME_TRACK_WIDTHS = 0.5
+"""Two positions are one face when their centres are closer than this × the smaller width (both
+are positions of one face a frame or a detection apart; a neighbour is a width away)."""
+
+
+LOST_KEEP_FRAMES = 30
+"""A lost face stays covered at its last-known place for at least this many frames (1 s at 30
+fps), whatever full detections say: a head turned away is not found by any detector, yet it is
+still there and may be recognised in profile."""
+
+
+JUMP_FRAMES = 3
+"""A face that appears in a full detection of a frame at most this many frames after another face
+was lost is taken for that face having moved (see `FaceBook.take_full`)."""
+
+JUMP_SIZE_CHANGE = 0.35
+"""... when their widths differ by at most this share of the lost face's width."""
+
+
+class Detecting(Protocol):
+    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Detector input sizes per level
+# ---------------------------------------------------------------------------------------------
+
+
+def level_size(size: int, level: Level, scale: float, floor: int) -> int:
+    """Detector input size at this level: scaled at low_res and below, multiple of 32."""
+    if level < Level.low_res:
+        return size
+    return max(floor, int(round(size * scale / 32.0)) * 32)
+
+
+def detect_sizes(cfg: Config, level: Level) -> dict[str, int]:
+    """{"full_size", "track_size"}: the detector input sizes at `level`."""
+    det, scale = cfg.detection, cfg.watchdog.lowres_scale
+    return {"full_size": level_size(det.size, level, scale, 128), "track_size": level_size(det.track_size, level, scale, 128)}
+
+
+def all_detect_sizes(cfg: Config) -> list[int]:
+    """Every input size a level may ask for (their sessions are built before the stream starts)."""
+    return sorted({size for level in Level for size in detect_sizes(cfg, level).values()})
+
+
+# ---------------------------------------------------------------------------------------------
+# Full detections
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FullDetection:
+    faces: list[Face]  # frame coordinates
+    frame_index: int  # the frame it was run on
+    input_size: int  # the detector input size it ran at
+
+
+class FullDetector(NewestWorker[tuple[Frame, float, int, int], FullDetection]):
+    """Full-frame detections on their own thread. The loop hands in a downscaled copy of the newest
+    frame (the copy is the resize the detector would do anyway) and picks the result up when ready."""
+
+    def __init__(self, faces: Detecting, stats: LiveStats, clock: Clock) -> None:
+        super().__init__("full-detector")
+        self.faces = faces  # replaced between frames when the pipeline is rebuilt
+        self._stats = stats
+        self._clock = clock
+        self.errors = 0
+        self.runs = 0
+
+    def submit_frame(self, frame: Frame, frame_index: int, input_size: int) -> None:
+        h, w = frame.shape[:2]
+        scale = min(1.0, input_size / max(h, w))
+        small = cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA) if scale < 1.0 else frame.copy()
+        self.submit((small, scale, frame_index, input_size))
+
+    def take_result(self) -> FullDetection | None:
+        return self.results.take(0)
+
+    def _work(self, job: tuple[Frame, float, int, int]) -> FullDetection:
+        small, scale, index, size = job
+        t0 = self._clock()
+        try:
+            found = self.faces.detect(small, size)
+        except Exception as exc:  # treated as "nothing found"; the next attempt comes soon
+            self.errors += 1
+            if self.errors <= 3:
+                log.error("face detection failed: %s", exc)
+            found = []
+        self._stats.record_stage("full_detect", (self._clock() - t0) * 1000.0)
+        self.runs += 1
+        faces = [scaled(f, 1.0 / scale) for f in found] if scale != 1.0 else found
+        return FullDetection(faces, index, size)
+
+
+def scaled(face: Face, k: float) -> Face:
+    x1, y1, x2, y2 = face.box
+    return Face(box=(x1 * k, y1 * k, x2 * k, y2 * k), score=face.score, kps=(face.kps * np.float32(k)).astype(np.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bookkeeping: tracked, lost, appeared, known
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FaceReport:
+    """What the engine knows about the faces of one frame."""
+
+    known: bool
+    """Whether face positions are known this frame. False at start-up before the first detection,
+    when the detector was late or failed, and after a face was lost in its crop until a full
+    detection of a later frame says where the faces are (it may have moved anywhere)."""
+    faces: list[Face]
+    """Where the tracked faces are now (the last known places when `known` is False)."""
+    lost: list[Face]
+    """Last-known places of faces seen before and not found since."""
+    appeared: list[Face]
+    """Faces in `faces` not tracked in the previous frame (new, or found again elsewhere)."""
+    full: bool = False
+    """Whether a full-detection result came in with this frame."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    face: Face
+    size: int  # detector input size it was last found at by a full detection
+    lost_at: int = -1  # frame index it was lost at (lost faces only)
+
+
+def near(face: Face, other: Face, widths: float = SAME_TRACK_WIDTHS) -> bool:
+    """Whether two positions are one face (see SAME_TRACK_WIDTHS)."""
+    cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+    ox, oy = (other.box[0] + other.box[2]) / 2, (other.box[1] + other.box[3]) / 2
+    return bool(np.hypot(ox - cx, oy - cy) < widths * max(min(face.width, other.width), 1.0))
+
+
+def _dedupe(seen: list[_Seen]) -> list[_Seen]:
+    kept = {id(f) for f in dedupe_faces([s.face for s in seen])}
+    return sorted((s for s in seen if id(s.face) in kept), key=lambda s: s.face.box[0])
+
+
+class FaceBook:
+    """The tracker's memory, pure: feed it full detections and crop re-detections, read reports."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (new camera, new detector): positions are unknown until a detection."""
+        self._tracks: list[_Seen] = []
+        self._lost: list[_Seen] = []
+        self._started = False  # a full detection has come in
+        self._unsure_since: int | None = None  # a face was lost in its crop at this frame index
+
+    @property
+    def tracks(self) -> list[Face]:
+        return [s.face for s in self._tracks]
+
+    @property
+    def lost(self) -> list[Face]:
+        return [s.face for s in self._lost]
+
+    @property
+    def needs_full(self) -> bool:
+        """A full detection is wanted now (nothing tracked, or a face lost and its place unknown)."""
+        return not self._tracks or self._unsure_since is not None
+
+    def take_full(self, result: FullDetection) -> list[Face]:
+        """Merge a full detection; returns the faces that appeared (not tracked before)."""
+        self._started = True
+        previous = self._tracks
+        matched: set[int] = set()
+        tracks: list[_Seen] = []
+        appeared: list[Face] = []
+        for face in result.faces:
+            j = next((i for i, s in enumerate(previous) if i not in matched and near(face, s.face)), None)
+            if j is None:
+                appeared.append(face)
+            else:
+                matched.add(j)
+            tracks.append(_Seen(face, result.input_size))
+        # A tracked face this detection did not see (it ran on an older frame, or at a lower size
+        # that misses small faces) stays tracked: the crop re-detection says whether it is there.
+        tracks += [s for i, s in enumerate(previous) if i not in matched]
+        self._tracks = _dedupe(tracks)
+        # One face lost, and just after (the detection asked for at the loss) one face appeared,
+        # about its size, in a detection at least as fine: the face moved there (a jump, or a
+        # camera that restarted its picture), its old place is free again. Anything less clear
+        # (two lost, two appeared) keeps every lost place covered. (A new face appearing just as
+        # the only other one turns away would be taken for it: a limit of the bookkeeping.)
+        if len(appeared) == 1 and len(self._lost) == 1:
+            lost, face = self._lost[0], appeared[0]
+            if (0 <= result.frame_index - lost.lost_at <= JUMP_FRAMES and result.input_size >= lost.size
+                    and abs(face.width - lost.face.width) <= JUMP_SIZE_CHANGE * lost.face.width):
+                self._lost = []
+        # A lost face is found again near a detected face; it is gone when a detection of a frame
+        # LOST_KEEP_FRAMES after the loss, at least as fine as where it was last found, does not see it.
+        self._lost = [
+            s for s in self._lost
+            if not any(near(f, s.face) for f in result.faces)
+            and (result.frame_index < s.lost_at + LOST_KEEP_FRAMES or result.input_size < s.size)
+        ]
+        if self._unsure_since is not None and result.frame_index >= self._unsure_since:
+            self._unsure_since = None
+        return appeared
+
+    @property
+    def to_redetect(self) -> list[Face]:
+        """The faces the crop re-detection looks for in this frame: the tracks, then the lost
+        faces at their last-known places (found again there, they are tracked again)."""
+        return [s.face for s in self._tracks] + [s.face for s in self._lost]
+
+    def take_tracked(self, found: list[Face | None], frame_index: int) -> tuple[list[Face], list[Face]]:
+        """Merge one crop re-detection per face of `to_redetect` (None: not in its crop);
+        returns (faces lost now, lost faces found again)."""
+        n = len(self._tracks)
+        tracked, lost_found = found[:n], found[n:]
+        lost_now = [_Seen(s.face, s.size, frame_index) for s, f in zip(self._tracks, tracked) if f is None]
+        refound = [_Seen(f, s.size) for s, f in zip(self._lost, lost_found) if f is not None]
+        still_lost = [s for s, f in zip(self._lost, lost_found) if f is None]
+        self._tracks = _dedupe([_Seen(f, s.size) for s, f in zip(self._tracks, tracked) if f is not None] + refound)
+        self._lost = still_lost + lost_now
+        if lost_now and self._unsure_since is None:
+            self._unsure_since = frame_index
+        # A lost face near a track (two tracks converged, a blink) is that track, not lost any more.
+        self._lost = [s for s in self._lost if not any(near(t.face, s.face) for t in self._tracks)]
+        return [s.face for s in lost_now], [s.face for s in refound]
+
+    def report(self, *, late: bool, appeared: list[Face], full: bool) -> FaceReport:
+        # "No face anywhere" is never known: a detector that sees nothing may be missing a face (a
+        # camera back from noise, a face turned in): such a frame is covered whole, never shown raw.
+        known = self._started and not late and self._unsure_since is None and bool(self._tracks)
+        return FaceReport(known=known, faces=self.tracks, lost=self.lost, appeared=appeared, full=full)
+
+
+# ---------------------------------------------------------------------------------------------
+# The live tracker
+# ---------------------------------------------------------------------------------------------
+
+
+class LiveTracker:
+    """Where the faces are in every frame, cheaply.
+
+    Known faces are re-detected in a crop about twice their size at `track_size` (192² is ~11×
+    fewer pixels than 640²): the crops are cut on the loop's thread, the detector runs on a
+    `BoundedCall` thread the loop waits on for at most `deadline_s`. A full-frame detection runs
+    every `full_every` frames, whenever no face is tracked and as soon as a track is lost, on the
+    `FullDetector` thread; its result is merged when it arrives (`FaceBook`).
+    """
+
+    def __init__(self, faces: Detecting, full: FullDetector, *, full_every: int) -> None:
+        self.faces = faces  # replaced between frames when the pipeline is rebuilt
+        self._full = full
+        self.full_every = full_every
+        self.book = FaceBook()
+        self._last_full_submit: int | None = None
+        self._call = BoundedCall("face-tracker")
+        self.errors = 0
+        self.late = 0
+
+    @property
+    def call_thread(self):
+        return self._call.thread
+
+    def reset(self) -> None:
+        self.book.reset()
+        self._last_full_submit = None
+
+    def stop(self) -> None:
+        self._call.stop()
+
+    def update(self, frame: Frame, frame_index: int, *, full_size: int, track_size: int, deadline_s: float = 1.0) -> FaceReport:
+        result = self._full.take_result()
+        appeared = self.book.take_full(result) if result is not None else []
+        late = False
+        if looked_for := self.book.to_redetect:
+            found = self._redetect(frame, looked_for, track_size, deadline_s)
+            if found is None:
+                late = True  # a miss for this frame; the tracks are kept for the next one
+            else:
+                appeared += self.book.take_tracked(found, frame_index)[1]
+        due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
+        # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
+        # several faces, waiting for the next due detection would leave it covered that long.
+        if (due or self.book.needs_full) and self._full.idle:
+            self._full.submit_frame(frame, frame_index, full_size)
+            self._last_full_submit = frame_index
+        return self.book.report(late=late, appeared=appeared, full=result is not None)
+
+    def _redetect(self, frame: Frame, faces: list[Face], size: int, deadline_s: float) -> list[Face | None] | None:
+        crops = [crop_around(frame, face, size) for face in faces]
+        detect = self.faces.detect
+        try:
+            done, found_lists = self._call.call(lambda: [detect(patch, size) for patch, _ in crops], deadline_s)
+        except Exception as exc:  # a failing detector is a miss for this frame, not a crash
+            self.errors += 1
+            if self.errors <= 3 or self.errors % 100 == 0:
+                log.error("face tracking failed (%d so far): %s", self.errors, exc)
+            return None
+        if not done:
+            self.late += 1
+            return None
+        return [crop.to_frame(nearest_to_centre(found, size)) if found else None for found, (_, crop) in zip(found_lists, crops)]
