@@ -11,7 +11,6 @@ import pytest
 import tomli_w
 
 from vcamd.errors import ConfigError
-
 from vcamd.live.engine import LiveEngine
 from vcamd.live.sources import open_source
 from vcamd.types import Level, Outcome

@@ -171,8 +171,8 @@ def test_camera_lost_publishes_offline_frames_then_resumes(live_config, make_cli
 
 
 def test_tracked_keypoints_stay_within_3_percent_of_a_full_detection(live_config, clip_20fps, face_engine_factory):
-    from vcamd.live.tracking import FullDetector, LiveTracker
     from vcamd.live.stats import LiveStats
+    from vcamd.live.tracking import FullDetector, LiveTracker
 
     cfg = live_config()
     faces = face_engine_factory(cfg)

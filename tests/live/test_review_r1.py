@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from vcamd.live.engine import LiveEngine
-from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker
 from vcamd.live.sources import CameraReader, LatestFrame, SourceState, SyntheticCamera, open_source
 from vcamd.live.stats import LiveStats
+from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker
 from vcamd.live.watchdog import HISTORY_CAP, Watchdog
 from vcamd.types import Face, Level, Outcome
 

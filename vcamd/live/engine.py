@@ -247,7 +247,8 @@ class LiveEngine:
         try:
             new, _ = load_config(self.config_path)
         except VcamdError as err:
-            self._ask(lambda: self._file_broken(err), "reload")
+            broken = err  # `err` is unbound after the except block; the loop may apply this later
+            self._ask(lambda: self._file_broken(broken), "reload")
             raise
         return self._ask(lambda: self._file_valid(new), "reload")
 
@@ -538,9 +539,9 @@ class LiveEngine:
     def _warm_up_detector(self) -> None:
         """Build the detector's session for every input size a level may ask for, now: building
         one mid-stream costs a few hundred ms, a visible stall."""
-        blank = np.zeros((64, 64, 3), np.uint8)
-        for size in all_detect_sizes(self.cfg):
-            self.faces.detect(blank, size)
+        for blank in _warm_up_frames(_source_size(self.source, self.cfg)):
+            for size in all_detect_sizes(self.cfg):
+                self.faces.detect(blank, size)
 
     def _fit(self, frame: Frame) -> Frame:
         """Frames must keep the size the sink was opened with (a camera may reopen at another)."""
@@ -682,13 +683,14 @@ class LiveEngine:
         self._pipeline_generation += 1
         generation, factory = self._pipeline_generation, self._pipeline_factory
         sizes = all_detect_sizes(new)
+        frame_size = self.publisher.size or _source_size(self.source, new)
 
         def build() -> None:
             try:
                 faces, providers = factory(new)
-                blank = np.zeros((64, 64, 3), np.uint8)
-                for size in sizes:  # build every detector input size now, not mid-stream
-                    faces.detect(blank, size)
+                for blank in _warm_up_frames(frame_size):  # build every detector input shape now, not mid-stream
+                    for size in sizes:
+                        faces.detect(blank, size)
             except Exception as exc:  # reported until a later edit loads; never takes the daemon down
                 if not isinstance(exc, VcamdError):
                     log.exception("face pipeline rebuild failed")
@@ -827,6 +829,13 @@ def _shift(face: Face, dx: float, dy: float) -> Face:
     x1, y1, x2, y2 = face.box
     kps = (face.kps - np.array([dx, dy], np.float32)).astype(np.float32)
     return Face(box=(x1 - dx, y1 - dy, x2 - dx, y2 - dy), score=face.score, kps=kps)
+
+
+def _warm_up_frames(frame_size: tuple[int, int]) -> list[Frame]:
+    """Blank frames with the shapes the detector will see: square tracking crops, and the camera's
+    aspect for full detections (the detector keeps a frame's aspect, one session per input shape)."""
+    width, height = frame_size
+    return [np.zeros((64, 64, 3), np.uint8), np.zeros((max(1, height), max(1, width), 3), np.uint8)]
 
 
 def _source_size(source: FrameSource, cfg: Config) -> tuple[int, int]:

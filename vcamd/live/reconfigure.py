@@ -52,6 +52,8 @@ TABLE: dict[str, dict[str, Apply]] = {
     "preview": {"port": L, "jpeg_quality": L},
     "runtime": {"max_memory_gb": R, "log_level": L},
     "tray": {"enabled": R},
+    # The control page is served beside the engine by `vcamd run`, started once with it.
+    "panel": {"enabled": R, "port": R, "video_fps": R},
 }
 
 
