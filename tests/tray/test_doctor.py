@@ -243,10 +243,10 @@ def test_doctor_rejects_a_gfpgan_file_as_swapper_like_run(standin_models):
     wrong = Config(models=models_config(standin_models, swapper=standin_models["enhancer"]))
     results = {r.name: r for r in doctor.check_models(wrong)}
     assert results["model swapper"].status is Status.fail
-    assert results["model swapper"].detail.startswith("gfpgan_standin.onnx is not an inswapper_128 model")
+    assert results["model swapper"].detail.startswith("gfpgan_standin.onnx is not a face swapper vcamd knows")
     assert "[models] swapper" in results["model swapper"].fix
     # `vcamd run` builds its pipeline with FaceEngine.from_config: the same file, the same refusal.
-    with pytest.raises(ModelError, match="gfpgan_standin.onnx is not an inswapper_128 model"):
+    with pytest.raises(ModelError, match="gfpgan_standin.onnx is not a face swapper vcamd knows"):
         FaceEngine.from_config(wrong)
     swapped_roles = Config(models=models_config(standin_models, detector=standin_models["recognizer"]))
     detector = {r.name: r for r in doctor.check_models(swapped_roles)}["model detector"]
@@ -267,8 +267,8 @@ def test_config_check_rejects_a_model_in_the_wrong_role(standin_models, tmp_path
     wrong = config_check({**standin_models, "swapper": standin_models["enhancer"]})
     assert wrong.returncode == 2
     assert wrong.stdout.strip().splitlines() == [
-        f"{tmp_path / 'config.toml'}: [models] swapper: gfpgan_standin.onnx is not an inswapper_128 model "
-        + wrong.stdout.split("is not an inswapper_128 model ", 1)[1].strip()
+        f"{tmp_path / 'config.toml'}: [models] swapper: gfpgan_standin.onnx is not a face swapper vcamd knows "
+        + wrong.stdout.split("is not a face swapper vcamd knows ", 1)[1].strip()
     ]
     assert "set [models] swapper to inswapper_128_fp16" in wrong.stdout
     # A manifest model in the wrong role is refused by name, before any file is read.
