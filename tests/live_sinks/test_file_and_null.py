@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from vcamd.errors import VcamdError
-from vcamd.live.sinks import FileSink, NullSink
+from vcamd.sinks.file import FileSink
+from vcamd.sinks.null import NullSink
 
 
 def read_all(path: Path) -> tuple[list[np.ndarray], float]:

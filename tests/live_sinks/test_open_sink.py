@@ -7,14 +7,12 @@ from pathlib import Path
 import pytest
 
 from vcamd.errors import VcamdError
-from vcamd.live.sinks import (
-    FileSink,
-    NullSink,
-    PreviewSink,
-    Sink,
-    VirtualCameraSink,
-    open_sink,
-)
+from vcamd.sinks.base import Sink
+from vcamd.sinks.file import FileSink
+from vcamd.sinks.null import NullSink
+from vcamd.sinks.preview import PreviewSink
+from vcamd.sinks.registry import open_sink
+from vcamd.sinks.virtual import VirtualCameraSink
 
 
 @pytest.mark.parametrize(

@@ -193,7 +193,7 @@ def test_virtual_camera_write_fails_then_reopens(live, recording, tmp_path) -> N
     # The real VirtualCameraSink (retry, drop, close and reopen after a streak) in front of a
     # "device" whose writes fail 45 times in a row.
     from vcamd.config import VirtualCameraConfig
-    from vcamd.live.sinks import VirtualCameraSink
+    from vcamd.sinks.virtual import VirtualCameraSink
 
     device = tmp_path / "video-test"
     device.touch()

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from vcamd import service
+from vcamd import service, v4l2loopback
 from vcamd.errors import VcamdError
+from vcamd.packaged import packaged_text
 
 REPO = Path(__file__).resolve().parents[2]
 VCAMD = [sys.executable, "-m", "vcamd"]
@@ -90,14 +91,14 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
 
 
 def test_modprobe_and_modules_load_files():
-    options = service.parse_modprobe_options(service.packaged_text("modprobe.d-facelive-v4l2loopback.conf"))
+    options = v4l2loopback.parse_modprobe_options(packaged_text(v4l2loopback.MODPROBE_CONF))
     assert options.options == {"devices": "1", "video_nr": "10", "card_label": "FaceLive Camera", "exclusive_caps": "1"}
     assert options.device == "/dev/video10"
     assert options.modprobe_args() == 'devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1'
-    load = service.packaged_text("modules-load.d-facelive-v4l2loopback.conf")
+    load = packaged_text(v4l2loopback.MODULES_LOAD_CONF)
     assert [line for line in load.splitlines() if line.strip() and not line.startswith("#")] == ["v4l2loopback"]
     with pytest.raises(VcamdError, match="no `options v4l2loopback"):
-        service.parse_modprobe_options("# nothing here\n")
+        v4l2loopback.parse_modprobe_options("# nothing here\n")
 
 
 def test_launchd_plist_parses_and_runs_this_environment(tmp_path):
