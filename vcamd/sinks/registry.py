@@ -24,6 +24,8 @@ class SinkForm:
     """How the user writes it: "preview", or "file:PATH.mp4" for a form that takes an argument."""
     sink: str
     """"module:Class"; the class builds itself with `from_spec(argument, cfg, width, height, fps)`."""
+    section: str | None = None
+    """The config section the sink reads ([virtual_camera], [preview]): a change to it reopens the output."""
     note: str = ""
     """Shown after the usage in the help, e.g. "(the default)"."""
 
@@ -41,12 +43,15 @@ class SinkForm:
 
 
 FORMS: tuple[SinkForm, ...] = (
-    SinkForm("virtual", "vcamd.sinks.virtual:VirtualCameraSink", "(the default)"),
-    SinkForm("preview", "vcamd.sinks.preview:PreviewSink"),
+    SinkForm("virtual", "vcamd.sinks.virtual:VirtualCameraSink", "virtual_camera", "(the default)"),
+    SinkForm("preview", "vcamd.sinks.preview:PreviewSink", "preview"),
     SinkForm("file:PATH.mp4", "vcamd.sinks.file:FileSink"),
     SinkForm("null", "vcamd.sinks.null:NullSink"),
 )
 """The first form is what an empty spec means."""
+
+OUTPUT_SECTIONS = tuple(form.section for form in FORMS if form.section is not None)
+"""Config sections whose change reopens the output."""
 
 SINK_FORMS = ", ".join(f"{form.usage} {form.note}".strip() for form in FORMS)
 """`virtual (the default), preview, file:PATH.mp4, null`: for help texts and errors."""
