@@ -27,7 +27,6 @@ class FileSink:
     send() waits for it — back-pressure the watchdog can see beats a recording with holes.
     """
 
-    name = "file"
     url = None  # no page to watch it on
     SUFFIXES = (".mp4", ".m4v", ".mov")
     QUEUE_FRAMES = 8
@@ -127,6 +126,3 @@ class FileSink:
 
     def describe(self) -> str:
         return f"file {self.path} ({self._width}×{self._height} mp4 at {self._fps:g} fps)"
-
-    def counters(self) -> dict[str, int]:
-        return {"frames_sent": self.frames_sent, "frames_written": self.frames_written, "write_failures": self.write_failures}

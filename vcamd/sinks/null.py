@@ -11,7 +11,6 @@ from vcamd.types import Frame
 class NullSink:
     """Counts frames and discards them (benchmarks, tests)."""
 
-    name = "null"
     url = None  # no page to watch it on
 
     @classmethod
@@ -39,6 +38,3 @@ class NullSink:
 
     def describe(self) -> str:
         return "null (frames are counted and discarded)"
-
-    def counters(self) -> dict[str, int]:
-        return {"frames_sent": self.frames_sent}

@@ -117,7 +117,6 @@ class PreviewSink:
     is connected (or a snapshot is asked for): with nobody watching, `send()` costs nothing.
     """
 
-    name = "preview"
     HOST = "127.0.0.1"
 
     @classmethod
@@ -286,9 +285,6 @@ class PreviewSink:
     def describe(self) -> str:
         where = self.url if self._state == "open" else f"http://{self.HOST}:{self._port_wanted or '(any free port)'}/"
         return f"preview page {where}"
-
-    def counters(self) -> dict[str, int]:
-        return {"frames_sent": self.frames_sent, "jpegs_encoded": self.jpegs_encoded, "clients": self.clients}
 
 
 def _plain(value: Any) -> Any:

@@ -80,7 +80,6 @@ class RetryPolicy:
 class VirtualCameraSink:
     """The virtual camera apps see as "FaceLive Camera" (pyvirtualcam), opened once and kept open."""
 
-    name = "virtual"
     url = None  # no page to watch it on
 
     @classmethod
@@ -275,11 +274,3 @@ class VirtualCameraSink:
             listed = self._camera.device if self._camera is not None else (self._cfg.device or "Unity Video Capture")
             return f"Unity Capture (apps list it as '{listed}')"
         return backends_text(self._system, name)
-
-    def counters(self) -> dict[str, int]:
-        return {
-            "frames_sent": self.frames_sent,
-            "write_failures": self.write_failures,
-            "frames_dropped": self.frames_dropped,
-            "reopens": self.reopens,
-        }
