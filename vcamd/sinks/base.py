@@ -1,8 +1,10 @@
 """The one contract every output follows (`Sink`), and the resize helper the sinks share.
 
-Build a sink with `vcamd.sinks.open_sink(spec, …)`, call `open()` before the first frame (that is
+Build a sink with `vcamd.sinks.registry.open_sink(spec, …)`, call `open()` before the first frame (that is
 where a missing device or a busy port is reported, as a `VcamdError` naming the fix), `send()` each
 published frame from the loop's thread, and `close()` at the end (idempotent).
+Each sink class also builds itself from its `--sink` spec with the classmethod
+`from_spec(argument, cfg, width, height, fps)` — what `registry.FORMS` calls.
 
 Rules every sink keeps, because the loop is on the frame budget:
 - `send()` never raises for a transient problem (a failed device write, a preview client that
