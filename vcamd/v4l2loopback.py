@@ -253,8 +253,8 @@ def check_device(name: str, device: str = "", sysfs_root: Path = SYSFS, dev_dir:
         if label is None and (dev_dir / Path(device).name).exists():
             # It is there, but the kernel lists no such video device: a typo like /dev/null or /dev/vide10.
             labelled = next((d for d, n in devices if n == name), None)
-            fix = (f'set [virtual_camera] device = "{labelled}" (labelled "{name}"), or leave it empty to find it by name'
-                   if labelled else "set [virtual_camera] device to the v4l2loopback device, or leave it empty to find it by name")
+            fix = (f'set [virtual_camera] device = "{labelled}" (labelled "{name}")' if labelled
+                   else "set [virtual_camera] device to the v4l2loopback device") + ", or leave it empty to find it by name"
             return DeviceCheck(False, f"[virtual_camera] device = {device} is not a video device "
                                f"(video devices: {devices_text(devices, quote=chr(34))})", fix)
         if label is None:

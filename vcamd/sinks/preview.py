@@ -41,7 +41,8 @@ def preview_page() -> bytes:
         return resource.read_bytes()
     except FileNotFoundError:
         raise VcamdError(
-            "the preview page vcamd/sinks/preview_page.html is missing", fix="reinstall vcamd (pip install --force-reinstall vcamd)"
+            "the preview page vcamd/sinks/preview_page.html is missing",
+            fix="reinstall vcamd (pip install --force-reinstall vcamd)",
         ) from None
 
 
