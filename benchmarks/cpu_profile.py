@@ -193,7 +193,7 @@ def stage_of(thread: str, frames: list[str]) -> str | None:
         return "loop: composite — warp + blend"
     if "badge" in text:
         return "loop: badge"
-    if "Sink.send" in text or "sinks.py" in text:
+    if "Sink.send" in text or "vcamd/sinks/" in text:
         return "loop: sink"
     if "stats.py" in text or "watchdog.py" in text or "LiveEngine.status" in text or "_log_events" in text:
         return "loop: stats, watchdog, status"

@@ -67,7 +67,7 @@ def make_clip(path: Path, width: int, height: int, fps: float, frames: int = 90)
 def build(args: argparse.Namespace, folder: Path):
     from vcamd.config import config_from_dict
     from vcamd.live.engine import LiveEngine
-    from vcamd.live.sinks import NullSink
+    from vcamd.sinks.null import NullSink
     from vcamd.live.sources import VideoFileCamera
     from vcamd.process import FaceEngine
     from vcamd.runtime import Sessions

@@ -133,13 +133,13 @@ def test_doctor_says_a_virtual_camera_device_that_exists_is_not_a_video_device(t
     from vcamd.config import VirtualCameraConfig
     from vcamd.doctor import Status
 
-    sysfs, module, dev = tmp_path / "video4linux", tmp_path / "module", tmp_path / "dev"
+    sysfs, module, dev = tmp_path / "class" / "video4linux", tmp_path / "module" / "v4l2loopback", tmp_path / "dev"
     for path in (sysfs / "video10", module, dev):
         path.mkdir(parents=True)
     (sysfs / "video10" / "name").write_text("FaceLive Camera\n")
     (dev / "video10").write_bytes(b"")
     (dev / "null").write_bytes(b"")
-    result = doctor.check_virtual_camera(VirtualCameraConfig(device="/dev/null"), sysfs, module, dev, platform="linux")
+    result = doctor.check_virtual_camera(VirtualCameraConfig(device="/dev/null"), tmp_path, dev, platform="linux")
     assert result.status is Status.fail
     assert "does not exist" not in result.detail and "not a video device" in result.detail, result.detail
     assert "/dev/video10" in result.fix and "[virtual_camera] device" in result.fix

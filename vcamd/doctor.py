@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from vcamd import v4l2loopback
 from vcamd.config import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
 from vcamd.errors import ConfigError, VcamdError
 from vcamd.runtime import PROVIDER_NAMES
@@ -446,36 +447,9 @@ def _video_devices_hint(platform: Platform) -> str:
     return f" (video devices here: {', '.join(devices)})" if devices else " (no /dev/video* devices here)"
 
 
-def v4l2_device_names(sysfs: Path = Path("/sys/class/video4linux")) -> dict[str, str]:
-    """{"/dev/video10": "FaceLive Camera", ...} from the kernel's video4linux class."""
-    names = {}
-    for entry in sorted(sysfs.glob("video*")):
-        try:
-            names[f"/dev/{entry.name}"] = (entry / "name").read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            continue
-    return names
-
-
-LOOPBACK_AFTER = (
-    "Secure Boot: if modprobe says \"Key was rejected by service\" or \"Operation not permitted\", the module must "
-    "be signed with a key enrolled in the firmware (the dkms install offers to enrol its MOK key: sudo mokutil --import, "
-    "then reboot) or Secure Boot disabled. Then restart Zoom/Chrome/Teams: a running app does not see a new camera"
-)
-
-
-def _loopback_load_fix() -> str:
-    """Install, load now and at boot (the lines `vcamd service install` prints), then the notes."""
-    from vcamd.service import root_step
-
-    steps = [line.strip() for line in root_step("linux") if line.strip().startswith("sudo")]
-    return " && ".join(["sudo apt install v4l2loopback-dkms", *steps]) + f". {LOOPBACK_AFTER}"
-
-
 def check_virtual_camera(
     vcam: VirtualCameraConfig | None = None,
-    sysfs: Path = Path("/sys/class/video4linux"),
-    module_dir: Path = Path("/sys/module/v4l2loopback"),
+    sysfs_root: Path = v4l2loopback.SYSFS,
     dev_dir: Path = Path("/dev"),
     platform: Platform | str | None = None,
 ) -> CheckResult:
@@ -484,47 +458,12 @@ def check_virtual_camera(
     `platform` may be given as its `sys.platform` name alone (the probes are then this machine's)."""
     platform = Platform.named(platform) if isinstance(platform, str) else platform or Platform.here()
     vcam = vcam or VirtualCameraConfig()
-    name = "virtual camera"
     if platform.is_windows:
         return _check_windows_virtual_camera(vcam, platform)
     if platform.is_macos:
         return _check_macos_virtual_camera(vcam, platform)
-    from vcamd.service import loopback_options
-
-    options = loopback_options()
-    load_fix = _loopback_load_fix()
-    names = v4l2_device_names(sysfs)
-    if vcam.device:
-        label = names.get(vcam.device)
-        if label is None and (dev_dir / Path(vcam.device).name).exists():
-            # It is there, but the kernel lists no such video device: a typo like /dev/null or /dev/vide10.
-            listed = ", ".join(f"{d} \"{n}\"" for d, n in names.items()) or "none"
-            labelled = next((d for d, n in names.items() if n == vcam.name), None)
-            fix = (f'set [virtual_camera] device = "{labelled}" (labelled "{vcam.name}"), or leave it empty to find it by name'
-                   if labelled else "set [virtual_camera] device to the v4l2loopback device, or leave it empty to find it by name")
-            return CheckResult(name, Status.fail,
-                               f"[virtual_camera] device = {vcam.device} is not a video device (video devices: {listed})", fix)
-        if label is None:
-            return CheckResult(name, Status.fail, f"[virtual_camera] device = {vcam.device} does not exist", load_fix)
-        matches = {vcam.device: label}
-    else:
-        matches = {dev: label for dev, label in names.items() if label == vcam.name}
-    if not matches:
-        if not module_dir.exists():
-            return CheckResult(name, Status.fail, f"v4l2loopback is not loaded: no \"{vcam.name}\" device", load_fix)
-        others = ", ".join(f"{d} \"{n}\"" for d, n in names.items()) or "none"
-        return CheckResult(
-            name, Status.fail,
-            f"v4l2loopback is loaded but no device is labelled \"{vcam.name}\" (devices: {others})",
-            f"sudo modprobe -r v4l2loopback && sudo modprobe v4l2loopback {options.modprobe_args()}, "
-            "then restart Zoom/Chrome/Teams so they see the new camera",
-        )
-    device, label = next(iter(matches.items()))
-    node = dev_dir / Path(device).name
-    if not os.access(node, os.W_OK):
-        return CheckResult(name, Status.fail, f"{device} (\"{label}\") is not writable by you",
-                           f"sudo usermod -aG video $USER, then log out and in (or check the permissions of {device})")
-    return ok(name, f"{device} is \"{label}\"")
+    found = v4l2loopback.check_device(vcam.name, vcam.device, sysfs_root, dev_dir)
+    return CheckResult("virtual camera", Status.ok if found.ok else Status.fail, found.detail, found.fix)
 
 
 OBS_VIRTUALCAM_CLSID = "{A3FCE0F5-3493-419F-958A-ABA1250EC20B}"

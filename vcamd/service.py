@@ -30,18 +30,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from importlib import resources
 from pathlib import Path, PureWindowsPath
 
+from vcamd import v4l2loopback
 from vcamd.errors import VcamdError
+from vcamd.packaged import packaged_text
 
 UNIT_NAME = "facelive.service"
 DESKTOP_NAME = "facelive-tray.desktop"
 PLIST_NAME = "ai.facelive.vcamd.plist"
 PLIST_LABEL = "ai.facelive.vcamd"
 WINDOWS_STARTUP_NAME = "facelive-startup.vbs"
-MODPROBE_NAME = "facelive-v4l2loopback.conf"
-"""File name of both the modprobe.d (options) and the modules-load.d (load at boot) files."""
 
 
 class Mode(StrEnum):
@@ -57,73 +56,6 @@ def default_mode(tray: bool, platform: str = sys.platform) -> Mode:
     if platform == "win32":
         return Mode.windows_startup
     return Mode.autostart if tray else Mode.systemd
-
-
-# ---------------------------------------------------------------------------------------------
-# Packaged templates
-
-
-def packaged_text(name: str) -> str:
-    """A file of vcamd/data/service/ (symlinks to the repository's service/ folder)."""
-    resource = resources.files("vcamd").joinpath("data", "service", name)
-    try:
-        return resource.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise VcamdError(
-            f"packaged service file {name} is missing from vcamd/data/service",
-            fix="reinstall vcamd (pip install --force-reinstall vcamd)",
-        ) from None
-
-
-def packaged_path(name: str) -> Path:
-    """A real file path for a packaged file (what the printed `sudo cp` commands copy)."""
-    resource = resources.files("vcamd").joinpath("data", "service", name)
-    return Path(str(resource)).resolve()
-
-
-@dataclass(frozen=True, slots=True)
-class LoopbackOptions:
-    """The v4l2loopback module options FaceLive Camera uses (from the packaged modprobe.d file)."""
-
-    options: dict[str, str]
-
-    @property
-    def video_nr(self) -> int:
-        return int(self.options["video_nr"])
-
-    @property
-    def card_label(self) -> str:
-        return self.options["card_label"]
-
-    @property
-    def device(self) -> str:
-        return f"/dev/video{self.video_nr}"
-
-    def modprobe_args(self) -> str:
-        """`devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1` (shell-ready)."""
-        return " ".join(f'{k}="{v}"' if " " in v else f"{k}={v}" for k, v in self.options.items())
-
-
-def parse_modprobe_options(text: str, module: str = "v4l2loopback") -> LoopbackOptions:
-    """Read the `options MODULE k=v ...` line of a modprobe.d file (values may be double-quoted)."""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        words = shlex.split(line)
-        if words[:2] == ["options", module]:
-            pairs = {}
-            for word in words[2:]:
-                key, sep, value = word.partition("=")
-                if not sep:
-                    raise VcamdError(f"modprobe option {word!r} has no value", fix="write key=value")
-                pairs[key] = value
-            return LoopbackOptions(pairs)
-    raise VcamdError(f"no `options {module} ...` line in the modprobe.d file", fix="restore it from service/modprobe.d")
-
-
-def loopback_options() -> LoopbackOptions:
-    return parse_modprobe_options(packaged_text(f"modprobe.d-{MODPROBE_NAME}"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,18 +242,15 @@ def root_step(platform: str = sys.platform) -> list[str]:
     """The step that needs root and that vcamd never does itself: the v4l2loopback module."""
     if platform in ("darwin", "win32"):
         from vcamd.config import VirtualCameraConfig
-        from vcamd.live.sinks import virtual_camera_setup_fix
 
         system = "Darwin" if platform == "darwin" else "Windows"
         return ["The virtual camera is OBS's" + (" or Unity Capture's" if system == "Windows" else "") + ": "
-                + virtual_camera_setup_fix(system, VirtualCameraConfig().name)]
-    options = loopback_options()
+                + v4l2loopback.setup_fix(system, VirtualCameraConfig().name)]
+    options = v4l2loopback.loopback_options()
     return [
         "One step needs root, vcamd does not do it: load v4l2loopback with the FaceLive options, now and at boot",
-        "(Debian/Ubuntu: `sudo apt install v4l2loopback-dkms` first):",
-        f"  sudo cp {shlex.quote(str(packaged_path('modprobe.d-' + MODPROBE_NAME)))} /etc/modprobe.d/{MODPROBE_NAME}",
-        f"  sudo cp {shlex.quote(str(packaged_path('modules-load.d-' + MODPROBE_NAME)))} /etc/modules-load.d/{MODPROBE_NAME}",
-        f"  sudo modprobe v4l2loopback {options.modprobe_args()}",
+        f"(Debian/Ubuntu: `{v4l2loopback.INSTALL_MODULE}` first):",
+        *(f"  {command}" for command in v4l2loopback.load_commands()),
         f"(Then {options.device} is the \"{options.card_label}\" camera in call apps.)",
     ]
 
@@ -447,7 +376,7 @@ def status(paths: ServicePaths, systemctl: Systemctl | None = None, platform: st
                 line += f"; state unknown ({why})"
         lines.append(line)
     if platform.startswith("linux"):
-        from vcamd.doctor import check_virtual_camera
+        from vcamd.config import VirtualCameraConfig
 
-        lines.append(check_virtual_camera().line())
+        lines.append(v4l2loopback.check_device(VirtualCameraConfig().name).line())
     return installed, lines

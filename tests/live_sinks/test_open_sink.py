@@ -1,20 +1,25 @@
-"""`--sink SPEC` parsing: each valid form builds the right sink, anything else lists the forms."""
+"""`--sink SPEC` parsing: each valid form builds the right sink, anything else lists the forms; the registry is the one list."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from vcamd.commands.run import _open_output_page
+from vcamd.config import Config
 from vcamd.errors import VcamdError
-from vcamd.live.sinks import (
-    FileSink,
-    NullSink,
-    PreviewSink,
-    Sink,
-    VirtualCameraSink,
-    open_sink,
-)
+from vcamd.sinks.base import Sink
+from vcamd.sinks.file import FileSink
+from vcamd.sinks.null import NullSink
+from vcamd.sinks.preview import PreviewSink, preview_page
+from vcamd.sinks.registry import FORMS, OUTPUT_SECTIONS, SINK_FORMS, open_sink
+from vcamd.sinks.virtual import VirtualCameraSink
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -24,7 +29,6 @@ from vcamd.live.sinks import (
 def test_valid_specs(make_config, spec, kind):
     sink = open_sink(spec, make_config(), 640, 480, 30.0)
     assert isinstance(sink, kind) and isinstance(sink, Sink)
-    assert sink.name in ("virtual", "preview", "null")
 
 
 def test_file_spec_keeps_the_path(make_config, tmp_path):
@@ -57,3 +61,58 @@ def test_file_spec_without_path(make_config):
 def test_bad_size(make_config):
     with pytest.raises(VcamdError, match="must be positive"):
         open_sink("null", make_config(), 0, 480, 30.0)
+
+
+# -- the registry is the one list of sinks -------------------------------------------------------------
+
+
+def test_every_registered_form_builds_a_sink_of_the_one_protocol(make_config, tmp_path):
+    for form in FORMS:
+        spec = f"{form.name}:{tmp_path / 'out.mp4'}" if form.takes_argument else form.name
+        sink = open_sink(spec, make_config(preview={"port": 0}), 64, 48, 30.0)
+        assert isinstance(sink, Sink), form
+        assert sink.url is None, form  # nothing to watch before open()
+    assert SINK_FORMS == "virtual (the default), preview, file:PATH.mp4, null"
+    assert OUTPUT_SECTIONS == ("virtual_camera", "preview")
+    assert all(section in Config.model_fields for section in OUTPUT_SECTIONS)
+
+
+def test_run_help_lists_the_registered_forms_and_the_cli_registry_is_light():
+    # `vcamd status` imports every command module: the registry must not pull in OpenCV or pydantic.
+    code = (
+        "import sys, vcamd.commands.run as run, vcamd.sinks.registry as r; "
+        "print(r.SINK_FORMS); print(sorted(m for m in ('cv2', 'numpy', 'pydantic', 'vcamd.sinks.base') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.splitlines() == [SINK_FORMS, "[]"]
+    helped = subprocess.run([sys.executable, "-m", "vcamd", "run", "--help"], capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0
+    assert all(form.usage in " ".join(helped.stdout.split()) for form in FORMS)
+
+
+def test_the_preview_page_is_packaged_data():
+    # The page is a file beside the module, listed in the package data so a wheel carries it.
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "sinks/preview_page.html" in pyproject["tool"]["setuptools"]["package-data"]["vcamd"]
+    assert preview_page() == (REPO / "vcamd" / "sinks" / "preview_page.html").read_bytes()
+    assert preview_page().startswith(b"<!doctype html>") and b"/stream.mjpg" in preview_page()
+
+
+class _Engine:
+    def __init__(self, sink) -> None:
+        self.sink = sink
+
+
+def test_the_tray_opens_the_page_of_a_sink_that_has_one(make_config):
+    opened: list[str] = []
+    preview = open_sink("preview", make_config(preview={"port": 0}), 64, 48, 30.0)
+    preview.open()
+    try:
+        _open_output_page(_Engine(preview), opened.append)
+        assert opened == [preview.url] and preview.url.startswith("http://127.0.0.1:")
+    finally:
+        preview.close()
+    for engine in (_Engine(None), _Engine(NullSink(64, 48)), _Engine(preview)):  # not running yet, no page, closed
+        with pytest.raises(VcamdError, match=r"control page is not available.*\[panel\]"):
+            _open_output_page(engine, opened.append)
+    assert len(opened) == 1

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from vcamd.errors import VcamdError
-from vcamd.live.sinks import MJPEG_BOUNDARY, PreviewSink
+from vcamd.sinks.preview import MJPEG_BOUNDARY, PreviewSink
 from vcamd.types import Level
 
 BGR = (40, 180, 220)

@@ -15,13 +15,8 @@ import numpy as np
 import pytest
 
 from vcamd.errors import VcamdError
-from vcamd.live.sinks import (
-    RetryPolicy,
-    VirtualCameraSink,
-    find_loopback_device,
-    list_video_devices,
-    pyvirtualcam_camera,
-)
+from vcamd.sinks.virtual import RetryPolicy, VirtualCameraSink, pyvirtualcam_camera
+from vcamd.v4l2loopback import RESTART_APPS_HINT, SECURE_BOOT_HINT, find_loopback_device, list_video_devices
 
 EXACT_MODPROBE = 'sudo modprobe v4l2loopback devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1'
 
@@ -211,7 +206,7 @@ def test_frames_are_resized_only_when_needed(make_config, camera_factory, fake_s
     sent = factory.cameras[0].frames
     assert sent[0] is right  # no copy when the size already fits
     assert sent[1].shape == (48, 64, 3) and tuple(sent[1][24, 32]) == (200, 100, 50)
-    assert sink.counters() == {"frames_sent": 2, "write_failures": 0, "frames_dropped": 0, "reopens": 0}
+    assert (sink.frames_sent, sink.write_failures, sink.frames_dropped, sink.reopens) == (2, 0, 0, 0)
 
 
 def test_transient_failure_is_retried_with_backoff(make_config, camera_factory, fake_sysfs, solid, clock):
@@ -374,6 +369,7 @@ def test_linux_missing_device_fix_has_the_module_package_secure_boot_and_app_res
     assert EXACT_MODPROBE in fix and "v4l2loopback-dkms" in fix
     assert "Secure Boot" in fix and "mokutil --import" in fix
     assert "restart Zoom, Teams or the browser" in fix
+    assert SECURE_BOOT_HINT in fix and RESTART_APPS_HINT in fix  # the same hints `vcamd doctor` gives
     assert "OBS" not in fix
 
 
@@ -386,7 +382,7 @@ def test_platform_without_a_backend_points_to_the_other_sinks(make_config, camer
 
 
 def test_the_platform_defaults_to_this_machines(make_config, camera_factory, monkeypatch):
-    import vcamd.live.sinks as sinks
+    import vcamd.sinks.virtual as sinks
 
     monkeypatch.setattr(sinks.platform, "system", lambda: "Darwin")
     factory = camera_factory()

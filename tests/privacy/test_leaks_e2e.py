@@ -172,7 +172,7 @@ def test_no_face_of_a_group_is_ever_published_raw(work, clips, models, checkers,
 def test_the_check_finds_raw_faces(work, clips, checkers):
     """The same check on the raw clips, after the file sink's own MP4 encoding: every frame that
     shows a face is flagged, each raw face is recognised in place, so the tests above can fail."""
-    from vcamd.live.sinks import FileSink
+    from vcamd.sinks.file import FileSink
 
     _, check_with, recognizer = checkers
     for name in ("jump", "vanish", "group"):

@@ -193,7 +193,7 @@ def test_virtual_camera_write_fails_then_reopens(live, recording, tmp_path) -> N
     # The real VirtualCameraSink (retry, drop, close and reopen after a streak) in front of a
     # "device" whose writes fail 45 times in a row.
     from vcamd.config import VirtualCameraConfig
-    from vcamd.live.sinks import VirtualCameraSink
+    from vcamd.sinks.virtual import VirtualCameraSink
 
     device = tmp_path / "video-test"
     device.touch()
@@ -211,7 +211,7 @@ def test_virtual_camera_write_fails_then_reopens(live, recording, tmp_path) -> N
     recovery_s = recovered(run, t_clear)
     stats = run.stop()
     check_no_leak(run, stats)
-    counters = sink.counters()
+    counters = {"write_failures": sink.write_failures, "frames_dropped": sink.frames_dropped, "reopens": sink.reopens}
     assert counters["write_failures"] >= 45 and counters["frames_dropped"] > 0, counters
     assert counters["reopens"] >= 1 and len(opened) >= 2, f"the device was reopened after the streak: {counters}"
     assert len(frames.since(t_clear)) >= 10, "frames reach the device again"

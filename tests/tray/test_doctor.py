@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd import doctor
+from vcamd import doctor, v4l2loopback
 from vcamd.config import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
 from vcamd.doctor import Status
 
@@ -71,35 +71,35 @@ def test_no_v4l2loopback_fails_with_the_modprobe_fix():
     assert MODPROBE in result.fix
     assert "/etc/modprobe.d/facelive-v4l2loopback.conf" in result.fix
     assert "Secure Boot" in result.fix and "mokutil" in result.fix
-    assert "restart Zoom/Chrome" in result.fix
+    assert v4l2loopback.SECURE_BOOT_HINT in result.fix and v4l2loopback.RESTART_APPS_HINT in result.fix
 
 
-def fake_sysfs(tmp_path: Path, label: str) -> tuple[Path, Path, Path]:
-    """A video4linux class dir, module dir and /dev as the kernel lays them out (test data)."""
-    sysfs, module, dev = tmp_path / "video4linux", tmp_path / "module", tmp_path / "dev"
+def fake_sysfs(tmp_path: Path, label: str) -> tuple[Path, Path]:
+    """A sysfs root (video4linux class, v4l2loopback loaded) and /dev as the kernel lays them out (test data)."""
+    sysfs, module, dev = tmp_path / "class" / "video4linux", tmp_path / "module" / "v4l2loopback", tmp_path / "dev"
     for path in (sysfs / "video0", sysfs / "video10", module, dev):
         path.mkdir(parents=True)
     (sysfs / "video0" / "name").write_text("Integrated Camera: Integrated C\n")
     (sysfs / "video10" / "name").write_text(label + "\n")
     (dev / "video10").write_bytes(b"")
-    return sysfs, module, dev
+    return tmp_path, dev
 
 
 def test_virtual_camera_found_by_its_label(tmp_path):
-    sysfs, module, dev = fake_sysfs(tmp_path, "FaceLive Camera")
-    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, module, dev, platform=LINUX)
+    sysfs, dev = fake_sysfs(tmp_path, "FaceLive Camera")
+    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, dev, platform=LINUX)
     assert result.status is Status.ok and result.detail == '/dev/video10 is "FaceLive Camera"'
-    assert doctor.v4l2_device_names(sysfs) == {"/dev/video0": "Integrated Camera: Integrated C",
-                                               "/dev/video10": "FaceLive Camera"}
+    assert v4l2loopback.list_video_devices(sysfs) == [("/dev/video0", "Integrated Camera: Integrated C"),
+                                                      ("/dev/video10", "FaceLive Camera")]
 
 
 def test_virtual_camera_with_the_wrong_label_or_device(tmp_path):
-    sysfs, module, dev = fake_sysfs(tmp_path, "Dummy video device (0x0000)")
-    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, module, dev, platform=LINUX)
+    sysfs, dev = fake_sysfs(tmp_path, "Dummy video device (0x0000)")
+    result = doctor.check_virtual_camera(VirtualCameraConfig(), sysfs, dev, platform=LINUX)
     assert result.status is Status.fail
     assert 'no device is labelled "FaceLive Camera"' in result.detail and '/dev/video10 "Dummy video device' in result.detail
     assert result.fix.startswith("sudo modprobe -r v4l2loopback && sudo modprobe v4l2loopback devices=1")
-    wrong = doctor.check_virtual_camera(VirtualCameraConfig(device="/dev/video7"), sysfs, module, dev, platform=LINUX)
+    wrong = doctor.check_virtual_camera(VirtualCameraConfig(device="/dev/video7"), sysfs, dev, platform=LINUX)
     assert wrong.status is Status.fail and "/dev/video7 does not exist" in wrong.detail
 
 

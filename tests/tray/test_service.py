@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from vcamd import service
+from vcamd import service, v4l2loopback
 from vcamd.errors import VcamdError
+from vcamd.packaged import packaged_text
 
 REPO = Path(__file__).resolve().parents[2]
 VCAMD = [sys.executable, "-m", "vcamd"]
@@ -90,14 +91,14 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
 
 
 def test_modprobe_and_modules_load_files():
-    options = service.parse_modprobe_options(service.packaged_text("modprobe.d-facelive-v4l2loopback.conf"))
+    options = v4l2loopback.parse_modprobe_options(packaged_text(v4l2loopback.MODPROBE_CONF))
     assert options.options == {"devices": "1", "video_nr": "10", "card_label": "FaceLive Camera", "exclusive_caps": "1"}
     assert options.device == "/dev/video10"
     assert options.modprobe_args() == 'devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1'
-    load = service.packaged_text("modules-load.d-facelive-v4l2loopback.conf")
+    load = packaged_text(v4l2loopback.MODULES_LOAD_CONF)
     assert [line for line in load.splitlines() if line.strip() and not line.startswith("#")] == ["v4l2loopback"]
     with pytest.raises(VcamdError, match="no `options v4l2loopback"):
-        service.parse_modprobe_options("# nothing here\n")
+        v4l2loopback.parse_modprobe_options("# nothing here\n")
 
 
 def test_launchd_plist_parses_and_runs_this_environment(tmp_path):
@@ -294,3 +295,21 @@ def test_install_on_macos_and_windows_write_their_entries(tmp_path):
     assert any("Unity Capture" in line for line in report.todo) and any(line.startswith("wscript ") for line in report.todo)
     with pytest.raises(VcamdError, match="not available on linux"):
         service.install(service.Mode.launchd, paths, ["x"], platform="linux")
+
+
+def test_service_and_doctor_do_not_import_each_other():
+    # Both take what they know about v4l2loopback from vcamd.v4l2loopback.
+    code = ("import sys, importlib; mod = importlib.import_module(sys.argv[1]); "
+            "print(sorted(m for m in ('vcamd.doctor', 'vcamd.service', 'vcamd.sinks', 'cv2') if m in sys.modules))")
+    for module, alone in (("vcamd.service", "vcamd.service"), ("vcamd.doctor", "vcamd.doctor")):
+        out = subprocess.run([sys.executable, "-c", code, module], capture_output=True, text=True, timeout=60, check=True)
+        assert out.stdout.strip() == str([alone]), out.stdout
+
+
+def test_root_step_and_the_missing_device_fix_share_the_packaged_options(tmp_path):
+    step = "\n".join(service.root_step("linux"))
+    for command in v4l2loopback.load_commands():
+        assert command in step
+    fix = v4l2loopback.missing_device_error("FaceLive Camera", tmp_path).fix
+    assert v4l2loopback.modprobe_command("FaceLive Camera") in step and v4l2loopback.modprobe_command("FaceLive Camera") in fix
+    assert v4l2loopback.loopback_options().card_label == "FaceLive Camera"

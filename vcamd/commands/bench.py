@@ -242,7 +242,7 @@ def run_live(cfg, clip: Path, frames: int, quality: str | None = None, on_engine
     frames; returns (stats JSON, stage series of the run, seconds spent building). `quality` pins
     the watchdog's level (as `vcamd quality` does); `on_engine(engine)` is called before the run."""
     from vcamd.live.engine import LiveEngine, build_face_pipeline
-    from vcamd.live.sinks import NullSink
+    from vcamd.sinks.null import NullSink
     from vcamd.live.sources import VideoFileCamera
     from vcamd.types import Level
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from vcamd.commands import add_config_option, check_output_file
 from vcamd.private_files import private_parent, write_private_atomic
+from vcamd.sinks.registry import SINK_FORMS
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_config_option(p)
     p.add_argument("--source", default=None, metavar="S",
                    help='camera index ("0"), /dev/videoN, a video file played like a camera, or "synthetic" (default: [camera] device)')
-    p.add_argument("--sink", default="virtual", metavar="SINK",
-                   help="virtual (default), preview, file:PATH.mp4, or null")
+    p.add_argument("--sink", default="virtual", metavar="SINK", help=f"where the output goes: {SINK_FORMS}")
     p.add_argument("--face", type=Path, default=None, metavar="PATH",
                    help="source face photo (overrides [swap] source_face)")
     p.add_argument("--loop", action="store_true", help="for a video-file source: start again at the end")
@@ -44,13 +44,13 @@ def handle(args: argparse.Namespace) -> int:
     from vcamd.control.server import ControlServer
     from vcamd.errors import VcamdError
     from vcamd.live.engine import LiveEngine, build_face_pipeline
-    from vcamd.live.sinks import open_sink
     from vcamd.live.sources import open_source
     from vcamd.logs import setup_logging
     from vcamd.memory import apply_memory_cap
     from vcamd.panel import open_panel
     from vcamd.process import require_consent
     from vcamd.reload import ConfigWatcher
+    from vcamd.sinks.registry import open_sink
 
     if args.frames is not None and args.frames <= 0:
         raise VcamdError(f"--frames {args.frames}: must be a positive number of frames", fix="omit it to run until stopped")
@@ -148,9 +148,19 @@ def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg,
         remember_face=recent.add,
         config_path=config_path,
         edit_config=(lambda: open_with_desktop(config_path)) if config_path else None,
-        # The sink exists only once the engine runs, so its URL is read when the item is clicked.
-        open_preview=(lambda: open_with_desktop(engine.sink.url)) if args.sink == "preview" else None,
+        open_preview=lambda: _open_output_page(engine, open_with_desktop),
     )
+
+
+def _open_output_page(engine, open_url) -> None:
+    """The tray's "Open control page" when there is no control page: the output's own page, if it has one.
+    The sink exists only once the engine runs, so its URL is read when the item is clicked."""
+    from vcamd.errors import VcamdError
+
+    url = engine.sink.url if engine.sink is not None else None
+    if url is None:
+        raise VcamdError("the control page is not available in this session", fix="see [panel] in the config")
+    open_url(url)
 
 
 def _face_pipeline(cfg):

@@ -45,13 +45,14 @@ from vcamd.config import CameraConfig, Config, load_config
 from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
 from vcamd.live.compose import Composed, Scene, compose, lost_to_cover, match_swaps, region
-from vcamd.live.publisher import Publisher, Sink
+from vcamd.live.publisher import Publisher
 from vcamd.live.sources import CameraReader, FrameSource, LatestFrame, SourceState
 from vcamd.live.stats import GpuSampler, LiveStats
 from vcamd.live.swapworker import SwapJob, SwapWorker
 from vcamd.live.tracking import FaceReport, FullDetector, LiveTracker, all_detect_sizes, detect_sizes
 from vcamd.live.watchdog import Transition, TransitionResult, Watchdog
 from vcamd.process import StageTimer
+from vcamd.sinks.base import Sink
 from vcamd.types import Captured, Face, Frame, Level, Outcome
 
 log = logging.getLogger(__name__)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
 
 from vcamd.config import DisclosureConfig
 from vcamd.errors import VcamdError
 from vcamd.live.compose import Held
+from vcamd.sinks.base import Sink, SinkFactory
 from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
@@ -21,19 +21,6 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 
 OFFLINE_TEXT = "Camera offline — reconnecting…"
-
-
-class Sink(Protocol):
-    """The part of `vcamd.live.sinks.Sink` the publisher uses."""
-
-    def open(self) -> None: ...
-
-    def send(self, frame: Frame, stats: dict[str, Any] | None = None) -> None: ...
-
-    def close(self) -> None: ...
-
-
-SinkFactory = Callable[[int, int, float], Sink]
 
 
 class Publisher:

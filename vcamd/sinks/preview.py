@@ -1,0 +1,308 @@
+"""`--sink preview`: a local page at http://127.0.0.1:PORT/ with the live output (MJPEG) and the live stats.
+
+The page itself is `preview_page.html` beside this module (packaged data).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from enum import Enum
+from functools import cache
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from vcamd.config import Config, PreviewConfig
+from vcamd.errors import VcamdError
+from vcamd.live.newest import NewestSlot
+from vcamd.sinks.base import fit_to_size
+from vcamd.types import Frame
+
+log = logging.getLogger(__name__)
+
+
+@cache
+def preview_page() -> bytes:
+    """The page's HTML/JS (vcamd/sinks/preview_page.html), read once."""
+    resource = resources.files("vcamd.sinks").joinpath("preview_page.html")
+    try:
+        return resource.read_bytes()
+    except FileNotFoundError:
+        raise VcamdError(
+            "the preview page vcamd/sinks/preview_page.html is missing",
+            fix="reinstall vcamd (pip install --force-reinstall vcamd)",
+        ) from None
+
+
+MJPEG_BOUNDARY = "facelive-frame"
+
+
+class _PreviewServer(ThreadingHTTPServer):
+    daemon_threads = True  # a stuck client must never keep the daemon from exiting
+    sink: "PreviewSink"
+
+
+class _PreviewHandler(BaseHTTPRequestHandler):
+    server: _PreviewServer
+    protocol_version = "HTTP/1.0"
+    timeout = 10.0  # socket timeout: a viewer that stops reading is dropped instead of pinning a thread
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class names it so)
+        log.debug("preview %s: " + format, self.client_address[0], *args)
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        sink = self.server.sink
+        if not sink.host_allowed(self.headers.get("Host", "")):
+            # Another site's page resolving its name to 127.0.0.1 (DNS rebinding) must not see the camera.
+            self._reply(HTTPStatus.FORBIDDEN, "text/plain; charset=utf-8", b"forbidden host\n")
+            return
+        route = self.path.split("?", 1)[0]
+        if route == "/":
+            self._reply(HTTPStatus.OK, "text/html; charset=utf-8", preview_page())
+        elif route == "/stats.json":
+            self._reply(HTTPStatus.OK, "application/json", sink.stats_json())
+        elif route == "/snapshot.jpg":
+            jpeg = sink.snapshot_jpeg()
+            if jpeg is None:
+                self._reply(HTTPStatus.SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", b"no frame published yet\n")
+            else:
+                self._reply(HTTPStatus.OK, "image/jpeg", jpeg)
+        elif route == "/stream.mjpg":
+            self._stream(sink)
+        else:
+            self._reply(HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found\n")
+
+    def _reply(self, status: HTTPStatus, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _stream(self, sink: "PreviewSink") -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}")
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        try:
+            with sink.viewer():
+                seq = -1  # a new viewer gets the latest frame at once, then every newer one
+                while not sink.closed:
+                    jpeg, seq = sink.wait_jpeg(after=seq, timeout=1.0)
+                    if jpeg is None:
+                        continue
+                    head = f"--{MJPEG_BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n"
+                    self.wfile.write(head.encode("ascii") + jpeg + b"\r\n")
+                    self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError):
+            pass  # the viewer closed the tab, or stopped reading for `timeout` seconds
+
+
+class PreviewSink:
+    """A local page at http://127.0.0.1:PORT/ with the live output (MJPEG) and the live stats.
+
+    JPEGs are encoded on a separate thread, at most at the output fps and only while a viewer
+    is connected (or a snapshot is asked for): with nobody watching, `send()` costs nothing.
+    """
+
+    HOST = "127.0.0.1"
+
+    @classmethod
+    def from_spec(cls, argument: str, cfg: Config, width: int, height: int, fps: float) -> PreviewSink:
+        return cls(cfg.preview, width, height, fps)
+
+    def __init__(
+        self,
+        cfg: PreviewConfig,
+        width: int,
+        height: int,
+        fps: float,
+        *,
+        jpeg_quality: int | None = None,
+        snapshot_wait_s: float = 2.0,
+    ) -> None:
+        self._port_wanted = cfg.port
+        self._snapshot_wait_s = snapshot_wait_s
+        self._width, self._height = width, height
+        self._min_interval_s = 1.0 / fps
+        self._quality = jpeg_quality if jpeg_quality is not None else cfg.jpeg_quality
+        self._server: _PreviewServer | None = None
+        self._threads: list[threading.Thread] = []
+        self._jpegs: NewestSlot[bytes] = NewestSlot()  # viewers wait here for a newer JPEG
+        self._work = threading.Condition()  # guards the fields below
+        self._pending: Frame | None = None  # a frame waiting for the encoder (a private copy)
+        self._clients = 0
+        self._snapshot_waiters = 0
+        self._next_encode_t = 0.0  # time.monotonic() from which the next JPEG may be encoded
+        self._stats: dict[str, Any] | None = None
+        self._state = "new"
+        self.frames_sent = 0
+        self.jpegs_encoded = 0
+        self.port = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._state == "closed"
+
+    @property
+    def url(self) -> str | None:
+        """The page's address once open, e.g. http://127.0.0.1:8765/; None before open() and after close()."""
+        return f"http://{self.HOST}:{self.port}/" if self._state == "open" else None
+
+    def open(self) -> None:
+        if self._state == "open":
+            return
+        if self._state == "closed":
+            raise RuntimeError("PreviewSink cannot be reopened after close(); build a new one")
+        try:
+            server = _PreviewServer((self.HOST, self._port_wanted), _PreviewHandler)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise VcamdError(
+                    f"preview port {self._port_wanted} on {self.HOST} is already in use",
+                    fix="set [preview] port to a free port, or to 0 to pick any free port",
+                ) from None
+            raise VcamdError(
+                f"cannot listen on {self.HOST}:{self._port_wanted} for the preview ({exc.strerror or exc})",
+                fix="set [preview] port to a port above 1024, or to 0 to pick any free port",
+            ) from None
+        server.sink = self
+        self._server = server
+        self.port = server.server_address[1]
+        self._state = "open"
+        self._threads = [
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="preview-http", daemon=True),
+            threading.Thread(target=self._encode_loop, name="preview-jpeg", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        log.info("preview page: %s", self.url)
+
+    def host_allowed(self, host: str) -> bool:
+        return host in (f"{self.HOST}:{self.port}", f"localhost:{self.port}")
+
+    # -- publisher side -----------------------------------------------------------------------
+
+    def send(self, frame: Frame, stats: dict[str, Any] | None = None) -> None:
+        if self._state == "new":
+            raise RuntimeError("PreviewSink.send() before open()")
+        if self._state == "closed":
+            return
+        self.frames_sent += 1
+        with self._work:
+            if stats is not None:
+                self._stats = stats
+            now = time.monotonic()
+            wanted = self._snapshot_waiters > 0 or (self._clients > 0 and now >= self._next_encode_t)
+            if not wanted or self._pending is not None:
+                return  # nobody watching, too soon, or the encoder is still busy: skip this frame
+            fitted = fit_to_size(frame, self._width, self._height)
+            self._pending = fitted if fitted is not frame else frame.copy()
+            # A grid of slots one frame interval apart, not "interval since the last encode": frames
+            # arriving at exactly the output fps with a little jitter must all be encoded, yet the
+            # slot advances by a full interval per JPEG, so the long-run rate never exceeds the fps.
+            self._next_encode_t = max(self._next_encode_t + self._min_interval_s, now - self._min_interval_s / 2)
+            self._work.notify_all()
+
+    def _encode_loop(self) -> None:
+        params = [cv2.IMWRITE_JPEG_QUALITY, int(self._quality)]
+        while True:
+            with self._work:
+                self._work.wait_for(lambda: self._pending is not None or self.closed)
+                if self.closed:
+                    return
+                frame, self._pending = self._pending, None
+            ok, buf = cv2.imencode(".jpg", frame, params)
+            if ok:
+                self.jpegs_encoded += 1
+                self._jpegs.put(buf.tobytes())
+
+    # -- server side --------------------------------------------------------------------------
+
+    @contextmanager
+    def viewer(self) -> Iterator[None]:
+        """Counts a stream viewer while the block runs: JPEGs are only encoded while one watches."""
+        with self._work:
+            self._clients += 1
+        try:
+            yield
+        finally:
+            with self._work:
+                self._clients -= 1
+
+    def wait_jpeg(self, after: int, timeout: float) -> tuple[bytes | None, int]:
+        """The newest JPEG numbered above `after` and its number; (None, after) on timeout or close."""
+        return self._jpegs.wait_newer(after, timeout)
+
+    @property
+    def clients(self) -> int:
+        with self._work:
+            return self._clients
+
+    def stats_json(self) -> bytes:
+        with self._work:
+            stats = self._stats
+        return json.dumps(_plain(stats or {})).encode("utf-8")
+
+    def snapshot_jpeg(self) -> bytes | None:
+        """A JPEG of the next published frame (or the last one if none comes within snapshot_wait_s)."""
+        _, seq = self._jpegs.latest()
+        with self._work:
+            self._snapshot_waiters += 1
+        try:
+            jpeg, _ = self._jpegs.wait_newer(seq, timeout=self._snapshot_wait_s)
+        finally:
+            with self._work:
+                self._snapshot_waiters -= 1
+        return jpeg if jpeg is not None else self._jpegs.latest()[0]
+
+    def close(self) -> None:
+        with self._work:
+            if self._state == "closed":
+                return
+            was_open = self._state == "open"
+            self._state = "closed"
+            self._work.notify_all()
+        self._jpegs.close()
+        if was_open and self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=2.0)
+
+    def describe(self) -> str:
+        where = self.url if self._state == "open" else f"http://{self.HOST}:{self._port_wanted or '(any free port)'}/"
+        return f"preview page {where}"
+
+
+def _plain(value: Any) -> Any:
+    """Stats may hold numpy numbers, enums (Level) or paths: turn them into plain JSON values.
+
+    Enums go first because an IntEnum would otherwise be written as its bare number.
+    """
+    if isinstance(value, Enum):
+        return value.name if isinstance(value.value, int) else value.value
+    if isinstance(value, dict):
+        return {str(_plain(k)): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (Path, os.PathLike)):
+        return os.fspath(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
