@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.types import Level
+from vcamd.quality import Level
 
 RATE = 20.0  # the test clip's frame rate
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from vcamd.live.sinks import PreviewSink
-from vcamd.types import Level
+from vcamd.quality import Level
 
 FRAME_BGR = (40, 180, 220)  # a warm yellow: RGB (220, 180, 40)
 # The shape of the --stats-json document…

@@ -15,7 +15,7 @@ import pytest
 
 from vcamd.errors import VcamdError
 from vcamd.live.sinks import MJPEG_BOUNDARY, PreviewSink
-from vcamd.types import Level
+from vcamd.quality import Level
 
 BGR = (40, 180, 220)
 

@@ -26,7 +26,7 @@ from vcamd.tray import (
     view_from_status,
 )
 from vcamd.tray.view import Command, Verb
-from vcamd.types import Level
+from vcamd.quality import Level
 
 
 class Notes(list):

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vcamd.commands import add_config_option, check_output_file
+from vcamd.quality import Level, worst
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "resolution: CPU-ms per frame at 1080p against 480p")
     p.add_argument("--group-photo", type=Path, default=None, metavar="PHOTO",
                    help=f"the groups scenario's photo (default: {GROUP_PHOTO} next to --face)")
-    p.add_argument("--quality", choices=["full", "no_enhancer", "low_res", "frame_skip"], default=None,
+    p.add_argument("--quality", choices=[level.name for level in Level], default=None,
                    help="pin the watchdog at this level for the run (default: automatic; the resolution "
                         "scenario pins full unless given, so both sizes do the same work)")
     p.add_argument("--resolution", choices=sorted(RESOLUTIONS), default="720p")
@@ -244,7 +245,6 @@ def run_live(cfg, clip: Path, frames: int, quality: str | None = None, on_engine
     from vcamd.live.engine import LiveEngine, build_face_pipeline
     from vcamd.live.sinks import NullSink
     from vcamd.live.sources import VideoFileCamera
-    from vcamd.types import Level
 
     t_build = time.monotonic()
     faces, providers = build_face_pipeline(cfg)
@@ -276,7 +276,6 @@ def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, b
 
 def summarise(stats: dict, stages: dict, settings: BenchSettings, setup_s: float) -> dict:
     """The bench's figures from one run's stats JSON (and its stage series, for the overhead)."""
-    from vcamd.types import Level
 
     published = max(1, stats["frames"]["published"])
 
@@ -301,7 +300,7 @@ def summarise(stats: dict, stages: dict, settings: BenchSettings, setup_s: float
         "detect_ms_p50": stats["stages_ms"].get("detect", {}).get("p50", 0.0),
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v},
         "transitions": len(stats["degradation"]["transitions"]),
-        "min_level": max((Level[k] for k, v in stats["degradation"]["level_share"].items() if v), default=Level.full).name,
+        "min_level": worst(Level[k] for k, v in stats["degradation"]["level_share"].items() if v).name,
         "setup_s": round(setup_s, 1),
         "stats": stats,
     }

@@ -10,7 +10,7 @@ Commands and their args/results:
     status                                  → the status dict (see `Status`)
     on | off | toggle                       → the status dict after the change
     set_face   {"path": "/abs/face.png"}    → the status dict
-    quality    {"level": "auto" | "full" | "no_enhancer" | "low_res" | "frame_skip"}
+    quality    {"level": "auto" | a level name from `vcamd.quality.LADDER`}
                                             → the status dict ("auto" unlocks: the watchdog decides)
     reload                                  → the status dict
     snapshot                                → {"png_base64": "..."}  (PNG of the current output)
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from vcamd.errors import VcamdError
-from vcamd.types import Level
+from vcamd.quality import AUTO, Level, quality_names
 
 MAX_REQUEST_BYTES = 64 * 1024
 """A request line longer than this is refused (a request is a command and a path, never data)."""
@@ -48,7 +48,6 @@ RUNTIME_DIR_ENV = "VCAMD_RUNTIME_DIR"
 SOCKET_NAME = "control.sock"
 TCP_ENDPOINT_NAME = "control.json"
 LOCK_NAME = "control.lock"
-AUTO_QUALITY = "auto"
 
 
 class Command(StrEnum):
@@ -68,7 +67,7 @@ class Status(TypedDict, total=False):
 
     enabled: bool  # swapping on (the user's switch)
     state: str  # "running" | "camera offline" | "error"
-    level: str | int | Level  # current degradation level (Level or its name)
+    level: str | int | Level  # the quality level in use (a `quality.Level` or its name)
     quality: str  # "auto" or the level the user locked
     fps: float  # published frames per second
     latency_ms: float | dict[str, float]  # capture→publish: recent median, or {"p50": .., "p95": .., "p99": ..}
@@ -97,7 +96,7 @@ class Controllable(Protocol):
     def set_source_face(self, path: Path) -> None: ...
 
     def set_quality(self, level: Level | None) -> None:
-        """Lock the degradation level; None = automatic (the watchdog decides)."""
+        """Pin the quality level; None = automatic (the watchdog decides)."""
         ...
 
     def reload_config(self) -> None: ...
@@ -155,13 +154,9 @@ def unix_sockets_available() -> bool:
     return hasattr(socket, "AF_UNIX")
 
 
-def quality_names() -> list[str]:
-    return [AUTO_QUALITY, *(level.name for level in Level)]
-
-
 def parse_quality(name: str) -> Level | None:
     """"auto" → None (unlocked); a Level name → that Level; anything else → ProtocolError."""
-    if name == AUTO_QUALITY:
+    if name == AUTO:
         return None
     try:
         return Level[name]

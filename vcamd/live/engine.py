@@ -52,7 +52,8 @@ from vcamd.live.swapworker import SwapJob, SwapWorker
 from vcamd.live.tracking import FaceReport, FullDetector, LiveTracker, all_detect_sizes, detect_sizes
 from vcamd.live.watchdog import Transition, TransitionResult, Watchdog
 from vcamd.process import StageTimer
-from vcamd.types import Captured, Face, Frame, Level, Outcome
+from vcamd.quality import Level, rung
+from vcamd.types import Captured, Face, Frame, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -482,9 +483,9 @@ class LiveEngine:
             self._send(frame, Outcome.off, captured.t_capture)
             return
 
-        # 1. Where are the faces? (every other frame at frame_skip: reuse the last positions)
+        # 1. Where are the faces? (between strides of a frame-skipping rung: reuse the last positions)
         t0 = self._clock()
-        if level is Level.frame_skip and self._frame_index % 2 == 1 and self._report is not None:
+        if self._frame_index % rung(level).frame_stride != 0 and self._report is not None:
             report, targets, lost = self._report, self._targets, self._covered_lost
         else:
             report = self.tracker.update(frame, self._frame_index, **detect_sizes(self.cfg, level), deadline_s=self._track_deadline_s())

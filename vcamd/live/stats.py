@@ -22,7 +22,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from vcamd.types import Level, Outcome
+from vcamd.quality import Level
+from vcamd.types import Outcome
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,8 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from vcamd.config import PanelConfig
-from vcamd.control.protocol import Controllable, parse_quality, quality_names, to_jsonable
+from vcamd.control.protocol import Controllable, parse_quality, to_jsonable
+from vcamd.quality import quality_names
 from vcamd.errors import VcamdError
 from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, store_upload
 from vcamd.panel.history import StatusHistory

@@ -41,7 +41,7 @@ from vcamd.tray.view import (
     view_from_status,
 )
 from vcamd.tray.xorg import XorgIconWindow, XorgWaker, enable_xorg_clicks, is_xorg
-from vcamd.types import Level
+from vcamd.quality import Level
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
