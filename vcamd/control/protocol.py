@@ -31,11 +31,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-from enum import Enum, IntEnum, StrEnum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from vcamd.errors import VcamdError
+from vcamd.jsonable import to_jsonable
 from vcamd.quality import AUTO, Level, quality_names
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -164,23 +165,6 @@ def parse_quality(name: str) -> Level | None:
         raise ProtocolError(
             f"unknown quality level {name!r}", fix=f"use one of: {', '.join(quality_names())}"
         ) from None
-
-
-def to_jsonable(value: Any) -> Any:
-    """Status values as plain JSON: enums by name (Level.low_res → "low_res"), paths as strings."""
-    if isinstance(value, IntEnum):
-        return value.name
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
-    return value
 
 
 def encode_request(cmd: str, args: dict[str, Any] | None = None, token: str | None = None) -> bytes:

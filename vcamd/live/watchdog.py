@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from vcamd.config import WatchdogConfig
+from vcamd.jsonable import to_jsonable
 from vcamd.quality import BEST, Level, higher, lower
 
 
@@ -207,13 +208,10 @@ class Watchdog:
                 "from": t.from_level.name,
                 "to": t.to_level.name,
                 "reason": t.reason,
-                "trigger": _rounded(asdict(t.trigger)),
+                "trigger": to_jsonable(asdict(t.trigger), digits=2),
             }
             r = results.get(id(t))
-            entry["after"] = _rounded(asdict(r.after)) if r else None
+            entry["after"] = to_jsonable(asdict(r.after), digits=2) if r else None
             out.append(entry)
         return out
 
-
-def _rounded(d: dict) -> dict:
-    return {k: (round(v, 2) if isinstance(v, float) else _rounded(v) if isinstance(v, dict) else v) for k, v in d.items()}

@@ -37,7 +37,8 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from vcamd.config import PanelConfig
-from vcamd.control.protocol import Controllable, parse_quality, to_jsonable
+from vcamd.control.protocol import Controllable, parse_quality
+from vcamd.jsonable import to_jsonable
 from vcamd.quality import quality_names
 from vcamd.errors import VcamdError
 from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, store_upload
@@ -528,7 +529,7 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- answers --------------------------------------------------------------------------------
 
     def _json(self, status: HTTPStatus, payload: Any, extra: dict[str, str] | None = None) -> None:
-        body = json.dumps(payload, default=_plain, allow_nan=False).encode("utf-8")
+        body = json.dumps(to_jsonable(payload), allow_nan=False).encode("utf-8")
         self._reply(status, "application/json", body, extra)
 
     def _reply(self, status: HTTPStatus, content_type: str, body: bytes, extra: dict[str, str] | None = None) -> None:
@@ -579,10 +580,3 @@ def _require_consent(given: bool) -> None:
                         "in this photo\" before choosing a source face")
 
 
-def _plain(value: Any) -> Any:
-    """json.dumps fallback: numpy numbers → Python numbers, anything else → its text."""
-    item = getattr(value, "item", None)
-    if callable(item):
-        with contextlib.suppress(Exception):
-            return item()
-    return str(value)
