@@ -33,10 +33,11 @@ import os
 import socket
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
+from vcamd.live.numbers import LiveNumbers
 from vcamd.quality import AUTO, Level, quality_names
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -63,15 +64,14 @@ class Command(StrEnum):
     quit = "quit"
 
 
-class Status(TypedDict, total=False):
-    """What `Controllable.status()` returns; extra keys are allowed and shown as they are."""
+class Status(LiveNumbers, total=False):
+    """What `Controllable.status()` returns: the live numbers (fps, latency_ms, swap_age_ms, frames,
+    faces, misses — `vcamd.live.numbers`) and the state below; extra keys are shown as they are."""
 
     enabled: bool  # swapping on (the user's switch)
     state: str  # "running" | "camera offline" | "error"
     level: str | int | Level  # the quality level in use (a `quality.Level` or its name)
     quality: str  # "auto" or the level the user locked
-    fps: float  # published frames per second
-    latency_ms: float | dict[str, float]  # capture→publish: recent median, or {"p50": .., "p95": .., "p99": ..}
     source_face: str | None  # path of the source photo
     providers: dict[str, str] | list[str]  # model file → ONNX Runtime provider really in use
     config_error: str | None  # the last config problem while running on the last good config
