@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vcamd.commands import add_config_option, check_output_file
-from vcamd.quality import Level, worst
+from vcamd.quality import BEST, Level, worst
 
 log = logging.getLogger(__name__)
 
@@ -331,13 +331,13 @@ def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
         summary["face_share"] = round((per_face["swapped"] + per_face["held"]) / total, 3)
     else:
         summary["face_share"] = None  # needs the per-face counts faces.{swapped,held,obscured}
-    summary["full_quality_share"] = stats["degradation"]["level_share"].get("full", 0.0)
+    summary["full_quality_share"] = stats["degradation"]["level_share"].get(BEST.name, 0.0)
     return summary
 
 
 def run_resolution(settings: BenchSettings, image, tmpdir: Path, base) -> dict:
     """The light scenario at 480p and 1080p: how CPU-ms per frame grows with the pixels."""
-    quality = settings.quality or "full"
+    quality = settings.quality or BEST.name
     runs: dict[str, dict] = {}
     for label in ("480p", "1080p"):
         size = RESOLUTIONS[label]
@@ -423,7 +423,7 @@ def _lower_share(scenario: str, measure: str, value: float | None, limit: float,
 def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[TargetRow]:
     rows: list[TargetRow] = []
     if (light := results.get("light")) is not None:
-        full = light["levels"].get("full", 0.0)
+        full = light["levels"].get(BEST.name, 0.0)
         cpu = light["cpu_ms_per_frame"]
         # Below full quality the loop does less work per frame: the figure is only comparable at full.
         note = "" if full >= 0.999 else f" (watchdog at full {100 * full:.0f} %: use --quality full)"

@@ -7,7 +7,7 @@ Routes (every one behind the rules of `vcamd.panel.security`):
     GET  /stream.mjpg      live video (multipart/x-mixed-replace JPEGs)
     GET  /api/status       {"status": engine status, "badge", "history", "transitions", "recent_faces", "qualities"}
     POST /api/on, /api/off, /api/toggle
-    POST /api/quality      {"level": "auto" | "full" | "no_enhancer" | "low_res" | "frame_skip"}
+    POST /api/quality      {"level": "auto" | a level name of `vcamd.quality.LADDER`}
     POST /api/badge        {"on": true | false}
     POST /api/face         the photo's bytes as the body, ?consent=yes[&name=FILE.jpg]
                            or {"recent": "/path/from/recent_faces", "consent": true}
