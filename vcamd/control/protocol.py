@@ -33,6 +33,8 @@ import os
 import socket
 from enum import StrEnum
 from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from vcamd.errors import VcamdError
@@ -165,6 +167,45 @@ def parse_quality(name: str) -> Level | None:
         raise ProtocolError(
             f"unknown quality level {name!r}", fix=f"use one of: {', '.join(quality_names())}"
         ) from None
+
+
+def _face_path(args: dict[str, Any]) -> tuple[Path]:
+    raw = args.get("path")
+    if not isinstance(raw, str) or not raw:
+        raise ProtocolError('set_face needs args {"path": "/absolute/path/to/photo"}')
+    path = Path(raw)
+    if not path.is_absolute():
+        # The daemon's working directory is not the caller's: a relative path would mean something else.
+        raise ProtocolError(f"set_face path {raw!r} is relative", fix="send an absolute path")
+    return (path,)
+
+
+def _quality_level(args: dict[str, Any]) -> tuple[Level | None]:
+    level = args.get("level")
+    if not isinstance(level, str):
+        raise ProtocolError('quality needs args {"level": NAME}', fix='e.g. "auto" or "low_res"')
+    return (parse_quality(level),)
+
+
+@dataclass(frozen=True, slots=True)
+class Verb:
+    """A change the control API can ask for: the `Controllable` method it calls, and how the
+    request's args become that call's arguments (raising `ProtocolError` for bad ones)."""
+
+    method: str
+    call_args: Callable[[dict[str, Any]], tuple[Any, ...]] = lambda args: ()
+
+
+VERBS: dict[Command, Verb] = {
+    Command.on: Verb("set_enabled", lambda args: (True,)),
+    Command.off: Verb("set_enabled", lambda args: (False,)),
+    Command.toggle: Verb("toggle"),  # the engine flips its own current state, as one step
+    Command.set_face: Verb("set_source_face", _face_path),
+    Command.quality: Verb("set_quality", _quality_level),
+    Command.reload: Verb("reload_config"),
+}
+"""The changes, each answered with the state the target returned after applying it (else its
+status). `status`, `snapshot` and `quit` answer something else and are handled by the server."""
 
 
 def encode_request(cmd: str, args: dict[str, Any] | None = None, token: str | None = None) -> bytes:
