@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from vcamd.faces.align import estimate_affine
     from vcamd.process import FaceEngine
     from vcamd.standins import build_enhancer, build_recognizer, build_swapper
-    from vcamd.types import Level
+    from vcamd.quality import Level
 
     image = cv2.imread(str(ASSETS / "images" / "newton.png"))
     inference: dict[str, float] = defaultdict(float)
@@ -204,7 +204,7 @@ def _live(engine: Any, cfg: Any, frame: np.ndarray, level: Any, n: int, inferenc
 
 def _blend(engine: Any, engine_no_cc: Any, frame: np.ndarray, face: Any, n: int) -> dict[str, float]:
     """One 128² swapped crop composited into the frame (colour correction on, as by default; and off)."""
-    from vcamd.types import Level
+    from vcamd.quality import Level
 
     swapped = engine.swap_faces(frame, [face], Level.no_enhancer)[0]
     out: dict[str, float] = {}

@@ -38,13 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"vcamd.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"vcamd.commands.{name}":
-                continue  # command not built yet
-            raise
-        module.register(subparsers)
+        importlib.import_module(f"vcamd.commands.{name}").register(subparsers)
     return parser
 
 

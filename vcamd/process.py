@@ -33,7 +33,8 @@ from vcamd.config import Config, FaceSelection
 from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces.align import Affine, Template, estimate_affine, invert_affine
 from vcamd.faces.specs import ENHANCER_CROP
-from vcamd.types import Face, Frame, Level, Points
+from vcamd.quality import BEST, Level, rung
+from vcamd.types import Face, Frame, Points
 
 if TYPE_CHECKING:
     from vcamd.enhance import Enhancer
@@ -236,9 +237,9 @@ class FaceEngine:
     # ---- the pieces -------------------------------------------------------------------------------
 
     def detect_size(self, level: Level) -> int:
-        """Detector input size at this level: smaller from Level.low_res down (multiple of 32, ≥ 128)."""
+        """Detector input size at this level: smaller on the rungs with reduced detection (multiple of 32, ≥ 128)."""
         size = self.detector.size
-        if level >= Level.low_res:
+        if rung(level).reduced_detection:
             size = max(128, int(round(size * self.lowres_scale / 32.0)) * 32)
         return size
 
@@ -260,8 +261,8 @@ class FaceEngine:
             return [picked] if picked is not None else []
         return [max(faces, key=lambda f: f.area)]
 
-    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = Level.full, timer: StageTimer | None = None) -> list[SwappedFace]:
-        """Align, swap (one batch) and — at Level.full with an enhancer — restore each face.
+    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = BEST, timer: StageTimer | None = None) -> list[SwappedFace]:
+        """Align, swap (one batch) and — on a rung with the enhancer, when one is set — restore each face.
 
         Reads `frame`, never writes it. The results hold aligned crops only (see SwappedFace).
         """
@@ -274,7 +275,7 @@ class FaceEngine:
             aligned = [self.swapper.align(frame, face) for face in faces]
         with timer("swap"):
             crops = self.swapper.swap([crop for crop, _ in aligned], latent)
-        if enhancer is None or level >= Level.no_enhancer or not faces:
+        if enhancer is None or not rung(level).enhancer or not faces:
             return [SwappedFace(crop, self.swapper.crop.template, face.kps) for crop, face in zip(crops, faces)]
         with timer("enhance"):
             return [self._enhanced(enhancer, frame, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
@@ -299,7 +300,7 @@ class FaceEngine:
 
     # ---- the whole path -------------------------------------------------------------------------
 
-    def process_frame(self, frame: Frame, level: Level = Level.full) -> FrameResult:
+    def process_frame(self, frame: Frame, level: Level = BEST) -> FrameResult:
         """Swap the selected faces of one frame. Modifies `frame` in place (copy it first to keep it)."""
         timer = StageTimer()
         self._latent()  # fail before detecting when there is no source face

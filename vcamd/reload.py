@@ -51,7 +51,7 @@ def file_signature(path: Path) -> Signature:
 class ConfigWatcher:
     """Watch `path`; call `on_change(config, changed_sections)` or `on_error(ConfigError)`.
 
-    Callbacks run on the watcher's thread (or on the caller's, for `reload_now`), one at a time.
+    Callbacks run on the watcher's thread, one at a time.
     `current` is the config the daemon runs with; when None, `start()` loads the file and raises
     ConfigError if it is invalid (the daemon should not start on a broken file).
     """
@@ -78,7 +78,6 @@ class ConfigWatcher:
         self._last_good = current
         self._error: ConfigError | None = None
         self._applied: Signature = _NEVER  # the content state last loaded (good or bad)
-        self._last_changed: frozenset[str] = frozenset()
         self._apply_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -120,16 +119,6 @@ class ConfigWatcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def reload_now(self) -> set[str]:
-        """Load the file now (for `vcamd reload`): the sections that changed; raises ConfigError.
-
-        The callbacks run as for a change seen by the thread (on_error also on failure).
-        """
-        error = self._apply(file_signature(self.path))
-        if error is not None:
-            raise error
-        return set(self._last_changed)
 
     # ---- internals ----------------------------------------------------------------------------
 
@@ -181,7 +170,6 @@ class ConfigWatcher:
             self._applied = signature
             self._error = None
             self._last_good = new
-            self._last_changed = frozenset(changed)
             if changed or recovered:
                 log.info("config %s reloaded: %s", self.path, ", ".join(sorted(changed)) or "no change (error cleared)")
                 self._call(self.on_change, new, changed)

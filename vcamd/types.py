@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -54,12 +54,3 @@ class Outcome(StrEnum):
     passthrough = "passthrough"  # the raw frame while swapping was on (only with on_miss = passthrough)
     off = "off"  # swapping turned off by the user: the raw frame, not a miss
     offline = "offline"  # the camera-offline placeholder
-
-
-class Level(IntEnum):
-    """The watchdog's degradation ladder, best quality first."""
-
-    full = 0  # everything on
-    no_enhancer = 1  # enhancer off
-    low_res = 2  # detection/processing at reduced resolution
-    frame_skip = 3  # process every other frame, re-composite in between

@@ -14,7 +14,8 @@ from vcamd.config import Config, config_from_dict
 from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces.align import estimate_affine
 from vcamd.process import FaceEngine, require_consent
-from vcamd.types import Face, Frame, Level
+from vcamd.quality import Level
+from vcamd.types import Face, Frame
 
 
 def _config(standins, assets: Path, **sections: dict) -> Config:  # type: ignore[no-untyped-def]

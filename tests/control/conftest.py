@@ -17,7 +17,7 @@ import pytest
 
 from vcamd.control.server import ControlServer
 from vcamd.errors import ConfigError, FaceError
-from vcamd.types import Level
+from vcamd.quality import Level
 
 
 class SmallEngine:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from vcamd.control.server import ControlServer
-from vcamd.types import Level
+from vcamd.quality import Level
 
 
 def vcamd(runtime: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

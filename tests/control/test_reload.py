@@ -223,18 +223,6 @@ def test_starting_on_a_broken_file_without_a_current_config_raises(config_file, 
         ConfigWatcher(config_file, events.on_change, events.on_error).start()
 
 
-def test_reload_now_applies_at_once_and_raises_for_a_broken_file(config_file, events, watcher):
-    watcher.close()  # only the caller's thread loads from here on
-    config_file.write_text(BASE.replace("enabled = false", "enabled = true"))
-    assert watcher.reload_now() == {"enhancer"}
-    assert events.next(0)[0] == "change"
-    config_file.write_text("[enhancer]\nstrength = 3\n")
-    with pytest.raises(ConfigError, match=r"\[enhancer\] strength = 3"):
-        watcher.reload_now()
-    assert events.next(0)[0] == "error"
-    assert watcher.config.enhancer.enabled is True
-
-
 def test_a_failing_callback_does_not_stop_the_watching(config_file, events):
     calls: list[set[str]] = []
 

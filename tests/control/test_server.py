@@ -21,7 +21,7 @@ from vcamd.control.protocol import (
 )
 from vcamd.control.server import AlreadyRunning, ControlServer
 from vcamd.errors import VcamdError
-from vcamd.types import Level
+from vcamd.quality import Level
 
 # ---- who can reach it ---------------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ import tomli_w
 from vcamd.errors import ConfigError
 from vcamd.live.engine import LiveEngine
 from vcamd.live.sources import open_source
-from vcamd.types import Level, Outcome
+from vcamd.quality import Level
+from vcamd.types import Outcome
 
 
 def wait_for(condition, timeout: float = 8.0, what: str = "") -> None:

@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.types import Level
+from vcamd.quality import Level
 
 RATE = 20.0  # the test clip's frame rate
 
@@ -111,6 +111,8 @@ def test_a_blocked_swapper_never_stalls_the_output(live_config, clip_20fps, run_
     # Nothing good to hold yet: the face is blurred instead of shown.
     assert f["blurred"] == 40
     assert holder["w"].calls == 1  # one job in the stuck model; the rest replaced each other
+    # ...which the stats say, so "why is my face not swapped?" has an answer.
+    assert stats["misses"]["swap_jobs_replaced"] > 0 and stats["misses"]["swap_errors"] == 0
 
 
 def test_a_swapper_that_stalls_later_is_held_then_never_leaks(live_config, clip_20fps, run_live, face_engine_factory):
@@ -133,10 +135,12 @@ def test_a_swapper_that_stalls_later_is_held_then_never_leaks(live_config, clip_
 
 def test_a_crashing_swapper_never_stalls_the_output_and_blur_hides_the_face(live_config, clip_20fps, run_live, face_engine_factory):
     cfg = live_config(swap={"on_miss": "blur"})
-    stats, sink, _ = run_live(cfg, clip_20fps, frames=40, wrap=CrashingSwapper)
+    stats, sink, engine = run_live(cfg, clip_20fps, frames=40, wrap=CrashingSwapper)
     assert_camera_rate(stats, 40)
     f = stats["frames"]
     assert f["blurred"] == 40 and f["passthrough"] == 0 and f["swapped"] == 0
+    assert stats["misses"]["swap_errors"] > 0  # the reason, counted
+    assert set(engine.status()["misses"]) == set(stats["misses"])  # status carries the same counters
     raws = raw_face_regions(clip_20fps, face_engine_factory(cfg))
     assert not any(leaks_raw_face(frame, raws) for frame in sink.frames)
 

@@ -15,7 +15,8 @@ from vcamd.live.sources import CameraReader, LatestFrame, SourceState, Synthetic
 from vcamd.live.stats import LiveStats
 from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker
 from vcamd.live.watchdog import HISTORY_CAP, Watchdog
-from vcamd.types import Face, Level, Outcome
+from vcamd.quality import Level
+from vcamd.types import Face, Outcome
 
 
 class Wrapped:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from vcamd.live.stats import LiveStats, SampleRing, percentiles
-from vcamd.types import Level, Outcome
+from vcamd.quality import Level
+from vcamd.types import Outcome
 
 
 def test_ring_keeps_the_most_recent_samples_in_order_and_exact_totals() -> None:

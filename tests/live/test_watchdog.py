@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vcamd.config import WatchdogConfig
 from vcamd.live.watchdog import Transition, TransitionResult, Watchdog
-from vcamd.types import Level
+from vcamd.quality import Level
 
 FPS = 30.0
 

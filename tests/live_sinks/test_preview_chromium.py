@@ -11,8 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
+from vcamd.quality import Level
 from vcamd.sinks.preview import PreviewSink
-from vcamd.types import Level
 
 FRAME_BGR = (40, 180, 220)  # a warm yellow: RGB (220, 180, 40)
 # The shape of the --stats-json document…

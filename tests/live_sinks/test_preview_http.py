@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from vcamd.errors import VcamdError
+from vcamd.quality import Level
 from vcamd.sinks.preview import MJPEG_BOUNDARY, PreviewSink
-from vcamd.types import Level
 
 BGR = (40, 180, 220)
 

@@ -29,8 +29,8 @@ from vcamd.errors import VcamdError
 from vcamd.images import read_image
 from vcamd.live.watchdog import Watchdog
 from vcamd.panel import PanelServer
+from vcamd.quality import Level
 from vcamd.tray import RecentFaces
-from vcamd.types import Level
 
 WAIT_S = 45.0  # generous: the suite must pass on a busy 2-core machine
 

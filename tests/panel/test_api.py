@@ -18,7 +18,7 @@ from vcamd.control.client import ControlClient
 from vcamd.control.server import ControlServer
 from vcamd.panel import WithPanelUrl, open_panel
 from vcamd.panel.history import StatusHistory
-from vcamd.types import Level
+from vcamd.quality import Level
 
 
 def post(http, panel, path: str, payload: dict | None = None):

@@ -25,7 +25,7 @@ import pytest
 from vcamd.badge import draw_badge
 from vcamd.config import config_from_dict
 from vcamd.errors import ConfigError
-from vcamd.types import Level
+from vcamd.quality import Level
 
 pytestmark = pytest.mark.slow
 

@@ -295,8 +295,6 @@ def test_watcher_reports_a_special_file_then_applies_the_next_valid_edit(tmp_pat
         _special_path(tmp_path, kind)
         _wait_for(lambda: watcher.error is not None, f"the watcher to report the {kind}")
         assert "config.toml" in str(watcher.error) and errors
-        with pytest.raises(ConfigError):  # `vcamd reload` answers at once too, never blocks
-            watcher.reload_now()
         assert watcher._thread is not None and watcher._thread.is_alive()
 
         # ...and replaced back by a valid edit, which applies.

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from vcamd.quality import Level
 from vcamd.tray import (
     STATE_COLOURS,
     NoFileDialog,
@@ -26,7 +27,6 @@ from vcamd.tray import (
     view_from_status,
 )
 from vcamd.tray.view import Command, Verb
-from vcamd.types import Level
 
 
 class Notes(list):

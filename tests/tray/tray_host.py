@@ -23,7 +23,7 @@ from typing import Any
 
 from vcamd.errors import FaceError
 from vcamd.images import read_image
-from vcamd.types import Level
+from vcamd.quality import Level
 
 
 class LoggingController:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vcamd.commands import add_config_option, check_output_file
+from vcamd.quality import BEST, Level, worst
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "resolution: CPU-ms per frame at 1080p against 480p")
     p.add_argument("--group-photo", type=Path, default=None, metavar="PHOTO",
                    help=f"the groups scenario's photo (default: {GROUP_PHOTO} next to --face)")
-    p.add_argument("--quality", choices=["full", "no_enhancer", "low_res", "frame_skip"], default=None,
+    p.add_argument("--quality", choices=[level.name for level in Level], default=None,
                    help="pin the watchdog at this level for the run (default: automatic; the resolution "
                         "scenario pins full unless given, so both sizes do the same work)")
     p.add_argument("--resolution", choices=sorted(RESOLUTIONS), default="720p")
@@ -242,9 +243,8 @@ def run_live(cfg, clip: Path, frames: int, quality: str | None = None, on_engine
     frames; returns (stats JSON, stage series of the run, seconds spent building). `quality` pins
     the watchdog's level (as `vcamd quality` does); `on_engine(engine)` is called before the run."""
     from vcamd.live.engine import LiveEngine, build_face_pipeline
-    from vcamd.sinks.null import NullSink
     from vcamd.live.sources import VideoFileCamera
-    from vcamd.types import Level
+    from vcamd.sinks.null import NullSink
 
     t_build = time.monotonic()
     faces, providers = build_face_pipeline(cfg)
@@ -276,7 +276,6 @@ def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, b
 
 def summarise(stats: dict, stages: dict, settings: BenchSettings, setup_s: float) -> dict:
     """The bench's figures from one run's stats JSON (and its stage series, for the overhead)."""
-    from vcamd.types import Level
 
     published = max(1, stats["frames"]["published"])
 
@@ -301,7 +300,7 @@ def summarise(stats: dict, stages: dict, settings: BenchSettings, setup_s: float
         "detect_ms_p50": stats["stages_ms"].get("detect", {}).get("p50", 0.0),
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v},
         "transitions": len(stats["degradation"]["transitions"]),
-        "min_level": max((Level[k] for k, v in stats["degradation"]["level_share"].items() if v), default=Level.full).name,
+        "min_level": worst(Level[k] for k, v in stats["degradation"]["level_share"].items() if v).name,
         "setup_s": round(setup_s, 1),
         "stats": stats,
     }
@@ -332,13 +331,13 @@ def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
         summary["face_share"] = round((per_face["swapped"] + per_face["held"]) / total, 3)
     else:
         summary["face_share"] = None  # needs the per-face counts faces.{swapped,held,obscured}
-    summary["full_quality_share"] = stats["degradation"]["level_share"].get("full", 0.0)
+    summary["full_quality_share"] = stats["degradation"]["level_share"].get(BEST.name, 0.0)
     return summary
 
 
 def run_resolution(settings: BenchSettings, image, tmpdir: Path, base) -> dict:
     """The light scenario at 480p and 1080p: how CPU-ms per frame grows with the pixels."""
-    quality = settings.quality or "full"
+    quality = settings.quality or BEST.name
     runs: dict[str, dict] = {}
     for label in ("480p", "1080p"):
         size = RESOLUTIONS[label]
@@ -424,7 +423,7 @@ def _lower_share(scenario: str, measure: str, value: float | None, limit: float,
 def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[TargetRow]:
     rows: list[TargetRow] = []
     if (light := results.get("light")) is not None:
-        full = light["levels"].get("full", 0.0)
+        full = light["levels"].get(BEST.name, 0.0)
         cpu = light["cpu_ms_per_frame"]
         # Below full quality the loop does less work per frame: the figure is only comparable at full.
         note = "" if full >= 0.999 else f" (watchdog at full {100 * full:.0f} %: use --quality full)"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from vcamd.private_files import write_private_atomic
+from vcamd.quality import quality_names  # standard library only: the parser must not import numpy
 
 ENDPOINT_HELP = (
     "Talks to the running daemon over its control socket in the user runtime dir "
@@ -38,17 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     set_face = verb("set-face", "use another source face photo", _set_face)
     set_face.add_argument("path", type=Path, metavar="PATH", help="photo with one clear face (PNG/JPEG)")
     quality = verb("quality", "lock the quality level, or `auto` to let the watchdog decide", _quality)
-    quality.add_argument("level", choices=_quality_names(), metavar="LEVEL",
-                         help="one of: " + ", ".join(_quality_names()))
+    quality.add_argument("level", choices=quality_names(), metavar="LEVEL",
+                         help="one of: " + ", ".join(quality_names()))
     snapshot = verb("snapshot", "save the current output frame as a PNG, JPEG or WebP image (by OUT's extension)", _snapshot)
     snapshot.add_argument("out", type=Path, metavar="OUT", help="where to write the image: "
                           + ", ".join(SNAPSHOT_FORMATS) + " (the format follows the extension)")
     verb("quit", "stop the daemon", _quit)
-
-
-def _quality_names() -> list[str]:
-    # Spelled out rather than imported: building the parser must not import numpy (vcamd.types).
-    return ["auto", "full", "no_enhancer", "low_res", "frame_skip"]
 
 
 def _client() -> Any:

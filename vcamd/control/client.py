@@ -27,7 +27,7 @@ from vcamd.control.protocol import (
     runtime_dir,
     unix_sockets_available,
 )
-from vcamd.types import Level
+from vcamd.quality import AUTO, Level
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -176,7 +176,7 @@ class ControlClient:
         return self.request(Command.set_face, {"path": str(Path(path).expanduser().resolve())})
 
     def set_quality(self, level: Level | None) -> dict[str, Any]:
-        return self.request(Command.quality, {"level": "auto" if level is None else level.name})
+        return self.request(Command.quality, {"level": AUTO if level is None else level.name})
 
     def reload(self) -> dict[str, Any]:
         return self.request(Command.reload)

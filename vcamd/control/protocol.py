@@ -10,7 +10,7 @@ Commands and their args/results:
     status                                  → the status dict (see `Status`)
     on | off | toggle                       → the status dict after the change
     set_face   {"path": "/abs/face.png"}    → the status dict
-    quality    {"level": "auto" | "full" | "no_enhancer" | "low_res" | "frame_skip"}
+    quality    {"level": "auto" | a level name from `vcamd.quality.LADDER`}
                                             → the status dict ("auto" unlocks: the watchdog decides)
     reload                                  → the status dict
     snapshot                                → {"png_base64": "..."}  (PNG of the current output)
@@ -31,12 +31,16 @@ from __future__ import annotations
 import json
 import os
 import socket
-from enum import Enum, IntEnum, StrEnum
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from vcamd.errors import VcamdError
-from vcamd.types import Level
+from vcamd.jsonable import to_jsonable
+from vcamd.live.numbers import LiveNumbers
+from vcamd.quality import AUTO, Level, quality_names
 
 MAX_REQUEST_BYTES = 64 * 1024
 """A request line longer than this is refused (a request is a command and a path, never data)."""
@@ -48,7 +52,6 @@ RUNTIME_DIR_ENV = "VCAMD_RUNTIME_DIR"
 SOCKET_NAME = "control.sock"
 TCP_ENDPOINT_NAME = "control.json"
 LOCK_NAME = "control.lock"
-AUTO_QUALITY = "auto"
 
 
 class Command(StrEnum):
@@ -63,15 +66,14 @@ class Command(StrEnum):
     quit = "quit"
 
 
-class Status(TypedDict, total=False):
-    """What `Controllable.status()` returns; extra keys are allowed and shown as they are."""
+class Status(LiveNumbers, total=False):
+    """What `Controllable.status()` returns: the live numbers (fps, latency_ms, swap_age_ms, frames,
+    faces, misses — `vcamd.live.numbers`) and the state below; extra keys are shown as they are."""
 
     enabled: bool  # swapping on (the user's switch)
     state: str  # "running" | "camera offline" | "error"
-    level: str | int | Level  # current degradation level (Level or its name)
+    level: str | int | Level  # the quality level in use (a `quality.Level` or its name)
     quality: str  # "auto" or the level the user locked
-    fps: float  # published frames per second
-    latency_ms: float | dict[str, float]  # capture→publish: recent median, or {"p50": .., "p95": .., "p99": ..}
     source_face: str | None  # path of the source photo
     providers: dict[str, str] | list[str]  # model file → ONNX Runtime provider really in use
     config_error: str | None  # the last config problem while running on the last good config
@@ -97,7 +99,7 @@ class Controllable(Protocol):
     def set_source_face(self, path: Path) -> None: ...
 
     def set_quality(self, level: Level | None) -> None:
-        """Lock the degradation level; None = automatic (the watchdog decides)."""
+        """Pin the quality level; None = automatic (the watchdog decides)."""
         ...
 
     def reload_config(self) -> None: ...
@@ -155,13 +157,9 @@ def unix_sockets_available() -> bool:
     return hasattr(socket, "AF_UNIX")
 
 
-def quality_names() -> list[str]:
-    return [AUTO_QUALITY, *(level.name for level in Level)]
-
-
 def parse_quality(name: str) -> Level | None:
     """"auto" → None (unlocked); a Level name → that Level; anything else → ProtocolError."""
-    if name == AUTO_QUALITY:
+    if name == AUTO:
         return None
     try:
         return Level[name]
@@ -171,21 +169,43 @@ def parse_quality(name: str) -> Level | None:
         ) from None
 
 
-def to_jsonable(value: Any) -> Any:
-    """Status values as plain JSON: enums by name (Level.low_res → "low_res"), paths as strings."""
-    if isinstance(value, IntEnum):
-        return value.name
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
-    return value
+def _face_path(args: dict[str, Any]) -> tuple[Path]:
+    raw = args.get("path")
+    if not isinstance(raw, str) or not raw:
+        raise ProtocolError('set_face needs args {"path": "/absolute/path/to/photo"}')
+    path = Path(raw)
+    if not path.is_absolute():
+        # The daemon's working directory is not the caller's: a relative path would mean something else.
+        raise ProtocolError(f"set_face path {raw!r} is relative", fix="send an absolute path")
+    return (path,)
+
+
+def _quality_level(args: dict[str, Any]) -> tuple[Level | None]:
+    level = args.get("level")
+    if not isinstance(level, str):
+        raise ProtocolError('quality needs args {"level": NAME}', fix='e.g. "auto" or "low_res"')
+    return (parse_quality(level),)
+
+
+@dataclass(frozen=True, slots=True)
+class Verb:
+    """A change the control API can ask for: the `Controllable` method it calls, and how the
+    request's args become that call's arguments (raising `ProtocolError` for bad ones)."""
+
+    method: str
+    call_args: Callable[[dict[str, Any]], tuple[Any, ...]] = lambda args: ()
+
+
+VERBS: dict[Command, Verb] = {
+    Command.on: Verb("set_enabled", lambda args: (True,)),
+    Command.off: Verb("set_enabled", lambda args: (False,)),
+    Command.toggle: Verb("toggle"),  # the engine flips its own current state, as one step
+    Command.set_face: Verb("set_source_face", _face_path),
+    Command.quality: Verb("set_quality", _quality_level),
+    Command.reload: Verb("reload_config"),
+}
+"""The changes, each answered with the state the target returned after applying it (else its
+status). `status`, `snapshot` and `quit` answer something else and are handled by the server."""
 
 
 def encode_request(cmd: str, args: dict[str, Any] | None = None, token: str | None = None) -> bytes:

@@ -36,13 +36,13 @@ from vcamd.control.protocol import (
     MAX_REQUEST_BYTES,
     SOCKET_NAME,
     TCP_ENDPOINT_NAME,
+    VERBS,
     Command,
     Controllable,
     ProtocolError,
     decode_request,
     encode_error,
     encode_ok,
-    parse_quality,
     runtime_dir,
     unix_sockets_available,
 )
@@ -416,28 +416,14 @@ class ControlServer:
         """Run the request on the target. A target that answers a change with its state right
         after it applied (the live engine) is answered with that state; otherwise with status()."""
         target = self.target
-        answer: Any = None
-        match command:
-            case Command.status:
-                return target.status()
-            case Command.on | Command.off:
-                answer = target.set_enabled(command is Command.on)
-            case Command.toggle:
-                answer = target.toggle()  # the engine flips its own current state, as one step
-            case Command.set_face:
-                answer = target.set_source_face(_face_path(args))
-            case Command.quality:
-                level = args.get("level")
-                if not isinstance(level, str):
-                    raise ProtocolError('quality needs args {"level": NAME}', fix='e.g. "auto" or "low_res"')
-                answer = target.set_quality(parse_quality(level))
-            case Command.reload:
-                answer = target.reload_config()
-            case Command.snapshot:
-                png = target.snapshot_png()
-                return {"png_base64": base64.b64encode(png).decode("ascii")}
-            case _:
-                raise ProtocolError(f"command {command} is not handled here")
+        if command is Command.status:
+            return target.status()
+        if command is Command.snapshot:
+            return {"png_base64": base64.b64encode(target.snapshot_png()).decode("ascii")}
+        verb = VERBS.get(command)
+        if verb is None:
+            raise ProtocolError(f"command {command} is not handled here")
+        answer: Any = getattr(target, verb.method)(*verb.call_args(args))
         return answer if isinstance(answer, dict) else target.status()
 
     @staticmethod
@@ -449,13 +435,3 @@ class ControlServer:
         except OSError:
             return False  # the client went away; nothing to tell it
 
-
-def _face_path(args: dict[str, Any]) -> Path:
-    raw = args.get("path")
-    if not isinstance(raw, str) or not raw:
-        raise ProtocolError('set_face needs args {"path": "/absolute/path/to/photo"}')
-    path = Path(raw)
-    if not path.is_absolute():
-        # The daemon's working directory is not the caller's: a relative path would mean something else.
-        raise ProtocolError(f"set_face path {raw!r} is relative", fix="send an absolute path")
-    return path

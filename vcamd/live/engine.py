@@ -47,13 +47,14 @@ from vcamd.live import reconfigure
 from vcamd.live.compose import Composed, Scene, compose, lost_to_cover, match_swaps, region
 from vcamd.live.publisher import Publisher
 from vcamd.live.sources import CameraReader, FrameSource, LatestFrame, SourceState
-from vcamd.live.stats import GpuSampler, LiveStats
+from vcamd.live.stats import GpuSampler, LiveStats, count_misses
 from vcamd.live.swapworker import SwapJob, SwapWorker
 from vcamd.live.tracking import FaceReport, FullDetector, LiveTracker, all_detect_sizes, detect_sizes
 from vcamd.live.watchdog import Transition, TransitionResult, Watchdog
 from vcamd.process import StageTimer
+from vcamd.quality import Level, rung
 from vcamd.sinks.base import Sink
-from vcamd.types import Captured, Face, Frame, Level, Outcome
+from vcamd.types import Captured, Face, Frame, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -341,25 +342,16 @@ class LiveEngine:
     # -- status -------------------------------------------------------------------------------------
     def _refresh_status(self) -> None:
         source_face = self.cfg.swap.source_face
-        counts = self.stats.outcome_counts()
         self._status = {
             "enabled": self._enabled,
             "state": self._state,
             "camera": self.reader.state.value,
             "level": self.watchdog.level.name,
             "quality": "auto" if self.watchdog.automatic else self.watchdog.level.name,
-            "fps": round(self.stats.recent_fps(), 2),
-            "latency_ms": self.stats.latency_percentiles(),
-            "swap_age_ms": self.stats.swap_age_percentiles(),
+            **self.stats.live_numbers(captured=self._captured(), dropped=self._dropped(), misses=self._misses()),
             "source_face": str(source_face) if source_face else None,
             "providers": dict(self._providers),
             "config_error": self._config_error(),
-            "frames": {
-                "published": self.stats.published,
-                "dropped": self._dropped(),
-                **{o.value: counts[o] for o in (Outcome.swapped, Outcome.held, Outcome.blurred, Outcome.passthrough)},
-            },
-            "faces": self.stats.face_counts(),
             "queue_depth": self.slot.depth,
             "gpu": self._gpu.latest(),
         }
@@ -441,16 +433,22 @@ class LiveEngine:
             self._run_commands()
 
     def stats_json(self) -> dict:
-        skipped = getattr(self.source, "skipped", 0)
         return self.stats.to_json(
-            captured=self._captured_before + self.reader.captured + skipped,
+            captured=self._captured(),
             dropped=self._dropped(),
             source_fps=self.source.fps,
             transitions=self.watchdog.history(),
             queue_depth_max=self.slot.max_depth,
             providers=self._providers,
             gpu=self._gpu.stop(),
+            misses=self._misses(),
         )
+
+    def _captured(self) -> int:
+        return self._captured_before + self.reader.captured + getattr(self.source, "skipped", 0)
+
+    def _misses(self):
+        return count_misses(reader=self.reader, tracker=self.tracker, full_detector=self.full_detector, swap_worker=self.worker)
 
     def _dropped(self) -> int:
         """Frames captured but never processed: replaced in the slot, or skipped by a file source
@@ -483,9 +481,9 @@ class LiveEngine:
             self._send(frame, Outcome.off, captured.t_capture)
             return
 
-        # 1. Where are the faces? (every other frame at frame_skip: reuse the last positions)
+        # 1. Where are the faces? (between strides of a frame-skipping rung: reuse the last positions)
         t0 = self._clock()
-        if level is Level.frame_skip and self._frame_index % 2 == 1 and self._report is not None:
+        if self._frame_index % rung(level).frame_stride != 0 and self._report is not None:
             report, targets, lost = self._report, self._targets, self._covered_lost
         else:
             report = self.tracker.update(frame, self._frame_index, **detect_sizes(self.cfg, level), deadline_s=self._track_deadline_s())

@@ -31,7 +31,6 @@ class NewestSlot(Generic[T]):
         self._held = False  # a consumer took a value and has not `release`d it yet (a worker's job)
         self._seq = 0
         self._closed = False
-        self.put_count = 0
         self.taken_count = 0
         self.dropped = 0  # values replaced before anyone took them
         self.max_depth = 0
@@ -43,7 +42,6 @@ class NewestSlot(Generic[T]):
                 self.dropped += 1
             self._value, self._fresh = value, True
             self._seq += 1
-            self.put_count += 1
             self.max_depth = 1
             self._cond.notify_all()
             return self._seq
@@ -139,10 +137,6 @@ class NewestWorker(Generic[J, R]):
     @property
     def idle(self) -> bool:
         return self.jobs.idle
-
-    @property
-    def busy(self) -> bool:
-        return not self.jobs.idle
 
     @property
     def jobs_replaced(self) -> int:

@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -332,15 +331,6 @@ def as_bgr(frame: object) -> Frame | None:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SourceStatus:
-    state: SourceState
-    description: str
-    fps: float
-    reopen_attempts: int
-    last_error: str | None
-
-
 class CameraReader:
     """Reads a source on its own thread into a `LatestFrame`; reopens it when it is lost."""
 
@@ -365,9 +355,6 @@ class CameraReader:
         self.times_lost = 0
         self.bad_frames = 0
         """Frames the source delivered that are not images (empty, wrong type): skipped."""
-        self._last_error: str | None = None
-        self._first_capture: float | None = None
-        self._last_capture: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     def open_first(self) -> None:
@@ -396,16 +383,6 @@ class CameraReader:
     def state(self) -> SourceState:
         return self._state
 
-    def status(self) -> SourceStatus:
-        return SourceStatus(self._state, self.source.description, self.source.fps, self.reopen_attempts, self._last_error)
-
-    def measured_fps(self) -> float:
-        """Frames delivered per second between the first and the last capture."""
-        if self._first_capture is None or self._last_capture is None or self.captured < 2:
-            return 0.0
-        span = self._last_capture - self._first_capture
-        return (self.captured - 1) / span if span > 0 else 0.0
-
     # -- the thread -----------------------------------------------------------------------------
     def _run(self) -> None:
         try:
@@ -425,7 +402,6 @@ class CameraReader:
                 frame = self.source.read()
             except Exception as exc:  # a driver error is a lost camera, not a crash
                 log.warning("camera read failed: %s", exc)
-                self._last_error = str(exc)
                 frame = None
             if frame is None:
                 self._lost()
@@ -435,9 +411,6 @@ class CameraReader:
                 self.bad_frames += 1  # a driver hiccup: skip it; the stall timeout covers a run of them
                 continue
             now = self._clock()
-            if self._first_capture is None:
-                self._first_capture = now
-            self._last_capture = now
             self.captured += 1
             self._seq += 1
             self.slot.put(Captured(frame=frame, t_capture=now, seq=self._seq))
@@ -458,9 +431,7 @@ class CameraReader:
         try:
             self.source.open()
         except Exception as exc:  # keep trying: the camera may be plugged back in later
-            self._last_error = str(exc)
             log.info("camera still offline (%s)", exc)
             return
         self._state = SourceState.live
-        self._last_error = None
         log.info("camera back: %s", self.source.description)

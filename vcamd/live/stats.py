@@ -1,13 +1,10 @@
 """Counters and latency percentiles of a live run, and the `--stats-json` document.
 
-Shape of `to_json()`:
-frames.{captured,processed,published,dropped,swapped,held,blurred,passthrough,off,offline},
-faces.{swapped,held,obscured} (per face and frame: a frame with one face swapped and one held counts
-one of each), fps.{source,published}, latency_ms.{p50,p95,p99} (capture→publish), swap_age_ms.{p50,p95}
-(how old the swapped face on screen is: publish time minus the capture time of the camera frame the
-swap was computed on), stages_ms.<stage>.{p50,p95,p99},
-degradation.{transitions,level_share}, queue_depth.max, providers, cpu_ms_per_frame, and gpu when an
-NVIDIA GPU is present.
+The numbers status and stats share are described once, in `vcamd.live.numbers` (`LiveNumbers`:
+frames, faces, latency_ms, swap_age_ms, misses, fps). Shape of `to_json()`: those (with
+fps.{source,published} for the whole run instead of the recent fps), plus
+stages_ms.<stage>.{p50,p95,p99}, degradation.{transitions,level_share} (time per rung of the quality
+ladder), queue_depth.max, providers, cpu_ms_per_frame, duration_s, and gpu when an NVIDIA GPU is present.
 """
 
 from __future__ import annotations
@@ -22,7 +19,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from vcamd.types import Level, Outcome
+from vcamd.live.numbers import FaceCounts, FrameCounts, LiveNumbers, Misses, no_misses
+from vcamd.quality import Level
+from vcamd.types import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -135,17 +134,21 @@ class LiveStats:
             if swap_age_ms is not None:
                 self.swap_age_ms.append(swap_age_ms)
 
-    def face_counts(self) -> dict[str, int]:
-        with self._lock:
-            return {name: self.face_outcomes[name] for name in FACE_OUTCOMES}
+    def _face_counts(self) -> FaceCounts:
+        return FaceCounts(**{name: self.face_outcomes[name] for name in FACE_OUTCOMES})
 
-    def swap_age_percentiles(self) -> dict[str, float]:
-        with self._lock:
-            return _p50_p95(self.swap_age_ms)
+    def _frame_counts(self, captured: int, dropped: int) -> FrameCounts:
+        o = self.outcomes
+        return FrameCounts(captured=captured, processed=self.processed, published=self.published, dropped=dropped,
+                           swapped=o[Outcome.swapped], held=o[Outcome.held], blurred=o[Outcome.blurred],
+                           passthrough=o[Outcome.passthrough], off=o[Outcome.off], offline=o[Outcome.offline])
 
-    def outcome_counts(self) -> Counter[Outcome]:
+    def live_numbers(self, *, captured: int, dropped: int, misses: Misses) -> LiveNumbers:
+        """The numbers `status()` shows (and the control page charts)."""
+        fps = round(self.recent_fps(), 2)
         with self._lock:
-            return Counter(self.outcomes)
+            return LiveNumbers(fps=fps, latency_ms=percentiles(self.latency_ms), swap_age_ms=_p50_p95(self.swap_age_ms),
+                               frames=self._frame_counts(captured, dropped), faces=self._face_counts(), misses=misses)
 
     def published_fps(self) -> float:
         if self.first_publish_at is None or self.last_publish_at is None or self.published < 2:
@@ -180,23 +183,14 @@ class LiveStats:
         queue_depth_max: int,
         providers: dict[str, str],
         gpu: dict | None = None,
+        misses: Misses | None = None,
     ) -> dict:
         with self._lock:
             total_levels = sum(self.level_frames.values()) or 1
             doc = {
-                "frames": {
-                    "captured": captured,
-                    "processed": self.processed,
-                    "published": self.published,
-                    "dropped": dropped,
-                    "swapped": self.outcomes[Outcome.swapped],
-                    "held": self.outcomes[Outcome.held],
-                    "blurred": self.outcomes[Outcome.blurred],
-                    "passthrough": self.outcomes[Outcome.passthrough],
-                    "off": self.outcomes[Outcome.off],
-                    "offline": self.outcomes[Outcome.offline],
-                },
-                "faces": {name: self.face_outcomes[name] for name in FACE_OUTCOMES},
+                "frames": self._frame_counts(captured, dropped),
+                "faces": self._face_counts(),
+                "misses": misses if misses is not None else no_misses(),
                 "fps": {"source": round(source_fps, 2), "published": round(self.published_fps(), 2)},
                 "latency_ms": percentiles(self.latency_ms),
                 "swap_age_ms": _p50_p95(self.swap_age_ms),
@@ -308,3 +302,16 @@ class GpuSampler:
             "memory_total_mib": round(self._samples[-1][2], 1),
             "samples": len(self._samples),
         }
+
+
+def count_misses(*, reader, tracker, full_detector, swap_worker) -> Misses:
+    """The live engine's parts' own counters, as `Misses` (see there for what each means)."""
+    return Misses(
+        tracker_late=tracker.late,
+        tracker_errors=tracker.errors,
+        detector_errors=full_detector.errors,
+        swap_errors=swap_worker.errors,
+        swap_jobs_replaced=swap_worker.jobs_replaced,
+        camera_lost=reader.times_lost,
+        camera_bad_frames=reader.bad_frames,
+    )

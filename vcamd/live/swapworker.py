@@ -19,7 +19,8 @@ import numpy as np
 from vcamd.live.newest import NewestWorker
 from vcamd.live.stats import LiveStats
 from vcamd.process import StageTimer
-from vcamd.types import Face, Frame, Level
+from vcamd.quality import Level
+from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class SwapJob:
     region: Frame  # a private copy of the faces' region of the frame
     faces: list[Face]  # in region coordinates
     frame_faces: list[Face]  # the same faces in frame coordinates, for matching later
-    level: Level  # the enhancer runs only at Level.full
+    level: Level  # the enhancer runs only on the rungs that have it (quality.LADDER)
     t_capture: float
 
 

@@ -30,7 +30,8 @@ from vcamd.config import Config
 from vcamd.faces.track import crop_around, dedupe_faces, nearest_to_centre
 from vcamd.live.newest import BoundedCall, NewestWorker
 from vcamd.live.stats import LiveStats
-from vcamd.types import Face, Frame, Level
+from vcamd.quality import Level, rung
+from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,8 @@ class Detecting(Protocol):
 
 
 def level_size(size: int, level: Level, scale: float, floor: int) -> int:
-    """Detector input size at this level: scaled at low_res and below, multiple of 32."""
-    if level < Level.low_res:
+    """Detector input size at this level: scaled on the rungs with reduced detection, multiple of 32."""
+    if not rung(level).reduced_detection:
         return size
     return max(floor, int(round(size * scale / 32.0)) * 32)
 

@@ -1,11 +1,11 @@
-"""The degradation ladder: a small, deterministic state machine over capture→publish latencies.
+"""Walks the quality ladder (`vcamd.quality`): a small, deterministic state machine over capture→publish latencies.
 
 Each published frame reports its latency with `observe()`. Over a rolling window of the last
 `window` frames the watchdog decides:
 
-* **degrade one step** (full → no_enhancer → low_res → frame_skip) when more than `degrade_ratio`
+* **degrade one rung** (`quality.lower`: full → no_enhancer → low_res → frame_skip) when more than `degrade_ratio`
   of the window ran over `budget_ms`;
-* **climb one step** when the window's p95 has stayed under `budget_ms × recover_headroom` for
+* **climb one rung** (`quality.higher`) when the window's p95 has stayed under `budget_ms × recover_headroom` for
   `recover_after_s` seconds;
 * never two transitions within `cooldown_s`, and after each one the window starts empty, so the
   next decision looks only at frames produced at the new level.
@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from vcamd.config import WatchdogConfig
-from vcamd.types import Level
+from vcamd.jsonable import to_jsonable
+from vcamd.quality import BEST, Level, higher, lower
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,7 @@ class Watchdog:
         self.cfg = cfg
         self._clock = clock
         self.enhancer_enabled = enhancer_enabled
-        self._level = Level.full
+        self._level = BEST
         self._forced: Level | None = None
         self._latencies: deque[float] = deque(maxlen=cfg.window)
         self._stages: dict[str, deque[float]] = {}
@@ -160,30 +161,16 @@ class Watchdog:
             self._headroom_since = None
         if not self._cooled_down(now):
             return None
-        if window.over_budget_share > self.cfg.degrade_ratio and self._level < Level.frame_skip:
-            return self._move(now, self._step_down(self._level), "over_budget", window)
-        if (
-            self._headroom_since is not None
-            and now - self._headroom_since >= self.cfg.recover_after_s
-            and self._level > Level.full
-        ):
-            return self._move(now, self._step_up(self._level), "headroom", window)
+        down = lower(self._level, enhancer_configured=self.enhancer_enabled)
+        if window.over_budget_share > self.cfg.degrade_ratio and down is not None:
+            return self._move(now, down, "over_budget", window)
+        up = higher(self._level, enhancer_configured=self.enhancer_enabled)
+        if self._headroom_since is not None and now - self._headroom_since >= self.cfg.recover_after_s and up is not None:
+            return self._move(now, up, "headroom", window)
         return None
 
     def _cooled_down(self, now: float) -> bool:
         return self._last_transition_at is None or now - self._last_transition_at >= self.cfg.cooldown_s
-
-    def _step_down(self, level: Level) -> Level:
-        nxt = Level(level + 1)
-        if nxt is Level.no_enhancer and not self.enhancer_enabled:
-            nxt = Level.low_res  # turning off an enhancer that is already off gains nothing
-        return nxt
-
-    def _step_up(self, level: Level) -> Level:
-        nxt = Level(level - 1)
-        if nxt is Level.no_enhancer and not self.enhancer_enabled:
-            nxt = Level.full
-        return nxt
 
     def _move(self, now: float, to: Level, reason: str, window: WindowStats) -> Transition:
         t = Transition(now, self._level, to, reason, window)
@@ -221,13 +208,10 @@ class Watchdog:
                 "from": t.from_level.name,
                 "to": t.to_level.name,
                 "reason": t.reason,
-                "trigger": _rounded(asdict(t.trigger)),
+                "trigger": to_jsonable(asdict(t.trigger), digits=2),
             }
             r = results.get(id(t))
-            entry["after"] = _rounded(asdict(r.after)) if r else None
+            entry["after"] = to_jsonable(asdict(r.after), digits=2) if r else None
             out.append(entry)
         return out
 
-
-def _rounded(d: dict) -> dict:
-    return {k: (round(v, 2) if isinstance(v, float) else _rounded(v) if isinstance(v, dict) else v) for k, v in d.items()}

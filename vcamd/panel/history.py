@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vcamd.control.protocol import Status
+
 log = logging.getLogger(__name__)
 
 
@@ -31,8 +33,11 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else None
 
 
-def sample_of(status: dict[str, Any], t: float) -> Sample:
-    """Pick the charted numbers out of a status dict; latency is a number or {"p50":…, "p95":…}."""
+def sample_of(status: Status, t: float) -> Sample:
+    """Pick the charted numbers (`vcamd.live.numbers.LiveNumbers`: fps, latency_ms) out of a status.
+
+    Read defensively: a `Controllable` other than the engine may report latency as one number, or
+    leave numbers out."""
     latency = status.get("latency_ms")
     if isinstance(latency, dict):
         p50, p95 = _number(latency.get("p50")), _number(latency.get("p95"))

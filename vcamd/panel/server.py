@@ -7,7 +7,7 @@ Routes (every one behind the rules of `vcamd.panel.security`):
     GET  /stream.mjpg      live video (multipart/x-mixed-replace JPEGs)
     GET  /api/status       {"status": engine status, "badge", "history", "transitions", "recent_faces", "qualities"}
     POST /api/on, /api/off, /api/toggle
-    POST /api/quality      {"level": "auto" | "full" | "no_enhancer" | "low_res" | "frame_skip"}
+    POST /api/quality      {"level": "auto" | a level name of `vcamd.quality.LADDER`}
     POST /api/badge        {"on": true | false}
     POST /api/face         the photo's bytes as the body, ?consent=yes[&name=FILE.jpg]
                            or {"recent": "/path/from/recent_faces", "consent": true}
@@ -37,8 +37,9 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from vcamd.config import PanelConfig
-from vcamd.control.protocol import Controllable, parse_quality, quality_names, to_jsonable
+from vcamd.control.protocol import Controllable, parse_quality
 from vcamd.errors import VcamdError
+from vcamd.jsonable import to_jsonable
 from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, store_upload
 from vcamd.panel.history import StatusHistory
 from vcamd.panel.security import (
@@ -54,6 +55,7 @@ from vcamd.panel.security import (
     token_matches,
 )
 from vcamd.panel.video import JpegFeed
+from vcamd.quality import quality_names
 
 log = logging.getLogger(__name__)
 
@@ -527,7 +529,7 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- answers --------------------------------------------------------------------------------
 
     def _json(self, status: HTTPStatus, payload: Any, extra: dict[str, str] | None = None) -> None:
-        body = json.dumps(payload, default=_plain, allow_nan=False).encode("utf-8")
+        body = json.dumps(to_jsonable(payload), allow_nan=False).encode("utf-8")
         self._reply(status, "application/json", body, extra)
 
     def _reply(self, status: HTTPStatus, content_type: str, body: bytes, extra: dict[str, str] | None = None) -> None:
@@ -578,10 +580,3 @@ def _require_consent(given: bool) -> None:
                         "in this photo\" before choosing a source face")
 
 
-def _plain(value: Any) -> Any:
-    """json.dumps fallback: numpy numbers → Python numbers, anything else → its text."""
-    item = getattr(value, "item", None)
-    if callable(item):
-        with contextlib.suppress(Exception):
-            return item()
-    return str(value)

@@ -8,24 +8,21 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from enum import Enum
 from functools import cache
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import cv2
-import numpy as np
 
 from vcamd.config import Config, PreviewConfig
 from vcamd.errors import VcamdError
+from vcamd.jsonable import to_jsonable
 from vcamd.live.newest import NewestSlot
 from vcamd.sinks.base import fit_to_size
 from vcamd.types import Frame
@@ -255,7 +252,7 @@ class PreviewSink:
     def stats_json(self) -> bytes:
         with self._work:
             stats = self._stats
-        return json.dumps(_plain(stats or {})).encode("utf-8")
+        return json.dumps(to_jsonable(stats or {})).encode("utf-8")
 
     def snapshot_jpeg(self) -> bytes | None:
         """A JPEG of the next published frame (or the last one if none comes within snapshot_wait_s)."""
@@ -286,23 +283,3 @@ class PreviewSink:
     def describe(self) -> str:
         where = self.url if self._state == "open" else f"http://{self.HOST}:{self._port_wanted or '(any free port)'}/"
         return f"preview page {where}"
-
-
-def _plain(value: Any) -> Any:
-    """Stats may hold numpy numbers, enums (Level) or paths: turn them into plain JSON values.
-
-    Enums go first because an IntEnum would otherwise be written as its bare number.
-    """
-    if isinstance(value, Enum):
-        return value.name if isinstance(value.value, int) else value.value
-    if isinstance(value, dict):
-        return {str(_plain(k)): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (Path, os.PathLike)):
-        return os.fspath(value)
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)

@@ -27,7 +27,6 @@ from vcamd.tray.backends import (
 from vcamd.tray.desktop import NoFileDialog, RecentFaces, open_with_desktop, pick_image_file
 from vcamd.tray.view import (
     APP_TITLE,
-    LEVEL_LABELS,
     STATE_COLOURS,
     MenuEntry,
     TrayState,
@@ -40,7 +39,7 @@ from vcamd.tray.view import (
 from vcamd.tray.xorg import systray_owner_present
 
 __all__ = [
-    "APP_TITLE", "ICON_NAME", "LEVEL_LABELS", "STATE_COLOURS", "BackendChoice", "MenuEntry", "NoFileDialog",
+    "APP_TITLE", "ICON_NAME", "STATE_COLOURS", "BackendChoice", "MenuEntry", "NoFileDialog",
     "RecentFaces", "TrayApp", "TrayDiagnosis", "TrayState", "TrayView", "build_menu", "choose_backend",
     "diagnose_tray", "import_pystray", "open_with_desktop", "parse_level", "pick_image_file", "render_icon",
     "run_engine_with_tray", "run_tray", "status_notifier_watcher_present", "systray_owner_present",

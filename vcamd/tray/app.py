@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from vcamd.control.protocol import Controllable
 from vcamd.errors import VcamdError
+from vcamd.quality import Level
 from vcamd.tray.backends import BackendChoice, Pystray, choose_backend, import_pystray, import_pystray_menus
 from vcamd.tray.desktop import NoFileDialog, open_with_desktop, pick_image_file
 from vcamd.tray.view import (
@@ -41,7 +42,6 @@ from vcamd.tray.view import (
     view_from_status,
 )
 from vcamd.tray.xorg import XorgIconWindow, XorgWaker, enable_xorg_clicks, is_xorg
-from vcamd.types import Level
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from vcamd.types import Level
+from vcamd.quality import Level, is_degraded, label
 
 APP_TITLE = "FaceLive Camera"
 
@@ -33,13 +33,6 @@ STATE_COLOURS: dict[TrayState, tuple[int, int, int]] = {
     TrayState.error: (210, 40, 40),
 }
 """Background colour of the icon per state (tests look for these in a screenshot of the tray)."""
-
-LEVEL_LABELS: dict[Level, str] = {
-    Level.full: "Full quality",
-    Level.no_enhancer: "No enhancer",
-    Level.low_res: "Lower resolution",
-    Level.frame_skip: "Every other frame",
-}
 
 HEALTHY_STATES = ("running", "starting")
 """Engine states that are not a problem; any other (camera offline, error, stopped) shows red."""
@@ -115,13 +108,13 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         state = TrayState.error
     elif not enabled:
         state = TrayState.off
-    elif level is not None and level > Level.full:
+    elif level is not None and is_degraded(level):
         state = TrayState.degraded
     else:
         state = TrayState.on
 
     if state is TrayState.degraded:
-        headline = f"swap on, degraded ({LEVEL_LABELS[level].lower()})"
+        headline = f"swap on, degraded ({label(level).lower()})"
     elif state is TrayState.error:
         headline = problem or "error"
     else:
@@ -141,7 +134,7 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
     provider_text = ", ".join(sorted({str(p) for p in providers.values()})) if isinstance(providers, Mapping) else str(providers)
     lines = [
         f"Swap: {'on' if enabled else 'off'} ({state_text})",
-        f"Quality: {LEVEL_LABELS[level] if level is not None else 'unknown'}"
+        f"Quality: {label(level) if level is not None else 'unknown'}"
         f" ({'auto' if quality is None else 'fixed'})",
         f"Source face: {source_face or 'none'}",
     ]
@@ -212,7 +205,7 @@ def build_menu(view: TrayView, faces: Sequence[Path]) -> tuple[MenuEntry, ...]:
         MenuEntry(face.name, Command(Verb.face, face), checked=view.source_face == face, radio=True) for face in faces
     )
     quality_items = (MenuEntry("Auto", Command(Verb.quality, None), checked=view.quality is None, radio=True),) + tuple(
-        MenuEntry(LEVEL_LABELS[level], Command(Verb.quality, level), checked=view.quality == level, radio=True)
+        MenuEntry(label(level), Command(Verb.quality, level), checked=view.quality == level, radio=True)
         for level in Level
     )
     return (

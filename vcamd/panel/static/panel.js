@@ -5,7 +5,6 @@
 
 const $ = (id) => document.getElementById(id);
 const POLL_MS = 1000;
-const LEVELS = ["full", "no_enhancer", "low_res", "frame_skip"];  // best quality first, as the watchdog steps
 let shownFace = null;
 
 function text(v, digits, unit) {
@@ -99,7 +98,8 @@ function render(state) {
   const face = s.source_face ? String(s.source_face).split(/[\\/]/).pop() : "none";
   $("face-current").textContent = face;
   renderRecent(state.recent_faces || []);
-  renderTransitions(state.transitions || []);
+  // The server lists the levels in ladder order, best quality first (vcamd.quality).
+  renderTransitions(state.transitions || [], (state.qualities || []).filter((q) => q !== "auto"));
   drawChart(state.history || [], state.history_span_s || 60);
 }
 
@@ -115,7 +115,7 @@ function renderRecent(faces) {
   select.value = faces.some((f) => f.path === chosen) ? chosen : "";
 }
 
-function renderTransitions(list) {
+function renderTransitions(list, ladder) {
   const ol = $("transitions");
   ol.innerHTML = "";
   if (!list.length) {
@@ -127,7 +127,7 @@ function renderTransitions(list) {
   }
   for (const t of list.slice().reverse()) {
     const li = document.createElement("li");
-    const down = LEVELS.indexOf(t.to) > LEVELS.indexOf(t.from);  // a step down the quality ladder
+    const down = ladder.indexOf(t.to) > ladder.indexOf(t.from);  // a step down the quality ladder
     li.className = down ? "down" : "up";
     const trig = t.trigger || {};
     const after = t.after || null;
