@@ -85,6 +85,49 @@ def test_run_refuses_bad_source_faces(tmp_path, assets, standin_dir, face_video,
     refused(result, face.name)
 
 
+# ---- tiny camera frames ------------------------------------------------------------------------------
+
+
+def tiny_video(folder: Path, width: int, height: int, frames: int = 10) -> Path:
+    """A real MJPEG video of `width`×`height` frames (MJPEG can store even 1×1)."""
+    import cv2
+    import numpy as np
+
+    path = folder / f"tiny_{width}x{height}.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (width, height))
+    assert writer.isOpened()
+    for k in range(frames):
+        writer.write(np.full((height, width, 3), 20 * k, np.uint8))
+    writer.release()
+    return path
+
+
+@pytest.mark.parametrize(("width", "height"), [(1, 1), (8, 8), (30, 480)])
+def test_run_refuses_a_camera_with_tiny_frames_in_one_line(tmp_path, assets, standin_dir, vcamd_cli, refused, width, height) -> None:
+    # Before: a traceback from the offline placeholder (exit 1) once the tiny video ended.
+    config = daemon_config(tmp_path, assets, standin_dir)
+    video = tiny_video(tmp_path, width, height)
+    result = vcamd_cli("run", "--config", config, "--source", video, "--sink", "null", "--frames", "30", "--no-tray", timeout=90)
+    line = refused(result, video.name, f"{width}×{height}", "32×32")
+    assert result.returncode == 2, line
+
+
+@pytest.mark.slow
+def test_run_plays_the_smallest_accepted_camera_and_its_offline_frames(tmp_path, assets, standin_dir, vcamd_cli) -> None:
+    # 32×32 is accepted: it plays, and when the video ends (no --loop) the offline card is published at 32×32.
+    config = daemon_config(tmp_path, assets, standin_dir)
+    video = tiny_video(tmp_path, 32, 32)
+    stats = tmp_path / "stats.json"
+    result = vcamd_cli("run", "--config", config, "--source", video, "--sink", f"file:{tmp_path / 'out.mp4'}", "--frames", "30",
+                       "--no-tray", "--stats-json", stats, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    import json
+
+    frames = json.loads(stats.read_text())["frames"]
+    assert frames["published"] == 30 and frames["offline"] >= 1, frames
+
+
 # ---- who can reach it -------------------------------------------------------------------------------
 
 

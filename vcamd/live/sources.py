@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
+MIN_FRAME_SIDE = 32
+"""Smallest frame width/height a camera may deliver: below it no face can be found (the detector's
+smallest anchor is 16 px) and no message fits on the offline card; such a source is refused at open."""
+
 
 class FrameSource(Protocol):
     """A source of frames. `read()` blocks until the next frame is due and returns None when the
@@ -141,6 +145,20 @@ class Pacer:
             self._sleep(delay)
 
 
+def checked_frame_size(cap, description: str, *, fix: str) -> tuple[int, int] | None:
+    """(width, height) an opened capture reports; None when it does not know yet (some backends
+    say 0 until the first frame). Refuses frames smaller than MIN_FRAME_SIDE with one line."""
+    import cv2
+
+    width, height = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+    if width <= 0 or height <= 0:
+        return None
+    if width < MIN_FRAME_SIDE or height < MIN_FRAME_SIDE:
+        raise VcamdError(f"{description} delivers {width}×{height} frames, too small for face swapping "
+                         f"(the minimum is {MIN_FRAME_SIDE}×{MIN_FRAME_SIDE})", fix=fix)
+    return width, height
+
+
 class VideoFileCamera:
     """A video file played in real time as if it were a camera.
 
@@ -179,7 +197,12 @@ class VideoFileCamera:
             )
         fps = cap.get(cv2.CAP_PROP_FPS)
         self._fps = float(fps) if fps and 1.0 <= fps <= 240.0 else 30.0
-        self.frame_size = (int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+        try:
+            self.frame_size = checked_frame_size(cap, self.description, fix="use a video of at least "
+                                                 f"{MIN_FRAME_SIDE}×{MIN_FRAME_SIDE} pixels (e.g. 640×480)")
+        except VcamdError:
+            cap.release()
+            raise
         self._pacer = Pacer(self._fps, self._clock)
         self._next = 0
         self._cap = cap
@@ -260,7 +283,12 @@ class OpenCVCamera:
         cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)  # the driver's own queue: keep it as short as it allows
         got = cap.get(cv2.CAP_PROP_FPS)
         self._fps = float(got) if got and got > 0 else self.cfg.fps
-        self.frame_size = (int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+        try:
+            self.frame_size = checked_frame_size(cap, self.description, fix="set [camera] width and height to a mode "
+                                                 "the camera supports (e.g. 640 and 480)")
+        except VcamdError:
+            cap.release()
+            raise
         self._cap = cap
 
     def read(self) -> Frame | None:
