@@ -160,3 +160,80 @@ def test_odd_frames_from_a_driver_become_bgr_or_are_skipped():
     assert as_bgr(np.zeros((0, 0, 3), np.uint8)) is None
     assert as_bgr(np.zeros((4, 6, 3), np.float32)) is None
     assert as_bgr(None) is None
+
+
+# ---- a camera slower than its nominal rate ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_4k_clip(tmp_path_factory, newton_module) -> "Path":
+    """A 4K MJPEG clip at a nominal 120 fps whose frames take far longer than 1/120 s to decode
+    here (noise does not compress): a camera that cannot keep its nominal rate."""
+    import cv2
+
+    width, height = 3840, 2160
+    face = cv2.resize(newton_module, (height * newton_module.shape[1] // newton_module.shape[0], height))
+    base = np.full((height, width, 3), 110, np.uint8)
+    base[:, : face.shape[1]] = face
+    noise = np.random.default_rng(0).integers(0, 48, (height, width, 3), dtype=np.uint8)
+    path = tmp_path_factory.mktemp("slow") / "uhd_120fps.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 120.0, (width, height))
+    assert writer.isOpened()
+    for k in range(24):
+        writer.write(cv2.add(np.roll(base, 16 * k, axis=1), noise))
+    writer.release()
+    return path
+
+
+@pytest.fixture(scope="module")
+def newton_module(assets):
+    import cv2
+
+    return cv2.imread(str(assets / "images" / "newton.png"))
+
+
+def _read_cost_s(path) -> float:
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    t0 = time.monotonic()
+    for _ in range(4):
+        assert cap.read()[0]
+    cap.release()
+    return (time.monotonic() - t0) / 4
+
+
+def test_a_file_decoding_slower_than_its_rate_delivers_every_frame_it_decodes(slow_4k_clip):
+    assert _read_cost_s(slow_4k_clip) > 2 / 120, "the clip decodes in real time here: it tests nothing"
+    cam = VideoFileCamera(slow_4k_clip, loop=True)
+    cam.open()
+    gaps: list[float] = []
+
+    def play() -> None:
+        last = time.monotonic()
+        for _ in range(30):  # longer than the file: a loop too
+            assert cam.read() is not None
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    player = threading.Thread(target=play, daemon=True)
+    player.start()
+    player.join(120)
+    finished = not player.is_alive()
+    if finished:
+        cam.close()
+    assert finished, f"30 reads not done in 120 s; gaps so far {[round(g, 3) for g in gaps]}"
+    # Before: skipping (a grab decodes too) fell further behind with every read, so reads took
+    # longer and longer and the output went "offline" while frames were still being decoded.
+    assert max(gaps) < 1.0, [round(g, 3) for g in gaps]
+    assert cam.skipped <= 3  # skipping cannot catch up when one decode outlasts a frame interval
+
+
+def test_the_engine_publishes_a_slow_camera_and_never_calls_it_offline(slow_4k_clip, run_live, live_config):
+    cfg = live_config(camera={"stall_timeout_s": 1.0})
+    stats, sink, engine = run_live(cfg, slow_4k_clip, frames=30, loop=True, keep_every=100)
+    frames = stats["frames"]
+    assert frames["offline"] == 0, frames
+    assert frames["published"] == 30
+    assert stats["fps"]["source"] == pytest.approx(120.0)

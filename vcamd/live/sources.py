@@ -137,6 +137,11 @@ class Pacer:
             self._t0 = now
         return int((now - self._t0) * self.fps)
 
+    def rebase(self, index: int) -> None:
+        """Make frame `index` due now: a source that fell behind for good plays on from here at its
+        rate instead of chasing a clock it cannot catch."""
+        self._t0 = self._clock() - index / self.fps
+
     def wait_for(self, index: int) -> None:
         if self._t0 is None:
             self._t0 = self._clock()
@@ -163,10 +168,18 @@ class VideoFileCamera:
     """A video file played in real time as if it were a camera.
 
     Frames are released at the file's frame rate by the wall clock. When decoding falls behind the
-    clock, frames are skipped (grabbed, not decoded) — a camera does not wait for anyone either.
-    With `loop`, playback restarts at the end; without it the source reports itself finished
-    (read() → None), which the reader treats like an unplugged camera.
+    clock for a moment, frames are skipped (grabbed, not converted) — a camera does not wait for
+    anyone either. When decoding is slower than the file's rate (a 4K MJPEG file at 120 fps on a
+    small CPU), skipping cannot catch up: a grab decodes too, so each skip loses more ground. Then
+    every decoded frame is delivered as soon as it is ready — like a camera that delivers slower
+    than its nominal rate: what arrives, at the rate it arrives. With `loop`, playback restarts at
+    the end; without it the source reports itself finished (read() → None), which the reader
+    treats like an unplugged camera.
     """
+
+    CATCH_UP_BUDGET_S = 0.1
+    """Longest one read() spends skipping late frames; still behind after that, the file plays on
+    from where it is (the pacer is rebased) rather than falling silent while it skips."""
 
     def __init__(self, path: Path, *, loop: bool, clock: Clock = time.monotonic) -> None:
         self.path = path
@@ -177,6 +190,7 @@ class VideoFileCamera:
         self._fps = 30.0
         self._pacer = Pacer(self._fps, clock)
         self._next = 0  # index (since the pacer's start) of the next frame to release
+        self._decode_s = 0.0  # recent cost of decoding one frame (moving average)
         self.skipped = 0
         """Frames whose time passed while decoding lagged: skipped without decoding (dropped)."""
         self.frame_size: tuple[int, int] | None = None
@@ -205,6 +219,7 @@ class VideoFileCamera:
             raise
         self._pacer = Pacer(self._fps, self._clock)
         self._next = 0
+        self._decode_s = 0.0
         self._cap = cap
 
     def read(self) -> Frame | None:
@@ -212,16 +227,29 @@ class VideoFileCamera:
         if cap is None:
             return None
         due = self._pacer.due_index()
-        # Behind the clock: skip the frames whose time has passed without decoding them.
+        if self._next < due and not self._can_catch_up():
+            self._pacer.rebase(self._next)
+            due = self._next
+        # Behind the clock: skip the frames whose time has passed, within the catch-up budget.
+        started = self._clock()
         while self._next < due:
+            if self._clock() - started > self.CATCH_UP_BUDGET_S:
+                self._pacer.rebase(self._next)
+                break
             if not self._grab(cap):
                 return None
             self._next += 1
             self.skipped += 1
         self._pacer.wait_for(self._next)
+        t0 = self._clock()
         frame = self._read_one(cap)
+        self._decode_s = 0.7 * self._decode_s + 0.3 * (self._clock() - t0)
         self._next += 1
         return frame
+
+    def _can_catch_up(self) -> bool:
+        """Skipping helps only while a frame decodes faster than the file's frame interval."""
+        return self._decode_s < 1.0 / self._fps
 
     def _grab(self, cap) -> bool:
         if cap.grab():
