@@ -23,6 +23,7 @@ of the server or a blocked worker.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import selectors
 import socket
@@ -165,6 +166,7 @@ class ConnectionLoop:
     # ---- the selector thread -------------------------------------------------------------------
 
     def _select_loop(self) -> None:
+        _lower_thread_priority()
         try:
             while not self._closing.is_set():
                 for key, _ in self._selector.select(timeout=0.2):
@@ -342,6 +344,7 @@ class ConnectionLoop:
     # ---- workers -------------------------------------------------------------------------------
 
     def _work_loop(self) -> None:
+        _lower_thread_priority()
         while True:
             job = self._jobs.get()
             if job is None or self._closing.is_set():
@@ -369,6 +372,7 @@ class ConnectionLoop:
         self._answer_and_finish(conn, line)
 
     def _heavy_loop(self) -> None:
+        _lower_thread_priority()
         while True:
             job = self._heavy.get()
             if job is None or self._closing.is_set():
@@ -420,3 +424,14 @@ def _close_quietly(sock: socket.socket) -> None:
         sock.close()
     except OSError:
         pass
+
+
+def _lower_thread_priority(nice: int = 10) -> None:
+    """Control requests never outrank the camera: under a flood of clients the publishing loop
+    keeps the CPU (Linux: per-thread nice, as the live engine does for its model workers)."""
+    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except OSError as exc:
+        log.debug("could not lower the control thread's priority: %s", exc)
