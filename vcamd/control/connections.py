@@ -295,6 +295,7 @@ class ConnectionLoop:
                 conn = self._returned.get_nowait()
             except queue.Empty:
                 return
+            self._full_since = None  # an answer went out: progress, waiting clients are not refused yet
             if conn.sock.fileno() < 0:  # answered and closed by its worker
                 self._forget(conn)
                 continue
