@@ -237,3 +237,23 @@ def test_the_engine_publishes_a_slow_camera_and_never_calls_it_offline(slow_4k_c
     assert frames["offline"] == 0, frames
     assert frames["published"] == 30
     assert stats["fps"]["source"] == pytest.approx(120.0)
+
+
+# ---- a camera index that does not exist --------------------------------------------------------------
+
+
+def test_the_cameras_that_exist_are_listed_with_their_names(tmp_path):
+    from vcamd.live.sources import cameras_here, list_cameras
+
+    sysfs = tmp_path / "video4linux"  # the layout of /sys/class/video4linux
+    for entry, name in (("video0", "Integrated Camera: Integrated C"), ("video10", "FaceLive Camera"), ("video2", "")):
+        (sysfs / entry).mkdir(parents=True)
+        (sysfs / entry / "name").write_text(name + "\n")
+    (sysfs / "v4l-subdev0").mkdir()  # not a capture device node
+    assert list_cameras(sysfs) == [("/dev/video0", "Integrated Camera: Integrated C"), ("/dev/video2", "unnamed"),
+                                   ("/dev/video10", "FaceLive Camera")]
+    assert cameras_here(sysfs) == ("cameras here: /dev/video0 (Integrated Camera: Integrated C), /dev/video2 (unnamed), "
+                                   "/dev/video10 (FaceLive Camera)")
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert cameras_here(empty) == "no camera was found (no /dev/video device)"

@@ -128,6 +128,19 @@ def test_run_plays_the_smallest_accepted_camera_and_its_offline_frames(tmp_path,
     assert frames["published"] == 30 and frames["offline"] >= 1, frames
 
 
+def test_run_with_a_camera_index_that_does_not_exist_says_one_line_and_lists_the_cameras(tmp_path, assets, standin_dir, vcamd_cli, refused) -> None:
+    # Before: a dozen lines of OpenCV warnings (V4L2, FFmpeg, obsensor) above the error, and no hint
+    # which cameras exist.
+    from vcamd.live.sources import cameras_here
+
+    config = daemon_config(tmp_path, assets, standin_dir)
+    result = vcamd_cli("run", "--config", config, "--source", "7", "--sink", "null", "--frames", "5", "--no-tray", timeout=90)
+    line = refused(result, "cannot open camera 7", cameras_here())
+    assert result.returncode == 2, line
+    opencv_noise = [ln for ln in result.stderr.splitlines() if "WARN" in ln or "VIDEOIO" in ln or ln.startswith(("[", ">"))]
+    assert not opencv_noise, result.stderr
+
+
 # ---- who can reach it -------------------------------------------------------------------------------
 
 

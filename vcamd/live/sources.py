@@ -12,9 +12,11 @@ source offline, releases it and reopens it every `reopen_interval_s` until it de
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -295,12 +297,14 @@ class OpenCVCamera:
     def open(self) -> None:
         import cv2
 
-        cap = cv2.VideoCapture(self.device)
+        with opencv_quiet():  # each backend OpenCV tries prints its own failure; ours is the one line below
+            cap = cv2.VideoCapture(self.device)
         if not cap.isOpened():
             cap.release()
             raise VcamdError(
                 f"cannot open {self.description}",
-                fix="check it is plugged in and not used by another app; set [camera] device or pass --source",
+                fix=f"check it is plugged in and not used by another app; {cameras_here()}; "
+                "set [camera] device or pass --source",
             )
         if self.cfg.mjpg:
             # MJPG lets USB cameras deliver 720p/1080p at 30 fps; raw YUYV usually cannot.
@@ -329,6 +333,54 @@ class OpenCVCamera:
         if self._cap is not None:
             self._cap.release()
             self._cap = None
+
+
+@contextmanager
+def opencv_quiet() -> Iterator[None]:
+    """OpenCV's own log silenced for the duration: opening a missing camera makes every backend it
+    tries print warnings (V4L2, FFmpeg, obsensor) before our one-line error — and again on every
+    reopen attempt while the camera is unplugged."""
+    import cv2
+
+    api = getattr(getattr(cv2, "utils", None), "logging", None)
+    if api is None:
+        yield
+        return
+    previous = api.getLogLevel()
+    api.setLogLevel(api.LOG_LEVEL_SILENT)
+    try:
+        yield
+    finally:
+        api.setLogLevel(previous)
+
+
+VIDEO4LINUX = Path("/sys/class/video4linux")
+
+
+def list_cameras(root: Path = VIDEO4LINUX) -> list[tuple[str, str]]:
+    """The video devices of this machine as (device path, name), Linux only ([] elsewhere)."""
+    try:
+        entries = [e for e in root.iterdir() if e.name.startswith("video") and e.name[5:].isdigit()]
+    except OSError:
+        return []
+    cameras = []
+    for entry in sorted(entries, key=lambda e: int(e.name[5:])):
+        try:
+            name = (entry / "name").read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            name = ""
+        cameras.append((f"/dev/{entry.name}", name or "unnamed"))
+    return cameras
+
+
+def cameras_here(root: Path = VIDEO4LINUX) -> str:
+    """The cameras that exist, said for an error's fix."""
+    cameras = list_cameras(root)
+    if cameras:
+        return "cameras here: " + ", ".join(f"{path} ({name})" for path, name in cameras)
+    if root.is_dir() or sys.platform.startswith("linux"):
+        return "no camera was found (no /dev/video device)"
+    return "list your cameras with your system's camera settings"
 
 
 class SyntheticCamera:
