@@ -204,15 +204,23 @@ def test_running_daemon_listens_on_loopback_only(tmp_path, assets, standin_dir, 
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=vcamd_cli.env, cwd=tmp_path,
     )
     try:
+        from vcamd.control.client import ControlClient
+        from vcamd.control.protocol import ControlError, DaemonNotRunning
+
+        # Every listener is up once the daemon publishes frames: the preview sink opens before the
+        # first frame and the control endpoint before the loop starts. A condition, not a clock.
+        client = ControlClient(Path(vcamd_cli.env["VCAMD_RUNTIME_DIR"]), timeout_s=5)
         sockets: list = []
-        deadline = time.monotonic() + 45
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
-            sockets = listening_sockets(proc.pid)
-            if any(proto.startswith("tcp") for proto, _, _ in sockets):
-                time.sleep(1.0)  # let every listener (preview, control over TCP if any) come up
+            try:
+                publishing = client.status()["frames"]["published"] > 0
+            except (DaemonNotRunning, ControlError):
+                publishing = False
+            if publishing:
                 sockets = listening_sockets(proc.pid)
                 break
-            time.sleep(0.3)
+            time.sleep(0.2)
         assert proc.poll() is None, f"the daemon exited early: {proc.communicate(timeout=5)[1][-3000:]}"
         assert sockets, "the preview sink should listen on a TCP port"
         exposed = [(proto, addr) for proto, addr, loopback in sockets if not loopback]
