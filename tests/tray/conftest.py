@@ -75,7 +75,7 @@ class XSession:
     trayer: subprocess.Popen
 
 
-MIN_WAIT_S = 30.0
+MIN_WAIT_S = 60.0
 """Every wait here is for a condition, so a generous deadline costs nothing when things go well; the
 per-call numbers in the tests (5-10 s) were tuned on an idle machine and missed on a busy one."""
 
