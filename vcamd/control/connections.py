@@ -169,14 +169,16 @@ class ConnectionLoop:
         _lower_thread_priority()
         try:
             while not self._closing.is_set():
-                for key, _ in self._selector.select(timeout=0.2):
+                events = self._selector.select(timeout=0.2)
+                # Answered connections first: they are progress, and may free room for new clients.
+                self._take_back_returned()
+                for key, _ in events:
                     if key.data == "listener":
                         self._accept_all()
                     elif key.data == "wake":
                         self._drain_wake()
-                    else:
+                    elif key.data in self._waiting:  # not dropped or evicted earlier in this round
                         self._read(key.data)
-                self._take_back_returned()
                 now = time.monotonic()
                 self._expire(now)
                 self._resume_accepting_when_due(now)
@@ -191,6 +193,7 @@ class ConnectionLoop:
             self._wake_w.close()
 
     def _accept_all(self) -> None:
+        refused_any = False
         while True:
             now = time.monotonic()
             refuse = False
@@ -206,11 +209,14 @@ class ConnectionLoop:
             try:
                 sock, _ = self._listener.accept()
             except (BlockingIOError, InterruptedError):
+                if refused_any:
+                    self._full_since = now  # those who waited were told; later arrivals get their own wait
                 return
             except OSError as exc:  # EMFILE and the like: leave it queued, try again next round
                 log.warning("control socket: cannot accept a connection (%s)", exc)
                 return
             if refuse:
+                refused_any = True
                 self.refused += 1
                 _say_and_close(sock, encode_error(f"busy: {len(self._open)} control connections are open and "
                                                   "active (the most allowed) — try again in a moment"))
