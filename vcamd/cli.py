@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -43,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line (`argv`, default: the process's own) and return its exit code.
+
+    A command that sets `leave_process=True` (the daemon, `vcamd run`) ends the process itself when
+    `main` is the process's entry point (argv None): see `leave_process`."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -54,9 +59,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stderr only; `vcamd run` re-does this with the config's level and the rotating log file.
         setup_logging("debug" if args.verbose else "info", to_file=False)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
     except VcamdError as err:
         print(f"vcamd: error: {err}", file=sys.stderr)
-        return err.exit_code
+        code = err.exit_code
     except KeyboardInterrupt:
-        return 130
+        code = 130
+    if argv is None and getattr(args, "leave_process", False):
+        leave_process(code)
+    return code
+
+
+def leave_process(code: int) -> None:
+    """End the process now with `code`, once logs and stdio are flushed, skipping interpreter teardown.
+
+    Why: the daemon's helper threads may still be inside native code when it stops (a camera read
+    in OpenCV that the driver holds up, a PNG encode for a control client, an ONNX Runtime run).
+    CPython's teardown ends such daemon threads with pthread_exit when they try to take the GIL
+    back; its forced unwind through C++ frames calls std::terminate ("terminate called without an
+    active exception", SIGABRT, exit -6) and a service manager restarts a daemon the user quit.
+    Everything that must be written (stats, the sink, the log) is written before this is called.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass  # a closed or broken stream: nothing more can be said there
+    os._exit(code)

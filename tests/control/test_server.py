@@ -7,6 +7,7 @@ import os
 import socket
 import stat
 import threading
+import time
 
 import cv2
 import numpy as np
@@ -362,3 +363,201 @@ def test_runtime_dir_follows_the_environment_variable(engine, runtime, monkeypat
     with ControlServer(engine) as srv:
         assert srv.directory == runtime
         assert ControlClient().status()["enabled"] is True
+
+
+# ---- floods -------------------------------------------------------------------------------------
+
+
+def _control_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("vcamd-control")]
+
+
+def _open_idle(srv: ControlServer, deadline_s: float = 30.0) -> socket.socket:
+    """A connected client that sends nothing (waits while the server's listen queue is full)."""
+    family = socket.AF_UNIX if srv.transport == "unix" else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.settimeout(deadline_s)
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            sock.connect(srv.address)
+            return sock
+        except BlockingIOError:  # a full Unix-socket backlog refuses at once: the CLI client retries too
+            assert time.monotonic() < deadline, "the server never accepted again"
+            time.sleep(0.01)
+
+
+def test_500_idle_connections_hold_no_threads_and_a_new_client_is_served(engine, runtime):
+    # Before: one thread per connection — 500 idle clients held ~400 threads of the daemon.
+    with ControlServer(engine, runtime, transport="unix", request_timeout_s=30.0) as srv:
+        threads_before = threading.active_count()
+        assert len(_control_threads()) <= 6  # a selector thread and a few workers, whatever comes
+        idle = []
+        try:
+            for _ in range(500):
+                idle.append(_open_idle(srv))
+            assert threading.active_count() == threads_before
+            assert ControlClient(runtime, timeout_s=10).status()["state"] == "running"
+            assert threading.active_count() == threads_before
+            # Room was made by closing the longest-idle connections, each told why in one line.
+            with idle[0].makefile("rb") as reader:
+                told = json.loads(reader.readline())
+            assert told == {"ok": False, "error": "closed: too many control connections; this idle one made room"}
+        finally:
+            for sock in idle:
+                sock.close()
+
+
+def test_when_every_connection_is_being_answered_a_new_client_is_refused_in_one_line(engine, runtime):
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    class SlowStatus(type(engine)):
+        def status(self):
+            entered.release()
+            release.wait(30)
+            return super().status()
+
+    engine.__class__ = SlowStatus
+    with ControlServer(engine, runtime, transport="unix", max_connections=2):
+        busy = [threading.Thread(target=lambda: ControlClient(runtime, timeout_s=30).status()) for _ in range(2)]
+        try:
+            for thread in busy:
+                thread.start()
+            for _ in busy:
+                assert entered.acquire(timeout=10)
+            with pytest.raises(ControlError, match=r"busy: 2 control connections are open and active .* try again"):
+                ControlClient(runtime, timeout_s=10).request("on")
+        finally:
+            release.set()
+            for thread in busy:
+                thread.join(10)
+        assert engine.enabled is True  # the refused request was not obeyed...
+        engine.__class__ = SmallEngineType
+        # ...and the server serves on once the two slow answers are out (a condition, not a clock).
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert ControlClient(runtime, timeout_s=10).status()["state"] == "running"
+                break
+            except ControlError as err:
+                assert str(err).startswith("busy:") and time.monotonic() < deadline, err
+                time.sleep(0.1)
+
+
+class CountingFaces:
+    """Wraps set_source_face to count how many decodes run at the same time."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.running = 0
+        self.most = 0
+        self.lock = threading.Lock()
+
+    def set_source_face(self, path):
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            from vcamd.images import read_image
+
+            read_image(path, "source face")  # the real decode of a large photo
+            time.sleep(0.05)  # hold the slot a little longer than the decode
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def test_concurrent_set_face_requests_decode_one_photo_at_a_time(server, engine, short_dir):
+    big = short_dir / "big.png"
+    photo = np.zeros((3000, 4000, 3), np.uint8)  # 12 MP
+    photo[::7] = 200
+    assert cv2.imwrite(str(big), photo, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    counting = CountingFaces(engine)
+    engine.set_source_face = counting.set_source_face
+    client = ControlClient(server.directory, timeout_s=60)
+    answers: list[str] = []
+
+    def set_face() -> None:
+        try:
+            client.set_source_face(big)
+            answers.append("ok")
+        except ControlError as err:
+            answers.append(str(err))
+
+    threads = [threading.Thread(target=set_face) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert counting.most == 1  # before: all eight decoded at once
+    assert len(answers) == 8 and "ok" in answers
+    refused = [a for a in answers if a != "ok"]
+    assert all(a.startswith("busy: another source face photo is being loaded") for a in refused), refused
+    assert client.status()["state"] == "running"  # status is served meanwhile, by other threads
+
+
+SmallEngineType = None  # set below: the fixture's class, to undo a test's subclass swap
+
+
+@pytest.fixture(autouse=True)
+def _remember_engine_class(engine):
+    global SmallEngineType
+    SmallEngineType = type(engine)
+
+
+RSS_SCRIPT = r"""
+import json, resource, sys, threading
+from pathlib import Path
+sys.path[:0] = [sys.argv[3]]
+from conftest import SmallEngine
+import numpy as np
+from vcamd.control.client import ControlClient
+from vcamd.control.server import ControlServer
+from vcamd.images import read_image
+from vcamd.control.protocol import ControlError
+
+
+class PhotoEngine(SmallEngine):
+    def set_source_face(self, path):
+        read_image(path, "source face")  # decodes the whole photo, as the face engine does
+
+
+runtime, photo = Path(sys.argv[1]), Path(sys.argv[2])
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with ControlServer(PhotoEngine(np.zeros((8, 8, 3), np.uint8)), runtime, transport="unix"):
+    client = ControlClient(runtime, timeout_s=120)
+    results = []
+    def go():
+        try:
+            client.set_source_face(photo); results.append("ok")
+        except ControlError as err:
+            results.append(str(err))
+    threads = [threading.Thread(target=go) for _ in range(8)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"base_mb": base / 1024, "peak_mb": peak / 1024, "results": results}))
+"""
+
+
+@pytest.mark.slow
+def test_eight_concurrent_set_face_with_60_megapixel_photos_stay_within_memory(short_dir, tmp_path):
+    # Before: 8 decodes at once, ~2.9 GB in the daemon. One decode of 7900×7900 BGR is ~190 MB.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    photo = short_dir / "huge.png"
+    image = np.zeros((7900, 7900, 3), np.uint8)
+    image[::5, ::3] = (40, 160, 220)
+    assert cv2.imwrite(str(photo), image, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    del image
+    result = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(short_dir / "rt"), str(photo), str(Path(__file__).parent)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "ok" in measured["results"], measured
+    grew = measured["peak_mb"] - measured["base_mb"]
+    print(f"8 concurrent set-face of a 62 MP photo: RSS grew {grew:.0f} MB")
+    assert grew < 900, measured  # one or two photos' worth, never eight

@@ -39,6 +39,23 @@ def test_built_once_and_read_only():
     assert first.flags.c_contiguous
 
 
-def test_too_small_is_refused():
-    with pytest.raises(ValueError, match="too small"):
-        offline_frame(8, 8)
+@pytest.mark.parametrize("make", [offline_frame])
+@pytest.mark.parametrize(("width", "height"), [(1, 1), (8, 8), (2, 300), (300, 2), (31, 17), (64, 48)])
+def test_any_size_from_one_pixel_up_is_a_calm_frame(make, width, height):
+    # A tiny camera mode once crashed the daemon here (a ValueError below 16×16, exit 1).
+    frame = make(width, height)
+    assert frame.shape == (height, width, 3) and frame.dtype == np.uint8
+    assert frame.mean(axis=2).max() < 60  # too small for readable text: the dark background alone
+
+
+@pytest.mark.parametrize(("width", "height"), [(200, 150), (320, 40)])
+def test_the_message_shrinks_to_fit_a_small_frame(width, height):
+    gray = offline_frame(width, height).mean(axis=2)
+    ys, xs = np.nonzero(gray > 120)
+    assert len(xs) > 0  # still says something
+    assert xs.min() > 0 and xs.max() < width - 1 and ys.min() > 0 and ys.max() < height - 1  # and all of it fits
+
+
+def test_no_pixels_is_a_programming_error():
+    with pytest.raises(ValueError, match="at least 1×1"):
+        offline_frame(0, 8)

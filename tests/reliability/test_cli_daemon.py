@@ -85,6 +85,62 @@ def test_run_refuses_bad_source_faces(tmp_path, assets, standin_dir, face_video,
     refused(result, face.name)
 
 
+# ---- tiny camera frames ------------------------------------------------------------------------------
+
+
+def tiny_video(folder: Path, width: int, height: int, frames: int = 10) -> Path:
+    """A real MJPEG video of `width`×`height` frames (MJPEG can store even 1×1)."""
+    import cv2
+    import numpy as np
+
+    path = folder / f"tiny_{width}x{height}.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (width, height))
+    assert writer.isOpened()
+    for k in range(frames):
+        writer.write(np.full((height, width, 3), 20 * k, np.uint8))
+    writer.release()
+    return path
+
+
+@pytest.mark.parametrize(("width", "height"), [(1, 1), (8, 8), (30, 480)])
+def test_run_refuses_a_camera_with_tiny_frames_in_one_line(tmp_path, assets, standin_dir, vcamd_cli, refused, width, height) -> None:
+    # Before: a traceback from the offline placeholder (exit 1) once the tiny video ended.
+    config = daemon_config(tmp_path, assets, standin_dir)
+    video = tiny_video(tmp_path, width, height)
+    result = vcamd_cli("run", "--config", config, "--source", video, "--sink", "null", "--frames", "30", "--no-tray", timeout=90)
+    line = refused(result, video.name, f"{width}×{height}", "32×32")
+    assert result.returncode == 2, line
+
+
+@pytest.mark.slow
+def test_run_plays_the_smallest_accepted_camera_and_its_offline_frames(tmp_path, assets, standin_dir, vcamd_cli) -> None:
+    # 32×32 is accepted: it plays, and when the video ends (no --loop) the offline card is published at 32×32.
+    config = daemon_config(tmp_path, assets, standin_dir)
+    video = tiny_video(tmp_path, 32, 32)
+    stats = tmp_path / "stats.json"
+    result = vcamd_cli("run", "--config", config, "--source", video, "--sink", f"file:{tmp_path / 'out.mp4'}", "--frames", "30",
+                       "--no-tray", "--stats-json", stats, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    import json
+
+    frames = json.loads(stats.read_text())["frames"]
+    assert frames["published"] == 30 and frames["offline"] >= 1, frames
+
+
+def test_run_with_a_camera_index_that_does_not_exist_says_one_line_and_lists_the_cameras(tmp_path, assets, standin_dir, vcamd_cli, refused) -> None:
+    # Before: a dozen lines of OpenCV warnings (V4L2, FFmpeg, obsensor) above the error, and no hint
+    # which cameras exist.
+    from vcamd.live.sources import cameras_here
+
+    config = daemon_config(tmp_path, assets, standin_dir)
+    result = vcamd_cli("run", "--config", config, "--source", "7", "--sink", "null", "--frames", "5", "--no-tray", timeout=90)
+    line = refused(result, "cannot open camera 7", cameras_here())
+    assert result.returncode == 2, line
+    opencv_noise = [ln for ln in result.stderr.splitlines() if "WARN" in ln or "VIDEOIO" in ln or ln.startswith(("[", ">"))]
+    assert not opencv_noise, result.stderr
+
+
 # ---- who can reach it -------------------------------------------------------------------------------
 
 
@@ -148,15 +204,23 @@ def test_running_daemon_listens_on_loopback_only(tmp_path, assets, standin_dir, 
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=vcamd_cli.env, cwd=tmp_path,
     )
     try:
+        from vcamd.control.client import ControlClient
+        from vcamd.control.protocol import ControlError, DaemonNotRunning
+
+        # Every listener is up once the daemon publishes frames: the preview sink opens before the
+        # first frame and the control endpoint before the loop starts. A condition, not a clock.
+        client = ControlClient(Path(vcamd_cli.env["VCAMD_RUNTIME_DIR"]), timeout_s=5)
         sockets: list = []
-        deadline = time.monotonic() + 45
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
-            sockets = listening_sockets(proc.pid)
-            if any(proto.startswith("tcp") for proto, _, _ in sockets):
-                time.sleep(1.0)  # let every listener (preview, control over TCP if any) come up
+            try:
+                publishing = client.status()["frames"]["published"] > 0
+            except (DaemonNotRunning, ControlError):
+                publishing = False
+            if publishing:
                 sockets = listening_sockets(proc.pid)
                 break
-            time.sleep(0.3)
+            time.sleep(0.2)
         assert proc.poll() is None, f"the daemon exited early: {proc.communicate(timeout=5)[1][-3000:]}"
         assert sockets, "the preview sink should listen on a TCP port"
         exposed = [(proto, addr) for proto, addr, loopback in sockets if not loopback]

@@ -75,7 +75,13 @@ class XSession:
     trayer: subprocess.Popen
 
 
+MIN_WAIT_S = 60.0
+"""Every wait here is for a condition, so a generous deadline costs nothing when things go well; the
+per-call numbers in the tests (5-10 s) were tuned on an idle machine and missed on a busy one."""
+
+
 def _wait_for(predicate, timeout: float, what: str, poll: float = 0.05):
+    timeout = max(timeout, MIN_WAIT_S)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -85,13 +91,43 @@ def _wait_for(predicate, timeout: float, what: str, poll: float = 0.05):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-@pytest.fixture(scope="module")
-def x_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[XSession]:
-    """Xvfb + trayer, torn down after the module."""
-    missing = [tool for tool in ("Xvfb", "trayer", "xdotool") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)} (apt-get install xvfb trayer xdotool x11-utils)")
-    logs = tmp_path_factory.mktemp("xsession")
+X_START_TIMEOUT_S = 60.0
+"""Xvfb and trayer start in well under a second on an idle machine; on a busy 2-core one, much later."""
+
+
+def _display_answers(display: str) -> bool:
+    from Xlib.display import Display
+
+    try:
+        Display(display).close()
+        return True
+    except Exception:  # noqa: BLE001 — any failure to connect means "not yet"
+        return False
+
+
+def _poll(predicate, timeout: float, poll: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _start_xvfb(logs: Path) -> tuple[subprocess.Popen, str]:
+    """Xvfb on a display it picks itself, returned once that display accepts X connections."""
+    import select
+
     read_fd, write_fd = os.pipe()
     xvfb = subprocess.Popen(
         ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x480x24", "-nolisten", "tcp"],
@@ -99,30 +135,55 @@ def x_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[XSession]:
     )
     os.close(write_fd)
     with os.fdopen(read_fd) as numbers:
-        number = numbers.readline().strip()  # Xvfb writes the display number once it is ready
-    if not number:
-        xvfb.kill()
-        pytest.fail(f"Xvfb did not start: {(logs / 'xvfb.log').read_text()[-500:]}")
+        # Xvfb writes the display number once it listens (and closes the pipe if it dies first).
+        ready, _, _ = select.select([numbers], [], [], X_START_TIMEOUT_S)
+        number = numbers.readline().strip() if ready else ""
     display = f":{number}"
+    if not number or not _poll(lambda: _display_answers(display), X_START_TIMEOUT_S):
+        _stop(xvfb)
+        pytest.fail(f"Xvfb did not start on {display or 'any display'}: {(logs / 'xvfb.log').read_text()[-500:]}")
+    return xvfb, display
+
+
+def _start_trayer(display: str, env: dict[str, str], logs: Path) -> subprocess.Popen:
+    """trayer, returned once it owns the system tray selection; restarted if it dies on the way
+    (a busy machine once saw "trayer: cannot open display" from an X server still settling)."""
+    from vcamd.tray import systray_owner_present
+
+    log_path = logs / "trayer.log"
+    for _attempt in range(3):
+        trayer = subprocess.Popen(
+            ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request", "--height", "32",
+             "--transparent", "false", "--tint", "0x000000"],
+            env=env, stdout=subprocess.DEVNULL, stderr=log_path.open("ab"),
+        )
+        if _poll(lambda: trayer.poll() is not None or systray_owner_present(display), X_START_TIMEOUT_S) \
+                and trayer.poll() is None:
+            return trayer
+        _stop(trayer)
+    pytest.fail(f"trayer never owned the system tray on {display}: {log_path.read_text(errors='replace')[-500:]}")
+
+
+@pytest.fixture(scope="module")
+def x_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[XSession]:
+    """Xvfb + trayer, torn down after the module."""
+    missing = [tool for tool in ("Xvfb", "trayer", "xdotool") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (apt-get install xvfb trayer xdotool x11-utils)")
+    logs = tmp_path_factory.mktemp("xsession")
+    xvfb, display = _start_xvfb(logs)
     env = {**os.environ, "DISPLAY": display, "PYSTRAY_BACKEND": "xorg"}
     env.pop("WAYLAND_DISPLAY", None)
-    trayer = subprocess.Popen(
-        ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request", "--height", "32",
-         "--transparent", "false", "--tint", "0x000000"],
-        env=env, stdout=subprocess.DEVNULL, stderr=(logs / "trayer.log").open("wb"),
-    )
     try:
-        from vcamd.tray import systray_owner_present
-
-        _wait_for(lambda: systray_owner_present(display), 10, "trayer to own the system tray selection", 0.1)
+        trayer = _start_trayer(display, env, logs)
+    except BaseException:
+        _stop(xvfb)
+        raise
+    try:
         yield XSession(display, env, trayer)
     finally:
-        for process in (trayer, xvfb):
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        _stop(trayer)
+        _stop(xvfb)
 
 
 @pytest.fixture

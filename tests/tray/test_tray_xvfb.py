@@ -127,7 +127,7 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
 
         # 6. Quit asks the engine to stop and takes the icon down; the engine's result comes back.
         send(process, "invoke Quit")
-        assert process.wait(timeout=15) == 0
+        assert process.wait(timeout=60) == 0
         assert events(log, "request_quit") == [None]
         assert events(log, "engine_stopped") == [None]
         assert events(log, "exited") == ["engine result"]
@@ -146,7 +146,7 @@ def test_the_icon_goes_when_the_engine_stops(x_session, tray_process, wait_for, 
     try:
         wait_for(lambda: xscreen.find_icon_window(display), 10, "the tray icon window")
         send(process, "engine-quit")
-        assert process.wait(timeout=15) == 0
+        assert process.wait(timeout=60) == 0
         assert [e["event"] for e in read_log(log)][-3:] == ["request_quit", "engine_stopped", "exited"]
         assert events(log, "exited") == ["engine result"]
         wait_for(lambda: xscreen.find_icon_window(display) is None, 10, "the icon window to go away")
@@ -164,7 +164,7 @@ def test_ctrl_c_stops_the_engine_and_the_tray(x_session, tray_process, wait_for,
     try:
         wait_for(lambda: xscreen.find_icon_window(display), 10, "the tray icon window")
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=15) == 0
+        assert process.wait(timeout=60) == 0
         assert events(log, "request_quit") == [None]
         assert events(log, "exited") == ["engine result"]
     finally:

@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-tray", action="store_true", help="do not show the tray icon")
     p.add_argument("--i-have-consent", action="store_true",
                    help="confirm you have the consent of the person in the source face photo (or set [swap] source_consent = true)")
-    p.set_defaults(func=handle)
+    # The daemon leaves with os._exit after its shutdown (see vcamd.cli.leave_process).
+    p.set_defaults(func=handle, leave_process=True)
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -118,7 +118,10 @@ def exchange(endpoint: Endpoint, request: bytes, timeout_s: float) -> bytes:
                            fix="set VCAMD_RUNTIME_DIR (or XDG_RUNTIME_DIR) to a short directory of yours") from None
     try:
         with sock, sock.makefile("rb") as reader:
-            sock.sendall(request)
+            try:
+                sock.sendall(request)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # a server at its connection bound says why in one line and hangs up: read it
             line = reader.readline(MAX_RESPONSE_BYTES + 1)
     except TimeoutError:
         raise ControlError(f"no answer from FaceLive Camera at {endpoint.path} within {timeout_s:g} s",

@@ -10,8 +10,9 @@ Only the user who runs the daemon can reach it:
 - Loopback TCP (`control.json`, where AF_UNIX is unavailable): bound to 127.0.0.1 only; a random
   token lives in the 0600 endpoint file and every request must carry it.
 
-One thread accepts, one thread per connection answers; a malformed, oversized or slow request
-gets an error line (or a closed connection), never a crash of the server.
+Connections are held by `vcamd.control.connections.ConnectionLoop`: one selector thread and a
+few workers, a bound on open connections, one source-face decode at a time; a malformed,
+oversized or slow request gets an error line (or a closed connection), never a crash of the server.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import logging
 import os
 import secrets
 import socket
-import socketserver
 import stat
 import struct
 import threading
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vcamd.control.client import Endpoint, answers, read_tcp_endpoint
+from vcamd.control.connections import ConnectionLoop
 from vcamd.control.protocol import (
     LOCK_NAME,
-    MAX_REQUEST_BYTES,
     SOCKET_NAME,
     TCP_ENDPOINT_NAME,
     VERBS,
@@ -56,15 +56,12 @@ Transport = Literal["auto", "unix", "tcp"]
 # sockaddr_un.sun_path is 108 bytes on Linux (104 on macOS), including the terminating NUL.
 MAX_UNIX_PATH_BYTES = 103
 
-MAX_DISCARD_BYTES = 16 * 1024 * 1024
-"""How much of an oversized request is read and thrown away before the connection is dropped."""
+LISTEN_BACKLOG = 128
+"""Connections the kernel queues before we accept them (a full backlog makes a Unix-socket connect
+fail at once with EAGAIN; the client retries)."""
 
-
-class RequestTooLarge(ProtocolError):
-    def __init__(self, *, resynced: bool) -> None:
-        self.resynced = resynced  # the rest of the line was read: the next line can be served
-        super().__init__(f"request too large (over {MAX_REQUEST_BYTES} bytes)",
-                         fix="a request is a command and its arguments, never data")
+MAX_CONNECTIONS = 64
+"""Open control connections at most; past it the longest-idle one makes room (see connections.py)."""
 
 
 class AlreadyRunning(VcamdError):
@@ -100,38 +97,6 @@ def peer_uid(conn: socket.socket) -> int | None:
     return uid
 
 
-class _Handler(socketserver.StreamRequestHandler):
-    server: "_UnixServer | _TcpServer"
-
-    def setup(self) -> None:
-        self.timeout = self.server.owner.request_timeout_s
-        super().setup()
-
-    def handle(self) -> None:
-        self.server.owner._serve_connection(self.connection, self.rfile, self.wfile)
-
-
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    request_queue_size = 64  # listen backlog: a full one makes a Unix-socket connect fail at once (EAGAIN)
-    block_on_close = False  # close() may be called from a handler (quit); never join ourselves
-
-    def __init__(self, owner: "ControlServer") -> None:
-        self.owner = owner
-        super().__init__("", _Handler, bind_and_activate=False)
-
-
-class _TcpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    request_queue_size = 64
-    block_on_close = False
-    allow_reuse_address = False
-
-    def __init__(self, owner: "ControlServer") -> None:
-        self.owner = owner
-        super().__init__(("127.0.0.1", 0), _Handler, bind_and_activate=False)
-
-
 class ControlServer:
     """Serve control requests for `target` from `directory` (default: the runtime dir).
 
@@ -146,6 +111,7 @@ class ControlServer:
         *,
         transport: Transport = "auto",
         request_timeout_s: float = 5.0,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         if transport == "auto":
             transport = "unix" if unix_sockets_available() else "tcp"
@@ -155,9 +121,10 @@ class ControlServer:
         self.directory = directory if directory is not None else runtime_dir()
         self.transport: Literal["unix", "tcp"] = transport
         self.request_timeout_s = request_timeout_s
+        self.max_connections = max_connections
         self._state_lock = threading.Lock()
-        self._server: _UnixServer | _TcpServer | None = None
-        self._thread: threading.Thread | None = None
+        self._listener: socket.socket | None = None
+        self._loop: ConnectionLoop | None = None
         self._lock_fd: int | None = None
         self._token: str | None = None
         self._published_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file we published
@@ -173,11 +140,11 @@ class ControlServer:
     @property
     def address(self) -> str | tuple[str, int]:
         """The socket path (Unix) or (host, port) (TCP) actually bound; only after start()."""
-        if self._server is None:
+        if self._listener is None:
             raise RuntimeError("the control server is not started")
         if self.transport == "unix":
             return str(self.endpoint_path)
-        host, port = self._server.server_address[:2]
+        host, port = self._listener.getsockname()[:2]
         return (str(host), int(port))
 
     @property
@@ -188,20 +155,20 @@ class ControlServer:
         with self._state_lock:
             if self._closed:
                 raise RuntimeError("a closed control server cannot be started again; make a new one")
-            if self._server is not None:
+            if self._listener is not None:
                 return self
             secure_dir(self.directory)
             self._take_lock()
             try:
                 self._refuse_if_live()
-                server = self._bind_unix() if self.transport == "unix" else self._bind_tcp()
+                listener = self._bind_unix() if self.transport == "unix" else self._bind_tcp()
             except BaseException:
                 self._release_lock()
                 raise
-            self._server = server
-            self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                            name="vcamd-control", daemon=True)
-            self._thread.start()
+            self._listener = listener
+            self._loop = ConnectionLoop(listener, self._answer, refuse=self._refusal, is_heavy=_is_heavy,
+                                        request_timeout_s=self.request_timeout_s, max_connections=self.max_connections)
+            self._loop.start()
             log.info("control endpoint ready at %s", self.endpoint_path)
             return self
 
@@ -210,13 +177,12 @@ class ControlServer:
             if self._closed:
                 return
             self._closed = True
-            server, thread = self._server, self._thread
-            self._server = self._thread = None
-            if server is not None:
-                server.shutdown()
-                server.server_close()
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout=5)
+            loop, listener = self._loop, self._listener
+            self._loop = self._listener = None
+            if loop is not None:
+                loop.close()  # bounded; also when quit closes the server from a worker thread
+            elif listener is not None:
+                listener.close()
             self._unpublish()
             self._release_lock()
 
@@ -263,41 +229,40 @@ class ControlServer:
         log.info("removing stale control endpoint %s", path)
         path.unlink(missing_ok=True)
 
-    def _bind_unix(self) -> _UnixServer:
+    def _bind_unix(self) -> socket.socket:
         final = self.endpoint_path
         temporary = self.directory / f".cs-{secrets.token_hex(3)}"  # no longer than the final name
         if len(os.fsencode(final)) > MAX_UNIX_PATH_BYTES:
             raise VcamdError(f"the control socket path {final} is too long for a Unix socket",
                              fix="set VCAMD_RUNTIME_DIR (or XDG_RUNTIME_DIR) to a shorter directory")
-        server = _UnixServer(self)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            server.socket.bind(os.fspath(temporary))
+            listener.bind(os.fspath(temporary))
             os.chmod(temporary, 0o600)
-            server.server_activate()  # listen before the name is public: no ECONNREFUSED window
+            listener.listen(LISTEN_BACKLOG)  # listen before the name is public: no ECONNREFUSED window
             os.replace(temporary, final)
         except BaseException:
-            server.server_close()
+            listener.close()
             temporary.unlink(missing_ok=True)
             raise
-        server.server_address = str(final)
         info = final.lstat()
         self._published_id = (info.st_dev, info.st_ino)
-        return server
+        return listener
 
-    def _bind_tcp(self) -> _TcpServer:
-        server = _TcpServer(self)
+    def _bind_tcp(self) -> socket.socket:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            server.server_bind()
-            server.server_activate()
-            host, port = server.server_address[:2]
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(LISTEN_BACKLOG)
+            host, port = listener.getsockname()[:2]
             self._token = secrets.token_urlsafe(32)
             self._write_private(self.endpoint_path, json.dumps({"host": host, "port": port, "token": self._token}))
         except BaseException:
-            server.server_close()
+            listener.close()
             raise
         info = self.endpoint_path.stat()
         self._published_id = (info.st_dev, info.st_ino)
-        return server
+        return listener
 
     @staticmethod
     def _write_private(path: Path, text: str) -> None:
@@ -325,63 +290,14 @@ class ControlServer:
 
     # ---- requests -----------------------------------------------------------------------------
 
-    def _serve_connection(self, conn: socket.socket, rfile: Any, wfile: Any) -> None:
+    def _refusal(self, conn: socket.socket) -> bytes | None:
+        """The answer for a connection we must not serve (another user's, SO_PEERCRED), else None."""
         if self.transport == "unix":
             uid = peer_uid(conn)
             if uid is not None and uid != os.geteuid():
                 log.warning("refused a control connection from uid %d", uid)
-                self._read_line(rfile)  # read what it sent, so our answer is not lost to a reset
-                self._send(wfile, encode_error(f"refused: uid {uid} is not the daemon's user"))
-                return
-        answered = 0
-        while True:
-            try:
-                line = self._read_line(rfile)
-            except TimeoutError:
-                if answered == 0:
-                    self._send(wfile, encode_error(f"no complete request line within {self.request_timeout_s:g} s"))
-                return
-            except RequestTooLarge as err:
-                self._send(wfile, encode_error(str(err)))
-                if not err.resynced:
-                    return
-                continue
-            except OSError:
-                return
-            if line is None:
-                return  # the client closed the connection
-            if not line.strip():
-                continue
-            response, keep_open, after = self._answer(line)
-            delivered = self._send(wfile, response)
-            if after is not None:
-                after()  # even when the client hung up without reading: `vcamd quit; exit` must still stop it
-            if not delivered or not keep_open:
-                return
-            answered += 1
-
-    @staticmethod
-    def _read_line(rfile: Any) -> bytes | None:
-        """One request line; None at EOF. RequestTooLarge when it exceeds MAX_REQUEST_BYTES.
-
-        An oversized line is read on to its end (bounded), so the error answer reaches the client
-        instead of being lost to a connection reset, and the next line can still be served.
-        """
-        line = rfile.readline(MAX_REQUEST_BYTES + 2)  # + "\r\n"
-        if not line:
-            return None
-        if len(line.rstrip(b"\r\n")) <= MAX_REQUEST_BYTES:
-            return line
-        discarded = len(line)
-        while not line.endswith(b"\n") and discarded < MAX_DISCARD_BYTES:
-            try:
-                line = rfile.readline(MAX_REQUEST_BYTES)
-            except OSError:
-                line = b""
-            if not line:
-                raise RequestTooLarge(resynced=False)
-            discarded += len(line)
-        raise RequestTooLarge(resynced=line.endswith(b"\n"))
+                return encode_error(f"refused: uid {uid} is not the daemon's user")
+        return None
 
     def _answer(self, line: bytes) -> tuple[bytes, bool, Any]:
         """(response line, keep the connection open, action to run after answering)."""
@@ -426,12 +342,12 @@ class ControlServer:
         answer: Any = getattr(target, verb.method)(*verb.call_args(args))
         return answer if isinstance(answer, dict) else target.status()
 
-    @staticmethod
-    def _send(wfile: Any, data: bytes) -> bool:
-        try:
-            wfile.write(data)
-            wfile.flush()
-            return True
-        except OSError:
-            return False  # the client went away; nothing to tell it
+
+def _is_heavy(line: bytes) -> bool:
+    """Requests that decode a user's photo (up to 64 megapixels): served one at a time."""
+    try:
+        command, _args, _token = decode_request(line)
+    except ProtocolError:
+        return False
+    return command is Command.set_face
 

@@ -36,25 +36,38 @@ def offline_frame(width: int, height: int, message: str = OFFLINE_MESSAGE) -> Fr
     return _placeholder(width, height, message)
 
 
+MIN_TEXT_PX = 6
+"""Below this font size the message is unreadable: such a tiny frame shows the background only."""
+
+
 @lru_cache(maxsize=16)
 def _placeholder(width: int, height: int, message: str) -> Frame:
-    if width < 16 or height < 16:
-        raise ValueError(f"placeholder size {width}×{height} is too small (need at least 16×16)")
+    if width < 1 or height < 1:
+        raise ValueError(f"placeholder size {width}×{height}: a frame needs at least 1×1 pixels")
     # A soft vertical gradient reads as "a screen", not as a broken black feed.
     t = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None]
     column = _BACKGROUND_TOP * (1.0 - t) + _BACKGROUND_BOTTOM * t  # height × 3
     frame = np.ascontiguousarray(np.broadcast_to(column[:, None, :], (height, width, 3)).astype(np.uint8))
-
-    font, text = _font_and_text(message, size=max(10, round(min(height / 18, width / 30))))
     rgb = Image.fromarray(frame[:, :, ::-1])
-    draw = ImageDraw.Draw(rgb)
-    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
-    x = (width - (right - left)) / 2 - left
-    y = (height - (bottom - top)) / 2 - top
-    draw.text((x, y), text, font=font, fill=_TEXT_RGB)
+    _draw_centred(ImageDraw.Draw(rgb), width, height, message)
     out = np.ascontiguousarray(np.asarray(rgb)[:, :, ::-1])
     out.flags.writeable = False
     return out
+
+
+def _draw_centred(draw: ImageDraw.ImageDraw, width: int, height: int, message: str) -> None:
+    """The message centred in the frame, as large as looks calm and no larger than fits; on a
+    frame too small for readable text (a tiny camera mode), nothing: the background says enough."""
+    size = max(MIN_TEXT_PX, round(min(height / 18, width / 30)))
+    while size >= MIN_TEXT_PX:
+        font, text = _font_and_text(message, size=size)
+        left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+        if right - left <= 0.92 * width and bottom - top <= 0.8 * height:
+            x = (width - (right - left)) / 2 - left
+            y = (height - (bottom - top)) / 2 - top
+            draw.text((x, y), text, font=font, fill=_TEXT_RGB)
+            return
+        size = min(size - 1, int(size * 0.92 * width / max(1, right - left)))
 
 
 def _font_and_text(message: str, size: int) -> tuple[ImageFont.FreeTypeFont | ImageFont.ImageFont, str]:

@@ -12,9 +12,11 @@ source offline, releases it and reopens it every `reopen_interval_s` until it de
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -29,6 +31,10 @@ from vcamd.types import Captured, Frame
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+
+MIN_FRAME_SIDE = 32
+"""Smallest frame width/height a camera may deliver: below it no face can be found (the detector's
+smallest anchor is 16 px) and no message fits on the offline card; such a source is refused at open."""
 
 
 class FrameSource(Protocol):
@@ -97,6 +103,11 @@ class Pacer:
             self._t0 = now
         return int((now - self._t0) * self.fps)
 
+    def rebase(self, index: int) -> None:
+        """Make frame `index` due now: a source that fell behind for good plays on from here at its
+        rate instead of chasing a clock it cannot catch."""
+        self._t0 = self._clock() - index / self.fps
+
     def wait_for(self, index: int) -> None:
         if self._t0 is None:
             self._t0 = self._clock()
@@ -105,14 +116,36 @@ class Pacer:
             self._sleep(delay)
 
 
+def checked_frame_size(cap, description: str, *, fix: str) -> tuple[int, int] | None:
+    """(width, height) an opened capture reports; None when it does not know yet (some backends
+    say 0 until the first frame). Refuses frames smaller than MIN_FRAME_SIDE with one line."""
+    import cv2
+
+    width, height = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+    if width <= 0 or height <= 0:
+        return None
+    if width < MIN_FRAME_SIDE or height < MIN_FRAME_SIDE:
+        raise VcamdError(f"{description} delivers {width}×{height} frames, too small for face swapping "
+                         f"(the minimum is {MIN_FRAME_SIDE}×{MIN_FRAME_SIDE})", fix=fix)
+    return width, height
+
+
 class VideoFileCamera:
     """A video file played in real time as if it were a camera.
 
     Frames are released at the file's frame rate by the wall clock. When decoding falls behind the
-    clock, frames are skipped (grabbed, not decoded) — a camera does not wait for anyone either.
-    With `loop`, playback restarts at the end; without it the source reports itself finished
-    (read() → None), which the reader treats like an unplugged camera.
+    clock for a moment, frames are skipped (grabbed, not converted) — a camera does not wait for
+    anyone either. When decoding is slower than the file's rate (a 4K MJPEG file at 120 fps on a
+    small CPU), skipping cannot catch up: a grab decodes too, so each skip loses more ground. Then
+    every decoded frame is delivered as soon as it is ready — like a camera that delivers slower
+    than its nominal rate: what arrives, at the rate it arrives. With `loop`, playback restarts at
+    the end; without it the source reports itself finished (read() → None), which the reader
+    treats like an unplugged camera.
     """
+
+    CATCH_UP_BUDGET_S = 0.1
+    """Longest one read() spends skipping late frames; still behind after that, the file plays on
+    from where it is (the pacer is rebased) rather than falling silent while it skips."""
 
     def __init__(self, path: Path, *, loop: bool, clock: Clock = time.monotonic) -> None:
         self.path = path
@@ -123,6 +156,7 @@ class VideoFileCamera:
         self._fps = 30.0
         self._pacer = Pacer(self._fps, clock)
         self._next = 0  # index (since the pacer's start) of the next frame to release
+        self._decode_s = 0.0  # recent cost of decoding one frame (moving average)
         self.skipped = 0
         """Frames whose time passed while decoding lagged: skipped without decoding (dropped)."""
         self.frame_size: tuple[int, int] | None = None
@@ -143,9 +177,15 @@ class VideoFileCamera:
             )
         fps = cap.get(cv2.CAP_PROP_FPS)
         self._fps = float(fps) if fps and 1.0 <= fps <= 240.0 else 30.0
-        self.frame_size = (int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+        try:
+            self.frame_size = checked_frame_size(cap, self.description, fix="use a video of at least "
+                                                 f"{MIN_FRAME_SIDE}×{MIN_FRAME_SIDE} pixels (e.g. 640×480)")
+        except VcamdError:
+            cap.release()
+            raise
         self._pacer = Pacer(self._fps, self._clock)
         self._next = 0
+        self._decode_s = 0.0
         self._cap = cap
 
     def read(self) -> Frame | None:
@@ -153,16 +193,29 @@ class VideoFileCamera:
         if cap is None:
             return None
         due = self._pacer.due_index()
-        # Behind the clock: skip the frames whose time has passed without decoding them.
+        if self._next < due and not self._can_catch_up():
+            self._pacer.rebase(self._next)
+            due = self._next
+        # Behind the clock: skip the frames whose time has passed, within the catch-up budget.
+        started = self._clock()
         while self._next < due:
+            if self._clock() - started > self.CATCH_UP_BUDGET_S:
+                self._pacer.rebase(self._next)
+                break
             if not self._grab(cap):
                 return None
             self._next += 1
             self.skipped += 1
         self._pacer.wait_for(self._next)
+        t0 = self._clock()
         frame = self._read_one(cap)
+        self._decode_s = 0.7 * self._decode_s + 0.3 * (self._clock() - t0)
         self._next += 1
         return frame
+
+    def _can_catch_up(self) -> bool:
+        """Skipping helps only while a frame decodes faster than the file's frame interval."""
+        return self._decode_s < 1.0 / self._fps
 
     def _grab(self, cap) -> bool:
         if cap.grab():
@@ -208,12 +261,14 @@ class OpenCVCamera:
     def open(self) -> None:
         import cv2
 
-        cap = cv2.VideoCapture(self.device)
+        with opencv_quiet():  # each backend OpenCV tries prints its own failure; ours is the one line below
+            cap = cv2.VideoCapture(self.device)
         if not cap.isOpened():
             cap.release()
             raise VcamdError(
                 f"cannot open {self.description}",
-                fix="check it is plugged in and not used by another app; set [camera] device or pass --source",
+                fix=f"check it is plugged in and not used by another app; {cameras_here()}; "
+                "set [camera] device or pass --source",
             )
         if self.cfg.mjpg:
             # MJPG lets USB cameras deliver 720p/1080p at 30 fps; raw YUYV usually cannot.
@@ -224,7 +279,12 @@ class OpenCVCamera:
         cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)  # the driver's own queue: keep it as short as it allows
         got = cap.get(cv2.CAP_PROP_FPS)
         self._fps = float(got) if got and got > 0 else self.cfg.fps
-        self.frame_size = (int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT)))
+        try:
+            self.frame_size = checked_frame_size(cap, self.description, fix="set [camera] width and height to a mode "
+                                                 "the camera supports (e.g. 640 and 480)")
+        except VcamdError:
+            cap.release()
+            raise
         self._cap = cap
 
     def read(self) -> Frame | None:
@@ -237,6 +297,54 @@ class OpenCVCamera:
         if self._cap is not None:
             self._cap.release()
             self._cap = None
+
+
+@contextmanager
+def opencv_quiet() -> Iterator[None]:
+    """OpenCV's own log silenced for the duration: opening a missing camera makes every backend it
+    tries print warnings (V4L2, FFmpeg, obsensor) before our one-line error — and again on every
+    reopen attempt while the camera is unplugged."""
+    import cv2
+
+    api = getattr(getattr(cv2, "utils", None), "logging", None)
+    if api is None:
+        yield
+        return
+    previous = api.getLogLevel()
+    api.setLogLevel(api.LOG_LEVEL_SILENT)
+    try:
+        yield
+    finally:
+        api.setLogLevel(previous)
+
+
+VIDEO4LINUX = Path("/sys/class/video4linux")
+
+
+def list_cameras(root: Path = VIDEO4LINUX) -> list[tuple[str, str]]:
+    """The video devices of this machine as (device path, name), Linux only ([] elsewhere)."""
+    try:
+        entries = [e for e in root.iterdir() if e.name.startswith("video") and e.name[5:].isdigit()]
+    except OSError:
+        return []
+    cameras = []
+    for entry in sorted(entries, key=lambda e: int(e.name[5:])):
+        try:
+            name = (entry / "name").read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            name = ""
+        cameras.append((f"/dev/{entry.name}", name or "unnamed"))
+    return cameras
+
+
+def cameras_here(root: Path = VIDEO4LINUX) -> str:
+    """The cameras that exist, said for an error's fix."""
+    cameras = list_cameras(root)
+    if cameras:
+        return "cameras here: " + ", ".join(f"{path} ({name})" for path, name in cameras)
+    if root.is_dir() or sys.platform.startswith("linux"):
+        return "no camera was found (no /dev/video device)"
+    return "list your cameras with your system's camera settings"
 
 
 class SyntheticCamera:
