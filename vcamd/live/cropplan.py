@@ -1,0 +1,183 @@
+"""How the tracker looks for the known faces in one frame, and what each way costs.
+
+* `crop_input_size` — the detector input for one face's crop: a small face's crop at its own
+  pixels (a 35-px face in a group photo is not scaled up to 192²);
+* `Mosaic` — crops of one input size tiled into one image, so many faces cost one detector run
+  (one call's overhead, no per-call hand-off) instead of one each;
+* `DetectCosts` — a running estimate of the CPU one detector run costs per input shape, measured
+  on the threads that run them; the tracker compares Σ crops against one full detection with it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from vcamd.faces.detect import input_shape_for
+from vcamd.faces.track import CROP_FACTOR, TrackCrop, crop_around
+from vcamd.types import Face, Frame
+
+SMALL_CROP = 96
+"""A crop at most this many pixels wide (a face under ~48 px) is re-detected at its own size to the
+nearest multiple of 32 — a group photo's 35-px faces at 64², not scaled up to 192²; a larger crop
+is never scaled below its own pixels (up to `track_size`): the keypoints the swap is pasted at keep
+the precision they had at 192² (tests/live/test_engine.py holds them within 3 % of a full
+detection; a 170-px crop at 160² went past that)."""
+
+TRACK_MIN_SIZE = 64
+"""The smallest crop input: SCRFD's coarsest stride is 32, and a face below ~16 px is not found."""
+
+MOSAIC_MIN = 3
+"""From this many crops of one input size on, they are tiled into one detector run."""
+
+COST_SMOOTHING = 0.2
+"""Weight of a new measurement in the running cost per input shape."""
+
+_DEFAULT_MS_PER_PIXEL = 1.3e-4
+"""The cost model before anything was measured (SCRFD-2.5G on one CPU core: ~32 ms for 640×384)."""
+
+
+def crop_input_size(face: Face, track_size: int) -> int:
+    """The square input the face's crop is re-detected at (see SMALL_CROP), between
+    TRACK_MIN_SIZE and `track_size`, a multiple of 32."""
+    side = CROP_FACTOR * max(face.width, face.height, 1.0)
+    steps = math.floor(side / 32.0 + 0.5) if side <= SMALL_CROP else math.ceil(side / 32.0)
+    return int(min(track_size, max(TRACK_MIN_SIZE, 32 * steps)))
+
+
+def crop_input_sizes(track_size: int) -> list[int]:
+    """Every size `crop_input_size` may return for this `track_size`."""
+    return sorted({*range(TRACK_MIN_SIZE, track_size, 32), track_size})
+
+
+def _columns(n: int) -> int:
+    # Few distinct shapes (one detector session each): 2, 4 or 8 columns, as many rows as needed.
+    return 2 if n <= 4 else 4 if n <= 16 else 8
+
+
+@dataclass(frozen=True, slots=True)
+class Mosaic:
+    """`len(crops)` square crops of side `tile`, row by row in `cols` columns, as one image."""
+
+    image: Frame
+    crops: list[TrackCrop]
+    tile: int
+    cols: int
+
+    @classmethod
+    def of(cls, patches: list[tuple[Frame, TrackCrop]], tile: int) -> Mosaic:
+        cols = _columns(len(patches))
+        rows = -(-len(patches) // cols)
+        image = np.zeros((rows * tile, cols * tile, 3), np.uint8)
+        for k, (patch, _) in enumerate(patches):
+            r, c = divmod(k, cols)
+            image[r * tile : (r + 1) * tile, c * tile : (c + 1) * tile] = patch
+        return cls(image, [crop for _, crop in patches], tile, cols)
+
+    def split(self, found: list[Face]) -> list[Face | None]:
+        """Per crop, in frame coordinates, the detection nearest its tile's centre among those
+        inside the tile (centre in it, box within it give or take an eighth of a tile), else None.
+        A detection straddling two tiles (halves of two neighbours' faces) belongs to neither."""
+        t = self.tile
+        slack = t / 8.0
+        best: list[tuple[float, Face] | None] = [None] * len(self.crops)
+        for face in found:
+            x1, y1, x2, y2 = face.box
+            cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+            col, row = int(cx // t), int(cy // t)
+            k = row * self.cols + col
+            if not (0 <= col < self.cols and 0 <= k < len(self.crops)):
+                continue
+            ox, oy = col * t, row * t
+            if x1 < ox - slack or y1 < oy - slack or x2 > ox + t + slack or y2 > oy + t + slack:
+                continue
+            d = (cx - ox - t / 2) ** 2 + (cy - oy - t / 2) ** 2
+            if best[k] is None or d < best[k][0]:  # type: ignore[index]
+                local = Face(box=(x1 - ox, y1 - oy, x2 - ox, y2 - oy), score=face.score,
+                             kps=(face.kps - np.array([ox, oy], np.float32)).astype(np.float32))
+                best[k] = (d, local)
+        return [self.crops[k].to_frame(b[1]) if b is not None else None for k, b in enumerate(best)]
+
+
+@dataclass(frozen=True, slots=True)
+class CropRun:
+    """One detector run of the crop re-detection: a single crop, or a mosaic of several."""
+
+    image: Frame
+    size: int  # detector input size (long side)
+    members: list[int]  # indices into the faces looked for
+    mosaic: Mosaic | None  # None: one crop, `crop` maps it back
+    crop: TrackCrop | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return input_shape_for(self.image.shape[:2], self.size)
+
+
+def plan_shapes(faces: list[Face], track_size: int) -> tuple[list[int], list[tuple[int, int]]]:
+    """(input size per face, the detector input shapes the crop runs will have) — without
+    cutting anything, so the tracker can price the crops before choosing them."""
+    sizes = [crop_input_size(f, track_size) for f in faces]
+    shapes: list[tuple[int, int]] = []
+    for size in sorted(set(sizes)):
+        n = sizes.count(size)
+        if n >= MOSAIC_MIN:
+            cols = _columns(n)
+            shapes.append((-(-n // cols) * size, cols * size))  # a mosaic's input is the mosaic itself
+        else:
+            shapes += [(size, size)] * n
+    return sizes, shapes
+
+
+def cut_runs(frame: Frame, faces: list[Face], sizes: list[int]) -> list[CropRun]:
+    """The crops (private copies, cut on the caller's thread), grouped into detector runs."""
+    runs: list[CropRun] = []
+    for size in sorted(set(sizes)):
+        members = [i for i, s in enumerate(sizes) if s == size]
+        patches = [crop_around(frame, faces[i], size) for i in members]
+        if len(members) >= MOSAIC_MIN:
+            mosaic = Mosaic.of(patches, size)
+            runs.append(CropRun(mosaic.image, max(mosaic.image.shape[:2]), members, mosaic))
+        else:
+            runs += [CropRun(patch, size, [i], None, crop) for i, (patch, crop) in zip(members, patches)]
+    return runs
+
+
+class DetectCosts:
+    """Running CPU ms of one detector run per input shape (h, w), fed by the threads that run
+    them. The first run of a shape is not counted (it may build the shape's session). A shape not
+    measured yet is priced by its pixels at the measured shapes' median ms per pixel."""
+
+    def __init__(self) -> None:
+        self._ms: dict[tuple[int, int], float] = {}
+        self._first: set[tuple[int, int]] = set()
+        self._lock = threading.Lock()
+
+    def record(self, shape: tuple[int, int], ms: float) -> None:
+        with self._lock:
+            if shape not in self._first:
+                self._first.add(shape)
+                return
+            old = self._ms.get(shape)
+            self._ms[shape] = ms if old is None else old + COST_SMOOTHING * (ms - old)
+
+    def estimate(self, shape: tuple[int, int]) -> float:
+        with self._lock:
+            known = self._ms.get(shape)
+            if known is not None:
+                return known
+            rates = [ms / (h * w) for (h, w), ms in self._ms.items()]
+        rate = float(np.median(rates)) if rates else _DEFAULT_MS_PER_PIXEL
+        return rate * shape[0] * shape[1]
+
+    def unmeasured(self, shapes: list[tuple[int, int]]) -> bool:
+        """Whether any of these shapes has no measured cost yet (its estimate is extrapolated)."""
+        with self._lock:
+            return any(shape not in self._ms for shape in shapes)
+
+    def measured(self, shape: tuple[int, int]) -> float | None:
+        with self._lock:
+            return self._ms.get(shape)
