@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -20,9 +22,14 @@ from vcamd.faces.detect import input_shape_for
 from vcamd.faces.track import CROP_FACTOR, TrackCrop, crop_around
 from vcamd.types import Face, Frame
 
+
+class Detecting(Protocol):
+    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
+
 SMALL_CROP = 96
-"""A crop at most this many pixels wide (a face under ~48 px) is re-detected at its own size to the
-nearest multiple of 32 — a group photo's 35-px faces at 64², not scaled up to 192²; a larger crop
+"""A crop at most this many pixels wide (a face under ~48 px) is re-detected at TRACK_MIN_SIZE —
+a group photo's 35-px faces at 64² (found as surely there: 29 of 29 on the 1927 Solvay photo at
+720p, against 29 at 192²), not scaled up to 192², and all in one mosaic; a larger crop
 is never scaled below its own pixels (up to `track_size`): the keypoints the swap is pasted at keep
 the precision they had at 192² (tests/live/test_engine.py holds them within 3 % of a full
 detection; a 170-px crop at 160² went past that)."""
@@ -44,8 +51,8 @@ def crop_input_size(face: Face, track_size: int) -> int:
     """The square input the face's crop is re-detected at (see SMALL_CROP), between
     TRACK_MIN_SIZE and `track_size`, a multiple of 32."""
     side = CROP_FACTOR * max(face.width, face.height, 1.0)
-    steps = math.floor(side / 32.0 + 0.5) if side <= SMALL_CROP else math.ceil(side / 32.0)
-    return int(min(track_size, max(TRACK_MIN_SIZE, 32 * steps)))
+    size = TRACK_MIN_SIZE if side <= SMALL_CROP else 32 * math.ceil(side / 32.0)
+    return int(min(track_size, max(TRACK_MIN_SIZE, size)))
 
 
 def crop_input_sizes(track_size: int) -> list[int]:
@@ -117,28 +124,39 @@ class CropRun:
         return input_shape_for(self.image.shape[:2], self.size)
 
 
-def plan_shapes(faces: list[Face], track_size: int) -> tuple[list[int], list[tuple[int, int]]]:
-    """(input size per face, the detector input shapes the crop runs will have) — without
-    cutting anything, so the tracker can price the crops before choosing them."""
+def mosaic_shape(n: int, tile: int) -> tuple[int, int]:
+    """The detector input shape of a mosaic of n tiles (the mosaic itself: multiples of 32)."""
+    cols = _columns(n)
+    return -(-n // cols) * tile, cols * tile
+
+
+def plan_shapes(faces: list[Face], track_size: int, ready: Callable[[tuple[int, int]], bool] = lambda _: True
+                ) -> tuple[list[int], list[tuple[int, int]], list[tuple[int, int]]]:
+    """(input size per face, the input shapes the crop runs will have, mosaic shapes wanted but
+    not `ready` — their crops run one by one meanwhile) — without cutting anything, so the tracker
+    can price the crops before choosing them."""
     sizes = [crop_input_size(f, track_size) for f in faces]
     shapes: list[tuple[int, int]] = []
+    unready: list[tuple[int, int]] = []
     for size in sorted(set(sizes)):
         n = sizes.count(size)
-        if n >= MOSAIC_MIN:
-            cols = _columns(n)
-            shapes.append((-(-n // cols) * size, cols * size))  # a mosaic's input is the mosaic itself
+        shape = mosaic_shape(n, size)
+        if n >= MOSAIC_MIN and ready(shape):
+            shapes.append(shape)
         else:
+            if n >= MOSAIC_MIN:
+                unready.append(shape)
             shapes += [(size, size)] * n
-    return sizes, shapes
+    return sizes, shapes, unready
 
 
-def cut_runs(frame: Frame, faces: list[Face], sizes: list[int]) -> list[CropRun]:
+def cut_runs(frame: Frame, faces: list[Face], sizes: list[int], ready: Callable[[tuple[int, int]], bool] = lambda _: True) -> list[CropRun]:
     """The crops (private copies, cut on the caller's thread), grouped into detector runs."""
     runs: list[CropRun] = []
     for size in sorted(set(sizes)):
         members = [i for i, s in enumerate(sizes) if s == size]
         patches = [crop_around(frame, faces[i], size) for i in members]
-        if len(members) >= MOSAIC_MIN:
+        if len(members) >= MOSAIC_MIN and ready(mosaic_shape(len(members), size)):
             mosaic = Mosaic.of(patches, size)
             runs.append(CropRun(mosaic.image, max(mosaic.image.shape[:2]), members, mosaic))
         else:
@@ -181,3 +199,33 @@ class DetectCosts:
     def measured(self, shape: tuple[int, int]) -> float | None:
         with self._lock:
             return self._ms.get(shape)
+
+
+class ShapeWarmer:
+    """Builds the detector's session for a mosaic shape on a short-lived thread of its own (a few
+    hundred ms: done on the tracker's thread, the first frame of a new group would miss its
+    deadline); until it is built, that mosaic's crops run one by one (shapes built at start-up)."""
+
+    def __init__(self) -> None:
+        self._ready: set[tuple[int, int]] = set()
+        self._building: threading.Thread | None = None
+
+    def ready(self, shape: tuple[int, int]) -> bool:
+        return shape in self._ready
+
+    def build(self, shapes: list[tuple[int, int]], detector: Detecting) -> None:
+        """Start building the first of `shapes` not built yet (one at a time; called every frame)."""
+        if not shapes or (self._building is not None and self._building.is_alive()):
+            return
+        shape = shapes[0]
+        blank = np.zeros((*shape, 3), np.uint8)
+
+        def run() -> None:
+            try:
+                detector.detect(blank, max(shape))
+            except Exception:  # a detector that fails here fails the crops too, where it is counted
+                return
+            self._ready.add(shape)  # one writer; readers see the shape once it is in
+
+        self._building = threading.Thread(target=run, name="tracker-warm-up", daemon=True)
+        self._building.start()

@@ -30,7 +30,7 @@ import numpy as np
 from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.faces.track import dedupe_faces, nearest_to_centre
-from vcamd.live.cropplan import DetectCosts, crop_input_sizes, cut_runs, plan_shapes
+from vcamd.live.cropplan import DetectCosts, ShapeWarmer, crop_input_sizes, cut_runs, plan_shapes
 from vcamd.live.newest import BoundedCall, NewestWorker
 from vcamd.live.stats import LiveStats
 from vcamd.types import Face, Frame, Level
@@ -336,6 +336,7 @@ class LiveTracker:
         self._call = BoundedCall("face-tracker")
         self.errors = 0
         self.late = 0
+        self._warm = ShapeWarmer()
         self.plans = {"crops": 0, "full": 0}
         """How often each way was chosen (stats, tests)."""
 
@@ -360,7 +361,8 @@ class LiveTracker:
         late = False
         full_now = False
         if looked_for := self.book.to_redetect:
-            sizes, crop_shapes = plan_shapes(looked_for, track_size)
+            sizes, crop_shapes, unready = plan_shapes(looked_for, track_size, self._warm.ready)
+            self._warm.build(unready, self.faces)
             crops_ms = sum(self.costs.estimate(shape) for shape in crop_shapes)
             full_shape = input_shape_for(frame.shape[:2], full_size)
             full_ms = self.costs.estimate(full_shape)
@@ -374,8 +376,8 @@ class LiveTracker:
                 looked = self._full_here(frame, frame_index, looked_for, full_size, deadline_s)
             else:
                 self.plans["crops"] += 1
-                looked = self._redetect(frame, looked_for, sizes, deadline_s), None
-            found, here = looked if looked is not None else (None, None)
+                looked = self._redetect(frame, looked_for, sizes, deadline_s)
+            found, here = looked
             if found is None:
                 late = True  # a miss for this frame; the tracks are kept for the next one
             else:
@@ -405,12 +407,12 @@ class LiveTracker:
             return None
         return value
 
-    def _redetect(self, frame: Frame, faces: list[Face], sizes: list[int], deadline_s: float) -> list[Face | None] | None:
-        runs = cut_runs(frame, faces, sizes)
+    def _redetect(self, frame: Frame, faces: list[Face], sizes: list[int], deadline_s: float) -> tuple[list[Face | None] | None, None]:
+        runs = cut_runs(frame, faces, sizes, self._warm.ready)
         detect, costs = self.faces, self.costs
         found_lists = self._guarded(lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs], deadline_s)
         if found_lists is None:
-            return None
+            return None, None
         found: list[Face | None] = [None] * len(faces)
         for run, dets in zip(runs, found_lists):
             if run.mosaic is not None:
@@ -419,17 +421,17 @@ class LiveTracker:
             elif dets:
                 assert run.crop is not None
                 found[run.members[0]] = run.crop.to_frame(nearest_to_centre(dets, run.size))
-        return found
+        return found, None
 
     def _full_here(self, frame: Frame, frame_index: int, faces: list[Face], size: int,
-                   deadline_s: float) -> tuple[list[Face | None], FullDetection] | None:
+                   deadline_s: float) -> tuple[list[Face | None] | None, FullDetection | None]:
         """One full detection of this frame (a downscaled private copy) instead of the crops;
         each face looked for is the nearest detection that is the same face (`near`), or None."""
         small, scale = downscaled(frame, size)
         detect, costs = self.faces, self.costs
         dets = self._guarded(lambda: timed_detect(detect, small, size, costs), deadline_s)
         if dets is None:
-            return None
+            return None, None
         dets = [scaled(f, 1.0 / scale) for f in dets] if scale != 1.0 else dets
         taken: set[int] = set()
         found: list[Face | None] = []
