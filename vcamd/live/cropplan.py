@@ -61,11 +61,6 @@ def crop_input_size(face: Face, track_size: int) -> int:
     return int(min(track_size, max(TRACK_MIN_SIZE, size)))
 
 
-def crop_input_sizes(track_size: int) -> list[int]:
-    """Every size `crop_input_size` may return for this `track_size`."""
-    return sorted({*range(TRACK_MIN_SIZE, track_size, 32), track_size})
-
-
 def _columns(n: int) -> int:
     # Few distinct shapes (one detector session each): 2, 4 or 8 columns, as many rows as needed.
     return 2 if n <= 4 else 4 if n <= 16 else 8
@@ -130,6 +125,13 @@ class CropRun:
         return input_shape_for(self.image.shape[:2], self.size)
 
 
+def pays(n: int, size: int) -> bool:
+    """Whether n crops of this input size are tiled: from MOSAIC_MIN on, when the mosaic has no
+    more pixels than the crops one by one (3 crops in a 2×2 mosaic would be a quarter dearer)."""
+    h, w = mosaic_shape(n, mosaic_tile(size))
+    return n >= MOSAIC_MIN and h * w <= n * size * size
+
+
 def mosaic_tile(size: int) -> int:
     """The tile side in a mosaic for crops of this input size."""
     return SMALL_TILE if size == TRACK_MIN_SIZE else size
@@ -147,19 +149,23 @@ def _up32(value: int) -> int:
 
 def plan_shapes(faces: list[Face], track_size: int, ready: Callable[[tuple[int, int]], bool] = lambda _: True
                 ) -> tuple[list[int], list[tuple[int, int]], list[tuple[int, int]]]:
-    """(input size per face, the input shapes the crop runs will have, mosaic shapes wanted but
-    not `ready` — their crops run one by one meanwhile) — without cutting anything, so the tracker
-    can price the crops before choosing them."""
-    sizes = [crop_input_size(f, track_size) for f in faces]
+    """(input size per face, the input shapes the crop runs will have, shapes wanted but not
+    `ready` — a crop size not built yet runs at `track_size`, a mosaic not built yet as single
+    crops, meanwhile) — without cutting anything, so the tracker can price the crops before
+    choosing them, and `cut_runs` cuts them at these sizes."""
+    # A crop size whose session is not built yet runs at track_size (built at start-up) meanwhile.
+    sizes = [size if size == track_size or ready((size, size)) else track_size
+             for size in (crop_input_size(f, track_size) for f in faces)]
+    wanted = {crop_input_size(f, track_size) for f in faces} - {track_size}
     shapes: list[tuple[int, int]] = []
-    unready: list[tuple[int, int]] = []
+    unready: list[tuple[int, int]] = [(size, size) for size in sorted(wanted) if not ready((size, size))]
     for size in sorted(set(sizes)):
         n = sizes.count(size)
         shape = mosaic_shape(n, mosaic_tile(size))
-        if n >= MOSAIC_MIN and ready(shape):
+        if pays(n, size) and ready(shape):
             shapes.append(shape)
         else:
-            if n >= MOSAIC_MIN:
+            if pays(n, size):
                 unready.append(shape)
             shapes += [(size, size)] * n
     return sizes, shapes, unready
@@ -171,7 +177,7 @@ def cut_runs(frame: Frame, faces: list[Face], sizes: list[int], ready: Callable[
     for size in sorted(set(sizes)):
         members = [i for i, s in enumerate(sizes) if s == size]
         tile = mosaic_tile(size)
-        if len(members) >= MOSAIC_MIN and ready(mosaic_shape(len(members), tile)):
+        if pays(len(members), size) and ready(mosaic_shape(len(members), tile)):
             mosaic = Mosaic.of([crop_around(frame, faces[i], tile) for i in members], tile)
             runs.append(CropRun(mosaic.image, max(mosaic.image.shape[:2]), members, mosaic))
         else:
@@ -218,9 +224,10 @@ class DetectCosts:
 
 
 class ShapeWarmer:
-    """Builds the detector's session for a mosaic shape on a short-lived thread of its own (a few
-    hundred ms: done on the tracker's thread, the first frame of a new group would miss its
-    deadline); until it is built, that mosaic's crops run one by one (shapes built at start-up)."""
+    """Builds the detector's session for a crop size or a mosaic shape on a short-lived thread of
+    its own, one at a time, when a face first needs it (150–600 ms each here: on the tracker's
+    thread a new group's first frames would miss their deadline; at start-up, every size a face
+    might need would delay the first frame). Until then the crops run at shapes already built."""
 
     def __init__(self) -> None:
         self._ready: set[tuple[int, int]] = set()

@@ -30,7 +30,7 @@ import numpy as np
 from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.faces.track import dedupe_faces, nearest_to_centre
-from vcamd.live.cropplan import DetectCosts, ShapeWarmer, crop_input_sizes, cut_runs, plan_shapes
+from vcamd.live.cropplan import DetectCosts, ShapeWarmer, cut_runs, plan_shapes
 from vcamd.live.newest import BoundedCall, NewestWorker
 from vcamd.live.stats import LiveStats
 from vcamd.types import Face, Frame, Level
@@ -86,13 +86,10 @@ def detect_sizes(cfg: Config, level: Level) -> dict[str, int]:
 
 
 def all_detect_sizes(cfg: Config) -> list[int]:
-    """Every input size a level may ask for (their sessions are built before the stream starts),
-    with the smaller square crop inputs a face's size may choose (`cropplan.crop_input_size`).
-    Mosaics of many crops have shapes of their own, built when a group first needs them."""
-    sizes = {size for level in Level for size in detect_sizes(cfg, level).values()}
-    largest_track = max(detect_sizes(cfg, level)["track_size"] for level in Level)
-    sizes |= set(crop_input_sizes(largest_track))
-    return sorted(sizes)
+    """Every input size a level may ask for (their sessions are built before the stream starts).
+    The smaller crop inputs a small face chooses and the mosaics of a group are built when first
+    needed (`cropplan.ShapeWarmer`)."""
+    return sorted({size for level in Level for size in detect_sizes(cfg, level).values()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,7 +405,7 @@ class LiveTracker:
         return value
 
     def _redetect(self, frame: Frame, faces: list[Face], sizes: list[int], deadline_s: float) -> tuple[list[Face | None] | None, None]:
-        runs = cut_runs(frame, faces, sizes, self._warm.ready)
+        runs = cut_runs(frame, faces, sizes, self._warm.ready)  # `sizes` as plan_shapes chose them
         detect, costs = self.faces, self.costs
         found_lists = self._guarded(lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs], deadline_s)
         if found_lists is None:
