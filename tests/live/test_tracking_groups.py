@@ -178,3 +178,23 @@ def test_one_face_keeps_its_crop_even_when_a_full_detection_is_cheap_per_pixel(d
         assert report.known and len(report.faces) == 1
     finally:
         tracker.stop()
+
+
+def test_a_full_detection_finer_faces_were_found_at_is_never_used_instead_of_their_crops(detector, group_frame, group_faces):
+    """At the watchdog's low_res sizes a full detection is cheap but misses a group's small faces:
+    choosing it would lose them (covered, never swapped) for as long as it stays the cheaper way."""
+    tracker, _ = _tracker(detector)
+    costs: DetectCosts = tracker.costs
+    for _ in range(3):
+        costs.record((256, 448), 1.0)  # the 448-wide full detection, measured cheap
+        costs.record(mosaic_shape(29, mosaic_tile(TRACK_MIN_SIZE)), 1000.0)
+        costs.record((TRACK_MIN_SIZE, TRACK_MIN_SIZE), 1000.0)
+        costs.record((128, 128), 1000.0)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        report = tracker.update(group_frame, 1, full_size=448, track_size=128, deadline_s=30.0)
+        assert tracker.plans == {"crops": 1, "full": 0}
+        assert report.known and len(report.faces) == 29 and not report.lost
+    finally:
+        tracker.stop()

@@ -272,6 +272,12 @@ class FaceBook:
         return appeared
 
     @property
+    def finest_size(self) -> int:
+        """The largest detector input size a face looked for now was found at by a full detection
+        (0 when none): a full detection at less may not see it (small faces at low_res)."""
+        return max((s.size for s in self._tracks + self._lost), default=0)
+
+    @property
     def to_redetect(self) -> list[Face]:
         """The faces the crop re-detection looks for in this frame: the tracks, then the lost
         faces at their last-known places (found again there, they are tracked again)."""
@@ -363,7 +369,9 @@ class LiveTracker:
             crops_ms = sum(self.costs.estimate(shape) for shape in crop_shapes)
             full_shape = input_shape_for(frame.shape[:2], full_size)
             full_ms = self.costs.estimate(full_shape)
-            use_full = full_ms < crops_ms
+            # ... only where it can see every face looked for: one found at a finer size than
+            # this full detection's would be lost by it (the watchdog's low_res sizes).
+            use_full = full_ms < crops_ms and full_size >= self.book.finest_size
             # The full detection's cost is measured by the FullDetector's own runs; the crops' is
             # extrapolated until they ran, so now and then they are tried while it is.
             if use_full and frame_index % PROBE_EVERY == 0 and self.costs.unmeasured(crop_shapes):
