@@ -1,11 +1,13 @@
 """How the tracker looks for the known faces in one frame, and what each way costs.
 
-* `crop_input_size` — the detector input for one face's crop: a small face's crop at its own
-  pixels (a 35-px face in a group photo is not scaled up to 192²);
-* `Mosaic` — crops of one input size tiled into one image, so many faces cost one detector run
-  (one call's overhead, no per-call hand-off) instead of one each;
+* `crop_input_size` — the detector input for one face's crop: a small face's crop at 64² (a 35-px
+  face in a group photo is not scaled up to 192²), a larger one never below its own pixels;
+* `Mosaic` — crops of one input size tiled into one image (`pays`: where that costs no more
+  pixels), so many faces cost one detector run instead of one each;
+* `plan_shapes` / `cut_runs` — the detector runs one frame's crops take, priced before they are cut;
 * `DetectCosts` — a running estimate of the CPU one detector run costs per input shape, measured
-  on the threads that run them; the tracker compares Σ crops against one full detection with it.
+  on the threads that run them; the tracker compares Σ crops against one full detection with it;
+* `ShapeWarmer` — builds the sessions of new crop sizes and mosaic shapes off the tracker's thread.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from typing import Protocol
 
 import numpy as np
 
-from vcamd.faces.detect import input_shape_for
 from vcamd.faces.track import CROP_FACTOR, TrackCrop, crop_around
 from vcamd.types import Face, Frame
 
 
 class Detecting(Protocol):
+    """What the tracker needs of a detector (`vcamd.faces.detect.FaceDetector`)."""
+
     def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
+
 
 SMALL_CROP = 96
 """A crop at most this many pixels wide (a face under ~48 px) is re-detected at TRACK_MIN_SIZE —
@@ -120,10 +124,6 @@ class CropRun:
     mosaic: Mosaic | None  # None: one crop, `crop` maps it back
     crop: TrackCrop | None = None
 
-    @property
-    def shape(self) -> tuple[int, int]:
-        return input_shape_for(self.image.shape[:2], self.size)
-
 
 def pays(n: int, size: int) -> bool:
     """Whether n crops of this input size are tiled: from MOSAIC_MIN on, when the mosaic has no
@@ -171,7 +171,8 @@ def plan_shapes(faces: list[Face], track_size: int, ready: Callable[[tuple[int, 
     return sizes, shapes, unready
 
 
-def cut_runs(frame: Frame, faces: list[Face], sizes: list[int], ready: Callable[[tuple[int, int]], bool] = lambda _: True) -> list[CropRun]:
+def cut_runs(frame: Frame, faces: list[Face], sizes: list[int],
+             ready: Callable[[tuple[int, int]], bool] = lambda _: True) -> list[CropRun]:
     """The crops (private copies, cut on the caller's thread), grouped into detector runs."""
     runs: list[CropRun] = []
     for size in sorted(set(sizes)):

@@ -6,8 +6,10 @@ Three parts:
 * `FaceBook` — pure bookkeeping (no threads, no models): given what the detectors said, which faces
   are tracked now, which were lost (and where they were last seen), which appeared, and whether
   the face positions are known at all this frame;
-* `LiveTracker` — runs the crop re-detection (on a `BoundedCall` thread the loop waits on for at
-  most a deadline) and the full detections, feeding `FaceBook`; `update()` returns a `FaceReport`.
+* `LiveTracker` — finds the known faces again in every frame (crops, tiled when many, or one
+  full detection of the frame when that costs less: `cropplan`), on a `BoundedCall` thread the
+  loop waits on for at most a deadline, and runs the periodic full detections, feeding
+  `FaceBook`; `update()` returns a `FaceReport`.
 
 A face is never silently forgotten: one the crop re-detection cannot find is *lost* (its last place
 kept, and looked for there again in every frame); a full detection that misses a tracked face leaves it tracked (the crop re-detection decides);
@@ -22,7 +24,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 import cv2
 import numpy as np
@@ -30,7 +31,7 @@ import numpy as np
 from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.faces.track import dedupe_faces, nearest_to_centre
-from vcamd.live.cropplan import DetectCosts, ShapeWarmer, cut_runs, plan_shapes
+from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, plan_shapes
 from vcamd.live.newest import BoundedCall, NewestWorker
 from vcamd.live.stats import LiveStats
 from vcamd.types import Face, Frame, Level
@@ -61,10 +62,6 @@ JUMP_SIZE_CHANGE = 0.35
 PROBE_EVERY = 15
 """Every this many frames the tracker tries the crops instead of a full detection while their
 cost has not been measured yet (`LiveTracker.update`)."""
-
-
-class Detecting(Protocol):
-    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,9 +316,11 @@ class LiveTracker:
     (`cropplan.DetectCosts`, measured on the threads that run the detector):
 
     * **crops** — a crop about twice each face's size (cut on the loop's thread), re-detected at
-      `crop_input_size` (never more pixels than the crop has; 128² for a large face); from
-      MOSAIC_MIN crops of one size on, tiled into one detector run;
-    * **one full detection of this frame** (a group: 29 crops cost more than one 640×384 run):
+      `cropplan.crop_input_size` (a small face's at 64², a larger one's never below its own
+      pixels, up to `track_size`); crops of one size tiled into one detector run where that
+      costs no more pixels (`cropplan.pays`: a group photo's 29 faces in one 384×192 input);
+    * **one full detection of this frame**, when it costs less (29 crops at 192² cost more than
+      one 640×384 run) and runs at a size at least as fine as every face looked for was found at:
       a tracked face it does not find is lost in this frame, exactly as a crop that misses it
       (covered at its last place), and the faces it finds are where the faces are.
 
@@ -354,6 +353,9 @@ class LiveTracker:
     def reset(self) -> None:
         self.book.reset()
         self._last_full_submit = None
+        # A new detector (pipeline rebuilt) has sessions and costs of its own: measured again.
+        self._warm = ShapeWarmer()
+        self._full.costs = DetectCosts()
 
     def stop(self) -> None:
         self._call.stop()
@@ -412,7 +414,8 @@ class LiveTracker:
             return None
         return value
 
-    def _redetect(self, frame: Frame, faces: list[Face], sizes: list[int], deadline_s: float) -> tuple[list[Face | None] | None, None]:
+    def _redetect(self, frame: Frame, faces: list[Face], sizes: list[int],
+                  deadline_s: float) -> tuple[list[Face | None] | None, None]:
         runs = cut_runs(frame, faces, sizes, self._warm.ready)  # `sizes` as plan_shapes chose them
         detect, costs = self.faces, self.costs
         found_lists = self._guarded(lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs], deadline_s)
