@@ -279,7 +279,7 @@ class LosesTheGreyFace(Wrapped):
 
     def detect(self, frame, input_size=None):
         if self.armed.is_set():
-            if input_size == self.track_size and np.abs(frame[..., 0].astype(np.int16) - frame[..., 2]).mean() < 5:
+            if input_size is not None and input_size <= self.track_size and np.abs(frame[..., 0].astype(np.int16) - frame[..., 2]).mean() < 5:
                 return []
             if input_size != self.track_size:
                 self.release.wait(10.0)

@@ -6,8 +6,10 @@ Three parts:
 * `FaceBook` — pure bookkeeping (no threads, no models): given what the detectors said, which faces
   are tracked now, which were lost (and where they were last seen), which appeared, and whether
   the face positions are known at all this frame;
-* `LiveTracker` — runs the crop re-detection (on a `BoundedCall` thread the loop waits on for at
-  most a deadline) and the full detections, feeding `FaceBook`; `update()` returns a `FaceReport`.
+* `LiveTracker` — finds the known faces again in every frame (crops, tiled when many, or one
+  full detection of the frame when that costs less: `cropplan`), on a `BoundedCall` thread the
+  loop waits on for at most a deadline, and runs the periodic full detections, feeding
+  `FaceBook`; `update()` returns a `FaceReport`.
 
 A face is never silently forgotten: one the crop re-detection cannot find is *lost* (its last place
 kept, and looked for there again in every frame); a full detection that misses a tracked face leaves it tracked (the crop re-detection decides);
@@ -19,15 +21,17 @@ lower detection size (the watchdog's low_res level) stay lost, never vanish.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 import cv2
 import numpy as np
 
 from vcamd.config import Config
-from vcamd.faces.track import crop_around, dedupe_faces, nearest_to_centre
+from vcamd.faces.detect import input_shape_for
+from vcamd.faces.track import dedupe_faces, nearest_to_centre
+from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, plan_shapes
 from vcamd.live.newest import BoundedCall, NewestWorker
 from vcamd.live.stats import LiveStats
 from vcamd.quality import Level, rung
@@ -56,8 +60,9 @@ JUMP_SIZE_CHANGE = 0.35
 """... when their widths differ by at most this share of the lost face's width."""
 
 
-class Detecting(Protocol):
-    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
+PROBE_EVERY = 15
+"""Every this many frames the tracker tries the crops instead of a full detection while their
+cost has not been measured yet (`LiveTracker.update`)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -79,7 +84,9 @@ def detect_sizes(cfg: Config, level: Level) -> dict[str, int]:
 
 
 def all_detect_sizes(cfg: Config) -> list[int]:
-    """Every input size a level may ask for (their sessions are built before the stream starts)."""
+    """Every input size a level may ask for (their sessions are built before the stream starts).
+    The smaller crop inputs a small face chooses and the mosaics of a group are built when first
+    needed (`cropplan.ShapeWarmer`)."""
     return sorted({size for level in Level for size in detect_sizes(cfg, level).values()})
 
 
@@ -106,12 +113,11 @@ class FullDetector(NewestWorker[tuple[Frame, float, int, int], FullDetection]):
         self._clock = clock
         self.errors = 0
         self.runs = 0
+        self.costs = DetectCosts()
+        """CPU cost per detector input shape, shared with the tracker's crop re-detection."""
 
     def submit_frame(self, frame: Frame, frame_index: int, input_size: int) -> None:
-        h, w = frame.shape[:2]
-        scale = min(1.0, input_size / max(h, w))
-        small = cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA) if scale < 1.0 else frame.copy()
-        self.submit((small, scale, frame_index, input_size))
+        self.submit((*downscaled(frame, input_size), frame_index, input_size))
 
     def take_result(self) -> FullDetection | None:
         return self.results.take(0)
@@ -120,7 +126,7 @@ class FullDetector(NewestWorker[tuple[Frame, float, int, int], FullDetection]):
         small, scale, index, size = job
         t0 = self._clock()
         try:
-            found = self.faces.detect(small, size)
+            found = timed_detect(self.faces, small, size, self.costs)
         except Exception as exc:  # treated as "nothing found"; the next attempt comes soon
             self.errors += 1
             if self.errors <= 3:
@@ -130,6 +136,25 @@ class FullDetector(NewestWorker[tuple[Frame, float, int, int], FullDetection]):
         self.runs += 1
         faces = [scaled(f, 1.0 / scale) for f in found] if scale != 1.0 else found
         return FullDetection(faces, index, size)
+
+
+def downscaled(frame: Frame, input_size: int) -> tuple[Frame, float]:
+    """A private copy of the frame at most `input_size` on its long side (the resize the detector
+    would do anyway), and its scale."""
+    h, w = frame.shape[:2]
+    scale = min(1.0, input_size / max(h, w))
+    if scale >= 1.0:
+        return frame.copy(), 1.0
+    return cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA), scale
+
+
+def timed_detect(faces: Detecting, image: Frame, size: int, costs: DetectCosts) -> list[Face]:
+    """One detector run, its CPU time (this thread's: ONNX Runtime runs a one-thread session on the
+    caller's) recorded against its input shape."""
+    t0 = time.thread_time()
+    found = faces.detect(image, size)
+    costs.record(input_shape_for(image.shape[:2], size), (time.thread_time() - t0) * 1000.0)
+    return found
 
 
 def scaled(face: Face, k: float) -> Face:
@@ -245,6 +270,12 @@ class FaceBook:
         return appeared
 
     @property
+    def finest_size(self) -> int:
+        """The largest detector input size a face looked for now was found at by a full detection
+        (0 when none): a full detection at less may not see it (small faces at low_res)."""
+        return max((s.size for s in self._tracks + self._lost), default=0)
+
+    @property
     def to_redetect(self) -> list[Face]:
         """The faces the crop re-detection looks for in this frame: the tracks, then the lost
         faces at their last-known places (found again there, they are tracked again)."""
@@ -281,11 +312,22 @@ class FaceBook:
 class LiveTracker:
     """Where the faces are in every frame, cheaply.
 
-    Known faces are re-detected in a crop about twice their size at `track_size` (192² is ~11×
-    fewer pixels than 640²): the crops are cut on the loop's thread, the detector runs on a
-    `BoundedCall` thread the loop waits on for at most `deadline_s`. A full-frame detection runs
-    every `full_every` frames, whenever no face is tracked and as soon as a track is lost, on the
-    `FullDetector` thread; its result is merged when it arrives (`FaceBook`).
+    Known faces are looked for again in every frame, on a `BoundedCall` thread the loop waits on
+    for at most `deadline_s`, in whichever of two ways costs less CPU by the running estimates
+    (`cropplan.DetectCosts`, measured on the threads that run the detector):
+
+    * **crops** — a crop about twice each face's size (cut on the loop's thread), re-detected at
+      `cropplan.crop_input_size` (a small face's at 64², a larger one's never below its own
+      pixels, up to `track_size`); crops of one size tiled into one detector run where that
+      costs no more pixels (`cropplan.pays`: a group photo's 29 faces in one 384×192 input);
+    * **one full detection of this frame**, when it costs less (29 crops at 192² cost more than
+      one 640×384 run) and runs at a size at least as fine as every face looked for was found at:
+      a tracked face it does not find is lost in this frame, exactly as a crop that misses it
+      (covered at its last place), and the faces it finds are where the faces are.
+
+    Besides, a full-frame detection runs every `full_every` frames, whenever no face is tracked
+    and as soon as a track is lost, on the `FullDetector` thread; its result is merged when it
+    arrives (`FaceBook`).
     """
 
     def __init__(self, faces: Detecting, full: FullDetector, *, full_every: int) -> None:
@@ -297,6 +339,13 @@ class LiveTracker:
         self._call = BoundedCall("face-tracker")
         self.errors = 0
         self.late = 0
+        self._warm = ShapeWarmer()
+        self.plans = {"crops": 0, "full": 0}
+        """How often each way was chosen (stats, tests)."""
+
+    @property
+    def costs(self) -> DetectCosts:
+        return self._full.costs
 
     @property
     def call_thread(self):
@@ -305,6 +354,9 @@ class LiveTracker:
     def reset(self) -> None:
         self.book.reset()
         self._last_full_submit = None
+        # A new detector (pipeline rebuilt) has sessions and costs of its own: measured again.
+        self._warm = ShapeWarmer()
+        self._full.costs = DetectCosts()
 
     def stop(self) -> None:
         self._call.stop()
@@ -313,25 +365,46 @@ class LiveTracker:
         result = self._full.take_result()
         appeared = self.book.take_full(result) if result is not None else []
         late = False
+        full_now = False
         if looked_for := self.book.to_redetect:
-            found = self._redetect(frame, looked_for, track_size, deadline_s)
+            sizes, crop_shapes, unready = plan_shapes(looked_for, track_size, self._warm.ready)
+            self._warm.build(unready, self.faces)
+            crops_ms = sum(self.costs.estimate(shape) for shape in crop_shapes)
+            full_shape = input_shape_for(frame.shape[:2], full_size)
+            full_ms = self.costs.estimate(full_shape)
+            # ... only where it can see every face looked for: one found at a finer size than
+            # this full detection's would be lost by it (the watchdog's low_res sizes).
+            use_full = full_ms < crops_ms and full_size >= self.book.finest_size
+            # The full detection's cost is measured by the FullDetector's own runs; the crops' is
+            # extrapolated until they ran, so now and then they are tried while it is.
+            if use_full and frame_index % PROBE_EVERY == 0 and self.costs.unmeasured(crop_shapes):
+                use_full = False
+            if use_full:
+                self.plans["full"] += 1
+                looked = self._full_here(frame, frame_index, looked_for, full_size, deadline_s)
+            else:
+                self.plans["crops"] += 1
+                looked = self._redetect(frame, looked_for, sizes, deadline_s)
+            found, here = looked
             if found is None:
                 late = True  # a miss for this frame; the tracks are kept for the next one
             else:
                 appeared += self.book.take_tracked(found, frame_index)[1]
+                if here is not None:  # this frame's own full detection: where every face is now
+                    appeared += self.book.take_full(here)
+                    self._last_full_submit, full_now = frame_index, True
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
         # several faces, waiting for the next due detection would leave it covered that long.
         if (due or self.book.needs_full) and self._full.idle:
             self._full.submit_frame(frame, frame_index, full_size)
             self._last_full_submit = frame_index
-        return self.book.report(late=late, appeared=appeared, full=result is not None)
+        return self.book.report(late=late, appeared=appeared, full=result is not None or full_now)
 
-    def _redetect(self, frame: Frame, faces: list[Face], size: int, deadline_s: float) -> list[Face | None] | None:
-        crops = [crop_around(frame, face, size) for face in faces]
-        detect = self.faces.detect
+    def _guarded(self, work: Callable[[], object], deadline_s: float):
+        """Run `work` on the tracker thread, waiting at most `deadline_s`: (value) or None (late or failed)."""
         try:
-            done, found_lists = self._call.call(lambda: [detect(patch, size) for patch, _ in crops], deadline_s)
+            done, value = self._call.call(work, deadline_s)
         except Exception as exc:  # a failing detector is a miss for this frame, not a crash
             self.errors += 1
             if self.errors <= 3 or self.errors % 100 == 0:
@@ -340,4 +413,45 @@ class LiveTracker:
         if not done:
             self.late += 1
             return None
-        return [crop.to_frame(nearest_to_centre(found, size)) if found else None for found, (_, crop) in zip(found_lists, crops)]
+        return value
+
+    def _redetect(self, frame: Frame, faces: list[Face], sizes: list[int],
+                  deadline_s: float) -> tuple[list[Face | None] | None, None]:
+        runs = cut_runs(frame, faces, sizes, self._warm.ready)  # `sizes` as plan_shapes chose them
+        detect, costs = self.faces, self.costs
+        found_lists = self._guarded(lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs], deadline_s)
+        if found_lists is None:
+            return None, None
+        found: list[Face | None] = [None] * len(faces)
+        for run, dets in zip(runs, found_lists):
+            if run.mosaic is not None:
+                for i, face in zip(run.members, run.mosaic.split(dets)):
+                    found[i] = face
+            elif dets:
+                assert run.crop is not None
+                found[run.members[0]] = run.crop.to_frame(nearest_to_centre(dets, run.size))
+        return found, None
+
+    def _full_here(self, frame: Frame, frame_index: int, faces: list[Face], size: int,
+                   deadline_s: float) -> tuple[list[Face | None] | None, FullDetection | None]:
+        """One full detection of this frame (a downscaled private copy) instead of the crops;
+        each face looked for is the nearest detection that is the same face (`near`), or None."""
+        small, scale = downscaled(frame, size)
+        detect, costs = self.faces, self.costs
+        dets = self._guarded(lambda: timed_detect(detect, small, size, costs), deadline_s)
+        if dets is None:
+            return None, None
+        dets = [scaled(f, 1.0 / scale) for f in dets] if scale != 1.0 else dets
+        taken: set[int] = set()
+        found: list[Face | None] = []
+        for face in faces:
+            cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+            candidates = [(((d.box[0] + d.box[2]) / 2 - cx) ** 2 + ((d.box[1] + d.box[3]) / 2 - cy) ** 2, j)
+                          for j, d in enumerate(dets) if j not in taken and near(d, face)]
+            if candidates:
+                j = min(candidates)[1]
+                taken.add(j)
+                found.append(dets[j])
+            else:
+                found.append(None)
+        return found, FullDetection(dets, frame_index, size)

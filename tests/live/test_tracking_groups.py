@@ -1,0 +1,200 @@
+"""The tracker with many faces: crops sized to the face, tiled into one detector run, or one full
+detection of the frame when that costs less — on the 29-face 1927 Solvay photo as a 720p camera."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.faces.track import CROP_FACTOR, crop_around, nearest_to_centre
+from vcamd.live.cropplan import TRACK_MIN_SIZE, DetectCosts, Mosaic, crop_input_size, mosaic_shape, mosaic_tile, pays
+from vcamd.live.stats import LiveStats
+from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker
+from vcamd.types import Face
+
+
+def _centre(face: Face) -> np.ndarray:
+    return np.array([(face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2])
+
+
+@pytest.fixture(scope="module")
+def detector(assets: Path):
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.runtime import Sessions
+
+    return FaceDetector(assets / "models" / "scrfd_2.5g_kps.onnx", Sessions(["cpu"], threads=1))
+
+
+@pytest.fixture(scope="module")
+def group_frame(assets: Path) -> np.ndarray:
+    """The group photo fitted into 1280×720 on grey, as `vcamd bench --scenarios groups` plays it."""
+    image = cv2.imread(str(assets / "images" / "solvay_conference_1927.png"))
+    assert image is not None
+    scale = min(1280 / image.shape[1], 720 / image.shape[0])
+    fitted = cv2.resize(image, (round(image.shape[1] * scale), round(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
+    frame = np.full((720, 1280, 3), 128, np.uint8)
+    y0, x0 = (720 - fitted.shape[0]) // 2, (1280 - fitted.shape[1]) // 2
+    frame[y0 : y0 + fitted.shape[0], x0 : x0 + fitted.shape[1]] = fitted
+    return frame
+
+
+@pytest.fixture(scope="module")
+def group_faces(detector, group_frame) -> list[Face]:
+    faces = detector.detect(group_frame, 640)
+    assert len(faces) == 29
+    return faces
+
+
+def _tracker(detector) -> tuple[LiveTracker, FullDetector]:
+    full = FullDetector(detector, LiveStats(), time.monotonic)  # not started: full detections only queue
+    return LiveTracker(detector, full, full_every=1000), full
+
+
+def _wait_for(condition, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_a_crop_is_never_scaled_up_past_what_a_small_face_needs():
+    def face(side: float) -> Face:
+        return Face(box=(100.0, 100.0, 100.0 + side, 100.0 + side), score=0.9, kps=np.zeros((5, 2), np.float32))
+
+    assert crop_input_size(face(35), 192) == TRACK_MIN_SIZE  # a group photo's face: 70-px crop at 64²
+    assert crop_input_size(face(85), 192) == 192  # 170-px crop: not below its own pixels
+    assert crop_input_size(face(70), 192) == 160
+    assert crop_input_size(face(300), 192) == 192  # never above track_size
+    assert crop_input_size(face(300), 128) == 128  # the watchdog's low_res track size
+    assert CROP_FACTOR * 35 <= 96
+
+
+def test_a_mosaic_of_48_px_tiles_finds_every_face_the_192_crops_find_in_one_run(detector, group_frame, group_faces):
+    sizes = {crop_input_size(f, 192) for f in group_faces}
+    assert sizes == {TRACK_MIN_SIZE}
+    tile = mosaic_tile(TRACK_MIN_SIZE)
+    mosaic = Mosaic.of([crop_around(group_frame, f, tile) for f in group_faces], tile)
+    assert mosaic.image.shape[:2] == mosaic_shape(29, tile) == (192, 384)
+    found = mosaic.split(detector.detect(mosaic.image, max(mosaic.image.shape[:2])))
+    assert all(f is not None for f in found), f"{sum(f is None for f in found)} of 29 faces missed in the mosaic"
+    for face, got in zip(group_faces, found):
+        patch, crop = crop_around(group_frame, face, 192)
+        reference = crop.to_frame(nearest_to_centre(detector.detect(patch, 192), 192))
+        assert np.linalg.norm(_centre(got) - _centre(reference)) <= 0.15 * reference.width
+        assert np.linalg.norm(got.kps - reference.kps, axis=1).mean() <= 0.08 * reference.width  # the full detection: ≤ 8 %
+        assert abs(got.width - reference.width) <= 0.25 * reference.width
+
+
+def test_a_detection_straddling_two_tiles_belongs_to_neither():
+    tile = 64
+    blank = (np.zeros((tile, tile, 3), np.uint8),)
+    from vcamd.faces.track import TrackCrop
+
+    mosaic = Mosaic.of([(blank[0], TrackCrop(0.0, 0.0, 1.0)), (blank[0], TrackCrop(1000.0, 0.0, 1.0)),
+                        (blank[0], TrackCrop(2000.0, 0.0, 1.0))], tile)
+    kps = np.zeros((5, 2), np.float32)
+    straddling = Face(box=(40.0, 10.0, 90.0, 60.0), score=0.9, kps=kps)  # half in tile 0, half in tile 1
+    assert mosaic.cols == 2  # tile 2 is the first of the second row
+    inside = Face(box=(12.0, 76.0, 52.0, 116.0), score=0.9, kps=kps + 90)  # well inside tile 2
+    found = mosaic.split([straddling, inside])
+    assert found[0] is None and found[1] is None
+    assert found[2] is not None and found[2].box[:2] == pytest.approx((2000.0 + 12.0, 76.0 - 64.0))
+
+
+def test_a_group_is_tracked_with_one_mosaic_once_its_shapes_are_built(detector, group_frame, group_faces):
+    tracker, _ = _tracker(detector)
+    shape = mosaic_shape(29, mosaic_tile(TRACK_MIN_SIZE))
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        # The first frames cannot use the 64² crop size nor the mosaic while their sessions are
+        # being built (on the warm-up thread): meanwhile the faces are looked for with shapes
+        # already built (29 crops at track_size, or the full detection, which costs less), and
+        # every face is found all along.
+        index = 1
+        while tracker.costs.measured(shape) is None:
+            report = tracker.update(group_frame, index, full_size=640, track_size=192, deadline_s=30.0)
+            assert report.known and len(report.faces) == 29 and not report.lost, f"frame {index}"
+            assert index < 200, "the mosaic never ran"
+            index += 1
+            time.sleep(0.01)  # polls the warm-up thread, which needs the CPU too
+        # Measured, the mosaic (~11 ms) is cheaper than one full detection (~32 ms): crops from now on.
+        before = dict(tracker.plans)
+        for i in range(index, index + 3):
+            report = tracker.update(group_frame, i, full_size=640, track_size=192, deadline_s=30.0)
+            assert report.known and len(report.faces) == 29 and not report.lost
+        assert tracker.plans["crops"] == before["crops"] + 3
+    finally:
+        tracker.stop()
+
+
+def test_crops_are_tiled_only_when_the_mosaic_costs_no_more_pixels():
+    assert pays(29, TRACK_MIN_SIZE)  # 29 × 64² one by one, against one 192×384 mosaic of 48-px tiles
+    assert not pays(3, 192)  # a 2×2 mosaic of 192² tiles for 3 faces: a quarter more pixels
+    assert pays(4, 192)
+    assert not pays(2, TRACK_MIN_SIZE)  # below MOSAIC_MIN
+
+
+def test_one_full_detection_replaces_the_crops_when_it_costs_less_and_a_missing_face_is_lost(detector, group_frame, group_faces):
+    tracker, _ = _tracker(detector)
+    full_shape = (384, 640)  # 640 wide at the frame's aspect, rounded up to 32
+    costs: DetectCosts = tracker.costs
+    for _ in range(3):  # the crops measured dear, the full detection cheap
+        costs.record(full_shape, 1.0)
+        costs.record(mosaic_shape(29, mosaic_tile(TRACK_MIN_SIZE)), 1000.0)
+        costs.record((TRACK_MIN_SIZE, TRACK_MIN_SIZE), 1000.0)
+    # One face covered over in this frame (a hand in front, a face turned away): no detector finds it.
+    gone = group_faces[len(group_faces) // 2]
+    frame = group_frame.copy()
+    x1, y1, x2, y2 = (int(round(v)) for v in gone.box)
+    frame[max(0, y1 - 4) : y2 + 4, max(0, x1 - 4) : x2 + 4] = 128
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        report = tracker.update(frame, 1, full_size=640, track_size=192, deadline_s=30.0)
+        assert tracker.plans == {"crops": 0, "full": 1}
+        assert report.full, "this frame's own full detection is reported"
+        assert len(report.faces) == 28
+        # The missing face is lost at its last place (covered there), never silently dropped; the
+        # detection of this very frame says where every other face is, so positions are known.
+        assert len(report.lost) == 1 and np.linalg.norm(_centre(report.lost[0]) - _centre(gone)) < 1.0
+        assert report.known
+        assert tracker._last_full_submit == 1, "the frame's own full detection counts as the due one"
+    finally:
+        tracker.stop()
+
+
+def test_one_face_keeps_its_crop_even_when_a_full_detection_is_cheap_per_pixel(detector, group_frame, group_faces):
+    tracker, _ = _tracker(detector)
+    try:
+        tracker.book.take_full(FullDetection(group_faces[:1], frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        report = tracker.update(group_frame, 1, full_size=640, track_size=192, deadline_s=30.0)
+        assert tracker.plans == {"crops": 1, "full": 0}
+        assert report.known and len(report.faces) == 1
+    finally:
+        tracker.stop()
+
+
+def test_a_full_detection_finer_faces_were_found_at_is_never_used_instead_of_their_crops(detector, group_frame, group_faces):
+    """At the watchdog's low_res sizes a full detection is cheap but misses a group's small faces:
+    choosing it would lose them (covered, never swapped) for as long as it stays the cheaper way."""
+    tracker, _ = _tracker(detector)
+    costs: DetectCosts = tracker.costs
+    for _ in range(3):
+        costs.record((256, 448), 1.0)  # the 448-wide full detection, measured cheap
+        costs.record(mosaic_shape(29, mosaic_tile(TRACK_MIN_SIZE)), 1000.0)
+        costs.record((TRACK_MIN_SIZE, TRACK_MIN_SIZE), 1000.0)
+        costs.record((128, 128), 1000.0)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        report = tracker.update(group_frame, 1, full_size=448, track_size=128, deadline_s=30.0)
+        assert tracker.plans == {"crops": 1, "full": 0}
+        assert report.known and len(report.faces) == 29 and not report.lost
+    finally:
+        tracker.stop()

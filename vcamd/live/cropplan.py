@@ -1,0 +1,255 @@
+"""How the tracker looks for the known faces in one frame, and what each way costs.
+
+* `crop_input_size` — the detector input for one face's crop: a small face's crop at 64² (a 35-px
+  face in a group photo is not scaled up to 192²), a larger one never below its own pixels;
+* `Mosaic` — crops of one input size tiled into one image (`pays`: where that costs no more
+  pixels), so many faces cost one detector run instead of one each;
+* `plan_shapes` / `cut_runs` — the detector runs one frame's crops take, priced before they are cut;
+* `DetectCosts` — a running estimate of the CPU one detector run costs per input shape, measured
+  on the threads that run them; the tracker compares Σ crops against one full detection with it;
+* `ShapeWarmer` — builds the sessions of new crop sizes and mosaic shapes off the tracker's thread.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from vcamd.faces.track import CROP_FACTOR, TrackCrop, crop_around
+from vcamd.types import Face, Frame
+
+
+class Detecting(Protocol):
+    """What the tracker needs of a detector (`vcamd.faces.detect.FaceDetector`)."""
+
+    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
+
+
+SMALL_CROP = 96
+"""A crop at most this many pixels wide (a face under ~48 px) is re-detected at TRACK_MIN_SIZE —
+a group photo's 35-px faces at 64² (found as surely there: 29 of 29 on the 1927 Solvay photo at
+720p, against 29 at 192²), not scaled up to 192², and all in one mosaic; a larger crop
+is never scaled below its own pixels (up to `track_size`): the keypoints the swap is pasted at keep
+the precision they had at 192² (tests/live/test_engine.py holds them within 3 % of a full
+detection; a 170-px crop at 160² went past that)."""
+
+TRACK_MIN_SIZE = 64
+"""The smallest crop input: SCRFD's coarsest stride is 32, and a face below ~16 px is not found."""
+
+SMALL_TILE = 48
+"""In a mosaic, small faces' crops (TRACK_MIN_SIZE alone) are tiles of this side: on the Solvay
+photo at 720p all 29 faces are found in 48-px tiles (a 384×192 run, ~11 ms against ~18 ms at 64),
+their keypoints within 3.7 % (mean) of the face width of 192² crops' — the full 640-wide detection
+they are anchored to is 3.9 % off the same crops."""
+
+MOSAIC_MIN = 3
+"""From this many crops of one input size on, they are tiled into one detector run."""
+
+COST_SMOOTHING = 0.2
+"""Weight of a new measurement in the running cost per input shape."""
+
+_DEFAULT_MS_PER_PIXEL = 1.3e-4
+"""The cost model before anything was measured (SCRFD-2.5G on one CPU core: ~32 ms for 640×384)."""
+
+
+def crop_input_size(face: Face, track_size: int) -> int:
+    """The square input the face's crop is re-detected at (see SMALL_CROP), between
+    TRACK_MIN_SIZE and `track_size`, a multiple of 32."""
+    side = CROP_FACTOR * max(face.width, face.height, 1.0)
+    size = TRACK_MIN_SIZE if side <= SMALL_CROP else 32 * math.ceil(side / 32.0)
+    return int(min(track_size, max(TRACK_MIN_SIZE, size)))
+
+
+def _columns(n: int) -> int:
+    # Few distinct shapes (one detector session each): 2, 4 or 8 columns, as many rows as needed.
+    return 2 if n <= 4 else 4 if n <= 16 else 8
+
+
+@dataclass(frozen=True, slots=True)
+class Mosaic:
+    """`len(crops)` square crops of side `tile`, row by row in `cols` columns, as one image."""
+
+    image: Frame
+    crops: list[TrackCrop]
+    tile: int
+    cols: int
+
+    @classmethod
+    def of(cls, patches: list[tuple[Frame, TrackCrop]], tile: int) -> Mosaic:
+        cols = _columns(len(patches))
+        rows = -(-len(patches) // cols)
+        image = np.zeros((_up32(rows * tile), _up32(cols * tile), 3), np.uint8)  # padding: black
+        for k, (patch, _) in enumerate(patches):
+            r, c = divmod(k, cols)
+            image[r * tile : (r + 1) * tile, c * tile : (c + 1) * tile] = patch
+        return cls(image, [crop for _, crop in patches], tile, cols)
+
+    def split(self, found: list[Face]) -> list[Face | None]:
+        """Per crop, in frame coordinates, the detection nearest its tile's centre among those
+        inside the tile (centre in it, box within it give or take an eighth of a tile), else None.
+        A detection straddling two tiles (halves of two neighbours' faces) belongs to neither."""
+        t = self.tile
+        slack = t / 8.0
+        best: list[tuple[float, Face] | None] = [None] * len(self.crops)
+        for face in found:
+            x1, y1, x2, y2 = face.box
+            cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+            col, row = int(cx // t), int(cy // t)
+            k = row * self.cols + col
+            if not (0 <= col < self.cols and 0 <= k < len(self.crops)):
+                continue
+            ox, oy = col * t, row * t
+            if x1 < ox - slack or y1 < oy - slack or x2 > ox + t + slack or y2 > oy + t + slack:
+                continue
+            d = (cx - ox - t / 2) ** 2 + (cy - oy - t / 2) ** 2
+            if best[k] is None or d < best[k][0]:  # type: ignore[index]
+                local = Face(box=(x1 - ox, y1 - oy, x2 - ox, y2 - oy), score=face.score,
+                             kps=(face.kps - np.array([ox, oy], np.float32)).astype(np.float32))
+                best[k] = (d, local)
+        return [self.crops[k].to_frame(b[1]) if b is not None else None for k, b in enumerate(best)]
+
+
+@dataclass(frozen=True, slots=True)
+class CropRun:
+    """One detector run of the crop re-detection: a single crop, or a mosaic of several."""
+
+    image: Frame
+    size: int  # detector input size (long side)
+    members: list[int]  # indices into the faces looked for
+    mosaic: Mosaic | None  # None: one crop, `crop` maps it back
+    crop: TrackCrop | None = None
+
+
+def pays(n: int, size: int) -> bool:
+    """Whether n crops of this input size are tiled: from MOSAIC_MIN on, when the mosaic has no
+    more pixels than the crops one by one (3 crops in a 2×2 mosaic would be a quarter dearer)."""
+    h, w = mosaic_shape(n, mosaic_tile(size))
+    return n >= MOSAIC_MIN and h * w <= n * size * size
+
+
+def mosaic_tile(size: int) -> int:
+    """The tile side in a mosaic for crops of this input size."""
+    return SMALL_TILE if size == TRACK_MIN_SIZE else size
+
+
+def mosaic_shape(n: int, tile: int) -> tuple[int, int]:
+    """The detector input shape of a mosaic of n tiles: the mosaic, padded to multiples of 32."""
+    cols = _columns(n)
+    return _up32(-(-n // cols) * tile), _up32(cols * tile)
+
+
+def _up32(value: int) -> int:
+    return 32 * -(-value // 32)
+
+
+def plan_shapes(faces: list[Face], track_size: int, ready: Callable[[tuple[int, int]], bool] = lambda _: True
+                ) -> tuple[list[int], list[tuple[int, int]], list[tuple[int, int]]]:
+    """(input size per face, the input shapes the crop runs will have, shapes wanted but not
+    `ready` — a crop size not built yet runs at `track_size`, a mosaic not built yet as single
+    crops, meanwhile) — without cutting anything, so the tracker can price the crops before
+    choosing them, and `cut_runs` cuts them at these sizes."""
+    # A crop size whose session is not built yet runs at track_size (built at start-up) meanwhile.
+    sizes = [size if size == track_size or ready((size, size)) else track_size
+             for size in (crop_input_size(f, track_size) for f in faces)]
+    wanted = {crop_input_size(f, track_size) for f in faces} - {track_size}
+    shapes: list[tuple[int, int]] = []
+    unready: list[tuple[int, int]] = [(size, size) for size in sorted(wanted) if not ready((size, size))]
+    for size in sorted(set(sizes)):
+        n = sizes.count(size)
+        shape = mosaic_shape(n, mosaic_tile(size))
+        if pays(n, size) and ready(shape):
+            shapes.append(shape)
+        else:
+            if pays(n, size):
+                unready.append(shape)
+            shapes += [(size, size)] * n
+    return sizes, shapes, unready
+
+
+def cut_runs(frame: Frame, faces: list[Face], sizes: list[int],
+             ready: Callable[[tuple[int, int]], bool] = lambda _: True) -> list[CropRun]:
+    """The crops (private copies, cut on the caller's thread), grouped into detector runs."""
+    runs: list[CropRun] = []
+    for size in sorted(set(sizes)):
+        members = [i for i, s in enumerate(sizes) if s == size]
+        tile = mosaic_tile(size)
+        if pays(len(members), size) and ready(mosaic_shape(len(members), tile)):
+            mosaic = Mosaic.of([crop_around(frame, faces[i], tile) for i in members], tile)
+            runs.append(CropRun(mosaic.image, max(mosaic.image.shape[:2]), members, mosaic))
+        else:
+            patches = [crop_around(frame, faces[i], size) for i in members]
+            runs += [CropRun(patch, size, [i], None, crop) for i, (patch, crop) in zip(members, patches)]
+    return runs
+
+
+class DetectCosts:
+    """Running CPU ms of one detector run per input shape (h, w), fed by the threads that run
+    them. The first run of a shape is not counted (it may build the shape's session). A shape not
+    measured yet is priced by its pixels at the measured shapes' median ms per pixel."""
+
+    def __init__(self) -> None:
+        self._ms: dict[tuple[int, int], float] = {}
+        self._first: set[tuple[int, int]] = set()
+        self._lock = threading.Lock()
+
+    def record(self, shape: tuple[int, int], ms: float) -> None:
+        with self._lock:
+            if shape not in self._first:
+                self._first.add(shape)
+                return
+            old = self._ms.get(shape)
+            self._ms[shape] = ms if old is None else old + COST_SMOOTHING * (ms - old)
+
+    def estimate(self, shape: tuple[int, int]) -> float:
+        with self._lock:
+            known = self._ms.get(shape)
+            if known is not None:
+                return known
+            rates = [ms / (h * w) for (h, w), ms in self._ms.items()]
+        rate = float(np.median(rates)) if rates else _DEFAULT_MS_PER_PIXEL
+        return rate * shape[0] * shape[1]
+
+    def unmeasured(self, shapes: list[tuple[int, int]]) -> bool:
+        """Whether any of these shapes has no measured cost yet (its estimate is extrapolated)."""
+        with self._lock:
+            return any(shape not in self._ms for shape in shapes)
+
+    def measured(self, shape: tuple[int, int]) -> float | None:
+        with self._lock:
+            return self._ms.get(shape)
+
+
+class ShapeWarmer:
+    """Builds the detector's session for a crop size or a mosaic shape on a short-lived thread of
+    its own, one at a time, when a face first needs it (150–600 ms each here: on the tracker's
+    thread a new group's first frames would miss their deadline; at start-up, every size a face
+    might need would delay the first frame). Until then the crops run at shapes already built."""
+
+    def __init__(self) -> None:
+        self._ready: set[tuple[int, int]] = set()
+        self._building: threading.Thread | None = None
+
+    def ready(self, shape: tuple[int, int]) -> bool:
+        return shape in self._ready
+
+    def build(self, shapes: list[tuple[int, int]], detector: Detecting) -> None:
+        """Start building the first of `shapes` not built yet (one at a time; called every frame)."""
+        if not shapes or (self._building is not None and self._building.is_alive()):
+            return
+        shape = shapes[0]
+        blank = np.zeros((*shape, 3), np.uint8)
+
+        def run() -> None:
+            try:
+                detector.detect(blank, max(shape))
+            except Exception:  # a detector that fails here fails the crops too, where it is counted
+                return
+            self._ready.add(shape)  # one writer; readers see the shape once it is in
+
+        self._building = threading.Thread(target=run, name="tracker-warm-up", daemon=True)
+        self._building.start()
