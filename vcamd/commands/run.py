@@ -43,7 +43,8 @@ def handle(args: argparse.Namespace) -> int:
     from vcamd.control.client import ControlClient
     from vcamd.control.server import ControlServer
     from vcamd.errors import VcamdError
-    from vcamd.live.engine import LiveEngine, build_face_pipeline
+    from vcamd.live.engine import LiveEngine
+    from vcamd.live.loading import build_face_pipeline
     from vcamd.live.sinks import open_sink
     from vcamd.live.sources import open_source
     from vcamd.logs import setup_logging
@@ -155,7 +156,7 @@ def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg,
 
 def _face_pipeline(cfg):
     """A new face pipeline for a reloaded config, and which provider runs each of its models."""
-    from vcamd.live.engine import build_face_pipeline
+    from vcamd.live.loading import build_face_pipeline
 
     faces, providers = build_face_pipeline(cfg)
     return faces, providers()
