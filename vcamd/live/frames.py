@@ -200,7 +200,10 @@ class FrameWork:
             engine.stats.record_faces(composed.faces, None if swapped_at is None else (now - swapped_at) * 1000.0)
         latency = None if t_capture is None else (now - t_capture) * 1000.0
         engine.stats.record_publish(outcome, engine.watchdog.level, latency)
-        if latency is not None and outcome is not Outcome.off:
+        # The watchdog judges the face pipeline's cost: frames without it (swapping off, models still
+        # loading) say nothing about it. Lowered by cheap loading frames on a busy machine, the first
+        # detections would run at a lower size and miss small faces never seen before.
+        if latency is not None and outcome is not Outcome.off and engine.faces is not None:
             log_events(engine.watchdog.observe(latency, stage_ms))
 
 
