@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     from vcamd.config import config_from_dict
     from vcamd.faces.align import estimate_affine
     from vcamd.process import FaceEngine
-    from vcamd.standins import build_enhancer, build_recognizer, build_swapper
     from vcamd.quality import Level
+    from vcamd.standins import build_enhancer, build_recognizer, build_swapper
 
     image = cv2.imread(str(ASSETS / "images" / "newton.png"))
     inference: dict[str, float] = defaultdict(float)

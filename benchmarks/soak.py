@@ -67,10 +67,10 @@ def make_clip(path: Path, width: int, height: int, fps: float, frames: int = 90)
 def build(args: argparse.Namespace, folder: Path):
     from vcamd.config import config_from_dict
     from vcamd.live.engine import LiveEngine
-    from vcamd.sinks.null import NullSink
     from vcamd.live.sources import VideoFileCamera
     from vcamd.process import FaceEngine
     from vcamd.runtime import Sessions
+    from vcamd.sinks.null import NullSink
     from vcamd.standins import build_recognizer, build_swapper
 
     width, height = args.width, args.height

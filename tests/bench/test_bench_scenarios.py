@@ -100,3 +100,23 @@ def test_one_face_cpu_target_only_counts_at_full_quality(assets: Path) -> None:
     degraded = {"levels": {"full": 0.2, "frame_skip": 0.8}, "cpu_ms_per_frame": 9.7}
     (row,) = target_rows({"light": degraded}, _settings(assets))
     assert row.met is None and "--quality full" in row.figure  # less work per frame is not a cheaper loop
+
+
+def test_startup_targets_are_first_frame_and_first_swap_from_the_process_start(assets: Path) -> None:
+    rows = target_rows({"startup": {"startup_ms": {"first_frame": 250.0, "first_swap": 4500.0}}}, _settings(assets))
+    first_frame, first_swap = rows
+    assert first_frame.figure == "250.0 ms" and first_frame.target == "≤ 500.0 ms" and first_frame.ratio == 0.5 and first_frame.met
+    assert first_swap.figure == "4500.0 ms" and first_swap.ratio == 1.5 and first_swap.met is False
+    (_, never) = target_rows({"startup": {"startup_ms": {"first_frame": 250.0, "first_swap": None}}}, _settings(assets))
+    assert never.figure.startswith("n/a") and never.met is False
+
+
+def test_the_startup_scenario_writes_a_config_vcamd_run_reads_back() -> None:
+    import tomllib
+
+    from vcamd.commands.bench import _toml
+    from vcamd.config import Config, config_from_dict
+
+    cfg = config_from_dict({"models": {"providers": ["cpu"], "threads": 1}, "swap": {"source_face": "/tmp/a \"quoted\" face.png"}}, "test")
+    assert config_from_dict(tomllib.loads(_toml(cfg.model_dump(mode="json", exclude_none=True))), "test") == cfg
+    assert cfg != Config()

@@ -115,7 +115,7 @@ def recording_sink() -> Callable[..., RecordingSink]:
 @pytest.fixture(scope="session")
 def face_engine_factory() -> Callable[[Config], object]:
     """Builds the real face engine (vcamd.process.FaceEngine) for a config."""
-    from vcamd.live.engine import build_face_pipeline
+    from vcamd.live.loading import build_face_pipeline
 
     return lambda cfg: build_face_pipeline(cfg)[0]
 

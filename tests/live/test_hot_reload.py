@@ -76,7 +76,7 @@ def test_enhancer_toggle_and_output_settings_apply_without_restart(
 def test_a_models_change_loads_the_new_pipeline_in_the_background(
     tmp_path, tmp_path_factory, live_config, clip_20fps, face_engine_factory, recording_sink, assets
 ):
-    from vcamd.live.engine import build_face_pipeline
+    from vcamd.live.loading import build_face_pipeline
 
     cfg = live_config()
     config_path = tmp_path / "config.toml"

@@ -82,9 +82,9 @@ def test_slow_consumer_gets_fresh_frames_and_nothing_queues(make_clip):
         for _ in range(8):
             # A pipeline three frames slow: it comes back once the camera delivered three more
             # (a condition, not a clock: a busy machine slows both sides).
-            target = slot.put_count + 3
+            target = slot.latest()[1] + 3
             deadline = time.monotonic() + 30
-            while slot.put_count < target:
+            while slot.latest()[1] < target:
                 assert time.monotonic() < deadline, "the reader stopped delivering"
                 time.sleep(0.005)
             got = slot.take(timeout=1.0)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from vcamd.commands import add_config_option, check_output_file
@@ -40,11 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    started_at = process_started_at()  # the zero of the stats' startup_ms
     from vcamd.config import load_config, user_config_path
     from vcamd.control.client import ControlClient
     from vcamd.control.server import ControlServer
     from vcamd.errors import VcamdError
-    from vcamd.live.engine import LiveEngine, build_face_pipeline
+    from vcamd.live.engine import LiveEngine
     from vcamd.live.sources import open_source
     from vcamd.logs import setup_logging
     from vcamd.memory import apply_memory_cap
@@ -65,26 +68,26 @@ def handle(args: argparse.Namespace) -> int:
     setup_logging("debug" if args.verbose else cfg.runtime.log_level)
     if ControlClient().is_running():
         raise VcamdError("FaceLive Camera is already running", fix="stop it with `vcamd quit`, or drive it with `vcamd on/off/status`")
-    if apply_memory_cap(cfg.runtime.max_memory_gb) is not None:
-        _check_models_fit(cfg)  # a clear message now rather than a MemoryError inside ONNX Runtime
+    _check_models_ready(cfg, capped=apply_memory_cap(cfg.runtime.max_memory_gb) is not None)
     open_sink(args.sink, cfg, cfg.camera.width, cfg.camera.height, cfg.camera.fps)  # a bad --sink fails now, not after model loading
     spec = args.source or cfg.camera.device
     loop = True if args.loop else None
     source = open_source(spec, cfg.camera, loop=loop)
-    faces, providers = build_face_pipeline(cfg)
+    # No face pipeline yet: the engine opens the camera and the output, publishes covered frames at
+    # once and loads the models in the background (the same path a [models] reload takes).
     engine = LiveEngine(
         cfg,
         source=source,
         # Reads engine.cfg when called, so a reload of [virtual_camera]/[preview] reopens with the new values.
         sink_factory=lambda w, h, fps: open_sink(args.sink, engine.cfg, w, h, fps),
-        faces=faces,
+        faces=None,
         config_path=config_path,
-        providers=providers(),
         # A reload that changes [camera] reopens the same source (--source wins over [camera] device).
         source_factory=lambda camera: open_source(args.source or camera.device, camera, loop=loop),
         pipeline_factory=_face_pipeline,
         file_cfg=file_cfg,
         log_level_pinned=bool(args.verbose),  # -v pins debug for the whole run
+        started_at=started_at,
     )
     watched = config_path or user_config_path()
     # SIGTERM (service stop) ends the run like Ctrl-C: the sink is closed and stats are written.
@@ -92,7 +95,7 @@ def handle(args: argparse.Namespace) -> int:
     # SIGHUP (`systemctl reload`, `kill -HUP`) re-reads the config file; the loop applies it.
     previous_hup = signal.signal(signal.SIGHUP, lambda *_: engine.request_reload()) if hasattr(signal, "SIGHUP") else None
     try:
-        log.info("live: %s → %s; providers: %s", source.description, args.sink, engine.status()["providers"])
+        log.info("live: %s → %s", source.description, args.sink)
         # The control page runs whatever the sink; the socket's status then carries its "panel_url".
         with open_panel(engine, cfg) as controllable, ControlServer(controllable), ConfigWatcher(
             watched, engine.on_config_change, engine.on_config_error,
@@ -165,20 +168,48 @@ def _open_output_page(engine, open_url) -> None:
 
 
 def _face_pipeline(cfg):
-    """A new face pipeline for a reloaded config, and which provider runs each of its models."""
-    from vcamd.live.engine import build_face_pipeline
+    """The face pipeline for `cfg` (at start-up and for a reloaded config), and which provider runs
+    each of its models. `VCAMD_TEST_MODEL_LOAD_DELAY_S` (tests only) makes loading that much
+    slower, to show what is published while the models load."""
+    from vcamd.live.loading import load_face_pipeline
 
-    faces, providers = build_face_pipeline(cfg)
-    return faces, providers()
+    delay = float(os.environ.get("VCAMD_TEST_MODEL_LOAD_DELAY_S", "0") or 0)
+    if delay > 0:
+        time.sleep(delay)
+    return load_face_pipeline(cfg)
 
 
-def _check_models_fit(cfg) -> None:
+def _check_models_ready(cfg, *, capped: bool) -> None:
+    """What a user can fix, found before the camera opens (cheap: no model is loaded): every model
+    file exists, they fit the memory cap, the photos the config names can be read."""
+    from vcamd.config import FaceSelection
+    from vcamd.images import read_image
     from vcamd.memory import check_all_fit
     from vcamd.modelstore import ModelStore
 
     store = ModelStore.from_config(cfg.models)
     roles = ["detector", "recognizer", "swapper"] + (["enhancer"] if cfg.enhancer.enabled else [])
-    check_all_fit([store.path_for(getattr(cfg.models, role), role) for role in roles], cfg.runtime.max_memory_gb)
+    paths = [store.path_for(getattr(cfg.models, role), role) for role in roles]
+    if capped:
+        check_all_fit(paths, cfg.runtime.max_memory_gb)  # a clear message now rather than a MemoryError inside ONNX Runtime
+    if cfg.swap.source_face is not None:
+        read_image(cfg.swap.source_face, "source face")
+    if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is not None:
+        read_image(cfg.swap.reference_face, "reference face")
+
+
+def process_started_at() -> float:
+    """When this process started, on `time.monotonic()`'s clock: Linux's /proc/self/stat start time
+    (so interpreter start-up and imports count), else now (the command's entry)."""
+    now = time.monotonic()
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        start_ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22, after the command name
+        since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+        age = since_boot - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - age if 0 <= age < 600 else now
 
 
 def _run_engine(engine, frames: int | None) -> dict:

@@ -1,0 +1,145 @@
+"""Cold start (issue 11 item 4) end to end: `vcamd run` publishes at once while the models load, and
+none of those frames shows the real face.
+
+The real CLI runs in a subprocess on a clip of Newton's face (a third of a 1280×720 frame high),
+with the models made slow to load (`VCAMD_TEST_MODEL_LOAD_DELAY_S`, read by `vcamd run`'s pipeline
+factory) and a file sink. Every published frame is checked with the real SCRFD (threshold 0.5) and
+MobileFaceNet as the leak tests do (tests/privacy/leaks.py, `find_leaks`). The stats must show frames
+published before the first swap, and a first swap after them, so a run that loaded at once (or
+never swapped) cannot pass by accident.
+
+`on_miss = "passthrough"` too: it is the user's opt-out for a running swapper's misses; before any
+model is loaded the engine still covers the whole frame. After the first pipeline is installed,
+a passthrough run may show the raw face until the first swap lands (what the user chose), so there
+only the frames published while the models loaded are checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
+import pytest
+import tomli_w
+
+from vcamd import standins
+from vcamd.config import config_from_dict
+from vcamd.faces.detect import FaceDetector
+from vcamd.identity import Recognizer
+from vcamd.runtime import Sessions
+
+FPS = 15.0
+FRAMES = 60
+"""4 s of published frames: 2 s of loading, then long enough for swaps on a busy machine."""
+LOAD_DELAY_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def checkers(assets: Path) -> tuple[list[FaceDetector], Recognizer]:
+    sessions = Sessions(["cpu"], threads=2)
+    both = [FaceDetector(assets / "models" / name, sessions) for name in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
+    return both, Recognizer(assets / "models" / "mobilefacenet.onnx", sessions)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cold-start")
+
+
+@pytest.fixture(scope="module")
+def clip(work: Path, assets: Path, checkers):
+    both, recognizer = checkers
+    image = cv2.imread(str(assets / "images" / "newton.png"))
+    (face,) = both[1].detect(image)
+    return leaks.portrait_clip(work / "still.avi", image, face, [0.5] * 10, size=(1280, 720), fps=FPS,
+                               face_height=1 / 3, detectors=both, recognizer=recognizer)
+
+
+@pytest.fixture(scope="module")
+def swapper(work: Path, assets: Path, checkers) -> Path:
+    """Returns a stranger's real face (crowd_selfie.jpg's largest), as a perfect swapper would."""
+    both, _ = checkers
+    crowd = cv2.imread(str(assets / "images" / "crowd_selfie.jpg"))
+    stranger = max(both[1].detect(crowd), key=lambda f: f.area)
+    return leaks.build_identity_swapper(work / "stranger.onnx", leaks.aligned_crop(crowd, stranger))
+
+
+def _run(work: Path, name: str, clip, swapper: Path, assets: Path, on_miss: str) -> tuple[list, dict]:
+    cfg = config_from_dict({
+        "models": {"detector": str(assets / "models" / "scrfd_500m_kps.onnx"), "swapper": str(swapper),
+                   "recognizer": str(standins.build_recognizer(work / "recognizer.onnx")), "providers": ["cpu"], "threads": 1},
+        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, "on_miss": on_miss},
+    })
+    config, out, stats_path = work / f"{name}.toml", work / f"{name}.mp4", work / f"{name}.json"
+    config.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip.path), "--loop",
+         "--sink", f"file:{out}", "--frames", str(FRAMES), "--stats-json", str(stats_path), "--no-tray"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "VCAMD_TEST_MODEL_LOAD_DELAY_S": str(LOAD_DELAY_S)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    published = leaks.read_video(out)
+    assert len(published) == FRAMES
+    return published, json.loads(stats_path.read_text())
+
+
+@pytest.mark.parametrize("on_miss", ["hold", "passthrough"])
+def test_frames_go_out_while_the_models_load_and_none_shows_the_face(work, clip, swapper, assets, checkers, on_miss):
+    published, stats = _run(work, f"cold-{on_miss}", clip, swapper, assets, on_miss)
+    startup = stats["startup_ms"]
+    assert startup["first_frame"] is not None and startup["first_swap"] is not None, startup
+    # Published long before the models could be ready (they take LOAD_DELAY_S more than usual).
+    assert startup["first_frame"] + 1000.0 * LOAD_DELAY_S <= startup["first_swap"], startup
+    # The frames published while loading: obscured whole ("blurred"); under passthrough nothing
+    # else is counted blurred, and they are the first frames of the video.
+    loading = stats["frames"]["blurred"]
+    assert loading >= FPS * LOAD_DELAY_S * 0.5, stats["frames"]
+    assert stats["faces"]["swapped"] > 0, stats["faces"]  # the run went on to swap
+    checked = published if on_miss == "hold" else published[:loading]
+    both, recognizer = checkers
+    found = leaks.find_leaks(checked, clip.placements, both, recognizer)
+    print(f"\n{on_miss}: {len(checked)} frames checked, {loading} published while loading, startup_ms {startup}, {len(found)} leaks")
+    assert not found, "\n".join(map(str, found[:12]))
+    # Nothing was swapped while loading: SCRFD must find no face at all there, not even a stranger's.
+    while_loading = published[: int(FPS * LOAD_DELAY_S * 0.5)]
+    detected = [(i, f.score) for i, frame in enumerate(while_loading) for d in both for f in d.detect(frame) if f.score >= 0.5]
+    assert not detected, f"faces found in frames published while the models loaded: {detected[:8]}"
+
+
+def _run_failing(work: Path, assets: Path, swapper: Path, source: str) -> subprocess.CompletedProcess:
+    cfg = config_from_dict({
+        "models": {"detector": str(assets / "models" / "scrfd_500m_kps.onnx"), "swapper": str(swapper),
+                   "recognizer": str(assets / "models" / "mobilefacenet.onnx"), "providers": ["cpu"]},
+        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True},
+    })
+    config = work / "failing.toml"
+    config.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", source, "--sink", "null", "--frames", "30", "--no-tray"],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_a_model_that_fails_to_load_in_the_background_still_ends_the_run_with_its_error(work, assets, clip):
+    """Loaded after the camera opened, a corrupt swapper still ends `vcamd run` with the one-line
+    error and exit 2, as when the models were loaded first."""
+    corrupt = work / "corrupt.onnx"
+    corrupt.write_bytes(bytes(range(256)) * 64)
+    proc = _run_failing(work, assets, corrupt, str(clip.path))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("vcamd: error:")]
+    assert len(errors) == 1 and str(corrupt) in errors[0], proc.stderr[-2000:]
+
+
+def test_a_missing_model_is_reported_before_the_camera_opens(work, assets):
+    """A missing model is found by the cheap check before the camera: with a camera that cannot
+    be opened either, the error is the model's."""
+    proc = _run_failing(work, assets, work / "missing.onnx", str(work / "no-such-camera.mp4"))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "missing.onnx" in proc.stderr and "no-such-camera" not in proc.stderr, proc.stderr[-2000:]

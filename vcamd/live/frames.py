@@ -1,0 +1,219 @@
+"""One camera frame in, one frame out: the loop's work on each frame, in the order a frame travels.
+
+`FrameWork.process(captured)`: where the faces are (the tracker, or the last positions on
+frame_skip's skipped frames), which to swap (`face_selection`; a failed selection makes the
+positions unknown), the face region handed to the swap worker without waiting, then `compose`
+decides what each face gets (swapped / held / obscured), and `send` badges and publishes. Before the
+first face pipeline is installed (models loading at start-up) every frame is obscured whole. Runs
+on the loop's thread only; reads the engine's parts as they are now (a reload may replace them
+between two frames).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import cv2
+import numpy as np
+
+from vcamd.live.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
+from vcamd.live.obscure import obscure_frame
+from vcamd.live.swapworker import SwapJob
+from vcamd.live.tracking import FaceReport, detect_sizes
+from vcamd.live.watchdog import Transition, TransitionResult
+from vcamd.quality import Level, rung
+from vcamd.types import Captured, Face, Frame, Outcome
+
+if TYPE_CHECKING:
+    from vcamd.live.engine import LiveEngine
+
+log = logging.getLogger(__name__)
+
+TRACK_DEADLINE_FRAMES = 2.0
+"""The loop waits at most this many frame intervals for the crop re-detection of a frame."""
+
+SWAP_REGION_SCALE = 2.0
+"""The region handed to the swap worker around the faces, relative to each box."""
+
+NO_SOURCE_FACE = "no source face is set — use `vcamd set-face PHOTO`, the tray's Source face menu, or [swap] source_face"
+
+
+@dataclass
+class Startup:
+    """When the first frame and the first swapped face reached the output, on the engine's clock,
+    counted from `started_at` (the process start: `vcamd run` passes it)."""
+
+    started_at: float
+    first_frame: float | None = None
+    first_swap: float | None = None
+
+    def published(self, now: float, *, swapped: bool) -> None:
+        if self.first_frame is None:
+            self.first_frame = now
+        if swapped and self.first_swap is None:
+            self.first_swap = now
+
+    def to_json(self) -> dict[str, float | None]:
+        def ms(t: float | None) -> float | None:
+            return None if t is None else round((t - self.started_at) * 1000.0, 1)
+
+        return {"first_frame": ms(self.first_frame), "first_swap": ms(self.first_swap)}
+
+
+class FrameWork:
+    """The loop's per-frame work for `engine`, and what it remembers from one frame to the next."""
+
+    def __init__(self, engine: LiveEngine, started_at: float) -> None:
+        self._engine = engine
+        self.startup = Startup(started_at)
+        self._index = 0
+        self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
+        self.targets: list[Face] = []  # faces being swapped, as of the last processed frame
+        self._covered_lost: list[Face] = []  # lost faces covered in the last frame
+        self._no_source_logged = False
+
+    def process(self, captured: Captured) -> None:
+        engine = self._engine
+        t_take = engine.clock()
+        engine.stats.record_stage("queue", (t_take - captured.t_capture) * 1000.0)
+        engine.stats.processed += 1
+        frame = self._fit(captured.frame)
+        level = engine.watchdog.level
+        self._index += 1
+        stage_ms: dict[str, float] = {}
+        if not engine.enabled:
+            self.send(frame, Outcome.off, captured.t_capture)
+            return
+        if engine.faces is None:
+            self.send_loading(frame, captured.t_capture)
+            return
+
+        # 1. Where are the faces? (between strides of a frame-skipping rung: reuse the last positions)
+        t0 = engine.clock()
+        if self._index % rung(level).frame_stride != 0 and self._report is not None:
+            report, targets, lost = self._report, self.targets, self._covered_lost
+        else:
+            report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s())
+            targets, report = self._select(report, frame)
+            # Lost faces are covered when they were faces being swapped (or already covered);
+            # a bystander that face_selection leaves alone stays alone.
+            lost = lost_to_cover(report.lost, report.known, self.targets + self._covered_lost)
+            self._report, self.targets, self._covered_lost = report, targets, lost
+            t1 = engine.clock()
+            stage_ms["detect"] = (t1 - t0) * 1000.0
+            engine.stats.record_stage("detect", stage_ms["detect"])
+            # 2. Hand the face region to the swap worker (newest wins, never waits).
+            if targets and report.known:
+                self._submit(frame, targets, level, captured.t_capture)
+                stage_ms["submit"] = (engine.clock() - t1) * 1000.0
+                engine.stats.record_stage("submit", stage_ms["submit"])
+
+        # 3. What each face gets: the latest swap at its current place, held, or obscured.
+        t2 = engine.clock()
+        result, failed = engine.worker.latest()
+        usable = result is not None and not failed and not engine.worker.stale(engine.clock(), engine.cfg.swap.max_result_age_s)
+        swaps = match_swaps(targets, result.faces, result.swapped) if usable and result is not None else [None] * len(targets)
+        composed = compose(
+            Scene(frame=frame, enabled=True, on_miss=engine.cfg.swap.on_miss, known=report.known, targets=targets,
+                  swaps=swaps, lost=lost, held=engine.publisher.held),
+            engine.faces.composite,
+        )
+        stage_ms["composite"] = (engine.clock() - t2) * 1000.0
+        engine.stats.record_stage("composite", stage_ms["composite"])
+        swapped_at = result.t_capture if result is not None and any(s is not None for s in swaps) else None
+        self.send(composed.frame, composed.outcome, captured.t_capture, stage_ms, composed=composed, targets=targets, swapped_at=swapped_at)
+        # The loop's own time for this frame (take → published), the base of the overhead figure.
+        engine.stats.record_stage("loop", (engine.clock() - t_take) * 1000.0)
+
+    def _select(self, report: FaceReport, frame: Frame) -> tuple[list[Face], FaceReport]:
+        """The faces to swap. A failed selection (e.g. the recognizer behind face_selection =
+        "reference") makes the positions unknown for this frame: covered, never shown raw."""
+        if not report.faces:
+            return [], report
+        try:
+            return self._engine.faces.select(report.faces, frame), report
+        except Exception as exc:
+            log.error("face selection failed: %s", exc)
+            return list(report.faces), FaceReport(known=False, faces=report.faces, lost=report.lost, appeared=report.appeared, full=report.full)
+
+    def _track_deadline_s(self) -> float:
+        """How long the loop waits for the tracker: TRACK_DEADLINE_FRAMES frame intervals. Long
+        enough that a busy machine's slow frame is late rather than a miss; short enough that a
+        hung detector costs the stream one short hiccup."""
+        return TRACK_DEADLINE_FRAMES / max(1.0, self._engine.source.fps)
+
+    def _fit(self, frame: Frame) -> Frame:
+        """Frames must keep the size the sink was opened with (a camera may reopen at another)."""
+        size = self._engine.publisher.size
+        assert size is not None
+        if (frame.shape[1], frame.shape[0]) != size:
+            return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+        return frame
+
+    def _submit(self, frame: Frame, targets: list[Face], level: Level, t_capture: float) -> None:
+        if not self._engine.has_source_face():
+            if not self._no_source_logged:
+                log.warning("%s; faces are covered until one is chosen", NO_SOURCE_FACE)
+                self._no_source_logged = True
+            return
+        self._no_source_logged = False
+        x0, y0, x1, y1 = region(frame, targets, SWAP_REGION_SCALE)
+        crop = frame[y0:y1, x0:x1].copy()  # private copy: the loop keeps drawing on `frame`
+        local = [_shift(f, x0, y0) for f in targets]
+        self._engine.worker.submit(SwapJob(crop, local, list(targets), level, t_capture))
+
+    def send_loading(self, frame: Frame, t_capture: float) -> None:
+        """No face pipeline yet (the models load at start-up): nothing can say where the faces are,
+        so the whole frame is obscured — whatever on_miss says. `passthrough` is the user's opt-out
+        for a running swapper's misses, not for the seconds before any model could look."""
+        obscure_frame(frame)
+        self.send(frame, Outcome.blurred, t_capture, composed=Composed(frame, Outcome.blurred, [], fresh_badge=True, all_swapped=False))
+
+    def send(
+        self,
+        frame: Frame,
+        outcome: Outcome,
+        t_capture: float | None,
+        stage_ms: dict | None = None,
+        *,
+        composed: Composed | None = None,
+        targets: list[Face] | None = None,
+        swapped_at: float | None = None,
+    ) -> None:
+        engine = self._engine
+        if composed is not None and composed.fresh_badge:
+            # held whole frames already carry the badge; off/passthrough/offline frames are not altered
+            t = engine.clock()
+            engine.publisher.badge(frame, engine.cfg.disclosure)
+            if stage_ms is not None:
+                stage_ms["badge"] = (engine.clock() - t) * 1000.0
+                engine.stats.record_stage("badge", stage_ms["badge"])
+        t_send = engine.clock()
+        engine.publisher.send(frame, engine.current_status)
+        now = engine.clock()
+        engine.stats.record_stage("publish", (now - t_send) * 1000.0)
+        self.startup.published(now, swapped=composed is not None and FaceOutcome.swapped in composed.faces)
+        if composed is not None:
+            if composed.all_swapped:
+                engine.publisher.remember_good(frame, targets or [])
+            engine.stats.record_faces(composed.faces, None if swapped_at is None else (now - swapped_at) * 1000.0)
+        latency = None if t_capture is None else (now - t_capture) * 1000.0
+        engine.stats.record_publish(outcome, engine.watchdog.level, latency)
+        # The watchdog judges the face pipeline's cost: frames without it (swapping off, models still
+        # loading) say nothing about it. Lowered by cheap loading frames on a busy machine, the first
+        # detections would run at a lower size and miss small faces never seen before.
+        if latency is not None and outcome is not Outcome.off and engine.faces is not None:
+            log_events(engine.watchdog.observe(latency, stage_ms))
+
+
+def log_events(events: list[Transition | TransitionResult]) -> None:
+    for event in events:
+        log.info(event.log_line())
+
+
+def _shift(face: Face, dx: float, dy: float) -> Face:
+    x1, y1, x2, y2 = face.box
+    kps = (face.kps - np.array([dx, dy], np.float32)).astype(np.float32)
+    return Face(box=(x1 - dx, y1 - dy, x2 - dx, y2 - dy), score=face.score, kps=kps)

@@ -1,0 +1,329 @@
+"""Applies config changes to the running parts of the live engine, key by key as `reconfigure.TABLE` says.
+
+`reconfigure` decides how each key takes effect (live / rebuild / restart); this module does it, on
+the loop's thread, between two frames: the camera reopened, the output reopened (or kept, if the new
+settings do not open), the enhancer switched, the watchdog's thresholds replaced (its history and a
+pinned quality kept), a source photo embedded on the face-loader thread, and the face pipeline
+built in the background (`loading.PipelineBuild`) and installed when it is ready — at start-up too.
+
+It is also the one owner of `config_error` (`Problems`): each problem has a topic (broken file,
+models, camera, output, enhancer, source face, restart, settings); a failed model load stays
+reported until a load succeeds or the edit is reverted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vcamd.config import CameraConfig, Config, load_config
+from vcamd.errors import VcamdError
+from vcamd.live import reconfigure
+from vcamd.live.loading import FaceLoader, FacePipeline, Loaded, PipelineBuild, PipelineFactory, Tell
+from vcamd.live.sources import CameraReader, FrameSource
+from vcamd.live.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from vcamd.live.engine import LiveEngine
+
+log = logging.getLogger(__name__)
+
+
+class Problems:
+    """What is wrong with the settings now, by topic: the one source of status' `config_error`.
+    Written on the loop's thread only."""
+
+    def __init__(self) -> None:
+        self._by_topic: dict[str, str] = {}
+
+    def report(self, topic: str, message: str) -> None:
+        self._by_topic[topic] = message
+
+    def clear(self, topic: str) -> None:
+        self._by_topic.pop(topic, None)
+
+    def text(self) -> str | None:
+        return "; ".join(self._by_topic.values()) or None
+
+
+class Settings:
+    """The config the engine runs on, and how a change of it reaches the running parts."""
+
+    def __init__(
+        self,
+        engine: LiveEngine,
+        *,
+        tell: Tell,
+        file_cfg: Config,
+        config_path: Path | None,
+        source_factory: Callable[[CameraConfig], FrameSource] | None,
+        pipeline_factory: PipelineFactory | None,
+        log_level_pinned: bool,
+    ) -> None:
+        self._engine = engine
+        self._tell = tell
+        self.config_path = config_path
+        self.problems = Problems()
+        self.face_loader = FaceLoader()
+        self._source_factory = source_factory
+        self._build = PipelineBuild(pipeline_factory, tell) if pipeline_factory is not None else None
+        self._log_level_pinned = log_level_pinned
+        # A source face chosen at run time (`--face`, `vcamd set-face`, the tray) outlives edits of
+        # other keys in the file; it gives way only when the file's own source_face is edited.
+        self._file_cfg = file_cfg
+        cfg = engine.cfg
+        self._face_override: Path | None = cfg.swap.source_face if cfg.swap.source_face != file_cfg.swap.source_face else None
+        self._pipeline_cfg = cfg  # what the running face pipeline was built from (at start-up: is being)
+        self.replaced_captured = 0  # frames captured by readers replaced on a camera change
+        self.replaced_skipped = 0  # frames skipped by sources replaced on a camera change (dropped)
+
+    def stop(self) -> None:
+        self.face_loader.stop()
+
+    # -- the config file ----------------------------------------------------------------------------
+    def file_broken(self, err: VcamdError) -> None:
+        self.problems.report("file", str(err))
+        log.error("config reload failed, keeping the running settings: %s", err)
+
+    def file_valid(self, file_cfg: Config) -> None:
+        """A valid file: the broken-file problem is gone; apply what changed."""
+        self.problems.clear("file")
+        new = self._with_runtime_choices(file_cfg)
+        if new == self._engine.cfg and not reconfigure.needs_rebuild(self._pipeline_cfg, new):
+            log.info("config file is valid; running settings unchanged")
+            return
+        self.apply(new)
+
+    def reload_file(self) -> None:
+        """Re-read the file on the loop (SIGHUP): a broken one is reported, a valid one applied."""
+        try:
+            new, _ = load_config(self.config_path)
+        except VcamdError as err:
+            self.file_broken(err)
+            return
+        log.info("reloading the config (SIGHUP)")
+        self.file_valid(new)
+
+    def _with_runtime_choices(self, file_cfg: Config) -> Config:
+        """The file's new config, with a source face chosen at run time kept unless the file's own
+        source_face was edited (then the file wins)."""
+        previous, self._file_cfg = self._file_cfg, file_cfg
+        if file_cfg.swap.source_face != previous.swap.source_face:
+            self._face_override = None
+        if self._face_override is None:
+            return file_cfg
+        return file_cfg.model_copy(update={"swap": file_cfg.swap.model_copy(update={"source_face": self._face_override})})
+
+    # -- applying a config --------------------------------------------------------------------------
+    def apply(self, new: Config) -> None:
+        """Apply a changed config between two frames (the loop's thread), key by key as
+        `reconfigure.TABLE` says."""
+        engine = self._engine
+        plan = reconfigure.plan(engine.cfg, new)
+        # Against what the running pipeline was built from: after a failed load, every later edit
+        # tries again (and keeps reporting the error) until the models load.
+        rebuild = reconfigure.needs_rebuild(self._pipeline_cfg, new)
+        if not rebuild:
+            if self._build is not None and engine.faces is not None:
+                self._build.cancel()  # an edit reverted while a load was in flight: drop it
+            self.problems.clear("models")
+        self._report_waiting(plan, rebuild)
+        if plan.live_in("camera") and self._source_factory is not None:
+            self._restart_camera(new)
+        if plan.live_in("watchdog"):
+            self._replace_watchdog(new)
+        if "detection.full_every" in plan.live:
+            engine.tracker.full_every = new.detection.full_every
+        if "swap.enabled" in plan.live:
+            engine.enabled = new.swap.enabled
+        if "swap.source_face" in plan.live and new.swap.source_face is not None:
+            self.load_source_face(new.swap.source_face)
+        if plan.live_in("enhancer") and not rebuild:
+            self._apply_enhancer(new)
+        if "runtime.log_level" in plan.live and not self._log_level_pinned:
+            logging.getLogger().setLevel(new.runtime.log_level.upper())
+        if rebuild and self._build is not None:
+            log.info("loading the face pipeline for the new settings in the background")
+            self.load_pipeline(new)
+        old_cfg, engine.cfg = engine.cfg, new
+        if plan.live_in("virtual_camera") or plan.live_in("preview"):
+            self._reopen_output(old_cfg)
+        log.info("config applied: changed %s", ", ".join(sorted(plan.live | plan.rebuild | plan.restart)) or "nothing")
+
+    def _report_waiting(self, plan: reconfigure.Plan, rebuild: bool) -> None:
+        """Say which changes wait for a restart; those the user expected live are a problem."""
+        waiting = sorted(plan.restart)
+        cannot_rebuild = rebuild and self._build is None
+        cannot_reopen = plan.live_in("camera") and self._source_factory is None
+        if cannot_rebuild:
+            waiting.append("[models] and what the face engine is built with")
+        if cannot_reopen:
+            waiting.append("[camera]")
+        self.problems.clear("restart")
+        if waiting:
+            message = f"{', '.join(waiting)}: take effect after a restart of vcamd run"
+            log.warning(message)
+            if cannot_rebuild or cannot_reopen:
+                self.problems.report("restart", message)
+
+    def _replace_watchdog(self, new: Config) -> None:
+        engine = self._engine
+        old = engine.watchdog
+        engine.watchdog = Watchdog(new.watchdog, engine.clock, enhancer_enabled=old.enhancer_enabled)
+        engine.watchdog.transitions, engine.watchdog.results = old.transitions, old.results  # keep the history
+        engine.watchdog._forced = old._forced  # a quality the user pinned stays pinned
+
+    # -- the face pipeline ------------------------------------------------------------------------
+    def load_pipeline(self, cfg: Config) -> None:
+        """Load the models for `cfg` in the background (seconds for a real swapper) while the engine
+        keeps publishing; the new pipeline is installed between two frames when ready."""
+        assert self._build is not None, "no pipeline factory"
+        if self._engine.faces is None:
+            # Nothing runs yet: the newest load stands for the running pipeline, so an edit during
+            # start-up is compared with what is loading (and a revert loads the first one again).
+            self._pipeline_cfg = cfg
+        self._build.start(cfg, self._engine.frame_size(cfg), failed=self._pipeline_failed,
+                          loaded=lambda ready: self._install_pipeline(ready, ready.built_from.swap.source_face))
+
+    def _pipeline_failed(self, generation: int, exc: Exception) -> None:
+        assert self._build is not None
+        if not self._build.is_current(generation):
+            return
+        if self._engine.faces is None:  # nothing loaded at start-up: `vcamd run` ends with this error
+            self._engine.abort(exc)
+            return
+        message = f"new models not loaded, keeping the running ones: {exc}"
+        self.problems.report("models", message)
+        log.error(message)
+
+    def _install_pipeline(self, loaded: Loaded, face: Path | None) -> None:
+        """Make `loaded` (with `face` read into it) the running pipeline, on the loop's thread."""
+        assert self._build is not None
+        if not self._build.is_current(loaded.generation):
+            return  # a newer edit is being loaded; this one is already out of date
+        engine = self._engine
+        wanted = engine.cfg.swap.source_face
+        setter = getattr(loaded.faces, "set_source_face", None)
+        if wanted is not None and wanted != face and setter is not None:
+            # A face chosen while the models loaded: read it into the new pipeline first (off the loop).
+            reading = self.face_loader.submit(lambda: setter(wanted))
+            reading.add_done_callback(lambda f: self._tell(
+                lambda: self._install_pipeline(loaded, wanted if f.exception() is None else face), "models"))
+            return
+        self._pipeline_cfg = loaded.built_from
+        engine.install_pipeline(loaded.faces, loaded.providers)
+        self.problems.clear("models")
+        # The last swap stays on screen until the new pipeline's first swap lands (no leak: compose covers).
+        engine.watchdog.enhancer_enabled = engine.cfg.enhancer.enabled
+        log.info("face pipeline installed; providers: %s", loaded.providers)
+
+    # -- the source face --------------------------------------------------------------------------
+    def read_source_face(self, path: Path) -> Future:
+        """Read and embed `path` into the running pipeline on the face-loader thread. Once read,
+        the loop records it as the user's choice (also when the caller stopped waiting)."""
+        faces = self._engine.faces
+        setter = getattr(faces, "set_source_face", None)
+        if faces is None:
+            raise VcamdError("the face models are still loading", fix="try again in a moment")
+        if setter is None:
+            raise VcamdError("this face engine cannot change the source face at run time", fix="restart `vcamd run`")
+        loaded = self.face_loader.submit(lambda: setter(path))
+        loaded.add_done_callback(lambda f: f.exception() is None and self._tell(lambda: self.record_source_face(path, faces), "set-face"))
+        return loaded
+
+    def record_source_face(self, path: Path, loaded_into: Any) -> None:
+        """The face is read: keep the running config in step with it (status shows it) and
+        remember it as the user's choice over the file's. Until the first swap with the new face
+        lands, the last swap stays on screen."""
+        engine = self._engine
+        self._face_override = path
+        self.problems.clear("source_face")
+        engine.cfg = engine.cfg.model_copy(update={"swap": engine.cfg.swap.model_copy(update={"source_face": path})})
+        if loaded_into is not engine.faces:  # a rebuilt pipeline was installed meanwhile
+            self.load_source_face(path)
+
+    def load_source_face(self, path: Path) -> None:
+        """Read `path` into the running pipeline on the face-loader thread; problems are reported.
+        Before the first pipeline is installed there is nothing to read into: the install reads the
+        face the config names by then."""
+        faces: FacePipeline | None = self._engine.faces
+        setter = getattr(faces, "set_source_face", None)
+        if setter is None:
+            return
+        loading = self.face_loader.submit(lambda: setter(path))
+
+        def loaded(f: Future) -> None:
+            error = f.exception()
+            if error is None:
+                self._tell(lambda: self.problems.clear("source_face"), "source face")
+                if faces is not self._engine.faces:
+                    self._tell(lambda: self.load_source_face(path), "source face")
+            else:
+                self._tell(lambda: self.problems.report("source_face", f"[swap] source_face: {error}"), "source face")
+
+        loading.add_done_callback(loaded)
+
+    # -- the enhancer, the output, the camera -----------------------------------------------------
+    def _apply_enhancer(self, new: Config) -> None:
+        """Enhancer on/off/strength takes effect on the next frame (the model loads on first use)."""
+        engine = self._engine
+        setter = getattr(engine.faces, "set_enhancer", None)
+        self.problems.clear("enhancer")
+        if engine.faces is None:
+            return  # the pipeline being loaded is built with [enhancer] as the config says by then
+        if setter is None:
+            self.problems.report("enhancer", "this face engine cannot change [enhancer] at run time; restart vcamd run")
+            return
+        try:
+            setter(new.enhancer.enabled, new.enhancer.strength)
+        except VcamdError as err:
+            self.problems.report("enhancer", message := f"[enhancer]: {err}; keeping the enhancer off")
+            log.error(message)
+            setter(False, new.enhancer.strength)
+            engine.watchdog.enhancer_enabled = False
+            return
+        engine.watchdog.enhancer_enabled = new.enhancer.enabled
+
+    def _reopen_output(self, old_cfg: Config) -> None:
+        """[virtual_camera]/[preview] changed: reopen the output with the new settings. If the new
+        one cannot open, go back to the old settings so the output never vanishes."""
+        engine = self._engine
+        self.problems.clear("output")
+        problem = engine.publisher.reopen()
+        if problem is None:
+            return
+        self.problems.report("output", message := f"output settings: {problem}; keeping the previous output")
+        log.error(message)
+        engine.cfg = engine.cfg.model_copy(update={"virtual_camera": old_cfg.virtual_camera, "preview": old_cfg.preview})
+        if (again := engine.publisher.reopen()) is not None:
+            log.error("the previous output does not open either: %s", again)
+
+    def _restart_camera(self, new: Config) -> None:
+        """Reopen the camera with the new [camera] settings; if it cannot be opened now, the
+        reader keeps retrying every reopen_interval_s and the offline frame is published meanwhile."""
+        assert self._source_factory is not None
+        engine = self._engine
+        self.problems.clear("camera")
+        try:
+            source = self._source_factory(new.camera)
+        except VcamdError as err:
+            self.problems.report("camera", message := f"[camera]: {err}; keeping the current camera")
+            log.error(message)
+            return
+        skipped = getattr(engine.source, "skipped", 0)
+        self.replaced_captured += engine.reader.captured + skipped
+        self.replaced_skipped += skipped
+        engine.reader.stop()
+        engine.source = source
+        engine.reader = CameraReader(source, engine.slot, reopen_interval_s=new.camera.reopen_interval_s, clock=engine.clock)
+        try:
+            engine.reader.open_first()
+        except VcamdError as err:
+            log.warning("new camera not available yet (%s); retrying every %.1f s", err, new.camera.reopen_interval_s)
+        engine.reader.start()
+        engine.tracker.reset()
+        engine.publisher.forget_good()
+        log.info("camera reopened: %s", source.description)
