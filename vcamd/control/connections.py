@@ -23,7 +23,6 @@ of the server or a blocked worker.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import selectors
 import socket
@@ -33,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vcamd.control.protocol import MAX_REQUEST_BYTES, encode_error
+from vcamd.threads import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ class ConnectionLoop:
     # ---- the selector thread -------------------------------------------------------------------
 
     def _select_loop(self) -> None:
-        _lower_thread_priority()
+        lower_thread_priority()  # control requests never outrank the camera
         try:
             while not self._closing.is_set():
                 events = self._selector.select(timeout=0.2)
@@ -351,7 +351,7 @@ class ConnectionLoop:
     # ---- workers -------------------------------------------------------------------------------
 
     def _work_loop(self) -> None:
-        _lower_thread_priority()
+        lower_thread_priority()  # control requests never outrank the camera
         while True:
             job = self._jobs.get()
             if job is None or self._closing.is_set():
@@ -379,7 +379,7 @@ class ConnectionLoop:
         self._answer_and_finish(conn, line)
 
     def _heavy_loop(self) -> None:
-        _lower_thread_priority()
+        lower_thread_priority()  # control requests never outrank the camera
         while True:
             job = self._heavy.get()
             if job is None or self._closing.is_set():
@@ -431,14 +431,3 @@ def _close_quietly(sock: socket.socket) -> None:
         sock.close()
     except OSError:
         pass
-
-
-def _lower_thread_priority(nice: int = 10) -> None:
-    """Control requests never outrank the camera: under a flood of clients the publishing loop
-    keeps the CPU (Linux: per-thread nice, as the live engine does for its model workers)."""
-    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-    except OSError as exc:
-        log.debug("could not lower the control thread's priority: %s", exc)

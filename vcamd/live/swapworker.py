@@ -8,7 +8,6 @@ marks the worker failed until the next success; the loop's compose step covers t
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from vcamd.live.newest import NewestWorker
 from vcamd.live.stats import LiveStats
 from vcamd.process import StageTimer
 from vcamd.quality import Level
+from vcamd.threads import lower_thread_priority
 from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
@@ -128,15 +128,3 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
 
 def _is_flat(crop: Frame) -> bool:
     return float(np.std(crop[::4, ::4])) < FLAT_CROP_STD
-
-
-def lower_thread_priority(nice: int = 10) -> None:
-    """Let the publishing loop win the CPU over the model workers: on a 2-core machine a swap
-    model that takes seconds must not take the cores the next frame needs. Linux: per-thread nice;
-    elsewhere nothing (not allowed or not per thread)."""
-    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-    except OSError as exc:
-        log.debug("could not lower the worker thread's priority: %s", exc)

@@ -1,0 +1,22 @@
+"""Thread priorities: the publishing loop must win the CPU over helper threads."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+log = logging.getLogger(__name__)
+
+
+def lower_thread_priority(nice: int = 10) -> None:
+    """Lower the calling thread's priority, so the publishing loop keeps the CPU: on a 2-core
+    machine a swap model that takes seconds, or a flood of control clients, must not take the
+    cores the next frame needs. Linux: per-thread nice; elsewhere nothing (not allowed or not
+    per thread)."""
+    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except OSError as exc:
+        log.debug("could not lower the priority of thread %s: %s", threading.current_thread().name, exc)
