@@ -6,6 +6,7 @@ import threading
 import time
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 
@@ -43,31 +44,57 @@ def test_slot_take_waits_for_the_next_frame():
     assert got is not None and got.seq == 7
 
 
+class OwnedClock:
+    """The pacer's time, owned by the test: `sleep` moves it on, `advance` is a reader busy
+    elsewhere. Decoding takes no time on it, so what the camera does depends on the file's clock
+    alone, not on how busy the machine is."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def test_video_file_plays_at_its_own_rate_by_the_wall_clock(make_clip):
     clip = make_clip("pace.avi", fps=25.0, frames=15)
-    cam = VideoFileCamera(clip, loop=False)
+    clock = OwnedClock()
+    cam = VideoFileCamera(clip, loop=False, clock=clock, sleep=clock.sleep)
     cam.open()
     assert cam.fps == pytest.approx(25.0) and cam.frame_size == (640, 480)
-    t0 = time.monotonic()
-    n = 0
+    released = []
     while cam.read() is not None:
-        n += 1
-    elapsed = time.monotonic() - t0
+        released.append(clock.now)
     cam.close()
-    # Never faster than the file's clock (15 frames span 14 intervals); on a loaded machine a frame
-    # may be skipped, never delivered late.
-    assert n + cam.skipped == 15
-    assert 14 / 25.0 - 0.02 <= elapsed < 14 / 25.0 + 0.5
+    # Every frame, none skipped, each released at its own time on the file's clock: frame k at
+    # t0 + k / 25 (never earlier), so 15 frames span 14 intervals.
+    assert len(released) == 15 and cam.skipped == 0
+    assert [t - released[0] for t in released] == pytest.approx([k / 25.0 for k in range(15)])
 
 
 def test_video_file_skips_frames_whose_time_passed_like_a_camera(make_clip):
     clip = make_clip("skip.avi", fps=25.0, frames=50)
-    cam = VideoFileCamera(clip, loop=False)
+    clock = OwnedClock()
+    cam = VideoFileCamera(clip, loop=False, clock=clock, sleep=clock.sleep)
     cam.open()
-    cam.read()
-    time.sleep(0.4)  # a reader that was busy for 10 frame intervals
-    cam.read()
-    assert cam.skipped >= 8  # it jumped to the frame that is due now instead of playing late ones
+    first = cam.read()
+    clock.advance(0.41)  # a reader that was busy for over 10 frame intervals
+    now_due = cam.read()
+    # It jumped to the frame that is due now (frame 10) instead of playing the 9 late ones, and
+    # released it at once: skipping never makes the reader wait.
+    assert cam.skipped == 9 and clock.slept == []
+    reference = cv2.VideoCapture(str(clip))
+    expected = [reference.read()[1] for _ in range(11)]
+    reference.release()
+    assert np.array_equal(first, expected[0]) and np.array_equal(now_due, expected[10])
     cam.close()
 
 

@@ -147,14 +147,16 @@ class VideoFileCamera:
     """Longest one read() spends skipping late frames; still behind after that, the file plays on
     from where it is (the pacer is rebased) rather than falling silent while it skips."""
 
-    def __init__(self, path: Path, *, loop: bool, clock: Clock = time.monotonic) -> None:
+    def __init__(self, path: Path, *, loop: bool, clock: Clock = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.path = path
         self.loop = loop
         self.description = f"video file {path}"
         self._clock = clock
+        self._sleep = sleep  # with `clock`, the pacer's time: a test passes both and owns the clock
         self._cap = None
         self._fps = 30.0
-        self._pacer = Pacer(self._fps, clock)
+        self._pacer = Pacer(self._fps, clock, sleep)
         self._next = 0  # index (since the pacer's start) of the next frame to release
         self._decode_s = 0.0  # recent cost of decoding one frame (moving average)
         self.skipped = 0
@@ -183,7 +185,7 @@ class VideoFileCamera:
         except VcamdError:
             cap.release()
             raise
-        self._pacer = Pacer(self._fps, self._clock)
+        self._pacer = Pacer(self._fps, self._clock, self._sleep)
         self._next = 0
         self._decode_s = 0.0
         self._cap = cap
