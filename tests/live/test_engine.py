@@ -262,3 +262,48 @@ def test_a_hung_or_failing_detector_never_stalls_the_output_nor_leaks(live_confi
     assert f["swapped"] > 0 and f["held"] > 0 and f["passthrough"] == 0
     gaps = np.diff(sink.times)
     assert gaps.max() < 0.5, f"output paused {gaps.max():.2f} s"
+
+
+class LateFirstFrame:
+    """A camera whose first frame comes only when the test says so (a webcam still starting)."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.release = threading.Event()
+
+    def read(self):
+        self.release.wait(60)
+        return self._inner.read()
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_a_camera_that_has_not_started_yet_shows_the_starting_card_not_offline(live_config, clip_20fps, recording_sink,
+                                                                                face_engine_factory):
+    from vcamd.live.engine import LiveEngine
+    from vcamd.live.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE, offline_frame
+    from vcamd.live.sources import open_source
+
+    cfg = live_config(camera={"stall_timeout_s": 0.2})
+    camera = LateFirstFrame(open_source(str(clip_20fps), cfg.camera, loop=True))
+    sink = recording_sink(keep_every=1)
+    engine = LiveEngine(cfg, source=camera, sink_factory=lambda w, h, fps: sink, faces=face_engine_factory(cfg))
+    result: dict = {}
+    runner = threading.Thread(target=lambda: result.update(engine.run(max_frames=40)))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(sink.times) < 3:  # the stall timeout passed with no camera frame: cards went out
+            assert time.monotonic() < deadline and runner.is_alive()
+            time.sleep(0.01)
+        assert engine.status()["state"] == "starting"
+    finally:
+        camera.release.set()
+        runner.join(120)
+    assert not runner.is_alive() and result["frames"]["processed"] > 0
+    assert engine.status()["state"] == "stopped"
+    w, h = sink.frames[0].shape[1], sink.frames[0].shape[0]
+    starting, offline = offline_frame(w, h, STARTING_MESSAGE), offline_frame(w, h, OFFLINE_MESSAGE)
+    assert all(np.array_equal(frame, starting) for frame in sink.frames[:3])
+    assert not any(np.array_equal(frame, offline) for frame in sink.frames)

@@ -195,18 +195,36 @@ class Leak:
         return f"frame {self.frame}: {self.how} (cosine {self.cosine:.2f})"
 
 
-def find_leaks(frames: list[Frame], placements: list[Placement], detectors: list[FaceDetector], recognizer: Recognizer) -> list[Leak]:
+def find_leaks(frames: list[Frame], placements: list[Placement], detectors: list[FaceDetector], recognizer: Recognizer,
+               swapped_identity: np.ndarray | None = None) -> list[Leak]:
     """Every published frame, checked two ways:
     - at every place the camera ever showed a raw face, MobileFaceNet on the published pixels
       (aligned at the raw keypoints) must not match that raw face;
     - every face the SCRFD detectors find at 0.5 must not match the raw face it overlaps (or, with
-      one person in the clip, that person wherever it is)."""
+      one person in the clip, that person wherever it is).
+
+    "Match" is a cosine above MAX_COSINE. With `swapped_identity` (the embedding of the face the
+    swapper puts in), a face that matches that identity at least as well as the raw person is a
+    swap, not a leak: a swap replaces the inner face and keeps the person's hair, outline and
+    lighting, and on a group photo's 25-px faces that context alone scores up to ~0.3 against the
+    raw person while the face scores ~0.5 as the stranger it is (measured: docs/reliability.md,
+    "End to end"). A raw face (≈ 0.9 raw, ≈ 0.1 stranger) and an obscured one (≤ 0.14 raw) are
+    judged exactly as without it."""
     leaks: list[Leak] = []
     one_person = len(placements) > 0 and all(float(p.embedding @ placements[0].embedding) > 0.9 for p in placements)
+
+    def recognised(embedding: np.ndarray, raw: np.ndarray) -> float | None:
+        cosine = float(embedding @ raw)
+        if cosine <= MAX_COSINE:
+            return None
+        if swapped_identity is not None and float(embedding @ swapped_identity) >= cosine:
+            return None  # recognised as the face swapped in
+        return cosine
+
     for i, frame in enumerate(frames):
         for p in placements:
-            cosine = float(recognizer.embed(frame, p.face) @ p.embedding)
-            if cosine > MAX_COSINE:
+            cosine = recognised(recognizer.embed(frame, p.face), p.embedding)
+            if cosine is not None:
                 leaks.append(Leak(i, f"raw face at x={p.face.box[0]:.0f},y={p.face.box[1]:.0f} recognised in place", cosine))
         for detector in detectors:
             for face in detector.detect(frame):
@@ -219,7 +237,7 @@ def find_leaks(frames: list[Frame], placements: list[Placement], detectors: list
                 if not against:
                     continue
                 embedding = recognizer.embed(frame, face)
-                cosine = max(float(embedding @ p.embedding) for p in against)
-                if cosine > MAX_COSINE:
-                    leaks.append(Leak(i, f"{detector.path.name} finds the raw person at x={face.box[0]:.0f} (score {face.score:.2f})", cosine))
+                matches = [c for c in (recognised(embedding, p.embedding) for p in against) if c is not None]
+                if matches:
+                    leaks.append(Leak(i, f"{detector.path.name} finds the raw person at x={face.box[0]:.0f} (score {face.score:.2f})", max(matches)))
     return leaks

@@ -62,6 +62,11 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
+FIRST_FRAME_GRACE_S = 5.0
+"""A camera may take seconds to deliver its first frame (USB set-up, auto exposure): until then the
+placeholder published after the stall timeout says it is starting, and the state stays
+"starting"; a camera silent longer than this from the start is offline."""
+
 STATUS_EVERY = 10
 """The loop refreshes the status snapshot every this many frames (and after every command)."""
 
@@ -305,8 +310,7 @@ class LiveEngine:
             self.full_detector.start()
             self._gpu.start()
             self.stats.reset_clock()
-            self._last_frame_at = self.clock()
-            self._state = "running"
+            self._last_frame_at = self.clock()  # "starting" until the camera's first frame
             if self.faces is None:
                 # The camera and the output are open: publish at once, covered, while the models load.
                 log.info("loading the face models in the background; frames are covered until they are ready")
@@ -368,11 +372,16 @@ class LiveEngine:
         return self.slot.dropped + self.settings.replaced_skipped + getattr(self.source, "skipped", 0)
 
     def _maybe_offline(self) -> None:
-        """No camera frame within one interval: publish a placeholder if the camera is gone."""
+        """No camera frame within one interval: publish a placeholder if the camera is gone or
+        stalled — before its first frame, the "starting" card, up to FIRST_FRAME_GRACE_S (a camera
+        that has not started yet is not offline)."""
         assert self._last_frame_at is not None
         gone = self.reader.state is SourceState.offline
-        stalled = self.clock() - self._last_frame_at > self.cfg.camera.stall_timeout_s
-        if not (gone or stalled):
+        waited = self.clock() - self._last_frame_at
+        if not (gone or waited > self.cfg.camera.stall_timeout_s):
+            return
+        if self._state == "starting" and not gone and waited <= FIRST_FRAME_GRACE_S:
+            self.frames.send(self.publisher.starting_frame(), Outcome.offline, None)
             return
         if self._state != "offline":
             log.warning("publishing the offline frame: camera %s", "lost" if gone else "stalled")

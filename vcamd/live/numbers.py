@@ -34,7 +34,7 @@ class FrameCounts(TypedDict):
     blurred: int
     passthrough: int
     off: int
-    offline: int
+    offline: int  # placeholder cards: the camera not started yet, or lost (no frame for stall_timeout_s)
 
 
 class FaceCounts(TypedDict):

@@ -19,6 +19,7 @@ from PIL import Image, ImageDraw, ImageFont
 from vcamd.types import Frame
 
 OFFLINE_MESSAGE = "Camera offline — reconnecting…"
+STARTING_MESSAGE = "Camera starting…"
 
 _BACKGROUND_TOP = np.array([44, 36, 30], np.float32)  # BGR: dark slate, a little lighter at the top
 _BACKGROUND_BOTTOM = np.array([26, 21, 18], np.float32)
@@ -32,7 +33,8 @@ _ASCII_SPELLING = str.maketrans({"—": "-", "…": "..."})
 
 
 def offline_frame(width: int, height: int, message: str = OFFLINE_MESSAGE) -> Frame:
-    """The frame published while the camera is lost: dark background, `message` centred."""
+    """The frame published while the camera is lost (or not started yet): dark background,
+    `message` centred."""
     return _placeholder(width, height, message)
 
 

@@ -2,7 +2,8 @@
 
 Keeps the last published frame (snapshot, control page) and the last good output (a frame in which
 every face was swapped, and where those faces were) that `on_miss = "hold"` covers faces with; draws
-the offline card while the camera is away. Runs on the loop's thread only.
+the placeholder cards: "starting" until the camera's first frame, "offline" while it is away.
+Runs on the loop's thread only.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from collections.abc import Callable
 from vcamd.config import DisclosureConfig
 from vcamd.errors import VcamdError
 from vcamd.live.compose import Held
+from vcamd.live.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
 from vcamd.sinks.base import Sink, SinkFactory
 from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
-
-OFFLINE_TEXT = "Camera offline — reconnecting…"
 
 
 class Publisher:
@@ -77,7 +77,12 @@ class Publisher:
 
     def offline_frame(self) -> Frame:
         assert self.size is not None
-        return self._placeholder(self.size[0], self.size[1], OFFLINE_TEXT)
+        return self._placeholder(self.size[0], self.size[1], OFFLINE_MESSAGE)
+
+    def starting_frame(self) -> Frame:
+        """The card shown before the camera's first frame (a webcam can take seconds to start)."""
+        assert self.size is not None
+        return self._placeholder(self.size[0], self.size[1], STARTING_MESSAGE)
 
     def send(self, frame: Frame, status: dict | None) -> None:
         """Write `frame`; a failed write is logged once per streak and retried with the next frame."""

@@ -283,13 +283,26 @@ class FaceBook:
 
     def take_tracked(self, found: list[Face | None], frame_index: int) -> tuple[list[Face], list[Face]]:
         """Merge one crop re-detection per face of `to_redetect` (None: not in its crop);
-        returns (faces lost now, lost faces found again)."""
+        returns (faces lost now, lost faces found again).
+
+        A re-detection is that face only when it is `near` where the face was: a crop around one
+        face of a group also shows parts of its neighbours, and a detector that misses the face
+        may find half a neighbour at the crop's edge. Followed there, the face's own place would be
+        left uncovered while its track sat on someone else. So a detection that far off is a miss
+        (the face is lost, covered at its last place, and looked for everywhere); and a track that
+        lands on another track's face is lost at its previous place, never silently merged away."""
+        looked_for = self._tracks + self._lost
+        found = [f if f is not None and near(f, s.face) else None for s, f in zip(looked_for, found)]
         n = len(self._tracks)
         tracked, lost_found = found[:n], found[n:]
         lost_now = [_Seen(s.face, s.size, frame_index) for s, f in zip(self._tracks, tracked) if f is None]
         refound = [_Seen(f, s.size) for s, f in zip(self._lost, lost_found) if f is not None]
         still_lost = [s for s, f in zip(self._lost, lost_found) if f is None]
-        self._tracks = _dedupe([_Seen(f, s.size) for s, f in zip(self._tracks, tracked) if f is not None] + refound)
+        moved = [(s, _Seen(f, s.size)) for s, f in zip(self._tracks, tracked) if f is not None]
+        self._tracks = _dedupe([now for _, now in moved] + refound)
+        kept = {id(t) for t in self._tracks}
+        lost_now += [_Seen(before.face, before.size, frame_index) for before, now in moved
+                     if id(now) not in kept and not any(near(t.face, before.face) for t in self._tracks)]
         self._lost = still_lost + lost_now
         if lost_now and self._unsure_since is None:
             self._unsure_since = frame_index
