@@ -117,7 +117,8 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
     kept = wait(lambda: engine.source_face, "the uploaded face in the engine")
     assert kept.read_bytes() == photo.read_bytes() and kept.name.startswith("newton-")
     page.wait(f"document.getElementById('face-current').textContent === {json.dumps(kept.name)}", "the face shown")
-    assert page.text("#message") == "source face set: newton.png"
+    # The status poll may show the new face before the upload's own answer has been read: wait for it.
+    page.wait("document.getElementById('message').textContent === 'source face set: newton.png'", "the upload's answer shown")
     page.wait(f"[...document.getElementById('recent').options].some((o) => o.value === {json.dumps(str(kept))})",
               "the face offered among the recent ones")
 
