@@ -47,7 +47,7 @@ def main() -> None:
 
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.track import crop_around
-    from vcamd.live.clips import BACKGROUND
+    from vcamd.bench.clips import BACKGROUND
     from vcamd.runtime import Sessions
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -99,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     from insightface.app.common import Face as InsightFace
     from insightface.model_zoo.inswapper import INSwapper
 
+    from vcamd.bench.standins import build_enhancer, build_recognizer, build_swapper
     from vcamd.config import config_from_dict
     from vcamd.faces.align import estimate_affine
-    from vcamd.process import FaceEngine
+    from vcamd.faces.engine import FaceEngine
     from vcamd.quality import Level
-    from vcamd.standins import build_enhancer, build_recognizer, build_swapper
 
     image = cv2.imread(str(ASSETS / "images" / "newton.png"))
     inference: dict[str, float] = defaultdict(float)

@@ -37,7 +37,7 @@ def main() -> None:
     import cv2
 
     from vcamd.badge import draw_badge
-    from vcamd.blend import Blender
+    from vcamd.faces.blend import Blender
     from vcamd.faces.align import estimate_affine
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.track import crop_around, dedupe_faces

@@ -160,8 +160,8 @@ def test_run_applies_an_edited_log_level_while_running(tmp_path, assets):
     import tempfile
     import time
 
+    from vcamd.bench.standins import build_recognizer, build_swapper
     from vcamd.control.client import ControlClient
-    from vcamd.standins import build_recognizer, build_swapper
 
     runtime = Path(tempfile.mkdtemp(prefix="r2-", dir="/tmp"))
     config = tmp_path / "config.toml"

@@ -45,7 +45,7 @@ def _build_identity_swapper(path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def standins(tmp_path_factory: pytest.TempPathFactory, assets: Path) -> StandIns:
-    from vcamd.standins import build_enhancer, build_recognizer, build_swapper
+    from vcamd.bench.standins import build_enhancer, build_recognizer, build_swapper
 
     folder = tmp_path_factory.mktemp("standin_models")
     return StandIns(

@@ -27,8 +27,8 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.blend import Blender
 from vcamd.faces.align import template_points
+from vcamd.faces.blend import Blender
 from vcamd.types import Face, Frame
 
 

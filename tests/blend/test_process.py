@@ -9,11 +9,11 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.blend import paste_region
 from vcamd.config import Config, config_from_dict
 from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces.align import estimate_affine
-from vcamd.process import FaceEngine, require_consent
+from vcamd.faces.blend import paste_region
+from vcamd.faces.engine import FaceEngine, require_consent
 from vcamd.quality import Level
 from vcamd.types import Face, Frame
 

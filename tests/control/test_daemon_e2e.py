@@ -1,7 +1,7 @@
 """End to end: the real `vcamd run` daemon driven only through the CLI and its control socket.
 
 The daemon plays a video file like a camera, publishes to the null sink, runs the real SCRFD
-detector and the stand-in swapper/recognizer (vcamd.standins), without a tray.
+detector and the stand-in swapper/recognizer (vcamd.bench.standins), without a tray.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ RELOAD_WITHIN_S = 4.0  # the promise is ~2 s; the margin is for a loaded test ma
 
 @pytest.fixture(scope="module")
 def daemon_files(tmp_path_factory, assets: Path) -> dict[str, Path]:
-    from vcamd.live.clips import write_sliding_clip
-    from vcamd.standins import build_recognizer, build_swapper
+    from vcamd.bench.clips import write_sliding_clip
+    from vcamd.bench.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("e2e")
     newton = cv2.imread(str(assets / "images" / "newton.png"))

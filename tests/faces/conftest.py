@@ -12,9 +12,9 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd import standins
+from vcamd.bench import standins
 from vcamd.faces.detect import FaceDetector
-from vcamd.identity import Recognizer
+from vcamd.faces.identity import Recognizer
 from vcamd.runtime import Sessions
 from vcamd.types import Face
 

@@ -23,7 +23,7 @@ def wait_for(condition, timeout: float = 8.0, what: str = "") -> None:
 def test_enhancer_toggle_and_output_settings_apply_without_restart(
     tmp_path, tmp_path_factory, live_config, clip_20fps, face_engine_factory, recording_sink
 ):
-    from vcamd.standins import build_enhancer
+    from vcamd.bench.standins import build_enhancer
 
     enhancer = build_enhancer(tmp_path_factory.mktemp("enh") / "gfpgan_light.onnx")
     cfg = live_config(models={"enhancer": str(enhancer)}, enhancer={"enabled": False})

@@ -165,7 +165,7 @@ def test_switching_the_enhancer_off_during_a_swap_is_not_a_model_error(live_conf
     """swap_faces checked `self.enhancer` and then used it again later: a hot reload switching the
     enhancer off (loop thread) in between made the swap worker fail (None has no enhance_aligned),
     a spurious model error — a miss frame and an error in the log."""
-    from vcamd.standins import build_enhancer
+    from vcamd.bench.standins import build_enhancer
 
     enhancer = build_enhancer(tmp_path / "enhancer.onnx")
     cfg = live_config(enhancer={"enabled": True}, models={"enhancer": str(enhancer)})
@@ -256,7 +256,7 @@ def test_frames_skipped_by_a_replaced_camera_stay_counted_as_dropped(live_config
 @pytest.fixture(scope="module")
 def two_faces_clip(tmp_path_factory, newton, assets) -> Path:
     """Two heads side by side (left in colour, right in grey, so a test can tell their crops apart)."""
-    from vcamd.live.clips import write_sliding_clip
+    from vcamd.bench.clips import write_sliding_clip
 
     # Newton's head, cut square around where SCRFD finds it in newton.png.
     head = newton[40:296, 260:516]

@@ -218,7 +218,7 @@ def test_doctor_command_with_a_synthetic_camera(short_dir):
 
 @pytest.fixture(scope="module")
 def standin_models(tmp_path_factory, assets) -> dict[str, Path]:
-    from vcamd import standins
+    from vcamd.bench import standins
 
     folder = tmp_path_factory.mktemp("standins")
     return {
@@ -236,7 +236,7 @@ def models_config(files: dict[str, Path], **override: Path) -> ModelsConfig:
 
 def test_doctor_rejects_a_gfpgan_file_as_swapper_like_run(standin_models):
     from vcamd.errors import ModelError
-    from vcamd.process import FaceEngine
+    from vcamd.faces.engine import FaceEngine
 
     good = Config(models=models_config(standin_models))
     assert [r.status for r in doctor.check_models(good)] == [Status.ok] * 3
