@@ -5,5 +5,4 @@ run as a subprocess puts tests/ on its sys.path instead, see tests/tray/tray_hos
 * `fakes` — `FakeEngine`, the one in-test `Controllable`;
 * `cli` — `run_vcamd` (the CLI as a subprocess), `one_clear_line` (a refusal as a user error);
 * `live` — `Wrapped` (a real face engine with a method replaced), `make_engine` (a looping `LiveEngine`);
-* `daemon` — `vcamd run` as a subprocess: its inputs, its config, starting it, waiting, stopping.
 """
