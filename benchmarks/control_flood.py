@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/control_flood.py [--clients 200] [--seconds 10]
 
 Runs the real `vcamd run` twice (a 640×480 face clip played as the camera, the real SCRFD
-detector, stand-in recognizer/swapper from vcamd.standins, the null sink): once alone, once while
+detector, stand-in recognizer/swapper from vcamd.bench.standins, the null sink): once alone, once while
 `--clients` threads in another process ask for `status` as fast as they are answered. Each run
 ends with `vcamd quit`; the daemon's own `--stats-json` gives the capture→publish latency.
 
@@ -57,8 +57,8 @@ def build_inputs(folder: Path) -> tuple[Path, Path]:
     import cv2
     import tomli_w
 
-    from vcamd.live.clips import write_sliding_clip
-    from vcamd.standins import build_recognizer, build_swapper
+    from vcamd.bench.clips import write_sliding_clip
+    from vcamd.bench.standins import build_recognizer, build_swapper
 
     newton = cv2.imread(str(ASSETS / "images" / "newton.png"))
     clip = write_sliding_clip(folder / "camera.avi", newton, size=(640, 480), fps=30.0, frames=60, face_scale=0.6)

@@ -45,9 +45,9 @@ class TimedSession:
 def main() -> None:
     import cv2
 
+    from vcamd.bench.clips import BACKGROUND
     from vcamd.faces.detect import FaceDetector
-    from vcamd.faces.track import crop_around
-    from vcamd.live.clips import BACKGROUND
+    from vcamd.live.cropplan import crop_around
     from vcamd.runtime import Sessions
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

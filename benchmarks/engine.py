@@ -28,6 +28,7 @@ import io
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -39,6 +40,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
 RESOLUTIONS = ((640, 480), (1280, 720), (1920, 1080))
+
+INFERENCE_BY_THREAD: dict[str, float] = defaultdict(float)
+"""The same `run` times as the per-model log, by the thread that ran them (the live path's full
+detections run beside the loop, not in its time)."""
 
 
 class _TimedSession:
@@ -54,7 +59,9 @@ class _TimedSession:
         try:
             return self._session.run(*args, **kwargs)
         finally:
-            self._log[self._name] += (time.perf_counter() - start) * 1000.0
+            ms = (time.perf_counter() - start) * 1000.0
+            self._log[self._name] += ms
+            INFERENCE_BY_THREAD[threading.current_thread().name] += ms
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
@@ -99,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     from insightface.app.common import Face as InsightFace
     from insightface.model_zoo.inswapper import INSwapper
 
+    from vcamd.bench.standins import build_enhancer, build_recognizer, build_swapper
     from vcamd.config import config_from_dict
     from vcamd.faces.align import estimate_affine
-    from vcamd.process import FaceEngine
+    from vcamd.faces.engine import FaceEngine
     from vcamd.quality import Level
-    from vcamd.standins import build_enhancer, build_recognizer, build_swapper
 
     image = cv2.imread(str(ASSETS / "images" / "newton.png"))
     inference: dict[str, float] = defaultdict(float)
@@ -179,26 +186,46 @@ def _offline(engine: Any, frame: np.ndarray, level: Any, n: int, inference: dict
 
 
 def _live(engine: Any, cfg: Any, frame: np.ndarray, level: Any, n: int, inference: dict[str, float]) -> float:
-    """The live engine's per-frame work: FaceTracker (full detection every [detection] full_every
-    frames, a 192² re-detection around the face otherwise) + swap_faces + composite, on a face
-    drifting 2 px per frame. Mean ms per frame without inference (the mean, because one frame in
-    ten pays for a full detection)."""
-    from vcamd.faces.track import FaceTracker
+    """The live engine's per-frame work on the loop's thread: the daemon's `LiveTracker` (crops
+    around the known face on its BoundedCall thread, which the loop waits for; a full detection
+    every [detection] full_every frames on the FullDetector's own thread, which it does not) +
+    swap_faces + composite, on a face drifting 2 px per frame, the frames handed in at the
+    camera's rate ([camera] fps). Mean ms per frame without the
+    inference the loop waited for (the full detector's runs, in parallel, are not subtracted;
+    the mean, because one frame in `full_every` hands a frame copy to the full detector)."""
+    from vcamd.live.stats import LiveStats
+    from vcamd.live.tracking import FullDetector, LiveTracker, detect_sizes
 
     height, width = frame.shape[:2]
     frames = [cv2.warpAffine(frame, np.float32([[1, 0, 2 * (i % 10) - 10], [0, 1, (i % 10) - 5]]), (width, height)) for i in range(n)]
+    sizes = detect_sizes(cfg, level)
+    full = FullDetector(engine, LiveStats(), time.monotonic)
+    tracker = LiveTracker(engine, full, full_every=cfg.detection.full_every)
+    full.start()
     spent: list[float] = []
-    for measured in (False, True):  # the first pass creates the 192² detector session and warms up
-        tracker = FaceTracker(engine.detector, cfg.detection.track_size, cfg.detection.full_every)
-        for i, shown in enumerate(frames):
-            inference.clear()
-            work = shown.copy()
-            start = time.perf_counter()
-            targets = engine.select(tracker.update(work, i), work)
-            for swapped, face in zip(engine.swap_faces(work, targets, level), targets):
-                engine.composite(work, swapped, face)
-            if measured:
-                spent.append((time.perf_counter() - start) * 1000.0 - sum(inference.values()))
+    index = 0
+    interval_s = 1.0 / cfg.camera.fps  # frames come at the camera's rate, as in the daemon
+    next_at = time.perf_counter()
+    try:
+        for measured in (False, True):  # the first pass builds the crop sizes' sessions and warms up
+            for shown in frames:
+                time.sleep(max(0.0, next_at - time.perf_counter()))
+                next_at = max(next_at, time.perf_counter()) + interval_s
+                inference.clear()
+                INFERENCE_BY_THREAD.clear()
+                work = shown.copy()
+                start = time.perf_counter()
+                report = tracker.update(work, index, **sizes, deadline_s=5.0)
+                targets = engine.select(report.faces, work)
+                for swapped, face in zip(engine.swap_faces(work, targets, level), targets):
+                    engine.composite(work, swapped, face)
+                elapsed = (time.perf_counter() - start) * 1000.0
+                if measured:
+                    spent.append(elapsed - (sum(inference.values()) - INFERENCE_BY_THREAD["full-detector"]))
+                index += 1
+    finally:
+        tracker.stop()
+        full.stop()
     return statistics.fmean(spent)
 
 

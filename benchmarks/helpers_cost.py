@@ -37,10 +37,11 @@ def main() -> None:
     import cv2
 
     from vcamd.badge import draw_badge
-    from vcamd.blend import Blender
     from vcamd.faces.align import estimate_affine
+    from vcamd.faces.blend import Blender
     from vcamd.faces.detect import FaceDetector
-    from vcamd.faces.track import crop_around, dedupe_faces
+    from vcamd.live.cropplan import crop_around
+    from vcamd.live.tracking import dedupe_faces
     from vcamd.runtime import Sessions
     from vcamd.types import Face
 

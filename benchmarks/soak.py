@@ -65,13 +65,13 @@ def make_clip(path: Path, width: int, height: int, fps: float, frames: int = 90)
 
 
 def build(args: argparse.Namespace, folder: Path):
+    from vcamd.bench.standins import build_recognizer, build_swapper
     from vcamd.config import config_from_dict
+    from vcamd.faces.engine import FaceEngine
     from vcamd.live.engine import LiveEngine
     from vcamd.live.sources import VideoFileCamera
-    from vcamd.process import FaceEngine
     from vcamd.runtime import Sessions
     from vcamd.sinks.null import NullSink
-    from vcamd.standins import build_recognizer, build_swapper
 
     width, height = args.width, args.height
     clip = make_clip(folder / "camera.mp4", width, height, args.fps)

@@ -1,13 +1,35 @@
-"""Fixtures every test area shares: where the real test assets are."""
+"""Fixtures every test area shares: where the real test assets are, the real photos and SCRFD
+detector the face tests work on, and stand-in swap models built once per session in a temp dir
+(never in the repo)."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_ASSETS = REPO.parent / "shared" / "assets"
+
+
+def _register_support() -> None:
+    """tests/support as the package `support` (importlib mode puts no test folder on sys.path)."""
+    if "support" in sys.modules:
+        return
+    folder = Path(__file__).resolve().parent / "support"
+    spec = importlib.util.spec_from_file_location("support", folder / "__init__.py", submodule_search_locations=[str(folder)])
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["support"] = module
+    spec.loader.exec_module(module)
+
+
+_register_support()
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +54,105 @@ def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory):
         runtime.mkdir(mode=0o700)
         mp.setenv("VCAMD_RUNTIME_DIR", str(runtime))
         yield base
+
+
+# -- real photos, the real detector, stand-in models (face engine, `vcamd swap`) ------------------
+
+
+@pytest.fixture(scope="session")
+def models_dir(assets: Path) -> Path:
+    return assets / "models"
+
+
+@pytest.fixture(scope="session")
+def sessions():
+    from vcamd.runtime import Sessions
+
+    return Sessions(["cpu"], threads=2)
+
+
+@pytest.fixture(scope="session")
+def detector(sessions, assets: Path):
+    """The fast SCRFD (scrfd_500m_kps)."""
+    from vcamd.faces.detect import FaceDetector
+
+    return FaceDetector(assets / "models" / "scrfd_500m_kps.onnx", sessions)
+
+
+@pytest.fixture(scope="session")
+def newton(assets: Path) -> np.ndarray:
+    image = cv2.imread(str(assets / "images" / "newton.png"), cv2.IMREAD_COLOR)
+    assert image is not None
+    image.setflags(write=False)  # tests paste into copies
+    return image
+
+
+@pytest.fixture(scope="session")
+def newton_face(detector, newton: np.ndarray):
+    faces = detector.detect(newton)
+    assert len(faces) == 1
+    return faces[0]
+
+
+@pytest.fixture(scope="session")
+def solvay(assets: Path) -> np.ndarray:
+    image = cv2.imread(str(assets / "images" / "solvay_conference_1927.png"), cv2.IMREAD_COLOR)
+    assert image is not None
+    image.setflags(write=False)
+    return image
+
+
+@dataclass(frozen=True)
+class StandIns:
+    """Paths of the stand-in models a test config points at."""
+
+    detector: Path
+    recognizer: Path
+    swapper: Path
+    enhancer: Path
+    identity_swapper: Path
+
+
+def _build_identity_swapper(path: Path) -> Path:
+    """An inswapper-shaped model whose output IS its input: the perfect swap for measuring paste
+    damage, because the ideal composite is then exactly the original frame."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, 128, 128])
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 512])
+    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 128, 128])
+    emap = numpy_helper.from_array(np.eye(512, dtype=np.float32), "emap")
+    graph = helper.make_graph([helper.make_node("Identity", ["target"], ["output"])], "identity_swap", [target, source], [output], initializer=[emap])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save_model(model, str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def standins(tmp_path_factory: pytest.TempPathFactory, assets: Path) -> StandIns:
+    from vcamd.bench.standins import build_enhancer, build_recognizer, build_swapper
+
+    folder = tmp_path_factory.mktemp("standin_models")
+    return StandIns(
+        detector=assets / "models" / "scrfd_500m_kps.onnx",
+        recognizer=build_recognizer(folder / "recognizer.onnx"),
+        swapper=build_swapper(folder / "swapper.onnx"),
+        enhancer=build_enhancer(folder / "enhancer.onnx"),
+        identity_swapper=_build_identity_swapper(folder / "identity_swapper.onnx"),
+    )
+
+
+@pytest.fixture(scope="session")
+def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Light stand-in models, built once (never inside the repo)."""
+    from vcamd.bench import standins
+
+    d = tmp_path_factory.mktemp("standins")
+    standins.build_swapper(d / "inswapper_128.onnx")
+    standins.build_swapper(d / "inswapper_128_fp16.onnx", fp16=True)
+    standins.build_swapper(d / "inswapper_128_batched.onnx", batch=True)
+    standins.build_recognizer(d / "w600k_standin.onnx")
+    standins.build_enhancer(d / "gfpgan_standin.onnx")
+    return d

@@ -33,3 +33,19 @@ def test_unknown_section_and_key_are_named_as_such(tmp_path: Path) -> None:
     problems = info.value.problems
     assert any(p.startswith("[cmaera]: unknown section") for p in problems), problems
     assert any(p.startswith("[camera] fsp: unknown key") for p in problems), problems
+
+
+def test_a_relative_video_file_as_camera_device_is_taken_from_the_config_folder(tmp_path):
+    # config.example.toml: "Relative paths are relative to this file" — [camera] device can be a
+    # video file; a daemon started by systemd (working dir: home) would look elsewhere.
+    from vcamd.config import load_config
+
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    config = folder / "config.toml"
+    config.write_text('[camera]\ndevice = "clips/cam.avi"\n')
+    cfg, _ = load_config(config)
+    assert cfg.camera.device == str(folder / "clips" / "cam.avi")
+    for kept in ("0", "12", "synthetic", "/dev/video0", "/abs/clip.mp4"):
+        config.write_text(f'[camera]\ndevice = "{kept}"\n')
+        assert load_config(config)[0].camera.device == kept

@@ -19,11 +19,11 @@ ROLES = ("detector", "recognizer", "swapper", "enhancer")
 
 
 def _loaders() -> dict[str, Callable[[Path, Any], object]]:
-    """Role → the constructor `vcamd run` loads it with (vcamd.process.FaceEngine.from_config)."""
-    from vcamd.enhance import Enhancer
+    """Role → the constructor `vcamd run` loads it with (vcamd.faces.engine.FaceEngine.from_config)."""
     from vcamd.faces.detect import FaceDetector
-    from vcamd.identity import Recognizer
-    from vcamd.swap import Swapper
+    from vcamd.faces.enhance import Enhancer
+    from vcamd.faces.identity import Recognizer
+    from vcamd.faces.swap import Swapper
 
     return {"detector": FaceDetector, "recognizer": Recognizer, "swapper": Swapper, "enhancer": Enhancer}
 

@@ -933,11 +933,11 @@ def check_model_file(path: Path, role: str) -> None:
 
     sessions = Sessions(["cpu"], threads=1)
     if role == "enhancer":
-        from vcamd.enhance import Enhancer
+        from vcamd.faces.enhance import Enhancer
 
         Enhancer(path, sessions)
     elif role == "swapper":
-        from vcamd.swap import Swapper
+        from vcamd.faces.swap import Swapper
 
         Swapper(path, sessions)
     elif role == "detector":
@@ -945,7 +945,7 @@ def check_model_file(path: Path, role: str) -> None:
 
         FaceDetector(path, sessions)
     elif role == "recognizer":
-        from vcamd.identity import Recognizer
+        from vcamd.faces.identity import Recognizer
 
         Recognizer(path, sessions)
     else:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.cli import one_clear_line, run_vcamd
 
 from vcamd.cli import main
 from vcamd.commands.bench import BenchSettings, format_table, still_clip, target_rows
@@ -120,3 +121,19 @@ def test_the_startup_scenario_writes_a_config_vcamd_run_reads_back() -> None:
     cfg = config_from_dict({"models": {"providers": ["cpu"], "threads": 1}, "swap": {"source_face": "/tmp/a \"quoted\" face.png"}}, "test")
     assert config_from_dict(tomllib.loads(_toml(cfg.model_dump(mode="json", exclude_none=True))), "test") == cfg
     assert cfg != Config()
+
+
+def test_bench_refuses_frame_rates_and_counts_it_cannot_measure(assets):
+    face = assets / "images" / "newton.png"
+    base = ("bench", "--face", face, "--scenarios", "light", "--frames", "30")
+    for bad, flag in ((("--fps", "0"), "--fps"), (("--fps", "nan"), "--fps"), (("--fps", "1e9"), "--fps"),
+                      (("--scenarios", "inswapper", "--inswapper-frames", "0"), "--inswapper-frames"),
+                      (("--threads", "-2"), "--threads")):
+        one_clear_line(run_vcamd(*base, *bad, timeout=30), flag)
+
+
+def test_bench_refuses_a_json_path_it_could_only_fail_to_write_at_the_end(tmp_path, assets):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    proc = run_vcamd("bench", "--face", assets / "images" / "newton.png", "--scenarios", "light", "--json", folder, timeout=30)
+    one_clear_line(proc, str(folder), "--json")

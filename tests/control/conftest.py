@@ -6,7 +6,6 @@ import json
 import shutil
 import socket
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,34 +13,27 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
+from support.fakes import FakeEngine
 
 from vcamd.control.server import ControlServer
 from vcamd.errors import ConfigError, FaceError
-from vcamd.quality import Level
 
 
-class SmallEngine:
-    """A thread-safe in-test implementation of the Controllable protocol.
+class SmallEngine(FakeEngine):
+    """The control API tests' `Controllable` (tests/support/fakes.py, thread-safe).
 
-    It really reads face photos (cv2) and really encodes its output frame as PNG, so the server's
-    answers carry real data; it records what the control server asked of it.
+    It reads face photos with cv2 (its own error text) and encodes its output frame as PNG, so the
+    server's answers carry real data; it counts reloads, and a test can make its status fail or
+    its reload find a problem.
     """
 
     def __init__(self, output_frame: np.ndarray) -> None:
-        self._lock = threading.Lock()
-        self.output_frame = output_frame
-        self.enabled = True
-        self.source_face: Path | None = None
-        self.quality: Level | None = None
-        self.level = Level.full
-        self.config_error: str | None = None
+        super().__init__(output_frame)
         self.reloads = 0
         self.reload_problem: str | None = None
-        self.quit_requested = threading.Event()
         self.fail_status_with: Exception | None = None
         self.latency_ms: float | dict[str, float] = 41.5
         self.extra: dict[str, Any] = {}  # more status keys, as a real engine may add
-        self.badge = True
 
     def status(self) -> dict[str, Any]:
         with self._lock:
@@ -60,24 +52,12 @@ class SmallEngine:
                 **self.extra,
             }
 
-    def set_enabled(self, on: bool) -> None:
-        with self._lock:
-            self.enabled = on
-
-    def toggle(self) -> None:
-        with self._lock:  # one step, like the engine's loop command
-            self.enabled = not self.enabled
-
     def set_source_face(self, path: Path) -> None:
         image = cv2.imread(str(path))
         if image is None:
             raise FaceError(f"source face {path} is not a readable image", fix="use a PNG or JPEG photo")
         with self._lock:
             self.source_face = path
-
-    def set_quality(self, level: Level | None) -> None:
-        with self._lock:
-            self.quality = level
 
     def reload_config(self) -> None:
         with self._lock:
@@ -86,24 +66,6 @@ class SmallEngine:
                 self.config_error = self.reload_problem
                 raise ConfigError("/tmp/config.toml", [self.reload_problem])
             self.config_error = None
-
-    def snapshot_png(self) -> bytes:
-        ok, encoded = cv2.imencode(".png", self.output_frame)
-        assert ok
-        return encoded.tobytes()
-
-    def latest_frame(self) -> np.ndarray:
-        return self.output_frame
-
-    def recent_transitions(self) -> list[dict[str, Any]]:
-        return []
-
-    def set_badge(self, on: bool) -> None:
-        with self._lock:
-            self.badge = on
-
-    def request_quit(self) -> None:
-        self.quit_requested.set()
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from support.cli import one_clear_line, run_vcamd
 
 from vcamd.control.server import ControlServer
 from vcamd.quality import Level
@@ -172,3 +173,17 @@ def test_without_the_override_the_user_runtime_dir_is_used(short_dir):
                              timeout=60)
     assert without.returncode == 3
     assert len(without.stderr.splitlines()) == 1, without.stderr
+
+
+def test_control_verbs_with_a_socket_path_too_long_for_af_unix_are_one_line(tmp_path):
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    (deep / "control.sock").write_bytes(b"")
+    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(deep)}
+    proc = run_vcamd("status", env=env)
+    one_clear_line(proc, str(deep / "control.sock"), "VCAMD_RUNTIME_DIR")
+
+
+def test_set_face_with_a_folder_says_it_is_a_folder(tmp_path):
+    proc = run_vcamd("set-face", tmp_path)
+    one_clear_line(proc, str(tmp_path), "is a folder")

@@ -1,7 +1,7 @@
 """End to end: the real `vcamd run` daemon driven only through the CLI and its control socket.
 
 The daemon plays a video file like a camera, publishes to the null sink, runs the real SCRFD
-detector and the stand-in swapper/recognizer (vcamd.standins), without a tray.
+detector and the stand-in swapper/recognizer (vcamd.bench.standins), without a tray.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ RELOAD_WITHIN_S = 30.0  # a bound for a hung watcher, not a speed check (the ~2 
 
 @pytest.fixture(scope="module")
 def daemon_files(tmp_path_factory, assets: Path) -> dict[str, Path]:
-    from vcamd.live.clips import write_sliding_clip
-    from vcamd.standins import build_recognizer, build_swapper
+    from vcamd.bench.clips import write_sliding_clip
+    from vcamd.bench.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("e2e")
     newton = cv2.imread(str(assets / "images" / "newton.png"))
@@ -201,3 +201,59 @@ def test_sighup_reloads_the_config_and_the_daemon_runs_on(daemon, daemon_files, 
     done = cli(runtime, "quit")
     assert done.returncode == 0, done.stderr
     assert proc.wait(15) == 0
+
+
+def test_run_applies_an_edited_log_level_while_running(tmp_path, assets):
+    # README: edits to the config are applied while the daemon runs, section by section;
+    # [runtime] log_level was read once at start.
+    import tempfile
+    import time
+
+    from vcamd.bench.standins import build_recognizer, build_swapper
+    from vcamd.control.client import ControlClient
+
+    runtime = Path(tempfile.mkdtemp(prefix="r2-", dir="/tmp"))
+    config = tmp_path / "config.toml"
+    body = f"""
+[models]
+detector = "{assets / 'models' / 'scrfd_500m_kps.onnx'}"
+recognizer = "{build_recognizer(tmp_path / 'recognizer.onnx')}"
+swapper = "{build_swapper(tmp_path / 'swapper.onnx')}"
+providers = ["cpu"]
+threads = 1
+[detection]
+size = 320
+[swap]
+source_face = "{assets / 'images' / 'newton.png'}"
+source_consent = true
+[camera]
+width = 320
+height = 240
+fps = 10.0
+[runtime]
+"""
+    config.write_text(body + 'log_level = "warning"\n')
+    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)}
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", "synthetic",
+                                 "--sink", "null", "--no-tray"], stderr=stderr, stdout=subprocess.DEVNULL, env=env)
+    client = ControlClient(runtime)
+    try:
+        deadline = time.monotonic() + 40
+        while not client.is_running():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        assert "config applied" not in log.read_text()
+        config.write_text(body + 'log_level = "info"\n')
+        deadline = time.monotonic() + 10
+        while "config applied: changed runtime" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        client.quit()
+        assert proc.wait(timeout=20) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -509,7 +509,7 @@ def _remember_engine_class(engine):
 RSS_SCRIPT = r"""
 import json, resource, sys, threading
 from pathlib import Path
-sys.path[:0] = [sys.argv[3]]
+sys.path[:0] = [sys.argv[3], str(Path(sys.argv[3]).parent)]  # this folder's conftest, and tests/ for `support`
 from conftest import SmallEngine
 import numpy as np
 from vcamd.control.client import ControlClient

@@ -12,7 +12,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from vcamd.errors import FaceError, ModelError
-from vcamd.identity import Recognizer, load_source_identity, pick_reference
+from vcamd.faces.identity import Recognizer, load_source_identity, pick_reference
 
 
 def _cut_around(image: np.ndarray, box, margin: float = 1.0) -> np.ndarray:
@@ -106,7 +106,7 @@ def test_load_source_identity_one_face(assets, detector, mobilefacenet, newton, 
 
 
 def test_load_source_identity_uses_largest(assets, detector, mobilefacenet, solvay_faces, caplog):
-    with caplog.at_level(logging.INFO, logger="vcamd.identity"):
+    with caplog.at_level(logging.INFO, logger="vcamd.faces.identity"):
         identity = load_source_identity(assets / "images" / "solvay_conference_1927.png", detector, mobilefacenet)
     assert identity.face.area == max(f.area for f in solvay_faces)
     assert "29 faces found in" in caplog.text and "using the largest" in caplog.text

@@ -11,8 +11,8 @@ from insightface.utils import face_align
 from onnx import TensorProto, helper, numpy_helper
 
 from vcamd.errors import FaceError, ModelError
-from vcamd.identity import Recognizer
-from vcamd.swap import Swapper
+from vcamd.faces.identity import Recognizer
+from vcamd.faces.swap import Swapper
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ CLIP_SIZE = (640, 480)
 
 def write_clip(path: Path, image: np.ndarray, *, fps: float, frames: int, size: tuple[int, int] = CLIP_SIZE) -> Path:
     """`image` (3/4 of the frame) sliding 3 px a frame on grey."""
-    from vcamd.live.clips import write_sliding_clip
+    from vcamd.bench.clips import write_sliding_clip
 
     return write_sliding_clip(path, image, size=size, fps=fps, frames=frames, step_px=3)
 
@@ -50,7 +50,7 @@ def clip_20fps(tmp_path_factory, newton) -> Path:
 @pytest.fixture(scope="session")
 def models(tmp_path_factory, assets: Path) -> dict[str, Path]:
     """Real SCRFD from the shared assets; swapper and recognizer stand-ins built here."""
-    from vcamd.standins import build_recognizer, build_swapper
+    from vcamd.bench.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("models")
     return {
@@ -114,7 +114,7 @@ def recording_sink() -> Callable[..., RecordingSink]:
 
 @pytest.fixture(scope="session")
 def face_engine_factory() -> Callable[[Config], object]:
-    """Builds the real face engine (vcamd.process.FaceEngine) for a config."""
+    """Builds the real face engine (vcamd.faces.engine.FaceEngine) for a config."""
     from vcamd.live.loading import build_face_pipeline
 
     return lambda cfg: build_face_pipeline(cfg)[0]

@@ -102,7 +102,7 @@ def paste_green(frame: np.ndarray, swapped: object, face: Face) -> None:
 
 def crop_find(looked_for: Face, world: World) -> Face | None:
     """The crop re-detection: the visible face nearest the crop's centre inside a crop twice the
-    face's size (vcamd.faces.track.CROP_FACTOR)."""
+    face's size (vcamd.live.cropplan.CROP_FACTOR)."""
     cx, cy = (looked_for.box[0] + looked_for.box[2]) / 2, (looked_for.box[1] + looked_for.box[3]) / 2
     half = max(looked_for.width, looked_for.height)
     best, best_d = None, None

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from support.live import Wrapped, make_engine
 
+from vcamd.live.engine import LiveEngine
+from vcamd.live.sources import SyntheticCamera
 from vcamd.quality import Level
+from vcamd.types import Outcome
 
 RATE = 20.0  # the test clip's frame rate
 
@@ -262,6 +267,130 @@ def test_a_hung_or_failing_detector_never_stalls_the_output_nor_leaks(live_confi
     assert f["swapped"] > 0 and f["held"] > 0 and f["passthrough"] == 0
     gaps = np.diff(sink.times)
     assert gaps.max() < 0.5, f"output paused {gaps.max():.2f} s"
+
+
+def test_frame_skip_keeps_an_unselected_face_a_passthrough_not_a_blur_every_other_frame(
+    live_config, clip_20fps, face_engine_factory, recording_sink
+):
+    """At frame_skip, skipped frames took `found` from the reused targets: faces present but none
+    selected (face_selection = reference, someone else) became a 'miss' — blurred — every other frame."""
+    cfg = live_config(swap={"on_miss": "blur"})
+    faces = Wrapped(face_engine_factory(cfg), select=lambda found, frame: [])
+    sink = recording_sink(keep_every=100)
+    engine = make_engine(cfg, clip_20fps, faces, sink)
+    engine.set_quality(Level.frame_skip)
+    stats = engine.run(max_frames=40)
+    f = stats["frames"]
+    # Only the first frames (before the first full detection lands) may be blurred.
+    assert f["passthrough"] >= 30 and f["blurred"] <= 8, f
+
+
+def test_a_failed_start_releases_the_camera_and_the_tracker_thread(live_config, clip_20fps, face_engine_factory, recording_sink):
+    """A detector failing its warm-up (after the camera was opened) left the camera open and the
+    tracker's worker thread waiting forever."""
+    cfg = live_config()
+
+    def broken_detect(frame, input_size=None):
+        raise RuntimeError("CUDA error: out of memory (test)")
+
+    faces = Wrapped(face_engine_factory(cfg), detect=broken_detect)
+    engine = make_engine(cfg, clip_20fps, faces, recording_sink())
+    with pytest.raises(RuntimeError, match="out of memory"):
+        engine.run(max_frames=5)
+    assert engine.source._cap is None, "the camera was left open"
+    engine.tracker.call_thread.join(2.0)
+    assert not engine.tracker.call_thread.is_alive(), "the tracker thread was left running"
+
+
+class SkippingCamera(SyntheticCamera):
+    """A source that reports frames it skipped (like a video file whose decoding fell behind)."""
+
+    def __init__(self, skipped: int) -> None:
+        super().__init__(64, 48, 50.0)
+        self.skipped = skipped
+
+
+def test_frames_skipped_by_a_replaced_camera_stay_counted_as_dropped(live_config, face_engine_factory, recording_sink):
+    """On a camera change the old source's skipped frames went into `captured` but vanished from
+    `dropped`, so captured − dropped no longer matched what was processed."""
+    cfg = live_config(camera={"fps": 50.0})
+    engine = LiveEngine(
+        cfg,
+        source=SkippingCamera(7),
+        sink_factory=lambda w, h, fps: recording_sink(keep_every=100),
+        faces=face_engine_factory(cfg),
+        source_factory=lambda camera_cfg: SkippingCamera(0),
+    )
+    engine.on_config_change(live_config(camera={"fps": 50.0, "width": 320}), {"camera"})
+    stats = engine.run(max_frames=5)
+    assert stats["frames"]["captured"] >= 7 + 5
+    assert stats["frames"]["dropped"] >= 7
+    assert engine.status()["frames"]["dropped"] >= 7
+
+
+@pytest.fixture(scope="module")
+def two_faces_clip(tmp_path_factory, newton, assets) -> Path:
+    """Two heads side by side (left in colour, right in grey, so a test can tell their crops apart)."""
+    from vcamd.bench.clips import write_sliding_clip
+
+    # Newton's head, cut square around where SCRFD finds it in newton.png.
+    head = newton[40:296, 260:516]
+    grey = cv2.cvtColor(cv2.cvtColor(head, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+    gap = np.full((head.shape[0], head.shape[1] // 3, 3), 128, np.uint8)
+    return write_sliding_clip(
+        tmp_path_factory.mktemp("two") / "two_faces.avi", np.hstack([head, gap, grey]), size=(640, 480), fps=20.0, frames=40, step_px=3
+    )
+
+
+class LosesTheGreyFace(Wrapped):
+    """After `arm()`: the crop re-detection no longer finds the grey (right) face, and full-frame
+    detections hang — the window between losing a track and the next full detection, held open."""
+
+    def __init__(self, engine, track_size: int) -> None:
+        super().__init__(engine)
+        self.track_size = track_size
+        self.armed = threading.Event()
+        self.release = threading.Event()
+
+    def detect(self, frame, input_size=None):
+        if self.armed.is_set():
+            if input_size is not None and input_size <= self.track_size and np.abs(frame[..., 0].astype(np.int16) - frame[..., 2]).mean() < 5:
+                return []
+            if input_size != self.track_size:
+                self.release.wait(10.0)
+        return self._engine.detect(frame, input_size)
+
+
+def test_a_swapped_face_lost_by_the_tracker_among_several_is_a_miss_not_a_raw_face(
+    live_config, two_faces_clip, face_engine_factory, recording_sink
+):
+    """With several faces swapped, a face the crop re-detection lost was dropped from the targets
+    and the frame still published as "swapped" — that face raw — until a full detection found it
+    again. Now it is a miss for on_miss (blurred here) until a full detection says where it is."""
+    cfg = live_config(swap={"on_miss": "blur", "face_selection": "all"}, detection={"full_every": 5})
+    faces = LosesTheGreyFace(face_engine_factory(cfg), cfg.detection.track_size)
+    engine = make_engine(cfg, two_faces_clip, faces, recording_sink(keep_every=100))
+    outcomes: list = []
+    armed_at: list[int] = []
+    record = engine.stats.record_publish
+
+    def record_and_arm(outcome, level, latency_ms):
+        outcomes.append(outcome)
+        if not armed_at and outcome is Outcome.swapped and engine.worker.swaps >= 2 and len(engine.frames.targets) == 2:
+            armed_at.append(len(outcomes))
+            faces.armed.set()  # both faces are being swapped: now lose the grey one
+        record(outcome, level, latency_ms)
+
+    engine.stats.record_publish = record_and_arm
+    try:
+        engine.run(max_frames=60)
+    finally:
+        faces.release.set()
+    assert armed_at, f"both faces were never swapped together: {outcomes}"
+    after = outcomes[armed_at[0] + 2 :]  # the frame being processed when it was armed may still swap
+    assert len(after) > 10
+    assert Outcome.swapped not in after, f"a frame with the lost face raw was published as swapped: {after}"
+    assert after.count(Outcome.blurred) == len(after)
 
 
 class LateFirstFrame:

@@ -1,5 +1,6 @@
 """Hot reload per section on a running engine: enhancer toggle applies from the next swap, and
-output settings reopen the sink — without restarting the engine."""
+output settings reopen the sink — without restarting the engine; a change that fails keeps the
+stream, a pinned quality survives an edit."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import threading
 import time
 
 import tomli_w
+from support.live import Wrapped, make_engine
 
 from vcamd.live.engine import LiveEngine
 from vcamd.live.sources import open_source
+from vcamd.quality import Level
 from vcamd.types import Outcome
 
 
@@ -23,7 +26,7 @@ def wait_for(condition, timeout: float = 8.0, what: str = "") -> None:
 def test_enhancer_toggle_and_output_settings_apply_without_restart(
     tmp_path, tmp_path_factory, live_config, clip_20fps, face_engine_factory, recording_sink
 ):
-    from vcamd.standins import build_enhancer
+    from vcamd.bench.standins import build_enhancer
 
     enhancer = build_enhancer(tmp_path_factory.mktemp("enh") / "gfpgan_light.onnx")
     cfg = live_config(models={"enhancer": str(enhancer)}, enhancer={"enabled": False})
@@ -166,3 +169,61 @@ def test_a_face_chosen_at_run_time_survives_unrelated_edits_until_the_file_chang
     finally:
         engine.request_quit()
         thread.join(10)
+
+
+def test_a_config_change_that_fails_unexpectedly_does_not_end_the_stream(
+    live_config, clip_20fps, face_engine_factory, recording_sink, assets
+):
+    """apply_config only caught VcamdError from the source-face setter: an ONNX Runtime error while
+    embedding the new photo propagated out of the loop and ended `vcamd run`."""
+    cfg = live_config()
+
+    def failing_set_source_face(path):
+        raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION (test)")
+
+    faces = Wrapped(face_engine_factory(cfg), set_source_face=failing_set_source_face)
+    sink = recording_sink(keep_every=100)
+    engine = make_engine(cfg, clip_20fps, faces, sink)
+    new = live_config(swap={"source_face": str(assets / "images" / "crowd_selfie.jpg")})
+    engine.on_config_change(new, {"swap"})  # applied by the loop, between frames
+    stats = engine.run(max_frames=10)
+    assert stats["frames"]["published"] == 10
+    assert "RUNTIME_EXCEPTION" in (engine.status()["config_error"] or "")
+
+
+def test_switching_the_enhancer_off_during_a_swap_is_not_a_model_error(live_config, face_engine_factory, newton, tmp_path):
+    """swap_faces checked `self.enhancer` and then used it again later: a hot reload switching the
+    enhancer off (loop thread) in between made the swap worker fail (None has no enhance_aligned),
+    a spurious model error — a miss frame and an error in the log."""
+    from vcamd.bench.standins import build_enhancer
+
+    enhancer = build_enhancer(tmp_path / "enhancer.onnx")
+    cfg = live_config(enhancer={"enabled": True}, models={"enhancer": str(enhancer)})
+    engine = face_engine_factory(cfg)
+    assert engine.enhancer is not None
+    faces = engine.detect(newton, 320)
+    assert faces
+    real_swap = engine.swapper.swap
+
+    def swap_while_reload_switches_enhancer_off(crops, latent):
+        out = real_swap(crops, latent)
+        engine.set_enhancer(False, 0.8)  # what apply_config does on the loop's thread meanwhile
+        return out
+
+    engine.swapper.swap = swap_while_reload_switches_enhancer_off
+    swapped = engine.swap_faces(newton, faces[:1], Level.full)
+    assert len(swapped) == 1 and swapped[0].enhanced  # this swap finishes as it started
+    assert engine.enhancer is None
+    assert not engine.swap_faces(newton, faces[:1], Level.full)[0].enhanced  # the next one without
+
+
+def test_a_pinned_quality_survives_an_edit_of_the_watchdog_section(live_config, clip_20fps, face_engine_factory, recording_sink):
+    """A [watchdog] edit rebuilt the watchdog and silently dropped the quality the user pinned
+    (tray / `vcamd quality low_res`): back to automatic without anyone asking."""
+    cfg = live_config()
+    engine = make_engine(cfg, clip_20fps, face_engine_factory(cfg), recording_sink(keep_every=100))
+    engine.set_quality(Level.low_res)
+    engine.on_config_change(live_config(watchdog={"budget_ms": 120.0}), {"watchdog"})
+    engine.run(max_frames=3)
+    assert engine.cfg.watchdog.budget_ms == 120.0  # the edit was applied
+    assert engine.status()["quality"] == "low_res" and engine.watchdog.level is Level.low_res

@@ -9,6 +9,7 @@ import sys
 import cv2
 import numpy as np
 import tomli_w
+from support.cli import one_clear_line, run_vcamd
 
 
 def write_config(path, cfg) -> None:
@@ -79,3 +80,12 @@ def test_run_says_when_the_models_do_not_fit_under_the_memory_cap(tmp_path, live
     assert proc.returncode == 2, proc.stderr
     assert "max_memory_gb = 20" in proc.stderr and "inswapper_128.onnx" in proc.stderr and "fp16" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_run_with_a_folder_as_stats_json_fails_before_the_run(tmp_path):
+    # Found out only after the run (a traceback, the stats lost) before the fix.
+    folder = tmp_path / "stats"
+    folder.mkdir()
+    proc = run_vcamd("run", "--stats-json", folder, "--sink", "null", "--source", "synthetic", "--no-tray",
+                 "--frames", "1", "--i-have-consent")
+    one_clear_line(proc, str(folder), "--stats-json")

@@ -296,3 +296,82 @@ def test_the_cameras_that_exist_are_listed_with_their_names(tmp_path):
     empty = tmp_path / "none"
     empty.mkdir()
     assert cameras_here(empty) == "no camera was found (no /dev/video device)"
+
+
+class CloseFailsOnce(SyntheticCamera):
+    """A camera that stops delivering once, and whose driver fails to release it that time."""
+
+    def __init__(self) -> None:
+        super().__init__(64, 48, 100.0)
+        self.lost_once = False
+        self.close_failed = False
+
+    def read(self):
+        if not self.lost_once and self._index >= 3:
+            self.lost_once = True
+            return None
+        return super().read()
+
+    def close(self) -> None:
+        if self.lost_once and not self.close_failed:
+            self.close_failed = True
+            raise OSError("VIDIOC_STREAMOFF: No such device (test)")
+        super().close()
+
+
+def test_reader_keeps_reopening_when_closing_the_lost_camera_fails():
+    """`_lost` called source.close() unguarded: a driver error there ended the reader thread, so the
+    camera was never reopened (offline placeholder for good)."""
+    source = CloseFailsOnce()
+    slot = LatestFrame()
+    reader = CameraReader(source, slot, reopen_interval_s=0.05)
+    reader.open_first()
+    reader.start()
+    try:
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and not (source.close_failed and reader.state is SourceState.live and reader.captured > 6):
+            time.sleep(0.02)
+        assert source.close_failed
+        assert reader.state is SourceState.live and reader.captured > 6, (reader.state, reader.captured)
+    finally:
+        reader.stop()
+
+
+class StuckRead(SyntheticCamera):
+    """A camera whose read blocks in the driver (a stalled USB camera) until released."""
+
+    def __init__(self) -> None:
+        super().__init__(64, 48, 100.0)
+        self.release = threading.Event()
+        self.reading = threading.Event()
+        self.closed_during_read = False
+        self.closes = 0
+
+    def read(self):
+        self.reading.set()
+        self.release.wait()
+        frame = super().read()
+        self.reading.clear()
+        return frame
+
+    def close(self) -> None:
+        if self.reading.is_set():
+            self.closed_during_read = True
+        self.closes += 1
+        super().close()
+
+
+def test_stopping_a_reader_stuck_in_a_read_does_not_release_the_camera_under_it():
+    """stop() closed the source after its join timed out, while the reader thread was still inside
+    source.read(): releasing a V4L2/MSMF capture under a running read can crash the backend."""
+    source = StuckRead()
+    reader = CameraReader(source, LatestFrame(), reopen_interval_s=0.05)
+    reader.open_first()
+    reader.start()
+    assert source.reading.wait(2.0)
+    reader.stop(timeout=0.1)
+    assert not source.closed_during_read
+    assert reader.state is SourceState.stopped
+    source.release.set()  # the read returns: the thread exits and releases the camera itself
+    reader._thread.join(2.0)
+    assert not reader._thread.is_alive() and source.closes >= 1 and not source.closed_during_read

@@ -10,8 +10,19 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.faces.track import CROP_FACTOR, crop_around, nearest_to_centre
-from vcamd.live.cropplan import TRACK_MIN_SIZE, DetectCosts, Mosaic, crop_input_size, mosaic_shape, mosaic_tile, pays
+from vcamd.live.cropplan import (
+    CROP_FACTOR,
+    TRACK_MIN_SIZE,
+    DetectCosts,
+    Mosaic,
+    TrackCrop,
+    crop_around,
+    crop_input_size,
+    mosaic_shape,
+    mosaic_tile,
+    nearest_to_centre,
+    pays,
+)
 from vcamd.live.stats import LiveStats
 from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker
 from vcamd.types import Face
@@ -92,8 +103,6 @@ def test_a_mosaic_of_48_px_tiles_finds_every_face_the_192_crops_find_in_one_run(
 def test_a_detection_straddling_two_tiles_belongs_to_neither():
     tile = 64
     blank = (np.zeros((tile, tile, 3), np.uint8),)
-    from vcamd.faces.track import TrackCrop
-
     mosaic = Mosaic.of([(blank[0], TrackCrop(0.0, 0.0, 1.0)), (blank[0], TrackCrop(1000.0, 0.0, 1.0)),
                         (blank[0], TrackCrop(2000.0, 0.0, 1.0))], tile)
     kps = np.zeros((5, 2), np.float32)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from vcamd.config import WatchdogConfig
-from vcamd.live.watchdog import Transition, TransitionResult, Watchdog
+from vcamd.live.watchdog import HISTORY_CAP, Transition, TransitionResult, Watchdog
 from vcamd.quality import Level
 
 FPS = 30.0
@@ -140,3 +142,13 @@ def test_a_forced_level_pins_it_until_released():
     assert dog.level is Level.low_res and not dog.automatic
     dog.force(None)
     assert dog.level is Level.full
+
+
+def test_watchdog_history_stays_bounded():
+    """Transitions and results were kept in lists that grew for as long as the daemon ran."""
+    dog = Watchdog(WatchdogConfig(), time.monotonic)
+    for i in range(HISTORY_CAP + 50):
+        dog.force(Level.low_res if i % 2 == 0 else None)
+    assert len(dog.transitions) == HISTORY_CAP
+    assert dog.transitions[-1].to_level is Level.full  # the newest are kept
+    assert len(dog.history()) == HISTORY_CAP

@@ -4,7 +4,7 @@ It serves byte strings at paths, answers Range requests with 206, and can misbeh
 reset the connection after N bytes (once), advertise the full length and close early, or send
 no Content-Length at all (the body then ends when the connection closes, cleanly).
 
-`enhancer_onnx` builds real ONNX models with the GFPGAN signature (vcamd.standins) for the tests of
+`enhancer_onnx` builds real ONNX models with the GFPGAN signature (vcamd.bench.standins) for the tests of
 models whose hash is not published, where the store must load the file to accept it.
 """
 
@@ -182,7 +182,7 @@ class EnhancerFactory:
         import onnx
         from onnx import numpy_helper
 
-        from vcamd.standins import build_enhancer
+        from vcamd.bench.standins import build_enhancer
 
         self.count += 1
         path = build_enhancer(self.folder / f"enhancer{self.count}.onnx")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -183,3 +184,22 @@ def test_check_all_fit_adds_the_models_up(tmp_path) -> None:
     check_all_fit(paths[:1], 1.0)
     with pytest.raises(VcamdError, match=r"the models \(.*\) need ~1\.2 GB, more than \[runtime\] max_memory_gb = 1"):
         check_all_fit(paths, 1.0)
+
+
+def test_log_file_is_private(tmp_path):
+    # The daemon log names the source-face photos and every control request: only the user may read it.
+    import logging
+
+    from vcamd.logs import SafeRotatingFileHandler
+
+    path = tmp_path / "vcamd.log"
+    handler = SafeRotatingFileHandler(path, maxBytes=200, backupCount=2, encoding="utf-8", delay=True)
+    try:
+        for i in range(10):  # past maxBytes: the rotated and the new file both stay private
+            handler.emit(logging.LogRecord("vcamd", logging.INFO, __file__, 1, "source face /home/u/p%d.jpg" % i, None, None))
+    finally:
+        handler.close()
+    files = sorted(tmp_path.glob("vcamd.log*"))
+    assert len(files) >= 2, files
+    for file in files:
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600, file

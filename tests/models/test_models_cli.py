@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.cli import one_clear_line, run_vcamd
 
 GFPGAN_PATH = "/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx"
 FP16_PATH = "/hacksider/deep-live-cam/resolve/main/inswapper_128_fp16.onnx"
@@ -120,3 +121,14 @@ def test_bad_mirror_in_config_is_a_config_error(tmp_path, vcamd_cli) -> None:
         f"vcamd: error: {path}: [models] mirror = 'ftp://mirror': Value error, must be an http:// or https:// URL, or empty"
     ]
     assert os.listdir(tmp_path) == ["config.toml"]
+
+
+def test_models_pull_into_a_models_dir_that_is_a_file_is_one_line(tmp_path):
+    not_a_folder = tmp_path / "models"
+    not_a_folder.write_text("I am a file")
+    config = tmp_path / "config.toml"
+    config.write_text('[models]\ndir = "models"\n')
+    for command in (("models", "pull", "buffalo_l"), ("models", "list"), ("models", "verify")):
+        proc = run_vcamd(*command, "--config", config)
+        one_clear_line(proc, str(not_a_folder), "[models] dir")
+    assert not_a_folder.read_text() == "I am a file"

@@ -23,10 +23,10 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
+from support.fakes import FakeEngine
 
 from vcamd.config import PanelConfig, WatchdogConfig
 from vcamd.errors import VcamdError
-from vcamd.images import read_image
 from vcamd.live.watchdog import Watchdog
 from vcamd.panel import PanelServer
 from vcamd.quality import Level
@@ -64,29 +64,24 @@ def watchdog_history() -> list[dict[str, Any]]:
     return watchdog.history()
 
 
-class PanelEngine:
-    """A thread-safe in-test `Controllable`: records what the page asks, serves a real frame.
+class PanelEngine(FakeEngine):
+    """The control page tests' `Controllable` (tests/support/fakes.py, thread-safe): records what
+    the page asks, serves a real frame.
 
-    `set_source_face` really reads the photo (read_image), `latest_frame` hands out the frame the
-    test publishes (a new array object per new frame, as the live engine does), and its fps and
-    latency move a little with every status() call, so the chart has something to draw.
+    `set_source_face` really reads the photo (read_image) and counts the faces taken, `latest_frame`
+    hands out the frame the test publishes (a new array object per new frame, as the live engine
+    does), and its fps and latency move a little with every status() call, so the chart has
+    something to draw.
     """
 
     def __init__(self, frame: np.ndarray) -> None:
-        self._lock = threading.Lock()
-        self._frame = frame
-        self.enabled = True
-        self.quality: Level | None = None
-        self.badge = True
-        self.source_face: Path | None = None
-        self.config_error: str | None = None
-        self.transitions: list[dict[str, Any]] = []
+        super().__init__(frame)
         self.status_calls = 0
         self.face_calls = 0
 
     def publish(self, frame: np.ndarray) -> None:
         with self._lock:
-            self._frame = frame
+            self.frame = frame
 
     def status(self) -> dict[str, Any]:
         with self._lock:
@@ -107,46 +102,13 @@ class PanelEngine:
                 "frames": {"published": 100 * n, "swapped": 97 * n, "held": 3 * n, "blurred": 0, "passthrough": 0},
             }
 
-    def set_enabled(self, on: bool) -> None:
-        with self._lock:
-            self.enabled = on
-
-    def toggle(self) -> None:
-        with self._lock:  # one step, like the engine's loop command
-            self.enabled = not self.enabled
-
     def set_source_face(self, path: Path) -> None:
-        read_image(path, "source face")  # the engine reads the photo itself (and refuses a bad one)
+        super().set_source_face(path)  # the engine reads the photo itself (and refuses a bad one)
         with self._lock:
             self.face_calls += 1
-            self.source_face = Path(path)
-
-    def set_quality(self, level: Level | None) -> None:
-        with self._lock:
-            self.quality = level
 
     def reload_config(self) -> None:
         raise VcamdError("reload is not part of these tests")
-
-    def snapshot_png(self) -> bytes:
-        ok, encoded = cv2.imencode(".png", self._frame)
-        assert ok
-        return encoded.tobytes()
-
-    def latest_frame(self) -> np.ndarray:
-        with self._lock:
-            return self._frame
-
-    def recent_transitions(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self.transitions)
-
-    def set_badge(self, on: bool) -> None:
-        with self._lock:
-            self.badge = on
-
-    def request_quit(self) -> None:
-        pass
 
 
 @pytest.fixture(scope="session")

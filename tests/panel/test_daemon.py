@@ -1,7 +1,7 @@
 """End to end: `vcamd run` serves the control page whatever the sink, and hands out its URL.
 
 The daemon plays a video file like a camera into the null sink, with the real SCRFD detector and
-the stand-in swapper/recognizer (vcamd.standins), without a tray.
+the stand-in swapper/recognizer (vcamd.bench.standins), without a tray.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def log_text(log) -> str:
 
 @pytest.fixture
 def daemon(assets: Path, tmp_path: Path, wait):
-    from vcamd.live.clips import write_sliding_clip
-    from vcamd.standins import build_recognizer, build_swapper
+    from vcamd.bench.clips import write_sliding_clip
+    from vcamd.bench.standins import build_recognizer, build_swapper
 
     newton = cv2.imread(str(assets / "images" / "newton.png"))
     config = tmp_path / "config.toml"

@@ -2,7 +2,7 @@
 puts a *different real person* on every face, and the check of every published frame with the real
 SCRFD detectors and MobileFaceNet. Not a test module.
 
-Why a different real person: the light stand-in swapper (vcamd.standins) only tints the crop and
+Why a different real person: the light stand-in swapper (vcamd.bench.standins) only tints the crop and
 inverts its centre, so what it returns is still, to a recogniser, more or less the person in the
 camera; a check "no face in the output is the camera's person" would then fail on correct swaps.
 `build_identity_swapper` returns a fixed aligned crop of someone else whatever it is given — what
@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vcamd.faces.align import estimate_affine, warp
 from vcamd.faces.detect import FaceDetector
-from vcamd.identity import Recognizer
+from vcamd.faces.identity import Recognizer
 from vcamd.types import Face, Frame
 
 SWAP_SIZE = 128

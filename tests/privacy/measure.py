@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from vcamd.faces.detect import FaceDetector
-from vcamd.identity import Recognizer
+from vcamd.faces.identity import Recognizer
 from vcamd.live.obscure import obscure_region
 from vcamd.runtime import Sessions
 from vcamd.types import Face, Frame

@@ -42,10 +42,10 @@ import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this fold
 import pytest
 import tomli_w
 
-from vcamd import standins
+from vcamd.bench import standins
 from vcamd.config import config_from_dict
 from vcamd.faces.detect import FaceDetector
-from vcamd.identity import Recognizer
+from vcamd.faces.identity import Recognizer
 from vcamd.runtime import Sessions
 
 FPS = 15.0

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 @pytest.fixture(scope="session")
 def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Light stand-in swapper, recognizer and enhancer with the production signatures."""
-    from vcamd.standins import build_enhancer, build_recognizer, build_swapper
+    from vcamd.bench.standins import build_enhancer, build_recognizer, build_swapper
 
     folder = tmp_path_factory.mktemp("standins")
     build_swapper(folder / "swapper.onnx")
@@ -497,9 +497,9 @@ def live(tmp_path: Path, assets: Path, standin_dir: Path, face_video: FaceVideo)
     the generated clip unless `source` is given; the sink is a RecordingSink unless given.
     Every run is stopped at teardown.
     """
+    from vcamd.faces.engine import FaceEngine
     from vcamd.live.engine import LiveEngine
     from vcamd.live.sources import VideoFileCamera
-    from vcamd.process import FaceEngine
 
     runs: list[LiveRun] = []
 

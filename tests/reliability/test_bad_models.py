@@ -30,15 +30,15 @@ def load(kind: str, path: Path):
 
         return FaceDetector(path, sessions)
     if kind == "recognizer":
-        from vcamd.identity import Recognizer
+        from vcamd.faces.identity import Recognizer
 
         return Recognizer(path, sessions)
     if kind == "swapper":
-        from vcamd.swap import Swapper
+        from vcamd.faces.swap import Swapper
 
         return Swapper(path, sessions)
     if kind == "enhancer":
-        from vcamd.enhance import Enhancer
+        from vcamd.faces.enhance import Enhancer
 
         return Enhancer(path, sessions)
     raise AssertionError(kind)

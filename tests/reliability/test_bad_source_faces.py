@@ -14,7 +14,7 @@ from vcamd.errors import FaceError
 @pytest.fixture(scope="module")
 def models(assets: Path, standin_dir: Path):
     from vcamd.faces.detect import FaceDetector
-    from vcamd.identity import Recognizer
+    from vcamd.faces.identity import Recognizer
     from vcamd.runtime import Sessions
 
     sessions = Sessions(["cpu"], threads=1)
@@ -23,7 +23,7 @@ def models(assets: Path, standin_dir: Path):
 
 @pytest.mark.parametrize("kind", ["zero-size", "not-an-image", "huge-header", "animated", "folder", "missing"])
 def test_bad_photo_is_refused_by_name(models, bad_images: dict[str, Path], kind: str) -> None:
-    from vcamd.identity import load_source_identity
+    from vcamd.faces.identity import load_source_identity
 
     path = bad_images[kind]
     with pytest.raises(FaceError) as info:
@@ -34,7 +34,7 @@ def test_bad_photo_is_refused_by_name(models, bad_images: dict[str, Path], kind:
 def test_photo_without_a_face_is_refused(models, tmp_path: Path) -> None:
     import cv2
 
-    from vcamd.identity import load_source_identity
+    from vcamd.faces.identity import load_source_identity
 
     path = tmp_path / "wall.png"
     gradient = np.tile(np.linspace(0, 255, 320, dtype=np.uint8), (240, 1))
@@ -45,7 +45,7 @@ def test_photo_without_a_face_is_refused(models, tmp_path: Path) -> None:
 
 
 def test_a_real_photo_loads(models, assets: Path) -> None:
-    from vcamd.identity import load_source_identity
+    from vcamd.faces.identity import load_source_identity
 
     identity = load_source_identity(assets / "images" / "newton.png", *models)
     assert identity.embedding.shape == (512,) and abs(float(np.linalg.norm(identity.embedding)) - 1.0) < 1e-4

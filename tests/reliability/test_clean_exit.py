@@ -48,7 +48,7 @@ def short_dir() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory, assets: Path) -> Path:
-    from vcamd.live.clips import write_sliding_clip
+    from vcamd.bench.clips import write_sliding_clip
 
     newton = cv2.imread(str(assets / "images" / "newton.png"))
     return write_sliding_clip(tmp_path_factory.mktemp("clip") / "camera.avi", newton, size=(480, 360), fps=15.0,

@@ -248,8 +248,8 @@ def test_model_downloads_state_and_partials_are_private(tmp_path: Path, victim: 
 def daemon_inputs(tmp_path_factory: pytest.TempPathFactory, assets: Path) -> dict[str, Path]:
     import cv2
 
-    from vcamd.live.clips import write_sliding_clip
-    from vcamd.standins import build_recognizer, build_swapper
+    from vcamd.bench.clips import write_sliding_clip
+    from vcamd.bench.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("hostile-daemon")
     newton = cv2.imread(str(assets / "images" / "newton.png"))

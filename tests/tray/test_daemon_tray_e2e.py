@@ -37,8 +37,8 @@ CLIP_FPS = 15.0
 @pytest.fixture(scope="module")
 def daemon_inputs(tmp_path_factory, assets: Path) -> dict[str, Path]:
     """A looping newton clip and the models: real SCRFD, stand-in swapper and recognizer."""
-    from vcamd.live.clips import write_sliding_clip
-    from vcamd.standins import build_recognizer, build_swapper
+    from vcamd.bench.clips import write_sliding_clip
+    from vcamd.bench.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("daemon-inputs")
     newton = cv2.imread(str(assets / "images" / "newton.png"))

@@ -1,7 +1,7 @@
 """An in-test Controllable, and a script that shows the real tray icon around it.
 
-`LoggingController` keeps the engine's control state in memory, validates a source face with the
-real photo reader and appends every call to a JSON-lines log. The tests use it in-process (through
+`LoggingController` (a `support.fakes.FakeEngine`) keeps the engine's control state in memory, validates
+a source face with the real photo reader and appends every call to a JSON-lines log. The tests use it in-process (through
 conftest.py) and in a subprocess: `python tray_host.py --log FILE [--face PHOTO ...]` runs
 `vcamd.tray.run_tray` on its main thread, like the daemon does, and reads commands on stdin:
 
@@ -14,44 +14,27 @@ conftest.py) and in a subprocess: `python tray_host.py --log FILE [--face PHOTO 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from vcamd.errors import FaceError
-from vcamd.images import read_image
-from vcamd.quality import Level
+if "support" not in sys.modules:  # run as a script (the tray tests' subprocess): tests/ on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from support.fakes import FakeEngine  # noqa: E402
+
+from vcamd.quality import Level  # noqa: E402
 
 
-class LoggingController:
-    """The engine's control surface (`vcamd.control.protocol.Controllable`), in memory, every call logged."""
+class LoggingController(FakeEngine):
+    """The engine's control surface in memory (tests/support/fakes.py), every call logged; the
+    status the tray shows, and `run_engine` standing in for the engine's loop."""
 
     def __init__(self, log_path: Path | None = None) -> None:
-        self.log_path = log_path
-        self.calls: list[tuple[str, Any]] = []
-        self.enabled = True
-        self.state = "running"
-        self.level = Level.full
-        self.quality: Level | None = None
-        self.source_face: Path | None = None
-        self.config_error: str | None = None
+        super().__init__(None, log_path=log_path)
         self.panel_url: str | None = None
         self.fps = 29.7
-        self.badge = True
-        self.quit_requested = threading.Event()
-        self._lock = threading.Lock()
-
-    _toggle_lock = threading.Lock()
-
-    def log(self, event: str, value: Any = None) -> None:
-        with self._lock:
-            self.calls.append((event, value))
-            if self.log_path is not None:
-                with self.log_path.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps({"event": event, "value": value, "t": time.time()}) + "\n")
 
     def status(self) -> dict[str, Any]:
         return {
@@ -66,43 +49,9 @@ class LoggingController:
             **({"panel_url": self.panel_url} if self.panel_url else {}),
         }
 
-    def set_enabled(self, on: bool) -> None:
-        self.log("set_enabled", on)
-        self.enabled = on
-
-    def toggle(self) -> None:
-        with self._toggle_lock:  # one step, like the engine's loop command; logged as the change it made
-            self.set_enabled(not self.enabled)
-
-    def set_source_face(self, path: Path) -> None:
-        self.log("set_source_face", str(path))
-        read_image(path, "source face")  # raises FaceError for a missing or unreadable photo
-        self.source_face = Path(path)
-
     def set_quality(self, level: Level | None) -> None:
-        self.log("set_quality", None if level is None else level.name)
-        self.quality = level
+        super().set_quality(level)
         self.level = Level.full if level is None else level
-
-    def reload_config(self) -> None:
-        self.log("reload_config")
-
-    def snapshot_png(self) -> bytes:
-        raise FaceError("no frame yet", fix="wait for the camera")
-
-    def latest_frame(self) -> Any:
-        return None
-
-    def recent_transitions(self) -> list[dict[str, Any]]:
-        return []
-
-    def set_badge(self, on: bool) -> None:
-        self.log("set_badge", on)
-        self.badge = on
-
-    def request_quit(self) -> None:
-        self.log("request_quit")
-        self.quit_requested.set()
 
     def run_engine(self) -> str:
         """Stands in for LiveEngine.run(): blocks until a quit is requested."""

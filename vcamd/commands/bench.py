@@ -181,7 +181,7 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
 
 def sliding_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, int]) -> Path:
     """The one-face camera clip: the face photo sliding across a `size` frame (built once per size)."""
-    from vcamd.live.clips import write_sliding_clip
+    from vcamd.bench.clips import write_sliding_clip
 
     path = tmpdir / f"clip_{size[0]}x{size[1]}.avi"
     if path.exists():
@@ -197,8 +197,8 @@ def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, in
     import cv2
     import numpy as np
 
+    from vcamd.bench.clips import BACKGROUND
     from vcamd.errors import VcamdError
-    from vcamd.live.clips import BACKGROUND
 
     width, height = size
     scale = min(width / image.shape[1], height / image.shape[0])
@@ -221,8 +221,8 @@ def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, in
 def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, face_selection: str | None = None):
     """The config a scenario runs with: the bench's detector and providers, stand-in swapper
     (light, or compute-equivalent for `inswapper`) and recognizer built in `tmpdir`, enhancer off."""
+    from vcamd.bench.standins import build_recognizer, build_swapper
     from vcamd.config import config_from_dict
-    from vcamd.standins import build_recognizer, build_swapper
 
     suffix = "_fp16" if settings.fp16 else ""
     compute_equivalent = name in ("inswapper", "startup")

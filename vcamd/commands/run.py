@@ -47,12 +47,12 @@ def handle(args: argparse.Namespace) -> int:
     from vcamd.control.client import ControlClient
     from vcamd.control.server import ControlServer
     from vcamd.errors import VcamdError
+    from vcamd.faces.engine import require_consent
     from vcamd.live.engine import LiveEngine
     from vcamd.live.sources import open_source
     from vcamd.logs import setup_logging
     from vcamd.memory import apply_memory_cap
     from vcamd.panel import open_panel
-    from vcamd.process import require_consent
     from vcamd.reload import ConfigWatcher
     from vcamd.sinks.registry import open_sink
 

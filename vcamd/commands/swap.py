@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from vcamd.config import Config
-    from vcamd.process import FaceEngine
+    from vcamd.faces.engine import FaceEngine
     from vcamd.types import Frame
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_swap(args: argparse.Namespace) -> int:
     from vcamd.config import load_config
-    from vcamd.process import FaceEngine, require_consent
+    from vcamd.faces.engine import FaceEngine, require_consent
 
     cfg, _ = load_config(args.config)
     require_consent(cfg, args.i_have_consent)

@@ -92,7 +92,7 @@ SWAPPERS: tuple[SwapperSpec, ...] = (
 
 RECOGNIZER_CROP = CropSpec("arcface", 112, 127.5, 127.5)
 """ArcFace recognizers (w600k_r50): 112² ArcFace crop, (x - 127.5) / 127.5. Exports that normalise
-inside the graph take raw pixels instead: see `vcamd.identity.graph_normalisation`."""
+inside the graph take raw pixels instead: see `vcamd.faces.identity.graph_normalisation`."""
 
 ENHANCER_CROP = CropSpec("ffhq", 512, 127.5, 127.5)
 """GFPGAN 1.4: FFHQ template at 512, RGB in [-1, 1]."""

@@ -1,5 +1,9 @@
 """How the tracker looks for the known faces in one frame, and what each way costs.
 
+* `crop_around` / `TrackCrop` — the square patch CROP_FACTOR × a face's box, cut and scaled to a
+  detector input in one resize (one warpAffine near the frame's edges) that reads only the face's
+  region of the frame, and how a detection in it maps back to the frame; `nearest_to_centre` — the
+  detection in a patch that is the face followed;
 * `crop_input_size` — the detector input for one face's crop: a small face's crop at 64² (a 35-px
   face in a group photo is not scaled up to 192²), a larger one never below its own pixels;
 * `Mosaic` — crops of one input size tiled into one image (`pays`: where that costs no more
@@ -18,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+import cv2
 import numpy as np
 
-from vcamd.faces.track import CROP_FACTOR, TrackCrop, crop_around
 from vcamd.types import Face, Frame
 
 
@@ -29,6 +33,9 @@ class Detecting(Protocol):
 
     def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
 
+
+CROP_FACTOR = 2.0
+"""Side of the tracking crop, relative to the larger side of the face box."""
 
 SMALL_CROP = 96
 """A crop at most this many pixels wide (a face under ~48 px) is re-detected at TRACK_MIN_SIZE —
@@ -55,6 +62,53 @@ COST_SMOOTHING = 0.2
 
 _DEFAULT_MS_PER_PIXEL = 1.3e-4
 """The cost model before anything was measured (SCRFD-2.5G on one CPU core: ~32 ms for 640×384)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TrackCrop:
+    """Square crop: crop pixel = (frame pixel - origin) * scale."""
+
+    x0: float
+    y0: float
+    scale: float
+
+    def to_frame(self, face: Face) -> Face:
+        inv = 1.0 / self.scale
+        x1, y1, x2, y2 = face.box
+        box = (x1 * inv + self.x0, y1 * inv + self.y0, x2 * inv + self.x0, y2 * inv + self.y0)
+        kps = (face.kps * np.float32(inv) + np.array([self.x0, self.y0], dtype=np.float32)).astype(np.float32)
+        return Face(box=box, score=face.score, kps=kps)
+
+
+def crop_around(frame: Frame, face: Face, size: int) -> tuple[Frame, TrackCrop]:
+    """The size² tracking patch around `face` (CROP_FACTOR × its box), and how to map back.
+
+    The patch is a private array, so a detector thread may keep using it after the frame has moved
+    on. When the square lies inside the frame it is cut on whole pixels and scaled with one resize
+    (about 3× cheaper than a warpAffine); near an edge one warpAffine cuts and scales it, filling
+    what lies outside the frame with black. Both read only the face's region of the frame."""
+    cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+    side = CROP_FACTOR * max(face.width, face.height, 1.0)
+    height, width = frame.shape[:2]
+    # Whole pixels: the resize's own mapping is then exact (pixel centres, as below).
+    side_px = max(1, round(side))
+    x0, y0 = round(cx - side_px / 2), round(cy - side_px / 2)
+    if x0 >= 0 and y0 >= 0 and x0 + side_px <= width and y0 + side_px <= height:
+        scale = size / side_px
+        patch = cv2.resize(frame[y0 : y0 + side_px, x0 : x0 + side_px], (size, size), interpolation=cv2.INTER_LINEAR)
+        # resize maps patch pixel p to frame pixel (p + 0.5) / scale - 0.5 + x0.
+        offset = 0.5 / scale - 0.5
+        return patch, TrackCrop(x0=x0 + offset, y0=y0 + offset, scale=scale)
+    crop = TrackCrop(x0=cx - side / 2, y0=cy - side / 2, scale=size / side)
+    m = np.array([[crop.scale, 0, -crop.x0 * crop.scale], [0, crop.scale, -crop.y0 * crop.scale]], dtype=np.float32)
+    patch = cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderValue=0)
+    return patch, crop
+
+
+def nearest_to_centre(found: list[Face], size: int) -> Face:
+    """The face we follow is the detection nearest the patch's centre."""
+    centre = size / 2
+    return min(found, key=lambda f: ((f.box[0] + f.box[2]) / 2 - centre) ** 2 + ((f.box[1] + f.box[3]) / 2 - centre) ** 2)
 
 
 def crop_input_size(face: Face, track_size: int) -> int:

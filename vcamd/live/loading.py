@@ -25,8 +25,8 @@ import numpy as np
 
 from vcamd.config import Config
 from vcamd.errors import VcamdError
+from vcamd.faces.engine import StageTimer
 from vcamd.live.tracking import all_detect_sizes
-from vcamd.process import StageTimer
 from vcamd.quality import Level
 from vcamd.types import Face, Frame
 
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 class FacePipeline(Protocol):
-    """What the live engine needs from the face engine (`vcamd.process.FaceEngine`)."""
+    """What the live engine needs from the face engine (`vcamd.faces.engine.FaceEngine`)."""
 
     def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
 
@@ -54,7 +54,7 @@ Tell = Callable[[Callable[[], None], str], None]
 
 def build_face_pipeline(cfg: Config) -> tuple[FacePipeline, Callable[[], dict[str, str]]]:
     """The real face engine for `cfg`, and a function telling which provider runs each model."""
-    from vcamd.process import FaceEngine
+    from vcamd.faces.engine import FaceEngine
     from vcamd.runtime import Sessions
 
     sessions = Sessions(list(cfg.models.providers), cfg.models.threads)

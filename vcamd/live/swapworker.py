@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from vcamd.faces.engine import StageTimer
 from vcamd.live.newest import NewestWorker
 from vcamd.live.stats import LiveStats
-from vcamd.process import StageTimer
 from vcamd.quality import Level
 from vcamd.threads import lower_thread_priority
 from vcamd.types import Face, Frame

@@ -9,11 +9,11 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.blend import paste_region
 from vcamd.config import Config, config_from_dict
 from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces.align import estimate_affine
-from vcamd.process import FaceEngine, require_consent
+from vcamd.faces.blend import paste_region
+from vcamd.faces.engine import FaceEngine, require_consent
 from vcamd.quality import Level
 from vcamd.types import Face, Frame
 
@@ -133,9 +133,9 @@ def test_without_a_source_face_processing_is_refused(standins, assets, sessions,
         engine.process_frame(newton.copy())
 
 
-def test_selection_all_swaps_every_face_and_reference_picks_the_matching_one(standins, assets, sessions, tmp_path: Path, solvay: Frame, solvay_faces: list[Face]) -> None:  # type: ignore[no-untyped-def]
+def test_selection_all_swaps_every_face_and_reference_picks_the_matching_one(standins, assets, sessions, tmp_path: Path, solvay: Frame, solvay_largest_faces: list[Face]) -> None:  # type: ignore[no-untyped-def]
     # A strip of the Solvay photo with several people in it.
-    ys = [f.box[1] for f in solvay_faces] + [f.box[3] for f in solvay_faces]
+    ys = [f.box[1] for f in solvay_largest_faces] + [f.box[3] for f in solvay_largest_faces]
     top, bottom = max(0, int(min(ys)) - 60), int(max(ys)) + 60
     strip = np.ascontiguousarray(solvay[top:bottom])
     engine_all = FaceEngine.from_config(_config(standins, assets, swap={"face_selection": "all"}), sessions)

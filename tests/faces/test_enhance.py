@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vcamd.enhance import ENHANCE_SIZE, Enhancer
 from vcamd.errors import ModelError
+from vcamd.faces.enhance import ENHANCE_SIZE, Enhancer
 from vcamd.types import Face, Frame
 
 
 def test_enhanced_swap_changes_the_face_region_only(standins, assets, sessions, newton: Frame, newton_face: Face) -> None:  # type: ignore[no-untyped-def]
-    from vcamd.blend import paste_region
     from vcamd.config import config_from_dict
     from vcamd.faces.align import estimate_affine
-    from vcamd.process import FaceEngine
+    from vcamd.faces.blend import paste_region
+    from vcamd.faces.engine import FaceEngine
 
     models = {"detector": str(standins.detector), "recognizer": str(standins.recognizer), "swapper": str(standins.identity_swapper),
               "enhancer": str(standins.enhancer), "providers": ["cpu"], "threads": 1}

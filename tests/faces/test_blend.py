@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.blend import Blender, feather_mask, paste_region
 from vcamd.faces.align import estimate_affine, transform_points, warp
+from vcamd.faces.blend import Blender, feather_mask, paste_region
 from vcamd.types import Face, Frame
 
 

@@ -9,13 +9,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vcamd.blend import paste_region
 from vcamd.config import config_from_dict
 from vcamd.errors import ModelError
 from vcamd.faces import specs
 from vcamd.faces.align import estimate_affine
+from vcamd.faces.blend import paste_region
+from vcamd.faces.engine import FaceEngine
 from vcamd.faces.specs import ENHANCER_CROP, SWAPPERS, CropSpec, SwapperSpec
-from vcamd.process import FaceEngine
 from vcamd.types import Face, Frame
 
 SIMSWAP_LIKE = SwapperSpec("simswap_256_like", CropSpec("arcface", 224, 127.5, 127.5), "img", "id", 512, "emap")

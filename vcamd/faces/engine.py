@@ -28,20 +28,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vcamd.blend import Blender, PasteRegion
 from vcamd.config import Config, FaceSelection
 from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces.align import Affine, Template, estimate_affine, invert_affine
+from vcamd.faces.blend import Blender, PasteRegion
 from vcamd.faces.specs import ENHANCER_CROP
 from vcamd.quality import BEST, Level, rung
 from vcamd.types import Face, Frame, Points
 
 if TYPE_CHECKING:
-    from vcamd.enhance import Enhancer
     from vcamd.faces.detect import FaceDetector
-    from vcamd.identity import Embedding, Recognizer, SourceIdentity
+    from vcamd.faces.enhance import Enhancer
+    from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
+    from vcamd.faces.swap import Latent, Swapper
     from vcamd.runtime import Sessions
-    from vcamd.swap import Latent, Swapper
 
 def require_consent(cfg: Config, flag: bool) -> None:
     """Refuse to swap unless the user confirmed consent (config or command-line flag)."""
@@ -153,12 +153,12 @@ class FaceEngine:
     @classmethod
     def from_config(cls, cfg: Config, sessions: Sessions | None = None) -> FaceEngine:
         """Build every model from `[models]`, load `[swap] source_face` (and reference_face)."""
-        from vcamd.enhance import Enhancer
         from vcamd.faces.detect import FaceDetector
-        from vcamd.identity import Recognizer
+        from vcamd.faces.enhance import Enhancer
+        from vcamd.faces.identity import Recognizer
+        from vcamd.faces.swap import Swapper
         from vcamd.modelstore import ModelStore
         from vcamd.runtime import Sessions
-        from vcamd.swap import Swapper
 
         if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is None:
             raise ConfigError("[swap]", ['face_selection = "reference" needs reference_face = "<photo of the person to swap>"'])
@@ -212,7 +212,7 @@ class FaceEngine:
     def set_source_face(self, path: Path | str) -> SourceIdentity:
         """Use the face in this photo. Embeds it only if the file differs from the current source
         (path, modification time or size changed). Raises FaceError; the old source stays on error."""
-        from vcamd.identity import load_source_identity
+        from vcamd.faces.identity import load_source_identity
 
         stamp = _file_stamp(Path(path))
         current = self._source
@@ -224,7 +224,7 @@ class FaceEngine:
 
     def set_reference_face(self, path: Path | str) -> None:
         """With selection "reference": swap the face most like the one in this photo."""
-        from vcamd.identity import load_source_identity
+        from vcamd.faces.identity import load_source_identity
 
         self._reference = load_source_identity(path, self.detector, self.recognizer, "reference face").embedding
 
@@ -253,7 +253,7 @@ class FaceEngine:
         if self.selection == FaceSelection.all:
             return list(faces)
         if self.selection == FaceSelection.reference:
-            from vcamd.identity import pick_reference
+            from vcamd.faces.identity import pick_reference
 
             if self._reference is None:
                 raise FaceError("face_selection is \"reference\" but no reference face is loaded", fix="set [swap] reference_face")

@@ -94,7 +94,7 @@ class _Graph:
 
     def model(self, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto], name: str) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="vcamd.standins")
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="vcamd.bench.standins")
         model.ir_version = 8  # loadable by every onnxruntime >= 1.14
         return model
 

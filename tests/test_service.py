@@ -18,12 +18,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.cli import one_clear_line
+from support.cli import run_vcamd as run_cli
 
 from vcamd import service, v4l2loopback
 from vcamd.errors import VcamdError
 from vcamd.packaged import packaged_text
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 VCAMD = [sys.executable, "-m", "vcamd"]
 
 
@@ -313,3 +315,41 @@ def test_root_step_and_the_missing_device_fix_share_the_packaged_options(tmp_pat
     fix = v4l2loopback.missing_device_error("FaceLive Camera", tmp_path).fix
     assert v4l2loopback.modprobe_command("FaceLive Camera") in step and v4l2loopback.modprobe_command("FaceLive Camera") in fix
     assert v4l2loopback.loopback_options().card_label == "FaceLive Camera"
+
+
+def test_service_install_into_an_unwritable_config_dir_is_one_line(tmp_path):
+    # XDG_CONFIG_HOME is a file: the unit's folder cannot be created.
+    blocker = tmp_path / "config-is-a-file"
+    blocker.write_text("")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(blocker),
+           "XDG_RUNTIME_DIR": str(runtime), "DBUS_SESSION_BUS_ADDRESS": f"unix:path={runtime}/no-bus"}
+    one_clear_line(run_cli("service", "install", env=env), str(blocker))
+    one_clear_line(run_cli("service", "install", "--tray", env=env), str(blocker))
+
+
+def service_env(tmp_path: Path) -> dict[str, str]:
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    return {**os.environ, "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "XDG_RUNTIME_DIR": str(runtime), "DBUS_SESSION_BUS_ADDRESS": f"unix:path={runtime}/no-bus"}
+
+
+def test_service_install_says_the_started_daemon_needs_consent_in_the_config(tmp_path):
+    # The installed entry runs `vcamd run` without --i-have-consent: with no consent in the user
+    # config it stops at once (exit 2, no restart) — install must say so instead of looking done.
+    env = service_env(tmp_path)
+    proc = run_cli("service", "install", env=env)
+    assert proc.returncode == 0, proc.stderr
+    config = tmp_path / "config" / "facelive" / "config.toml"
+    assert "source_consent = true" in proc.stdout and str(config) in proc.stdout
+    config.parent.mkdir(parents=True)
+    config.write_text("[swap]\nsource_consent = true\n")
+    proc = run_cli("service", "install", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "source_consent" not in proc.stdout
+    config.write_text("[swap]\nsource_consent = maybe\n")
+    proc = run_cli("service", "install", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"fix {config}" in proc.stdout and "invalid TOML" in proc.stdout

@@ -8,7 +8,7 @@ import onnx
 import onnxruntime
 import pytest
 
-from vcamd import standins
+from vcamd.bench import standins
 
 
 def _session(path):

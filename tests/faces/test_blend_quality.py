@@ -27,8 +27,8 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.blend import Blender
 from vcamd.faces.align import template_points
+from vcamd.faces.blend import Blender
 from vcamd.types import Face, Frame
 
 
@@ -55,8 +55,8 @@ def _reference(model_path: object) -> object:
         return INSwapper(str(model_path), session=session)
 
 
-def _faces(newton: Frame, newton_face: Face, solvay: Frame, solvay_faces: list[Face]) -> list[tuple[str, Frame, Face]]:
-    return [("newton", newton, newton_face)] + [(f"solvay{i}", solvay, face) for i, face in enumerate(solvay_faces)]
+def _faces(newton: Frame, newton_face: Face, solvay: Frame, solvay_largest_faces: list[Face]) -> list[tuple[str, Frame, Face]]:
+    return [("newton", newton, newton_face)] + [(f"solvay{i}", solvay, face) for i, face in enumerate(solvay_largest_faces)]
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +67,10 @@ def insightface_faces() -> tuple[type, object]:
     return InsightFace, source
 
 
-def test_identity_round_trip_loses_less_than_the_reference(standins, newton, newton_face, solvay, solvay_faces, insightface_faces) -> None:  # type: ignore[no-untyped-def]
+def test_identity_round_trip_loses_less_than_the_reference(standins, newton, newton_face, solvay, solvay_largest_faces, insightface_faces) -> None:  # type: ignore[no-untyped-def]
     reference = _reference(standins.identity_swapper)
     InsightFace, source = insightface_faces
-    for name, frame, face in _faces(newton, newton_face, solvay, solvay_faces):
+    for name, frame, face in _faces(newton, newton_face, solvay, solvay_largest_faces):
         target = InsightFace(kps=face.kps)
         crop, m = reference.get(frame, target, source, paste_back=False)
         theirs = reference.get(frame, target, source, paste_back=True)
@@ -84,7 +84,7 @@ def test_identity_round_trip_loses_less_than_the_reference(standins, newton, new
         assert ours_psnr > 38, name
 
 
-def test_swapped_face_core_and_seam_at_least_as_good_as_the_reference(standins, newton, newton_face, solvay, solvay_faces, insightface_faces) -> None:  # type: ignore[no-untyped-def]
+def test_swapped_face_core_and_seam_at_least_as_good_as_the_reference(standins, newton, newton_face, solvay, solvay_largest_faces, insightface_faces) -> None:  # type: ignore[no-untyped-def]
     reference = _reference(standins.swapper)
     InsightFace, source = insightface_faces
     points = template_points(128)
@@ -93,7 +93,7 @@ def test_swapped_face_core_and_seam_at_least_as_good_as_the_reference(standins, 
     core_crop = np.zeros((128, 128), np.uint8)
     cv2.fillConvexPoly(core_crop, cv2.convexHull(hull), 1)
 
-    for name, frame, face in _faces(newton, newton_face, solvay, solvay_faces):
+    for name, frame, face in _faces(newton, newton_face, solvay, solvay_largest_faces):
         target = InsightFace(kps=face.kps)
         crop, m = reference.get(frame, target, source, paste_back=False)
         theirs = reference.get(frame, target, source, paste_back=True)

@@ -21,7 +21,7 @@ from vcamd import doctor, v4l2loopback
 from vcamd.config import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
 from vcamd.doctor import Status
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 LOOPBACK_LOADED = Path("/sys/module/v4l2loopback").exists()
 MODPROBE = 'sudo modprobe v4l2loopback devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1'
 LINUX = doctor.Platform("linux", {})
@@ -155,13 +155,15 @@ def test_models_missing_corrupt_and_given_as_files(tmp_path, assets):
     assert typo["model swapper"].status is Status.fail and "neither a manifest model" in typo["model swapper"].detail
 
 
-def test_control_socket_not_running_then_running(short_dir, tray_host, monkeypatch):
+def test_control_socket_not_running_then_running(short_dir, monkeypatch):
+    from support.fakes import FakeEngine
+
     from vcamd.control.server import ControlServer
 
     runtime = short_dir / "rt"
     result, status = doctor.check_control_socket(runtime)
     assert result.status is Status.warn and "not running" in result.detail and status is None
-    controller = tray_host.LoggingController()
+    controller = FakeEngine()
     with ControlServer(controller, runtime):
         result, status = doctor.check_control_socket(runtime)
         assert result.status is Status.ok and result.detail == "running (running), swap on, control socket answers"
@@ -218,7 +220,7 @@ def test_doctor_command_with_a_synthetic_camera(short_dir):
 
 @pytest.fixture(scope="module")
 def standin_models(tmp_path_factory, assets) -> dict[str, Path]:
-    from vcamd import standins
+    from vcamd.bench import standins
 
     folder = tmp_path_factory.mktemp("standins")
     return {
@@ -236,7 +238,7 @@ def models_config(files: dict[str, Path], **override: Path) -> ModelsConfig:
 
 def test_doctor_rejects_a_gfpgan_file_as_swapper_like_run(standin_models):
     from vcamd.errors import ModelError
-    from vcamd.process import FaceEngine
+    from vcamd.faces.engine import FaceEngine
 
     good = Config(models=models_config(standin_models))
     assert [r.status for r in doctor.check_models(good)] == [Status.ok] * 3
@@ -357,3 +359,57 @@ def test_tray_check_per_platform_and_never_ok_without_a_menu(monkeypatch):
     result = doctor.check_tray(doctor.Platform("linux", {"DISPLAY": ":9", "XDG_CURRENT_DESKTOP": "ubuntu:GNOME"}))
     assert result.status is Status.warn and "has no menu" in result.detail
     assert "pip install -e '.[tray]'" in result.fix and "gnome-shell-extension-appindicator" in result.fix
+
+
+def test_doctor_fails_a_source_face_that_is_not_a_photo(tmp_path, assets):
+    from vcamd import doctor
+    from vcamd.config import Config
+    from vcamd.doctor import Status
+
+    not_a_photo = tmp_path / "face.jpg"
+    not_a_photo.write_text("this is not a JPEG")
+    cfg = Config.model_validate({"swap": {"source_face": str(not_a_photo), "source_consent": True}})
+    result = doctor.check_source_face(cfg)
+    assert result.status is Status.fail, result
+    assert str(not_a_photo) in result.detail and "not a readable image" in result.detail
+    good = Config.model_validate({"swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True}})
+    assert doctor.check_source_face(good).status is Status.ok
+
+
+def test_doctor_says_a_virtual_camera_device_that_exists_is_not_a_video_device(tmp_path):
+    from vcamd import doctor
+    from vcamd.config import VirtualCameraConfig
+    from vcamd.doctor import Status
+
+    sysfs, module, dev = tmp_path / "class" / "video4linux", tmp_path / "module" / "v4l2loopback", tmp_path / "dev"
+    for path in (sysfs / "video10", module, dev):
+        path.mkdir(parents=True)
+    (sysfs / "video10" / "name").write_text("FaceLive Camera\n")
+    (dev / "video10").write_bytes(b"")
+    (dev / "null").write_bytes(b"")
+    result = doctor.check_virtual_camera(VirtualCameraConfig(device="/dev/null"), tmp_path, dev, platform="linux")
+    assert result.status is Status.fail
+    assert "does not exist" not in result.detail and "not a video device" in result.detail, result.detail
+    assert "/dev/video10" in result.fix and "[virtual_camera] device" in result.fix
+
+
+def test_doctor_names_a_camera_video_file_that_does_not_play_as_such(tmp_path):
+    from vcamd import doctor
+    from vcamd.config import CameraConfig
+    from vcamd.doctor import Status
+
+    broken = tmp_path / "clip.mp4"
+    broken.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"not really a video " * 100)
+    result = doctor.check_camera(CameraConfig(device=str(broken)))
+    assert result.status is Status.fail
+    assert "not a playable video file" in result.detail and "plug in the webcam" not in result.fix, result
+
+
+def test_doctor_warns_that_run_refuses_without_consent(assets):
+    from vcamd import doctor
+    from vcamd.config import Config
+    from vcamd.doctor import Status
+
+    cfg = Config.model_validate({"swap": {"source_face": str(assets / "images" / "newton.png")}})
+    result = doctor.check_source_face(cfg)
+    assert result.status is Status.warn and "source_consent" in result.detail and "source_consent = true" in result.fix

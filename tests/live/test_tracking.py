@@ -1,0 +1,86 @@
+"""Which faces the tracker keeps: one face per place when tracks converge, and a face lost among
+several looked for everywhere at once."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.live.stats import LiveStats
+from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker, dedupe_faces
+from vcamd.types import Face
+
+
+@pytest.fixture(scope="module")
+def detector(assets: Path):
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.runtime import Sessions
+
+    return FaceDetector(assets / "models" / "scrfd_500m_kps.onnx", Sessions(["cpu"], threads=2))
+
+
+@pytest.fixture(scope="module")
+def solvay(assets: Path) -> np.ndarray:
+    return cv2.imread(str(assets / "images" / "solvay_conference_1927.png"))
+
+
+def _dedupe_one_pair_at_a_time(faces: list[Face], threshold: float = 0.5) -> list[Face]:
+    """The plain definition: keep a face (best score first) unless it overlaps a kept one by IoU > threshold."""
+
+    def iou(a: Face, b: Face) -> float:
+        iw = max(0.0, min(a.box[2], b.box[2]) - max(a.box[0], b.box[0]))
+        ih = max(0.0, min(a.box[3], b.box[3]) - max(a.box[1], b.box[1]))
+        union = a.area + b.area - iw * ih
+        return iw * ih / union if union > 0 else 0.0
+
+    kept: list[Face] = []
+    for face in sorted(faces, key=lambda f: -f.score):
+        if all(iou(face, k) <= threshold for k in kept):
+            kept.append(face)
+    return sorted(kept, key=lambda f: f.box[0])
+
+
+def test_dedupe_keeps_the_best_of_converged_tracks(detector, solvay):
+    faces = detector.detect(solvay)
+    # every face twice more: nudged by 10 % of its size (same face) and with a lower score
+    doubled = faces + [
+        Face(box=(f.box[0] + 0.1 * f.width, f.box[1], f.box[2] + 0.1 * f.width, f.box[3]), score=f.score - 0.01, kps=f.kps)
+        for f in faces
+    ]
+    kept = dedupe_faces(doubled)
+    assert [f.box for f in kept] == [f.box for f in faces]  # the originals, left to right
+    rng = np.random.default_rng(5)
+    for _ in range(50):  # crowded random boxes: the same answer as the pairwise definition
+        xy = rng.uniform(0, 300, size=(25, 2))
+        wh = rng.uniform(5, 80, size=(25, 2))
+        random_faces = [Face(box=(x, y, x + w, y + h), score=float(s), kps=np.zeros((5, 2), np.float32))
+                        for (x, y), (w, h), s in zip(xy, wh, rng.uniform(0.5, 1.0, 25))]
+        assert [f.box for f in dedupe_faces(random_faces)] == [f.box for f in _dedupe_one_pair_at_a_time(random_faces)]
+    assert dedupe_faces([]) == [] and len(dedupe_faces(faces[:1])) == 1
+
+
+def test_a_track_lost_among_several_faces_asks_for_a_full_detection_at_once(live_config, face_engine_factory, newton):
+    """With several tracked faces, one lost in its crop was only searched for at the next due full
+    detection (up to full_every frames of that face unswapped); with one face it was at once."""
+    cfg = live_config()
+    engine = face_engine_factory(cfg)
+    frame = np.full((480, 960, 3), 128, np.uint8)
+    face_img = cv2.resize(newton, (360, 360))
+    frame[60:420, 40:400] = face_img
+    found = engine.detect(frame, 320)
+    assert len(found) == 1
+    ghost = Face(box=(700.0, 150.0, 800.0, 270.0), score=0.9, kps=found[0].kps + np.float32([660, 90]))  # empty grey
+    full = FullDetector(engine, LiveStats(), time.monotonic)  # not started: submit() only queues the job
+    tracker = LiveTracker(engine, full, full_every=100)
+    try:
+        tracker.book.take_full(FullDetection([found[0], ghost], frame_index=0, input_size=320))
+        tracker._last_full_submit = 1
+        report = tracker.update(frame, 2, full_size=320, track_size=160, deadline_s=5.0)
+        assert len(report.faces) == 1 and len(report.lost) == 1 and not report.known
+        assert tracker._last_full_submit == 2 and not full.idle, "no full detection was asked for"
+    finally:
+        tracker.stop()

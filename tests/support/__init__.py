@@ -1,0 +1,8 @@
+"""Test support shared by every test area (imported as `support`: tests/conftest.py registers this
+folder under that name, since pytest's importlib mode puts no test folder on sys.path; a script
+run as a subprocess puts tests/ on its sys.path instead, see tests/tray/tray_host.py).
+
+* `fakes` — `FakeEngine`, the one in-test `Controllable`;
+* `cli` — `run_vcamd` (the CLI as a subprocess), `one_clear_line` (a refusal as a user error);
+* `live` — `Wrapped` (a real face engine with a method replaced), `make_engine` (a looping `LiveEngine`);
+"""
