@@ -13,12 +13,18 @@ chain on its input whose result is multiplied by zero), so swaps arrive late and
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cv2
 import numpy as np
 import onnx
+import tomli_w
 from onnx import TensorProto, helper, numpy_helper
 
 from vcamd.faces.align import estimate_affine, warp
@@ -173,6 +179,58 @@ def still_clip(path: Path, picture: Frame, *, frames: int, fps: float, detectors
     """A still camera showing `picture`."""
     h, w = picture.shape[:2]
     return Clip(write_clip(path, [picture] * frames, fps), (w, h), fps, [picture] * frames, _placement(picture, detectors, recognizer))
+
+
+# -- the daemon, run until it has shown enough ------------------------------------------------------
+
+RUN_DEADLINE_S = 600
+"""Only a hung daemon gets this far: a run lasts until its conditions are met, however busy the machine."""
+
+
+def run_daemon_until(work: Path, name: str, cfg, clip: Clip, *, frames: int, swapped_faces: int,
+                     env: dict[str, str] | None = None) -> tuple[list[Frame], dict]:
+    """`vcamd run` with `cfg` on `clip` (looped) into `work/NAME.mp4` until its status shows at least
+    `frames` published frames and `swapped_faces` swapped faces — conditions, never a clock: on a busy
+    machine the models load and the first swaps land later, so the run is longer — then `vcamd quit`.
+    Returns every published frame and the run's stats JSON."""
+    from vcamd.control.client import ControlClient
+    from vcamd.control.protocol import ControlError, DaemonNotRunning
+
+    config, out, stats_path = work / f"{name}.toml", work / f"{name}.mp4", work / f"{name}.json"
+    config.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+    runtime = work / f"rt-{name}"  # this daemon's own control socket
+    runtime.mkdir(mode=0o700)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip.path), "--loop",
+         "--sink", f"file:{out}", "--stats-json", str(stats_path), "--no-tray"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {}), "VCAMD_RUNTIME_DIR": str(runtime)},
+    )
+    client = ControlClient(runtime, timeout_s=30.0)
+    deadline = time.monotonic() + RUN_DEADLINE_S
+    status: dict = {}
+    try:
+        while proc.poll() is None:
+            try:
+                status = client.status()
+            except (DaemonNotRunning, ControlError):
+                status = {}  # not listening yet
+            if status and status["frames"]["published"] >= frames and status["faces"]["swapped"] >= swapped_faces:
+                break
+            assert time.monotonic() < deadline, f"the daemon did not get there: {status.get('frames')}, faces {status.get('faces')}"
+            time.sleep(0.2)
+        assert proc.poll() is None, f"the daemon ended by itself (exit {proc.returncode})"
+        client.quit()
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr[-2000:]
+    stats = json.loads(stats_path.read_text())
+    published = read_video(out)
+    assert len(published) == stats["frames"]["published"] >= frames
+    return published, stats
 
 
 # -- the check -------------------------------------------------------------------------------------

@@ -30,17 +30,11 @@ Clips (1280×720 for the portrait, the Solvay photo at 720p for the group; lossl
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import cv2
 import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
 import pytest
-import tomli_w
 
 from vcamd.bench import standins
 from vcamd.config import config_from_dict
@@ -116,19 +110,10 @@ def clips(work: Path, newton, assets: Path, checkers) -> dict:
     }
 
 
-RUN_DEADLINE_S = 600
-"""Only a hung daemon gets this far: a run lasts until its conditions are met, however busy the machine."""
-
-
 def _run(work: Path, name: str, clip, swapper: Path, recognizer: Path, assets: Path, *, frames: int, swapped_faces: int,
          watchdog: dict | None = None, **swap) -> tuple[list, dict]:
-    """`vcamd run` on `clip` into an MP4 until it has published at least `frames` frames and at least
-    `swapped_faces` swapped faces (conditions read from its status, never a clock: on a busy machine
-    the models load and the first swaps land later, so the run is longer), then `vcamd quit`.
-    Returns every published frame and the run's stats."""
-    from vcamd.control.client import ControlClient
-    from vcamd.control.protocol import ControlError, DaemonNotRunning
-
+    """`vcamd run` on `clip` until it published `frames` frames and `swapped_faces` swapped faces
+    (`leaks.run_daemon_until`); returns every published frame and the run's stats."""
     cfg = config_from_dict({
         "watchdog": watchdog or {},
         "models": {"detector": str(assets / "models" / DAEMON_DETECTOR), "swapper": str(swapper),
@@ -136,40 +121,7 @@ def _run(work: Path, name: str, clip, swapper: Path, recognizer: Path, assets: P
         "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, **swap},
         "camera": {"reopen_interval_s": 0.3, "stall_timeout_s": 0.5},
     })
-    config, out, stats_path = work / f"{name}.toml", work / f"{name}.mp4", work / f"{name}.json"
-    config.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
-    runtime = work / f"rt-{name}"  # this daemon's own control socket
-    runtime.mkdir(mode=0o700)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip.path), "--loop",
-         "--sink", f"file:{out}", "--stats-json", str(stats_path), "--no-tray"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)},
-    )
-    client = ControlClient(runtime, timeout_s=30.0)
-    deadline = time.monotonic() + RUN_DEADLINE_S
-    status: dict = {}
-    try:
-        while proc.poll() is None:
-            try:
-                status = client.status()
-            except (DaemonNotRunning, ControlError):
-                status = {}  # not listening yet
-            if status and status["frames"]["published"] >= frames and status["faces"]["swapped"] >= swapped_faces:
-                break
-            assert time.monotonic() < deadline, f"the daemon did not get there: {status.get('frames')}, faces {status.get('faces')}"
-            time.sleep(0.2)
-        assert proc.poll() is None, f"the daemon ended by itself (exit {proc.returncode})"
-        client.quit()
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, stderr[-2000:]
-    stats = json.loads(stats_path.read_text())
-    published = leaks.read_video(out)
-    assert len(published) == stats["frames"]["published"] >= frames
-    return published, stats
+    return leaks.run_daemon_until(work, name, cfg, clip, frames=frames, swapped_faces=swapped_faces)
 
 
 def _assert_no_leak(published, clip, stats, checkers, stranger) -> None:
