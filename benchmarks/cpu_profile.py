@@ -147,8 +147,7 @@ WAITS = ("Condition.wait ", "Event.wait ", "Pacer.wait_for ", "sleep ", "LatestF
 was just woken (or is runnable but not running on a busy machine) in these; they are left out of
 the split, so a thread's measured CPU time goes to the stages it was computing in."""
 
-RUN_MARKERS = ("LiveEngine._process", "LiveEngine._publish", "LiveEngine._run_commands", "NewestJobWorker._loop",
-               "CameraReader._run")
+RUN_MARKERS = ("FrameWork.process", "FrameWork.send", "LiveEngine.run", "NewestWorker._loop", "CameraReader._run")
 """A stack belongs to the measured run only if it passes through one of these (not warm-up, not
 building the models or the clip)."""
 
@@ -156,7 +155,7 @@ building the models or the clip)."""
 def stage_of(thread: str, frames: list[str]) -> str | None:
     """The stage a sampled stack belongs to; None for a stack outside the measured run or waiting."""
     text = ";".join(frames)
-    if not any(m in text for m in RUN_MARKERS) or "_warm_up" in text:
+    if not any(m in text for m in RUN_MARKERS) or "warm_up" in text:
         return None
     if frames and frames[-1].startswith(WAITS):
         return None
@@ -195,7 +194,8 @@ def stage_of(thread: str, frames: list[str]) -> str | None:
         return "loop: badge"
     if "Sink.send" in text or "vcamd/sinks/" in text:
         return "loop: sink"
-    if "stats.py" in text or "watchdog.py" in text or "LiveEngine.status" in text or "_log_events" in text:
+    if ("stats.py" in text or "watchdog.py" in text or "LiveEngine.status" in text or "_refresh_status" in text
+            or "log_events" in text):
         return "loop: stats, watchdog, status"
     if "LiveTracker" in text or "BoundedCall.call" in text or "FullDetector.submit" in text:
         return "loop: tracker hand-off"

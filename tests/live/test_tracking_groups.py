@@ -62,7 +62,9 @@ def group_faces(detector, group_frame) -> list[Face]:
 
 def _tracker(detector) -> tuple[LiveTracker, FullDetector]:
     full = FullDetector(detector, LiveStats(), time.monotonic)  # not started: full detections only queue
-    return LiveTracker(detector, full, full_every=1000), full
+    # Pixel following off: these tests are about the choice between crops and a full detection,
+    # which a still photo's faces (followed by their pixels) would otherwise never need.
+    return LiveTracker(detector, full, full_every=1000, follow_motion=False), full
 
 
 def _wait_for(condition, what: str, timeout: float = 30.0) -> None:

@@ -152,3 +152,59 @@ def test_watchdog_history_stays_bounded():
     assert len(dog.transitions) == HISTORY_CAP
     assert dog.transitions[-1].to_level is Level.full  # the newest are kept
     assert len(dog.history()) == HISTORY_CAP
+
+
+def test_climbs_back_to_a_rung_known_to_fit_the_budget_after_a_passing_spike():
+    """A 29-face frame costs ~32 ms at full quality: under the 40 ms budget, never under the
+    headroom rule's 24 ms. A load spike took it to low_res for good; now it comes back."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    feed(dog, clock, 32.0, 30 * 2)  # full fits the budget
+    feed(dog, clock, 70.0, 15)  # another process takes the CPU for half a second
+    assert dog.level is Level.low_res
+    feed(dog, clock, 30.0, 30 * 5)  # low_res buys little: 30 ms, still above 24
+    assert dog.level is Level.full
+    up = dog.transitions[-1]
+    assert up.reason == "fits" and up.trigger.p95_ms == 30.0
+    # And it stays there while full keeps fitting.
+    feed(dog, clock, 32.0, 30 * 20)
+    assert dog.level is Level.full and len(dog.transitions) == 2
+
+
+def test_a_climb_on_a_memory_that_no_longer_fits_is_not_repeated_every_few_seconds():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    feed(dog, clock, 32.0, 30 * 2)
+    cost = {Level.full: 70.0, Level.low_res: 30.0, Level.frame_skip: 20.0}  # full no longer fits at all
+    for _ in range(30 * 60):
+        clock.now += 1.0 / FPS
+        dog.observe(cost[dog.level])
+    # One climb on the memory of the healthy full, which failed: then low_res for good.
+    assert [(t.from_level.name, t.to_level.name, t.reason) for t in dog.transitions] == [
+        ("full", "low_res", "over_budget"), ("low_res", "full", "fits"), ("full", "low_res", "over_budget")]
+    assert dog.level is Level.low_res
+
+
+def test_a_level_that_only_sometimes_fits_is_climbed_to_less_and_less_often():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    n = 0
+    for _ in range(30 * 120):  # full alternates between fitting (2 s) and not (1 s)
+        clock.now += 1.0 / FPS
+        n += 1
+        slow = dog.level is Level.full and (n // 30) % 3 == 2
+        dog.observe(70.0 if slow else 30.0)
+    climbs = [t.time for t in dog.transitions if t.reason == "fits"]
+    gaps = [b - a for a, b in zip(climbs, climbs[1:])]
+    assert len(climbs) <= 6 and all(b >= a for a, b in zip(gaps, gaps[1:]))
+
+
+def test_frames_made_while_warming_up_are_not_judged():
+    """Start-up builds sessions and runs the first full detection: its slow first frames took a
+    group to low_res before it was ever measured at full."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock)
+    events = [e for _ in range(30) for e in (clock.__setattr__("now", clock.now + 1 / FPS), dog.observe(90.0, warming=True))[1]]
+    assert events == [] and dog.level is Level.full
+    feed(dog, clock, 90.0, 15)  # once warm, the same latency is judged
+    assert dog.level is not Level.full

@@ -291,6 +291,11 @@ class ShapeWarmer:
     def ready(self, shape: tuple[int, int]) -> bool:
         return shape in self._ready
 
+    @property
+    def busy(self) -> bool:
+        """A session is being built now (the tracker is warming up)."""
+        return self._building is not None and self._building.is_alive()
+
     def build(self, shapes: list[tuple[int, int]], detector: Detecting) -> None:
         """Start building the first of `shapes` not built yet (one at a time; called every frame)."""
         if not shapes or (self._building is not None and self._building.is_alive()):

@@ -72,6 +72,7 @@ class FrameWork:
         self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
         self.targets: list[Face] = []  # faces being swapped, as of the last processed frame
         self._covered_lost: list[Face] = []  # lost faces covered in the last frame
+        self._pastes = PasteMemo()
         self._no_source_logged = False
 
     def process(self, captured: Captured) -> None:
@@ -104,8 +105,11 @@ class FrameWork:
             t1 = engine.clock()
             stage_ms["detect"] = (t1 - t0) * 1000.0
             engine.stats.record_stage("detect", stage_ms["detect"])
-            # 2. Hand the face region to the swap worker (newest wins, never waits).
-            if targets and report.known:
+            # 2. Hand the face region to the swap worker (newest wins, never waits) — unless every
+            # face only moved since the tracker last detected it (`FaceReport.followed`): the swap
+            # made for that detection's frame is the same face, pasted below where it is now (the
+            # tracker detects again, and a new swap is asked for, at least every few frames).
+            if targets and report.known and not (report.followed and self._has_swap()):
                 self._submit(frame, targets, level, captured.t_capture)
                 stage_ms["submit"] = (engine.clock() - t1) * 1000.0
                 engine.stats.record_stage("submit", stage_ms["submit"])
@@ -118,7 +122,7 @@ class FrameWork:
         composed = compose(
             Scene(frame=frame, enabled=True, on_miss=engine.cfg.swap.on_miss, known=report.known, targets=targets,
                   swaps=swaps, lost=lost, held=engine.publisher.held),
-            engine.faces.composite,
+            self._pastes.paste_for(engine.faces.composite, frame, targets, swaps, still=report.followed and not lost),
         )
         stage_ms["composite"] = (engine.clock() - t2) * 1000.0
         engine.stats.record_stage("composite", stage_ms["composite"])
@@ -126,6 +130,11 @@ class FrameWork:
         self.send(composed.frame, composed.outcome, captured.t_capture, stage_ms, composed=composed, targets=targets, swapped_at=swapped_at)
         # The loop's own time for this frame (take → published), the base of the overhead figure.
         engine.stats.record_stage("loop", (engine.clock() - t_take) * 1000.0)
+
+    def _has_swap(self) -> bool:
+        """The swap worker has a usable result (a followed frame then needs no new swap)."""
+        result, failed = self._engine.worker.latest()
+        return result is not None and not failed
 
     def _select(self, report: FaceReport, frame: Frame) -> tuple[list[Face], FaceReport]:
         """The faces to swap. A failed selection (e.g. the recognizer behind face_selection =
@@ -204,8 +213,54 @@ class FrameWork:
         # The watchdog judges the face pipeline's cost: frames without it (swapping off, models still
         # loading) say nothing about it. Lowered by cheap loading frames on a busy machine, the first
         # detections would run at a lower size and miss small faces never seen before.
+        # Nor do the frames of the tracker's warm-up (sessions being built, the first full
+        # detection not in yet): they took a group to low_res before it was measured at full.
         if latency is not None and outcome is not Outcome.off and engine.faces is not None:
-            log_events(engine.watchdog.observe(latency, stage_ms))
+            log_events(engine.watchdog.observe(latency, stage_ms, warming=engine.tracker.warming))
+
+
+class PasteMemo:
+    """The last frame's pastes, replayed when nothing they depend on changed.
+
+    A frame whose every face is where it was (the tracker followed each one by its pixels and
+    found it unmoved: the same `Face` objects as the last frame), with the same swapped faces to
+    paste, nothing lost and nothing covered, gets exactly the last frame's face regions: each
+    paste's rectangle as it was right after that paste, copied back in the same order — a
+    29-face still group costs 29 small copies instead of 29 warps, blends and colour
+    corrections. Anything else (a face moved or changed, a new swap, a face missing) pastes anew.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[list[Face], list] | None = None
+        self._regions: list = []  # (PasteRegion, pixels) per paste, in paste order
+        self.replayed = 0
+
+    def paste_for(self, composite, frame: Frame, targets: list[Face], swaps: list, *, still: bool):
+        replay = (still and self._key is not None and bool(targets) and all(s is not None for s in swaps)
+                  and len(targets) == len(self._key[0]) == len(self._regions)
+                  and all(a is b for a, b in zip(targets, self._key[0]))
+                  and all(a is b for a, b in zip(swaps, self._key[1])))
+        if replay:
+            self.replayed += 1
+            regions = iter(self._regions)
+
+            def copy_back(out: Frame, _swapped, _face):
+                region, pixels = next(regions)
+                if region is not None:
+                    out[region.y0 : region.y1, region.x0 : region.x1] = pixels
+                return region
+
+            return copy_back
+        self._key, self._regions = (list(targets), list(swaps)), []
+        recorded = self._regions
+
+        def paste_and_keep(out: Frame, swapped, face):
+            region = composite(out, swapped, face)
+            pixels = None if region is None else out[region.y0 : region.y1, region.x0 : region.x1].copy()
+            recorded.append((region, pixels))
+            return region
+
+        return paste_and_keep
 
 
 def log_events(events: list[Transition | TransitionResult]) -> None:

@@ -31,6 +31,7 @@ import numpy as np
 from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
+from vcamd.live.motion import KeyPatch, follow, key_patch
 from vcamd.live.newest import BoundedCall, NewestWorker
 from vcamd.live.stats import LiveStats
 from vcamd.quality import Level, rung
@@ -186,6 +187,9 @@ class FaceReport:
     """Faces in `faces` not tracked in the previous frame (new, or found again elsewhere)."""
     full: bool = False
     """Whether a full-detection result came in with this frame."""
+    followed: bool = False
+    """Whether every face's position was followed by its pixels (`motion.follow`: the faces only
+    moved since the detector last found them; no detector ran for this frame)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +250,11 @@ class FaceBook:
         self._lost: list[_Seen] = []
         self._started = False  # a full detection has come in
         self._unsure_since: int | None = None  # a face was lost in its crop at this frame index
+
+    @property
+    def started(self) -> bool:
+        """A full detection has come in since the last reset."""
+        return self._started
 
     @property
     def tracks(self) -> list[Face]:
@@ -340,11 +349,12 @@ class FaceBook:
         self._lost = [s for s in self._lost if not any(near(t.face, s.face) for t in self._tracks)]
         return [s.face for s in lost_now], [s.face for s in refound]
 
-    def report(self, *, late: bool, appeared: list[Face], full: bool) -> FaceReport:
+    def report(self, *, late: bool, appeared: list[Face], full: bool, followed: bool = False) -> FaceReport:
         # "No face anywhere" is never known: a detector that sees nothing may be missing a face (a
         # camera back from noise, a face turned in): such a frame is covered whole, never shown raw.
         known = self._started and not late and self._unsure_since is None and bool(self._tracks)
-        return FaceReport(known=known, faces=self.tracks, lost=self.lost, appeared=appeared, full=full)
+        return FaceReport(known=known, faces=self.tracks, lost=self.lost, appeared=appeared, full=full,
+                          followed=followed and not appeared)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,15 +378,21 @@ class LiveTracker:
       a tracked face it does not find is lost in this frame, exactly as a crop that misses it
       (covered at its last place), and the faces it finds are where the faces are.
 
+    Before either, a tracked face whose pixels only moved since the detector last found it
+    (`motion.follow`: a phase-correlated shift, checked block by block over the face) is taken to
+    be where it moved, without a detector run — at most REDETECT_EVERY − 1 frames in a row.
+
     Besides, a full-frame detection runs every `full_every` frames, whenever no face is tracked
     and as soon as a track is lost, on the `FullDetector` thread; its result is merged when it
     arrives (`FaceBook`).
     """
 
-    def __init__(self, faces: Detecting, full: FullDetector, *, full_every: int) -> None:
+    def __init__(self, faces: Detecting, full: FullDetector, *, full_every: int, follow_motion: bool = True) -> None:
         self.faces = faces  # replaced between frames when the pipeline is rebuilt
         self._full = full
         self.full_every = full_every
+        self.follow_motion = follow_motion
+        """Whether faces whose pixels only moved are followed without a detector run (`motion`)."""
         self.book = FaceBook()
         self._last_full_submit: int | None = None
         self._call = BoundedCall("face-tracker")
@@ -385,10 +401,25 @@ class LiveTracker:
         self._warm = ShapeWarmer()
         self.plans = {"crops": 0, "full": 0}
         """How often each way was chosen (stats, tests)."""
+        self.followed_frames = 0
+        """Frames where every face looked for was followed by its pixels: no detector run."""
+        self._keys: dict[int, tuple[Face, KeyPatch]] = {}
+        """id(track's Face) → (that Face, its key patch): the faces `motion.follow` may follow."""
+        self._followed_keys: dict[int, tuple[Face, KeyPatch]] = {}
+        self._shapes_wanted = False  # the last plan wanted sessions not built yet (`warming`)
+        self.followed_faces = 0
+        """Faces placed by `motion.follow` instead of a detector run (stats, tests)."""
 
     @property
     def costs(self) -> DetectCosts:
         return self._full.costs
+
+    @property
+    def warming(self) -> bool:
+        """Still warming up: no full detection has come in yet, or a crop or mosaic session is
+        wanted and not built yet. Frames made meanwhile say little about what a level costs (the watchdog
+        does not judge them)."""
+        return not self.book.started or self._warm.busy or self._shapes_wanted
 
     @property
     def call_thread(self):
@@ -396,6 +427,8 @@ class LiveTracker:
 
     def reset(self) -> None:
         self.book.reset()
+        self._keys = {}
+        self._shapes_wanted = False
         self._last_full_submit = None
         # A new detector (pipeline rebuilt) has sessions and costs of its own: measured again.
         self._warm = ShapeWarmer()
@@ -409,8 +442,19 @@ class LiveTracker:
         appeared = self.book.take_full(result) if result is not None else []
         late = False
         full_now = False
-        if looked_for := self.book.to_redetect:
+        only_followed = False
+        if everyone := self.book.to_redetect:
+            # Tracked faces whose pixels only moved since the detector found them are where they
+            # moved to (`motion.follow`); the others, and the lost faces, are looked for below.
+            followed = self._follow(frame, everyone[: len(self.book.tracks)], frame_index)
+            followed += [None] * (len(everyone) - len(followed))
+            todo = [i for i, f in enumerate(followed) if f is None]
+            looked_for = [everyone[i] for i in todo]
+        else:
+            followed, todo, looked_for = [], [], []
+        if looked_for:
             sizes, crop_shapes, unready = plan_shapes(looked_for, track_size, self._warm.ready)
+            self._shapes_wanted = bool(unready)
             self._warm.build(unready, self.faces)
             crops_ms = sum(self.costs.estimate(shape) for shape in crop_shapes)
             full_shape = input_shape_for(frame.shape[:2], full_size)
@@ -432,17 +476,55 @@ class LiveTracker:
             if found is None:
                 late = True  # a miss for this frame; the tracks are kept for the next one
             else:
+                detected = found
+                found = list(followed)
+                for i, face in zip(todo, detected):
+                    found[i] = face
+                self._keep_keys(frame, [f for f in detected if f is not None], frame_index)
                 appeared += self.book.take_tracked(found, frame_index)[1]
                 if here is not None:  # this frame's own full detection: where every face is now
                     appeared += self.book.take_full(here)
                     self._last_full_submit, full_now = frame_index, True
+        elif followed:  # every face looked for only moved: no detector run this frame
+            self.followed_frames += 1
+            only_followed = True
+            self._keep_keys(frame, [], frame_index)
+            appeared += self.book.take_tracked(list(followed), frame_index)[1]
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
         # several faces, waiting for the next due detection would leave it covered that long.
         if (due or self.book.needs_full) and self._full.idle:
             self._full.submit_frame(frame, frame_index, full_size)
             self._last_full_submit = frame_index
-        return self.book.report(late=late, appeared=appeared, full=result is not None or full_now)
+        return self.book.report(late=late, appeared=appeared, full=result is not None or full_now,
+                                followed=only_followed)
+
+    def _follow(self, frame: Frame, tracks: list[Face], frame_index: int) -> list[Face | None]:
+        """Per tracked face: where it is if its pixels only moved since its key frame, else None."""
+        out: list[Face | None] = []
+        self._followed_keys = {}
+        if not self.follow_motion:
+            return [None] * len(tracks)
+        for face in tracks:
+            entry = self._keys.get(id(face))
+            moved = follow(frame, entry[1], face, frame_index) if entry is not None and entry[0] is face else None
+            if moved is not None:
+                assert entry is not None
+                self._followed_keys[id(moved)] = (moved, entry[1])
+            out.append(moved)
+        self.followed_faces += len(self._followed_keys)
+        return out
+
+    def _keep_keys(self, frame: Frame, detected: list[Face], frame_index: int) -> None:
+        """The key patches for the next frame: a new one for each face a detector found in this
+        frame, the same one for each face followed; every other is dropped (a full detection's
+        merge gives a track a new position: it is re-detected once before it is followed again)."""
+        keys = self._followed_keys
+        for face in detected:
+            key = key_patch(frame, face, frame_index)
+            if key is not None:
+                keys[id(face)] = (face, key)
+        self._keys, self._followed_keys = keys, {}
 
     def _guarded(self, work: Callable[[], object], deadline_s: float):
         """Run `work` on the tracker thread, waiting at most `deadline_s`: (value) or None (late or failed)."""

@@ -7,6 +7,16 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   of the window ran over `budget_ms`;
 * **climb one rung** (`quality.higher`) when the window's p95 has stayed under `budget_ms × recover_headroom` for
   `recover_after_s` seconds;
+* also climb one rung when the lower rung does not buy the headroom rule's margin but the higher
+  one is known to fit: its last window that kept the budget (at most `degrade_ratio` of it over
+  budget, p95 under `budget_ms`) is remembered per rung, and while the current window keeps the
+  budget too for `recover_after_s`, the watchdog goes back up. Each memory serves one climb (a
+  window that keeps the budget at that rung makes a new one), and after a climb that ran over
+  budget again the next one waits twice as long (no oscillation). This is what brings a
+  29-face frame back to full quality after a passing load spike: at full it costs more than
+  budget × headroom whatever the machine does, yet fits the budget;
+* frames observed with `warming=True` (sessions still being built, the first detection not in
+  yet) are not judged: a start-up's slow first frames say nothing about the level's cost;
 * never two transitions within `cooldown_s`, and after each one the window starts empty, so the
   next decision looks only at frames produced at the new level.
 
@@ -24,8 +34,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-
-import numpy as np
 
 from vcamd.config import WatchdogConfig
 from vcamd.jsonable import to_jsonable
@@ -46,7 +54,7 @@ class Transition:
     time: float
     from_level: Level
     to_level: Level
-    reason: str  # "over_budget", "headroom" or "manual"
+    reason: str  # "over_budget", "headroom", "fits" (the higher rung is known to fit the budget) or "manual"
     trigger: WindowStats
 
     def log_line(self) -> str:
@@ -78,6 +86,15 @@ class TransitionResult:
 
 WatchdogEvent = Transition | TransitionResult
 
+
+def _percentile(ordered: list[float], q: float) -> float:
+    """numpy's default (linear) percentile of an already sorted, non-empty list: a window of 15
+    frames costs a few µs this way, against ~20 µs a `np.percentile` call, every frame."""
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return float(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo))
+
 HISTORY_CAP = 1000
 """Transitions (and their results) kept for the stats JSON: a daemon that runs for days and keeps
 changing level (or a tray user flipping quality) must not grow without end; the newest are kept."""
@@ -103,6 +120,10 @@ class Watchdog:
         self._last_transition_at: float | None = None
         self._headroom_since: float | None = None
         self._awaiting_result: Transition | None = None
+        self._fits: dict[Level, WindowStats] = {}
+        """Per rung, its last window that kept the budget (see the module doc)."""
+        self._fits_since: float | None = None
+        self._failed_climbs = 0
         self.transitions: list[Transition] = []
         self.results: list[TransitionResult] = []
 
@@ -127,20 +148,27 @@ class Watchdog:
         return None
 
     # -- measurements -------------------------------------------------------------------------
-    def observe(self, latency_ms: float, stage_ms: Mapping[str, float] | None = None) -> list[WatchdogEvent]:
+    def observe(self, latency_ms: float, stage_ms: Mapping[str, float] | None = None, *,
+                warming: bool = False) -> list[WatchdogEvent]:
         """Record one published frame; returns what happened: usually nothing, else a transition
-        and/or the measured result of the previous one (in that order of time)."""
+        and/or the measured result of the previous one (in that order of time). A frame made
+        while the pipeline is `warming` up is not judged (nor kept in the window)."""
+        if warming:
+            return []
         self._latencies.append(float(latency_ms))
         for name, ms in (stage_ms or {}).items():
-            self._stages.setdefault(name, deque(maxlen=self.cfg.window)).append(float(ms))
+            series = self._stages.get(name)
+            if series is None:
+                series = self._stages[name] = deque(maxlen=self.cfg.window)
+            series.append(float(ms))
         if len(self._latencies) < self.cfg.window:
             return []
         now = self._clock()
-        window = self._window_stats()
+        window = self._window_stats(stages=False)  # the stages' p95s only when an event names them
         events: list[WatchdogEvent] = []
         if self._awaiting_result is not None:
             # The first full window at the new level is the transition's result.
-            result = TransitionResult(self._awaiting_result, now, window)
+            result = TransitionResult(self._awaiting_result, now, self._window_stats())
             self._awaiting_result = None
             self.results.append(result)
             del self.results[:-HISTORY_CAP]
@@ -149,6 +177,9 @@ class Watchdog:
         if transition is not None:
             events.append(transition)
         return events
+
+    def _fits_budget(self, window: WindowStats) -> bool:
+        return window.over_budget_share <= self.cfg.degrade_ratio and window.p95_ms < self.cfg.budget_ms
 
     def _decide(self, now: float, window: WindowStats) -> Transition | None:
         if self._forced is not None:
@@ -159,14 +190,34 @@ class Watchdog:
                 self._headroom_since = now
         else:
             self._headroom_since = None
+        fits = self._fits_budget(window)
+        if fits:
+            self._fits[self._level] = window
+            if self._fits_since is None:
+                self._fits_since = now
+        else:
+            self._fits_since = None
         if not self._cooled_down(now):
             return None
         down = lower(self._level, enhancer_configured=self.enhancer_enabled)
         if window.over_budget_share > self.cfg.degrade_ratio and down is not None:
-            return self._move(now, down, "over_budget", window)
+            last = self.transitions[-1] if self.transitions else None
+            if last is not None and last.reason == "fits" and last.to_level is self._level:
+                self._failed_climbs += 1  # the memory was wrong: the next such climb waits twice as long
+            return self._move(now, down, "over_budget", self._window_stats())
         up = higher(self._level, enhancer_configured=self.enhancer_enabled)
-        if self._headroom_since is not None and now - self._headroom_since >= self.cfg.recover_after_s and up is not None:
-            return self._move(now, up, "headroom", window)
+        if up is None:
+            return None
+        if self._headroom_since is not None and now - self._headroom_since >= self.cfg.recover_after_s:
+            return self._move(now, up, "headroom", self._window_stats())
+        # The lower rung does not buy the headroom margin, but the higher one is known to fit.
+        # Each memory is used once (a healthy window at that rung makes a new one), and after each
+        # climb that ran over budget again the next waits twice as long: a rung that fits only
+        # now and then is not bounced to and from every few seconds.
+        wait_s = self.cfg.recover_after_s * 2 ** min(self._failed_climbs, 8)
+        if up in self._fits and self._fits_since is not None and now - self._fits_since >= wait_s:
+            del self._fits[up]
+            return self._move(now, up, "fits", self._window_stats())
         return None
 
     def _cooled_down(self, now: float) -> bool:
@@ -189,13 +240,13 @@ class Watchdog:
         self._latencies.clear()
         self._stages.clear()
         self._headroom_since = None
+        self._fits_since = None
 
-    def _window_stats(self) -> WindowStats:
-        lat = np.fromiter(self._latencies, dtype=np.float64)
-        p50, p95 = np.percentile(lat, [50, 95])
-        over = float(np.mean(lat > self.cfg.budget_ms))
-        stages = {k: float(np.percentile(np.fromiter(v, np.float64), 95)) for k, v in self._stages.items() if v}
-        return WindowStats(len(lat), float(p50), float(p95), over, stages)
+    def _window_stats(self, stages: bool = True) -> WindowStats:
+        lat = sorted(self._latencies)
+        over = sum(1 for v in lat if v > self.cfg.budget_ms) / len(lat)
+        per_stage = {k: _percentile(sorted(v), 95.0) for k, v in self._stages.items() if v} if stages else {}
+        return WindowStats(len(lat), _percentile(lat, 50.0), _percentile(lat, 95.0), over, per_stage)
 
     # -- reporting ------------------------------------------------------------------------------
     def history(self) -> list[dict]:

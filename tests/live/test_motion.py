@@ -1,0 +1,195 @@
+"""Following a tracked face by its pixels (`vcamd.live.motion`): a face that only moved is placed
+without a detector run, precisely; a face that changed in any other way is re-detected."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.live import motion
+from vcamd.live.stats import LiveStats
+from vcamd.live.tracking import FullDetector, LiveTracker
+from vcamd.types import Face
+
+
+@pytest.fixture(scope="module")
+def detector(assets: Path):
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.runtime import Sessions
+
+    return FaceDetector(assets / "models" / "scrfd_2.5g_kps.onnx", Sessions(["cpu"], threads=1))
+
+
+def _scene(newton: np.ndarray, dx: float = 0.0, dy: float = 0.0, *, angle: float = 0.0, scale: float = 1.0,
+           centre=(600.0, 330.0)) -> tuple[np.ndarray, np.ndarray]:
+    """A 1280×720 camera frame with the portrait (480 px tall) moved by (dx, dy), turned by `angle`
+    degrees and scaled by `scale` about `centre`, MJPG-like (JPEG at quality 80); and the 2×3 map."""
+    h = 480
+    face = cv2.resize(newton, (round(newton.shape[1] * h / newton.shape[0]), h), interpolation=cv2.INTER_AREA)
+    base = np.full((720, 1280, 3), 110, np.uint8)
+    y0, x0 = 120, 600 - face.shape[1] // 2
+    base[y0 : y0 + h, x0 : x0 + face.shape[1]] = face
+    m = cv2.getRotationMatrix2D(centre, angle, scale)
+    m[:, 2] += (dx, dy)
+    frame = cv2.warpAffine(base, m, (1280, 720), flags=cv2.INTER_LINEAR, borderValue=(110, 110, 110))
+    ok, jpeg = cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, 80])
+    assert ok
+    return cv2.imdecode(jpeg, cv2.IMREAD_COLOR), m
+
+
+def _mapped(face: Face, m: np.ndarray) -> np.ndarray:
+    return np.c_[face.kps, np.ones(5)] @ m.T
+
+
+@pytest.fixture(scope="module")
+def keyed(detector, newton):
+    frame, _ = _scene(newton)
+    face = max(detector.detect(frame, 640), key=lambda f: f.width)
+    key = motion.key_patch(frame, face, 0)
+    assert key is not None
+    return face, key
+
+
+@pytest.mark.parametrize("shift", [(3.0, 0.0), (2.4, 1.3), (-5.5, 3.7), (0.0, 0.0)])
+def test_a_face_that_only_moved_is_placed_within_1_percent_of_its_width(newton, keyed, shift):
+    face, key = keyed
+    frame, m = _scene(newton, *shift)
+    got = motion.follow(frame, key, face, 1)
+    assert got is not None, "a plain shift was not followed"
+    err = np.linalg.norm(got.kps - _mapped(face, m), axis=1).mean() / face.width
+    assert err <= 0.01, f"keypoints {100 * err:.2f} % of the face width from where the face moved"
+    assert got.width == pytest.approx(face.width)
+
+
+@pytest.mark.parametrize("change", ["turned 2°", "scaled 2 %", "mouth opened", "light 8 % brighter", "another face"])
+def test_a_face_that_changed_otherwise_is_re_detected(newton, keyed, change):
+    face, key = keyed
+    kw = {"turned 2°": {"angle": 2.0, "centre": tuple(face.kps.mean(0))},
+          "scaled 2 %": {"scale": 1.02, "centre": tuple(face.kps.mean(0))}}.get(change, {})
+    frame, _ = _scene(newton, 3.0, 0.0, **kw)
+    if change == "mouth opened":
+        mouth = face.kps[3:5].mean(0) + (3.0, 4.0)
+        cv2.ellipse(frame, (int(mouth[0]), int(mouth[1])), (int(face.width * 0.15), int(face.width * 0.06)), 0, 0, 360, (40, 40, 60), -1)
+    elif change == "light 8 % brighter":
+        frame = cv2.convertScaleAbs(frame, alpha=1.08)
+    elif change == "another face":
+        x1, y1, x2, y2 = (int(v) for v in face.box)
+        frame[y1:y2, x1:x2] = cv2.flip(frame[y1:y2, x1:x2], 1)
+    assert motion.follow(frame, key, face, 1) is None
+
+
+def test_the_detector_looks_again_at_least_every_redetect_every_frames(newton, keyed):
+    face, key = keyed
+    frame, _ = _scene(newton, 1.0, 0.0)
+    assert motion.follow(frame, key, face, motion.REDETECT_EVERY - 1) is not None
+    assert motion.follow(frame, key, face, motion.REDETECT_EVERY) is None
+
+
+def test_a_face_at_the_frame_edge_or_tiny_has_no_key_and_is_always_re_detected(newton):
+    frame, _ = _scene(newton)
+    edge = Face(box=(-20.0, 300.0, 80.0, 420.0), score=0.9, kps=np.zeros((5, 2), np.float32))
+    tiny = Face(box=(600.0, 300.0, 606.0, 307.0), score=0.9, kps=np.zeros((5, 2), np.float32))
+    assert motion.key_patch(frame, edge, 0) is None and motion.key_patch(frame, tiny, 0) is None
+
+
+class CountingDetector:
+    def __init__(self, detector) -> None:
+        self._d = detector
+        self.calls = 0
+
+    def detect(self, frame, input_size=None):
+        self.calls += 1
+        return self._d.detect(frame, input_size)
+
+
+def test_the_tracker_follows_a_sliding_face_and_runs_the_detector_on_fewer_frames(detector, newton):
+    counting = CountingDetector(detector)
+    full = FullDetector(counting, LiveStats(), time.monotonic)
+    full.start()
+    tracker = LiveTracker(counting, full, full_every=1000)
+    try:
+        worst, crop_calls = 0.0, 0
+        for i in range(24):
+            frame, m = _scene(newton, 3.0 * i, float(int(6 * np.sin(i / 7.0))))
+            before = counting.calls
+            report = tracker.update(frame, i, full_size=640, track_size=192, deadline_s=30.0)
+            if i == 0:
+                deadline = time.monotonic() + 30
+                while not full.idle and time.monotonic() < deadline:
+                    time.sleep(0.01)  # the first full detection lands
+                continue
+            crop_calls += counting.calls - before
+            if i >= 2:
+                assert report.known and len(report.faces) == 1
+                reference = detector.detect(frame, 640)[0]
+                worst = max(worst, float(np.linalg.norm(report.faces[0].kps - reference.kps, axis=1).mean() / reference.width))
+        # Without following, every one of the 23 frames runs its crop.
+        assert crop_calls <= 23 * 2 // motion.REDETECT_EVERY + 2, f"{crop_calls} detector runs in 23 frames"
+        assert tracker.followed_faces >= 23 // 2
+        assert worst <= 0.03, f"worst keypoint error {worst:.3f} of the face width"
+    finally:
+        full.stop()
+        tracker.stop()
+
+
+def test_a_face_that_turns_is_re_detected_every_frame(detector, newton):
+    counting = CountingDetector(detector)
+    full = FullDetector(counting, LiveStats(), time.monotonic)
+    full.start()
+    tracker = LiveTracker(counting, full, full_every=1000)
+    try:
+        for i in range(8):
+            frame, _ = _scene(newton, angle=3.0 * i, centre=(600.0, 300.0))
+            before = counting.calls
+            tracker.update(frame, i, full_size=640, track_size=192, deadline_s=30.0)
+            if i == 0:
+                deadline = time.monotonic() + 30
+                while not full.idle and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            elif i >= 2:
+                assert counting.calls - before == 1, f"frame {i}: a turning face was not re-detected"
+        assert tracker.followed_faces == 0
+    finally:
+        full.stop()
+        tracker.stop()
+
+
+def test_the_live_loop_asks_for_a_swap_only_when_the_tracker_looked_again_and_never_shows_the_raw_face(
+        live_config, clip_20fps, run_live, face_engine_factory):
+    """The face slides 3 px a frame: on followed frames the last swap is pasted where the face is
+    now, so the swap model runs on about one frame in REDETECT_EVERY — and every frame after the
+    first swap is still swapped, none shows the raw face."""
+    from tests.live.test_engine import leaks_raw_face, raw_face_regions
+
+    cfg = live_config()
+    stats, sink, engine = run_live(cfg, clip_20fps, frames=40, keep_every=1)
+    slot = engine.worker.jobs
+    jobs = slot.taken_count + slot.dropped + slot.depth  # every job handed in
+    assert engine.tracker.followed_frames >= 10
+    assert jobs <= 40 - engine.tracker.followed_frames + 1, f"{jobs} swap jobs for 40 frames"
+    f = stats["frames"]
+    assert f["passthrough"] == 0 and f["swapped"] >= 30
+    raws = raw_face_regions(clip_20fps, face_engine_factory(cfg))
+    assert not any(leaks_raw_face(frame, raws) for frame in sink.frames)
+
+
+def test_a_still_face_gets_the_last_frames_paste_back_and_never_shows_raw(live_config, tmp_path, newton, run_live, face_engine_factory):
+    from vcamd.live.clips import write_sliding_clip
+
+    from tests.live.test_engine import leaks_raw_face, raw_face_regions
+
+    clip = write_sliding_clip(tmp_path / "still.avi", newton, size=(640, 480), fps=20.0, frames=40, step_px=0)
+    cfg = live_config()
+    stats, sink, engine = run_live(cfg, clip, frames=40, keep_every=1)
+    assert engine.frames._pastes.replayed >= 10
+    f = stats["frames"]
+    assert f["passthrough"] == 0 and f["swapped"] >= 30
+    raws = raw_face_regions(clip, face_engine_factory(cfg))
+    assert not any(leaks_raw_face(frame, raws) for frame in sink.frames)
+    # A replayed frame is the same picture as a pasted one (the face did not move).
+    swapped = [fr for fr in sink.frames[20:]]
+    assert max(float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean()) for a, b in zip(swapped, swapped[1:])) < 1.0

@@ -1,0 +1,178 @@
+"""Whether a tracked face only moved since the detector last saw it — then it need not run again.
+
+The crop re-detection (a 192² SCRFD run per face, ~5 ms of CPU here) is the largest per-frame cost
+of tracking one face. On many frames the face in its crop has not changed but for a shift: a still
+face, a head sliding in the picture, a still group photo. `follow` tells those frames apart from
+the rest by the pixels themselves, cheaply (~0.3 ms per face, on the caller's thread):
+
+* the face's **key patch** is the grey square around it (CROP_FACTOR × its box, as the tracking
+  crop; at most KEY_SIDE pixels a side, downscaled by a whole factor) cut from the frame where the
+  detector found it, with that detection;
+* in a later frame the same square is cut where the face was last reported, the shift between the
+  two measured by phase correlation (sub-pixel), and the key patch moved by that shift is compared
+  with the new one block by block over the face's box. Only when **every block** of the face
+  matches within BLOCK_LIMIT grey levels (mean absolute difference; a blink, a mouth opening, a
+  turn of the head, a lean towards the camera, a change of light all break that) is the face taken
+  to be the key detection moved by the shift — box and keypoints;
+* always against the key frame, never the previous frame, so small shifts do not add up to a
+  drift; and the detector looks again at least every REDETECT_EVERY frames, whatever the pixels say.
+
+A face that fails the check (or whose square leaves the frame, or moved more than MAX_SHIFT of
+its square) is re-detected in its crop as before: this never decides that a face is gone, only
+that one whose pixels are all still there, moved, is where they moved to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from vcamd.live.cropplan import CROP_FACTOR
+from vcamd.types import Face, Frame
+
+KEY_SIDE = 104
+"""The key patch's side at most, in patch pixels (a larger square is downscaled by a whole factor)."""
+
+MIN_SIDE = 16
+"""A face whose square is smaller than this is always re-detected (too few pixels to compare)."""
+
+REDETECT_EVERY = 4
+"""The detector re-detects a followed face at least every this many frames (3 frames in 4 may
+be followed by their pixels)."""
+
+MAX_SHIFT = 0.25
+"""A face that moved more than this share of its square since the key frame is re-detected."""
+
+BLOCK_GRID = 4
+"""The face's box is compared as BLOCK_GRID × BLOCK_GRID blocks."""
+
+BLOCK_LIMIT = 6.0
+"""The most any block's mean absolute grey difference may be for the face to count as moved, not
+changed. MJPG at 720p differs by 0.3–1.5 between shifted copies of one face; scaling the face by
+2 %, turning it by 2° or opening the mouth raises some block above 5 (tests/live/test_motion.py)."""
+
+ZERO_LIMIT = 1.0
+"""A patch whose every block differs by at most this at no shift at all did not move (a still
+picture): taken as is, without measuring the shift."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPatch:
+    """A face where the detector last found it, and the grey pixels around it then."""
+
+    face: Face  # the detection, frame coordinates
+    patch: np.ndarray  # float32 grey, n × n
+    x0: int  # the square's top-left corner in the frame (whole pixels)
+    y0: int
+    factor: int  # frame pixels per patch pixel
+    frame_index: int
+
+    @property
+    def side(self) -> int:
+        return self.patch.shape[0] * self.factor
+
+
+def _geometry(face: Face) -> tuple[int, int, int, int] | None:
+    """(x0, y0, n, factor) of the square around `face`; None for a face too small to compare."""
+    nominal = CROP_FACTOR * max(face.width, face.height, 1.0)
+    if nominal < MIN_SIDE:
+        return None
+    factor = max(1, int(round(nominal / KEY_SIDE)))
+    n = max(MIN_SIDE, int(round(nominal / factor)))
+    side = n * factor
+    cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+    return int(round(cx - side / 2)), int(round(cy - side / 2)), n, factor
+
+
+def _cut(frame: Frame, x0: int, y0: int, n: int, factor: int) -> np.ndarray | None:
+    """The grey n × n patch of the square at (x0, y0) (n·factor frame pixels a side), or None
+    when the square is not inside the frame."""
+    side = n * factor
+    h, w = frame.shape[:2]
+    if x0 < 0 or y0 < 0 or x0 + side > w or y0 + side > h:
+        return None
+    roi = frame[y0 : y0 + side, x0 : x0 + side]
+    if factor > 1:  # a whole factor: INTER_AREA's fast path, a plain box average
+        roi = cv2.resize(roi, (n, n), interpolation=cv2.INTER_AREA)
+    grey = cv2.cvtColor(roi, cv2.COLOR_BGR2GRAY) if roi.ndim == 3 else roi
+    return grey.astype(np.float32)
+
+
+def key_patch(frame: Frame, face: Face, frame_index: int) -> KeyPatch | None:
+    """The key patch of a face the detector just found in `frame` (None near the frame's edge or
+    for a tiny face: those are always re-detected)."""
+    geometry = _geometry(face)
+    if geometry is None:
+        return None
+    x0, y0, n, factor = geometry
+    patch = _cut(frame, x0, y0, n, factor)
+    if patch is None:
+        return None
+    return KeyPatch(face, patch, x0, y0, factor, frame_index)
+
+
+_WINDOWS: dict[int, np.ndarray] = {}
+
+
+def _window(n: int) -> np.ndarray:
+    window = _WINDOWS.get(n)
+    if window is None:
+        window = _WINDOWS[n] = cv2.createHanningWindow((n, n), cv2.CV_32F)
+    return window
+
+
+def _block_max(diff: np.ndarray, box: tuple[int, int, int, int]) -> float:
+    """The largest mean of `diff` over a BLOCK_GRID² grid of `box` (x0, y0, x1, y1 in patch pixels)."""
+    x0, y0, x1, y1 = box
+    region = diff[y0:y1, x0:x1]
+    if region.shape[0] < BLOCK_GRID or region.shape[1] < BLOCK_GRID:
+        return float("inf")
+    return float(cv2.resize(region, (BLOCK_GRID, BLOCK_GRID), interpolation=cv2.INTER_AREA).max())
+
+
+def follow(frame: Frame, key: KeyPatch, last: Face, frame_index: int) -> Face | None:
+    """Where the key's face is in `frame` if its pixels only moved since the key frame (see the
+    module doc), else None (re-detect it). `last` is where it was reported in the previous frame."""
+    if frame_index - key.frame_index >= REDETECT_EVERY:
+        return None
+    n, factor = key.patch.shape[0], key.factor
+    box = _face_box(key)
+    # The square cut where the face was last reported (whole frame pixels), so the shift left to
+    # measure is about one frame's motion.
+    kcx, kcy = (key.face.box[0] + key.face.box[2]) / 2, (key.face.box[1] + key.face.box[3]) / 2
+    lcx, lcy = (last.box[0] + last.box[2]) / 2, (last.box[1] + last.box[3]) / 2
+    ox, oy = int(round(lcx - kcx)), int(round(lcy - kcy))
+    now = _cut(frame, key.x0 + ox, key.y0 + oy, n, factor)
+    if now is None:
+        return None
+    if ox == 0 and oy == 0 and _block_max(cv2.absdiff(key.patch, now), box) <= ZERO_LIMIT:
+        return key.face  # a still picture: the same face, the same place
+    (sx, sy), _response = cv2.phaseCorrelate(key.patch, now, _window(n))
+    if not (np.isfinite(sx) and np.isfinite(sy)):
+        return None
+    dx, dy = ox + sx * factor, oy + sy * factor  # frame pixels since the key frame
+    if np.hypot(dx, dy) > MAX_SHIFT * key.side:
+        return None
+    # The key patch moved by the measured (sub-pixel) shift, against the new one.
+    moved = cv2.warpAffine(key.patch, np.float32([[1, 0, sx], [0, 1, sy]]), (n, n), flags=cv2.INTER_LINEAR,
+                           borderMode=cv2.BORDER_REPLICATE)
+    m = int(np.ceil(max(abs(sx), abs(sy))))
+    inner = (max(box[0], m), max(box[1], m), min(box[2], n - m), min(box[3], n - m))
+    if _block_max(cv2.absdiff(moved, now), inner) > BLOCK_LIMIT:
+        return None
+    x1, y1, x2, y2 = key.face.box
+    kps = (key.face.kps + np.array([dx, dy], np.float32)).astype(np.float32)
+    return Face(box=(x1 + dx, y1 + dy, x2 + dx, y2 + dy), score=key.face.score, kps=kps)
+
+
+def _face_box(key: KeyPatch) -> tuple[int, int, int, int]:
+    """The key face's box in patch pixels, inside the patch by a margin (a shift of half a frame
+    pixel brings that much in from outside the square)."""
+    n, factor, margin = key.patch.shape[0], key.factor, 1
+    x0 = int(np.floor((key.face.box[0] - key.x0) / factor))
+    y0 = int(np.floor((key.face.box[1] - key.y0) / factor))
+    x1 = int(np.ceil((key.face.box[2] - key.x0) / factor))
+    y1 = int(np.ceil((key.face.box[3] - key.y0) / factor))
+    return max(margin, x0), max(margin, y0), min(n - margin, x1), min(n - margin, y1)
