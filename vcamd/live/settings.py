@@ -25,6 +25,7 @@ from vcamd.live import reconfigure
 from vcamd.live.loading import FaceLoader, FacePipeline, Loaded, PipelineBuild, PipelineFactory, Tell
 from vcamd.live.sources import CameraReader, FrameSource
 from vcamd.live.watchdog import Watchdog
+from vcamd.sinks.registry import OUTPUT_SECTIONS
 
 if TYPE_CHECKING:
     from vcamd.live.engine import LiveEngine
@@ -149,7 +150,7 @@ class Settings:
             log.info("loading the face pipeline for the new settings in the background")
             self.load_pipeline(new)
         old_cfg, engine.cfg = engine.cfg, new
-        if plan.live_in("virtual_camera") or plan.live_in("preview"):
+        if any(plan.live_in(section) for section in OUTPUT_SECTIONS):
             self._reopen_output(old_cfg)
         log.info("config applied: changed %s", ", ".join(sorted(plan.live | plan.rebuild | plan.restart)) or "nothing")
 
@@ -288,8 +289,9 @@ class Settings:
         engine.watchdog.enhancer_enabled = new.enhancer.enabled
 
     def _reopen_output(self, old_cfg: Config) -> None:
-        """[virtual_camera]/[preview] changed: reopen the output with the new settings. If the new
-        one cannot open, go back to the old settings so the output never vanishes."""
+        """An output's section changed (`sinks.registry.OUTPUT_SECTIONS`: [virtual_camera],
+        [preview], …): reopen the output with the new settings. If the new one cannot open, go back
+        to the old settings so the output never vanishes."""
         engine = self._engine
         self.problems.clear("output")
         problem = engine.publisher.reopen()
@@ -297,7 +299,7 @@ class Settings:
             return
         self.problems.report("output", message := f"output settings: {problem}; keeping the previous output")
         log.error(message)
-        engine.cfg = engine.cfg.model_copy(update={"virtual_camera": old_cfg.virtual_camera, "preview": old_cfg.preview})
+        engine.cfg = engine.cfg.model_copy(update={section: getattr(old_cfg, section) for section in OUTPUT_SECTIONS})
         if (again := engine.publisher.reopen()) is not None:
             log.error("the previous output does not open either: %s", again)
 
