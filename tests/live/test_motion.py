@@ -178,9 +178,8 @@ def test_the_live_loop_asks_for_a_swap_only_when_the_tracker_looked_again_and_ne
 
 
 def test_a_still_face_gets_the_last_frames_paste_back_and_never_shows_raw(live_config, tmp_path, newton, run_live, face_engine_factory):
-    from vcamd.bench.clips import write_sliding_clip
-
     from tests.live.test_engine import leaks_raw_face, raw_face_regions
+    from vcamd.bench.clips import write_sliding_clip
 
     clip = write_sliding_clip(tmp_path / "still.avi", newton, size=(640, 480), fps=20.0, frames=40, step_px=0)
     cfg = live_config()

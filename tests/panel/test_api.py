@@ -186,6 +186,23 @@ def test_too_many_viewers_get_a_503(start_panel, http):
             reader.close()
 
 
+def test_a_viewer_is_admitted_and_counted_in_one_step():
+    """The limit was checked before the viewer was counted, and the counting came after the
+    answer's headers: a third viewer arriving while the first two were between the two was let in
+    (and the test waiting for its 503 read an endless stream). Now admission and counting are one
+    step under the feed's lock."""
+    from vcamd.panel.video import JpegFeed
+
+    feed = JpegFeed(lambda: None, fps=10.0)
+    with feed.viewer(2) as first, feed.viewer(2) as second:
+        with feed.viewer(2) as third:
+            assert (first, second, third) == (True, True, False)
+            assert feed.viewers == 2  # the refused one is not counted
+    assert feed.viewers == 0
+    with feed.viewer(2) as again:
+        assert again and feed.viewers == 1
+
+
 # ---- the one-minute history ---------------------------------------------------------------------
 
 

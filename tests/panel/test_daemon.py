@@ -91,7 +91,10 @@ def daemon(assets: Path, tmp_path: Path, wait):
 
 def test_vcamd_run_serves_the_control_page(daemon, wait):
     proc, runtime, config, settings, log = daemon
-    status = json.loads(vcamd(runtime, "status", "--json").stdout)
+    # The daemon answers while its models still load in the background (cold start); an upload
+    # then is refused as "still loading" — what this test checks needs them loaded.
+    status = wait(lambda: (s := json.loads(vcamd(runtime, "status", "--json").stdout))["providers"] and s,
+                  "the face models loaded (providers known)")
     url = urlsplit(status["panel_url"])
     assert url.scheme == "http" and url.hostname == "127.0.0.1" and url.path == "/"
     token = url.query.removeprefix("token=")

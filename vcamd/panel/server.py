@@ -546,9 +546,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self) -> None:
         feed = self.server.panel.feed
-        if feed.viewers >= self.server.panel.max_streams:
-            return self._refuse(Refusal(HTTPStatus.SERVICE_UNAVAILABLE, "too many live video viewers; close other tabs"),
-                                "/stream.mjpg")
+        # The viewer is counted before the answer starts: one that has its headers is counted, so
+        # the next one over the limit is refused however the threads are scheduled.
+        with feed.viewer(self.server.panel.max_streams) as admitted:
+            if not admitted:
+                return self._refuse(Refusal(HTTPStatus.SERVICE_UNAVAILABLE, "too many live video viewers; close other tabs"),
+                                    "/stream.mjpg")
+            self._send_stream(feed)
+
+    def _send_stream(self, feed) -> None:
         try:
             self.send_response(HTTPStatus.OK)
             for key, value in {**SECURITY_HEADERS, "Content-Type": f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}"}.items():
@@ -556,20 +562,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             boundary = f"\r\n--{MJPEG_BOUNDARY}\r\n".encode("ascii")
             self.wfile.write(boundary[2:])  # the first boundary opens the body: no CRLF before it
-            with feed.viewer():
-                seq = 0  # a new viewer gets the newest JPEG at once, then every newer one
-                while not feed.closed:
-                    jpeg, seq = feed.wait_newer(seq, timeout=REPEAT_AFTER_S)
-                    if jpeg is None:
-                        # Nothing new (a still picture, a stalled engine): send the last one again.
-                        # Browsers show a part only once the next one starts, so without this the
-                        # newest picture would never appear.
-                        jpeg, seq = feed.latest()
-                        if jpeg is None or feed.closed:
-                            continue
-                    head = f"Content-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n".encode("ascii")
-                    self.wfile.write(head + jpeg + boundary)
-                    self.wfile.flush()
+            seq = 0  # a new viewer gets the newest JPEG at once, then every newer one
+            while not feed.closed:
+                jpeg, seq = feed.wait_newer(seq, timeout=REPEAT_AFTER_S)
+                if jpeg is None:
+                    # Nothing new (a still picture, a stalled engine): send the last one again.
+                    # Browsers show a part only once the next one starts, so without this the
+                    # newest picture would never appear.
+                    jpeg, seq = feed.latest()
+                    if jpeg is None or feed.closed:
+                        continue
+                head = f"Content-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n".encode("ascii")
+                self.wfile.write(head + jpeg + boundary)
+                self.wfile.flush()
         except OSError:
             pass  # the viewer closed the tab, or stopped reading for request_timeout_s
 

@@ -62,16 +62,21 @@ class JpegFeed:
             return self._viewers
 
     @contextmanager
-    def viewer(self) -> Iterator[None]:
-        """Counts a viewer while the block runs: frames are only encoded while someone watches."""
+    def viewer(self, limit: int | None = None) -> Iterator[bool]:
+        """Counts a viewer while the block runs (frames are only encoded while someone watches) and
+        yields True; yields False, counting nothing, when `limit` viewers already watch. Checked and
+        counted under one lock: two viewers arriving together cannot both take the last place."""
         with self._cond:
-            self._viewers += 1
-            self._cond.notify_all()
+            admitted = limit is None or self._viewers < limit
+            if admitted:
+                self._viewers += 1
+                self._cond.notify_all()
         try:
-            yield
+            yield admitted
         finally:
-            with self._cond:
-                self._viewers -= 1
+            if admitted:
+                with self._cond:
+                    self._viewers -= 1
 
     def wait_newer(self, seq: int, timeout: float) -> tuple[bytes | None, int]:
         """The newest JPEG once its number exceeds `seq`; (None, seq) on timeout or close."""
