@@ -130,7 +130,9 @@ def _start_xvfb(logs: Path) -> tuple[subprocess.Popen, str]:
 
     read_fd, write_fd = os.pipe()
     xvfb = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x480x24", "-nolisten", "tcp"],
+        # -noreset: by default Xvfb resets when its last client leaves, and a client connecting
+        # then (trayer starting, the readiness probe) is refused or cut off.
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "640x480x24", "-nolisten", "tcp", "-noreset"],
         pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=(logs / "xvfb.log").open("wb"),
     )
     os.close(write_fd)
@@ -145,11 +147,20 @@ def _start_xvfb(logs: Path) -> tuple[subprocess.Popen, str]:
     return xvfb, display
 
 
+def _tray_owned(display: str) -> bool:
+    """Whether a tray host owns the system tray selection; an X connection cut off while the server
+    settles is "not yet", not a failed set-up."""
+    from vcamd.tray import systray_owner_present
+
+    try:
+        return systray_owner_present(display)
+    except Exception:  # noqa: BLE001 — Xlib's connection errors: ask again
+        return False
+
+
 def _start_trayer(display: str, env: dict[str, str], logs: Path) -> subprocess.Popen:
     """trayer, returned once it owns the system tray selection; restarted if it dies on the way
     (a busy machine once saw "trayer: cannot open display" from an X server still settling)."""
-    from vcamd.tray import systray_owner_present
-
     log_path = logs / "trayer.log"
     for _attempt in range(3):
         trayer = subprocess.Popen(
@@ -157,7 +168,7 @@ def _start_trayer(display: str, env: dict[str, str], logs: Path) -> subprocess.P
              "--transparent", "false", "--tint", "0x000000"],
             env=env, stdout=subprocess.DEVNULL, stderr=log_path.open("ab"),
         )
-        if _poll(lambda: trayer.poll() is not None or systray_owner_present(display), X_START_TIMEOUT_S) \
+        if _poll(lambda: trayer.poll() is not None or _tray_owned(display), X_START_TIMEOUT_S) \
                 and trayer.poll() is None:
             return trayer
         _stop(trayer)
