@@ -1,6 +1,7 @@
 """Property tests of the privacy rule: the tracker's bookkeeping (`FaceBook`) and `compose`, the
 real code, driven by random worlds — faces drifting, jumping, vanishing and coming back, detections
-full (at the full or a lower size, fresh or a few frames late), crop re-detections (that blink, or
+full (at the full or a lower size, fresh or a few frames late; of the whole frame or, as the
+change map asks for, of a region of it — drawn anywhere here), crop re-detections (that blink, or
 that find a neighbour instead of the face), late detectors,
 swap results late, failing or NaN, swapping toggled, 1 to 30 faces.
 
@@ -30,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vcamd.config import OnMiss
+from vcamd.live.changes import Region
 from vcamd.live.compose import FaceOutcome, Held, Scene, compose, lost_to_cover, match_swaps
 from vcamd.live.obscure import obscure_frame
 from vcamd.live.tracking import JUMP_FRAMES, LOST_KEEP_FRAMES, FaceBook, FullDetection
@@ -133,6 +135,23 @@ def crop_answer(draw: int, looked_for: Face, world: World) -> Face | None:
     return own
 
 
+def inside(face: Face, region: Region | None) -> bool:
+    """Whether a region's detection reports this face: wholly inside it (`changes.RegionImage.to_frame`
+    drops a face the region cuts)."""
+    if region is None:
+        return True
+    x0, y0, x1, y1 = face.box
+    rx0, ry0, rx1, ry1 = region.frame_box()
+    return rx0 <= x0 and ry0 <= y0 and x1 <= rx1 and y1 <= ry1
+
+
+def draw_region(pick) -> Region:
+    """Any rectangle of the frame (the change map's regions follow changes; here they are drawn
+    anywhere, the worst case for the bookkeeping)."""
+    x0, y0 = 32 * pick("region x", range(0, W // 32)), 32 * pick("region y", range(0, H // 32))
+    return Region(x0, y0, min(W, x0 + 32 * pick("region w", range(1, W // 32 + 1))), min(H, y0 + 32 * pick("region h", range(1, H // 32 + 1))), scale=1.0)
+
+
 def leaks(published: np.ndarray, world: World, raw: np.ndarray) -> list[int]:
     """Faces with over 10 % of their pixels exactly raw in the published frame (a random texture:
 obscured, held or swapped pixels practically never equal the raw ones)."""
@@ -184,10 +203,11 @@ def simulate(pick, on_miss: OnMiss, steps: int) -> tuple[int, list[str]]:
     last_turn = -100
     for t in range(steps):
         # -- the detection this frame brings
-        kind = pick("detect", ["track", "track", "track", "late", "full"])
+        kind = pick("detect", ["track", "track", "track", "late", "full", "region"] if started else ["track", "late", "full"])
         # Start-up runs at the full size (the watchdog lowers it later); a face never detected cannot be covered.
-        size = pick("size", [FULL, LOW]) if kind == "full" and started else FULL
-        delay = pick("delay", range(0, 2 + 1)) if kind == "full" else 0
+        size = pick("size", [FULL, LOW]) if kind in ("full", "region") and started else FULL
+        delay = pick("delay", range(0, 2 + 1)) if kind in ("full", "region") else 0
+        region = draw_region(pick) if kind == "region" else None
         fresh_full = kind == "full" and size == FULL and delay == 0
         # -- the world moves
         free = [c for c in range(COLS * ROWS) if c not in {f.cell for f in world.faces}]
@@ -219,14 +239,14 @@ def simulate(pick, on_miss: OnMiss, steps: int) -> tuple[int, list[str]]:
 
         # -- the tracker (vcamd.live.tracking.LiveTracker.update, with the detectors simulated)
         appeared: list[Face] = []
-        if kind == "full" and len(history) > delay:
+        if kind in ("full", "region") and len(history) > delay:
             seen = history[-1 - delay]
-            faces = [face for face, visible, small in seen if visible and not (small and size == LOW)]
-            appeared = book.take_full(FullDetection(faces, frame_index=t - delay, input_size=size))
+            faces = [face for face, visible, small in seen if visible and not (small and size == LOW) and inside(face, region)]
+            appeared = book.take_full(FullDetection(faces, frame_index=t - delay, input_size=size, region=region))
             started = True
             if delay == 0:
                 for f in world.faces:
-                    f.seen_here = f.seen_here or (f.detectable and not (f.small and size == LOW))
+                    f.seen_here = f.seen_here or (f.detectable and not (f.small and size == LOW) and inside(f.face(), region))
         late = False
         if looked_for := book.to_redetect:
             if kind == "late":
@@ -234,7 +254,7 @@ def simulate(pick, on_miss: OnMiss, steps: int) -> tuple[int, list[str]]:
             else:
                 found = [crop_answer(pick("crop", range(0, 9 + 1)), face, world) for face in looked_for]
                 book.take_tracked(found, t)
-        report = book.report(late=late, appeared=appeared, full=kind == "full")
+        report = book.report(late=late, appeared=appeared, full=kind in ("full", "region"))
 
         # -- the engine's glue (LiveEngine._process): face_selection = "all"
         targets = report.faces

@@ -30,6 +30,7 @@ import numpy as np
 
 from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
+from vcamd.live.changes import WHOLE, ChangeMap, Look, Region, RegionImage, detection_scale, downscaled_hw
 from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
 from vcamd.live.motion import KeyPatch, follow, key_patch
 from vcamd.live.newest import BoundedCall, NewestWorker
@@ -103,12 +104,28 @@ def all_detect_sizes(cfg: Config) -> list[int]:
 class FullDetection:
     faces: list[Face]  # frame coordinates
     frame_index: int  # the frame it was run on
-    input_size: int  # the detector input size it ran at
+    input_size: int  # the detector input size it ran at (of the whole frame: a region runs at the same scale)
+    region: Region | None = None  # where it looked (`changes.ChangeMap`); None: the whole frame
+    ok: bool = True  # False: the detector failed (nothing was really looked at)
+
+    @property
+    def whole(self) -> bool:
+        return self.region is None
+
+    def covers(self, face: Face) -> bool:
+        """Whether this detection looked where `face` is (its centre)."""
+        return self.region is None or self.region.contains((face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2)
 
 
-class FullDetector(NewestWorker[tuple[Frame, float, int, int], FullDetection]):
-    """Full-frame detections on their own thread. The loop hands in a downscaled copy of the newest
-    frame (the copy is the resize the detector would do anyway) and picks the result up when ready."""
+FullJob = tuple[Frame, Callable[[Face], Face | None], int, int, int, Region | None]
+"""(detector image, its detections → frame coordinates (None: drop), detector input size, frame
+index, the whole frame's input size, the region looked at)."""
+
+
+class FullDetector(NewestWorker[FullJob, FullDetection]):
+    """Full detections on their own thread. The loop hands in a downscaled copy of the newest frame
+    (the copy is the resize the detector would do anyway) — or of the region of it where the
+    picture changed (`changes.ChangeMap`) — and picks the result up when ready."""
 
     def __init__(self, faces: Detecting, stats: LiveStats, clock: Clock) -> None:
         super().__init__("full-detector")
@@ -120,36 +137,43 @@ class FullDetector(NewestWorker[tuple[Frame, float, int, int], FullDetection]):
         self.costs = DetectCosts()
         """CPU cost per detector input shape, shared with the tracker's crop re-detection."""
 
-    def submit_frame(self, frame: Frame, frame_index: int, input_size: int) -> None:
-        self.submit((*downscaled(frame, input_size), frame_index, input_size))
+    def submit_frame(self, frame: Frame, frame_index: int, input_size: int, look: Look = WHOLE) -> None:
+        small, scale = downscaled(frame, input_size)
+        if look.region is None:
+            to_frame = (lambda f: scaled(f, 1.0 / scale)) if scale != 1.0 else (lambda f: f)
+            self.submit((small, to_frame, input_size, frame_index, input_size, None))
+        else:  # the region's pixels of the same downscaled frame: the same faces, less to look at
+            cut = RegionImage.cut(small, look.region)
+            self.submit((cut.image, cut.to_frame, cut.input_size, frame_index, input_size, look.region))
 
     def take_result(self) -> FullDetection | None:
         return self.results.take(0)
 
-    def _work(self, job: tuple[Frame, float, int, int]) -> FullDetection:
-        small, scale, index, size = job
+    def _work(self, job: FullJob) -> FullDetection:
+        image, to_frame, run_size, index, size, region = job
         t0 = self._clock()
+        ok = True
         try:
-            found = timed_detect(self.faces, small, size, self.costs)
+            found = timed_detect(self.faces, image, run_size, self.costs)
         except Exception as exc:  # treated as "nothing found"; the next attempt comes soon
             self.errors += 1
             if self.errors <= 3:
                 log.error("face detection failed: %s", exc)
-            found = []
+            found, ok = [], False
         self._stats.record_stage("full_detect", (self._clock() - t0) * 1000.0)
         self.runs += 1
-        faces = [scaled(f, 1.0 / scale) for f in found] if scale != 1.0 else found
-        return FullDetection(faces, index, size)
+        faces = [face for face in map(to_frame, found) if face is not None]
+        return FullDetection(faces, index, size, region, ok)
 
 
 def downscaled(frame: Frame, input_size: int) -> tuple[Frame, float]:
     """A private copy of the frame at most `input_size` on its long side (the resize the detector
     would do anyway), and its scale."""
-    h, w = frame.shape[:2]
-    scale = min(1.0, input_size / max(h, w))
+    scale = detection_scale(frame.shape[:2], input_size)
     if scale >= 1.0:
         return frame.copy(), 1.0
-    return cv2.resize(frame, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA), scale
+    h, w = downscaled_hw(frame.shape[:2], scale)
+    return cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA), scale
 
 
 def timed_detect(faces: Detecting, image: Frame, size: int, costs: DetectCosts) -> list[Face]:
@@ -292,19 +316,21 @@ class FaceBook:
         # camera that restarted its picture), its old place is free again. Anything less clear
         # (two lost, two appeared) keeps every lost place covered. (A new face appearing just as
         # the only other one turns away would be taken for it: a limit of the bookkeeping.)
-        if len(appeared) == 1 and len(self._lost) == 1:
+        if len(appeared) == 1 and len(self._lost) == 1 and result.whole:
             lost, face = self._lost[0], appeared[0]
             if (0 <= result.frame_index - lost.lost_at <= JUMP_FRAMES and result.input_size >= lost.size
                     and abs(face.width - lost.face.width) <= JUMP_SIZE_CHANGE * lost.face.width):
                 self._lost = []
         # A lost face is found again near a detected face; it is gone when a detection of a frame
-        # LOST_KEEP_FRAMES after the loss, at least as fine as where it was last found, does not see it.
+        # LOST_KEEP_FRAMES after the loss, at least as fine as where it was last found, and looking
+        # where it was, does not see it.
         self._lost = [
             s for s in self._lost
             if not any(near(f, s.face) for f in result.faces)
-            and (result.frame_index < s.lost_at + LOST_KEEP_FRAMES or result.input_size < s.size)
+            and (result.frame_index < s.lost_at + LOST_KEEP_FRAMES or result.input_size < s.size or not result.covers(s.face))
         ]
-        if self._unsure_since is not None and result.frame_index >= self._unsure_since:
+        # Where the faces are is known again only from a look at the whole frame (a lost face may be anywhere).
+        if self._unsure_since is not None and result.frame_index >= self._unsure_since and result.whole:
             self._unsure_since = None
         return appeared
 
@@ -407,6 +433,8 @@ class LiveTracker:
         """id(track's Face) → (that Face, its key patch): the faces `motion.follow` may follow."""
         self._followed_keys: dict[int, tuple[Face, KeyPatch]] = {}
         self._shapes_wanted = False  # the last plan wanted sessions not built yet (`warming`)
+        self.changes = ChangeMap()
+        """Where the picture changed since the full detector last looked: its periodic runs look only there."""
         self.followed_faces = 0
         """Faces placed by `motion.follow` instead of a detector run (stats, tests)."""
 
@@ -430,6 +458,7 @@ class LiveTracker:
         self._keys = {}
         self._shapes_wanted = False
         self._last_full_submit = None
+        self.changes.reset()
         # A new detector (pipeline rebuilt) has sessions and costs of its own: measured again.
         self._warm = ShapeWarmer()
         self._full.costs = DetectCosts()
@@ -439,6 +468,8 @@ class LiveTracker:
 
     def update(self, frame: Frame, frame_index: int, *, full_size: int, track_size: int, deadline_s: float = 1.0) -> FaceReport:
         result = self._full.take_result()
+        if result is not None and not result.ok:
+            self.changes.failed()
         appeared = self.book.take_full(result) if result is not None else []
         late = False
         full_now = False
@@ -494,10 +525,21 @@ class LiveTracker:
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
         # several faces, waiting for the next due detection would leave it covered that long.
         if (due or self.book.needs_full) and self._full.idle:
-            self._full.submit_frame(frame, frame_index, full_size)
-            self._last_full_submit = frame_index
+            self._look_for_new_faces(frame, frame_index, full_size)
         return self.book.report(late=late, appeared=appeared, full=result is not None or full_now,
                                 followed=only_followed)
+
+    def _look_for_new_faces(self, frame: Frame, frame_index: int, full_size: int) -> None:
+        """The full detection: where the picture changed since the last one looked (`changes`),
+        or nowhere when nothing did — but the whole frame when a face was lost (it may be
+        anywhere, and a crop cannot say where) or nothing is tracked yet."""
+        whole = self.book.needs_full or bool(self.book.lost)
+        look = self.changes.where_to_look(frame, full_size, self._warm.ready, whole=whole)
+        if self.changes.wanted is not None:  # a region shape without a session yet: built off the loop
+            self._warm.build([self.changes.wanted], self.faces)
+        if look is not None:
+            self._full.submit_frame(frame, frame_index, full_size, look)
+        self._last_full_submit = frame_index
 
     def _follow(self, frame: Frame, tracks: list[Face], frame_index: int) -> list[Face | None]:
         """Per tracked face: where it is if its pixels only moved since its key frame, else None."""

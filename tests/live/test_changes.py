@@ -1,0 +1,192 @@
+"""Where the periodic full detection looks (`vcamd.live.changes`): only where the picture changed
+since it last looked there, with real photos and the real detector."""
+
+from __future__ import annotations
+
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.faces.detect import input_shape_for
+from vcamd.live import changes
+from vcamd.live.changes import WHOLE, ChangeMap, Region, RegionImage
+from vcamd.live.stats import LiveStats
+from vcamd.live.tracking import FullDetector, LiveTracker, downscaled, scaled
+from vcamd.types import Face
+
+W, H, SIZE = 1280, 720, 640
+
+
+@pytest.fixture(scope="module")
+def room(assets) -> np.ndarray:
+    """A still 720p picture with texture and no face: the crowd photo's sky and wall, blurred."""
+    crowd = cv2.imread(str(assets / "images" / "crowd_selfie.jpg"))
+    return cv2.GaussianBlur(cv2.resize(crowd[: crowd.shape[0] // 5], (W, H)), (0, 0), 9)
+
+
+def with_face(frame: np.ndarray, face: np.ndarray, x: int, y: int) -> np.ndarray:
+    out = frame.copy()
+    out[y : y + face.shape[0], x : x + face.shape[1]] = face
+    return out
+
+
+def test_a_still_picture_needs_no_run_and_the_whole_frame_comes_back_every_few_looks(room):
+    seen = ChangeMap()
+    answers = [seen.where_to_look(room, SIZE) for _ in range(3 * changes.WHOLE_EVERY + 1)]
+    assert answers == ([WHOLE] + [None] * (changes.WHOLE_EVERY - 1)) * 3 + [WHOLE]
+    assert seen.looks == {"whole": 4, "region": 0, "none": 6}
+
+
+def test_camera_noise_is_no_change(room):
+    seen = ChangeMap()
+    seen.where_to_look(room, SIZE)
+    noisy = cv2.add(room, np.random.default_rng(1).integers(0, 6, room.shape, dtype=np.uint8))  # ±3 levels a pixel
+    assert seen.where_to_look(noisy, SIZE) is None
+
+
+def test_a_face_stepping_in_is_looked_for_where_it_stepped_in_and_found_as_the_whole_frame_finds_it(room, newton, detector):
+    seen = ChangeMap()
+    assert seen.where_to_look(room, SIZE) is WHOLE
+    face = cv2.resize(newton, (240, 135))  # a 16:9 portrait whose face is ~50 px wide
+    frame = with_face(room, face, 700, 330)
+    look = seen.where_to_look(frame, SIZE)
+    assert look is not None and look.region is not None
+    r = look.region
+    x0, y0, x1, y1 = r.frame_box()
+    assert x0 <= 700 and y0 <= 330 and 700 + 240 <= x1 and 330 + 135 <= y1, r
+    whole_shape = input_shape_for((H, W), SIZE)
+    assert r.shape[0] * r.shape[1] < changes.WHOLE_SHARE * whole_shape[0] * whole_shape[1]
+    # What the full detector does with it, against what it does with the whole frame.
+    small, scale = downscaled(frame, SIZE)
+    cut = RegionImage.cut(small, r)
+    in_region = [f for f in map(cut.to_frame, detector.detect(cut.image, cut.input_size)) if f is not None]
+    in_whole = [scaled(f, 1.0 / scale) for f in detector.detect(small, SIZE)]
+    assert len(in_region) == len(in_whole) == 1
+    width = in_whole[0].width
+    # The same pixels, seen by the same anchors: the same face (only context far from it differs).
+    assert np.abs(in_region[0].kps - in_whole[0].kps).max() < 0.01 * width
+    # Looked at: the same picture again is no change.
+    assert seen.where_to_look(frame, SIZE) is None
+
+
+def test_a_slow_change_adds_up_against_what_was_last_looked_at(room):
+    seen = ChangeMap()
+    seen.where_to_look(room, SIZE)
+    step = changes.CHANGE_LIMIT * 0.7  # below the limit from one look to the next
+    lamp = room.copy()
+    lamp[100:260, 900:1100] = cv2.add(lamp[100:260, 900:1100], np.full((160, 200, 3), step, np.uint8))
+    assert seen.where_to_look(lamp, SIZE) is None
+    brighter = room.copy()
+    brighter[100:260, 900:1100] = cv2.add(brighter[100:260, 900:1100], np.full((160, 200, 3), 2 * step, np.uint8))
+    look = seen.where_to_look(brighter, SIZE)
+    assert look is not None and look.region is not None and look.region.contains(1000, 180)
+    assert not look.region.contains(200, 600)
+
+
+def test_region_shapes_are_few_and_never_larger_than_the_whole_frame(room):
+    rng = np.random.default_rng(3)
+    shapes = set()
+    whole_h, whole_w = input_shape_for((H, W), SIZE)
+    for _ in range(200):
+        seen = ChangeMap()
+        seen.where_to_look(room, SIZE)
+        frame = room.copy()
+        x, y = int(rng.integers(0, W - 40)), int(rng.integers(0, H - 40))
+        w, h = int(rng.integers(16, 400)), int(rng.integers(16, 300))
+        frame[y : y + h, x : x + w] = 255 - frame[y : y + h, x : x + w]
+        look = seen.where_to_look(frame, SIZE)
+        assert look is not None  # something changed: looked at somewhere
+        if look.region is not None:
+            r = look.region
+            x0, y0, x1, y1 = r.frame_box()
+            assert 0 <= x0 and 0 <= y0 and x1 < W + 64 and y1 < H + 64  # past the edge by less than a grid step
+            assert x0 <= x and y0 <= y and min(W, x + w) <= x1 and min(H, y + h) <= y1  # the change, all of it
+            assert r.x0 % 32 == 0 and r.y0 % 32 == 0  # on the anchor grid
+            assert r.shape[0] <= whole_h and r.shape[1] <= whole_w
+            shapes.add(r.shape)
+    assert 1 < len(shapes) <= 12, shapes
+    assert all(h % changes.REGION_STEP == 0 or h == whole_h for h, _ in shapes)
+
+
+def test_after_a_failed_run_another_size_or_another_frame_size_the_whole_frame_is_looked_at(room):
+    moved = with_face(room, np.zeros((50, 50, 3), np.uint8), 100, 100)
+    seen = ChangeMap()
+    seen.where_to_look(room, SIZE)
+    look = seen.where_to_look(moved, SIZE)
+    assert look is not None and look.region is not None  # what a change gets when the map can vouch for the rest
+    seen = ChangeMap()
+    seen.where_to_look(room, SIZE)
+    seen.failed()  # the detection of that look failed: nothing was seen
+    assert seen.where_to_look(moved, SIZE) is WHOLE
+    seen = ChangeMap()
+    seen.where_to_look(room, SIZE)
+    assert seen.where_to_look(room, 320) is WHOLE  # the watchdog's lower size: never compared with 640's look
+    assert seen.where_to_look(cv2.resize(room, (640, 360)), 320) is WHOLE  # the camera's size changed
+    seen.reset()
+    assert seen.where_to_look(cv2.resize(room, (640, 360)), 320) is WHOLE
+
+
+def test_a_region_not_ready_is_looked_at_whole_and_asked_for(room):
+    seen = ChangeMap()
+    seen.where_to_look(room, SIZE)
+    frame = with_face(room, np.zeros((60, 60, 3), np.uint8), 600, 300)
+    assert seen.where_to_look(frame, SIZE, ready=lambda shape: False) is WHOLE
+    assert seen.wanted is not None and seen.wanted[0] % changes.REGION_STEP == 0 and seen.wanted[1] % changes.REGION_STEP == 0
+
+
+def test_a_face_the_region_cuts_is_not_reported_one_at_the_frame_edge_is():
+    small = np.zeros((H // 2, W // 2, 3), np.uint8)
+    cut = RegionImage.cut(small, Region(0, 50, 128, 178, scale=0.5))  # frame (0, 100)–(256, 356)
+    assert cut.image.shape[:2] == (128, 128)
+    kps = np.zeros((5, 2), np.float32) + 20
+    at_frame_edge = Face(box=(0.0, 10.0, 40.0, 50.0), score=0.9, kps=kps)  # x0 = 0 is the frame's own edge
+    assert cut.to_frame(at_frame_edge) is not None
+    assert cut.to_frame(at_frame_edge).box == (0.0, 120.0, 80.0, 200.0)
+    across_the_bottom = Face(box=(10.0, 100.0, 50.0, 140.0), score=0.9, kps=kps)  # past y1 = 128 (frame 356 < 720)
+    across_the_right = Face(box=(100.0, 10.0, 130.0, 40.0), score=0.9, kps=kps)
+    assert cut.to_frame(across_the_bottom) is None and cut.to_frame(across_the_right) is None
+
+
+def test_faces_stepping_into_a_tracked_still_scene_are_found_by_the_next_due_detection(room, newton, live_config, face_engine_factory):
+    """End to end through the tracker and its full-detector thread: one face tracked in a still
+    room; due detections with nothing changed do not run; faces step in one after another, and
+    the next due detection — whole, or only where they stepped in once that region's detector
+    shape is built — reports each of them."""
+    engine = face_engine_factory(live_config())
+    frames = [with_face(room, cv2.resize(newton, (400, 225)), 80, 250)]
+    for x, y in ((768, 40), (768, 448), (1024, 256)):  # each face ~60 px wide, a 256×144 portrait
+        frames.append(with_face(frames[-1], cv2.resize(newton, (256, 144)), x, y))
+    step_ins = {8: 1, 18: 2, 28: 3}  # frame index → how many faces stepped in so far
+    full = FullDetector(engine, LiveStats(), time.monotonic)
+    full.start()
+    tracker = LiveTracker(engine, full, full_every=5)
+    looks: list[str] = []
+    found_at: dict[int, int] = {}  # faces in view → first frame the tracker reported that many
+    try:
+        shown = 0
+        for index in range(1, 36):
+            shown = step_ins.get(index, shown)
+            before = dict(tracker.changes.looks)
+            report = tracker.update(frames[shown], index, full_size=SIZE, track_size=192, deadline_s=30.0)
+            found_at.setdefault(len(report.faces), index)
+            looks.append(next((k for k, v in tracker.changes.looks.items() if v != before[k]), "-"))
+            _settle(tracker, full)  # this frame's detection (and any session build) lands before the next frame
+    finally:
+        tracker.stop()
+        full.stop()
+    due = {index: looks[index - 1] for index in range(1, 36, 5)}  # frames 1, 6, 11, … (full_every = 5)
+    assert due[1] == "whole" and due[6] == "none", looks  # the still room: no run
+    # Each face is reported by the look due after it stepped in (its result lands a frame later).
+    assert found_at.get(2, 99) <= 12 and found_at.get(3, 99) <= 22 and found_at.get(4, 99) <= 32, (found_at, looks)
+    assert "region" in (due[11], due[21], due[31]), looks  # once its shape is built, only where it changed
+
+
+def _settle(tracker: LiveTracker, full: FullDetector) -> None:
+    for _ in range(3000):  # a bound for a broken thread, not a timing
+        # The session warm-up thread (`warming` itself clears only at the next update).
+        if full.idle and not tracker._warm.busy:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the full detector or the session warm-up never finished")

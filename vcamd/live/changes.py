@@ -1,0 +1,259 @@
+"""Where the picture changed since the full detector last looked there — so it looks only there.
+
+A full detection (SCRFD over the whole frame at 640×384, ~50 ms of CPU on a small CPU) runs every
+`full_every` frames to find faces nobody tracks yet. A new face cannot appear without changing the
+pixels where it appears, and in a video call most of the picture — the room behind the person —
+does not change from one detection to the next. So, as a surveillance recorder runs its object
+detector only on the regions with motion, the tracker asks `ChangeMap.where_to_look` before each
+periodic full detection:
+
+* the map is a small colour thumbnail of what the detector last looked at: one cell per
+  `cell × cell` block of the frame (about THUMB_CELLS cells across), each its mean colour;
+* a cell whose mean moved by more than CHANGE_LIMIT in any channel since the detector last covered
+  it has changed (a cell mean averages the camera's noise away; a face, a hand or a body moving in
+  changes it by tens of levels);
+* the detection then runs on the rectangle around the changed cells, grown by MARGIN_CELLS, cut
+  from the frame downscaled exactly as for a whole-frame detection, its sides rounded up to
+  multiples of REGION_STEP input pixels (a handful of shapes, one detector session each) and its
+  corner on the detector's coarsest anchor grid: a face inside is seen by the same anchors at the
+  same pixels as in the whole frame, only less of the frame is looked at. No changed cell:
+  nothing new can be there, no run at all;
+* the whole frame whenever the map cannot vouch for the rest: the first look, after a reset (new
+  detector, camera, frame size), at another detection size, after a failed run, when the
+  rectangle would be most of the frame anyway — and at least every WHOLE_EVERY-th look, however
+  still the picture, as a backstop for changes too slow or too faint for the map.
+
+Only the cells a look covered are refreshed in the thumbnail, so a slow change adds up against what
+the detector last saw there (never against the previous frame) until it shows. Pure: no threads,
+no models; the tracker feeds it frames and acts on its answers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from vcamd.faces.detect import SHAPE_STEP, input_shape_for
+from vcamd.types import Face, Frame
+
+THUMB_CELLS = 80
+"""About this many cells across the frame's long side (16-px cells at 1280 wide, 24 at 1920)."""
+
+CHANGE_LIMIT = 6.0
+"""A cell has changed when its mean moved by more than this (0–255 levels) in any colour channel.
+MJPG noise on a still picture moves 16×16 cell means by under 1; a face moving in moves them by tens."""
+
+MARGIN_CELLS = 2
+"""The changed cells' bounding box is grown by this many cells each side before it is rounded up."""
+
+REGION_STEP = 128
+"""A region's sides in detector input pixels are multiples of this (one session per shape)."""
+
+WHOLE_SHARE = 0.6
+"""A region with at least this share of the whole frame's input pixels is looked at whole."""
+
+WHOLE_EVERY = 3
+"""At least every this many looks, the whole frame (1 s at 30 fps with full_every = 10)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """A rectangle of the frame downscaled by `scale` for a full detection, in that image's pixels,
+    half-open: small[y0:y1, x0:x1]. It may reach past the image's right and bottom edges by less
+    than the anchor grid's step (padded as the detector pads a frame)."""
+
+    x0: int
+    y0: int
+    x1: int
+    y1: int
+    scale: float = 1.0  # frame pixels → these pixels
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(height, width): the detector input shape this region's run takes."""
+        return self.y1 - self.y0, self.x1 - self.x0
+
+    def contains(self, x: float, y: float) -> bool:
+        """Whether the frame point (x, y) lies in the region."""
+        return self.x0 <= x * self.scale < self.x1 and self.y0 <= y * self.scale < self.y1
+
+    def frame_box(self) -> tuple[float, float, float, float]:
+        """The region in frame pixels (x0, y0, x1, y1)."""
+        k = 1.0 / self.scale
+        return self.x0 * k, self.y0 * k, self.x1 * k, self.y1 * k
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """Where the next full detection looks: `region` None is the whole frame."""
+
+    region: Region | None
+
+    @property
+    def whole(self) -> bool:
+        return self.region is None
+
+
+WHOLE = Look(None)
+
+
+class ChangeMap:
+    """What the full detector last saw, cell by cell, and where the picture changed since."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget what was seen (a new detector, a new camera): the next look is the whole frame."""
+        self._thumb: np.ndarray | None = None
+        self._seen_as: tuple[tuple[int, int], int] | None = None  # (frame size, detection size) of the thumbnail
+        self._since_whole = 0
+        self.wanted: tuple[int, int] | None = None
+        """The detector input shape the last answer wanted but found not `ready` (to be built)."""
+        self.looks = {"whole": 0, "region": 0, "none": 0}
+        """How often each answer was given (stats, tests)."""
+
+    def where_to_look(self, frame: Frame, input_size: int,
+                      ready: Callable[[tuple[int, int]], bool] = lambda _shape: True, *, whole: bool = False) -> Look | None:
+        """Where a full detection at `input_size` should look in `frame`: WHOLE, a region, or
+        None (nothing changed: no run). `whole` asks for the whole frame (the caller knows a
+        reason). A region whose detector input shape is not `ready` (its session not built yet)
+        is looked at whole meanwhile, and named in `wanted`. The answer is taken as done: the
+        cells it covers are refreshed now (`failed()` undoes that if the run fails)."""
+        self.wanted = None
+        thumb = thumbnail(frame)
+        old = self._thumb
+        seen_as = (frame.shape[:2], input_size)
+        if whole or old is None or self._seen_as != seen_as or self._since_whole + 1 >= WHOLE_EVERY:
+            return self._looked_whole(thumb, seen_as)
+        changed = np.abs(thumb - old).max(axis=2) > CHANGE_LIMIT
+        if not changed.any():
+            self.looks["none"] += 1
+            self._since_whole += 1
+            return None
+        region = changed_region(frame.shape[:2], changed, input_size)
+        if region is None:
+            return self._looked_whole(thumb, seen_as)
+        if not ready(region.shape):
+            self.wanted = region.shape
+            return self._looked_whole(thumb, seen_as)
+        x0, y0, x1, y1 = cells_inside(region.frame_box(), frame.shape[:2], thumb.shape[:2])
+        old[y0:y1, x0:x1] = thumb[y0:y1, x0:x1]
+        self._since_whole += 1
+        self.looks["region"] += 1
+        return Look(region)
+
+    def failed(self) -> None:
+        """The last look's detection failed: what it covered was not really seen."""
+        self._thumb = None
+
+    def _looked_whole(self, thumb: np.ndarray, seen_as: tuple[tuple[int, int], int]) -> Look:
+        self._thumb, self._seen_as, self._since_whole = thumb, seen_as, 0
+        self.looks["whole"] += 1
+        return WHOLE
+
+
+def thumbnail(frame: Frame) -> np.ndarray:
+    """The frame's mean colour per cell (about THUMB_CELLS cells across its long side), float32."""
+    h, w = frame.shape[:2]
+    cell = max(1, round(max(h, w) / THUMB_CELLS))
+    small = cv2.resize(frame, (max(1, round(w / cell)), max(1, round(h / cell))), interpolation=cv2.INTER_AREA)
+    return (small if small.ndim == 3 else small[:, :, None]).astype(np.float32)
+
+
+def cells_inside(box: tuple[float, float, float, float], frame_hw: tuple[int, int],
+                 thumb_hw: tuple[int, int]) -> tuple[int, int, int, int]:
+    """The cells (x0, y0, x1, y1, half-open) wholly inside a frame box: a cell only partly inside
+    was not wholly looked at, so it keeps its old value and shows its change next time."""
+    (fh, fw), (th, tw) = frame_hw, thumb_hw
+    kx, ky = tw / fw, th / fh
+    return math.ceil(box[0] * kx), math.ceil(box[1] * ky), math.floor(box[2] * kx), math.floor(box[3] * ky)
+
+
+def changed_region(frame_hw: tuple[int, int], changed: np.ndarray, input_size: int) -> Region | None:
+    """The region to look at for these changed cells, or None when that is most of the frame
+    (WHOLE_SHARE): then the whole frame. The changed cells' box, grown by MARGIN_CELLS, in the
+    downscaled frame's pixels; its sides rounded up to REGION_STEP; placed around the changes
+    with its corner on the anchor grid (SHAPE_STEP), inside the image but for less than a step."""
+    scale = detection_scale(frame_hw, input_size)
+    sh, sw = downscaled_hw(frame_hw, scale)
+    th, tw = changed.shape
+    ys, xs = np.nonzero(changed)
+    x0, x1 = max(0, xs.min() - MARGIN_CELLS) * sw / tw, min(tw, xs.max() + 1 + MARGIN_CELLS) * sw / tw
+    y0, y1 = max(0, ys.min() - MARGIN_CELLS) * sh / th, min(th, ys.max() + 1 + MARGIN_CELLS) * sh / th
+    full_h, full_w = input_shape_for((sh, sw), max(sh, sw))
+    rx, width = _span(x0, x1, sw, full_w)
+    ry, height = _span(y0, y1, sh, full_h)
+    if width * height >= WHOLE_SHARE * full_w * full_h:
+        return None
+    return Region(rx, ry, rx + width, ry + height, scale)
+
+
+def _span(lo: float, hi: float, limit: int, full: int) -> tuple[int, int]:
+    """(start, side) of a span covering [lo, hi): the start on the anchor grid (SHAPE_STEP), the
+    side a multiple of REGION_STEP (or `full`, the whole input's side), the spare room shared on
+    both sides, inside [0, limit) but for less than one grid step past `limit` (what the
+    detector's letterbox pads anyway)."""
+    start = SHAPE_STEP * math.floor(lo / SHAPE_STEP)
+    side = min(full, REGION_STEP * math.ceil((hi - start) / REGION_STEP))
+    start -= SHAPE_STEP * math.floor((side - (hi - start)) / 2 / SHAPE_STEP)
+    last = SHAPE_STEP * math.ceil((limit - side) / SHAPE_STEP)
+    return int(max(0, min(start, last))), side
+
+
+def detection_scale(frame_hw: tuple[int, int], input_size: int) -> float:
+    """Frame → detector input pixels of a full detection at `input_size` (never enlarging)."""
+    return min(1.0, input_size / max(frame_hw))
+
+
+def downscaled_hw(frame_hw: tuple[int, int], scale: float) -> tuple[int, int]:
+    """The size of the frame downscaled by `scale` for a full detection (`tracking.downscaled`)."""
+    h, w = frame_hw
+    return (h, w) if scale >= 1.0 else (max(1, round(h * scale)), max(1, round(w * scale)))
+
+
+@dataclass(frozen=True, slots=True)
+class RegionImage:
+    """A region as the detector sees it — cut from the frame downscaled exactly as for a
+    whole-frame detection, so its pixels are the whole frame's own — and how a detection in it
+    maps back to the frame."""
+
+    image: Frame
+    region: Region
+    small_hw: tuple[int, int]  # the downscaled frame's size
+
+    @classmethod
+    def cut(cls, small: Frame, region: Region) -> RegionImage:
+        """`region` of `small` (the frame downscaled by `region.scale`); the part past its right
+        or bottom edge padded black, as the detector's letterbox pads a frame."""
+        sh, sw = small.shape[:2]
+        h, w = region.shape
+        view = small[region.y0 : min(region.y1, sh), region.x0 : min(region.x1, sw)]
+        if view.shape[:2] == (h, w):
+            return cls(view, region, (sh, sw))  # a view: `small` is already the detector's private copy
+        image = np.zeros((h, w, *small.shape[2:]), small.dtype)
+        image[: view.shape[0], : view.shape[1]] = view
+        return cls(image, region, (sh, sw))
+
+    @property
+    def input_size(self) -> int:
+        """The detector input size for this image: its long side (its shape is the input shape)."""
+        return max(self.image.shape[:2])
+
+    def to_frame(self, face: Face) -> Face | None:
+        """The detection in frame coordinates; None when it reaches past a side of the region
+        that is not the frame's edge (a face cut by the region: its box and keypoints are not
+        whole, and the faces there are the rest of the frame's business)."""
+        r, (sh, sw) = self.region, self.small_hw
+        h, w = r.shape
+        x1, y1, x2, y2 = face.box
+        if (r.x0 > 0 and x1 < 0) or (r.y0 > 0 and y1 < 0) or (r.x1 < sw and x2 > w) or (r.y1 < sh and y2 > h):
+            return None
+        k = 1.0 / r.scale
+        box = ((x1 + r.x0) * k, (y1 + r.y0) * k, (x2 + r.x0) * k, (y2 + r.y0) * k)
+        kps = ((face.kps + np.array([r.x0, r.y0], np.float32)) * np.float32(k)).astype(np.float32)
+        return Face(box=box, score=face.score, kps=kps)
