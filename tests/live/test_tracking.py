@@ -84,3 +84,27 @@ def test_a_track_lost_among_several_faces_asks_for_a_full_detection_at_once(live
         assert tracker._last_full_submit == 2 and not full.idle, "no full detection was asked for"
     finally:
         tracker.stop()
+
+
+def test_a_detection_of_a_region_judges_only_the_faces_it_looked_at():
+    """A periodic full detection that looked only where the picture changed (`changes.ChangeMap`)
+    says nothing about a lost face elsewhere — it stays lost and covered — and it does not make
+    the positions known again after a loss: only a look at the whole frame does."""
+    from vcamd.live.changes import Region
+    from vcamd.live.tracking import LOST_KEEP_FRAMES, FaceBook
+
+    def face(x: float) -> Face:
+        return Face(box=(x, 100.0, x + 60.0, 160.0), score=0.9, kps=np.full((5, 2), x + 30.0, np.float32))
+
+    left, right = face(40.0), face(500.0)
+    book = FaceBook()
+    book.take_full(FullDetection([left, right], frame_index=0, input_size=640))
+    book.take_tracked([left, None], frame_index=1)  # the right face left its crop: lost, positions unknown
+    assert not book.report(late=False, appeared=[], full=False).known
+    around_left = Region(0, 0, 256, 256, scale=1.0)  # looked only where the left face is
+    book.take_full(FullDetection([left], frame_index=1 + LOST_KEEP_FRAMES, input_size=640, region=around_left))
+    report = book.report(late=False, appeared=[], full=True)
+    assert [f.box for f in report.lost] == [right.box] and not report.known
+    book.take_full(FullDetection([left], frame_index=2 + LOST_KEEP_FRAMES, input_size=640))  # the whole frame: it is gone
+    report = book.report(late=False, appeared=[], full=True)
+    assert report.lost == [] and report.known
