@@ -83,7 +83,7 @@ class DetectionConfig(Section):
     """Detector input size (square) for full-frame detections."""
     threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.5
     full_every: Annotated[int, Field(ge=1, le=300)] = 10
-    """Live: run a full-frame detection every N frames; in between, re-detect in a crop around the face."""
+    """Live: look for new faces every N frames (where the picture changed; the whole frame at least every third look); in between, re-detect in a crop around each face."""
     track_size: Annotated[int, Field(ge=96, le=640, multiple_of=32)] = 192
     """Live: detector input size for the crop around a tracked face."""
 
