@@ -7,6 +7,7 @@ A transform M maps frame coordinates to crop coordinates; `invert_affine(M)` map
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import cv2
@@ -60,22 +61,37 @@ def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Affine:
     complex numbers, scale·rotation is the single complex factor a = Σ conj(s)·d / Σ |s|² of the
     centred points — no SVD, and a proper rotation by construction (never a reflection).
     """
-    src = np.asarray(src, dtype=np.float64)
-    dst = np.asarray(dst, dtype=np.float64)
-    src_mean, dst_mean = src.mean(axis=0), dst.mean(axis=0)
-    sx, sy = (src - src_mean).T
-    dx, dy = (dst - dst_mean).T
-    src_var = float(sx @ sx + sy @ sy)
+    return _similarity(np.asarray(src, dtype=np.float64).tolist(), np.asarray(dst, dtype=np.float64).tolist())
+
+
+def _similarity(src: list[list[float]], dst: list[list[float]]) -> Affine:
+    """`similarity_transform` on point lists, in plain Python floats (float64, as numpy would): for
+    5 points this is ~4 µs against ~15 µs of numpy calls, per face and per frame."""
+    n = len(src)
+    smx = sum([p[0] for p in src]) / n
+    smy = sum([p[1] for p in src]) / n
+    dmx = sum([p[0] for p in dst]) / n
+    dmy = sum([p[1] for p in dst]) / n
+    src_var = dot_c = dot_s = 0.0
+    for (x, y), (u, v) in zip(src, dst):
+        x, y, u, v = x - smx, y - smy, u - dmx, v - dmy
+        src_var += x * x + y * y
+        dot_c += x * u + y * v
+        dot_s += x * v - y * u
     if src_var > 0:
-        a = float(sx @ dx + sy @ dy) / src_var  # scale · cos θ
-        b = float(sx @ dy - sy @ dx) / src_var  # scale · sin θ
+        a = dot_c / src_var  # scale · cos θ
+        b = dot_s / src_var  # scale · sin θ
     else:
         a, b = 1.0, 0.0  # all points coincide: no scale or rotation to recover, only the shift
-    m = np.empty((2, 3), dtype=np.float32)
-    m[0, 0], m[0, 1], m[1, 0], m[1, 1] = a, -b, b, a
-    m[0, 2] = dst_mean[0] - (a * src_mean[0] - b * src_mean[1])
-    m[1, 2] = dst_mean[1] - (b * src_mean[0] + a * src_mean[1])
-    return m
+    return np.array(
+        ((a, -b, dmx - (a * smx - b * smy)), (b, a, dmy - (b * smx + a * smy))),
+        dtype=np.float32,
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _template_list(size: int, template: Template) -> list[list[float]]:
+    return template_points(size, template).astype(np.float64).tolist()
 
 
 def estimate_affine(kps: npt.ArrayLike, size: int, template: Template = "arcface") -> Affine:
@@ -83,7 +99,7 @@ def estimate_affine(kps: npt.ArrayLike, size: int, template: Template = "arcface
     kps = np.asarray(kps, dtype=np.float32)
     if kps.shape != (5, 2):
         raise ValueError(f"expected 5×2 keypoints, got shape {kps.shape}")
-    return similarity_transform(kps, template_points(size, template))
+    return _similarity(kps.tolist(), _template_list(size, template))
 
 
 def warp(frame: Frame, m: Affine, size: int) -> Frame:
