@@ -179,7 +179,7 @@ def _halved_affine(m: Affine6) -> Affine6:
 
 _LEVELS = np.arange(256, dtype=np.float64)[:, None]
 
-LAB_BLACK = (0, 128, 128)
+LAB_BLACK = (0, 128, 128, 0)
 """Black in OpenCV's 8-bit LAB: the fill where a warped LAB crop reaches past the crop."""
 
 MIN_STATS_PIXELS = 16
@@ -258,25 +258,47 @@ class _Prepared:
     """One swapped crop at one level (halved `halvings` times), as pastes need it: its pixels and,
     for colour correction, its LAB and statistics over the level's region — computed on first use,
     kept while the same crop is pasted again (a live swap is pasted at every frame until the next
-    one arrives)."""
+    one arrives). Warped forms have a fourth channel (see `_warp4`)."""
 
-    __slots__ = ("pixels", "_lab", "_stats")
+    __slots__ = ("pixels", "_bgra", "_lab", "_lab4", "_stats")
 
     def __init__(self, pixels: Frame) -> None:
         self.pixels = pixels
+        self._bgra: Frame | None = None
         self._lab: Frame | None = None
+        self._lab4: Frame | None = None
         self._stats: Stats | None = None
+
+    def bgra(self) -> Frame:
+        if self._bgra is None:
+            self._bgra = cv2.cvtColor(self.pixels, cv2.COLOR_BGR2BGRA)
+        return self._bgra
 
     def lab(self) -> Frame:
         if self._lab is None:
             self._lab = cv2.cvtColor(self.pixels, cv2.COLOR_BGR2LAB)
         return self._lab
 
+    def lab4(self) -> Frame:
+        """The LAB crop with a fourth (unused) channel, for `_warp4`."""
+        if self._lab4 is None:
+            self._lab4 = cv2.cvtColor(self.lab(), cv2.COLOR_BGR2BGRA)  # appends a channel; LAB stays LAB
+        return self._lab4
+
     def stats(self, region: npt.NDArray[np.uint8]) -> Stats:
         """LAB statistics where `region` ≠ 0; `region` is always the level's statistics region."""
         if self._stats is None:
             self._stats = cv2.meanStdDev(self.lab(), mask=region)
         return self._stats
+
+
+def _warp4(image4: Frame, roi_m: npt.NDArray[np.float64], size: tuple[int, int], border: tuple[int, ...] = (0, 0, 0, 0)) -> Frame:
+    """Warp a 4-channel 8-bit image into the paste rectangle and drop the fourth channel. OpenCV
+    warps 8-bit images with 4 channels through its SIMD path and 3-channel ones without it: the
+    same pixels, bit for bit, in half the time or less (a 330² paste rectangle: 527 → 270 µs)."""
+    flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
+    warped = cv2.warpAffine(image4, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=border)
+    return cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR)  # drops the fourth channel, whatever the colours
 
 
 PREPARED_KEEP = 64
@@ -380,9 +402,9 @@ class Blender:
         prepared = self._prepare(swapped_crop, halvings)
         alpha, stats_region = self._masks_for(swapped_crop.shape[0], halvings)
         in_frame = self.color_correction and self.footprint_sized and _in_frame_space(region, side)
-        pixels = prepared.pixels
+        pixels4 = prepared.bgra() if not self.color_correction else None
         if self.color_correction and not in_frame:
-            pixels = self._corrected_crop(frame, prepared, m, side, stats_region, original_crop)
+            pixels4 = self._corrected_crop(frame, prepared, m, side, stats_region, original_crop)
         plain_alpha = alpha
         if self.mouth_mask:
             a, b, c, d, e, f = m
@@ -397,11 +419,12 @@ class Blender:
         roi = frame[region.y0 : region.y1, region.x0 : region.x1]
         weight = cv2.warpAffine(alpha, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
         if in_frame:
-            lab = cv2.warpAffine(prepared.lab(), roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=LAB_BLACK)
+            lab = _warp4(prepared.lab4(), roi_m, size, LAB_BLACK)
             plain = weight if plain_alpha is alpha else cv2.warpAffine(plain_alpha, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
             warped = _corrected_roi(lab, roi, cv2.compare(plain, 0.5, cv2.CMP_GE))
         else:
-            warped = cv2.warpAffine(pixels, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
+            assert pixels4 is not None
+            warped = _warp4(pixels4, roi_m, size)
         if opacity < 1.0:
             weight *= np.float32(opacity)
         # One pass in float32 with a single rounding at the end (truncating instead would darken
@@ -415,7 +438,8 @@ class Blender:
     def _corrected_crop(self, frame: Frame, prepared: _Prepared, m: Affine6, side: int, stats_region: npt.NDArray[np.uint8],
                         original_crop: Frame | None) -> Frame:
         """Colour correction in crop space (`match_colour`, with the swapped crop's LAB and, for a
-        face wholly inside the frame, its statistics kept from the last paste of the same crop)."""
+        face wholly inside the frame, its statistics kept from the last paste of the same crop):
+        the corrected crop, with a fourth channel for `_warp4`."""
         if original_crop is None:
             # Warping to the crop's size reads only the face's pixels of the frame.
             original_crop = cv2.warpAffine(frame, np.array((m[:3], m[3:]), np.float64), (side, side), flags=cv2.INTER_LINEAR)
@@ -425,10 +449,10 @@ class Blender:
         else:
             region = stats_region * valid
             if cv2.countNonZero(region) < MIN_STATS_PIXELS:
-                return prepared.pixels
+                return prepared.bgra()
             src = cv2.meanStdDev(prepared.lab(), mask=region)
         ref = cv2.meanStdDev(cv2.cvtColor(original_crop, cv2.COLOR_BGR2LAB), mask=region)
-        return cv2.cvtColor(cv2.LUT(prepared.lab(), _colour_table(src, ref)), cv2.COLOR_LAB2BGR)
+        return cv2.cvtColor(cv2.LUT(prepared.lab(), _colour_table(src, ref)), cv2.COLOR_LAB2BGR, dstCn=4)
 
 
 def _corrected_roi(lab: Frame, roi: Frame, region: npt.NDArray[np.uint8]) -> Frame:
