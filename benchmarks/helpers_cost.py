@@ -45,7 +45,7 @@ def main() -> None:
     from vcamd.badge import draw_badge
     from vcamd.bench.clips import fitted_frame
     from vcamd.faces.align import estimate_affine, for_warps, warp
-    from vcamd.faces.blend import PREPARED_KEEP, Blender
+    from vcamd.faces.blend import PREPARED_PIXELS, Blender
     from vcamd.faces.detect import FaceDetector
     from vcamd.live.cropplan import crop_around
     from vcamd.live.tracking import dedupe_faces
@@ -67,7 +67,7 @@ def main() -> None:
     kps[1080] = kps[720] * 1.5
     crop = rng.integers(0, 256, (128, 128, 3), dtype=np.uint8)
     blender = Blender(128)
-    new_crops = itertools.cycle([rng.integers(0, 256, (128, 128, 3), dtype=np.uint8) for _ in range(PREPARED_KEEP + 1)])
+    new_crops = itertools.cycle([rng.integers(0, 256, (128, 128, 3), dtype=np.uint8) for _ in range(PREPARED_PIXELS // 128**2 + 1)])
     fitted = fitted_frame(solvay, (1280, 720))
     small = detector.detect(fitted)
     small_crops = [np.ascontiguousarray(255 - warp(fitted, estimate_affine(f.kps, 128), 128)) for f in small]

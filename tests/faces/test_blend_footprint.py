@@ -22,7 +22,7 @@ import pytest
 from vcamd.bench.clips import fitted_frame
 from vcamd.bench.pastes import face_core, footprint, ideal_paste, psnr, scaled_for_footprint
 from vcamd.faces.align import estimate_affine, warp
-from vcamd.faces.blend import SHRINK_RATIO, Blender
+from vcamd.faces.blend import PREPARED_PIXELS, SHRINK_RATIO, Blender
 from vcamd.faces.swap import Swapper
 from vcamd.types import Face, Frame
 
@@ -198,3 +198,18 @@ def test_the_mouth_mask_keeps_a_small_face_s_real_mouth(group, swap) -> None:  #
         assert np.array_equal(with_mouth[lips], frame[lips]), "the real mouth must show, unchanged"
         kept += int((without[lips] != frame[lips]).any())
     assert kept == len(faces)  # without the mouth mask the swap covers every mouth
+
+
+def test_kept_crops_stay_within_their_budget(newton, newton_face) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(5)
+    blender = Blender(128)
+    for side, template in ((128, "arcface"), (512, "ffhq")):
+        m = estimate_affine(newton_face.kps, side, template)  # type: ignore[arg-type]
+        for _ in range(PREPARED_PIXELS // side**2 + 3):
+            crop = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
+            ours, fresh = newton.copy(), newton.copy()
+            blender.paste(ours, crop, m)
+            Blender(128).paste(fresh, crop, m)
+            assert np.array_equal(ours, fresh)
+        kept = blender._prepared.values()  # what the Blender holds on to
+        assert sum(crop.shape[0] * crop.shape[1] for crop, _ in kept) <= PREPARED_PIXELS

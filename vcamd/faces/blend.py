@@ -301,9 +301,9 @@ def _warp4(image4: Frame, roi_m: npt.NDArray[np.float64], size: tuple[int, int],
     return cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR)  # drops the fourth channel, whatever the colours
 
 
-PREPARED_KEEP = 64
-"""How many swapped crops (per level) a Blender keeps prepared: more than a group photo's faces.
-The oldest goes first."""
+PREPARED_PIXELS = 64 * 128 * 128
+"""How many crop pixels' worth of prepared crops a Blender keeps, the oldest dropped first: 64
+swapped 128² crops (more than a group photo's faces), or 4 restored 512² ones — ~14 MB at most."""
 
 
 class Blender:
@@ -329,6 +329,7 @@ class Blender:
         self._masks_for(crop_size)
         # (id(crop), halvings) → (crop, its prepared form); the crop is kept so its id stays its own.
         self._prepared: dict[tuple[int, int], tuple[Frame, _Prepared]] = {}
+        self._prepared_pixels = 0
 
     def mask_for(self, size: int) -> FloatImage:
         """The feathered mask for a square crop of this side, built on first use, then reused."""
@@ -354,9 +355,12 @@ class Blender:
         for _ in range(halvings):
             pixels = _halve(pixels)
         prepared = _Prepared(pixels)
-        if len(self._prepared) >= PREPARED_KEEP:
-            del self._prepared[next(iter(self._prepared))]
+        size = crop.shape[0] * crop.shape[1]
+        while self._prepared and self._prepared_pixels + size > PREPARED_PIXELS:
+            oldest, _ = self._prepared.pop(next(iter(self._prepared)))
+            self._prepared_pixels -= oldest.shape[0] * oldest.shape[1]
         self._prepared[key] = (crop, prepared)
+        self._prepared_pixels += size
         return prepared
 
     def paste(
