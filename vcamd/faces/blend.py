@@ -34,6 +34,7 @@ computed on the crop.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 import cv2
@@ -302,15 +303,17 @@ def _warp4(image4: Frame, roi_m: npt.NDArray[np.float64], size: tuple[int, int],
 
 
 PREPARED_PIXELS = 64 * 128 * 128
-"""How many crop pixels' worth of prepared crops a Blender keeps, the oldest dropped first: 64
-swapped 128² crops (more than a group photo's faces), or 4 restored 512² ones — ~14 MB at most."""
+"""How many pixels of prepared crops (at their level) a Blender keeps, the oldest dropped first: 64
+swapped 128² crops (more than a group photo's faces) or 256 halved ones, 4 restored 512² ones
+pasted whole — ~14 MB at most."""
 
 
 class Blender:
     """Pastes aligned crops back into frames, in place, on the face's region only.
 
     A Blender keeps what it derived from the crops it pasted last (see `_Prepared`), by the crop
-    array's identity: a crop must not be modified in place once pasted (swap results never are).
+    array's identity (never keeping the crop itself alive): a crop must not be modified in place
+    once pasted (swap results never are).
     One thread at a time per Blender (the live loop's, or the swap worker's for the enhancer's).
     """
 
@@ -327,8 +330,9 @@ class Blender:
         # mask, or that mask area-halved as often as the crop is.
         self._masks: dict[tuple[int, int], tuple[FloatImage, npt.NDArray[np.uint8]]] = {}
         self._masks_for(crop_size)
-        # (id(crop), halvings) → (crop, its prepared form); the crop is kept so its id stays its own.
-        self._prepared: dict[tuple[int, int], tuple[Frame, _Prepared]] = {}
+        # (id(crop), halvings) → (a weak reference to the crop, its prepared form): an entry is the
+        # crop's only while that crop lives (a new array may get a dead one's id).
+        self._prepared: dict[tuple[int, int], tuple[weakref.ref[Frame], _Prepared]] = {}
         self._prepared_pixels = 0
 
     def mask_for(self, size: int) -> FloatImage:
@@ -348,18 +352,21 @@ class Blender:
 
     def _prepare(self, crop: Frame, halvings: int) -> _Prepared:
         key = (id(crop), halvings)
-        kept = self._prepared.get(key)
-        if kept is not None and kept[0] is crop:
-            return kept[1]
+        kept = self._prepared.pop(key, None)
+        if kept is not None:
+            self._prepared_pixels -= kept[1].pixels.shape[0] ** 2
+            if kept[0]() is not crop:
+                kept = None
         pixels = crop
-        for _ in range(halvings):
-            pixels = _halve(pixels)
-        prepared = _Prepared(pixels)
-        size = crop.shape[0] * crop.shape[1]
+        if kept is None:
+            for _ in range(halvings):
+                pixels = _halve(pixels)
+        prepared = _Prepared(pixels) if kept is None else kept[1]
+        size = prepared.pixels.shape[0] ** 2
         while self._prepared and self._prepared_pixels + size > PREPARED_PIXELS:
-            oldest, _ = self._prepared.pop(next(iter(self._prepared)))
-            self._prepared_pixels -= oldest.shape[0] * oldest.shape[1]
-        self._prepared[key] = (crop, prepared)
+            _, oldest = self._prepared.pop(next(iter(self._prepared)))
+            self._prepared_pixels -= oldest.pixels.shape[0] ** 2
+        self._prepared[key] = (weakref.ref(crop), prepared)  # re-inserted: the newest
         self._prepared_pixels += size
         return prepared
 
