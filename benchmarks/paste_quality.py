@@ -19,8 +19,9 @@ step down to the face). Real faces, real detector (SCRFD-2.5G), the light stand-
    copy of the frame: the Solvay photo fitted into 720p (the groups bench: 29 faces, 24–31 px wide)
    and crowd_selfie.jpg (a colour photo, ~440 faces of 8–150 px). Per face: PSNR and largest
    difference between the two pastes on the face; how far the pasted face's mean LAB colour lies
-   from the original face's (what colour correction is for); how much the paste changed the face
-   (mean |paste − original| on it: the swap is shown, not the original face).
+   from the original face's; how much the paste changed the face (mean |paste − original| on it:
+   the swap is shown, not the original face); and for a swap that came out too blue (the face's
+   own crop, tinted), how far colour correction left its colour from the face's.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def main() -> None:
     from vcamd.bench.clips import fitted_frame
     from vcamd.bench.pastes import face_core, footprint, ideal_paste, psnr, scaled_for_footprint
     from vcamd.bench.standins import build_swapper
-    from vcamd.faces.align import estimate_affine
+    from vcamd.faces.align import estimate_affine, warp
     from vcamd.faces.blend import Blender
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.swap import Swapper
@@ -93,8 +94,9 @@ def main() -> None:
 
     print()
     print("2. Live configuration, colour correction on, each face pasted alone: medians over the faces (worst)")
-    print("| scene | faces | footprint px | PSNR new vs full-size on the face | max |new − full-size| | colour error full-size | footprint-sized | face change full-size | footprint-sized |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| scene | faces | footprint px | PSNR new vs full-size on the face | max |new − full-size| | colour error full-size | footprint-sized "
+          "| face change full-size | footprint-sized | tinted swap's colour error full-size | footprint-sized |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     group = fitted_frame(images["solvay_conference_1927.png"], (1280, 720))
     crowd = images["crowd_selfie.jpg"]
     full_cc, sized_cc = Blender(128, footprint_sized=False), Blender(128)
@@ -112,10 +114,18 @@ def main() -> None:
                 out = frame.copy()
                 blender.paste(out, swapped, m)
                 outs.append(out)
-            colour = [float(np.abs(cv2.cvtColor(o, cv2.COLOR_BGR2LAB).astype(np.float64)[core].mean(0) - lab[core].mean(0)).max()) for o in outs]
+            colour = [_colour_error(o, lab, core) for o in outs]
             change = [float(np.abs(o[core].astype(np.float64) - frame[core]).mean()) for o in outs]
             diff = int(np.abs(outs[0][core].astype(np.int16) - outs[1][core]).max())
-            per_face.append((footprint(m, 128), psnr(outs[1], outs[0], core), diff, *colour, *change))
+            # A swap that came out too blue: the face's own crop, tinted. Colour correction's job
+            # is to bring it back to the face's colour.
+            tinted = np.clip(warp(frame, m, 128).astype(np.int16) + np.int16([45, -25, -30]), 0, 255).astype(np.uint8)
+            back = []
+            for blender in (full_cc, sized_cc):
+                out = frame.copy()
+                blender.paste(out, tinted, m)
+                back.append(_colour_error(out, lab, core))
+            per_face.append((footprint(m, 128), psnr(outs[1], outs[0], core), diff, *colour, *change, *back))
         for lo, hi in ((0, 32), (32, 64), (64, 128), (128, 1e9)):
             bucket = [r for r in per_face if lo <= r[0] < hi]
             if not bucket:
@@ -124,7 +134,17 @@ def main() -> None:
             med = [statistics.median(c) for c in cols]
             span = f"{lo}–{hi:.0f}" if hi < 1e9 else f"≥ {lo}"
             print(f"| {scene} | {len(bucket)} | {span} | {med[1]:.1f} ({min(cols[1]):.1f}) | {med[2]:.0f} ({max(cols[2])}) | "
-                  f"{med[3]:.2f} ({max(cols[3]):.1f}) | {med[4]:.2f} ({max(cols[4]):.1f}) | {med[5]:.1f} | {med[6]:.1f} |")
+                  f"{med[3]:.2f} ({max(cols[3]):.1f}) | {med[4]:.2f} ({max(cols[4]):.1f}) | {med[5]:.1f} | {med[6]:.1f} | "
+                  f"{med[7]:.2f} ({max(cols[7]):.1f}) | {med[8]:.2f} ({max(cols[8]):.1f}) |")
+
+
+def _colour_error(out, lab, core) -> float:  # type: ignore[no-untyped-def]
+    """The largest of |mean L|, |mean a|, |mean b| differences between `out` and the original (its
+    LAB `lab`) on the face's core."""
+    import cv2
+
+    pasted = cv2.cvtColor(out, cv2.COLOR_BGR2LAB).astype(np.float64)[core].mean(0)
+    return float(np.abs(pasted - lab[core].mean(0)).max())
 
 
 if __name__ == "__main__":
