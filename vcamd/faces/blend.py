@@ -311,9 +311,10 @@ pasted whole — ~14 MB at most."""
 class Blender:
     """Pastes aligned crops back into frames, in place, on the face's region only.
 
-    A Blender keeps what it derived from the crops it pasted last (see `_Prepared`), by the crop
-    array's identity (never keeping the crop itself alive): a crop must not be modified in place
-    once pasted (swap results never are).
+    A Blender keeps what it derived from the crops it pasted last (see `_Prepared`, bounded by
+    PREPARED_PIXELS), by the crop array's identity, through a weak reference (a halved crop's
+    original is not kept alive): a crop must not be modified in place once pasted (swap results
+    never are).
     One thread at a time per Blender (the live loop's, or the swap worker's for the enhancer's).
     """
 
