@@ -10,12 +10,14 @@ from vcamd.faces.align import (
     ARCFACE_112,
     FFHQ_512,
     estimate_affine,
+    for_warps,
     invert_affine,
     similarity_transform,
     template_points,
     transform_points,
     warp,
 )
+from vcamd.types import Face
 
 pytestmark = pytest.mark.filterwarnings("ignore:`estimate` is deprecated:FutureWarning")  # inside insightface
 
@@ -108,3 +110,17 @@ def test_closed_form_equals_umeyama_on_noisy_and_mirrored_points():
         reference = skimage_transform.SimilarityTransform()
         assert reference.estimate(src, dst)
         np.testing.assert_allclose(similarity_transform(src, dst), reference.params[:2], rtol=1e-4, atol=1e-3)
+
+
+def test_crops_cut_from_the_4_channel_copy_are_the_same(detector, solvay, newton, newton_face):
+    from vcamd.bench.clips import fitted_frame
+
+    group = fitted_frame(solvay, (1280, 720))
+    faces = detector.detect(group)
+    source = for_warps(group, len(faces), 128)
+    assert source.shape == (720, 1280, 4)  # 29 crops: the conversion pays
+    for face in faces[:: max(1, len(faces) // 8)] + [Face(faces[0].box, 1.0, faces[0].kps - [60, 40])]:  # the last partly outside
+        for size, template in ((128, "arcface"), (512, "ffhq")):
+            m = estimate_affine(face.kps, size, template)  # type: ignore[arg-type]
+            assert np.array_equal(warp(source, m, size), warp(group, m, size))
+    assert for_warps(newton, 1, 128) is newton  # one crop: converting would cost what it saves

@@ -15,6 +15,18 @@ BACKGROUND = 110
 """Flat grey around the face: a test can tell raw background from anything drawn on it."""
 
 
+def fitted_frame(image: Frame, size: tuple[int, int]) -> Frame:
+    """`image` scaled to fit a `size` (width, height) frame, centred on BACKGROUND grey bars: how
+    the groups scenario shows its photo to the camera."""
+    width, height = size
+    scale = min(width / image.shape[1], height / image.shape[0])
+    fitted = cv2.resize(image, (round(image.shape[1] * scale), round(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
+    frame = np.full((height, width, 3), BACKGROUND, np.uint8)
+    y0, x0 = (height - fitted.shape[0]) // 2, (width - fitted.shape[1]) // 2
+    frame[y0 : y0 + fitted.shape[0], x0 : x0 + fitted.shape[1]] = fitted
+    return frame
+
+
 def write_sliding_clip(
     path: Path,
     image: Frame,

@@ -195,17 +195,12 @@ def sliding_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, 
 def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, int]) -> Path:
     """A still camera: `image` fitted into a `size` frame (grey bars), the same frame for 4 s, MJPG."""
     import cv2
-    import numpy as np
 
-    from vcamd.bench.clips import BACKGROUND
+    from vcamd.bench.clips import fitted_frame
     from vcamd.errors import VcamdError
 
     width, height = size
-    scale = min(width / image.shape[1], height / image.shape[0])
-    fitted = cv2.resize(image, (round(image.shape[1] * scale), round(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
-    frame = np.full((height, width, 3), BACKGROUND, np.uint8)
-    y0, x0 = (height - fitted.shape[0]) // 2, (width - fitted.shape[1]) // 2
-    frame[y0 : y0 + fitted.shape[0], x0 : x0 + fitted.shape[1]] = fitted
+    frame = fitted_frame(image, size)
     path = tmpdir / f"still_{width}x{height}.avi"
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), settings.fps, (width, height))
     if not writer.isOpened():

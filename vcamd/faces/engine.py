@@ -30,7 +30,7 @@ import numpy as np
 
 from vcamd.config import Config, FaceSelection
 from vcamd.errors import ConfigError, FaceError, VcamdError
-from vcamd.faces.align import Affine, Template, estimate_affine, invert_affine
+from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
 from vcamd.faces.specs import ENHANCER_CROP
 from vcamd.quality import BEST, Level, rung
@@ -272,16 +272,19 @@ class FaceEngine:
         # while this runs on the swap worker.
         enhancer = self.enhancer
         with timer("align"):
-            aligned = [self.swapper.align(frame, face) for face in faces]
+            # Many faces: every crop cut from one 4-channel copy of the frame (the same crops, cheaper).
+            source = for_warps(frame, len(faces), self.swapper.crop.size)
+            aligned = [self.swapper.align(source, face) for face in faces]
         with timer("swap"):
             crops = self.swapper.swap([crop for crop, _ in aligned], latent)
         if enhancer is None or not rung(level).enhancer or not faces:
             return [SwappedFace(crop, self.swapper.crop.template, face.kps) for crop, face in zip(crops, faces)]
         with timer("enhance"):
-            return [self._enhanced(enhancer, frame, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
+            return [self._enhanced(enhancer, source, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
 
     def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame, m_swap: Affine) -> SwappedFace:
-        """Put the swapped crop into the face's FFHQ enhancer crop and restore that."""
+        """Put the swapped crop into the face's FFHQ enhancer crop and restore that (`frame`: the
+        frame as `swap_faces` cuts its crops from, see `align.for_warps`)."""
         canvas, m_enhance = ENHANCER_CROP.align(frame, face.kps)
         # enhancer-crop pixel → frame → swap-crop pixel: the swap crop's matrix seen from the enhancer crop.
         m_inner = _compose(m_swap, invert_affine(m_enhance))

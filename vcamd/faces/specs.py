@@ -37,7 +37,8 @@ class CropSpec:
     std: float
 
     def align(self, frame: Frame, kps: Points) -> tuple[Frame, Affine]:
-        """The face's aligned crop (BGR uint8) and the matrix M taking frame points into it."""
+        """The face's aligned crop (BGR uint8) and the matrix M taking frame points into it
+        (`frame`: BGR, or its `align.for_warps` copy when many crops are cut from it)."""
         m = estimate_affine(kps, self.size, self.template)
         return warp(frame, m, self.size), m
 
