@@ -120,7 +120,8 @@ def gpu_install_problem(installed: dict[str, str] | None = None) -> str | None:
 
 
 class Sessions:
-    """One InferenceSession per model file (and per input-size variant), created on first use."""
+    """One InferenceSession per model file (and per input-size variant), created on first use;
+    safe from any thread, different models load side by side."""
 
     def __init__(
         self,
@@ -134,9 +135,9 @@ class Sessions:
         self.providers = resolve_providers(list(providers or ["auto"]))
         self.threads = threads or os.cpu_count() or 1
         self._wrap = wrap
-        self._sessions: dict[tuple[Path, tuple[int, int] | None], onnxruntime.InferenceSession] = {}
+        self._sessions: dict[tuple[Path, tuple[int, int] | None], _Slot] = {}
         self._active: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the two dicts; a session is created under its own slot's lock
 
     def _options(self) -> "onnxruntime.SessionOptions":
         import onnxruntime
@@ -166,11 +167,14 @@ class Sessions:
         path = path.expanduser().resolve()
         key = (path, input_hw)
         with self._lock:
-            session = self._sessions.get(key)
-            if session is None:
-                session = self._create(path, input_hw)
-                self._sessions[key] = session
-            return session
+            slot = self._sessions.setdefault(key, _Slot())
+        # One model's seconds of loading (a 554 MB swapper) do not hold up another's: models load
+        # side by side; two callers of the same one wait for the one session. A failed creation
+        # leaves the slot empty (the next caller tries again and gets the error anew).
+        with slot.lock:
+            if slot.session is None:
+                slot.session = self._create(path, input_hw)
+            return slot.session
 
     def _create(self, path: Path, input_hw: tuple[int, int] | None) -> "onnxruntime.InferenceSession":
         import onnxruntime
@@ -195,13 +199,22 @@ class Sessions:
             log.info("%s runs on %s", path.name, really)
         else:  # the same model again at a tracking size: already reported once
             log.debug("%s (input %d×%d) runs on %s", path.name, input_hw[1], input_hw[0], really)
-        self._active[path.name] = really
+        with self._lock:
+            self._active[path.name] = really
         return self._wrap(session, path) if self._wrap is not None else session
 
     def active_providers(self) -> dict[str, str]:
         """Model file name → the provider that really runs it."""
         with self._lock:
             return dict(self._active)
+
+
+class _Slot:
+    """Where one session is created once: its lock, then the session."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.session: Any = None
 
 
 def _load_error(path: Path, exc: Exception) -> ModelError:
@@ -219,27 +232,16 @@ def _load_error(path: Path, exc: Exception) -> ModelError:
 
 
 def _with_input_size(path: Path, input_hw: tuple[int, int]) -> bytes:
-    """The model's bytes with its first input's H, W set and all other shapes left to inference."""
-    import onnx
-    from google.protobuf.message import DecodeError
+    """The model's bytes with its first input's H, W set and all other shapes left to inference
+    (`vcamd.onnxwire`, without the onnx package: see there why)."""
+    from vcamd.onnxwire import WireError, with_input_size
 
     try:
-        model = onnx.load_model(str(path))
-    except (DecodeError, OSError, ValueError) as exc:
+        return with_input_size(path.read_bytes(), input_hw)
+    except OSError as exc:
+        raise ModelError(f"model file {path} cannot be read ({exc.strerror or exc})", fix="re-download it with `vcamd models pull NAME`") from None
+    except WireError as exc:
         raise ModelError(f"model file {path} is not a readable ONNX model ({_first_line(exc)})", fix="re-download it with `vcamd models pull NAME`") from None
-    dims = model.graph.input[0].type.tensor_type.shape.dim
-    if len(dims) != 4:
-        raise ModelError(f"{path.name}: expected an NCHW image input, got rank {len(dims)}")
-    for dim, value in zip(dims[2:], input_hw):
-        dim.ClearField("dim_param")
-        dim.dim_value = value
-    # Output and intermediate shapes were recorded for the export size; let ORT infer them anew.
-    for out in model.graph.output:
-        for dim in out.type.tensor_type.shape.dim:
-            dim.ClearField("dim_value")
-            dim.dim_param = "?"
-    del model.graph.value_info[:]
-    return model.SerializeToString()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -167,7 +167,7 @@ def _open_output_page(engine, open_url) -> None:
     open_url(url)
 
 
-def _face_pipeline(cfg):
+def _face_pipeline(cfg, warm_up):
     """The face pipeline for `cfg` (at start-up and for a reloaded config), and which provider runs
     each of its models. `VCAMD_TEST_MODEL_LOAD_DELAY_S` (tests only) makes loading that much
     slower, to show what is published while the models load."""
@@ -176,7 +176,7 @@ def _face_pipeline(cfg):
     delay = float(os.environ.get("VCAMD_TEST_MODEL_LOAD_DELAY_S", "0") or 0)
     if delay > 0:
         time.sleep(delay)
-    return load_face_pipeline(cfg)
+    return load_face_pipeline(cfg, warm_up)
 
 
 def _check_models_ready(cfg, *, capped: bool) -> None:

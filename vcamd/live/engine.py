@@ -19,7 +19,8 @@ Threads:
 * **face-loader** embeds a new source photo (set-face, tray, a config edit) off the control
   threads and off the loop;
 * **pipeline-rebuild** (only while models load: at start-up, when the engine starts without a
-  pipeline, and after a `[models]`-like edit) builds the face pipeline;
+  pipeline, and after a `[models]`-like edit) builds the face pipeline, with the swapper's session
+  on **swapper-load** beside it (`FaceEngine.from_config`);
 * **gpu-sampler** (only with an NVIDIA GPU) polls utilisation once a second.
 
 Every change from the control socket, the tray, the config watcher and SIGHUP is a command the loop
