@@ -139,21 +139,25 @@ class Sessions:
         self._active: dict[str, str] = {}
         self._lock = threading.Lock()  # guards the two dicts; a session is created under its own slot's lock
 
-    def _options(self) -> "onnxruntime.SessionOptions":
+    def _options(self, *, optimized: bool = False) -> "onnxruntime.SessionOptions":
+        """`optimized`: for a graph ONNX Runtime already optimised (`vcamd.ortcache`): no more optimising."""
         import onnxruntime
 
         opts = onnxruntime.SessionOptions()
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        level = onnxruntime.GraphOptimizationLevel
+        opts.graph_optimization_level = level.ORT_DISABLE_ALL if optimized else level.ORT_ENABLE_ALL
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
         opts.log_severity_level = 3  # ORT warnings (e.g. the unused `emap` initializer) are noise here
         return opts
 
-    def get(self, path: Path | str) -> "onnxruntime.InferenceSession":
-        """The session for a model file, created once."""
-        return self._get(Path(path), None)
+    def get(self, path: Path | str, *, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":
+        """The session for a model file, created once. `keep_optimized`: load it from its optimised
+        graph kept on disk (`vcamd.ortcache`; built on the first load) — for the model a start waits
+        for, the swapper."""
+        return self._get(Path(path), None, keep_optimized)
 
     def get_resized(self, path: Path | str, input_hw: tuple[int, int]) -> "onnxruntime.InferenceSession":
         """A session for a fully convolutional model whose graph fixes its input size (e.g. an
@@ -163,7 +167,7 @@ class Sessions:
         """
         return self._get(Path(path), (int(input_hw[0]), int(input_hw[1])))
 
-    def _get(self, path: Path, input_hw: tuple[int, int] | None) -> "onnxruntime.InferenceSession":
+    def _get(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":
         path = path.expanduser().resolve()
         key = (path, input_hw)
         with self._lock:
@@ -173,21 +177,18 @@ class Sessions:
         # leaves the slot empty (the next caller tries again and gets the error anew).
         with slot.lock:
             if slot.session is None:
-                slot.session = self._create(path, input_hw)
+                slot.session = self._create(path, input_hw, keep_optimized)
             return slot.session
 
-    def _create(self, path: Path, input_hw: tuple[int, int] | None) -> "onnxruntime.InferenceSession":
-        import onnxruntime
-
+    def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist", fix="download it with `vcamd models pull`, or fix the path in [models]")
-        source: str | bytes = str(path)
         if input_hw is not None:
-            source = _with_input_size(path, input_hw)
-        try:
-            session = onnxruntime.InferenceSession(source, sess_options=self._options(), providers=self.providers)
-        except Exception as exc:  # ORT's pybind exceptions share no useful base class but Exception
-            raise _load_error(path, exc) from None
+            session = self._new_session(path, _with_input_size(path, input_hw))
+        elif keep_optimized:
+            session = self._from_optimized(path)
+        else:
+            session = self._new_session(path, str(path))
         really = session.get_providers()[0]
         requested = self.providers[0]
         if really != requested:
@@ -202,6 +203,51 @@ class Sessions:
         with self._lock:
             self._active[path.name] = really
         return self._wrap(session, path) if self._wrap is not None else session
+
+    def _new_session(self, path: Path, source: str | bytes, *, save_to: Path | None = None) -> "onnxruntime.InferenceSession":
+        import onnxruntime
+
+        opts = self._options()
+        if save_to is not None:
+            opts.optimized_model_filepath = str(save_to)
+        try:
+            return onnxruntime.InferenceSession(source, sess_options=opts, providers=self.providers)
+        except Exception as exc:  # ORT's pybind exceptions share no useful base class but Exception
+            raise _load_error(path, exc) from None
+
+    def _from_optimized(self, path: Path) -> "onnxruntime.InferenceSession":
+        """The session from the model's optimised graph kept on disk; on a miss (or an entry ONNX
+        Runtime refuses) from the model itself, keeping its optimised graph for the next time. The
+        cache never makes a load fail: a model's own error is the one raised."""
+        import onnxruntime
+
+        from vcamd import ortcache
+
+        entry = ortcache.entry_for(path, self.providers, onnxruntime.__version__)
+        if entry is None:
+            return self._new_session(path, str(path))
+        if entry.ready():
+            try:
+                session = onnxruntime.InferenceSession(str(entry.graph), sess_options=self._options(optimized=True), providers=self.providers)
+            except Exception as exc:  # whatever ORT raises: the entry goes, the model is loaded itself
+                log.warning("%s: its kept optimised graph %s is unusable (%s); optimising the model again",
+                            path.name, entry.graph, _first_line(exc))
+                entry.drop()
+            else:
+                log.debug("%s: loaded from its optimised graph %s", path.name, entry.graph)
+                return session
+        save_to = entry.begin()
+        try:
+            session = self._new_session(path, str(path), save_to=save_to)
+        except ModelError:
+            entry.abandon()
+            if save_to is None:
+                raise
+            session = self._new_session(path, str(path))  # the model's own error, if it has one; else writing the graph failed
+            log.warning("%s: could not write its optimised graph to %s; loaded without keeping it", path.name, save_to.parent)
+            return session
+        entry.commit()
+        return session
 
     def active_providers(self) -> dict[str, str]:
         """Model file name → the provider that really runs it."""

@@ -197,7 +197,7 @@ class FaceEngine:
             ((cfg.models.detector, "detector"), (cfg.models.recognizer, "recognizer"), (cfg.models.swapper, "swapper"))
         )
         enhancer_path = store.path_for(cfg.models.enhancer, "enhancer") if cfg.enhancer.enabled else None
-        swapper_loaded = in_thread(lambda: Swapper(swapper_path, sessions), "swapper-load")
+        swapper_loaded = in_thread(lambda: Swapper(swapper_path, sessions, keep_optimized=True), "swapper-load")
         detector = FaceDetector(detector_path, sessions, cfg.detection.size, cfg.detection.threshold)
         recognizer = Recognizer(recognizer_path, sessions)
         enhancer = source = reference = None

@@ -31,9 +31,12 @@ class Swapper:
     """A swapper family from `vcamd.faces.specs.SWAPPERS`, recognised by the model's signature, on
     an ONNX Runtime session; `.swap(crops, latent)` runs one batch when it can."""
 
-    def __init__(self, path: Path | str, sessions: Sessions) -> None:
+    def __init__(self, path: Path | str, sessions: Sessions, *, keep_optimized: bool = False) -> None:
+        """`keep_optimized`: load the session from the model's optimised graph kept on disk
+        (`vcamd.ortcache`, built on the first load) — for swapping, where every start waits for
+        this model; not for a check of the file (`vcamd doctor`, a download's verification)."""
         self.path = Path(path)
-        self.session = sessions.get(self.path)
+        self.session = sessions.get(self.path, keep_optimized=keep_optimized)
         inputs = {i.name: i for i in self.session.get_inputs()}
         outputs = self.session.get_outputs()
         spec = swapper_spec_for({name: i.shape for name, i in inputs.items()})
