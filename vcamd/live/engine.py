@@ -298,15 +298,16 @@ class LiveEngine:
         something meanwhile. `run()` opens by itself when this was not called, without the card
         (its loop's first frame follows at once). Raises what the camera or the output raise, with
         everything released; after it, `run()` or `close()`."""
-        self._open()
-        self.frames.send(self.publisher.starting_frame(), Outcome.offline, None)
+        self._open(load=False)
+        self.frames.send(self.publisher.starting_frame(), Outcome.offline, None)  # before the loading thread competes
+        self._start_loading()
 
     def close(self) -> None:
         """Release what `open()` opened when `run()` will not run (the caller failed before it)."""
         if self._opened and self._state != "stopped":
             self._shut_down()
 
-    def _open(self) -> None:
+    def _open(self, *, load: bool = True) -> None:
         if self._opened:
             return
         self._commands.start_looping()
@@ -323,6 +324,10 @@ class LiveEngine:
             self.settings.stop()
             raise
         self._opened = True
+        if load:
+            self._start_loading()
+
+    def _start_loading(self) -> None:
         if self.faces is None:
             # The camera and the output are open: frames go out covered while the models load.
             log.info("loading the face models in the background; frames are covered until they are ready")
