@@ -149,3 +149,14 @@ def test_bench_refuses_a_json_path_it_could_only_fail_to_write_at_the_end(tmp_pa
     folder.mkdir()
     proc = run_vcamd("bench", "--face", assets / "images" / "newton.png", "--scenarios", "light", "--json", folder, timeout=30)
     one_clear_line(proc, str(folder), "--json")
+
+
+def test_the_bench_keeps_optimised_graphs_in_its_own_folder(tmp_path, monkeypatch) -> None:
+    from vcamd import ortcache
+    from vcamd.commands.bench import _cache_dir
+
+    monkeypatch.delenv("VCAMD_CACHE_DIR", raising=False)
+    users = ortcache.cache_dir()
+    with _cache_dir(tmp_path / "optimized"):
+        assert ortcache.cache_dir() == tmp_path / "optimized"
+    assert ortcache.cache_dir() == users

@@ -29,8 +29,10 @@ built inside.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -168,7 +170,7 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
     base = base or Config()
     image = read_image(settings.face, "bench face")
     out: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="vcamd-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="vcamd-bench-") as tmp, _cache_dir(Path(tmp) / "optimized"):
         tmpdir = Path(tmp)
         for name in scenarios:
             log.info("bench: scenario %s", name)
@@ -182,6 +184,21 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
                 clip = sliding_clip(image, settings, tmpdir, (settings.width, settings.height))
                 out[name] = run_scenario(name, settings, clip, tmpdir, base)
     return out
+
+
+@contextlib.contextmanager
+def _cache_dir(folder: Path):
+    """The optimised graphs of the stand-in swappers (`vcamd.ortcache`) go to the bench's temporary
+    folder, not the user's cache (554 MB each, of models deleted after the run)."""
+    previous = os.environ.get("VCAMD_CACHE_DIR")
+    os.environ["VCAMD_CACHE_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("VCAMD_CACHE_DIR", None)
+        else:
+            os.environ["VCAMD_CACHE_DIR"] = previous
 
 
 def sliding_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, int]) -> Path:
@@ -290,7 +307,6 @@ def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, b
 def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
     """`vcamd run` in a subprocess, as a user starts it, with the compute-equivalent inswapper
     stand-in (built once into `tmpdir`): its stats' `startup_ms` (from the process start)."""
-    import os
     import subprocess
     import sys
 
@@ -301,9 +317,9 @@ def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict
     config.write_text(_toml(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
     command = [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip), "--loop",
                "--sink", "null", "--frames", str(settings.frames), "--stats-json", str(stats_path), "--no-tray"]
-    # Its own runtime folder (a daemon already running here does not stop the measurement) and its
-    # own folder of optimised graphs (the stand-in's graph is kept there, not in the user's cache).
-    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(tmpdir / "runtime"), "VCAMD_CACHE_DIR": str(tmpdir / "optimized")}
+    # Its own runtime folder: a daemon already running here does not stop the measurement (and the
+    # stand-in's optimised graph is kept in the bench's folder: `_cache_dir`).
+    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(tmpdir / "runtime")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode as an installed vcamd has it (see the module's doc)
     starts = []
     for _ in ("first", "next"):
