@@ -172,4 +172,65 @@ def test_swapping_keeps_the_swapper_s_graph_and_checking_a_file_does_not(cache, 
         "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True},
     })
     levels = [FaceEngine.from_config(cfg).swapper.session.get_session_options().graph_optimization_level for _ in range(2)]
-    assert levels == [ALL, NONE] and entries(cache) == [".json", ".onnx"]
+    assert levels == [ALL, NONE] and entries(cache) == [".json", ".npz", ".onnx"]  # the graph, its key, emap
+
+
+def test_an_array_read_from_the_model_is_kept_and_read_again_only_when_stale(cache, model, caplog):
+    calls: list[int] = []
+
+    def compute() -> np.ndarray:
+        calls.append(1)
+        return np.arange(6, dtype=np.float32).reshape(2, 3) + len(calls)
+
+    kept = lambda: ortcache.kept_array(model.resolve(), "emap", compute, (2, 3))  # noqa: E731
+    first = kept()
+    np.testing.assert_array_equal(kept(), first)
+    assert len(calls) == 1
+    st = model.stat()
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # the model changed: read again
+    assert kept()[0, 0] == 2 and len(calls) == 2
+    (array,) = cache.glob("*.emap.npz")
+    array.write_bytes(b"not an npz")
+    caplog.set_level(logging.INFO, logger="vcamd")
+    assert kept()[0, 0] == 3 and len(calls) == 3  # unreadable: read again, said, no error
+    assert any("unreadable" in r.getMessage() for r in caplog.records)
+    assert ortcache.kept_array(model.resolve(), "emap", compute, (3, 2))[0, 0] == 4  # misshapen: read again
+    if os.name == "posix":
+        assert stat.S_IMODE(array.stat().st_mode) == 0o600
+
+
+def test_a_kept_array_is_never_a_pickle(cache, model):
+    ortcache.kept_array(model.resolve(), "emap", lambda: np.ones((2, 2), np.float32), (2, 2))
+    (array,) = cache.glob("*.emap.npz")
+    np.savez(array, value=np.array([{"a": 1}], dtype=object), key=np.array("x"))  # a pickled object array
+    value = ortcache.kept_array(model.resolve(), "emap", lambda: np.zeros((2, 2), np.float32), (2, 2))
+    np.testing.assert_array_equal(value, np.zeros((2, 2)))
+
+
+def test_the_swapper_s_emap_is_kept_with_its_graph(cache, standins, tmp_path, monkeypatch):
+    """The next start reads `emap` from the cache, not from the model file (which a start that
+    loads the kept graph would otherwise read only for it)."""
+    import vcamd.faces.swap as swap
+    from vcamd.onnxwire import last_initializer
+
+    path = tmp_path / "swapper.onnx"
+    shutil.copy(standins.swapper, path)
+    first = swap.Swapper(path, Sessions(["cpu"], threads=1), keep_optimized=True)
+    np.testing.assert_array_equal(first.emap, last_initializer(path))
+
+    def unread(*args):
+        raise AssertionError("the model file was walked for emap again")
+
+    monkeypatch.setattr(swap, "_read_emap", unread)
+    again = swap.Swapper(path, Sessions(["cpu"], threads=1), keep_optimized=True)
+    np.testing.assert_array_equal(again.emap, first.emap)
+    assert again.session.get_session_options().graph_optimization_level == NONE
+
+
+def test_kept_arrays_of_models_that_are_gone_are_removed(cache, model, tmp_path):
+    other = tmp_path / "models" / "other.onnx"
+    shutil.copy(model, other)
+    ortcache.kept_array(other.resolve(), "emap", lambda: np.ones(2, np.float32), (2,))
+    other.unlink()
+    load(model)  # keeping a graph prunes
+    assert list(cache.glob("*.npz")) == []

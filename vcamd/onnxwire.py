@@ -8,8 +8,8 @@ Why not the `onnx` package: `import onnx` holds the interpreter lock for about 0
 `ml_dtypes` extension), and `onnx.load_model` parses the whole file — 554 MB for inswapper_128,
 0.7 s or more with the lock held and as much memory again. Models load on a background thread
 while the live loop publishes covered frames; with the lock held that long the loop and the camera
-reader starve ("camera stalled" at start-up). Here a file is memory-mapped and only the tags and
-lengths on the way to the wanted field are read, the rest skipped: milliseconds, no copy.
+reader starve ("camera stalled" at start-up). Here only the tags and lengths on the way to the
+wanted field are read from the file (`FileBuffer`), the rest skipped: milliseconds, no copy.
 
 The field numbers are ONNX's `onnx.proto` (stable: the format never renumbers a field). A singular
 field given twice keeps its last value, repeated fields keep every occurrence in file order, as
@@ -19,7 +19,7 @@ protobuf parsers do. Anything malformed raises `WireError` (callers turn it into
 from __future__ import annotations
 
 import itertools
-import mmap
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +54,7 @@ class WireError(ValueError):
 
 
 class Buffer(Protocol):
-    """bytes or an mmap: an int at an index, bytes for a slice."""
+    """bytes or a `FileBuffer`: an int at an index, bytes for a slice."""
 
     def __getitem__(self, index, /): ...
 
@@ -133,11 +133,50 @@ def _graphs(buf: Buffer) -> Iterator[Field]:
     return _messages(buf, None, MODEL_GRAPH)
 
 
-def _mapped(path: Path) -> mmap.mmap:
-    with open(path, "rb") as f:
-        if f.seek(0, 2) == 0:
-            raise WireError("empty file")
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+class FileBuffer:
+    """A file as a `Buffer`, read on demand: an int at an index from the block around it (one block
+    kept: the fields are walked forwards), bytes for a slice. Plain reads, not an mmap: a read
+    releases the interpreter lock while the disk works, a page fault of an mmap would not — on a
+    cold page cache, walking a 554 MB model's fields held the lock for hundreds of ms at a time."""
+
+    BLOCK = 8192
+
+    def __init__(self, path: Path) -> None:
+        self._file = open(path, "rb")  # noqa: SIM115 — closed by close() / the with-block
+        self._size = self._file.seek(0, os.SEEK_END)
+        self._block_start, self._block = -1, b""
+
+    def __enter__(self) -> FileBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _read(self, start: int, size: int) -> bytes:
+        self._file.seek(start)
+        return self._file.read(size)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(self._size)
+            return self._read(start, stop - start) if stop > start else b""
+        if not 0 <= index < self._size:
+            raise IndexError(index)
+        if not self._block_start <= index < self._block_start + len(self._block):
+            self._block_start = index - index % self.BLOCK
+            self._block = self._read(self._block_start, self.BLOCK)
+        return self._block[index - self._block_start]
+
+
+def _opened(path: Path) -> FileBuffer:
+    buf = FileBuffer(path)
+    if len(buf) == 0:
+        buf.__exit__()
+        raise WireError("empty file")
+    return buf
 
 
 # -- a tensor -----------------------------------------------------------------------------------------
@@ -229,13 +268,13 @@ def last_initializer(path: Path) -> npt.NDArray | None:
     """The graph's last initializer (a float tensor), read without parsing the rest of the file;
     None when the graph has none."""
     try:
-        with _mapped(path) as buf:
+        with _opened(path) as buf:
             last = None
             for graph in _graphs(buf):
                 for last in _messages(buf, graph, GRAPH_INITIALIZER):
                     pass
             return None if last is None else read_tensor(buf, last, path.parent).copy()
-    except (ValueError, OverflowError) as exc:  # mmap of a bad size, numpy shape errors
+    except (ValueError, OverflowError) as exc:  # numpy shape errors
         raise WireError(str(exc)) from None
 
 
@@ -243,7 +282,7 @@ def node_names(path: Path, count: int) -> list[str]:
     """The names of the graph's first `count` nodes."""
     names: list[str] = []
     try:
-        with _mapped(path) as buf:
+        with _opened(path) as buf:
             for graph in _graphs(buf):
                 for node in _messages(buf, graph, GRAPH_NODE):
                     if len(names) == count:

@@ -14,6 +14,9 @@ rebuilt and replaces it, so the cache holds at most one graph per model file (en
 files that are gone are removed). Everything here fails soft: a cache that cannot be read or
 written is logged and the model is loaded the ordinary way — never an error of its own.
 
+Beside each graph, `kept_array` keeps what vcamd reads from the model file itself (the swapper's
+`emap`, 1 MB), so a start that loads the kept graph does not walk the model file at all.
+
 Where: `<user cache dir>/optimized/` (`~/.cache/facelive/optimized` on Linux; `$VCAMD_CACHE_DIR`
 overrides), 0600 files in a 0700 folder; each entry is `<id>.onnx` with its key in `<id>.json`, written after the graph (the
 key's presence marks a complete entry). Delete the folder to drop the cache.
@@ -23,14 +26,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
 import platform
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +146,44 @@ class Entry:
                 path.unlink(missing_ok=True)
 
 
+def kept_array(model: Path, name: str, compute: Callable[[], np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """An array read from a model file (the swapper's `emap`), kept beside the optimised graphs:
+    a start that loads the kept graph does not read the model file at all, and on a cold page
+    cache walking its fields to the array costs 0.3–0.9 s of small reads across 554 MB. Keyed by
+    the model file's identity (resolved path, size, mtime); a missing, stale, unreadable or
+    misshapen one is computed again (`compute()`, whose errors are the caller's) and rewritten.
+    Read with `allow_pickle=False`."""
+    from vcamd.private_files import private_dir, write_private_atomic
+
+    try:
+        st = model.stat()
+    except OSError:
+        return compute()
+    key = json.dumps({"format": FORMAT, "model": str(model), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "name": name})
+    path = cache_dir() / f"{_entry_name(model)}.{name}.npz"
+    try:
+        with np.load(path, allow_pickle=False) as kept:
+            if str(kept["key"]) == key and kept["value"].shape == shape:
+                return kept["value"]
+    except FileNotFoundError:
+        pass
+    except Exception as exc:  # noqa: BLE001 — a damaged file of ours: computed again, never an error
+        log.info("%s: its kept %s (%s) is unreadable (%s); reading it from the model again", model.name, name, path, exc)
+    value = compute()
+    try:
+        data = io.BytesIO()
+        np.savez(data, value=value, key=np.array(key))
+        private_dir(path.parent)
+        write_private_atomic(path, data.getvalue())
+    except OSError as exc:
+        log.info("%s: could not keep its %s in %s: %s", model.name, name, path.parent, exc)
+    return value
+
+
+def _entry_name(model: Path) -> str:
+    return hashlib.sha256(str(model).encode()).hexdigest()[:24]
+
+
 def entry_for(model: Path, providers: list[str], ort_version: str, folder: Path | None = None) -> Entry | None:
     """The cache entry for `model` loaded on `providers`; None where the cache does not apply (GPU
     providers) or the model file cannot be read (the ordinary load says why)."""
@@ -149,7 +194,7 @@ def entry_for(model: Path, providers: list[str], ort_version: str, folder: Path 
     except OSError:
         return None
     folder = folder or cache_dir()
-    name = hashlib.sha256(str(model).encode()).hexdigest()[:24]
+    name = _entry_name(model)
     return Entry(folder / f"{name}.onnx", folder / f"{name}.json", key)
 
 
@@ -171,6 +216,15 @@ def _prune(folder: Path) -> None:
             for path in (key_file, key_file.with_suffix(".onnx")):
                 with contextlib.suppress(OSError):
                     path.unlink(missing_ok=True)
+    for array in (p for p in children if p.suffix == ".npz"):
+        try:
+            with np.load(array, allow_pickle=False) as kept:
+                gone = not Path(json.loads(str(kept["key"]))["model"]).exists()
+        except Exception:  # noqa: BLE001 — unreadable: of no use either
+            gone = True
+        if gone:
+            with contextlib.suppress(OSError):
+                array.unlink(missing_ok=True)
     # A graph without its key (a process killed between the two writes) or a temporary left by a
     # killed process: removed once a day old (younger ones may be another process's, in progress).
     left = [p for p in children if (p.name.startswith(".") and p.suffix == ".tmp") or (p.suffix == ".onnx" and not p.with_suffix(".json").exists())]

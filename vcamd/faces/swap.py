@@ -64,7 +64,13 @@ class Swapper:
         batch = inputs[spec.target_input].shape[0]
         self.batched = not (isinstance(batch, int) and batch > 0)
         """True when the batch dim is symbolic: several faces go through in one run."""
-        self.emap = _read_emap(self.path, spec.identity_dim)  # spec.latent_rule == "emap"
+        dim = spec.identity_dim  # spec.latent_rule == "emap"
+        if keep_optimized:  # kept with the graph: a start that loads the kept graph leaves the model file unread
+            from vcamd.ortcache import kept_array
+
+            self.emap = kept_array(self.path.expanduser().resolve(), "emap", lambda: _read_emap(self.path, dim), (dim, dim))
+        else:
+            self.emap = _read_emap(self.path, dim)
 
     @property
     def crop(self) -> CropSpec:
