@@ -127,6 +127,7 @@ def test_open_publishes_the_starting_card_at_once_and_starts_loading(live_config
     engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True), sink_factory=lambda w, h, fps: sink,
                         faces=None, pipeline_factory=factory)
     engine.open()
+    engine.open()  # once is enough: one card, one load
     assert sink.opened and len(sink.frames) == 1
     np.testing.assert_array_equal(sink.frames[0], offline_frame(*engine.publisher.size, STARTING_MESSAGE))
     assert engine.stats_json()["startup_ms"]["first_frame"] is not None

@@ -298,6 +298,8 @@ class LiveEngine:
         something meanwhile. `run()` opens by itself when this was not called, without the card
         (its loop's first frame follows at once). Raises what the camera or the output raise, with
         everything released; after it, `run()` or `close()`."""
+        if self._opened:
+            return
         self._open(load=False)
         self.frames.send(self.publisher.starting_frame(), Outcome.offline, None)  # before the loading thread competes
         self._start_loading()
