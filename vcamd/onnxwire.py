@@ -142,15 +142,18 @@ class FileBuffer:
     BLOCK = 8192
 
     def __init__(self, path: Path) -> None:
-        self._file = open(path, "rb")  # noqa: SIM115 — closed by close() / the with-block
+        self._file = open(path, "rb")  # noqa: SIM115 — closed by close(), or on leaving a with-block
         self._size = self._file.seek(0, os.SEEK_END)
         self._block_start, self._block = -1, b""
+
+    def close(self) -> None:
+        self._file.close()
 
     def __enter__(self) -> FileBuffer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._file.close()
+        self.close()
 
     def __len__(self) -> int:
         return self._size
@@ -174,7 +177,7 @@ class FileBuffer:
 def _opened(path: Path) -> FileBuffer:
     buf = FileBuffer(path)
     if len(buf) == 0:
-        buf.__exit__()
+        buf.close()
         raise WireError("empty file")
     return buf
 
