@@ -120,7 +120,8 @@ def gpu_install_problem(installed: dict[str, str] | None = None) -> str | None:
 
 
 class Sessions:
-    """One InferenceSession per model file (and per input-size variant), created on first use."""
+    """One InferenceSession per model file (and per input-size variant), created on first use;
+    safe from any thread, different models load side by side."""
 
     def __init__(
         self,
@@ -134,25 +135,29 @@ class Sessions:
         self.providers = resolve_providers(list(providers or ["auto"]))
         self.threads = threads or os.cpu_count() or 1
         self._wrap = wrap
-        self._sessions: dict[tuple[Path, tuple[int, int] | None], onnxruntime.InferenceSession] = {}
+        self._sessions: dict[tuple[Path, tuple[int, int] | None], _Slot] = {}
         self._active: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the two dicts; a session is created under its own slot's lock
 
-    def _options(self) -> "onnxruntime.SessionOptions":
+    def _options(self, *, optimized: bool = False) -> "onnxruntime.SessionOptions":
+        """`optimized`: for a graph ONNX Runtime already optimised (`vcamd.ortcache`): no more optimising."""
         import onnxruntime
 
         opts = onnxruntime.SessionOptions()
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        level = onnxruntime.GraphOptimizationLevel
+        opts.graph_optimization_level = level.ORT_DISABLE_ALL if optimized else level.ORT_ENABLE_ALL
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
         opts.log_severity_level = 3  # ORT warnings (e.g. the unused `emap` initializer) are noise here
         return opts
 
-    def get(self, path: Path | str) -> "onnxruntime.InferenceSession":
-        """The session for a model file, created once."""
-        return self._get(Path(path), None)
+    def get(self, path: Path | str, *, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":
+        """The session for a model file, created once. `keep_optimized`: load it from its optimised
+        graph kept on disk (`vcamd.ortcache`; built on the first load) — for the model a start waits
+        for, the swapper."""
+        return self._get(Path(path), None, keep_optimized)
 
     def get_resized(self, path: Path | str, input_hw: tuple[int, int]) -> "onnxruntime.InferenceSession":
         """A session for a fully convolutional model whose graph fixes its input size (e.g. an
@@ -162,28 +167,28 @@ class Sessions:
         """
         return self._get(Path(path), (int(input_hw[0]), int(input_hw[1])))
 
-    def _get(self, path: Path, input_hw: tuple[int, int] | None) -> "onnxruntime.InferenceSession":
+    def _get(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":
         path = path.expanduser().resolve()
         key = (path, input_hw)
         with self._lock:
-            session = self._sessions.get(key)
-            if session is None:
-                session = self._create(path, input_hw)
-                self._sessions[key] = session
-            return session
+            slot = self._sessions.setdefault(key, _Slot())
+        # One model's seconds of loading (a 554 MB swapper) do not hold up another's: models load
+        # side by side; two callers of the same one wait for the one session. A failed creation
+        # leaves the slot empty (the next caller tries again and gets the error anew).
+        with slot.lock:
+            if slot.session is None:
+                slot.session = self._create(path, input_hw, keep_optimized)
+            return slot.session
 
-    def _create(self, path: Path, input_hw: tuple[int, int] | None) -> "onnxruntime.InferenceSession":
-        import onnxruntime
-
+    def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist", fix="download it with `vcamd models pull`, or fix the path in [models]")
-        source: str | bytes = str(path)
         if input_hw is not None:
-            source = _with_input_size(path, input_hw)
-        try:
-            session = onnxruntime.InferenceSession(source, sess_options=self._options(), providers=self.providers)
-        except Exception as exc:  # ORT's pybind exceptions share no useful base class but Exception
-            raise _load_error(path, exc) from None
+            session = self._new_session(path, _with_input_size(path, input_hw))
+        elif keep_optimized:
+            session = self._from_optimized(path)
+        else:
+            session = self._new_session(path, str(path))
         really = session.get_providers()[0]
         requested = self.providers[0]
         if really != requested:
@@ -195,13 +200,67 @@ class Sessions:
             log.info("%s runs on %s", path.name, really)
         else:  # the same model again at a tracking size: already reported once
             log.debug("%s (input %d×%d) runs on %s", path.name, input_hw[1], input_hw[0], really)
-        self._active[path.name] = really
+        with self._lock:
+            self._active[path.name] = really
         return self._wrap(session, path) if self._wrap is not None else session
+
+    def _new_session(self, path: Path, source: str | bytes, *, save_to: Path | None = None) -> "onnxruntime.InferenceSession":
+        import onnxruntime
+
+        opts = self._options()
+        if save_to is not None:
+            opts.optimized_model_filepath = str(save_to)
+        try:
+            return onnxruntime.InferenceSession(source, sess_options=opts, providers=self.providers)
+        except Exception as exc:  # ORT's pybind exceptions share no useful base class but Exception
+            raise _load_error(path, exc) from None
+
+    def _from_optimized(self, path: Path) -> "onnxruntime.InferenceSession":
+        """The session from the model's optimised graph kept on disk; on a miss (or an entry ONNX
+        Runtime refuses) from the model itself, keeping its optimised graph for the next time. The
+        cache never makes a load fail: a model's own error is the one raised."""
+        import onnxruntime
+
+        from vcamd import ortcache
+
+        entry = ortcache.entry_for(path, self.providers, onnxruntime.__version__)
+        if entry is None:
+            return self._new_session(path, str(path))
+        if entry.ready():
+            try:
+                session = onnxruntime.InferenceSession(str(entry.graph), sess_options=self._options(optimized=True), providers=self.providers)
+            except Exception as exc:  # whatever ORT raises: the entry goes, the model is loaded itself
+                log.warning("%s: its kept optimised graph %s is unusable (%s); optimising the model again",
+                            path.name, entry.graph, _first_line(exc))
+                entry.drop()
+            else:
+                log.debug("%s: loaded from its optimised graph %s", path.name, entry.graph)
+                return session
+        save_to = entry.begin()
+        try:
+            session = self._new_session(path, str(path), save_to=save_to)
+        except ModelError:
+            entry.abandon()
+            if save_to is None:
+                raise
+            session = self._new_session(path, str(path))  # the model's own error, if it has one; else writing the graph failed
+            log.warning("%s: could not write its optimised graph to %s; loaded without keeping it", path.name, save_to.parent)
+            return session
+        entry.commit()
+        return session
 
     def active_providers(self) -> dict[str, str]:
         """Model file name → the provider that really runs it."""
         with self._lock:
             return dict(self._active)
+
+
+class _Slot:
+    """Where one session is created once: its lock, then the session."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.session: Any = None
 
 
 def _load_error(path: Path, exc: Exception) -> ModelError:
@@ -219,27 +278,16 @@ def _load_error(path: Path, exc: Exception) -> ModelError:
 
 
 def _with_input_size(path: Path, input_hw: tuple[int, int]) -> bytes:
-    """The model's bytes with its first input's H, W set and all other shapes left to inference."""
-    import onnx
-    from google.protobuf.message import DecodeError
+    """The model's bytes with its first input's H, W set and all other shapes left to inference
+    (`vcamd.onnxwire`, without the onnx package: see there why)."""
+    from vcamd.onnxwire import WireError, with_input_size
 
     try:
-        model = onnx.load_model(str(path))
-    except (DecodeError, OSError, ValueError) as exc:
+        return with_input_size(path.read_bytes(), input_hw)
+    except OSError as exc:
+        raise ModelError(f"model file {path} cannot be read ({exc.strerror or exc})", fix="re-download it with `vcamd models pull NAME`") from None
+    except WireError as exc:
         raise ModelError(f"model file {path} is not a readable ONNX model ({_first_line(exc)})", fix="re-download it with `vcamd models pull NAME`") from None
-    dims = model.graph.input[0].type.tensor_type.shape.dim
-    if len(dims) != 4:
-        raise ModelError(f"{path.name}: expected an NCHW image input, got rank {len(dims)}")
-    for dim, value in zip(dims[2:], input_hw):
-        dim.ClearField("dim_param")
-        dim.dim_value = value
-    # Output and intermediate shapes were recorded for the export size; let ORT infer them anew.
-    for out in model.graph.output:
-        for dim in out.type.tensor_type.shape.dim:
-            dim.ClearField("dim_value")
-            dim.dim_param = "?"
-    del model.graph.value_info[:]
-    return model.SerializeToString()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -112,6 +112,18 @@ def test_startup_targets_are_first_frame_and_first_swap_from_the_process_start(a
     assert never.figure.startswith("n/a") and never.met is False
 
 
+def test_startup_rows_for_the_first_and_the_next_start_and_the_threads_said(assets: Path) -> None:
+    startup = {"startup_ms": {"first_frame": 300.0, "first_swap": 2900.0}, "first_start_ms": {"first_frame": 450.0, "first_swap": 5200.0},
+               "threads": 0}
+    rows = target_rows({"startup": startup}, _settings(assets, threads=0))
+    assert [(r.measure.split(",")[0], r.met) for r in rows] == [
+        ("first frame (next start)", True), ("first swap (next start)", True),
+        ("first frame (first start)", True), ("first swap (first start)", False),
+    ]
+    text = format_table({"startup": startup}, _settings(assets, threads=0))
+    assert "ONNX Runtime threads 0 (all cores)" in text and "started twice" in text
+
+
 def test_the_startup_scenario_writes_a_config_vcamd_run_reads_back() -> None:
     import tomllib
 
@@ -137,3 +149,14 @@ def test_bench_refuses_a_json_path_it_could_only_fail_to_write_at_the_end(tmp_pa
     folder.mkdir()
     proc = run_vcamd("bench", "--face", assets / "images" / "newton.png", "--scenarios", "light", "--json", folder, timeout=30)
     one_clear_line(proc, str(folder), "--json")
+
+
+def test_the_bench_keeps_optimised_graphs_in_its_own_folder(tmp_path, monkeypatch) -> None:
+    from vcamd import ortcache
+    from vcamd.commands.bench import _cache_dir
+
+    monkeypatch.delenv("VCAMD_CACHE_DIR", raising=False)
+    users = ortcache.cache_dir()
+    with _cache_dir(tmp_path / "optimized"):
+        assert ortcache.cache_dir() == tmp_path / "optimized"
+    assert ortcache.cache_dir() == users

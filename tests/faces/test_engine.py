@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import cv2
@@ -167,3 +168,62 @@ def test_consent_is_required(standins, assets) -> None:  # type: ignore[no-untyp
     assert "source_consent = true" in str(err.value) and "--i-have-consent" in str(err.value)
     require_consent(refused, flag=True)
     require_consent(_config(standins, assets), flag=False)
+
+
+def test_the_swapper_loads_on_its_own_thread_beside_the_rest(standins, assets) -> None:  # type: ignore[no-untyped-def]
+    """The swapper's session is created on `swapper-load` and waits there (the test seam) until
+    `warm_up` ran with the detector on the calling thread: were the parts loaded one after the
+    other, the warm-up could not come first. The source face is embedded beside it too."""
+    from vcamd.runtime import Sessions
+
+    warmed = threading.Event()
+    loaded_on: dict[str, str] = {}
+
+    def wrap(session, path: Path):
+        loaded_on[path.name] = threading.current_thread().name
+        if path.name == standins.swapper.name:
+            assert warmed.wait(60), "the warm-up did not run while the swapper was loading"
+        return session
+
+    def warm_up(detector) -> None:
+        assert detector.detect(np.zeros((64, 64, 3), np.uint8), 64) == []
+        warmed.set()
+
+    cfg = _config(standins, assets)
+    engine = FaceEngine.from_config(cfg, Sessions(["cpu"], threads=1, wrap=wrap), warm_up=warm_up)
+    assert loaded_on[standins.swapper.name] == "swapper-load"
+    assert loaded_on[standins.detector.name] == threading.current_thread().name
+    assert engine.source is not None and engine.process_frame(cv2.imread(str(assets / "images" / "newton.png"))).swapped == 1
+
+
+def _broken(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    path.write_bytes(bytes(range(256)) * 64)
+    return path
+
+
+@pytest.mark.parametrize("broken", ["detector", "recognizer", "swapper"])
+def test_a_model_that_fails_beside_the_others_is_the_one_error(standins, assets, tmp_path: Path, broken: str) -> None:  # type: ignore[no-untyped-def]
+    from vcamd.errors import ModelError
+    from vcamd.runtime import Sessions
+
+    path = _broken(tmp_path, f"broken_{broken}.onnx")
+    cfg = _config(standins, assets, models={broken: str(path)})
+    with pytest.raises(ModelError) as info:
+        FaceEngine.from_config(cfg, Sessions(["cpu"], threads=1))
+    assert path.name in str(info.value) and "\n" not in info.value.message
+
+
+def test_the_swapper_s_error_comes_before_the_source_face_s(standins, assets, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """As the parts are listed: a broken swapper is reported, not the photo without a face that was
+    read beside it; with a good swapper the photo's error is the one."""
+    from vcamd.errors import ModelError
+    from vcamd.runtime import Sessions
+
+    wall = tmp_path / "wall.png"
+    cv2.imwrite(str(wall), np.full((200, 200, 3), 128, np.uint8))
+    swapper = _broken(tmp_path, "broken_swapper.onnx")
+    with pytest.raises(ModelError, match="broken_swapper.onnx"):
+        FaceEngine.from_config(_config(standins, assets, models={"swapper": str(swapper)}, swap={"source_face": str(wall)}), Sessions(["cpu"], threads=1))
+    with pytest.raises(FaceError, match="no face found in source face"):
+        FaceEngine.from_config(_config(standins, assets, swap={"source_face": str(wall)}), Sessions(["cpu"], threads=1))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +103,40 @@ def test_copy_of_real_model_loads(tmp_path: Path, models_dir: Path):
     copy = tmp_path / "copy.onnx"
     shutil.copy(models_dir / "scrfd_500m_kps.onnx", copy)
     assert Sessions(["cpu"]).get(copy).get_inputs()[0].name == "images"
+
+
+def test_two_models_load_side_by_side(models_dir: Path):
+    """Creating one session does not hold up another's: the first model's load waits (in the test
+    seam) until the second model's session exists, which a single lock over all loads would never
+    allow. Two callers of the same model still get the one session."""
+    first, second = models_dir / "scrfd_500m_kps.onnx", models_dir / "mobilefacenet.onnx"
+    second_ready = threading.Event()
+
+    def wrap(session, path: Path):
+        if path.name == first.name:
+            assert second_ready.wait(60), "the second model did not load while the first one was loading"
+        else:
+            second_ready.set()
+        return session
+
+    sessions = Sessions(["cpu"], threads=1, wrap=wrap)
+    got: dict[str, object] = {}
+    loaders = [threading.Thread(target=lambda: got.setdefault("a", sessions.get(first))),
+               threading.Thread(target=lambda: got.setdefault("b", sessions.get(first)))]
+    for t in loaders:
+        t.start()
+    sessions.get(second)
+    for t in loaders:
+        t.join(60)
+    assert got["a"] is got["b"] is sessions.get(first)
+    assert set(sessions.active_providers()) == {first.name, second.name}
+
+
+def test_a_failed_load_is_not_remembered(tmp_path: Path, models_dir: Path):
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"not yet")
+    sessions = Sessions(["cpu"], threads=1)
+    with pytest.raises(ModelError):
+        sessions.get(path)
+    shutil.copy(models_dir / "scrfd_500m_kps.onnx", path)  # fixed: the next ask loads it
+    assert sessions.get(path).get_inputs()[0].name == "images"

@@ -127,7 +127,7 @@ def test_a_broken_file_fails_the_reload_with_its_reason_until_fixed(start, live_
 def test_a_failed_model_load_stays_reported_until_fixed(start, live_config, face_engine_factory):
     """One owner of config_error: an unrelated valid edit after a failed load does not clear it."""
 
-    def factory(cfg):
+    def factory(cfg, warm_up):
         if cfg.models.swapper.endswith("missing.onnx"):
             raise ModelError("swapper missing.onnx not found", fix="vcamd models pull")
         return face_engine_factory(cfg), {}
@@ -154,7 +154,7 @@ def test_a_face_chosen_while_models_load_survives_the_rebuild(start, live_config
     gate = threading.Event()
     built: list = []
 
-    def slow_factory(cfg):
+    def slow_factory(cfg, warm_up):
         gate.wait(30)
         faces = face_engine_factory(cfg)
         built.append(faces)

@@ -87,8 +87,8 @@ def test_a_models_change_loads_the_new_pipeline_in_the_background(
     config_path.write_text(tomli_w.dumps(data))
     built: list = []
 
-    def pipeline_factory(new_cfg):
-        faces, providers = build_face_pipeline(new_cfg)
+    def pipeline_factory(new_cfg, warm_up):
+        faces, providers = build_face_pipeline(new_cfg, warm_up)
         built.append(new_cfg)
         return faces, providers()
 

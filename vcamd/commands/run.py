@@ -45,15 +45,12 @@ def handle(args: argparse.Namespace) -> int:
     started_at = process_started_at()  # the zero of the stats' startup_ms
     from vcamd.config import load_config, user_config_path
     from vcamd.control.client import ControlClient
-    from vcamd.control.server import ControlServer
     from vcamd.errors import VcamdError
     from vcamd.faces.engine import require_consent
     from vcamd.live.engine import LiveEngine
     from vcamd.live.sources import open_source
     from vcamd.logs import setup_logging
     from vcamd.memory import apply_memory_cap
-    from vcamd.panel import open_panel
-    from vcamd.reload import ConfigWatcher
     from vcamd.sinks.registry import open_sink
 
     if args.frames is not None and args.frames <= 0:
@@ -96,12 +93,22 @@ def handle(args: argparse.Namespace) -> int:
     previous_hup = signal.signal(signal.SIGHUP, lambda *_: engine.request_reload()) if hasattr(signal, "SIGHUP") else None
     try:
         log.info("live: %s → %s", source.description, args.sink)
-        # The control page runs whatever the sink; the socket's status then carries its "panel_url".
-        with open_panel(engine, cfg) as controllable, ControlServer(controllable), ConfigWatcher(
-            watched, engine.on_config_change, engine.on_config_error,
-            current=file_cfg, missing_ok=config_path is None,
-        ):
-            stats = _run_with_optional_tray(engine, controllable, args, cfg, watched)
+        # The camera and the output first: the "starting" card goes out now and the models start
+        # loading, before the control page, the socket and the watcher are set up (and imported).
+        engine.open()
+        try:
+            from vcamd.control.server import ControlServer
+            from vcamd.panel import open_panel
+            from vcamd.reload import ConfigWatcher
+
+            # The control page runs whatever the sink; the socket's status then carries its "panel_url".
+            with open_panel(engine, cfg) as controllable, ControlServer(controllable), ConfigWatcher(
+                watched, engine.on_config_change, engine.on_config_error,
+                current=file_cfg, missing_ok=config_path is None,
+            ):
+                stats = _run_with_optional_tray(engine, controllable, args, cfg, watched)
+        finally:
+            engine.close()  # when the run never started (its own end releases everything)
     finally:
         signal.signal(signal.SIGTERM, previous)
         if previous_hup is not None:
@@ -167,7 +174,7 @@ def _open_output_page(engine, open_url) -> None:
     open_url(url)
 
 
-def _face_pipeline(cfg):
+def _face_pipeline(cfg, warm_up):
     """The face pipeline for `cfg` (at start-up and for a reloaded config), and which provider runs
     each of its models. `VCAMD_TEST_MODEL_LOAD_DELAY_S` (tests only) makes loading that much
     slower, to show what is published while the models load."""
@@ -176,7 +183,7 @@ def _face_pipeline(cfg):
     delay = float(os.environ.get("VCAMD_TEST_MODEL_LOAD_DELAY_S", "0") or 0)
     if delay > 0:
         time.sleep(delay)
-    return load_face_pipeline(cfg)
+    return load_face_pipeline(cfg, warm_up)
 
 
 def _check_models_ready(cfg, *, capped: bool) -> None:

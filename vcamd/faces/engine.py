@@ -19,12 +19,14 @@ SwappedFace in FFHQ-512 space, composited like any other.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -42,6 +44,9 @@ if TYPE_CHECKING:
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
     from vcamd.faces.swap import Latent, Swapper
     from vcamd.runtime import Sessions
+
+T = TypeVar("T")
+
 
 def require_consent(cfg: Config, flag: bool) -> None:
     """Refuse to swap unless the user confirmed consent (config or command-line flag)."""
@@ -109,6 +114,21 @@ class _Source:
     stamp: tuple[Path, int, int]  # resolved path, mtime_ns, size: re-embed only when these change
 
 
+def in_thread(fn: Callable[[], T], name: str) -> Future[T]:
+    """Run `fn` on a new daemon thread; its result (or exception) in the future. A daemon: a load
+    whose result is no longer wanted (another part failed first) never holds up the exit."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
 def _file_stamp(path: Path) -> tuple[Path, int, int]:
     resolved = path.expanduser().resolve()
     try:
@@ -151,11 +171,19 @@ class FaceEngine:
         self._load_enhancer: Callable[[float], Enhancer] | None = None  # set by from_config
 
     @classmethod
-    def from_config(cls, cfg: Config, sessions: Sessions | None = None) -> FaceEngine:
-        """Build every model from `[models]`, load `[swap] source_face` (and reference_face)."""
+    def from_config(cls, cfg: Config, sessions: Sessions | None = None, *, warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
+        """Build every model from `[models]`, load `[swap] source_face` (and reference_face).
+
+        The swapper — the long pole: seconds for inswapper's 554 MB, where the other models take
+        a tenth of one — loads on its own `swapper-load` thread; beside it, on this one, the
+        detector, the recognizer, the enhancer, the photos' embeddings and `warm_up(detector)`
+        (the live engine builds the detector's sessions for every input shape there). A failure
+        is raised as the parts are listed: a missing file first, then the detector, the
+        recognizer, the swapper, then the rest.
+        """
         from vcamd.faces.detect import FaceDetector
         from vcamd.faces.enhance import Enhancer
-        from vcamd.faces.identity import Recognizer
+        from vcamd.faces.identity import Recognizer, load_source_identity
         from vcamd.faces.swap import Swapper
         from vcamd.modelstore import ModelStore
         from vcamd.runtime import Sessions
@@ -164,12 +192,31 @@ class FaceEngine:
             raise ConfigError("[swap]", ['face_selection = "reference" needs reference_face = "<photo of the person to swap>"'])
         store = ModelStore.from_config(cfg.models)
         sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
-        detector = FaceDetector(store.path_for(cfg.models.detector, "detector"), sessions, cfg.detection.size, cfg.detection.threshold)
-        recognizer = Recognizer(store.path_for(cfg.models.recognizer, "recognizer"), sessions)
-        swapper = Swapper(store.path_for(cfg.models.swapper, "swapper"), sessions)
-        enhancer = None
-        if cfg.enhancer.enabled:
-            enhancer = Enhancer(store.path_for(cfg.models.enhancer, "enhancer"), sessions, cfg.enhancer.strength)
+        detector_path, recognizer_path, swapper_path = (
+            store.path_for(name, role) for name, role in
+            ((cfg.models.detector, "detector"), (cfg.models.recognizer, "recognizer"), (cfg.models.swapper, "swapper"))
+        )
+        enhancer_path = store.path_for(cfg.models.enhancer, "enhancer") if cfg.enhancer.enabled else None
+        swapper_loaded = in_thread(lambda: Swapper(swapper_path, sessions, keep_optimized=True), "swapper-load")
+        detector = FaceDetector(detector_path, sessions, cfg.detection.size, cfg.detection.threshold)
+        recognizer = Recognizer(recognizer_path, sessions)
+        enhancer = source = reference = None
+        later: Exception | None = None  # an error of a part listed after the swapper waits for the swapper's own
+        try:
+            if enhancer_path is not None:
+                enhancer = Enhancer(enhancer_path, sessions, cfg.enhancer.strength)
+            if cfg.swap.source_face is not None:
+                source = (_file_stamp(Path(cfg.swap.source_face)), load_source_identity(cfg.swap.source_face, detector, recognizer, "source face"))
+            if cfg.swap.face_selection == FaceSelection.reference:
+                assert cfg.swap.reference_face is not None
+                reference = load_source_identity(cfg.swap.reference_face, detector, recognizer, "reference face").embedding
+            if warm_up is not None:
+                warm_up(detector)
+        except Exception as exc:
+            later = exc
+        swapper = swapper_loaded.result()
+        if later is not None:
+            raise later
         engine = cls(
             detector,
             recognizer,
@@ -182,11 +229,9 @@ class FaceEngine:
         )
         # Kept so a hot reload can switch the enhancer on without a restart (sessions are cached per file).
         engine._load_enhancer = lambda strength: Enhancer(store.path_for(cfg.models.enhancer, "enhancer"), sessions, strength)
-        if cfg.swap.source_face is not None:
-            engine.set_source_face(cfg.swap.source_face)
-        if cfg.swap.face_selection == FaceSelection.reference:
-            assert cfg.swap.reference_face is not None
-            engine.set_reference_face(cfg.swap.reference_face)
+        if source is not None:
+            engine._use_source(*source)
+        engine._reference = reference
         return engine
 
     def set_enhancer(self, enabled: bool, strength: float) -> None:
@@ -218,7 +263,9 @@ class FaceEngine:
         current = self._source
         if current is not None and current.stamp == stamp:
             return current.identity
-        identity = load_source_identity(path, self.detector, self.recognizer, "source face")
+        return self._use_source(stamp, load_source_identity(path, self.detector, self.recognizer, "source face"))
+
+    def _use_source(self, stamp: tuple[Path, int, int], identity: SourceIdentity) -> SourceIdentity:
         self._source = _Source(identity, self.swapper.latent(identity.embedding), stamp)
         return identity
 

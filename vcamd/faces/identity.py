@@ -41,14 +41,12 @@ def graph_normalisation(path: Path) -> tuple[float, float]:
     """(mean, std) a recognizer export wants, decided from its graph as insightface's ArcFaceONNX does:
     a Sub/`_minus` and a Mul/`_mul` among the first nodes mean the graph normalises by itself
     (mxnet-style exports) and takes raw pixels; otherwise ArcFace's (127.5, 127.5)."""
-    import onnx
-    from google.protobuf.message import DecodeError
+    from vcamd.onnxwire import WireError, node_names
 
     try:
-        model = onnx.load_model(str(path), load_external_data=False)
-    except (DecodeError, OSError, ValueError) as exc:
+        names = node_names(path, GRAPH_PREFIX_NODES)
+    except (WireError, OSError) as exc:
         raise ModelError(f"{path.name} is not a readable ONNX model ({exc})", fix="re-download it with `vcamd models pull`") from None
-    names = [node.name for node in model.graph.node[:GRAPH_PREFIX_NODES]]
     subtracts = any(n.startswith(("Sub", "_minus")) for n in names)
     multiplies = any(n.startswith(("Mul", "_mul")) for n in names)
     return RAW_PIXELS if subtracts and multiplies else (RECOGNIZER_CROP.mean, RECOGNIZER_CROP.std)

@@ -31,9 +31,12 @@ class Swapper:
     """A swapper family from `vcamd.faces.specs.SWAPPERS`, recognised by the model's signature, on
     an ONNX Runtime session; `.swap(crops, latent)` runs one batch when it can."""
 
-    def __init__(self, path: Path | str, sessions: Sessions) -> None:
+    def __init__(self, path: Path | str, sessions: Sessions, *, keep_optimized: bool = False) -> None:
+        """`keep_optimized`: load the session from the model's optimised graph kept on disk
+        (`vcamd.ortcache`, built on the first load) — for swapping, where every start waits for
+        this model; not for a check of the file (`vcamd doctor`, a download's verification)."""
         self.path = Path(path)
-        self.session = sessions.get(self.path)
+        self.session = sessions.get(self.path, keep_optimized=keep_optimized)
         inputs = {i.name: i for i in self.session.get_inputs()}
         outputs = self.session.get_outputs()
         spec = swapper_spec_for({name: i.shape for name, i in inputs.items()})
@@ -61,7 +64,13 @@ class Swapper:
         batch = inputs[spec.target_input].shape[0]
         self.batched = not (isinstance(batch, int) and batch > 0)
         """True when the batch dim is symbolic: several faces go through in one run."""
-        self.emap = _read_emap(self.path, spec.identity_dim)  # spec.latent_rule == "emap"
+        dim = spec.identity_dim  # spec.latent_rule == "emap"
+        if keep_optimized:  # kept with the graph: a start that loads the kept graph leaves the model file unread
+            from vcamd.ortcache import kept_array
+
+            self.emap = kept_array(self.path.expanduser().resolve(), "emap", lambda: _read_emap(self.path, dim), (dim, dim))
+        else:
+            self.emap = _read_emap(self.path, dim)
 
     @property
     def crop(self) -> CropSpec:
@@ -107,23 +116,19 @@ class Swapper:
 
 
 def _read_emap(path: Path, dim: int) -> npt.NDArray[np.float32]:
-    """The dim×dim `emap`: the graph's last initializer (read once, at load)."""
-    import onnx
-    from google.protobuf.message import DecodeError
-    from onnx import numpy_helper
+    """The dim×dim `emap`: the graph's last initializer, read at load straight from the file
+    (`vcamd.onnxwire`: milliseconds, where parsing the whole 554 MB model took seconds)."""
+    from vcamd.onnxwire import WireError, last_initializer
 
     try:
-        model = onnx.load_model(str(path), load_external_data=False)
-    except (DecodeError, OSError, ValueError) as exc:
-        raise ModelError(f"{path.name} is not a readable ONNX model ({exc})", fix="re-download it with `vcamd models pull`") from None
-    if not model.graph.initializer:
-        raise ModelError(f"{path.name} has no initializers, so no `emap`", fix="use inswapper_128(.onnx / _fp16.onnx)")
-    try:
-        emap = numpy_helper.to_array(model.graph.initializer[-1], base_dir=str(path.parent))
-    except (onnx.checker.ValidationError, OSError, ValueError) as exc:
-        # e.g. `emap` stored as external data pointing outside the model's folder: never followed.
+        emap = last_initializer(path)
+    except OSError as exc:
+        raise ModelError(f"{path.name} is not a readable ONNX model ({exc.strerror or exc})", fix="re-download it with `vcamd models pull`") from None
+    except WireError as exc:
+        # Also `emap` stored as external data pointing outside the model's folder: never followed.
         raise ModelError(f"{path.name}: cannot read its `emap` initializer ({exc})", fix="re-download it with `vcamd models pull`") from None
-    del model
+    if emap is None:
+        raise ModelError(f"{path.name} has no initializers, so no `emap`", fix="use inswapper_128(.onnx / _fp16.onnx)")
     if emap.shape != (dim, dim):
         raise ModelError(
             f"{path.name}: the last initializer has shape {emap.shape}, not the {dim}×{dim} `emap` of inswapper_128",

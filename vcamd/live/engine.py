@@ -19,7 +19,8 @@ Threads:
 * **face-loader** embeds a new source photo (set-face, tray, a config edit) off the control
   threads and off the loop;
 * **pipeline-rebuild** (only while models load: at start-up, when the engine starts without a
-  pipeline, and after a `[models]`-like edit) builds the face pipeline;
+  pipeline, and after a `[models]`-like edit) builds the face pipeline, with the swapper's session
+  on **swapper-load** beside it (`FaceEngine.from_config`);
 * **gpu-sampler** (only with an NVIDIA GPU) polls utilisation once a second.
 
 Every change from the control socket, the tray, the config watcher and SIGHUP is a command the loop
@@ -131,6 +132,7 @@ class LiveEngine:
         # -- state the loop owns (read by other threads only through the status snapshot)
         self.enabled = cfg.swap.enabled
         self._state = "starting"
+        self._opened = False  # the camera and the output (open() or run())
         self._last_frame_at: float | None = None
         self.frames = FrameWork(self, clock() if started_at is None else started_at)
         self._status: dict[str, Any] = {}
@@ -289,8 +291,27 @@ class LiveEngine:
         return getattr(self.faces, "source", True) is not None
 
     # -- the loop -----------------------------------------------------------------------------------
-    def run(self, max_frames: int | None = None) -> dict:
-        """Publish until `max_frames` frames went out or `request_quit()`; returns the stats JSON."""
+    def open(self) -> None:
+        """Open the camera and the output, publish the "starting" card at once, and (started without
+        a face pipeline) start loading the models in the background. For a caller with more to do
+        before `run()` (`vcamd run`: its control page, socket and config watcher): the output shows
+        something meanwhile. `run()` opens by itself when this was not called, without the card
+        (its loop's first frame follows at once). Raises what the camera or the output raise, with
+        everything released; after it, `run()` or `close()`."""
+        if self._opened:
+            return
+        self._open(load=False)
+        self.frames.send(self.publisher.starting_frame(), Outcome.offline, None)  # before the loading thread competes
+        self._start_loading()
+
+    def close(self) -> None:
+        """Release what `open()` opened when `run()` will not run (the caller failed before it)."""
+        if self._opened and self._state != "stopped":
+            self._shut_down()
+
+    def _open(self, *, load: bool = True) -> None:
+        if self._opened:
+            return
         self._commands.start_looping()
         try:
             self.reader.open_first()  # a bad source fails here, with its own message
@@ -304,6 +325,30 @@ class LiveEngine:
             self.tracker.stop()
             self.settings.stop()
             raise
+        self._opened = True
+        if load:
+            self._start_loading()
+
+    def _start_loading(self) -> None:
+        if self.faces is None:
+            # The camera and the output are open: frames go out covered while the models load.
+            log.info("loading the face models in the background; frames are covered until they are ready")
+            self.settings.load_pipeline(self.cfg)
+
+    def _shut_down(self) -> None:
+        self._state = "stopped"
+        self._commands.stop_looping()
+        self.reader.stop()
+        self.worker.stop()
+        self.full_detector.stop()
+        self.tracker.stop()
+        self.settings.stop()
+        self.publisher.close()
+        self._refresh_status()
+
+    def run(self, max_frames: int | None = None) -> dict:
+        """Publish until `max_frames` frames went out or `request_quit()`; returns the stats JSON."""
+        self._open()
         try:
             self.reader.start()
             self.worker.start()
@@ -311,11 +356,7 @@ class LiveEngine:
             self._gpu.start()
             self.stats.reset_clock()
             self._last_frame_at = self.clock()  # "starting" until the camera's first frame
-            if self.faces is None:
-                # The camera and the output are open: publish at once, covered, while the models load.
-                log.info("loading the face models in the background; frames are covered until they are ready")
-                self.settings.load_pipeline(self.cfg)
-            elif not self.has_source_face():
+            if self.faces is not None and not self.has_source_face():
                 log.warning("%s; faces are covered (on_miss) until one is chosen", NO_SOURCE_FACE)
             self._refresh_status()
             interval = 1.0 / max(1.0, self.source.fps)
@@ -335,15 +376,7 @@ class LiveEngine:
                 if self.stats.published % STATUS_EVERY == 0:
                     self._refresh_status()
         finally:
-            self._state = "stopped"
-            self._commands.stop_looping()
-            self.reader.stop()
-            self.worker.stop()
-            self.full_detector.stop()
-            self.tracker.stop()
-            self.settings.stop()
-            self.publisher.close()
-            self._refresh_status()
+            self._shut_down()
         if self._fatal is not None:
             raise self._fatal
         return self.stats_json()

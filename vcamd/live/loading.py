@@ -4,8 +4,9 @@ Both take seconds or a good part of one (a 554 MB swapper, a photo to detect and
 runs on the loop's thread or a control thread:
 
 * `PipelineBuild` builds a face pipeline on a `pipeline-rebuild` thread — models loaded and the
-  detector warmed up for every input shape the stream will use — then hands the result (or the
-  error) to the loop through `tell`. Each build has a generation number; only the newest one asked
+  detector warmed up for every input shape the stream will use (beside the swapper's load, which
+  has a thread of its own: `FaceEngine.from_config`) — then hands the result (or the error) to the
+  loop through `tell`. Each build has a generation number; only the newest one asked
   for may be installed, so an edit reverted while its models load is simply dropped. The same path
   serves the first load at start-up and every later rebuild: one mechanism.
 * `FaceLoader` reads and embeds source photos one at a time on the `face-loader` thread.
@@ -45,25 +46,38 @@ class FacePipeline(Protocol):
     def composite(self, frame: Frame, swapped: Any, face: Face) -> None: ...
 
 
-PipelineFactory = Callable[[Config], tuple[FacePipeline, dict[str, str]]]
-"""Builds the face pipeline for a config, and says which provider runs each of its models."""
+class Detects(Protocol):
+    """What a warm-up needs: the face pipeline, or its detector alone (`FaceDetector`)."""
+
+    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
+
+
+WarmUp = Callable[[Detects], None]
+"""Builds a detector's sessions for every input shape the stream will use (`warm_up_detector`
+for one config and frame size)."""
+
+PipelineFactory = Callable[[Config, WarmUp], tuple[FacePipeline, dict[str, str]]]
+"""Builds the face pipeline for a config, and says which provider runs each of its models. It may
+call `warm_up` with its detector while the other models load (the real one does: beside the
+swapper); when it does not, the pipeline is warmed up once built."""
 
 Tell = Callable[[Callable[[], None], str], None]
 """Queues a change for the loop without waiting (`LiveEngine._tell`)."""
 
 
-def build_face_pipeline(cfg: Config) -> tuple[FacePipeline, Callable[[], dict[str, str]]]:
-    """The real face engine for `cfg`, and a function telling which provider runs each model."""
+def build_face_pipeline(cfg: Config, warm_up: WarmUp | None = None) -> tuple[FacePipeline, Callable[[], dict[str, str]]]:
+    """The real face engine for `cfg` (`warm_up` runs beside the swapper's load), and a function
+    telling which provider runs each model."""
     from vcamd.faces.engine import FaceEngine
     from vcamd.runtime import Sessions
 
     sessions = Sessions(list(cfg.models.providers), cfg.models.threads)
-    return FaceEngine.from_config(cfg, sessions), sessions.active_providers
+    return FaceEngine.from_config(cfg, sessions, warm_up=warm_up), sessions.active_providers
 
 
-def load_face_pipeline(cfg: Config) -> tuple[FacePipeline, dict[str, str]]:
+def load_face_pipeline(cfg: Config, warm_up: WarmUp | None = None) -> tuple[FacePipeline, dict[str, str]]:
     """`build_face_pipeline` as a `PipelineFactory` (the providers read once it is built)."""
-    faces, providers = build_face_pipeline(cfg)
+    faces, providers = build_face_pipeline(cfg, warm_up)
     return faces, providers()
 
 
@@ -74,7 +88,7 @@ def warm_up_frames(frame_size: tuple[int, int]) -> list[Frame]:
     return [np.zeros((64, 64, 3), np.uint8), np.zeros((max(1, height), max(1, width), 3), np.uint8)]
 
 
-def warm_up_detector(faces: FacePipeline, cfg: Config, frame_size: tuple[int, int]) -> None:
+def warm_up_detector(faces: Detects, cfg: Config, frame_size: tuple[int, int]) -> None:
     """Build the detector's session for every input size a level may ask for, now: building one
     mid-stream costs a few hundred ms, a visible stall."""
     for blank in warm_up_frames(frame_size):
@@ -113,9 +127,16 @@ class PipelineBuild:
         generation, factory, tell = self.generation, self._factory, self._tell
 
         def build() -> None:
+            warmed: list[Detects] = []
+
+            def warm_up(detector: Detects) -> None:
+                warm_up_detector(detector, cfg, frame_size)
+                warmed.append(detector)
+
             try:
-                faces, providers = factory(cfg)
-                warm_up_detector(faces, cfg, frame_size)
+                faces, providers = factory(cfg, warm_up)
+                if not warmed:
+                    warm_up(faces)
             except Exception as exc:  # handed to the loop: reported, never takes the daemon down by itself
                 if not isinstance(exc, VcamdError):
                     log.exception("face pipeline build failed")

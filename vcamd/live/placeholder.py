@@ -48,18 +48,26 @@ def _placeholder(width: int, height: int, message: str) -> Frame:
         raise ValueError(f"placeholder size {width}×{height}: a frame needs at least 1×1 pixels")
     # A soft vertical gradient reads as "a screen", not as a broken black feed.
     t = np.linspace(0.0, 1.0, height, dtype=np.float32)[:, None]
-    column = _BACKGROUND_TOP * (1.0 - t) + _BACKGROUND_BOTTOM * t  # height × 3
-    frame = np.ascontiguousarray(np.broadcast_to(column[:, None, :], (height, width, 3)).astype(np.uint8))
-    rgb = Image.fromarray(frame[:, :, ::-1])
-    _draw_centred(ImageDraw.Draw(rgb), width, height, message)
-    out = np.ascontiguousarray(np.asarray(rgb)[:, :, ::-1])
-    out.flags.writeable = False
-    return out
+    column = (_BACKGROUND_TOP * (1.0 - t) + _BACKGROUND_BOTTOM * t).astype(np.uint8)  # height × 3
+    frame = np.tile(column, (1, width)).reshape(height, width, 3)
+    # The text is drawn on the band of rows it covers only: the "starting" card is the first frame
+    # `vcamd run` publishes, and converting a whole 720p frame to and from PIL cost tens of ms.
+    layout = _layout(width, height, message)
+    if layout is not None:
+        font, text, (x, y), (top, bottom) = layout
+        top, bottom = max(0, top - 2), min(height, bottom + 2)
+        band = Image.fromarray(np.ascontiguousarray(frame[top:bottom, :, ::-1]))
+        ImageDraw.Draw(band).text((x, y - top), text, font=font, fill=_TEXT_RGB)
+        frame[top:bottom] = np.asarray(band)[:, :, ::-1]
+    frame.flags.writeable = False
+    return frame
 
 
-def _draw_centred(draw: ImageDraw.ImageDraw, width: int, height: int, message: str) -> None:
-    """The message centred in the frame, as large as looks calm and no larger than fits; on a
-    frame too small for readable text (a tiny camera mode), nothing: the background says enough."""
+def _layout(width: int, height: int, message: str):
+    """Font, text, where to draw it and the rows it covers: centred, as large as looks calm and no
+    larger than fits; None on a frame too small for readable text (a tiny camera mode): the
+    background says enough."""
+    draw = ImageDraw.Draw(Image.new("RGB", (1, 1)))
     size = max(MIN_TEXT_PX, round(min(height / 18, width / 30)))
     while size >= MIN_TEXT_PX:
         font, text = _font_and_text(message, size=size)
@@ -67,9 +75,10 @@ def _draw_centred(draw: ImageDraw.ImageDraw, width: int, height: int, message: s
         if right - left <= 0.92 * width and bottom - top <= 0.8 * height:
             x = (width - (right - left)) / 2 - left
             y = (height - (bottom - top)) / 2 - top
-            draw.text((x, y), text, font=font, fill=_TEXT_RGB)
-            return
+            # From the text's origin (PIL rounds a negative coordinate the other way) to its bottom.
+            return font, text, (x, y), (int(np.floor(min(y, y + top))) - 1, int(np.ceil(y + bottom)) + 1)
         size = min(size - 1, int(size * 0.92 * width / max(1, right - left)))
+    return None
 
 
 def _font_and_text(message: str, size: int) -> tuple[ImageFont.FreeTypeFont | ImageFont.ImageFont, str]:
