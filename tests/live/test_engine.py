@@ -307,6 +307,44 @@ def test_a_failed_start_releases_the_camera_and_the_tracker_thread(live_config, 
     assert not engine.tracker.call_thread.is_alive(), "the tracker thread was left running"
 
 
+def test_opencv_runs_single_threaded_while_the_engine_runs_and_is_given_back_after(live_config, clip_20fps, face_engine_factory):
+    """OpenCV's own pool is off while the engine runs (its small per-face operations already run on
+    the engine's threads: docs/performance.md), and the process gets its setting back after — also
+    after a start that failed."""
+    from vcamd.live.engine import OPENCV_THREADS
+
+    cfg = live_config()
+    before = cv2.getNumThreads()
+    cv2.setNumThreads(3)
+    try:
+        seen: list[int] = []
+
+        class ThreadsSeen:
+            def open(self) -> None: ...
+
+            def send(self, frame, stats) -> None:
+                seen.append(cv2.getNumThreads())
+
+            def close(self) -> None: ...
+
+            url = None
+
+        engine = LiveEngine(cfg, source=SyntheticCamera(160, 120, 30.0), sink_factory=lambda w, h, fps: ThreadsSeen(),
+                            faces=face_engine_factory(cfg))
+        engine.run(max_frames=3)
+        assert seen and set(seen) == {OPENCV_THREADS} and cv2.getNumThreads() == 3
+
+        def broken_detect(frame, input_size=None):
+            raise RuntimeError("the detector failed its warm-up (test)")
+
+        failing = make_engine(cfg, clip_20fps, Wrapped(face_engine_factory(cfg), detect=broken_detect), ThreadsSeen())
+        with pytest.raises(RuntimeError, match="warm-up"):
+            failing.run(max_frames=3)
+        assert cv2.getNumThreads() == 3
+    finally:
+        cv2.setNumThreads(before)
+
+
 class SkippingCamera(SyntheticCamera):
     """A source that reports frames it skipped (like a video file whose decoding fell behind)."""
 

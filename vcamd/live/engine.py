@@ -74,6 +74,13 @@ STATUS_EVERY = 10
 FACE_LOAD_WAIT_S = 8.0
 """How long set-face waits for the photo to be read and embedded."""
 
+OPENCV_THREADS = 1
+"""OpenCV's own worker threads while the engine is open. Its per-frame work is many small
+operations on face-sized regions (crops, warps, blends, colour conversions) and one JPEG decode,
+already spread over the engine's threads (camera reader, loop, tracker, full detector, swap
+worker); a parallel OpenCV call on top splits a few hundred µs of work and wakes pool threads for
+it, which costs more CPU than it saves time on a small machine (docs/performance.md)."""
+
 
 class LiveEngine:
     """Runs the live pipeline; also the `Controllable` the control socket and tray drive."""
@@ -133,6 +140,7 @@ class LiveEngine:
         self.enabled = cfg.swap.enabled
         self._state = "starting"
         self._opened = False  # the camera and the output (open() or run())
+        self._opencv_threads: int | None = None  # OpenCV's thread count before open(), restored at the end
         self._last_frame_at: float | None = None
         self.frames = FrameWork(self, clock() if started_at is None else started_at)
         self._status: dict[str, Any] = {}
@@ -312,6 +320,8 @@ class LiveEngine:
     def _open(self, *, load: bool = True) -> None:
         if self._opened:
             return
+        self._opencv_threads = cv2.getNumThreads()
+        cv2.setNumThreads(OPENCV_THREADS)
         self._commands.start_looping()
         try:
             self.reader.open_first()  # a bad source fails here, with its own message
@@ -324,6 +334,7 @@ class LiveEngine:
             self.reader.stop()
             self.tracker.stop()
             self.settings.stop()
+            self._restore_opencv_threads()
             raise
         self._opened = True
         if load:
@@ -344,7 +355,13 @@ class LiveEngine:
         self.tracker.stop()
         self.settings.stop()
         self.publisher.close()
+        self._restore_opencv_threads()
         self._refresh_status()
+
+    def _restore_opencv_threads(self) -> None:
+        if self._opencv_threads is not None:
+            cv2.setNumThreads(self._opencv_threads)
+            self._opencv_threads = None
 
     def run(self, max_frames: int | None = None) -> dict:
         """Publish until `max_frames` frames went out or `request_quit()`; returns the stats JSON."""
