@@ -11,9 +11,9 @@ import pytest
 
 from vcamd.faces.detect import input_shape_for
 from vcamd.live import changes
-from vcamd.live.changes import WHOLE, ChangeMap, Region, RegionImage
+from vcamd.live.changes import WHOLE, ChangeMap, Region, RegionImage, downscaled
 from vcamd.live.stats import LiveStats
-from vcamd.live.tracking import FullDetector, LiveTracker, downscaled, scaled
+from vcamd.live.tracking import FullDetector, LiveTracker, scaled
 from vcamd.types import Face
 
 W, H, SIZE = 1280, 720, 640
@@ -26,6 +26,11 @@ def room(assets) -> np.ndarray:
     return cv2.GaussianBlur(cv2.resize(crowd[: crowd.shape[0] // 5], (W, H)), (0, 0), 9)
 
 
+def look_at(seen: ChangeMap, frame: np.ndarray, size: int, **kw):
+    """`seen`'s answer for a frame as a full detection at `size` sees it."""
+    return seen.where_to_look(*downscaled(frame, size), **kw)
+
+
 def with_face(frame: np.ndarray, face: np.ndarray, x: int, y: int) -> np.ndarray:
     out = frame.copy()
     out[y : y + face.shape[0], x : x + face.shape[1]] = face
@@ -34,24 +39,24 @@ def with_face(frame: np.ndarray, face: np.ndarray, x: int, y: int) -> np.ndarray
 
 def test_a_still_picture_needs_no_run_and_the_whole_frame_comes_back_every_few_looks(room):
     seen = ChangeMap()
-    answers = [seen.where_to_look(room, SIZE) for _ in range(3 * changes.WHOLE_EVERY + 1)]
+    answers = [look_at(seen, room, SIZE) for _ in range(3 * changes.WHOLE_EVERY + 1)]
     assert answers == ([WHOLE] + [None] * (changes.WHOLE_EVERY - 1)) * 3 + [WHOLE]
     assert seen.looks == {"whole": 4, "region": 0, "none": 6}
 
 
 def test_camera_noise_is_no_change(room):
     seen = ChangeMap()
-    seen.where_to_look(room, SIZE)
+    look_at(seen, room, SIZE)
     noisy = cv2.add(room, np.random.default_rng(1).integers(0, 6, room.shape, dtype=np.uint8))  # ±3 levels a pixel
-    assert seen.where_to_look(noisy, SIZE) is None
+    assert look_at(seen, noisy, SIZE) is None
 
 
 def test_a_face_stepping_in_is_looked_for_where_it_stepped_in_and_found_as_the_whole_frame_finds_it(room, newton, detector):
     seen = ChangeMap()
-    assert seen.where_to_look(room, SIZE) is WHOLE
+    assert look_at(seen, room, SIZE) is WHOLE
     face = cv2.resize(newton, (240, 135))  # a 16:9 portrait whose face is ~50 px wide
     frame = with_face(room, face, 700, 330)
-    look = seen.where_to_look(frame, SIZE)
+    look = look_at(seen, frame, SIZE)
     assert look is not None and look.region is not None
     r = look.region
     x0, y0, x1, y1 = r.frame_box()
@@ -68,19 +73,19 @@ def test_a_face_stepping_in_is_looked_for_where_it_stepped_in_and_found_as_the_w
     # The same pixels, seen by the same anchors: the same face (only context far from it differs).
     assert np.abs(in_region[0].kps - in_whole[0].kps).max() < 0.01 * width
     # Looked at: the same picture again is no change.
-    assert seen.where_to_look(frame, SIZE) is None
+    assert look_at(seen, frame, SIZE) is None
 
 
 def test_a_slow_change_adds_up_against_what_was_last_looked_at(room):
     seen = ChangeMap()
-    seen.where_to_look(room, SIZE)
+    look_at(seen, room, SIZE)
     step = changes.CHANGE_LIMIT * 0.7  # below the limit from one look to the next
     lamp = room.copy()
     lamp[100:260, 900:1100] = cv2.add(lamp[100:260, 900:1100], np.full((160, 200, 3), step, np.uint8))
-    assert seen.where_to_look(lamp, SIZE) is None
+    assert look_at(seen, lamp, SIZE) is None
     brighter = room.copy()
     brighter[100:260, 900:1100] = cv2.add(brighter[100:260, 900:1100], np.full((160, 200, 3), 2 * step, np.uint8))
-    look = seen.where_to_look(brighter, SIZE)
+    look = look_at(seen, brighter, SIZE)
     assert look is not None and look.region is not None and look.region.contains(1000, 180)
     assert not look.region.contains(200, 600)
 
@@ -91,12 +96,12 @@ def test_region_shapes_are_few_and_never_larger_than_the_whole_frame(room):
     whole_h, whole_w = input_shape_for((H, W), SIZE)
     for _ in range(200):
         seen = ChangeMap()
-        seen.where_to_look(room, SIZE)
+        look_at(seen, room, SIZE)
         frame = room.copy()
         x, y = int(rng.integers(0, W - 40)), int(rng.integers(0, H - 40))
         w, h = int(rng.integers(16, 400)), int(rng.integers(16, 300))
         frame[y : y + h, x : x + w] = 255 - frame[y : y + h, x : x + w]
-        look = seen.where_to_look(frame, SIZE)
+        look = look_at(seen, frame, SIZE)
         assert look is not None  # something changed: looked at somewhere
         if look.region is not None:
             r = look.region
@@ -113,26 +118,26 @@ def test_region_shapes_are_few_and_never_larger_than_the_whole_frame(room):
 def test_after_a_failed_run_another_size_or_another_frame_size_the_whole_frame_is_looked_at(room):
     moved = with_face(room, np.zeros((50, 50, 3), np.uint8), 100, 100)
     seen = ChangeMap()
-    seen.where_to_look(room, SIZE)
-    look = seen.where_to_look(moved, SIZE)
+    look_at(seen, room, SIZE)
+    look = look_at(seen, moved, SIZE)
     assert look is not None and look.region is not None  # what a change gets when the map can vouch for the rest
     seen = ChangeMap()
-    seen.where_to_look(room, SIZE)
+    look_at(seen, room, SIZE)
     seen.failed()  # the detection of that look failed: nothing was seen
-    assert seen.where_to_look(moved, SIZE) is WHOLE
+    assert look_at(seen, moved, SIZE) is WHOLE
     seen = ChangeMap()
-    seen.where_to_look(room, SIZE)
-    assert seen.where_to_look(room, 320) is WHOLE  # the watchdog's lower size: never compared with 640's look
-    assert seen.where_to_look(cv2.resize(room, (640, 360)), 320) is WHOLE  # the camera's size changed
+    look_at(seen, room, SIZE)
+    assert look_at(seen, room, 320) is WHOLE  # the watchdog's lower size: never compared with 640's look
+    assert look_at(seen, cv2.resize(room, (640, 360)), 320) is WHOLE  # the camera's size changed
     seen.reset()
-    assert seen.where_to_look(cv2.resize(room, (640, 360)), 320) is WHOLE
+    assert look_at(seen, cv2.resize(room, (640, 360)), 320) is WHOLE
 
 
 def test_a_region_not_ready_is_looked_at_whole_and_asked_for(room):
     seen = ChangeMap()
-    seen.where_to_look(room, SIZE)
+    look_at(seen, room, SIZE)
     frame = with_face(room, np.zeros((60, 60, 3), np.uint8), 600, 300)
-    assert seen.where_to_look(frame, SIZE, ready=lambda shape: False) is WHOLE
+    assert look_at(seen, frame, SIZE, ready=lambda shape: False) is WHOLE
     assert seen.wanted is not None and seen.wanted[0] % changes.REGION_STEP == 0 and seen.wanted[1] % changes.REGION_STEP == 0
 
 

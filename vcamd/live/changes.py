@@ -110,24 +110,25 @@ class ChangeMap:
     def reset(self) -> None:
         """Forget what was seen (a new detector, a new camera): the next look is the whole frame."""
         self._thumb: np.ndarray | None = None
-        self._seen_as: tuple[tuple[int, int], int] | None = None  # (frame size, detection size) of the thumbnail
+        self._seen_as: tuple[tuple[int, int], float] | None = None  # (downscaled size, scale) of the thumbnail
         self._since_whole = 0
         self.wanted: tuple[int, int] | None = None
         """The detector input shape the last answer wanted but found not `ready` (to be built)."""
         self.looks = {"whole": 0, "region": 0, "none": 0}
         """How often each answer was given (stats, tests)."""
 
-    def where_to_look(self, frame: Frame, input_size: int,
+    def where_to_look(self, small: Frame, scale: float,
                       ready: Callable[[tuple[int, int]], bool] = lambda _shape: True, *, whole: bool = False) -> Look | None:
-        """Where a full detection at `input_size` should look in `frame`: WHOLE, a region, or
-        None (nothing changed: no run). `whole` asks for the whole frame (the caller knows a
-        reason). A region whose detector input shape is not `ready` (its session not built yet)
-        is looked at whole meanwhile, and named in `wanted`. The answer is taken as done: the
-        cells it covers are refreshed now (`failed()` undoes that if the run fails)."""
+        """Where a full detection should look in `small` — the frame downscaled by `scale` as the
+        detector sees it (`downscaled`): WHOLE, a region, or None (nothing changed: no run).
+        `whole` asks for the whole frame (the caller knows a reason). A region whose detector
+        input shape is not `ready` (its session not built yet) is looked at whole meanwhile, and
+        named in `wanted`. The answer is taken as done: the cells it covers are refreshed now
+        (`failed()` undoes that if the run fails)."""
         self.wanted = None
-        thumb = thumbnail(frame)
+        thumb = thumbnail(small)
         old = self._thumb
-        seen_as = (frame.shape[:2], input_size)
+        seen_as = (small.shape[:2], scale)  # another frame size or detection size: not comparable
         if whole or old is None or self._seen_as != seen_as or self._since_whole + 1 >= WHOLE_EVERY:
             return self._looked_whole(thumb, seen_as)
         changed = np.abs(thumb - old).max(axis=2) > CHANGE_LIMIT
@@ -135,13 +136,13 @@ class ChangeMap:
             self.looks["none"] += 1
             self._since_whole += 1
             return None
-        region = changed_region(frame.shape[:2], changed, input_size)
+        region = changed_region(small.shape[:2], changed, scale)
         if region is None:
             return self._looked_whole(thumb, seen_as)
         if not ready(region.shape):
             self.wanted = region.shape
             return self._looked_whole(thumb, seen_as)
-        x0, y0, x1, y1 = cells_inside(region.frame_box(), frame.shape[:2], thumb.shape[:2])
+        x0, y0, x1, y1 = cells_inside(region, small.shape[:2], thumb.shape[:2])
         old[y0:y1, x0:x1] = thumb[y0:y1, x0:x1]
         self._since_whole += 1
         self.looks["region"] += 1
@@ -151,10 +152,22 @@ class ChangeMap:
         """The last look's detection failed: what it covered was not really seen."""
         self._thumb = None
 
-    def _looked_whole(self, thumb: np.ndarray, seen_as: tuple[tuple[int, int], int]) -> Look:
+    def _looked_whole(self, thumb: np.ndarray, seen_as: tuple[tuple[int, int], float]) -> Look:
         self._thumb, self._seen_as, self._since_whole = thumb, seen_as, 0
         self.looks["whole"] += 1
         return WHOLE
+
+
+def downscaled(frame: Frame, input_size: int) -> tuple[Frame, float]:
+    """The frame as a full detection at `input_size` sees it: a private copy at most `input_size`
+    on its long side (the resize the detector would do anyway), and its scale. The change map and
+    the detection's regions are in its pixels."""
+    h, w = frame.shape[:2]
+    scale = min(1.0, input_size / max(h, w))
+    if scale >= 1.0:
+        return frame.copy(), 1.0
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return cv2.resize(frame, size, interpolation=cv2.INTER_AREA), scale
 
 
 def thumbnail(frame: Frame) -> np.ndarray:
@@ -165,22 +178,20 @@ def thumbnail(frame: Frame) -> np.ndarray:
     return (small if small.ndim == 3 else small[:, :, None]).astype(np.float32)
 
 
-def cells_inside(box: tuple[float, float, float, float], frame_hw: tuple[int, int],
-                 thumb_hw: tuple[int, int]) -> tuple[int, int, int, int]:
-    """The cells (x0, y0, x1, y1, half-open) wholly inside a frame box: a cell only partly inside
+def cells_inside(region: Region, small_hw: tuple[int, int], thumb_hw: tuple[int, int]) -> tuple[int, int, int, int]:
+    """The cells (x0, y0, x1, y1, half-open) wholly inside a region: a cell only partly inside
     was not wholly looked at, so it keeps its old value and shows its change next time."""
-    (fh, fw), (th, tw) = frame_hw, thumb_hw
-    kx, ky = tw / fw, th / fh
-    return math.ceil(box[0] * kx), math.ceil(box[1] * ky), math.floor(box[2] * kx), math.floor(box[3] * ky)
+    (sh, sw), (th, tw) = small_hw, thumb_hw
+    kx, ky = tw / sw, th / sh
+    return math.ceil(region.x0 * kx), math.ceil(region.y0 * ky), math.floor(region.x1 * kx), math.floor(region.y1 * ky)
 
 
-def changed_region(frame_hw: tuple[int, int], changed: np.ndarray, input_size: int) -> Region | None:
+def changed_region(small_hw: tuple[int, int], changed: np.ndarray, scale: float) -> Region | None:
     """The region to look at for these changed cells, or None when that is most of the frame
     (WHOLE_SHARE): then the whole frame. The changed cells' box, grown by MARGIN_CELLS, in the
     downscaled frame's pixels; its sides rounded up to REGION_STEP; placed around the changes
     with its corner on the anchor grid (SHAPE_STEP), inside the image but for less than a step."""
-    scale = detection_scale(frame_hw, input_size)
-    sh, sw = downscaled_hw(frame_hw, scale)
+    sh, sw = small_hw
     th, tw = changed.shape
     ys, xs = np.nonzero(changed)
     x0, x1 = max(0, xs.min() - MARGIN_CELLS) * sw / tw, min(tw, xs.max() + 1 + MARGIN_CELLS) * sw / tw
@@ -203,17 +214,6 @@ def _span(lo: float, hi: float, limit: int, full: int) -> tuple[int, int]:
     start -= SHAPE_STEP * math.floor((side - (hi - start)) / 2 / SHAPE_STEP)
     last = SHAPE_STEP * math.ceil((limit - side) / SHAPE_STEP)
     return int(max(0, min(start, last))), side
-
-
-def detection_scale(frame_hw: tuple[int, int], input_size: int) -> float:
-    """Frame → detector input pixels of a full detection at `input_size` (never enlarging)."""
-    return min(1.0, input_size / max(frame_hw))
-
-
-def downscaled_hw(frame_hw: tuple[int, int], scale: float) -> tuple[int, int]:
-    """The size of the frame downscaled by `scale` for a full detection (`tracking.downscaled`)."""
-    h, w = frame_hw
-    return (h, w) if scale >= 1.0 else (max(1, round(h * scale)), max(1, round(w * scale)))
 
 
 @dataclass(frozen=True, slots=True)

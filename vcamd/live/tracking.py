@@ -25,12 +25,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
 from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
-from vcamd.live.changes import WHOLE, ChangeMap, Look, Region, RegionImage, detection_scale, downscaled_hw
+from vcamd.live.changes import WHOLE, ChangeMap, Look, Region, RegionImage, downscaled
 from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
 from vcamd.live.motion import KeyPatch, follow, key_patch
 from vcamd.live.newest import BoundedCall, NewestWorker
@@ -137,8 +136,8 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
         self.costs = DetectCosts()
         """CPU cost per detector input shape, shared with the tracker's crop re-detection."""
 
-    def submit_frame(self, frame: Frame, frame_index: int, input_size: int, look: Look = WHOLE) -> None:
-        small, scale = downscaled(frame, input_size)
+    def submit_downscaled(self, small: Frame, scale: float, frame_index: int, input_size: int, look: Look = WHOLE) -> None:
+        """`small`: the frame as `changes.downscaled(frame, input_size)` gives it (a private copy)."""
         if look.region is None:
             to_frame = (lambda f: scaled(f, 1.0 / scale)) if scale != 1.0 else (lambda f: f)
             self.submit((small, to_frame, input_size, frame_index, input_size, None))
@@ -164,16 +163,6 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
         self.runs += 1
         faces = [face for face in map(to_frame, found) if face is not None]
         return FullDetection(faces, index, size, region, ok)
-
-
-def downscaled(frame: Frame, input_size: int) -> tuple[Frame, float]:
-    """A private copy of the frame at most `input_size` on its long side (the resize the detector
-    would do anyway), and its scale."""
-    scale = detection_scale(frame.shape[:2], input_size)
-    if scale >= 1.0:
-        return frame.copy(), 1.0
-    h, w = downscaled_hw(frame.shape[:2], scale)
-    return cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA), scale
 
 
 def timed_detect(faces: Detecting, image: Frame, size: int, costs: DetectCosts) -> list[Face]:
@@ -534,11 +523,12 @@ class LiveTracker:
         or nowhere when nothing did — but the whole frame when a face was lost (it may be
         anywhere, and a crop cannot say where) or nothing is tracked yet."""
         whole = self.book.needs_full or bool(self.book.lost)
-        look = self.changes.where_to_look(frame, full_size, self._warm.ready, whole=whole)
+        small, scale = downscaled(frame, full_size)
+        look = self.changes.where_to_look(small, scale, self._warm.ready, whole=whole)
         if self.changes.wanted is not None:  # a region shape without a session yet: built off the loop
             self._warm.build([self.changes.wanted], self.faces)
         if look is not None:
-            self._full.submit_frame(frame, frame_index, full_size, look)
+            self._full.submit_downscaled(small, scale, frame_index, full_size, look)
         self._last_full_submit = frame_index
 
     def _follow(self, frame: Frame, tracks: list[Face], frame_index: int) -> list[Face | None]:
