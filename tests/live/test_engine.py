@@ -409,12 +409,18 @@ def test_a_swapped_face_lost_by_the_tracker_among_several_is_a_miss_not_a_raw_fa
 ):
     """With several faces swapped, a face the crop re-detection lost was dropped from the targets
     and the frame still published as "swapped" — that face raw — until a full detection found it
-    again. Now it is a miss for on_miss (blurred here) until a full detection says where it is."""
+    again. Now it is a miss for on_miss (blurred here) until a full detection says where it is.
+    (Until the crop re-detection looks at it again — at the latest REDETECT_EVERY frames after its
+    last detection — the face is followed by its pixels, which are all still there: swapped where
+    it is.)"""
+    from vcamd.live.motion import REDETECT_EVERY
+
     cfg = live_config(swap={"on_miss": "blur", "face_selection": "all"}, detection={"full_every": 5})
     faces = LosesTheGreyFace(face_engine_factory(cfg), cfg.detection.track_size)
     engine = make_engine(cfg, two_faces_clip, faces, recording_sink(keep_every=100))
     outcomes: list = []
     armed_at: list[int] = []
+    lost_at: list[int] = []
     record = engine.stats.record_publish
 
     def record_and_arm(outcome, level, latency_ms):
@@ -422,6 +428,8 @@ def test_a_swapped_face_lost_by_the_tracker_among_several_is_a_miss_not_a_raw_fa
         if not armed_at and outcome is Outcome.swapped and engine.worker.swaps >= 2 and len(engine.frames.targets) == 2:
             armed_at.append(len(outcomes))
             faces.armed.set()  # both faces are being swapped: now lose the grey one
+        elif armed_at and not lost_at and engine.tracker.book.lost:
+            lost_at.append(len(outcomes))  # this frame's report has the face lost
         record(outcome, level, latency_ms)
 
     engine.stats.record_publish = record_and_arm
@@ -430,7 +438,8 @@ def test_a_swapped_face_lost_by_the_tracker_among_several_is_a_miss_not_a_raw_fa
     finally:
         faces.release.set()
     assert armed_at, f"both faces were never swapped together: {outcomes}"
-    after = outcomes[armed_at[0] + 2 :]  # the frame being processed when it was armed may still swap
+    assert lost_at and lost_at[0] - armed_at[0] <= REDETECT_EVERY + 2, (armed_at, lost_at, outcomes)
+    after = outcomes[lost_at[0] - 1 :]
     assert len(after) > 10
     assert Outcome.swapped not in after, f"a frame with the lost face raw was published as swapped: {after}"
     assert after.count(Outcome.blurred) == len(after)
