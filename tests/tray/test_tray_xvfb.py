@@ -169,3 +169,53 @@ def test_ctrl_c_stops_the_engine_and_the_tray(x_session, tray_process, wait_for,
         assert events(log, "exited") == ["engine result"]
     finally:
         display.close()
+
+
+def test_the_icon_is_shown_without_using_the_event_loops_connection_from_another_thread(x_session, monkeypatch):
+    """pystray's `icon.visible = True` (called from its setup thread) sends its requests to the
+    event loop over the loop's own X connection; python-xlib can then lose the reply the loop is
+    waiting for, and one daemon start stayed blocked 60 s in a loaded suite run. `show_xorg_icon`
+    sends them over a connection of its own: the loop's connection is used by the loop alone."""
+    import threading
+
+    from vcamd.tray import render_icon
+    from vcamd.tray.backends import import_pystray
+    from vcamd.tray.xorg import XorgWaker, show_xorg_icon
+
+    monkeypatch.setenv("DISPLAY", x_session.display)
+    monkeypatch.setenv("PYSTRAY_BACKEND", "xorg")
+    pystray = import_pystray("xorg")
+    icon = pystray.Icon("vcamd-show-test", render_icon(TrayState.off), "show test")
+    loop_thread = threading.current_thread()
+    from_elsewhere: list[str] = []
+    connection = icon._display
+
+    def watched(name):
+        real = getattr(connection, name)
+
+        def call(*args, **kwargs):
+            if threading.current_thread() is not loop_thread:
+                from_elsewhere.append(name)
+            return real(*args, **kwargs)
+
+        return call
+
+    for name in ("send_event", "flush", "sync"):
+        monkeypatch.setattr(connection, name, watched(name))
+    waker = XorgWaker.for_icon(icon)
+    ended = threading.Event()
+    seen: dict = {}
+
+    def setup(icon) -> None:
+        try:
+            show_xorg_icon(icon)
+            seen["visible"], seen["from_elsewhere"] = icon.visible, list(from_elsewhere)
+        finally:
+            threading.Thread(target=waker.wake_until, args=(ended,), daemon=True).start()
+            icon.stop()
+
+    try:
+        icon.run(setup=setup)
+    finally:
+        ended.set()
+    assert seen == {"visible": True, "from_elsewhere": []}

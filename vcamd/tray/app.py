@@ -41,7 +41,7 @@ from vcamd.tray.view import (
     render_icon,
     view_from_status,
 )
-from vcamd.tray.xorg import XorgIconWindow, XorgWaker, enable_xorg_clicks, is_xorg
+from vcamd.tray.xorg import XorgIconWindow, XorgWaker, enable_xorg_clicks, is_xorg, show_xorg_icon
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -416,8 +416,11 @@ def run_tray(
             return  # released by the failure below: start nothing
         if choice.name in ("gtk", "appindicator"):
             _quit_on_sigint_in_glib(controller)
-        icon.visible = True
         try:
+            if is_xorg(icon):
+                show_xorg_icon(icon)  # never over the event loop's own connection (see vcamd.tray.xorg)
+            else:
+                icon.visible = True
             setup(app)
         except BaseException as exc:  # noqa: BLE001 — handed to the main thread below
             failure.append(exc)

@@ -1,9 +1,16 @@
 """Workarounds for pystray 0.19's xorg backend (XEmbed tray icons: XFCE, MATE, trayer).
 
-That backend has no pop-up menu: a left click runs the default item. Three problems of it (with
+That backend has no pop-up menu: a left click runs the default item. Four problems of it (with
 python-xlib 0.33) are worked around here: clicks never delivered (`enable_xorg_clicks`), a stop
-that leaves the event loop blocked (`XorgWaker`), and icon updates that deadlock its connection
-(`XorgIconWindow`). Xlib is imported lazily: it connects to the X server.
+that leaves the event loop blocked (`XorgWaker`), and icon updates and the first show that
+deadlock its connection (`XorgIconWindow`, `show_xorg_icon`). Xlib is imported lazily: it
+connects to the X server.
+
+What the deadlocks share: pystray runs a call made from another thread (`icon.visible = True`
+from its setup thread, `icon.icon = ...` from ours) by sending a message over the icon's own X
+connection — the one its event loop reads from — and python-xlib's threaded connection can then
+lose the reply the loop waits for. So no thread but pystray's loop uses that connection: the
+messages go over connections of our own.
 """
 
 from __future__ import annotations
@@ -75,6 +82,46 @@ class XorgWaker:
             finally:
                 display.close()
         log.warning("tray: the icon's event loop did not end after stop()")
+
+
+SHOW_TIMEOUT_S = 60.0
+"""How long `show_xorg_icon` waits for pystray's event loop to have shown the icon."""
+
+
+def show_xorg_icon(icon: Any, timeout_s: float = SHOW_TIMEOUT_S) -> None:
+    """`icon.visible = True` on the xorg backend, from any thread, without using the icon's own X
+    connection: pystray's setter sends its `_update_icon` and `_show` requests to the event loop
+    over that connection and waits for the loop's answer; under Xvfb the loop once stayed blocked
+    in a reply (`get_geometry`, repainting an Expose) for 60 s while the setter's message went
+    out on the same connection (one daemon start in a loaded run of the whole suite), and the
+    daemon never started its camera. Here the same two messages go over a connection of our own
+    and the loop's answers are read from pystray's own queue. Raises what the loop's call raised,
+    or TimeoutError."""
+    import queue
+
+    from Xlib import X
+    from Xlib.display import Display
+    from Xlib.protocol.event import ClientMessage
+
+    if icon.visible:
+        return
+    display = Display(icon._display.get_display_name())
+    try:
+        # pystray's names for the loop's own implementations (`_rewrite_implementation`).
+        for name in ("_update_icon", "_show") if not icon._icon_valid else ("_show",):
+            message = ClientMessage(window=icon._window.id, client_type=display.intern_atom(f"_PYSTRAY_{name.upper()}"),
+                                    data=(32, [X.CurrentTime, 0, 0, 0, 0]))
+            display.send_event(icon._window.id, message, event_mask=X.NoEventMask)
+            display.flush()
+            try:
+                answer = icon._queue.get(timeout=timeout_s)
+            except queue.Empty:
+                raise TimeoutError(f"the tray icon's event loop did not run {name} within {timeout_s:g} s") from None
+            if answer is not True:
+                raise answer[1].with_traceback(answer[2])
+    finally:
+        display.close()
+    icon._visible = True  # what the setter records once `_show` ran
 
 
 class XorgIconWindow:
