@@ -8,6 +8,7 @@ fell back to the CPU is the most common "why is it slow" report.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import logging
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vcamd.errors import ModelError, VcamdError
+from vcamd.threads import at_lower_priority
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -153,11 +155,15 @@ class Sessions:
         opts.log_severity_level = 3  # ORT warnings (e.g. the unused `emap` initializer) are noise here
         return opts
 
-    def get(self, path: Path | str, *, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":
+    def get(self, path: Path | str, *, keep_optimized: bool = False, background: bool = False) -> "onnxruntime.InferenceSession":
         """The session for a model file, created once. `keep_optimized`: load it from its optimised
         graph kept on disk (`vcamd.ortcache`; built on the first load) — for the model a start waits
-        for, the swapper."""
-        return self._get(Path(path), None, keep_optimized)
+        for, the swapper. `background`: the model runs on a helper thread that must not outrank
+        the publishing loop (the swap worker's swapper and enhancer): the session is created on a
+        thread of that lower priority, so the threads of its own pool, which ONNX Runtime starts
+        then, inherit it (created on a normal thread, the pool's threads took a core from the loop
+        as often as it did: one 720p frame took 137 ms while inswapper ran)."""
+        return self._get(Path(path), None, keep_optimized, background)
 
     def get_resized(self, path: Path | str, input_hw: tuple[int, int]) -> "onnxruntime.InferenceSession":
         """A session for a fully convolutional model whose graph fixes its input size (e.g. an
@@ -167,7 +173,8 @@ class Sessions:
         """
         return self._get(Path(path), (int(input_hw[0]), int(input_hw[1])))
 
-    def _get(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":
+    def _get(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool = False,
+             background: bool = False) -> "onnxruntime.InferenceSession":
         path = path.expanduser().resolve()
         key = (path, input_hw)
         with self._lock:
@@ -177,7 +184,8 @@ class Sessions:
         # leaves the slot empty (the next caller tries again and gets the error anew).
         with slot.lock:
             if slot.session is None:
-                slot.session = self._create(path, input_hw, keep_optimized)
+                create = functools.partial(self._create, path, input_hw, keep_optimized)
+                slot.session = at_lower_priority(create, f"load {path.name}") if background else create()
             return slot.session
 
     def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":

@@ -5,6 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -20,3 +24,25 @@ def lower_thread_priority(nice: int = 10) -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
     except OSError as exc:
         log.debug("could not lower the priority of thread %s: %s", threading.current_thread().name, exc)
+
+
+def at_lower_priority(fn: Callable[[], T], name: str) -> T:
+    """`fn()` run on a new thread of lowered priority (`lower_thread_priority`), waited for: what
+    it starts — a model session's own worker threads — is born at that priority. Its exception is
+    raised here."""
+    outcome: list = []
+
+    def run() -> None:
+        lower_thread_priority()
+        try:
+            outcome.append((True, fn()))
+        except BaseException as exc:  # raised again on the caller's thread
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value

@@ -125,6 +125,74 @@ def test_a_blocked_swapper_never_stalls_the_output(live_config, clip_20fps, run_
     assert stats["misses"]["swap_jobs_replaced"] > 0 and stats["misses"]["swap_errors"] == 0
 
 
+class FirstSwapGate:
+    """Wraps the real face engine; its first swap waits until `ready()` says so (then works)."""
+
+    def __init__(self, engine, ready) -> None:
+        self._engine = engine
+        self._ready = ready
+        self.calls = 0
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def swap_faces(self, frame, faces, *args, **kw):
+        self.calls += 1
+        if self.calls == 1:
+            deadline = time.monotonic() + 60.0
+            while not self._ready() and time.monotonic() < deadline:
+                time.sleep(0.005)
+        return self._engine.swap_faces(frame, faces, *args, **kw)
+
+
+def test_while_the_first_swap_runs_the_frame_is_covered_whole_and_the_faces_tracked_sparsely(
+        live_config, clip_20fps, face_engine_factory, recording_sink):
+    """Until the first swap lands nothing can be pasted: every frame is covered whole (a mosaic:
+    no face, no background detail) and the tracker runs on every FIRST_SWAP_TRACK_STRIDE-th frame
+    only, which leaves the cores to the swap; it keeps the face found, so the swap is pasted as
+    soon as it lands."""
+    from vcamd.live.frames import FIRST_SWAP_TRACK_STRIDE
+    from vcamd.live.sources import open_source
+
+    cfg = live_config()
+    sink = recording_sink(keep_every=1)
+    held_frames = 30
+    faces = FirstSwapGate(face_engine_factory(cfg), ready=lambda: len(sink.times) >= held_frames)
+    engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True), sink_factory=lambda w, h, fps: sink, faces=faces)
+    updates: list[int] = []
+    update = engine.tracker.update
+
+    def counted(frame, frame_index, **kw):
+        updates.append(frame_index)
+        return update(frame, frame_index, **kw)
+
+    engine.tracker.update = counted  # type: ignore[method-assign]
+    stats = engine.run(max_frames=held_frames + 20)
+    covered = [_covered_whole(f) for f in sink.frames]
+    # Covered whole until the first swap landed — from the frame after the one whose faces went
+    # to the swap worker (the frames before it: no face known yet, or the face obscured alone).
+    assert sum(not c for c in covered[:held_frames]) <= 2, covered[:held_frames]
+    # The tracker looked on every 4th of those frames, not on each (the first looks found the face).
+    sparse = [i for i in updates if i <= held_frames]
+    assert 0 < len(sparse) <= held_frames // FIRST_SWAP_TRACK_STRIDE + 3, sparse
+    # The face was still tracked when the swap landed: pasted within two frames of it, and from
+    # then on the frames show the swapped face, not a cover.
+    first_swapped = next(i for i in range(held_frames, len(covered)) if not covered[i])
+    assert first_swapped <= held_frames + 2, (first_swapped, held_frames)
+    assert stats["frames"]["swapped"] >= 15 and stats["frames"]["passthrough"] == 0
+    raws = raw_face_regions(clip_20fps, face_engine_factory(cfg))
+    assert not any(leaks_raw_face(frame, raws) for frame in sink.frames)
+
+
+def _covered_whole(frame: np.ndarray) -> bool:
+    """The whole-frame mosaic (`obscure_frame`: 4 blocks along the longer side): the middle of a
+    block inside the frame is one flat colour (a camera frame, or one with a pasted face, never is)."""
+    height, width = frame.shape[:2]
+    block = -(-max(width, height) // 4)
+    patch = frame[block + 8 : 2 * block - 8, block + 8 : 2 * block - 8]
+    return bool(patch.size) and bool((patch == patch[0, 0]).all())
+
+
 def test_a_swapper_that_stalls_later_is_held_then_never_leaks(live_config, clip_20fps, run_live, face_engine_factory):
     cfg = live_config(swap={"on_miss": "hold", "max_result_age_s": 0.6})
     holder = {}

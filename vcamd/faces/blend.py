@@ -331,6 +331,11 @@ class Blender:
         # mask, or that mask area-halved as often as the crop is.
         self._masks: dict[tuple[int, int], tuple[FloatImage, npt.NDArray[np.uint8]]] = {}
         self._masks_for(crop_size)
+        if color_correction:
+            # OpenCV builds its LAB tables at the first BGR→LAB conversion of the process (~110 ms
+            # here): now, where the face engine is built off the loop, not at the first paste —
+            # that froze the first swapped frame.
+            cv2.cvtColor(np.zeros((1, 1, 3), np.uint8), cv2.COLOR_BGR2LAB)
         # (id(crop), halvings) → (a weak reference to the crop, its prepared form): an entry is the
         # crop's only while that crop lives (a new array may get a dead one's id).
         self._prepared: dict[tuple[int, int], tuple[weakref.ref[Frame], _Prepared]] = {}

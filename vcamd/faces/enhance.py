@@ -34,7 +34,7 @@ class Enhancer:
             raise ValueError(f"strength must be within [0, 1], got {strength}")
         self.path = Path(path)
         self.strength = float(strength)
-        self._session = sessions.get(self.path)
+        self._session = sessions.get(self.path, background=True)
         self._input_name, self._input_dtype = self._check_signature()
 
     def _check_signature(self) -> tuple[str, type]:

@@ -36,7 +36,7 @@ class Swapper:
         (`vcamd.ortcache`, built on the first load) — for swapping, where every start waits for
         this model; not for a check of the file (`vcamd doctor`, a download's verification)."""
         self.path = Path(path)
-        self.session = sessions.get(self.path, keep_optimized=keep_optimized)
+        self.session = sessions.get(self.path, keep_optimized=keep_optimized, background=True)
         inputs = {i.name: i for i in self.session.get_inputs()}
         outputs = self.session.get_outputs()
         spec = swapper_spec_for({name: i.shape for name, i in inputs.items()})

@@ -4,7 +4,8 @@
 frame_skip's skipped frames), which to swap (`face_selection`; a failed selection makes the
 positions unknown), the face region handed to the swap worker without waiting, then `compose`
 decides what each face gets (swapped / held / obscured), and `send` badges and publishes. Before the
-first face pipeline is installed (models loading at start-up) every frame is obscured whole. Runs
+first face pipeline is installed (models loading at start-up), and while the first swap is being
+computed, every frame is obscured whole and the tracker runs on every 4th frame only. Runs
 on the loop's thread only; reads the engine's parts as they are now (a reload may replace them
 between two frames).
 """
@@ -36,6 +37,9 @@ TRACK_DEADLINE_FRAMES = 2.0
 
 SWAP_REGION_SCALE = 2.0
 """The region handed to the swap worker around the faces, relative to each box."""
+
+FIRST_SWAP_TRACK_STRIDE = 4
+"""While the first swap is computed (frames covered whole), the tracker runs on every 4th frame."""
 
 NO_SOURCE_FACE = "no source face is set — use `vcamd set-face PHOTO`, the tray's Source face menu, or [swap] source_face"
 
@@ -88,31 +92,20 @@ class FrameWork:
             self.send(frame, Outcome.off, captured.t_capture)
             return
         if engine.faces is None:
-            self.send_loading(frame, captured.t_capture)
+            self.send_covered(frame, captured.t_capture)
+            return
+        if self._first_swap_running():
+            if self._index % FIRST_SWAP_TRACK_STRIDE == 0:
+                self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
+            self.send_covered(frame, captured.t_capture)
             return
 
-        # 1. Where are the faces? (between strides of a frame-skipping rung: reuse the last positions)
-        t0 = engine.clock()
+        # 1. Where are the faces? 2. The swap worker gets their region. (Between strides of a
+        # frame-skipping rung: the last positions, no new job.)
         if self._index % rung(level).frame_stride != 0 and self._report is not None:
             report, targets, lost = self._report, self.targets, self._covered_lost
         else:
-            report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s())
-            targets, report = self._select(report, frame)
-            # Lost faces are covered when they were faces being swapped (or already covered);
-            # a bystander that face_selection leaves alone stays alone.
-            lost = lost_to_cover(report.lost, report.known, self.targets + self._covered_lost)
-            self._report, self.targets, self._covered_lost = report, targets, lost
-            t1 = engine.clock()
-            stage_ms["detect"] = (t1 - t0) * 1000.0
-            engine.stats.record_stage("detect", stage_ms["detect"])
-            # 2. Hand the face region to the swap worker (newest wins, never waits) — unless every
-            # face only moved since the tracker last detected it (`FaceReport.followed`): the swap
-            # made for that detection's frame is the same face, pasted below where it is now (the
-            # tracker detects again, and a new swap is asked for, at least every few frames).
-            if targets and report.known and not (report.followed and self._has_swap()):
-                self._submit(frame, targets, level, captured.t_capture)
-                stage_ms["submit"] = (engine.clock() - t1) * 1000.0
-                engine.stats.record_stage("submit", stage_ms["submit"])
+            report, targets, lost = self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
 
         # 3. What each face gets: the latest swap at its current place, held, or obscured.
         t2 = engine.clock()
@@ -130,6 +123,44 @@ class FrameWork:
         self.send(composed.frame, composed.outcome, captured.t_capture, stage_ms, composed=composed, targets=targets, swapped_at=swapped_at)
         # The loop's own time for this frame (take → published), the base of the overhead figure.
         engine.stats.record_stage("loop", (engine.clock() - t_take) * 1000.0)
+
+    def _locate_and_submit(self, frame: Frame, level: Level, t_capture: float,
+                           stage_ms: dict[str, float]) -> tuple[FaceReport, list[Face], list[Face]]:
+        """Where the faces are in this frame (the tracker), which to swap, which lost ones to cover
+        (remembered for the frames that reuse them); their region handed to the swap worker."""
+        engine = self._engine
+        t0 = engine.clock()
+        report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s())
+        targets, report = self._select(report, frame)
+        # Lost faces are covered when they were faces being swapped (or already covered);
+        # a bystander that face_selection leaves alone stays alone.
+        lost = lost_to_cover(report.lost, report.known, self.targets + self._covered_lost)
+        self._report, self.targets, self._covered_lost = report, targets, lost
+        t1 = engine.clock()
+        stage_ms["detect"] = (t1 - t0) * 1000.0
+        engine.stats.record_stage("detect", stage_ms["detect"])
+        # The swap worker gets the newest face region (it never waits) — unless every face only
+        # moved since the tracker last detected it (`FaceReport.followed`): the swap made for that
+        # detection's frame is the same face, pasted below where it is now (the tracker detects
+        # again, and a new swap is asked for, at least every few frames).
+        if targets and report.known and not (report.followed and self._has_swap()):
+            self._submit(frame, targets, level, t_capture)
+            stage_ms["submit"] = (engine.clock() - t1) * 1000.0
+            engine.stats.record_stage("submit", stage_ms["submit"])
+        return report, targets, lost
+
+    def _first_swap_running(self) -> bool:
+        """The swap worker is computing its first face and there is none to paste yet.
+
+        Until it lands every face would be covered anyway, so the frame is covered whole and the
+        tracker runs only on every FIRST_SWAP_TRACK_STRIDE-th frame: the frame costs a mosaic
+        instead of following faces, and the first swap gets the cores (inswapper on a 2-core CPU:
+        1.6 s alone, 2.2 s beside the tracker). Tracked that often, the faces are where they are
+        when it lands (left alone for its 2 s, they were lost and looked for again: 2–3 frames
+        later on screen), and the worker has their newest region to swap next."""
+        worker = self._engine.worker
+        result, failed = worker.latest()
+        return result is None and not failed and not worker.idle
 
     def _has_swap(self) -> bool:
         """The swap worker has a usable result (a followed frame then needs no new swap)."""
@@ -173,12 +204,14 @@ class FrameWork:
         local = [_shift(f, x0, y0) for f in targets]
         self._engine.worker.submit(SwapJob(crop, local, list(targets), level, t_capture))
 
-    def send_loading(self, frame: Frame, t_capture: float) -> None:
-        """No face pipeline yet (the models load at start-up): nothing can say where the faces are,
-        so the whole frame is obscured — whatever on_miss says. `passthrough` is the user's opt-out
-        for a running swapper's misses, not for the seconds before any model could look."""
+    def send_covered(self, frame: Frame, t_capture: float) -> None:
+        """The whole frame obscured, without the face pipeline's per-frame work: no face pipeline
+        yet (the models load at start-up: nothing can say where the faces are), or the first swap
+        running. Whatever on_miss says: `passthrough` is the user's opt-out for a running swapper's
+        misses, not for the seconds before any swap exists. The watchdog does not judge the frame."""
         obscure_frame(frame)
-        self.send(frame, Outcome.blurred, t_capture, composed=Composed(frame, Outcome.blurred, [], fresh_badge=True, all_swapped=False))
+        self.send(frame, Outcome.blurred, t_capture, composed=Composed(frame, Outcome.blurred, [], fresh_badge=True, all_swapped=False),
+                  judged=False)
 
     def send(
         self,
@@ -190,6 +223,7 @@ class FrameWork:
         composed: Composed | None = None,
         targets: list[Face] | None = None,
         swapped_at: float | None = None,
+        judged: bool = True,
     ) -> None:
         engine = self._engine
         if composed is not None and composed.fresh_badge:
@@ -211,11 +245,12 @@ class FrameWork:
         latency = None if t_capture is None else (now - t_capture) * 1000.0
         engine.stats.record_publish(outcome, engine.watchdog.level, latency)
         # The watchdog judges the face pipeline's cost: frames without it (swapping off, models still
-        # loading) say nothing about it. Lowered by cheap loading frames on a busy machine, the first
-        # detections would run at a lower size and miss small faces never seen before.
+        # loading, covered whole while the first swap runs) say nothing about it. Lowered by cheap
+        # loading frames on a busy machine, the first detections would run at a lower size and miss
+        # small faces never seen before.
         # Nor do the frames of the tracker's warm-up (sessions being built, the first full
         # detection not in yet): they took a group to low_res before it was measured at full.
-        if latency is not None and outcome is not Outcome.off and engine.faces is not None:
+        if judged and latency is not None and outcome is not Outcome.off and engine.faces is not None:
             log_events(engine.watchdog.observe(latency, stage_ms, warming=engine.tracker.warming))
 
 
