@@ -125,24 +125,19 @@ def test_a_blocked_swapper_never_stalls_the_output(live_config, clip_20fps, run_
     assert stats["misses"]["swap_jobs_replaced"] > 0 and stats["misses"]["swap_errors"] == 0
 
 
-class FirstSwapGate:
-    """Wraps the real face engine; its first swap waits until `ready()` says so (then works)."""
+def first_swap_waits(engine, ready) -> Wrapped:
+    """The real face engine whose first swap waits until `ready()` says so (then works)."""
+    calls = []
 
-    def __init__(self, engine, ready) -> None:
-        self._engine = engine
-        self._ready = ready
-        self.calls = 0
-
-    def __getattr__(self, name):
-        return getattr(self._engine, name)
-
-    def swap_faces(self, frame, faces, *args, **kw):
-        self.calls += 1
-        if self.calls == 1:
+    def swap_faces(frame, faces, *args, **kw):
+        calls.append(1)
+        if len(calls) == 1:
             deadline = time.monotonic() + 60.0
-            while not self._ready() and time.monotonic() < deadline:
+            while not ready() and time.monotonic() < deadline:
                 time.sleep(0.005)
-        return self._engine.swap_faces(frame, faces, *args, **kw)
+        return engine.swap_faces(frame, faces, *args, **kw)
+
+    return Wrapped(engine, swap_faces=swap_faces)
 
 
 def test_while_the_first_swap_runs_the_frame_is_covered_whole_and_the_faces_tracked_sparsely(
@@ -152,13 +147,12 @@ def test_while_the_first_swap_runs_the_frame_is_covered_whole_and_the_faces_trac
     only, which leaves the cores to the swap; it keeps the face found, so the swap is pasted as
     soon as it lands."""
     from vcamd.live.frames import FIRST_SWAP_TRACK_STRIDE
-    from vcamd.live.sources import open_source
 
     cfg = live_config()
     sink = recording_sink(keep_every=1)
     held_frames = 30
-    faces = FirstSwapGate(face_engine_factory(cfg), ready=lambda: len(sink.times) >= held_frames)
-    engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True), sink_factory=lambda w, h, fps: sink, faces=faces)
+    faces = first_swap_waits(face_engine_factory(cfg), ready=lambda: len(sink.times) >= held_frames)
+    engine = make_engine(cfg, clip_20fps, faces, sink)
     updates: list[int] = []
     update = engine.tracker.update
 
