@@ -1,4 +1,4 @@
-"""Thread priorities: the publishing loop must win the CPU over helper threads."""
+"""Helper threads: a call run on a thread of its own, and thread priorities (the publishing loop must win the CPU over helper threads)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -26,23 +27,28 @@ def lower_thread_priority(nice: int = 10) -> None:
         log.debug("could not lower the priority of thread %s: %s", threading.current_thread().name, exc)
 
 
+def in_thread(fn: Callable[[], T], name: str) -> Future[T]:
+    """Run `fn` on a new daemon thread; its result (or exception) in the future. A daemon: a load
+    whose result is no longer wanted (another part failed first) never holds up the exit."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
 def at_lower_priority(fn: Callable[[], T], name: str) -> T:
     """`fn()` run on a new thread of lowered priority (`lower_thread_priority`), waited for: what
     it starts — a model session's own worker threads — is born at that priority. Its exception is
     raised here."""
-    outcome: list = []
 
-    def run() -> None:
+    def lowered() -> T:
         lower_thread_priority()
-        try:
-            outcome.append((True, fn()))
-        except BaseException as exc:  # raised again on the caller's thread
-            outcome.append((False, exc))
+        return fn()
 
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    thread.join()
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value
+    return in_thread(lowered, name).result()

@@ -19,14 +19,12 @@ SwappedFace in FFHQ-512 space, composited like any other.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +34,7 @@ from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, inve
 from vcamd.faces.blend import Blender, PasteRegion
 from vcamd.faces.specs import ENHANCER_CROP
 from vcamd.quality import BEST, Level, rung
+from vcamd.threads import in_thread
 from vcamd.types import Face, Frame, Points
 
 if TYPE_CHECKING:
@@ -45,7 +44,6 @@ if TYPE_CHECKING:
     from vcamd.faces.swap import Latent, Swapper
     from vcamd.runtime import Sessions
 
-T = TypeVar("T")
 
 
 def require_consent(cfg: Config, flag: bool) -> None:
@@ -112,21 +110,6 @@ class _Source:
     identity: SourceIdentity
     latent: Latent
     stamp: tuple[Path, int, int]  # resolved path, mtime_ns, size: re-embed only when these change
-
-
-def in_thread(fn: Callable[[], T], name: str) -> Future[T]:
-    """Run `fn` on a new daemon thread; its result (or exception) in the future. A daemon: a load
-    whose result is no longer wanted (another part failed first) never holds up the exit."""
-    future: Future[T] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(fn())
-        except BaseException as exc:  # handed to whoever waits on the future
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
 
 
 def _file_stamp(path: Path) -> tuple[Path, int, int]:
