@@ -3,6 +3,7 @@ swapper that makes a visible change, and a sink that records what went out."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from pathlib import Path
@@ -373,7 +374,7 @@ def test_opencv_runs_single_threaded_while_the_engine_runs_and_is_given_back_aft
     """OpenCV's own pool is off while the engine runs (its small per-face operations already run on
     the engine's threads: docs/performance.md), and the process gets its setting back after — also
     after a start that failed."""
-    from vcamd.live.engine import OPENCV_THREADS
+    from vcamd.live.process import OPENCV_THREADS
 
     cfg = live_config()
     before = cv2.getNumThreads()
@@ -405,6 +406,69 @@ def test_opencv_runs_single_threaded_while_the_engine_runs_and_is_given_back_aft
         assert cv2.getNumThreads() == 3
     finally:
         cv2.setNumThreads(before)
+
+
+def test_objects_from_before_the_engine_are_out_of_the_collectors_reach_while_it_runs_and_given_back_after(
+        live_config, clip_20fps, face_engine_factory):
+    """A full collection walks every tracked object with the GIL held; the engine's threads all wait.
+    Objects made before the engine opened are left out of collections while it runs (a long test
+    process's heap took 200–460 ms a pass on two busy cores and stalled the output), and handed back
+    to the collector once it stops, also after a start that failed."""
+    cfg = live_config()
+    assert gc.get_freeze_count() == 0
+    made_before = [[] for _ in range(3)]  # containers: tracked by the collector
+    seen: list[tuple[int, bool]] = []
+
+    class CollectorSeen:
+        def open(self) -> None: ...
+
+        def send(self, frame, stats) -> None:
+            if not seen:  # gc.get_objects() walks the whole heap: once is enough
+                tracked = {id(o) for o in gc.get_objects()}
+                seen.append((gc.get_freeze_count(), id(made_before[1]) in tracked))
+
+        def close(self) -> None: ...
+
+        url = None
+
+    engine = LiveEngine(cfg, source=SyntheticCamera(160, 120, 30.0), sink_factory=lambda w, h, fps: CollectorSeen(),
+                        faces=face_engine_factory(cfg))
+    engine.run(max_frames=3)
+    frozen, still_collected = seen[0]
+    assert frozen > len(made_before) and not still_collected, seen
+    assert gc.get_freeze_count() == 0 and id(made_before[1]) in {id(o) for o in gc.get_objects()}
+
+    def broken_detect(frame, input_size=None):
+        raise RuntimeError("the detector failed its warm-up (test)")
+
+    failing = make_engine(cfg, clip_20fps, Wrapped(face_engine_factory(cfg), detect=broken_detect), CollectorSeen())
+    with pytest.raises(RuntimeError, match="warm-up"):
+        failing.run(max_frames=3)
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_process_that_froze_objects_itself_keeps_them_frozen_after_the_engine(live_config, face_engine_factory):
+    """The process's own freezing is its policy: the engine adds to it and takes nothing back."""
+    cfg = live_config()
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        engine = LiveEngine(cfg, source=SyntheticCamera(160, 120, 30.0), sink_factory=lambda w, h, fps: _NullSink(),
+                            faces=face_engine_factory(cfg))
+        engine.run(max_frames=3)
+        assert gc.get_freeze_count() >= before > 0
+    finally:
+        gc.unfreeze()
+
+
+class _NullSink:
+    url = None
+
+    def open(self) -> None: ...
+
+    def send(self, frame, stats) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class SkippingCamera(SyntheticCamera):

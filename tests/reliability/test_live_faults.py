@@ -32,13 +32,17 @@ STEADY = {"watchdog": {"budget_ms": 1000.0}}
 (with the enhancer on, a degraded level would skip the enhancer and hide its fault)."""
 
 
-def inject(run, start, clear, seconds: float = FAULT_S) -> tuple[float, float]:
-    """Reach steady swapping, run `start()`, wait, run `clear()`; returns (t_fault, t_clear)."""
+def inject(run, start, clear, seconds: float = FAULT_S, until=None, what: str = "") -> tuple[float, float]:
+    """Reach steady swapping, run `start()`, let the fault last `seconds` — and, with `until`, for
+    as long as it takes that condition to be seen while it lasts — then run `clear()`; returns
+    (t_fault, t_clear)."""
     run.wait_swapping()
     run.before_fault = run.counts()
     t_fault = time.monotonic()
     start()
     time.sleep(seconds)
+    if until is not None:
+        run.wait_for(until, 10.0, what)
     t_clear = time.monotonic()
     clear()
     return t_fault, t_clear
@@ -123,16 +127,21 @@ def test_session_fault(live, model: str, fault: str) -> None:
         sections["enhancer"] = {"enabled": True, "strength": 1.0}
     run = live(faults=faults, **sections)
     name = SESSION_FILES[model]
-    t_fault, t_clear = inject(run, lambda: faults.__setitem__(name, fault), lambda: faults.__setitem__(name, "ok"))
+    # A failed swap, or one stalled past max_result_age_s, is a miss: on_miss = hold shows the last
+    # good output (checked for leaks below) instead of a fresh swap. A stalled swap is stale only
+    # max_result_age_s after the last result that came before the stall — up to one swap job into
+    # the fault, longer on a busy machine — so the fault lasts until held frames are seen.
+    misses = fault in ("raise", "nan") or (fault == "hang" and model != "detector")
+    t_fault, t_clear = inject(run, lambda: faults.__setitem__(name, fault), lambda: faults.__setitem__(name, "ok"),
+                              until=(lambda: run.counts()["held"] > run.before_fault["held"]) if misses else None,
+                              what=f"held frames while the {model} session {fault}s")
     during = run.counts()
     gap = run.sink.max_gap(t_fault, t_clear)
     recovery_s = recovered(run, t_clear)
     stats = run.stop()
     check_no_leak(run, stats)
     assert gap < MAX_GAP_S, f"output paused {gap:.2f} s while the {model} session {fault}ed"
-    if fault in ("raise", "nan") or (fault == "hang" and model != "detector"):
-        # A failed swap, or one stalled past max_result_age_s, is a miss: on_miss = hold shows the
-        # last good output (checked for leaks above) instead of a fresh swap.
+    if misses:
         assert during["held"] > run.before_fault["held"], f"no held frames during the fault: {run.before_fault} → {during}"
     if fault == "nan":
         # A NaN model output is a miss, never a face: no frame of the fault window may show the

@@ -48,6 +48,7 @@ from vcamd.errors import VcamdError
 from vcamd.live.commands import CommandQueue
 from vcamd.live.frames import NO_SOURCE_FACE, FrameWork, log_events
 from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
+from vcamd.live.process import ProcessSettings
 from vcamd.live.publisher import Publisher
 from vcamd.live.settings import Settings
 from vcamd.live.sources import CameraReader, FrameSource, LatestFrame, SourceState
@@ -73,13 +74,6 @@ STATUS_EVERY = 10
 
 FACE_LOAD_WAIT_S = 8.0
 """How long set-face waits for the photo to be read and embedded."""
-
-OPENCV_THREADS = 1
-"""OpenCV's own worker threads while the engine is open. Its per-frame work is many small
-operations on face-sized regions (crops, warps, blends, colour conversions) and one JPEG decode,
-already spread over the engine's threads (camera reader, loop, tracker, full detector, swap
-worker); a parallel OpenCV call on top splits a few hundred µs of work and wakes pool threads for
-it, which costs more CPU than it saves time on a small machine (docs/performance.md)."""
 
 
 class LiveEngine:
@@ -140,7 +134,7 @@ class LiveEngine:
         self.enabled = cfg.swap.enabled
         self._state = "starting"
         self._opened = False  # the camera and the output (open() or run())
-        self._opencv_threads: int | None = None  # OpenCV's thread count before open(), restored at the end
+        self._process = ProcessSettings()  # OpenCV's threads, the collector: applied by open(), restored at the end
         self._last_frame_at: float | None = None
         self.frames = FrameWork(self, clock() if started_at is None else started_at)
         self._status: dict[str, Any] = {}
@@ -320,8 +314,7 @@ class LiveEngine:
     def _open(self, *, load: bool = True) -> None:
         if self._opened:
             return
-        self._opencv_threads = cv2.getNumThreads()
-        cv2.setNumThreads(OPENCV_THREADS)
+        self._process.apply()
         self._commands.start_looping()
         try:
             self.reader.open_first()  # a bad source fails here, with its own message
@@ -334,7 +327,7 @@ class LiveEngine:
             self.reader.stop()
             self.tracker.stop()
             self.settings.stop()
-            self._restore_opencv_threads()
+            self._process.restore()
             raise
         self._opened = True
         if load:
@@ -355,13 +348,8 @@ class LiveEngine:
         self.tracker.stop()
         self.settings.stop()
         self.publisher.close()
-        self._restore_opencv_threads()
+        self._process.restore()
         self._refresh_status()
-
-    def _restore_opencv_threads(self) -> None:
-        if self._opencv_threads is not None:
-            cv2.setNumThreads(self._opencv_threads)
-            self._opencv_threads = None
 
     def run(self, max_frames: int | None = None) -> dict:
         """Publish until `max_frames` frames went out or `request_quit()`; returns the stats JSON."""
@@ -371,6 +359,7 @@ class LiveEngine:
             self.worker.start()
             self.full_detector.start()
             self._gpu.start()
+            self._process.freeze_heap()
             self.stats.reset_clock()
             self._last_frame_at = self.clock()  # "starting" until the camera's first frame
             if self.faces is not None and not self.has_source_face():

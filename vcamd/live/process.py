@@ -1,0 +1,59 @@
+"""What the live engine changes for its whole process while it is open, and gives back when it stops.
+
+Two settings, both about keeping the loop's thread on time:
+
+* OpenCV's own worker pool is off (`OPENCV_THREADS`): the per-frame work is many small operations
+  on face-sized regions, already spread over the engine's threads.
+* The objects that exist when the engine opens — imports, the config, models' Python objects, and
+  in a test process every test's leftovers — are moved out of the cyclic garbage collector's
+  reach (`gc.freeze()`). A full collection holds the GIL for as long as it walks the heap, and
+  every thread of the engine waits: 20 ms for `vcamd bench`'s 58 000 objects, 200–460 ms for a
+  long pytest process's 150 000–200 000 objects on two busy cores — long enough to stall the
+  output past the camera's stall timeout (docs/reliability.md). Frozen, they are still freed by
+  reference counting as ever; only cycles among them wait until the engine stops, when they are
+  handed back (`gc.unfreeze()`) unless the process had frozen objects of its own before.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import cv2
+
+OPENCV_THREADS = 1
+"""OpenCV's own worker threads while the engine is open. Its per-frame work is many small
+operations on face-sized regions (crops, warps, blends, colour conversions) and one JPEG decode,
+already spread over the engine's threads (camera reader, loop, tracker, full detector, swap
+worker); a parallel OpenCV call on top splits a few hundred µs of work and wakes pool threads for
+it, which costs more CPU than it saves time on a small machine (docs/performance.md)."""
+
+
+class ProcessSettings:
+    """Applies the engine's process-wide settings and restores the ones found, once each."""
+
+    def __init__(self) -> None:
+        self._opencv_threads: int | None = None  # OpenCV's thread count before apply(); None: not applied
+        self._unfreeze = False  # whether restore() hands the frozen objects back to the collector
+
+    def apply(self) -> None:
+        if self._opencv_threads is not None:
+            return
+        self._opencv_threads = cv2.getNumThreads()
+        cv2.setNumThreads(OPENCV_THREADS)
+        # A process that froze objects itself keeps its own policy: restore() leaves them frozen.
+        self._unfreeze = gc.get_freeze_count() == 0
+        self.freeze_heap()
+
+    def freeze_heap(self) -> None:
+        """Leave what exists now out of later collections (again when the loop starts: the caller's
+        own start-up — the control page, the config watcher — ran between open() and run())."""
+        if self._opencv_threads is not None:
+            gc.freeze()
+
+    def restore(self) -> None:
+        if self._opencv_threads is None:
+            return
+        cv2.setNumThreads(self._opencv_threads)
+        self._opencv_threads = None
+        if self._unfreeze:
+            gc.unfreeze()
