@@ -82,6 +82,11 @@ def test_resolution_target_is_the_cpu_ratio(assets: Path) -> None:
     (row,) = target_rows({"resolution": result}, _settings(assets))
     assert row.figure == "18.0 ÷ 12.0 = 1.50×" and row.target == "≤ 1.3×"
     assert row.ratio == pytest.approx(1.5 / 1.3, abs=0.01) and row.met is False
+    # With the camera's share measured, a second row counts what grows apart from it — never a target.
+    counted = result | {"camera_cpu_ms_480p": 1.0, "camera_cpu_ms_1080p": 5.0, "own_cpu_ratio": 13.0 / 11.0}
+    target, rest = target_rows({"resolution": counted}, _settings(assets))
+    assert target == row
+    assert "1.0 → 5.0" in rest.measure and rest.figure == "13.0 ÷ 11.0 = 1.18×" and rest.met is None and rest.ratio is None
 
 
 def test_unknown_scenario_and_missing_group_photo_are_refused(assets: Path, tmp_path: Path, capsys) -> None:

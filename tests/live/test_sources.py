@@ -410,3 +410,43 @@ def test_stopping_a_reader_stuck_in_a_read_does_not_release_the_camera_under_it(
     source.release.set()  # the read returns: the thread exits and releases the camera itself
     reader._thread.join(2.0)
     assert not reader._thread.is_alive() and source.closes >= 1 and not source.closed_during_read
+
+
+class CostlyRead(SyntheticCamera):
+    """A camera whose every read costs its reader `busy_s` of CPU (a decode) or, with `busy=False`,
+    as long waiting for the driver (no CPU)."""
+
+    def __init__(self, busy_s: float, *, busy: bool) -> None:
+        super().__init__(64, 48, 1000.0)
+        self.busy_s, self.busy = busy_s, busy
+
+    def read(self):
+        if self.busy:
+            start = time.thread_time()
+            while time.thread_time() - start < self.busy_s:
+                pass
+        else:
+            time.sleep(self.busy_s)
+        return super().read()
+
+
+@pytest.mark.parametrize("busy", [True, False], ids=["decoding", "waiting"])
+def test_the_reader_counts_the_cpu_its_camera_costs_not_the_time_it_waits(busy: bool):
+    """`cpu_s` (stats: camera_cpu_ms_per_frame) is the reader thread's CPU — a camera's decode —
+    whatever the machine's load; the time it waits for the driver's next frame is not CPU."""
+    source = CostlyRead(0.004, busy=busy)
+    reader = CameraReader(source, LatestFrame(), reopen_interval_s=0.05)
+    reader.open_first()
+    reader.start()
+    try:
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline and reader.captured < 50:
+            time.sleep(0.01)
+    finally:
+        reader.stop()
+    assert reader.captured >= 50
+    per_frame_ms = 1000.0 * reader.cpu_s / reader.captured
+    if busy:
+        assert per_frame_ms >= 3.0, per_frame_ms
+    else:
+        assert per_frame_ms < 1.0, per_frame_ms

@@ -397,6 +397,7 @@ class LiveEngine:
             providers=self.providers,
             gpu=self._gpu.stop(),
             misses=self._misses(),
+            camera_cpu_s=self.reader.cpu_s,
         ) | {"startup_ms": self.frames.startup.to_json()}
 
     def _captured(self) -> int:

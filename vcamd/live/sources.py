@@ -495,6 +495,10 @@ class CameraReader:
         self.times_lost = 0
         self.bad_frames = 0
         """Frames the source delivered that are not images (empty, wrong type): skipped."""
+        self.cpu_s = 0.0
+        """CPU time of the reader thread: reading the camera and decoding its frames (an MJPG
+        webcam's JPEG decode, done by OpenCV on this thread) — the per-pixel cost of the camera
+        itself, which every app reading it pays (`--stats-json` camera_cpu_ms_per_frame)."""
 
     # -- lifecycle ----------------------------------------------------------------------------
     def open_first(self) -> None:
@@ -534,7 +538,9 @@ class CameraReader:
                 log.warning("closing the camera failed: %s", exc)
 
     def _read_until_stopped(self) -> None:
+        started_cpu = time.thread_time()
         while not self._stop.is_set():
+            self.cpu_s = time.thread_time() - started_cpu
             if self._state is not SourceState.live:
                 self._reopen()
                 continue

@@ -4,7 +4,8 @@ The numbers status and stats share are described once, in `vcamd.live.numbers` (
 frames, faces, latency_ms, swap_age_ms, misses, fps). Shape of `to_json()`: those (with
 fps.{source,published} for the whole run instead of the recent fps), plus
 stages_ms.<stage>.{p50,p95,p99}, degradation.{transitions,level_share} (time per rung of the quality
-ladder), queue_depth.max, providers, cpu_ms_per_frame, duration_s, and gpu when an NVIDIA GPU is present.
+ladder), queue_depth.max, providers, cpu_ms_per_frame (of which camera_cpu_ms_per_frame: the camera reader thread's
+reading and decoding), duration_s, and gpu when an NVIDIA GPU is present.
 """
 
 from __future__ import annotations
@@ -184,6 +185,7 @@ class LiveStats:
         providers: dict[str, str],
         gpu: dict | None = None,
         misses: Misses | None = None,
+        camera_cpu_s: float = 0.0,
     ) -> dict:
         with self._lock:
             total_levels = sum(self.level_frames.values()) or 1
@@ -202,6 +204,8 @@ class LiveStats:
                 "queue_depth": {"max": queue_depth_max},
                 "providers": providers,
                 "cpu_ms_per_frame": round(self.cpu_ms_per_frame(), 2),
+                # Of which the camera's own reading and decoding (its reader thread).
+                "camera_cpu_ms_per_frame": round(1000.0 * camera_cpu_s / self.published, 2) if self.published else 0.0,
                 "duration_s": round(self._clock() - self.started_at, 2),
             }
         if gpu:
