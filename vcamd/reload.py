@@ -83,7 +83,9 @@ class ConfigWatcher:
         self._thread: threading.Thread | None = None
         self._state_lock = threading.Lock()
         self.loads = 0
-        """How many times the file was loaded and validated (for tests and the debug log)."""
+        """How many times the file was loaded and validated (for tests and the debug log), counted
+        once the outcome is in place (`config`, `error`): a caller that sees the count go up sees
+        what that load did."""
 
     @property
     def config(self) -> Config | None:
@@ -103,6 +105,7 @@ class ConfigWatcher:
                 signature = file_signature(self.path)
                 self._last_good = self._load(signature)  # raises ConfigError: refuse to start broken
                 self._applied = signature
+                self.loads += 1
             self._thread = threading.Thread(target=self._run, name="vcamd-config-watch", daemon=True)
             self._thread.start()
             return self
@@ -148,7 +151,6 @@ class ConfigWatcher:
             pending, wait = _NEVER, self.interval
 
     def _load(self, signature: Signature) -> Config:
-        self.loads += 1
         if signature is None and self.missing_ok:
             return Config()
         config, _ = load_config(self.path)
@@ -157,23 +159,31 @@ class ConfigWatcher:
     def _apply(self, signature: Signature) -> ConfigError | None:
         with self._apply_lock:
             try:
-                new = self._load(signature)
-            except ConfigError as err:
-                self._report(err, signature)
-                return err
-            except Exception as exc:  # noqa: BLE001 — e.g. MemoryError under max_memory_gb: still a config_error
-                err = self._unexpected(exc)
-                self._report(err, signature)
-                return err
-            changed = new.changed_sections(self._last_good) if self._last_good is not None else set(Config.model_fields)
-            recovered = self._error is not None
-            self._applied = signature
-            self._error = None
-            self._last_good = new
-            if changed or recovered:
-                log.info("config %s reloaded: %s", self.path, ", ".join(sorted(changed)) or "no change (error cleared)")
-                self._call(self.on_change, new, changed)
-            return None
+                return self._load_and_keep(signature)
+            finally:
+                self.loads += 1
+
+    def _load_and_keep(self, signature: Signature) -> ConfigError | None:
+        """Load the file as it is now: keep it as the last good config (telling `on_change` what
+        changed), or report why it cannot be applied; returns that error, or None."""
+        try:
+            new = self._load(signature)
+        except ConfigError as err:
+            self._report(err, signature)
+            return err
+        except Exception as exc:  # noqa: BLE001 — e.g. MemoryError under max_memory_gb: still a config_error
+            err = self._unexpected(exc)
+            self._report(err, signature)
+            return err
+        changed = new.changed_sections(self._last_good) if self._last_good is not None else set(Config.model_fields)
+        recovered = self._error is not None
+        self._applied = signature
+        self._error = None
+        self._last_good = new
+        if changed or recovered:
+            log.info("config %s reloaded: %s", self.path, ", ".join(sorted(changed)) or "no change (error cleared)")
+            self._call(self.on_change, new, changed)
+        return None
 
     def _report(self, err: ConfigError, signature: Signature) -> None:
         """The file as it is now cannot be applied: say so in `error` / on_error; the last good

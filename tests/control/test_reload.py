@@ -247,3 +247,26 @@ def test_start_and_close_are_idempotent(config_file, events):
     assert w.start() is w and w.start() is w
     w.close()
     w.close()
+
+
+def test_a_load_is_counted_once_its_outcome_is_in_place(config_file, events, monkeypatch):
+    """`loads` went up when a load began: a caller that waited for the count could read the config
+    from before that load (a loaded run lost test_a_deleted_file_is_an_error_until_it_comes_back
+    so: `watcher.config is good` failed, `good` having been read mid-load)."""
+    import vcamd.reload
+
+    real_load = vcamd.reload.load_config
+
+    def slow_load(path):
+        loaded = real_load(path)
+        time.sleep(0.3)  # a busy machine's slow load, made certain
+        return loaded
+
+    monkeypatch.setattr(vcamd.reload, "load_config", slow_load)
+    current, _ = load_config(config_file)
+    with ConfigWatcher(config_file, events.on_change, events.on_error, current=current, **FAST) as w:
+        wait_for_loads(w, 1)
+        assert w.config is not current and w.config == current  # the file's own load, kept
+        config_file.write_text("[camera]\nfps = \"fast\"\n")
+        wait_for_loads(w, 2)
+        assert w.error is not None and "fps" in str(w.error)
