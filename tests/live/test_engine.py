@@ -16,6 +16,7 @@ from support.live import Wrapped, make_engine
 from vcamd.live.engine import LiveEngine
 from vcamd.live.sources import SyntheticCamera
 from vcamd.quality import Level
+from vcamd.sinks.null import NullSink
 from vcamd.types import Outcome
 
 RATE = 20.0  # the test clip's frame rate
@@ -372,6 +373,22 @@ def test_a_failed_start_releases_the_camera_and_the_tracker_thread(live_config, 
     assert not engine.tracker.call_thread.is_alive(), "the tracker thread was left running"
 
 
+class CallsOnSend:
+    """A sink that calls `on_send()` at every published frame: what the process is like then."""
+
+    url = None
+
+    def __init__(self, on_send) -> None:
+        self.on_send = on_send
+
+    def open(self) -> None: ...
+
+    def send(self, frame, stats) -> None:
+        self.on_send()
+
+    def close(self) -> None: ...
+
+
 def test_opencv_runs_single_threaded_while_the_engine_runs_and_is_given_back_after(live_config, clip_20fps, face_engine_factory):
     """OpenCV's own pool is off while the engine runs (its small per-face operations already run on
     the engine's threads: docs/performance.md), and the process gets its setting back after — also
@@ -383,18 +400,8 @@ def test_opencv_runs_single_threaded_while_the_engine_runs_and_is_given_back_aft
     cv2.setNumThreads(3)
     try:
         seen: list[int] = []
-
-        class ThreadsSeen:
-            def open(self) -> None: ...
-
-            def send(self, frame, stats) -> None:
-                seen.append(cv2.getNumThreads())
-
-            def close(self) -> None: ...
-
-            url = None
-
-        engine = LiveEngine(cfg, source=SyntheticCamera(160, 120, 30.0), sink_factory=lambda w, h, fps: ThreadsSeen(),
+        threads_seen = CallsOnSend(lambda: seen.append(cv2.getNumThreads()))
+        engine = LiveEngine(cfg, source=SyntheticCamera(160, 120, 30.0), sink_factory=lambda w, h, fps: threads_seen,
                             faces=face_engine_factory(cfg))
         engine.run(max_frames=3)
         assert seen and set(seen) == {OPENCV_THREADS} and cv2.getNumThreads() == 3
@@ -402,7 +409,7 @@ def test_opencv_runs_single_threaded_while_the_engine_runs_and_is_given_back_aft
         def broken_detect(frame, input_size=None):
             raise RuntimeError("the detector failed its warm-up (test)")
 
-        failing = make_engine(cfg, clip_20fps, Wrapped(face_engine_factory(cfg), detect=broken_detect), ThreadsSeen())
+        failing = make_engine(cfg, clip_20fps, Wrapped(face_engine_factory(cfg), detect=broken_detect), threads_seen)
         with pytest.raises(RuntimeError, match="warm-up"):
             failing.run(max_frames=3)
         assert cv2.getNumThreads() == 3
@@ -421,19 +428,12 @@ def test_objects_from_before_the_engine_are_out_of_the_collectors_reach_while_it
     made_before = [[] for _ in range(3)]  # containers: tracked by the collector
     seen: list[tuple[int, bool]] = []
 
-    class CollectorSeen:
-        def open(self) -> None: ...
+    def look() -> None:
+        if not seen:  # gc.get_objects() walks the whole heap: once is enough
+            tracked = {id(o) for o in gc.get_objects()}
+            seen.append((gc.get_freeze_count(), id(made_before[1]) in tracked))
 
-        def send(self, frame, stats) -> None:
-            if not seen:  # gc.get_objects() walks the whole heap: once is enough
-                tracked = {id(o) for o in gc.get_objects()}
-                seen.append((gc.get_freeze_count(), id(made_before[1]) in tracked))
-
-        def close(self) -> None: ...
-
-        url = None
-
-    engine = LiveEngine(cfg, source=SyntheticCamera(160, 120, 30.0), sink_factory=lambda w, h, fps: CollectorSeen(),
+    engine = LiveEngine(cfg, source=SyntheticCamera(160, 120, 30.0), sink_factory=lambda w, h, fps: CallsOnSend(look),
                         faces=face_engine_factory(cfg))
     engine.run(max_frames=3)
     frozen, still_collected = seen[0]
@@ -443,7 +443,7 @@ def test_objects_from_before_the_engine_are_out_of_the_collectors_reach_while_it
     def broken_detect(frame, input_size=None):
         raise RuntimeError("the detector failed its warm-up (test)")
 
-    failing = make_engine(cfg, clip_20fps, Wrapped(face_engine_factory(cfg), detect=broken_detect), CollectorSeen())
+    failing = make_engine(cfg, clip_20fps, Wrapped(face_engine_factory(cfg), detect=broken_detect), CallsOnSend(look))
     with pytest.raises(RuntimeError, match="warm-up"):
         failing.run(max_frames=3)
     assert gc.get_freeze_count() == 0
@@ -455,22 +455,12 @@ def test_a_process_that_froze_objects_itself_keeps_them_frozen_after_the_engine(
     gc.freeze()
     try:
         before = gc.get_freeze_count()
-        engine = LiveEngine(cfg, source=SyntheticCamera(160, 120, 30.0), sink_factory=lambda w, h, fps: _NullSink(),
+        engine = LiveEngine(cfg, source=SyntheticCamera(160, 120, 30.0), sink_factory=lambda w, h, fps: NullSink(),
                             faces=face_engine_factory(cfg))
         engine.run(max_frames=3)
         assert gc.get_freeze_count() >= before > 0
     finally:
         gc.unfreeze()
-
-
-class _NullSink:
-    url = None
-
-    def open(self) -> None: ...
-
-    def send(self, frame, stats) -> None: ...
-
-    def close(self) -> None: ...
 
 
 class SkippingCamera(SyntheticCamera):
