@@ -7,8 +7,8 @@ Two settings, both about keeping the loop's thread on time:
 * The objects that exist when the engine opens — imports, the config, models' Python objects, and
   in a test process every test's leftovers — are moved out of the cyclic garbage collector's
   reach (`gc.freeze()`). A full collection holds the GIL for as long as it walks the heap, and
-  every thread of the engine waits: 20 ms for `vcamd bench`'s 58 000 objects, 200–460 ms for a
-  long pytest process's 150 000–200 000 objects on two busy cores — long enough to stall the
+  every thread of the engine waits: 20 ms for `vcamd bench`'s 58 000 objects, 100–460 ms for a
+  long pytest process's 110 000–210 000 objects on two busy cores — long enough to stall the
   output past the camera's stall timeout (docs/reliability.md). Frozen, they are still freed by
   reference counting as ever; only cycles among them wait until the engine stops, when they are
   handed back (`gc.unfreeze()`) unless the process had frozen objects of its own before.
