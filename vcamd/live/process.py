@@ -41,6 +41,8 @@ class ProcessSettings:
         self._opencv_threads = cv2.getNumThreads()
         cv2.setNumThreads(OPENCV_THREADS)
         # A process that froze objects itself keeps its own policy: restore() leaves them frozen.
+        # (So does a second engine opened while a first runs; when the first stops it hands every
+        # object back, and the second runs on with ordinary collections: slower ones, never wrong.)
         self._unfreeze = gc.get_freeze_count() == 0
         self.freeze_heap()
 
