@@ -102,7 +102,7 @@ class ThreadCpu:
 
 def child(args: argparse.Namespace) -> None:
     """One measured run (under py-spy when the parent found it); writes per-thread CPU as JSON."""
-    from vcamd.commands.bench import RESOLUTIONS, BenchSettings, run_live, scenario_config, sliding_clip
+    from vcamd.commands.bench import RESOLUTIONS, BenchSettings, _cache_dir, run_live, scenario_config, sliding_clip
     from vcamd.config import Config
     from vcamd.images import read_image
 
@@ -113,7 +113,9 @@ def child(args: argparse.Namespace) -> None:
         quality=args.quality,
     )
     poller = ThreadCpu()
-    with tempfile.TemporaryDirectory(prefix="vcamd-cpu-") as tmp:
+    # The stand-in swapper's optimised graph is kept in the run's own folder, as `vcamd bench` keeps
+    # it, not in the user's cache (its model file is deleted after the run).
+    with tempfile.TemporaryDirectory(prefix="vcamd-cpu-") as tmp, _cache_dir(Path(tmp) / "optimized"):
         tmpdir = Path(tmp)
         clip = sliding_clip(read_image(settings.face, "face"), settings, tmpdir, (width, height))
         cfg = scenario_config("light", settings, tmpdir, Config())
