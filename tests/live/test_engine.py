@@ -421,7 +421,7 @@ def test_objects_from_before_the_engine_are_out_of_the_collectors_reach_while_it
         live_config, clip_20fps, face_engine_factory):
     """A full collection walks every tracked object with the GIL held; the engine's threads all wait.
     Objects made before the engine opened are left out of collections while it runs (a long test
-    process's heap took 200–460 ms a pass on two busy cores and stalled the output), and handed back
+    process's heap took 100–460 ms a pass on two busy cores and stalled the output), and handed back
     to the collector once it stops, also after a start that failed."""
     cfg = live_config()
     assert gc.get_freeze_count() == 0

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from vcamd.runtime import Sessions
 
 
-
 def require_consent(cfg: Config, flag: bool) -> None:
     """Refuse to swap unless the user confirmed consent (config or command-line flag)."""
     if cfg.swap.source_consent or flag:
