@@ -4,7 +4,8 @@ A crop much finer than its footprint in the frame is area-halved before its warp
 is colour-corrected on its paste rectangle. What must hold, on real photos with the real detector
 and the stand-in swapper:
 
-* a face the size of the one-face bench (181 px wide at 720p) is pasted exactly as before;
+* a face the size of the one-face bench (181 px wide at 720p) is pasted as before within 2 grey
+  levels (its 8-bit premultiplied cross-fade), bit for bit where the mask is 0 or 1;
 * small faces come out closer to an anti-aliased ideal paste, and an identity swap closer to the
   camera frame itself, than with the full-size paste (benchmarks/paste_quality.py has the table);
 * every face of the group at 720p still shows the swap (the same swapped face as the full-size
@@ -22,7 +23,7 @@ import pytest
 from vcamd.bench.clips import fitted_frame
 from vcamd.bench.pastes import face_core, footprint, ideal_paste, psnr, scaled_for_footprint
 from vcamd.faces.align import estimate_affine, warp
-from vcamd.faces.blend import PREPARED_PIXELS, SHRINK_RATIO, Blender
+from vcamd.faces.blend import PREPARED_PIXELS, SHRINK_RATIO, Blender, feather_mask
 from vcamd.faces.swap import Swapper
 from vcamd.types import Face, Frame
 
@@ -52,7 +53,10 @@ def _tinted(crop: Frame, bgr_shift: tuple[int, int, int]) -> Frame:
     return np.clip(crop.astype(np.int16) + np.array(bgr_shift, np.int16), 0, 255).astype(np.uint8)
 
 
-def test_a_one_face_paste_at_720p_is_unchanged(detector, newton, newton_face, swap) -> None:  # type: ignore[no-untyped-def]
+def test_a_one_face_paste_at_720p_is_the_float_blend_within_two_levels(detector, newton, newton_face, swap) -> None:  # type: ignore[no-untyped-def]
+    """A face larger than its crop is cross-faded premultiplied, with 8-bit weights (`blend_premultiplied`):
+    the full-size paste's float blend within 2 grey levels, and bit for bit where the mask is 0
+    (the frame) or 1 (the swapped face)."""
     scale = 181 / newton_face.width
     photo = cv2.resize(newton, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA)
     frame = np.full((720, 1280, 3), 110, np.uint8)
@@ -62,6 +66,11 @@ def test_a_one_face_paste_at_720p_is_unchanged(detector, newton, newton_face, sw
     (swapped,) = swap(frame, [face])
     m = estimate_affine(face.kps, 128)
     assert footprint(m, 128) > 128  # the crop is upsampled: nothing to halve
+    weight = cv2.warpAffine(feather_mask(128), m, (1280, 720), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+    # Where no crop pixel around has a weight that moves a pixel by half a level (1/510), in
+    # either blend: the crop's margin, and past it the frame.
+    frame_only, face_only = weight < 1 / 4096, weight > 1 - 1 / 4096
+    assert frame_only.sum() > 0 and face_only.sum() > 10_000
     for mouth_mask in (False, True):
         for color_correction in (False, True):
             reference = frame.copy()
@@ -70,7 +79,17 @@ def test_a_one_face_paste_at_720p_is_unchanged(detector, newton, newton_face, sw
             for _ in range(2):  # the second paste reuses the crop's kept LAB and statistics
                 ours = frame.copy()
                 blender.paste(ours, swapped, m, mouth_kps=face.kps)
-                assert np.array_equal(ours, reference), (mouth_mask, color_correction)
+                case = (mouth_mask, color_correction)
+                diff = np.abs(ours.astype(np.int16) - reference).max(axis=2)
+                assert np.array_equal(ours[frame_only], frame[frame_only]), case
+                if not mouth_mask:
+                    assert diff.max() <= 2, case
+                    assert np.array_equal(ours[face_only], reference[face_only]), case
+                else:
+                    # The mouth mask's weight falls steeply at the ellipse's edge: there the
+                    # premultiplied colour interpolates differently from colour and weight apart
+                    # (measured: ~30 pixels of a 300² face by 3–5 levels).
+                    assert (diff > 2).sum() <= 100 and diff.max() <= 8, case
 
 
 @pytest.mark.parametrize("pixels", [20, 32, 40, 48])

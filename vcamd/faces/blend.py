@@ -10,8 +10,11 @@ full-frame operations, ~30 ms at 720p). Here:
   Gaussian blur), and cached;
 - per face, only the bounding rectangle of the crop's footprint in the frame (its four corners
   mapped through the inverse affine, clipped to the frame) is touched: crop and mask are warped
-  straight into that rectangle with the translation adjusted, and the alpha blend runs in float32
-  (cv2.blendLinear) on that rectangle alone. Pixels outside it are never read or written.
+  straight into that rectangle with the translation adjusted, and cross-faded on that rectangle
+  alone. Pixels outside it are never read or written. A face at least the crop's size is
+  cross-faded premultiplied (`blend_premultiplied`: colours times alpha and the frame's share in
+  one 8-bit 4-channel warp, then two 8-bit passes); a small one in float32 (cv2.blendLinear), after
+  its colour correction on the rectangle.
 
 The work follows the face's size in the frame, not the crop's:
 
@@ -26,9 +29,10 @@ The work follows the face's size in the frame, not the crop's:
 - per-face geometry (inverse, rectangle, corners) is plain float arithmetic, not 3×3 numpy calls.
 
 A face whose crop is upsampled into the frame (the one-face case, a 181-px face at 720p) is pasted
-bit for bit as before; `Blender(..., footprint_sized=False)` pastes every face that way (the
-reference of benchmarks/paste_quality.py and tests/faces/test_blend_footprint.py). The mouth mask is
-computed on the crop.
+as before but for the 8-bit weights of its premultiplied cross-fade (within 2 grey levels);
+`Blender(..., footprint_sized=False)` pastes every face the old way, crop-sized and cross-faded in
+float32 (the reference of benchmarks/paste_quality.py and tests/faces/test_blend_footprint.py).
+The mouth mask is computed on the crop.
 """
 
 from __future__ import annotations
@@ -331,6 +335,7 @@ class Blender:
         # mask, or that mask area-halved as often as the crop is.
         self._masks: dict[tuple[int, int], tuple[FloatImage, npt.NDArray[np.uint8]]] = {}
         self._masks_for(crop_size)
+        self._weights: dict[tuple[int, int], FloatImage] = {}  # the same keys: `_weights_for`
         if color_correction:
             # OpenCV builds its LAB tables at the first BGR→LAB conversion of the process (~110 ms
             # here): now, where the face engine is built off the loop, not at the first paste —
@@ -418,7 +423,8 @@ class Blender:
                 original_crop = _halve(original_crop)
         prepared = self._prepare(swapped_crop, halvings)
         alpha, stats_region = self._masks_for(swapped_crop.shape[0], halvings)
-        in_frame = self.color_correction and self.footprint_sized and _in_frame_space(region, side)
+        small_face = self.footprint_sized and _in_frame_space(region, side)
+        in_frame = self.color_correction and small_face
         pixels4 = prepared.bgra() if not self.color_correction else None
         if self.color_correction and not in_frame:
             pixels4 = self._corrected_crop(frame, prepared, m, side, stats_region, original_crop)
@@ -431,9 +437,17 @@ class Blender:
             alpha = alpha * (1.0 - mouth_keep_mask((side, side), corners_crop))
 
         roi_m = _roi_affine(m, region)
+        roi = frame[region.y0 : region.y1, region.x0 : region.x1]
+        if self.footprint_sized and not small_face:  # a face at least the crop's size: premultiplied
+            assert pixels4 is not None
+            if alpha is plain_alpha and opacity >= 1.0:
+                weights = self._weights_for(swapped_crop.shape[0], halvings)
+            else:
+                weights = premultiply_weights(alpha * np.float32(min(opacity, 1.0)))
+            blend_premultiplied(roi, pixels4, weights, roi_m)
+            return region
         size = (region.width, region.height)
         flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
-        roi = frame[region.y0 : region.y1, region.x0 : region.x1]
         weight = cv2.warpAffine(alpha, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
         if in_frame:
             lab = _warp4(prepared.lab4(), roi_m, size, LAB_BLACK)
@@ -444,13 +458,22 @@ class Blender:
             warped = _warp4(pixels4, roi_m, size)
         if opacity < 1.0:
             weight *= np.float32(opacity)
-        # One pass in float32 with a single rounding at the end (truncating instead would darken
-        # every blended pixel by half a level): weight·swapped + (1 − weight)·frame. Where the
-        # weight is 0 the frame pixel comes back bit-identical. 6× faster than the numpy
-        # expression with its four ROI-sized float temporaries. Written straight into the frame's
-        # ROI (element-wise, so reading and writing the same pixels is safe): no ROI-sized copy.
+        # A small face corrected on its paste rectangle (or any face with footprint_sized off, the
+        # reference): one pass in float32 with a single rounding at the end (truncating instead
+        # would darken every blended pixel by half a level): weight·swapped + (1 − weight)·frame.
+        # Where the weight is 0 the frame pixel comes back bit-identical. Written straight into
+        # the frame's ROI (element-wise, so reading and writing the same pixels is safe): no
+        # ROI-sized copy.
         cv2.blendLinear(warped, roi, weight, 1.0 - weight, dst=roi)
         return region
+
+    def _weights_for(self, size: int, halvings: int) -> FloatImage:
+        """The level's plain mask as `blend_premultiplied` weights (kept like the mask itself)."""
+        key = (size, halvings)
+        weights = self._weights.get(key)
+        if weights is None:
+            weights = self._weights[key] = premultiply_weights(self._masks_for(size, halvings)[0])
+        return weights
 
     def _corrected_crop(self, frame: Frame, prepared: _Prepared, m: Affine6, side: int, stats_region: npt.NDArray[np.uint8],
                         original_crop: Frame | None) -> Frame:
@@ -470,6 +493,35 @@ class Blender:
             src = cv2.meanStdDev(prepared.lab(), mask=region)
         ref = cv2.meanStdDev(cv2.cvtColor(original_crop, cv2.COLOR_BGR2LAB), mask=region)
         return cv2.cvtColor(cv2.LUT(prepared.lab(), _colour_table(src, ref)), cv2.COLOR_LAB2BGR, dstCn=4)
+
+
+def premultiply_weights(alpha: FloatImage) -> FloatImage:
+    """(alpha, alpha, alpha, 1 − alpha) per crop pixel: what a BGRA crop (A = 255) is multiplied by
+    to become `blend_premultiplied`'s premultiplied crop."""
+    return cv2.merge((alpha, alpha, alpha, 1.0 - alpha))
+
+
+def blend_premultiplied(roi: Frame, pixels4: Frame, weights: FloatImage, roi_m: npt.NDArray[np.float64]) -> None:
+    """Cross-fade a crop into `roi`, in place: roi = alpha·crop + (1 − alpha)·roi, with the BGRA
+    crop (A = 255) and its `premultiply_weights(alpha)` in crop space and `roi_m` mapping roi →
+    crop pixels.
+
+    The crop is premultiplied where it is small, in crop space: its colours times alpha, and in
+    its fourth channel the frame's share (1 − alpha)·255. One 4-channel 8-bit warp (`_warp4`'s
+    SIMD path) carries both to the paste rectangle; there roi·share/255 + colours are two 8-bit
+    passes. Warping the alpha as float32 and cross-fading with cv2.blendLinear did the same with
+    three ROI-sized passes more (docs/performance.md: a 1080p face's paste). Both weights are
+    8-bit here, so along the feathered edge a blended pixel is within 2 grey levels of the float
+    blend; at a steep edge (the mouth mask's) premultiplied colours interpolate differently, by a
+    few levels at a few dozen pixels (tests/faces/test_blend_footprint.py). Where alpha is 0 the
+    frame pixel comes back bit-identical, and where it is 1 the crop's."""
+    premultiplied = cv2.multiply(pixels4, weights, dtype=cv2.CV_8U)
+    # Outside the crop: no colour, all frame — the frame pixel is kept.
+    warped = cv2.warpAffine(premultiplied, roi_m, (roi.shape[1], roi.shape[0]), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                            borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0, 255))
+    share = cv2.cvtColor(cv2.extractChannel(warped, 3), cv2.COLOR_GRAY2BGR)
+    cv2.multiply(roi, share, dst=roi, scale=1.0 / 255.0)
+    cv2.add(roi, cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR), dst=roi)
 
 
 def _corrected_roi(lab: Frame, roi: Frame, region: npt.NDArray[np.uint8]) -> Frame:
