@@ -11,7 +11,7 @@ import pytest
 
 from vcamd.faces.detect import input_shape_for
 from vcamd.live import changes
-from vcamd.live.changes import WHOLE, ChangeMap, Region, RegionImage, downscaled
+from vcamd.live.changes import WHOLE, ChangeMap, Region, RegionImage, area_shrunk, downscaled
 from vcamd.live.stats import LiveStats
 from vcamd.live.tracking import FullDetector, LiveTracker, scaled
 from vcamd.types import Face
@@ -35,6 +35,21 @@ def with_face(frame: np.ndarray, face: np.ndarray, x: int, y: int) -> np.ndarray
     out = frame.copy()
     out[y : y + face.shape[0], x : x + face.shape[1]] = face
     return out
+
+
+@pytest.mark.parametrize(("width", "height", "size"), [
+    (1920, 1080, (640, 360)),  # 1080p for the full detection: k = 3, the box blur
+    (3200, 1800, (640, 360)),  # k = 5
+    (1280, 720, (640, 360)),  # k = 2: OpenCV's own fast path
+    (1600, 900, (640, 360)),  # not a whole factor
+    (1921, 1080, (640, 360)),  # almost: not a whole factor either
+])
+def test_the_detection_downscale_is_inter_area_bit_for_bit(assets, width, height, size) -> None:
+    photo = cv2.imread(str(assets / "images" / "solvay_conference_1927.png"))
+    noise = np.random.default_rng(3).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    for image in (cv2.resize(photo, (width, height)), noise, noise[:, :, 0]):
+        expected = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+        assert np.array_equal(area_shrunk(image, size), expected)
 
 
 def test_a_still_picture_needs_no_run_and_the_whole_frame_comes_back_every_few_looks(room):
