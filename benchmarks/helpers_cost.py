@@ -5,7 +5,8 @@
 crop_around (the 192² tracking crop of a 720p face), dedupe_faces (the 29 faces of the group
 photo), estimate_affine (5 keypoints → M), Blender.paste of a 128² crop at 720p and 1080p (colour
 correction on, the default; the same crop every call, as a live swap is pasted frame after frame,
-and a new crop every call, as the first paste of a new swap), the group photo fitted into 720p
+and a new crop every call, as the first paste of a new swap; and at `footprint_sized=False`, whose
+float32 cross-fade the premultiplied one replaced for faces larger than their crop), the group photo fitted into 720p
 (the groups bench's camera: 29 faces 24–31 px wide) — one face's paste, the composite of all 29
 (`FaceEngine.composite`'s work: estimate_affine + paste each; also with the full-size paste,
 `footprint_sized=False`, for comparison) and their 29 aligned 128² crops (`swap_faces`' align) —
@@ -89,6 +90,8 @@ def main() -> None:
         "estimate_affine": lambda: estimate_affine(kps[720], 128),
         "Blender.paste 128² at 720p": lambda: blender.paste(frames[720], crop, estimate_affine(kps[720], 128)),
         "Blender.paste 128² at 1080p": lambda: blender.paste(frames[1080], crop, estimate_affine(kps[1080], 128)),
+        "Blender.paste 128² at 720p, float cross-fade (footprint_sized=False)": lambda: full_size.paste(frames[720], crop, estimate_affine(kps[720], 128)),
+        "Blender.paste 128² at 1080p, float cross-fade (footprint_sized=False)": lambda: full_size.paste(frames[1080], crop, estimate_affine(kps[1080], 128)),
         "Blender.paste 128² at 720p, a new crop each call": lambda: blender.paste(frames[720], next(new_crops), estimate_affine(kps[720], 128)),
         "Blender.paste, one group face at 720p": lambda: blender.paste(fitted, small_crops[0], estimate_affine(small[0].kps, 128)),
         f"composite of the {len(small)} group faces at 720p (copy of the frame included)": lambda: composite(blender),
