@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -213,98 +213,105 @@ class LiveStats:
         return doc
 
 
-class GpuSampler:
-    """Polls NVIDIA GPU utilisation and memory once a second while a run lasts.
+GpuQuery = Callable[[], tuple[float, float, float]]
+"""One GPU sample: (utilisation %, memory used MiB, memory total MiB)."""
 
-    Uses pynvml when installed, else `nvidia-smi`; does nothing on machines without either.
+
+def find_gpu_query() -> GpuQuery | None:
+    """How to sample the first NVIDIA GPU: pynvml when installed, else `nvidia-smi`; None on
+    machines with neither, or without an NVIDIA GPU (each is tried once here)."""
+    try:
+        import pynvml  # optional
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+
+        def query_nvml() -> tuple[float, float, float]:
+            util = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            return float(util), mem.used / 2**20, mem.total / 2**20
+
+        query_nvml()
+        return query_nvml
+    except Exception:
+        pass
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+
+    def query_smi() -> tuple[float, float, float]:
+        out = subprocess.run(
+            [exe, "--query-gpu=utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits", "-i", "0"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout
+        util, used, total = (float(x) for x in out.strip().splitlines()[0].split(","))
+        return util, used, total
+
+    try:
+        query_smi()
+    except Exception:
+        return None
+    return query_smi
+
+
+class GpuSampler:
+    """Polls NVIDIA GPU utilisation and memory once a second while a run lasts, on its own thread;
+    does nothing on machines without a GPU to sample (`find_gpu_query`).
+
+    The GPU is looked for on that thread too, not when the engine is built: on a GPU machine,
+    pynvml's import and NVML's init, or without pynvml a first `nvidia-smi` (a process start),
+    would otherwise come before the first frame.
     """
 
-    def __init__(self, interval_s: float = 1.0) -> None:
+    def __init__(self, interval_s: float = 1.0, find_query: Callable[[], GpuQuery | None] = find_gpu_query) -> None:
         self.interval_s = interval_s
+        self._find_query = find_query
         # (util %, used MiB, total MiB); bounded so a daemon running for days does not grow: the
         # figures cover the last hour.
         self._samples: deque[tuple[float, float, float]] = deque(maxlen=3600)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._query = self._pick_backend()
-
-    @property
-    def available(self) -> bool:
-        return self._query is not None
-
-    def _pick_backend(self):
-        try:
-            import pynvml  # optional
-
-            pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-
-            def query_nvml() -> tuple[float, float, float]:
-                util = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
-                mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-                return float(util), mem.used / 2**20, mem.total / 2**20
-
-            query_nvml()
-            return query_nvml
-        except Exception:
-            pass
-        exe = shutil.which("nvidia-smi")
-        if exe is None:
-            return None
-
-        def query_smi() -> tuple[float, float, float]:
-            out = subprocess.run(
-                [exe, "--query-gpu=utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits", "-i", "0"],
-                capture_output=True, text=True, timeout=5, check=True,
-            ).stdout
-            util, used, total = (float(x) for x in out.strip().splitlines()[0].split(","))
-            return util, used, total
-
-        try:
-            query_smi()
-        except Exception:
-            return None
-        return query_smi
 
     def start(self) -> None:
-        if self._query is None:
+        if self._thread is not None:
             return
         self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        query = self._find_query()
+        if query is None:
+            return
+        while not self._stop.is_set():
             try:
-                self._samples.append(self._query())
+                self._samples.append(query())
             except Exception as exc:  # a failing probe must not disturb the run; report it once
                 log.info("GPU sampling stopped: %s", exc)
                 return
+            self._stop.wait(self.interval_s)
 
     def latest(self) -> dict | None:
-        """The newest sample, for the live status (None without an NVIDIA GPU)."""
+        """The newest sample, for the live status (None without an NVIDIA GPU, or before its first)."""
         if not self._samples:
             return None
         util, used, total = self._samples[-1]
         return {"util_pct": util, "memory_used_mib": round(used, 1), "memory_total_mib": round(total, 1)}
 
     def stop(self) -> dict | None:
+        """Ends the sampling; the run's figures (None when there was no sample)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(2.0)
-        if self._query is None:
+            self._thread.join(2.0)  # a sample in progress (nvidia-smi) may take up to its timeout: not waited for
+        samples = list(self._samples)  # one copy: a sampler not yet ended may still append
+        if not samples:
             return None
-        if not self._samples:
-            try:
-                self._samples.append(self._query())
-            except Exception:
-                return None
-        util = [s[0] for s in self._samples]
-        used = [s[1] for s in self._samples]
+        util = [s[0] for s in samples]
+        used = [s[1] for s in samples]
         return {
             "util_pct": {"mean": round(float(np.mean(util)), 1), "max": round(float(np.max(util)), 1)},
             "memory_used_mib": {"max": round(float(np.max(used)), 1)},
-            "memory_total_mib": round(self._samples[-1][2], 1),
-            "samples": len(self._samples),
+            "memory_total_mib": round(samples[-1][2], 1),
+            "samples": len(samples),
         }
 
 
