@@ -134,7 +134,7 @@ class LiveEngine:
         self.enabled = cfg.swap.enabled
         self._state = "starting"
         self._opened = False  # the camera and the output (open() or run())
-        self._process = ProcessSettings()  # OpenCV's threads, the collector: applied by open(), restored at the end
+        self._process = ProcessSettings()  # OpenCV's threads, the collector: applied by open(), restored at the end; the allocator's setting stays
         self._last_frame_at: float | None = None
         self.frames = FrameWork(self, clock() if started_at is None else started_at)
         self._status: dict[str, Any] = {}
