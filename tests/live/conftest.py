@@ -125,11 +125,14 @@ def run_live(face_engine_factory, recording_sink):
     """Run the live engine on a video-file camera for `frames` published frames.
 
     Returns (stats JSON, the recording sink, the engine). `wrap` may wrap the face engine (to make
-    its swapper block or crash)."""
+    its swapper block or crash). With `until`, `frames` is only a cap: the run stops as soon as
+    `until(sink)` holds — for a condition whose frame count depends on how busy the machine is
+    (how many detections fit in a second), never a guessed frame count."""
     from vcamd.live.engine import LiveEngine
     from vcamd.live.sources import open_source
 
-    def run(cfg: Config, clip: Path, *, frames: int, loop: bool = True, wrap=None, keep_every: int = 5):
+    def run(cfg: Config, clip: Path, *, frames: int, loop: bool = True, wrap=None, keep_every: int = 5,
+            until: Callable[[RecordingSink], bool] | None = None):
         faces = face_engine_factory(cfg)
         if wrap is not None:
             faces = wrap(faces)
@@ -137,7 +140,23 @@ def run_live(face_engine_factory, recording_sink):
         engine = LiveEngine(
             cfg, source=open_source(str(clip), cfg.camera, loop=loop), sink_factory=lambda w, h, fps: sink, faces=faces,
         )
-        stats = engine.run(max_frames=frames)
+        if until is None:
+            return engine.run(max_frames=frames), sink, engine
+        done = threading.Event()
+
+        def stop_when_met() -> None:
+            while not done.wait(0.01):
+                if until(sink):
+                    engine.request_quit()
+                    return
+
+        watcher = threading.Thread(target=stop_when_met, name="test-until", daemon=True)
+        watcher.start()
+        try:
+            stats = engine.run(max_frames=frames)
+        finally:
+            done.set()
+            watcher.join()
         return stats, sink, engine
 
     return run
