@@ -12,15 +12,14 @@ import pytest
 
 from vcamd.config import CameraConfig
 from vcamd.errors import VcamdError
+from vcamd.live.jpeg import NOT_AN_IMAGE, decode_jpeg
 from vcamd.live.sources import (
-    NOT_AN_IMAGE,
     CameraReader,
     LatestFrame,
     SourceState,
     SyntheticCamera,
     VideoFileCamera,
     as_bgr,
-    decode_jpeg,
     open_source,
 )
 from vcamd.types import Captured
@@ -108,8 +107,8 @@ def nearest(frame: np.ndarray, candidates: list[np.ndarray]) -> int:
 
 
 def test_an_mjpg_file_is_decoded_as_a_webcam_is_and_a_corrupt_packet_is_a_bad_frame(make_clip):
-    """MJPG files are read as their JPEG packets, each decoded with cv2.imdecode — what OpenCV's
-    V4L2 backend does for an MJPG webcam — not by FFmpeg (about twice the CPU with its colour
+    """MJPG files are read as their JPEG packets, each decoded as an MJPG webcam's frames are (to
+    cv2.imdecode's pixels: tests/live/test_jpeg.py) — not by FFmpeg (about twice the CPU with its colour
     conversion). The frames are the file's frames; a packet that is not a JPEG is a bad frame,
     skipped by the reader, not a lost camera."""
     clip = make_clip("mjpg.avi", fps=25.0, frames=6)

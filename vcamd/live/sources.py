@@ -25,6 +25,7 @@ import numpy as np
 
 from vcamd.config import CameraConfig
 from vcamd.errors import VcamdError
+from vcamd.live.jpeg import NOT_AN_IMAGE, decode_jpeg, is_jpeg_packet
 from vcamd.live.newest import NewestSlot
 from vcamd.types import Captured, Frame
 
@@ -134,9 +135,9 @@ class VideoFileCamera:
     """A video file played in real time as if it were a camera.
 
     An MJPG file (what the bench and the tests record, and what webcams send at 720p/1080p) is read
-    as its JPEG packets and each one decoded with `cv2.imdecode` — the decode OpenCV's V4L2 backend
-    does for an MJPG webcam (libjpeg-turbo, straight to BGR), about half the CPU of FFmpeg's
-    decoder plus its colour conversion; a skipped frame is then not decoded at all. Other codecs
+    as its JPEG packets, each one decoded by `jpeg.decode_jpeg` as an MJPG webcam's frames are
+    (libjpeg-turbo, straight to BGR), about half the CPU of FFmpeg's decoder plus its colour
+    conversion; a skipped frame is then not decoded at all. Other codecs
     are decoded by FFmpeg as they come.
 
     Frames are released at the file's frame rate by the wall clock. When decoding falls behind the
@@ -251,38 +252,45 @@ class VideoFileCamera:
             self._cap = None
 
 
+def _is_mjpg(cap) -> bool:
+    import cv2
+
+    fourcc = int(cap.get(cv2.CAP_PROP_FOURCC)) & 0xFFFFFFFF
+    return fourcc.to_bytes(4, "little").upper() == b"MJPG"
+
+
 def _jpeg_packets(cap) -> bool:
     """Switch an opened MJPG file's capture to deliver its JPEG packets undecoded; whether it did
     (other codecs, or a backend without raw packets, keep FFmpeg's decoded frames)."""
     import cv2
 
-    fourcc = int(cap.get(cv2.CAP_PROP_FOURCC)) & 0xFFFFFFFF
-    if fourcc.to_bytes(4, "little").upper() != b"MJPG":
-        return False
-    return bool(cap.set(cv2.CAP_PROP_FORMAT, -1))
+    return _is_mjpg(cap) and bool(cap.set(cv2.CAP_PROP_FORMAT, -1))
 
 
-NOT_AN_IMAGE = np.empty(0, np.uint8)
-"""What a source delivers for a frame it could not decode: the reader skips it as a bad frame."""
+def _undecoded_mjpg(cap) -> bool:
+    """Ask an MJPG webcam on Linux's V4L2 backend for its JPEGs undecoded; whether it agreed.
 
-
-def decode_jpeg(packet: np.ndarray) -> Frame:
-    """One JPEG packet → BGR frame; NOT_AN_IMAGE when it does not decode (a corrupt packet is a bad
-    frame to skip, not a lost camera)."""
+    With conversion off, OpenCV's V4L2 backend hands over each frame's JPEG as a 1×N byte row
+    (its `retrieveFrame`), which `decode_jpeg` decodes to the same pixels with less CPU — and
+    without the full-frame copy out of OpenCV's own buffer that `read()` makes of a decoded frame.
+    Other backends (MSMF, DirectShow, AVFoundation, GStreamer) decode as they always did."""
     import cv2
 
-    frame = cv2.imdecode(packet, cv2.IMREAD_COLOR) if packet.size else None
-    return NOT_AN_IMAGE if frame is None else frame
+    if cap.getBackendName() != "V4L2" or not _is_mjpg(cap):
+        return False
+    return bool(cap.set(cv2.CAP_PROP_CONVERT_RGB, 0))
 
 
 class OpenCVCamera:
     """A webcam through OpenCV (V4L2 on Linux, MSMF/DirectShow on Windows, AVFoundation on macOS)."""
 
-    def __init__(self, device: int | str, cfg: CameraConfig) -> None:
+    def __init__(self, device: int | str, cfg: CameraConfig, *, open_capture: Callable[[int | str], object] | None = None) -> None:
         self.device = device
         self.cfg = cfg
         self.description = f"camera {device}"
+        self._open_capture = open_capture  # None: cv2.VideoCapture; a test passes a stand-in driver
         self._cap = None
+        self._packets = False  # the backend hands over the camera's JPEGs undecoded (V4L2 + MJPG)
         self._fps = cfg.fps
         self.frame_size: tuple[int, int] | None = None
 
@@ -294,7 +302,7 @@ class OpenCVCamera:
         import cv2
 
         with opencv_quiet():  # each backend OpenCV tries prints its own failure; ours is the one line below
-            cap = cv2.VideoCapture(self.device)
+            cap = (self._open_capture or cv2.VideoCapture)(self.device)
         if not cap.isOpened():
             cap.release()
             raise VcamdError(
@@ -317,13 +325,34 @@ class OpenCVCamera:
         except VcamdError:
             cap.release()
             raise
+        self._packets = _undecoded_mjpg(cap)
         self._cap = cap
 
     def read(self) -> Frame | None:
         if self._cap is None:
             return None
         ok, frame = self._cap.read()
-        return frame if ok else None
+        if not ok:
+            return None
+        if not self._packets or frame is None:
+            return frame
+        if is_jpeg_packet(frame):
+            return decode_jpeg(frame)
+        return self._decoding_in_opencv_again(frame)
+
+    def _decoding_in_opencv_again(self, frame) -> Frame:
+        """The backend agreed to hand over JPEGs but sent something else (a driver that switched
+        format, an OpenCV that decodes anyway): a decoded picture is used as it is; anything
+        else is a bad frame, and OpenCV decodes from the next frame on."""
+        import cv2
+
+        if isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[2] == 3:
+            return frame
+        log.warning("%s sent a frame that is not a JPEG (shape %s) although it is in MJPG mode; "
+                    "OpenCV decodes its frames from now on", self.description, getattr(frame, "shape", None))
+        self._packets = False
+        self._cap.set(cv2.CAP_PROP_CONVERT_RGB, 1)
+        return NOT_AN_IMAGE
 
     def close(self) -> None:
         if self._cap is not None:

@@ -1,0 +1,89 @@
+"""CPU cost of decoding an MJPG camera's frames: OpenCV's `cv2.imdecode` against vcamd's
+`decode_jpeg` (libjpeg-turbo through TurboJPEG), on the bench's own clip packets.
+
+    .venv/bin/python benchmarks/decode_cost.py                # 480p, 720p, 1080p; 5 passes of 100 frames
+
+The packets are what `vcamd bench` plays as its camera (the newton photo sliding across the frame,
+MJPG at OpenCV's default quality, 4:2:0), so the figures are the `camera` share the resolution
+scenario prints, without the file's demuxing. Each pass decodes every packet once, the two
+decoders alternating pass by pass; the figure is the best pass (the machine's quietest moment),
+in thread CPU time, with glibc's frame-sized allocations kept in the heap as `vcamd run` keeps
+them. It also says whether the two decoders gave the same pixels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from live import SHARED  # noqa: E402
+
+SIZES = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
+
+
+def clip_packets(image: np.ndarray, size: tuple[int, int], frames: int, folder: Path) -> list[np.ndarray]:
+    import cv2
+
+    from vcamd.bench.clips import write_sliding_clip
+
+    path = write_sliding_clip(folder / f"clip_{size[0]}x{size[1]}.avi", image, size=size, fps=30.0, frames=frames,
+                              face_scale=0.66, step_px=max(1, size[0] // 400), bob_px=6)
+    cap = cv2.VideoCapture(str(path))
+    if not cap.set(cv2.CAP_PROP_FORMAT, -1):
+        raise SystemExit("this OpenCV cannot hand over an MJPG file's packets")
+    packets = []
+    while True:
+        ok, packet = cap.read()
+        if not ok:
+            break
+        packets.append(packet.reshape(-1).copy())
+    cap.release()
+    return packets
+
+
+def best_pass_ms(decode, packets: list[np.ndarray]) -> float:
+    start = time.thread_time()
+    for packet in packets:
+        decode(packet)
+    return (time.thread_time() - start) / len(packets) * 1000.0
+
+
+def main() -> None:
+    import cv2
+
+    from vcamd.live.jpeg import decode_jpeg
+    from vcamd.live.process import keep_frames_in_the_heap
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=100)
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--face", type=Path, default=SHARED / "images" / "newton.png")
+    args = parser.parse_args()
+    cv2.setNumThreads(1)  # as the live engine runs OpenCV (vcamd/live/process.py)
+    keep_frames_in_the_heap()
+    image = cv2.imread(str(args.face))
+    decoders = {"cv2.imdecode": lambda p: cv2.imdecode(p, cv2.IMREAD_COLOR), "vcamd decode_jpeg": decode_jpeg}
+    print(f"{'size':6s} {'cv2.imdecode ms':>16s} {'decode_jpeg ms':>15s} {'ratio':>6s}  same pixels")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, size in SIZES.items():
+            packets = clip_packets(image, size, args.frames, Path(tmp))
+            best = dict.fromkeys(decoders, float("inf"))
+            for _ in range(args.passes):
+                for label, decode in decoders.items():
+                    best[label] = min(best[label], best_pass_ms(decode, packets))
+            same = all(np.array_equal(decode_jpeg(p), cv2.imdecode(p, cv2.IMREAD_COLOR)) for p in packets)
+            opencv, ours = best["cv2.imdecode"], best["vcamd decode_jpeg"]
+            print(f"{name:6s} {opencv:16.2f} {ours:15.2f} {ours / opencv:6.2f}  {'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
