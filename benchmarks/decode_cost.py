@@ -1,7 +1,7 @@
 """CPU cost of decoding an MJPG camera's frames: OpenCV's `cv2.imdecode` against vcamd's
 `decode_jpeg` (libjpeg-turbo through TurboJPEG), on the bench's own clip packets.
 
-    .venv/bin/python benchmarks/decode_cost.py                # 480p, 720p, 1080p; 5 passes of 100 frames
+    .venv/bin/python benchmarks/decode_cost.py                # 480p, 720p, 1080p; 5 passes of 120 frames
 
 The packets are what `vcamd bench` plays as its camera (the newton photo sliding across the frame,
 MJPG at OpenCV's default quality, 4:2:0), so the figures are the `camera` share the resolution
@@ -30,14 +30,15 @@ from live import SHARED  # noqa: E402
 SIZES = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 
 
-def clip_packets(image: np.ndarray, size: tuple[int, int], frames: int, folder: Path) -> list[np.ndarray]:
+def clip_packets(image: np.ndarray, size: tuple[int, int], folder: Path) -> list[np.ndarray]:
+    """The JPEG packets of `vcamd bench`'s own one-face clip at `size` (4 s at 30 fps)."""
     import cv2
 
-    from vcamd.bench.clips import write_sliding_clip
+    from vcamd.commands.bench import BenchSettings, sliding_clip
 
-    path = write_sliding_clip(folder / f"clip_{size[0]}x{size[1]}.avi", image, size=size, fps=30.0, frames=frames,
-                              face_scale=0.66, step_px=max(1, size[0] // 400), bob_px=6)
-    cap = cv2.VideoCapture(str(path))
+    settings = BenchSettings(face=Path(), detector="", width=size[0], height=size[1], fps=30.0, frames=0,
+                             inswapper_frames=0, providers=["cpu"], threads=1, fp16=False)
+    cap = cv2.VideoCapture(str(sliding_clip(image, settings, folder, size)))
     if not cap.set(cv2.CAP_PROP_FORMAT, -1):
         raise SystemExit("this OpenCV cannot hand over an MJPG file's packets")
     packets = []
@@ -50,7 +51,8 @@ def clip_packets(image: np.ndarray, size: tuple[int, int], frames: int, folder: 
     return packets
 
 
-def best_pass_ms(decode, packets: list[np.ndarray]) -> float:
+def one_pass_ms(decode, packets: list[np.ndarray]) -> float:
+    """Thread CPU per packet of one pass over all of them."""
     start = time.thread_time()
     for packet in packets:
         decode(packet)
@@ -64,7 +66,6 @@ def main() -> None:
     from vcamd.live.process import keep_frames_in_the_heap
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--frames", type=int, default=100)
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--face", type=Path, default=SHARED / "images" / "newton.png")
     args = parser.parse_args()
@@ -75,11 +76,11 @@ def main() -> None:
     print(f"{'size':6s} {'cv2.imdecode ms':>16s} {'decode_jpeg ms':>15s} {'ratio':>6s}  same pixels")
     with tempfile.TemporaryDirectory() as tmp:
         for name, size in SIZES.items():
-            packets = clip_packets(image, size, args.frames, Path(tmp))
+            packets = clip_packets(image, size, Path(tmp))
             best = dict.fromkeys(decoders, float("inf"))
             for _ in range(args.passes):
                 for label, decode in decoders.items():
-                    best[label] = min(best[label], best_pass_ms(decode, packets))
+                    best[label] = min(best[label], one_pass_ms(decode, packets))
             same = all(np.array_equal(decode_jpeg(p), cv2.imdecode(p, cv2.IMREAD_COLOR)) for p in packets)
             opencv, ours = best["cv2.imdecode"], best["vcamd decode_jpeg"]
             print(f"{name:6s} {opencv:16.2f} {ours:15.2f} {ours / opencv:6.2f}  {'yes' if same else 'NO'}")

@@ -6,9 +6,9 @@ per-pixel cost left on the frame's path, so it has one home, here.
 
 The decoder is libjpeg-turbo through its TurboJPEG interface (`simplejpeg`): the same library,
 the same accurate IDCT and the same smooth ("fancy") chroma upsampling that OpenCV's `imdecode`
-uses — the pixels are bit for bit `imdecode`'s (`tests/live/test_jpeg.py`) — but it decodes
-straight into the output array in larger strips: ~0.5 ms less a 1080p frame on this project's
-2-core VM (docs/performance.md). A packet TurboJPEG refuses (a truncated or corrupt frame, which
+uses — the pixels are bit for bit `imdecode`'s (`tests/live/test_jpeg.py`) — with 6–16 % less
+CPU (0.2–0.4 ms a 1080p frame on this project's 2-core VM: benchmarks/decode_cost.py,
+docs/performance.md). A packet TurboJPEG refuses (a truncated or corrupt frame, which
 it will not decode partially; a colour space it does not convert) goes to `imdecode`, which
 decodes what it can as before; what neither decodes is NOT_AN_IMAGE, a bad frame the reader skips.
 So is a frame whose header claims more pixels than any photo vcamd reads (`images.MAX_PIXELS`).
