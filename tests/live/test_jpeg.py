@@ -53,6 +53,29 @@ def test_a_grey_jpeg_becomes_a_three_channel_frame_as_in_opencv(photos):
     assert np.array_equal(decode_jpeg(data), cv2.imdecode(data, cv2.IMREAD_COLOR))
 
 
+def without_huffman_tables(data: np.ndarray) -> np.ndarray:
+    """`data` with its DHT segments left out, as many USB webcams send Motion-JPEG frames."""
+    raw, kept, at = data.tobytes(), bytearray(data[:2].tobytes()), 2
+    while raw[at + 1] != 0xDA:  # up to the start of scan: marker segments with their lengths
+        length = int.from_bytes(raw[at + 2 : at + 4], "big")
+        if raw[at + 1] != 0xC4:
+            kept += raw[at : at + 2 + length]
+        at += 2 + length
+    kept += raw[at:]
+    return np.frombuffer(bytes(kept), np.uint8)
+
+
+def test_a_webcam_frame_without_huffman_tables_decodes_with_the_standard_ones(photos):
+    """Motion-JPEG leaves the Huffman tables out (the standard ones apply); a frame decoded as
+    a bad one would be a covered or frozen picture on those webcams."""
+    for quality in (60, 95):
+        data = encoded(photos["newton"], cv2.IMWRITE_JPEG_QUALITY, quality, *SAMPLINGS["4:2:2 (most USB webcams)"])
+        bare = without_huffman_tables(data)
+        assert bare.size < data.size and b"\xff\xc4" not in bare.tobytes()
+        assert is_jpeg_packet(bare)
+        assert np.array_equal(decode_jpeg(bare), cv2.imdecode(data, cv2.IMREAD_COLOR))
+
+
 def test_a_camera_clips_packets_decode_as_opencv_decodes_them(make_clip):
     """The packets an MJPG file holds (what the bench's camera plays), 1×N rows as V4L2 hands them."""
     clip = make_clip("packets.avi", fps=30.0, frames=5, size=(1280, 720))
