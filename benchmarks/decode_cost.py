@@ -69,6 +69,15 @@ def one_pass_ms(decode, packets: list[np.ndarray]) -> float:
     return (time.thread_time() - start) / len(packets) * 1000.0
 
 
+def best_pass_ms(works: dict[str, Callable[[np.ndarray], object]], packets: list[np.ndarray], passes: int) -> dict[str, float]:
+    """Each work's best pass (`one_pass_ms`) of `passes`, the works alternating pass by pass."""
+    best = dict.fromkeys(works, float("inf"))
+    for _ in range(passes):
+        for label, work in works.items():
+            best[label] = min(best[label], one_pass_ms(work, packets))
+    return best
+
+
 def plane_decoders() -> dict[str, Callable[[np.ndarray], object]]:
     """Decoders to YUV 4:2:0 planes that are installed here, by label (see the module's doc)."""
     import av
@@ -112,10 +121,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name, size in SIZES.items():
             packets = clip_packets(image, size, Path(tmp))
-            best = dict.fromkeys(decoders, float("inf"))
-            for _ in range(args.passes):
-                for label, decode in decoders.items():
-                    best[label] = min(best[label], one_pass_ms(decode, packets))
+            best = best_pass_ms(decoders, packets, args.passes)
             same = all(np.array_equal(decode_jpeg(p), cv2.imdecode(p, cv2.IMREAD_COLOR)) for p in packets)
             opencv, ours = best["cv2.imdecode"], best["vcamd decode_jpeg"]
             print(f"{name:6s} {opencv:16.2f} {ours:15.2f} {ours / opencv:6.2f}  {'yes' if same else 'NO'}")
@@ -135,11 +141,7 @@ def planes_rows(packets: list[np.ndarray], passes: int, bgr_ms: float, planes: d
     rows = dict(planes)
     rows["OpenCV I420 -> BGR (whole frame)"] = lambda _packet: cv2.cvtColor(i420, cv2.COLOR_YUV2BGR_I420)
     rows["OpenCV BGR -> I420 (whole frame)"] = lambda _packet: cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420)
-    best = dict.fromkeys(rows, float("inf"))
-    for _ in range(passes):
-        for label, work in rows.items():
-            best[label] = min(best[label], one_pass_ms(work, packets))
-    for label, ms in best.items():
+    for label, ms in best_pass_ms(rows, packets, passes).items():
         print(f"       {label:34s} {ms:6.2f} ms  ({ms / bgr_ms:.2f}× decode_jpeg to BGR)")
 
 
