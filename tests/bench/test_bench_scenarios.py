@@ -10,7 +10,7 @@ import pytest
 from support.cli import one_clear_line, run_vcamd
 
 from vcamd.cli import main
-from vcamd.commands.bench import BenchSettings, format_table, still_clip, target_rows
+from vcamd.commands.bench import BenchSettings, format_table, median_pair, still_clip, target_rows
 
 
 def _settings(assets: Path, **overrides) -> BenchSettings:
@@ -89,6 +89,23 @@ def test_resolution_target_is_the_cpu_ratio(assets: Path) -> None:
     assert "1.0 → 5.0" in rest.measure and rest.figure == "13.0 ÷ 11.0 = 1.18×" and rest.met is None and rest.ratio is None
 
 
+def test_the_resolution_figure_is_the_pair_with_the_median_ratio_and_every_pair_is_shown(assets: Path) -> None:
+    def pair(low: float, high: float) -> dict:
+        return {"quality": "full", "cpu_ms_480p": low, "cpu_ms_1080p": high, "cpu_ratio": round(high / low, 3)}
+
+    pairs = [pair(10.0, 14.3), pair(10.0, 12.6), pair(9.0, 12.6), pair(10.0, 13.0)]  # 1.43, 1.26, 1.40, 1.30
+    median = median_pair(pairs)
+    # The lower middle of an even count, as a whole pair: its own two figures, not medians of each.
+    assert (median["cpu_ms_480p"], median["cpu_ms_1080p"]) == (10.0, 13.0)
+    assert median["round_ratios"] == [1.43, 1.26, 1.4, 1.3]
+    assert (median_pair(pairs[:3])["cpu_ms_480p"], median_pair(pairs[:3])["cpu_ms_1080p"]) == (9.0, 12.6)
+    (row,) = target_rows({"resolution": median}, _settings(assets))
+    assert row.figure == "13.0 ÷ 10.0 = 1.30×" and row.met is True
+    assert "median of 4 pairs: 1.43, 1.26, 1.40, 1.30" in row.measure
+    (single,) = target_rows({"resolution": median_pair(pairs[:1])}, _settings(assets))
+    assert "median" not in single.measure and single.met is False
+
+
 def test_unknown_scenario_and_missing_group_photo_are_refused(assets: Path, tmp_path: Path, capsys) -> None:
     face = str(assets / "images" / "newton.png")
     assert main(["bench", "--face", face, "--scenarios", "crowds"]) == 2
@@ -145,7 +162,7 @@ def test_bench_refuses_frame_rates_and_counts_it_cannot_measure(assets):
     base = ("bench", "--face", face, "--scenarios", "light", "--frames", "30")
     for bad, flag in ((("--fps", "0"), "--fps"), (("--fps", "nan"), "--fps"), (("--fps", "1e9"), "--fps"),
                       (("--scenarios", "inswapper", "--inswapper-frames", "0"), "--inswapper-frames"),
-                      (("--threads", "-2"), "--threads")):
+                      (("--threads", "-2"), "--threads"), (("--scenarios", "resolution", "--rounds", "0"), "--rounds")):
         one_clear_line(run_vcamd(*base, *bad, timeout=30), flag)
 
 
