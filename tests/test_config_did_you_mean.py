@@ -52,3 +52,11 @@ def test_config_check_prints_the_suggestion(tmp_path: Path):
     assert done.returncode == 2
     assert f"{path}: [camera] fsp: unknown key — did you mean fps?" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_cover_threshold_above_the_threshold_is_named_with_the_fix() -> None:
+    (line,) = problems({"detection": {"threshold": 0.4, "cover_threshold": 0.45}})
+    assert line.startswith("[detection] cover_threshold = 0.45: ") and "above threshold (0.4)" in line and "at most 0.4" in line
+    assert config_from_dict({"detection": {"threshold": 0.4, "cover_threshold": 0.4}}).detection.cover_threshold == 0.4
+    (line,) = problems({"detection": {"threshold": 1.5, "cover_threshold": 0.3}})  # the threshold's own error, once
+    assert line.startswith("[detection] threshold = 1.5")

@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 
@@ -82,10 +83,22 @@ class DetectionConfig(Section):
     size: Annotated[int, Field(ge=128, le=1280, multiple_of=32)] = 640
     """Detector input size (square) for full-frame detections."""
     threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.5
+    cover_threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
+    """Live, face_selection = "all": a face the full detection scores at least this but under
+    `threshold` (the detector is unsure) is obscured, never swapped and never shown raw. Equal to
+    `threshold`: off."""
     full_every: Annotated[int, Field(ge=1, le=300)] = 10
     """Live: look for new faces every N frames (where the picture changed; the whole frame at least every third look); in between, re-detect in a crop around each face."""
     track_size: Annotated[int, Field(ge=96, le=640, multiple_of=32)] = 192
     """Live: detector input size for the crop around a tracked face."""
+
+    @field_validator("cover_threshold")
+    @classmethod
+    def _cover_at_most_threshold(cls, value: float, info: ValidationInfo) -> float:
+        threshold = info.data.get("threshold")  # absent when it failed its own check (reported there)
+        if threshold is not None and value > threshold:
+            raise ValueError(f"above threshold ({threshold:g}): set it at most {threshold:g} (equal turns covering unsure faces off)")
+        return value
 
 
 class FaceSelection(StrEnum):

@@ -68,6 +68,22 @@ def test_threshold_is_applied(sessions, models_dir, newton):
     assert strict.detect(newton) == []
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_a_lower_threshold_for_one_call_adds_faces_and_keeps_every_one_the_own_keeps(detectors, assets, model):
+    """The live full detection asks for the faces it is unsure of too (`[detection] cover_threshold`):
+    on the crowd selfie the same faces at 0.5, to the pixel, and more below it."""
+    import cv2
+
+    crowd = cv2.imread(str(assets / "images" / "crowd_selfie.jpg"))
+    detector = detectors[model]
+    own = detector.detect(crowd)
+    wider = detector.detect(crowd, threshold=0.3)
+    assert detector.threshold == 0.5 and len(own) > 50
+    assert [(f.box, f.score) for f in wider if f.score >= 0.5] == [(f.box, f.score) for f in own]
+    assert len(wider) > len(own) and min(f.score for f in wider) >= 0.3
+    assert [(f.box, f.score) for f in detector.detect(crowd)] == [(f.box, f.score) for f in own]  # the call left it as it was
+
+
 def test_non_detector_model_is_refused(sessions, standin_dir: Path):
     with pytest.raises(ModelError, match="is not an SCRFD detector") as info:
         FaceDetector(standin_dir / "w600k_standin.onnx", sessions)

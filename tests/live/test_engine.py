@@ -314,7 +314,7 @@ class FailingDetector:
     def __getattr__(self, name):
         return getattr(self._engine, name)
 
-    def detect(self, frame, input_size=None):
+    def detect(self, frame, input_size=None, threshold=None):
         self.calls += 1
         if self.calls > self._good:
             self.failed.set()
@@ -322,7 +322,7 @@ class FailingDetector:
                 self.release.wait()
             else:
                 raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION (test)")
-        return self._engine.detect(frame, input_size)
+        return self._engine.detect(frame, input_size, threshold)
 
 
 @pytest.mark.parametrize("mode", ["hang", "raise"])
@@ -528,13 +528,13 @@ class LosesTheGreyFace(Wrapped):
         self.armed = threading.Event()
         self.release = threading.Event()
 
-    def detect(self, frame, input_size=None):
+    def detect(self, frame, input_size=None, threshold=None):
         if self.armed.is_set():
             if input_size is not None and input_size <= self.track_size and np.abs(frame[..., 0].astype(np.int16) - frame[..., 2]).mean() < 5:
                 return []
             if input_size != self.track_size:
                 self.release.wait(10.0)
-        return self._engine.detect(frame, input_size)
+        return self._engine.detect(frame, input_size, threshold)
 
 
 def test_a_swapped_face_lost_by_the_tracker_among_several_is_a_miss_not_a_raw_face(

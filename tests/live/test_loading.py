@@ -53,7 +53,7 @@ class _Pipeline:
     def __init__(self) -> None:
         self.sizes: list[int | None] = []
 
-    def detect(self, frame, input_size=None):
+    def detect(self, frame, input_size=None, threshold=None):
         self.sizes.append(input_size)
         return []
 

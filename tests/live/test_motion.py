@@ -101,9 +101,9 @@ class CountingDetector:
         self._d = detector
         self.calls = 0
 
-    def detect(self, frame, input_size=None):
+    def detect(self, frame, input_size=None, threshold=None):
         self.calls += 1
-        return self._d.detect(frame, input_size)
+        return self._d.detect(frame, input_size, threshold)
 
 
 def test_the_tracker_follows_a_sliding_face_and_runs_the_detector_on_fewer_frames(detector, newton):

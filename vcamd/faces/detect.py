@@ -121,14 +121,17 @@ class FaceDetector:
         """The (height, width) the detector's input takes for a frame of this size (see module doc)."""
         return input_shape_for(frame_hw, int(input_size or self.size))
 
-    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]:
+    def detect(self, frame: Frame, input_size: int | None = None, threshold: float | None = None) -> list[Face]:
         """Faces in the frame, left to right. The frame is letterboxed (top-left) into the input
-        shape `input_shape` gives: its long side `input_size`."""
+        shape `input_shape` gives: its long side `input_size`. `threshold` replaces the detector's
+        own for this call (the live full detection asks for the faces it is unsure of too; a
+        lower threshold adds faces, it never drops one the detector's own would keep: NMS keeps
+        the higher score)."""
         size = int(input_size or self.size)
         in_h, in_w = input_shape_for(frame.shape[:2], size)
         blob, det_scale = self._blob(frame, in_h, in_w)
         outs = self._session((in_h, in_w)).run(self._output_names, {self._input_name: blob})
-        boxes, scores, kps = self._decode(outs, in_h, in_w)
+        boxes, scores, kps = self._decode(outs, in_h, in_w, self.threshold if threshold is None else float(threshold))
         if scores.size == 0:
             return []
         boxes /= det_scale
@@ -182,7 +185,7 @@ class FaceDetector:
                 self._centres[key] = centres
         return centres
 
-    def _decode(self, outs: list[np.ndarray], in_h: int, in_w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _decode(self, outs: list[np.ndarray], in_h: int, in_w: int, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Boxes (n, 4), scores (n,), keypoints (n, 5, 2) of the anchors scoring ≥ threshold, in
         input pixels, strides in model order (as insightface concatenates them)."""
         layout = self._layout
@@ -191,7 +194,7 @@ class FaceDetector:
             score, dist, kd = outs[i], outs[i + layout.fmc], outs[i + 2 * layout.fmc]
             if layout.batched:
                 score, dist, kd = score[0], dist[0], kd[0]
-            pos = np.flatnonzero(score.reshape(-1) >= self.threshold)
+            pos = np.flatnonzero(score.reshape(-1) >= threshold)
             if pos.size == 0:
                 continue
             centres = self._anchor_centres(in_h, in_w, stride)[pos]

@@ -272,8 +272,8 @@ class FaceEngine:
             size = max(128, int(round(size * self.lowres_scale / 32.0)) * 32)
         return size
 
-    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]:
-        return self.detector.detect(frame, input_size)
+    def detect(self, frame: Frame, input_size: int | None = None, threshold: float | None = None) -> list[Face]:
+        return self.detector.detect(frame, input_size, threshold)
 
     def select(self, faces: list[Face], frame: Frame) -> list[Face]:
         """The faces to swap: the largest, all, or the one most like the reference photo."""

@@ -31,7 +31,7 @@ from vcamd.types import Face, Frame
 class Detecting(Protocol):
     """What the tracker needs of a detector (`vcamd.faces.detect.FaceDetector`)."""
 
-    def detect(self, frame: Frame, input_size: int | None = None) -> list[Face]: ...
+    def detect(self, frame: Frame, input_size: int | None = None, threshold: float | None = None) -> list[Face]: ...
 
 
 CROP_FACTOR = 2.0

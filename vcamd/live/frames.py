@@ -22,7 +22,7 @@ import numpy as np
 from vcamd.live.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
 from vcamd.live.obscure import obscure_frame
 from vcamd.live.swapworker import SwapJob
-from vcamd.live.tracking import FaceReport, detect_sizes
+from vcamd.live.tracking import FaceReport, detect_sizes, unsure_band
 from vcamd.live.watchdog import Transition, TransitionResult
 from vcamd.quality import Level, rung
 from vcamd.types import Captured, Face, Frame, Outcome
@@ -114,8 +114,8 @@ class FrameWork:
         swaps = match_swaps(targets, result.faces, result.swapped) if usable and result is not None else [None] * len(targets)
         composed = compose(
             Scene(frame=frame, enabled=True, on_miss=engine.cfg.swap.on_miss, known=report.known, targets=targets,
-                  swaps=swaps, lost=lost, held=engine.publisher.held),
-            self._pastes.paste_for(engine.faces.composite, frame, targets, swaps, still=report.followed and not lost),
+                  swaps=swaps, lost=lost, held=engine.publisher.held, unsure=report.unsure),
+            self._pastes.paste_for(engine.faces.composite, frame, targets, swaps, still=report.followed and not lost and not report.unsure),
         )
         stage_ms["composite"] = (engine.clock() - t2) * 1000.0
         engine.stats.record_stage("composite", stage_ms["composite"])
@@ -130,7 +130,8 @@ class FrameWork:
         (remembered for the frames that reuse them); their region handed to the swap worker."""
         engine = self._engine
         t0 = engine.clock()
-        report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s())
+        report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s(),
+                                       unsure=unsure_band(engine.cfg))
         targets, report = self._select(report, frame)
         # Lost faces are covered when they were faces being swapped (or already covered);
         # a bystander that face_selection leaves alone stays alone.
@@ -176,7 +177,8 @@ class FrameWork:
             return self._engine.faces.select(report.faces, frame), report
         except Exception as exc:
             log.error("face selection failed: %s", exc)
-            return list(report.faces), FaceReport(known=False, faces=report.faces, lost=report.lost, appeared=report.appeared, full=report.full)
+            return list(report.faces), FaceReport(known=False, faces=report.faces, lost=report.lost, appeared=report.appeared, full=report.full,
+                                                  unsure=report.unsure)
 
     def _track_deadline_s(self) -> float:
         """How long the loop waits for the tracker: TRACK_DEADLINE_FRAMES frame intervals. Long

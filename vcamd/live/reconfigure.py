@@ -31,8 +31,9 @@ L, B, R = Apply.live, Apply.rebuild, Apply.restart
 
 TABLE: dict[str, dict[str, Apply]] = {
     "models": {"dir": B, "detector": B, "recognizer": B, "swapper": B, "enhancer": B, "providers": B, "mirror": B, "threads": B},
-    # The detector is built with its size and threshold; full_every is the tracker's cadence.
-    "detection": {"size": B, "threshold": B, "full_every": L, "track_size": B},
+    # The detector is built with its size and threshold; full_every is the tracker's cadence, and
+    # cover_threshold is asked of each full detection as it is submitted.
+    "detection": {"size": B, "threshold": B, "cover_threshold": L, "full_every": L, "track_size": B},
     "swap": {
         "enabled": L,
         "source_face": L,  # embedded off the loop, then used from the next swap

@@ -23,11 +23,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from vcamd.config import Config
+from vcamd.config import Config, FaceSelection
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.changes import WHOLE, ChangeMap, Look, Region, RegionImage, downscaled
 from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
@@ -87,6 +87,18 @@ def detect_sizes(cfg: Config, level: Level) -> dict[str, int]:
     return {"full_size": level_size(det.size, level, scale, 128), "track_size": level_size(det.track_size, level, scale, 128)}
 
 
+def unsure_band(cfg: Config) -> tuple[float, float] | None:
+    """(threshold, cover_threshold) when the full detections also report the faces the detector
+    is unsure of — scored in [cover_threshold, threshold): with face_selection = "all", where every
+    face shown must be swapped or covered, they are covered (`FaceReport.unsure`). None: off (the
+    other selections leave the faces they do not pick alone, unsure or not; and a frame with no
+    face found at `threshold` is covered whole anyway)."""
+    det = cfg.detection
+    if cfg.swap.face_selection is not FaceSelection.all or det.cover_threshold >= det.threshold:
+        return None
+    return det.threshold, det.cover_threshold
+
+
 def all_detect_sizes(cfg: Config) -> list[int]:
     """Every input size a level may ask for (their sessions are built before the stream starts).
     The smaller crop inputs a small face chooses and the mosaics of a group are built when first
@@ -106,6 +118,8 @@ class FullDetection:
     input_size: int  # the detector input size it ran at (of the whole frame: a region runs at the same scale)
     region: Region | None = None  # where it looked (`changes.ChangeMap`); None: the whole frame
     ok: bool = True  # False: the detector failed (nothing was really looked at)
+    unsure: list[Face] | None = None
+    """Faces scored in the unsure band (`unsure_band`), frame coordinates; None: not asked for."""
 
     @property
     def whole(self) -> bool:
@@ -116,9 +130,9 @@ class FullDetection:
         return self.region is None or self.region.contains((face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2)
 
 
-FullJob = tuple[Frame, Callable[[Face], Face | None], int, int, int, Region | None]
+FullJob = tuple[Frame, Callable[[Face], Face | None], int, int, int, Region | None, tuple[float, float] | None]
 """(detector image, its detections → frame coordinates (None: drop), detector input size, frame
-index, the whole frame's input size, the region looked at)."""
+index, the whole frame's input size, the region looked at, the unsure band or None)."""
 
 
 class FullDetector(NewestWorker[FullJob, FullDetection]):
@@ -136,24 +150,26 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
         self.costs = DetectCosts()
         """CPU cost per detector input shape, shared with the tracker's crop re-detection."""
 
-    def submit_downscaled(self, small: Frame, scale: float, frame_index: int, input_size: int, look: Look = WHOLE) -> None:
-        """`small`: the frame as `changes.downscaled(frame, input_size)` gives it (a private copy)."""
+    def submit_downscaled(self, small: Frame, scale: float, frame_index: int, input_size: int, look: Look = WHOLE,
+                          unsure: tuple[float, float] | None = None) -> None:
+        """`small`: the frame as `changes.downscaled(frame, input_size)` gives it (a private copy).
+        `unsure`: the band (`unsure_band`) whose faces the result reports apart, or None."""
         if look.region is None:
             to_frame = (lambda f: scaled(f, 1.0 / scale)) if scale != 1.0 else (lambda f: f)
-            self.submit((small, to_frame, input_size, frame_index, input_size, None))
+            self.submit((small, to_frame, input_size, frame_index, input_size, None, unsure))
         else:  # the region's pixels of the same downscaled frame: the same faces, less to look at
             cut = RegionImage.cut(small, look.region)
-            self.submit((cut.image, cut.to_frame, cut.input_size, frame_index, input_size, look.region))
+            self.submit((cut.image, cut.to_frame, cut.input_size, frame_index, input_size, look.region, unsure))
 
     def take_result(self) -> FullDetection | None:
         return self.results.take(0)
 
     def _work(self, job: FullJob) -> FullDetection:
-        image, to_frame, run_size, index, size, region = job
+        image, to_frame, run_size, index, size, region, unsure = job
         t0 = self._clock()
         ok = True
         try:
-            found = timed_detect(self.faces, image, run_size, self.costs)
+            found = timed_detect(self.faces, image, run_size, self.costs, None if unsure is None else unsure[1])
         except Exception as exc:  # treated as "nothing found"; the next attempt comes soon
             self.errors += 1
             if self.errors <= 3:
@@ -162,14 +178,17 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
         self._stats.record_stage("full_detect", (self._clock() - t0) * 1000.0)
         self.runs += 1
         faces = [face for face in map(to_frame, found) if face is not None]
-        return FullDetection(faces, index, size, region, ok)
+        if unsure is None:
+            return FullDetection(faces, index, size, region, ok)
+        sure = [face for face in faces if face.score >= unsure[0]]
+        return FullDetection(sure, index, size, region, ok, [face for face in faces if face.score < unsure[0]])
 
 
-def timed_detect(faces: Detecting, image: Frame, size: int, costs: DetectCosts) -> list[Face]:
+def timed_detect(faces: Detecting, image: Frame, size: int, costs: DetectCosts, threshold: float | None = None) -> list[Face]:
     """One detector run, its CPU time (this thread's: ONNX Runtime runs a one-thread session on the
-    caller's) recorded against its input shape."""
+    caller's) recorded against its input shape. `threshold`: the detector's own when None."""
     t0 = time.thread_time()
-    found = faces.detect(image, size)
+    found = faces.detect(image, size) if threshold is None else faces.detect(image, size, threshold)
     costs.record(input_shape_for(image.shape[:2], size), (time.thread_time() - t0) * 1000.0)
     return found
 
@@ -203,6 +222,9 @@ class FaceReport:
     followed: bool = False
     """Whether every face's position was followed by its pixels (`motion.follow`: the faces only
     moved since the detector last found them; no detector ran for this frame)."""
+    unsure: list[Face] = field(default_factory=list)
+    """Places the full detection scored in the unsure band (`unsure_band`), away from every tracked
+    and lost face: covered, never swapped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +232,29 @@ class _Seen:
     face: Face
     size: int  # detector input size it was last found at by a full detection
     lost_at: int = -1  # frame index it was lost at (lost faces only)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unsure:
+    face: Face
+    size: int  # detector input size of the full detection that found it
+    seen_at: int  # frame index that detection ran on
+
+
+def _centres_widths(faces: list[Face]) -> tuple[np.ndarray, np.ndarray]:
+    boxes = np.array([f.box for f in faces], np.float64)
+    return (boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2] - boxes[:, 0]
+
+
+def _away_from(places: list[_Unsure], faces: list[Face]) -> list[_Unsure]:
+    """The places not `near` any of `faces` (vectorised: a crowd has ~100 of each)."""
+    if not places or not faces:
+        return list(places)
+    pc, pw = _centres_widths([p.face for p in places])
+    fc, fw = _centres_widths(faces)
+    distance = np.hypot(pc[:, None, 0] - fc[None, :, 0], pc[:, None, 1] - fc[None, :, 1])
+    close = (distance < SAME_TRACK_WIDTHS * np.maximum(np.minimum(pw[:, None], fw[None, :]), 1.0)).any(axis=1)
+    return [p for p, c in zip(places, close) if not c]
 
 
 def near(face: Face, other: Face, widths: float = SAME_TRACK_WIDTHS) -> bool:
@@ -263,6 +308,7 @@ class FaceBook:
         self._lost: list[_Seen] = []
         self._started = False  # a full detection has come in
         self._unsure_since: int | None = None  # a face was lost in its crop at this frame index
+        self._unsure: list[_Unsure] = []  # places scored in the unsure band (`_take_unsure`)
 
     @property
     def started(self) -> bool:
@@ -321,7 +367,28 @@ class FaceBook:
         # Where the faces are is known again only from a look at the whole frame (a lost face may be anywhere).
         if self._unsure_since is not None and result.frame_index >= self._unsure_since and result.whole:
             self._unsure_since = None
+        self._take_unsure(result)
         return appeared
+
+    def _take_unsure(self, result: FullDetection) -> None:
+        """Merge the places a full detection scored in the unsure band. Like a lost face, a place
+        is dropped only by a detection that looked there, at least as fine as the one that found
+        it, LOST_KEEP_FRAMES or more after it was last found (a score just either side of the
+        band's edge must not uncover it every other look; a lower detection size misses small
+        faces); found again, its new place replaces it. A place near a tracked or lost face is that
+        face's (swapped or covered already)."""
+        if result.ok and result.unsure is not None:
+            found = [_Unsure(face, result.input_size, result.frame_index) for face in result.unsure]
+            kept = [
+                u for u in _away_from(self._unsure, [f.face for f in found])
+                if result.frame_index < u.seen_at + LOST_KEEP_FRAMES or result.input_size < u.size or not result.covers(u.face)
+            ]
+            self._unsure = kept + found
+        self._unsure = _away_from(self._unsure, [s.face for s in self._tracks + self._lost])
+
+    @property
+    def unsure(self) -> list[Face]:
+        return [u.face for u in self._unsure]
 
     @property
     def finest_size(self) -> int:
@@ -369,7 +436,7 @@ class FaceBook:
         # camera back from noise, a face turned in): such a frame is covered whole, never shown raw.
         known = self._started and not late and self._unsure_since is None and bool(self._tracks)
         return FaceReport(known=known, faces=self.tracks, lost=self.lost, appeared=appeared, full=full,
-                          followed=followed and not appeared)
+                          followed=followed and not appeared, unsure=self.unsure)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,7 +522,10 @@ class LiveTracker:
     def stop(self) -> None:
         self._call.stop()
 
-    def update(self, frame: Frame, frame_index: int, *, full_size: int, track_size: int, deadline_s: float = 1.0) -> FaceReport:
+    def update(self, frame: Frame, frame_index: int, *, full_size: int, track_size: int, deadline_s: float = 1.0,
+               unsure: tuple[float, float] | None = None) -> FaceReport:
+        """Where the faces are in `frame`. `unsure`: the band (`unsure_band`) whose faces the periodic
+        full detections also report, as `FaceReport.unsure`; None: not looked for."""
         result = self._full.take_result()
         if result is not None and not result.ok:
             self.changes.failed()
@@ -514,11 +584,11 @@ class LiveTracker:
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
         # several faces, waiting for the next due detection would leave it covered that long.
         if (due or self.book.needs_full) and self._full.idle:
-            self._look_for_new_faces(frame, frame_index, full_size)
+            self._look_for_new_faces(frame, frame_index, full_size, unsure)
         return self.book.report(late=late, appeared=appeared, full=result is not None or full_now,
                                 followed=only_followed)
 
-    def _look_for_new_faces(self, frame: Frame, frame_index: int, full_size: int) -> None:
+    def _look_for_new_faces(self, frame: Frame, frame_index: int, full_size: int, unsure: tuple[float, float] | None = None) -> None:
         """The full detection: where the picture changed since the last one looked (`changes`),
         or nowhere when nothing did — but the whole frame when a face was lost (it may be
         anywhere, and a crop cannot say where) or nothing is tracked yet."""
@@ -528,7 +598,7 @@ class LiveTracker:
         if self.changes.wanted is not None:  # a region shape without a session yet: built off the loop
             self._warm.build([self.changes.wanted], self.faces)
         if look is not None:
-            self._full.submit_downscaled(small, scale, frame_index, full_size, look)
+            self._full.submit_downscaled(small, scale, frame_index, full_size, look, unsure)
         self._last_full_submit = frame_index
 
     def _follow(self, frame: Frame, tracks: list[Face], frame_index: int) -> list[Face | None]:

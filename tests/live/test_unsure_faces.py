@@ -1,0 +1,185 @@
+"""Faces the detector is unsure of, in a crowd: covered, never published raw (face_selection = "all").
+
+A crowd's small, dim or turned faces score just under the detection threshold. Before
+`[detection] cover_threshold`, the engine neither swapped nor covered them: on crowd_selfie.jpg
+at 1080p, 18 faces were published raw in every steady frame (docs/reliability.md, "Faces the
+detector is unsure of"). The scene here is a 640×360 part of that photo at its own resolution,
+as a still lossless camera: the real SCRFD-2.5G finds 28 faces in it at 0.5 and 6 more between
+0.3 and 0.5, away from those. The watchdog's budget is wide: a CPU that lowered the detection size
+would lose faces and cover the whole frame, which says nothing about the unsure ones. Every published frame is compared, pixel for pixel, with what the
+camera showed at each of those unsure faces' boxes: a box shown exactly as the camera gave it is
+a face published raw.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from vcamd.faces.detect import FaceDetector
+from vcamd.live.tracking import FullDetection, _away_from, _Unsure
+from vcamd.runtime import Sessions
+from vcamd.types import Face
+
+CROP = (320, 600, 640, 360)  # x, y, width, height in crowd_selfie.jpg: ~28 faces sure, 6 unsure away from them
+DETECTOR = "scrfd_2.5g_kps.onnx"
+FRAMES = 45
+"""Published frames checked per run: several full detections' worth (full_every = 5 here)."""
+
+
+@pytest.fixture(scope="module")
+def crowd(assets: Path) -> np.ndarray:
+    image = cv2.imread(str(assets / "images" / "crowd_selfie.jpg"))
+    x, y, w, h = CROP
+    return np.ascontiguousarray(image[y : y + h, x : x + w])
+
+
+@pytest.fixture(scope="module")
+def unsure_faces(crowd: np.ndarray, assets: Path) -> list[Face]:
+    """The faces the daemon's own detector scores in [0.3, 0.5) here, away from the ones it is
+    sure of (those are swapped): what `cover_threshold` is about."""
+    detector = FaceDetector(assets / "models" / DETECTOR, Sessions(["cpu"], threads=1))
+    found = detector.detect(crowd, 640, threshold=0.3)
+    sure = [f for f in found if f.score >= 0.5]
+    height, width = crowd.shape[:2]
+    unsure = [u.face for u in _away_from([_Unsure(f, 640, 0) for f in found if f.score < 0.5], sure)
+              if u.face.width >= 16 and u.face.box[0] >= 0 and u.face.box[1] >= 0 and u.face.box[2] <= width and u.face.box[3] <= height]
+    assert len(sure) >= 20 and len(unsure) >= 5, (len(sure), len(unsure))
+    return unsure
+
+
+@pytest.fixture(scope="module")
+def still_crowd(crowd: np.ndarray, tmp_path_factory) -> Path:
+    """The crowd as a still camera, lossless (FFV1): the camera's frames are exactly `crowd`."""
+    path = tmp_path_factory.mktemp("unsure") / "crowd.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"FFV1"), 15.0, (crowd.shape[1], crowd.shape[0]))
+    assert writer.isOpened()
+    for _ in range(15):
+        writer.write(crowd)
+    writer.release()
+    return path
+
+
+def _raw_boxes(frames: list[np.ndarray], crowd: np.ndarray, faces: list[Face]) -> list[tuple[int, int]]:
+    """(frame, face) pairs where the published frame shows the face's box exactly as the camera did."""
+    h, w = crowd.shape[:2]
+    shown = []
+    for i, frame in enumerate(frames):
+        for j, face in enumerate(faces):
+            x0, y0, x1, y1 = (int(round(v)) for v in face.box)
+            x0, y0, x1, y1 = max(0, x0), max(0, y0), min(w, x1), min(h, y1)  # a face at the edge: its part inside
+            if np.array_equal(frame[y0:y1, x0:x1], crowd[y0:y1, x0:x1]):
+                shown.append((i, j))
+    return shown
+
+
+def _run(run_live, live_config, models, assets, clip: Path, **detection):
+    cfg = live_config(
+        models={"detector": str(assets / "models" / DETECTOR)},
+        detection={"size": 640, "full_every": 5, **detection},
+        swap={"face_selection": "all", "on_miss": "blur"},
+        watchdog={"budget_ms": 1000.0},
+    )
+    return run_live(cfg, clip, frames=FRAMES, keep_every=1)
+
+
+def test_faces_the_detector_is_unsure_of_are_covered_in_every_frame(run_live, live_config, models, assets, still_crowd, crowd,
+                                                                   unsure_faces):
+    stats, sink, _ = _run(run_live, live_config, models, assets, still_crowd)
+    assert stats["faces"]["swapped"] > 0, f"no face was swapped: the run proves nothing ({stats['faces']})"
+    assert len(sink.frames) >= FRAMES
+    raw = _raw_boxes(sink.frames, crowd, unsure_faces)
+    assert not raw, f"{len(raw)} unsure faces published raw, (frame, face): {raw[:10]}"
+
+
+def test_with_cover_threshold_at_threshold_they_are_published_raw(run_live, live_config, models, assets, still_crowd, crowd,
+                                                                 unsure_faces):
+    """The check above can fail: with the band off, faces it covers are shown as the camera gave
+    them (those not: inside the covers of missed neighbours, now and then)."""
+    stats, sink, _ = _run(run_live, live_config, models, assets, still_crowd, cover_threshold=0.5)
+    assert stats["faces"]["swapped"] > 0
+    raw = _raw_boxes(sink.frames[-10:], crowd, unsure_faces)
+    assert len({i for i, _ in raw}) >= 5, f"unsure faces shown raw in only {len({i for i, _ in raw})} of the last 10 frames"
+
+
+def test_an_unsure_place_stays_covered_until_a_detection_that_could_see_it_misses_it_long_enough():
+    from vcamd.live.tracking import LOST_KEEP_FRAMES, FaceBook
+
+    def face(x: float, score: float = 0.4) -> Face:
+        return Face(box=(x, 100.0, x + 20.0, 124.0), score=score, kps=np.zeros((5, 2), np.float32))
+
+    sure, shy = face(0.0, 0.9), face(200.0)
+    book = FaceBook()
+    book.take_full(FullDetection([sure], 0, 640, unsure=[shy]))
+    assert book.report(late=False, appeared=[], full=True).unsure == [shy]
+    book.take_full(FullDetection([sure], 10, 320, unsure=[]))  # a coarser look (low_res) cannot judge it
+    book.take_full(FullDetection([sure], 20, 640, unsure=[]))  # a look as fine, but too soon after: a flicker
+    book.take_full(FullDetection([sure], 30, 640))  # a detection that did not ask (the loop's own): no say
+    assert book.unsure == [shy]
+    moved = face(204.0)
+    book.take_full(FullDetection([sure], 31, 640, unsure=[moved]))  # found again, a little further: the new place
+    assert book.unsure == [moved]
+    book.take_full(FullDetection([sure], 31 + LOST_KEEP_FRAMES, 640, unsure=[]))
+    assert book.unsure == []
+    # A place that is a tracked face's is that face's: swapped, not covered twice.
+    book.take_full(FullDetection([sure], 100, 640, unsure=[face(4.0)]))
+    assert book.unsure == []
+    book.take_full(FullDetection([sure], 101, 640, unsure=[shy]))
+    book.reset()
+    assert book.unsure == []
+
+
+def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_config):
+    from vcamd.live.tracking import unsure_band
+
+    assert unsure_band(live_config(swap={"face_selection": "all"})) == (0.5, 0.3)
+    assert unsure_band(live_config(swap={"face_selection": "largest"})) is None  # bystanders are left alone
+    assert unsure_band(live_config(swap={"face_selection": "all"}, detection={"cover_threshold": 0.5})) is None
+
+
+def test_compose_covers_unsure_places_and_still_keeps_a_good_output():
+    from vcamd.config import OnMiss
+    from vcamd.live.compose import FaceOutcome, Scene, compose
+
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 256, (240, 320, 3), np.uint8)
+
+    def face(x: float, score: float) -> Face:
+        return Face(box=(x, 80.0, x + 40.0, 130.0), score=score, kps=np.zeros((5, 2), np.float32))
+
+    def paste(frame, swapped, target):  # the stand-in swap: the face's box painted green
+        x0, y0, x1, y1 = (int(v) for v in target.box)
+        frame[y0:y1, x0:x1] = (0, 255, 0)
+
+    target, shy = face(20.0, 0.9), face(220.0, 0.4)
+    for on_miss in (OnMiss.blur, OnMiss.hold):
+        frame = raw.copy()
+        composed = compose(Scene(frame, True, on_miss, True, [target], ["swap"], unsure=[shy]), paste)
+        assert composed.faces == [FaceOutcome.swapped, FaceOutcome.obscured]
+        assert not np.array_equal(frame[80:130, 220:260], raw[80:130, 220:260])  # the unsure face: covered
+        assert np.array_equal(frame[:, 300:], raw[:, 300:])  # ... its cover only (2× its box), not the frame
+        assert composed.all_swapped  # every face that can be swapped was: a good output to hold later
+    frame = raw.copy()
+    opted_out = compose(Scene(frame, True, OnMiss.passthrough, True, [target], ["swap"], unsure=[shy]), paste)
+    assert opted_out.faces == [FaceOutcome.swapped, FaceOutcome.passthrough]  # the user's opt-out: misses stay raw
+    assert np.array_equal(frame[80:130, 220:260], raw[80:130, 220:260])
+
+
+def test_away_from_is_near_over_arrays():
+    """`_away_from` (vectorised for crowds) keeps exactly the places `near` no face, by `near`'s own rule."""
+    from vcamd.live.tracking import near
+
+    rng = np.random.default_rng(7)
+
+    def faces(n: int) -> list[Face]:
+        out = []
+        for x, y, w in zip(rng.uniform(0, 600, n), rng.uniform(0, 400, n), rng.uniform(4, 60, n)):
+            out.append(Face(box=(x, y, x + w, y + w * 1.2), score=0.4, kps=np.zeros((5, 2), np.float32)))
+        return out
+
+    for _ in range(20):
+        places, others = [_Unsure(f, 640, 0) for f in faces(40)], faces(30)
+        assert _away_from(places, others) == [p for p in places if not any(near(p.face, o) for o in others)]
