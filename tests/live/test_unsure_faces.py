@@ -22,7 +22,7 @@ import pytest
 from vcamd.faces.detect import FaceDetector
 from vcamd.live.tracking import FullDetection, _away_from, _Unsure
 from vcamd.runtime import Sessions
-from vcamd.types import Face
+from vcamd.types import Face, Outcome
 
 CROP = (320, 600, 640, 360)  # x, y, width, height in crowd_selfie.jpg: ~28 faces sure, 6 unsure away from them
 DETECTOR = "scrfd_2.5g_kps.onnx"
@@ -90,6 +90,7 @@ def test_faces_the_detector_is_unsure_of_are_covered_in_every_frame(run_live, li
                                                                    unsure_faces):
     stats, sink, _ = _run(run_live, live_config, models, assets, still_crowd)
     assert stats["faces"]["swapped"] > 0, f"no face was swapped: the run proves nothing ({stats['faces']})"
+    assert stats["faces"]["unsure"] >= len(unsure_faces)  # counted apart from the faces
     assert len(sink.frames) >= FRAMES
     raw = _raw_boxes(sink.frames, crowd, unsure_faces)
     assert not raw, f"{len(raw)} unsure faces published raw, (frame, face): {raw[:10]}"
@@ -158,13 +159,14 @@ def test_compose_covers_unsure_places_and_still_keeps_a_good_output():
     for on_miss in (OnMiss.blur, OnMiss.hold):
         frame = raw.copy()
         composed = compose(Scene(frame, True, on_miss, True, [target], ["swap"], unsure=[shy]), paste)
-        assert composed.faces == [FaceOutcome.swapped, FaceOutcome.obscured]
+        assert composed.faces == [FaceOutcome.swapped] and composed.unsure_covered == 1  # a place, not a face for sure
         assert not np.array_equal(frame[80:130, 220:260], raw[80:130, 220:260])  # the unsure face: covered
         assert np.array_equal(frame[:, 300:], raw[:, 300:])  # ... its cover only (2× its box), not the frame
         assert composed.all_swapped  # every face that can be swapped was: a good output to hold later
+        assert composed.outcome is Outcome.swapped and composed.fresh_badge
     frame = raw.copy()
     opted_out = compose(Scene(frame, True, OnMiss.passthrough, True, [target], ["swap"], unsure=[shy]), paste)
-    assert opted_out.faces == [FaceOutcome.swapped, FaceOutcome.passthrough]  # the user's opt-out: misses stay raw
+    assert opted_out.faces == [FaceOutcome.swapped] and opted_out.unsure_covered == 0  # the user's opt-out: misses stay raw
     assert np.array_equal(frame[80:130, 220:260], raw[80:130, 220:260])
 
 

@@ -5,7 +5,7 @@ keypoints), **held** (covered by the last good output, where that output showed 
 or **obscured** (`vcamd.live.obscure`, a region generously grown around it). Faces that were lost
 (tracking lost them, a lower detection size missed them) are covered at their last-known place,
 grown further since they may have moved; places the detector was unsure of (`FaceReport.unsure`)
-are covered as a face that could not be swapped. When the engine cannot say where the faces are (start-up
+are covered as a face that could not be swapped, and counted apart (they may be no face at all). When the engine cannot say where the faces are (start-up
 before the first detection, detector late or failing, a face lost in motion), the whole frame is
 held or obscured. `on_miss = "passthrough"` is the user's explicit opt-out: misses stay raw.
 
@@ -83,9 +83,12 @@ class Scene:
 class Composed:
     frame: Frame  # the pixels to publish
     outcome: Outcome  # the frame's outcome, for the frame counters
-    faces: list[FaceOutcome]  # per target, then per lost face, then per unsure place
+    faces: list[FaceOutcome]  # per target, then per lost face
     fresh_badge: bool  # the frame needs the disclosure badge drawn (a held frame already has it)
-    all_swapped: bool  # every face swapped, nothing lost (unsure places covered): a new last good output
+    all_swapped: bool  # every face swapped, nothing lost: a new last good output
+    unsure_covered: int = 0
+    """Unsure places covered (held or obscured). Not faces for sure — a patch of wallpaper may score
+    0.3 — so apart from `faces`, and from the frame's outcome."""
 
 
 def compose(scene: Scene, paste: Paste) -> Composed:
@@ -93,7 +96,7 @@ def compose(scene: Scene, paste: Paste) -> Composed:
     frame = scene.frame
     if not scene.enabled:
         return Composed(frame, Outcome.off, [], fresh_badge=False, all_swapped=False)
-    n_faces = len(scene.targets) + len(scene.lost) + len(scene.unsure)
+    n_faces = len(scene.targets) + len(scene.lost)
     if not scene.known:
         return _whole_frame_miss(scene, n_faces)
 
@@ -104,7 +107,7 @@ def compose(scene: Scene, paste: Paste) -> Composed:
         for i in missed:
             outcomes[i] = FaceOutcome.passthrough
         lost_outcomes = [FaceOutcome.passthrough] * len(scene.lost)
-        unsure_outcomes = [FaceOutcome.passthrough] * len(scene.unsure)
+        unsure_covered = 0
     else:
         covers = ([(scene.targets[i], MISS_REGION_SCALE) for i in missed] + [(face, LOST_REGION_SCALE) for face in scene.lost]
                   + [(face, MISS_REGION_SCALE) for face in scene.unsure])
@@ -112,7 +115,7 @@ def compose(scene: Scene, paste: Paste) -> Composed:
         for i, outcome in zip(missed, decided):
             outcomes[i] = outcome
         lost_outcomes = decided[len(missed):len(missed) + len(scene.lost)]
-        unsure_outcomes = decided[len(missed) + len(scene.lost):]
+        unsure_covered = len(scene.unsure)
     # The swaps go on top: a cover grown around one face must never spoil a neighbour's swapped
     # face, and a paste's feathered edge blends into covered pixels.
     failed: list[int] = []
@@ -132,11 +135,9 @@ def compose(scene: Scene, paste: Paste) -> Composed:
             for i, outcome in zip(failed, obscured):
                 outcomes[i] = outcome
     faces = [o for o in outcomes if o is not None] + lost_outcomes
-    # Unsure places covered do not spoil a good output: nothing there was ever swapped to hold.
-    all_swapped = bool(faces) and all(o is FaceOutcome.swapped for o in faces)
-    faces += unsure_outcomes
-    altered = any(o is not FaceOutcome.passthrough for o in faces)
-    return Composed(frame, _frame_outcome(faces), faces, fresh_badge=altered, all_swapped=all_swapped)
+    altered = unsure_covered > 0 or any(o is not FaceOutcome.passthrough for o in faces)
+    return Composed(frame, _frame_outcome(faces), faces, fresh_badge=altered,
+                    all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces), unsure_covered=unsure_covered)
 
 
 def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:

@@ -243,7 +243,7 @@ class FrameWork:
         if composed is not None:
             if composed.all_swapped:
                 engine.publisher.remember_good(frame, targets or [])
-            engine.stats.record_faces(composed.faces, None if swapped_at is None else (now - swapped_at) * 1000.0)
+            engine.stats.record_faces(composed.faces, None if swapped_at is None else (now - swapped_at) * 1000.0, composed.unsure_covered)
         latency = None if t_capture is None else (now - t_capture) * 1000.0
         engine.stats.record_publish(outcome, engine.watchdog.level, latency)
         # The watchdog judges the face pipeline's cost: frames without it (swapping off, models still

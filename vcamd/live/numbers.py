@@ -43,6 +43,8 @@ class FaceCounts(TypedDict):
     swapped: int
     held: int
     obscured: int
+    unsure: int
+    """Places the detector was unsure of, covered (`[detection] cover_threshold`): not counted as faces above."""
 
 
 class Misses(TypedDict):

@@ -75,6 +75,8 @@ def percentiles(samples: Iterable[float] | SampleRing) -> dict[str, float]:
 
 FACE_OUTCOMES = ("swapped", "held", "obscured")
 """The per-face counts in stats and status (`vcamd.live.compose.FaceOutcome`)."""
+UNSURE = "unsure"
+"""The count of unsure places covered, beside the face outcomes (`Composed.unsure_covered`)."""
 
 
 def _p50_p95(samples: SampleRing) -> dict[str, float]:
@@ -127,16 +129,17 @@ class LiveStats:
             self.last_publish_at = now
             self._recent.append(now)
 
-    def record_faces(self, outcomes: Iterable[str], swap_age_ms: float | None) -> None:
-        """What each face of a published frame got (swapped/held/obscured/passthrough), and the age
-        of the swapped faces on screen when any was swapped."""
+    def record_faces(self, outcomes: Iterable[str], swap_age_ms: float | None, unsure_covered: int = 0) -> None:
+        """What each face of a published frame got (swapped/held/obscured/passthrough), how many
+        unsure places were covered, and the age of the swapped faces on screen when any was swapped."""
         with self._lock:
             self.face_outcomes.update(str(o) for o in outcomes)
+            self.face_outcomes[UNSURE] += unsure_covered
             if swap_age_ms is not None:
                 self.swap_age_ms.append(swap_age_ms)
 
     def _face_counts(self) -> FaceCounts:
-        return FaceCounts(**{name: self.face_outcomes[name] for name in FACE_OUTCOMES})
+        return FaceCounts(**{name: self.face_outcomes[name] for name in FACE_OUTCOMES}, unsure=self.face_outcomes[UNSURE])
 
     def _frame_counts(self, captured: int, dropped: int) -> FrameCounts:
         o = self.outcomes
