@@ -92,6 +92,8 @@ class RecordingSink:
         self.times: list[float] = []
         self.frames: list[np.ndarray] = []
         self.opened = self.closed = False
+        self.status: dict | None = None
+        """The engine's status as of the last frame (its own snapshot, not a copy)."""
         self._lock = threading.Lock()
 
     def open(self) -> None:
@@ -102,6 +104,7 @@ class RecordingSink:
             if len(self.times) % self.keep_every == 0:
                 self.frames.append(frame.copy())
             self.times.append(time.monotonic())
+            self.status = stats
 
     def close(self) -> None:
         self.closed = True

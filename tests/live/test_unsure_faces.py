@@ -26,8 +26,16 @@ from vcamd.types import Face, Outcome
 
 CROP = (320, 600, 640, 360)  # x, y, width, height in crowd_selfie.jpg: ~28 faces sure, 6 unsure away from them
 DETECTOR = "scrfd_2.5g_kps.onnx"
-FRAMES = 45
-"""Published frames checked per run: several full detections' worth (full_every = 5 here)."""
+CAMERA_FPS = 5.0
+"""The still camera's rate. The loop waits two frame intervals for the crops' re-detection of 28
+faces (`frames.TRACK_DEADLINE_FRAMES`): ~140 ms on a 2-core machine with both cores busy
+elsewhere. At 15 fps every frame was late and covered whole, so no face was ever swapped (the
+watchdog, which would lower the work, is held at full quality here)."""
+FRAMES_AFTER_FIRST_SWAP = 40
+"""Published frames a run goes on for once faces are swapped: several full detections' worth
+(full_every = 5 here). Until then every frame is covered whole, for as long as a busy machine takes."""
+FRAMES_CAP = 600
+"""Only a stuck engine gets this far."""
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +63,7 @@ def unsure_faces(crowd: np.ndarray, assets: Path) -> list[Face]:
 def still_crowd(crowd: np.ndarray, tmp_path_factory) -> Path:
     """The crowd as a still camera, lossless (FFV1): the camera's frames are exactly `crowd`."""
     path = tmp_path_factory.mktemp("unsure") / "crowd.avi"
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"FFV1"), 15.0, (crowd.shape[1], crowd.shape[0]))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"FFV1"), CAMERA_FPS, (crowd.shape[1], crowd.shape[0]))
     assert writer.isOpened()
     for _ in range(15):
         writer.write(crowd)
@@ -83,7 +91,19 @@ def _run(run_live, live_config, models, assets, clip: Path, **detection):
         swap={"face_selection": "all", "on_miss": "blur"},
         watchdog={"budget_ms": 1000.0},
     )
-    return run_live(cfg, clip, frames=FRAMES, keep_every=1)
+    return run_live(cfg, clip, frames=FRAMES_CAP, keep_every=1, until=_swapping_for(FRAMES_AFTER_FIRST_SWAP))
+
+
+def _swapping_for(frames: int):
+    """A run's end: `frames` published frames after the first one whose status counts a swapped face."""
+    first: list[int] = []
+
+    def met(sink) -> bool:
+        if not first and sink.status and sink.status["faces"]["swapped"] > 0:
+            first.append(len(sink.times))
+        return bool(first) and len(sink.times) >= first[0] + frames
+
+    return met
 
 
 def test_faces_the_detector_is_unsure_of_are_covered_in_every_frame(run_live, live_config, models, assets, still_crowd, crowd,
@@ -91,7 +111,7 @@ def test_faces_the_detector_is_unsure_of_are_covered_in_every_frame(run_live, li
     stats, sink, _ = _run(run_live, live_config, models, assets, still_crowd)
     assert stats["faces"]["swapped"] > 0, f"no face was swapped: the run proves nothing ({stats['faces']})"
     assert stats["faces"]["unsure"] >= len(unsure_faces)  # counted apart from the faces
-    assert len(sink.frames) >= FRAMES
+    assert len(sink.frames) >= FRAMES_AFTER_FIRST_SWAP
     raw = _raw_boxes(sink.frames, crowd, unsure_faces)
     assert not raw, f"{len(raw)} unsure faces published raw, (frame, face): {raw[:10]}"
 
@@ -99,11 +119,14 @@ def test_faces_the_detector_is_unsure_of_are_covered_in_every_frame(run_live, li
 def test_with_cover_threshold_at_threshold_they_are_published_raw(run_live, live_config, models, assets, still_crowd, crowd,
                                                                  unsure_faces):
     """The check above can fail: with the band off, faces it covers are shown as the camera gave
-    them (those not: inside the covers of missed neighbours, now and then)."""
+    them. Not in every frame, nor all of them: some lie inside the covers of missed neighbours,
+    and while a face is lost the whole frame is covered (at 15 fps, about half the frames;
+    measured: 2 of the 6 shown raw, in 20–23 of 45 frames), so the run as a whole is counted, not its last frames."""
     stats, sink, _ = _run(run_live, live_config, models, assets, still_crowd, cover_threshold=0.5)
     assert stats["faces"]["swapped"] > 0
-    raw = _raw_boxes(sink.frames[-10:], crowd, unsure_faces)
-    assert len({i for i, _ in raw}) >= 5, f"unsure faces shown raw in only {len({i for i, _ in raw})} of the last 10 frames"
+    raw = _raw_boxes(sink.frames, crowd, unsure_faces)
+    frames_with_raw = len({i for i, _ in raw})
+    assert frames_with_raw >= 5, f"unsure faces shown raw in only {frames_with_raw} of {len(sink.frames)} frames"
 
 
 def test_an_unsure_place_stays_covered_until_a_detection_that_could_see_it_misses_it_long_enough():
