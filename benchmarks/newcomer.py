@@ -19,8 +19,6 @@ is a raw face published. Printed: the frames, the runs of raw frames, and one le
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,14 +28,6 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
 WIDTH, HEIGHT = 1280, 720
-
-
-def _load_leaks():
-    spec = importlib.util.spec_from_file_location("privacy_leaks", REPO / "tests" / "privacy" / "leaks.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
 
 
 def _head(image, detector, face_height: float):
@@ -62,6 +52,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import insightface
+    from privacy import load_privacy_helper  # benchmarks/privacy.py: this folder is on the path
 
     from vcamd.bench import standins
     from vcamd.config import config_from_dict
@@ -69,7 +60,7 @@ def main() -> None:
     from vcamd.faces.identity import Recognizer
     from vcamd.runtime import Sessions
 
-    leaks = _load_leaks()
+    leaks = load_privacy_helper("leaks")
     sessions = Sessions(["cpu"], threads=2)
     both = [FaceDetector(ASSETS / "models" / n, sessions) for n in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
     recognizer = Recognizer(ASSETS / "models" / "mobilefacenet.onnx", sessions)

@@ -28,8 +28,10 @@ REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
 
 
-def _load_measure():
-    spec = importlib.util.spec_from_file_location("privacy_measure", REPO / "tests" / "privacy" / "measure.py")
+def load_privacy_helper(name: str):
+    """A helper module of tests/privacy (`measure`, `leaks`), as its conftest registers it:
+    `privacy_NAME` (the tests are no package; benchmarks/newcomer.py uses this too)."""
+    spec = importlib.util.spec_from_file_location(f"privacy_{name}", REPO / "tests" / "privacy" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
     spec.loader.exec_module(module)
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if not ASSETS.is_dir():
         print(f"shared assets not found at {ASSETS}", file=sys.stderr)
         return 2
-    measure = _load_measure()
+    measure = load_privacy_helper("measure")
     from vcamd.live.obscure import obscure_region
 
     models = measure.load_models(ASSETS)
