@@ -30,16 +30,9 @@ ASSETS = REPO.parent / "shared" / "assets"
 WIDTH, HEIGHT = 1280, 720
 
 
-def _head(image, detector, face_height: float):
-    """The image's largest face and its surroundings, scaled so the face is `face_height` px high;
-    and the face's centre in that cut."""
-    face = max(detector.detect(image), key=lambda f: f.area)
-    scale = face_height / face.height
-    scaled = cv2.resize(image, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    cx, cy = (face.box[0] + face.box[2]) / 2 * scale, (face.box[1] + face.box[3]) / 2 * scale
-    half_w, half_h = int(face.width * scale * 1.1), int(face.height * scale)
-    x0, y0 = max(0, int(cx - half_w)), max(0, int(cy - half_h))
-    return scaled[y0 : int(cy + half_h), x0 : int(cx + half_w)], (cx - x0, cy - y0)
+def _head(image, detector, leaks, face_px: float):
+    """The image's largest face with its surroundings, the face `face_px` high (`leaks.head_cut`)."""
+    return leaks.head_cut(image, max(detector.detect(image), key=lambda f: f.area), face_px)
 
 
 def main() -> None:
@@ -68,9 +61,9 @@ def main() -> None:
     stranger_face = max(both[1].detect(crowd), key=lambda f: f.area)
     stranger_crop, stranger = leaks.aligned_crop(crowd, stranger_face), recognizer.embed(crowd, stranger_face)
 
-    newton, (ncx, ncy) = _head(cv2.imread(str(ASSETS / "images" / "newton.png")), both[1], HEIGHT / 3)
+    newton, (ncx, ncy) = _head(cv2.imread(str(ASSETS / "images" / "newton.png")), both[1], leaks, HEIGHT / 3)
     t1 = Path(insightface.__file__).parent / "data" / "images" / "t1.jpg"
-    newcomer, (hcx, hcy) = _head(cv2.imread(str(t1)), both[1], HEIGHT / 4)
+    newcomer, (hcx, hcy) = _head(cv2.imread(str(t1)), both[1], leaks, HEIGHT / 4)
     period, enters, leaves = round(4 * args.fps), round(args.fps), round(3 * args.fps)
     frames = []
     for i in range(period):
@@ -79,7 +72,7 @@ def main() -> None:
         if enters <= i < leaves:
             leaks.paste(frame, newcomer, int(0.72 * WIDTH - hcx), int(HEIGHT / 2 - hcy))
         frames.append(frame)
-    placed = leaks._placement(frames[enters], both, recognizer)
+    placed = leaks.placements_in(frames[enters], both, recognizer)
     assert len(placed) == 2, f"expected Newton and the newcomer, found {len(placed)} faces"
     place = max(placed, key=lambda p: p.face.box[0])
     print(f"camera: {period} frames looped at {args.fps:g} fps; the newcomer in frames {enters}–{leaves - 1}, "
@@ -104,8 +97,7 @@ def main() -> None:
     letters, runs, run = [], [], 0
     for frame in published:
         embedding = recognizer.embed(frame, place.face)
-        cosine = float(embedding @ place.embedding)
-        raw = cosine > leaks.MAX_COSINE and float(embedding @ stranger) < cosine
+        raw = leaks.recognised_as(embedding, place.embedding, stranger) is not None
         letters.append("R" if raw else "s" if float(embedding @ stranger) > leaks.MAX_COSINE else ".")
         if raw:
             run += 1

@@ -139,12 +139,22 @@ def read_video(path: Path) -> list[Frame]:
     return frames
 
 
-def _placement(frame: Frame, detectors: list[FaceDetector], recognizer: Recognizer) -> list[Placement]:
+def placements_in(frame: Frame, detectors: list[FaceDetector], recognizer: Recognizer) -> list[Placement]:
     """The raw faces in a frame (either detector, 0.5; one face found by both counted once)."""
     faces: list[Face] = []
     for detector in detectors:
         faces += [f for f in detector.detect(frame) if f.score >= 0.5 and all(_iou(f.box, g.box) <= 0.5 for g in faces)]
     return [Placement(f, recognizer.embed(frame, f)) for f in faces]
+
+
+def head_cut(portrait: Frame, face: Face, face_px: float) -> tuple[Frame, tuple[float, float]]:
+    """The head around `face`, scaled so the face is `face_px` high, and the face's centre in it."""
+    scale = face_px / face.height
+    scaled = cv2.resize(portrait, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    cx, cy = (face.box[0] + face.box[2]) / 2 * scale, (face.box[1] + face.box[3]) / 2 * scale
+    half_w, half_h = int(face.width * scale * 1.1), int(face.height * scale * 1.0)
+    x0, y0 = max(0, int(cx - half_w)), max(0, int(cy - half_h))
+    return scaled[y0 : int(cy + half_h), x0 : int(cx + half_w)], (cx - x0, cy - y0)
 
 
 def portrait_clip(
@@ -154,13 +164,7 @@ def portrait_clip(
     """The portrait's head (its face `face_height` of the frame high) on grey, centred at
     `centres[i]` × frame width in frame i, or absent where the centre is None."""
     width, height = size
-    scale = height * face_height / face.height
-    scaled = cv2.resize(portrait, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    cx, cy = (face.box[0] + face.box[2]) / 2 * scale, (face.box[1] + face.box[3]) / 2 * scale
-    half_w, half_h = int(face.width * scale * 1.1), int(face.height * scale * 1.0)
-    x0, y0 = max(0, int(cx - half_w)), max(0, int(cy - half_h))
-    head = scaled[y0 : int(cy + half_h), x0 : int(cx + half_w)]
-    head_cx, head_cy = cx - x0, cy - y0
+    head, (head_cx, head_cy) = head_cut(portrait, face, height * face_height)
     frames, placements, seen = [], [], {}
     for centre in centres:
         frame = np.full((height, width, 3), BACKGROUND, np.uint8)
@@ -168,7 +172,7 @@ def portrait_clip(
             x, y = int(centre * width - head_cx), int(height / 2 - head_cy)
             paste(frame, head, x, y)
             if centre not in seen:
-                seen[centre] = _placement(frame, detectors, recognizer)
+                seen[centre] = placements_in(frame, detectors, recognizer)
                 assert len(seen[centre]) == 1, f"the clip's face at {centre} should be found once, got {len(seen[centre])}"
                 placements += seen[centre]
         frames.append(frame)
@@ -178,7 +182,7 @@ def portrait_clip(
 def still_clip(path: Path, picture: Frame, *, frames: int, fps: float, detectors: list[FaceDetector], recognizer: Recognizer) -> Clip:
     """A still camera showing `picture`."""
     h, w = picture.shape[:2]
-    return Clip(write_clip(path, [picture] * frames, fps), (w, h), fps, [picture] * frames, _placement(picture, detectors, recognizer))
+    return Clip(write_clip(path, [picture] * frames, fps), (w, h), fps, [picture] * frames, placements_in(picture, detectors, recognizer))
 
 
 # -- the daemon, run until it has shown enough ------------------------------------------------------
@@ -253,6 +257,18 @@ class Leak:
         return f"frame {self.frame}: {self.how} (cosine {self.cosine:.2f})"
 
 
+def recognised_as(embedding: np.ndarray, raw: np.ndarray, swapped_identity: np.ndarray | None = None) -> float | None:
+    """The cosine with which published pixels (`embedding`) are the raw face `raw`, or None when
+    they are not: at most MAX_COSINE, or matching the face swapped in at least as well (see
+    `find_leaks`)."""
+    cosine = float(embedding @ raw)
+    if cosine <= MAX_COSINE:
+        return None
+    if swapped_identity is not None and float(embedding @ swapped_identity) >= cosine:
+        return None  # recognised as the face swapped in
+    return cosine
+
+
 def find_leaks(frames: list[Frame], placements: list[Placement], detectors: list[FaceDetector], recognizer: Recognizer,
                swapped_identity: np.ndarray | None = None) -> list[Leak]:
     """Every published frame, checked two ways:
@@ -272,12 +288,7 @@ def find_leaks(frames: list[Frame], placements: list[Placement], detectors: list
     one_person = len(placements) > 0 and all(float(p.embedding @ placements[0].embedding) > 0.9 for p in placements)
 
     def recognised(embedding: np.ndarray, raw: np.ndarray) -> float | None:
-        cosine = float(embedding @ raw)
-        if cosine <= MAX_COSINE:
-            return None
-        if swapped_identity is not None and float(embedding @ swapped_identity) >= cosine:
-            return None  # recognised as the face swapped in
-        return cosine
+        return recognised_as(embedding, raw, swapped_identity)
 
     for i, frame in enumerate(frames):
         for p in placements:
