@@ -5,16 +5,20 @@ detector the face tests work on, and stand-in swap models built once per session
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
+import platformdirs
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_ASSETS = REPO.parent / "shared" / "assets"
+# Taken before `isolated_user_dirs` points XDG_CACHE_HOME at a per-run temp dir: a download is kept.
+ASSETS_CACHE = platformdirs.user_cache_path("vcamd") / "test-assets"
 
 
 def _register_support() -> None:
@@ -31,13 +35,26 @@ def _register_support() -> None:
 
 _register_support()
 
+from support import assets as test_assets  # noqa: E402  (registered just above)
+
+ASSETS_FOUND = pytest.StashKey["test_assets.Found | test_assets.Missing"]()
+
 
 @pytest.fixture(scope="session")
-def assets() -> Path:
-    """`../shared/assets`: real SCRFD detectors, a face-embedding net and real photos (read-only)."""
-    if not SHARED_ASSETS.is_dir():
-        pytest.fail(f"test assets not found at {SHARED_ASSETS}: clone the repo beside ../shared")
-    return SHARED_ASSETS
+def assets(request: pytest.FixtureRequest) -> Path:
+    """Real SCRFD detectors, a face-embedding net and real photos (read-only), from
+    `$VCAMD_TEST_ASSETS`, `../shared/assets` or the user cache (see support/assets.py); the tests
+    that need them skip without them (fail under `VCAMD_REQUIRE_TEST_ASSETS=1`, as in `.ci/run`)."""
+    found = test_assets.locate(os.environ, SHARED_ASSETS, ASSETS_CACHE)
+    request.config.stash[ASSETS_FOUND] = found
+    return test_assets.require_or_skip(found, os.environ)
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """The skipped tests' reason once, in the summary a plain `pytest -q` prints."""
+    found = config.stash.get(ASSETS_FOUND, None)
+    if isinstance(found, test_assets.Missing):
+        terminalreporter.write_line(found.line(), yellow=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
