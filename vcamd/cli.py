@@ -58,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # stderr only; `vcamd run` re-does this with the config's level and the rotating log file.
         setup_logging("debug" if args.verbose else "info", to_file=False)
+    _report_providers(daemon=getattr(args, "leave_process", False), verbose=args.verbose)
     try:
         code = int(args.func(args) or 0)
     except VcamdError as err:
@@ -68,6 +69,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and getattr(args, "leave_process", False):
         leave_process(code)
     return code
+
+
+def _report_providers(*, daemon: bool, verbose: bool) -> None:
+    """'<model> runs on <provider>' belongs in the daemon's log; before a one-shot command's own
+    output (`doctor`, `config check`, `faces`, `swap`) it is noise, so those show it with -v only.
+    Set on every call: a process may run one command after another (the tests do)."""
+    from vcamd.runtime import PROVIDER_REPORT_LOGGER
+
+    logging.getLogger(PROVIDER_REPORT_LOGGER).setLevel(logging.NOTSET if daemon or verbose else logging.WARNING)
 
 
 def leave_process(code: int) -> None:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import onnxruntime
 
 log = logging.getLogger(__name__)
+PROVIDER_REPORT_LOGGER = f"{__name__}.providers"
+"""Where each model's provider is reported: the daemon's log keeps it, one-shot commands show it with -v only."""
 
 PROVIDER_NAMES: dict[str, str] = {
     "cuda": "CUDAExecutionProvider",
@@ -205,7 +207,7 @@ class Sessions:
                 path.name, really, requested, gpu_install_problem() or "check the GPU driver / CUDA install (`vcamd doctor`)",
             )
         elif input_hw is None:
-            log.info("%s runs on %s", path.name, really)
+            logging.getLogger(PROVIDER_REPORT_LOGGER).info("%s runs on %s", path.name, really)
         else:  # the same model again at a tracking size: already reported once
             log.debug("%s (input %d×%d) runs on %s", path.name, input_hw[1], input_hw[0], really)
         with self._lock:

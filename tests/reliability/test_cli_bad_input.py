@@ -28,6 +28,10 @@ def test_faces_works_on_a_real_photo(tmp_path: Path, assets: Path, vcamd_cli) ->
     result = vcamd_cli("faces", assets / "images" / "newton.png", "--config", write_config(tmp_path, assets), "--json")
     assert result.returncode == 0, result.stderr
     assert '"faces"' in result.stdout
+    # The provider report is the daemon's log line, not part of a one-shot command's output; -v shows it.
+    assert "runs on" not in result.stderr, result.stderr
+    verbose = vcamd_cli("-v", "faces", assets / "images" / "newton.png", "--config", write_config(tmp_path, assets), "--json")
+    assert "scrfd_500m_kps.onnx runs on CPUExecutionProvider" in verbose.stderr
 
 
 @pytest.mark.parametrize("corruption", ["truncated", "text"])
