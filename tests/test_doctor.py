@@ -136,6 +136,8 @@ def test_provider_probe_reports_the_provider_really_used():
     assert asked.status is Status.fail and "CUDAExecutionProvider" in asked.detail and "onnxruntime-gpu" in asked.fix
     auto = doctor.check_providers(ModelsConfig())
     assert auto.status is Status.warn and "CPU only" in auto.detail
+    # The standard wheel also offers AzureExecutionProvider, a cloud endpoint, not hardware here.
+    assert "Azure" not in auto.detail and "Azure" not in asked.detail
 
 
 def test_models_missing_corrupt_and_given_as_files(tmp_path, assets):

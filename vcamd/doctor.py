@@ -24,7 +24,7 @@ from pathlib import Path
 from vcamd import v4l2loopback
 from vcamd.config import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
 from vcamd.errors import ConfigError, VcamdError
-from vcamd.runtime import PROVIDER_NAMES
+from vcamd.runtime import PROVIDER_NAMES, available_providers
 
 
 class Status(StrEnum):
@@ -277,7 +277,7 @@ def check_providers(models: ModelsConfig, platform: Platform | None = None,
         import onnxruntime as ort
     except Exception as exc:  # noqa: BLE001
         return CheckResult(name, Status.fail, f"cannot import onnxruntime: {exc}", f"pip install {_gpu_build(platform)}")
-    available = list(ort.get_available_providers()) if available is None else list(available)
+    available = available_providers() if available is None else list(available)
     requested = [] if models.providers == ["auto"] else [PROVIDER_NAMES[p] for p in models.providers]
     missing = [p for p in requested if p not in available]
     swap_build = f"pip uninstall -y onnxruntime && pip install {_gpu_build(platform).split(' (')[0]}"

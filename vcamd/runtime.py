@@ -52,10 +52,16 @@ _INSTALL_FIX = {
 _ORT_DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino", "onnxruntime-silicon")
 
 
-def _available() -> list[str]:
+# Not hardware on this machine: AzureExecutionProvider (in the standard wheels since 1.16) sends
+# inference to a cloud endpoint, which nothing here configures or would want for a face.
+_NOT_LOCAL = frozenset({"AzureExecutionProvider"})
+
+
+def available_providers() -> list[str]:
+    """The execution providers ONNX Runtime offers on this machine, best first."""
     import onnxruntime
 
-    return list(onnxruntime.get_available_providers())
+    return [p for p in onnxruntime.get_available_providers() if p not in _NOT_LOCAL]
 
 
 def resolve_providers(requested: list[str], available: list[str] | None = None) -> list[str]:
@@ -64,7 +70,7 @@ def resolve_providers(requested: list[str], available: list[str] | None = None) 
     "auto" picks the best available of CUDA, CoreML, DirectML, OpenVINO, then the CPU. An explicit
     provider that this onnxruntime install lacks is an error (never a silent CPU fallback).
     """
-    available = _available() if available is None else available
+    available = available_providers() if available is None else available
     if not requested or requested == ["auto"]:
         best = next(PROVIDER_NAMES[n] for n in AUTO_ORDER if PROVIDER_NAMES[n] in available)
         return _with_cpu([best])
