@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from types import SimpleNamespace
@@ -60,3 +61,19 @@ def test_quit_from_the_menu_stops_the_engine(monkeypatch) -> None:
 
     monkeypatch.setattr(tray, "run_tray", tray_quit_chosen)
     assert tray.run_engine_with_tray(controller, lambda: controller.quit.wait(5) and "stopped") == "stopped"
+
+
+def test_an_icon_that_fails_while_vcamd_quit_stops_the_engine_says_nothing_of_running_on(monkeypatch, caplog) -> None:
+    controller = Controller()
+
+    def tray_that_fails_coming_down(ctrl, setup, *, quit_event, **_):
+        setup(SimpleNamespace())
+        ctrl.request_quit()  # what `vcamd quit` does through the control socket
+        assert quit_event.wait(5), "the engine did not stop"
+        raise RuntimeError("the tray host went away while the icon was being removed")
+
+    monkeypatch.setattr(tray, "run_tray", tray_that_fails_coming_down)
+    with caplog.at_level(logging.DEBUG, logger=tray.log.name):
+        assert tray.run_engine_with_tray(controller, lambda: controller.quit.wait(5) and "stopped") == "stopped"
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert not any("keeps running" in line for line in said), said

@@ -513,7 +513,10 @@ def run_engine_with_tray(
         log.info("tray: interrupted")
         interrupted = True
     except Exception as exc:  # the icon is a convenience: its failure must not take the camera down
-        log.warning("the tray icon failed (%s); FaceLive Camera keeps running without it", exc)
+        if engine_done.is_set():  # the engine stopped (`vcamd quit`) and the icon failed coming down
+            log.debug("the tray icon failed while stopping (%s)", exc)
+        else:
+            log.warning("the tray icon failed (%s); FaceLive Camera keeps running without it", exc)
     if worker.ident is None:
         if interrupted:
             raise KeyboardInterrupt
