@@ -98,6 +98,7 @@ def test_refuses_without_consent(tmp_path: Path, standins, assets: Path) -> None
     done = _vcamd(*args)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "consent" in done.stderr and "--i-have-consent" in done.stderr
+    assert "onto video" not in done.stderr, "the input is a photo"
     assert not out.exists()
     assert _vcamd(*args, "--i-have-consent").returncode == 0
     assert out.exists()

@@ -50,7 +50,7 @@ def require_consent(cfg: Config, flag: bool) -> None:
     if cfg.swap.source_consent or flag:
         return
     raise VcamdError(
-        "refusing to swap: swapping someone's face onto video needs the consent of the person in the source photo",
+        "refusing to swap: putting someone's face into a photo or video needs the consent of the person in the source photo",
         fix="once you have it, set `source_consent = true` under [swap] in the config, or pass --i-have-consent",
     )
 
