@@ -43,7 +43,9 @@ def read_image(path: Path | str, what: str = "image") -> Frame:
             with Image.open(path) as probe:
                 width, height = probe.size
                 frames = getattr(probe, "n_frames", 1)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except UnidentifiedImageError:  # Pillow's words repeat the path in quotes; say what is wrong instead
+        raise FaceError(f"{what} {path} is not a readable image (not a format Pillow knows)", fix="give a JPEG or PNG photo") from None
+    except (OSError, SyntaxError, ValueError) as exc:
         # Only formats whose size Pillow can read first are decoded: OpenCV alone (HDR, PFM, ...)
         # would reserve whatever pixel count the header claims before failing.
         detail = str(exc) or type(exc).__name__

@@ -204,7 +204,8 @@ def test_a_non_image_upload_is_400_with_read_images_message(panel, engine, http)
     answer = upload(http, panel, b"%PDF-1.4 this is not a photo\n" * 50, name="report.pdf")
     assert answer.status == 400
     # read_image's words and fix, naming the file the user picked (not the private temporary copy).
-    assert answer.error.startswith('uploaded photo "report.pdf" is not a readable image (cannot identify image file')
+    assert answer.error.startswith('uploaded photo "report.pdf" is not a readable image (not a format Pillow knows)')
+    assert "cannot identify" not in answer.error and "'\"" not in answer.error  # not Pillow's quoted path
     assert answer.error.endswith(" — give a JPEG or PNG photo")
     assert ".upload-" not in answer.error
     assert engine.source_face is None and engine.face_calls == 0
