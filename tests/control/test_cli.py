@@ -162,6 +162,22 @@ def test_status_table_with_a_plain_latency_and_no_quality_key(capsys):
     ]
 
 
+def test_status_table_names_no_gpu_and_keeps_the_control_page_address_whole(capsys, monkeypatch):
+    from vcamd.commands.control import print_status
+
+    monkeypatch.setenv("COLUMNS", "80")
+    url = "http://127.0.0.1:8765/?token=" + "k" * 43
+    print_status({"enabled": True, "state": "running", "level": "full", "fps": 30.0, "latency_ms": 20.0,
+                  "source_face": "/faces/me.png", "providers": {}, "config_error": None, "gpu": None,
+                  "queue_depth": 0, "panel_url": url})
+    out = capsys.readouterr().out
+    assert "None" not in out and "Gpu" not in out
+    assert f"Control page: {url}\n" in out  # whole, on one line, even past 80 columns
+    assert "Queue depth 0" in [" ".join(line.split()) for line in out.splitlines()]
+    print_status({"enabled": True, "state": "running", "gpu": {"util": 40}})
+    assert "GPU util 40" in [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+
+
 def test_without_the_override_the_user_runtime_dir_is_used(short_dir):
     env = {k: v for k, v in os.environ.items() if k not in ("VCAMD_RUNTIME_DIR", "XDG_RUNTIME_DIR")}
     with_xdg = subprocess.run([sys.executable, "-m", "vcamd", "status"], env={**env, "XDG_RUNTIME_DIR": str(short_dir)},

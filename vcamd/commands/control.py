@@ -101,6 +101,10 @@ def _quality(args: argparse.Namespace) -> int:
     return 0
 
 
+STATUS_LABELS = {"gpu": "GPU"}
+"""Status keys whose row label is not the key itself, capitalised."""
+
+
 SNAPSHOT_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WebP"}
 """Snapshot file extensions and the image format each one is written in."""
 
@@ -209,9 +213,16 @@ def print_status(status: dict[str, Any]) -> None:
     table.add_row("Providers", escape(shown) or "–")
     error = status.get("config_error")
     table.add_row("Config", f"[red]{escape(str(error))}[/] (running on the last good config)" if error else "ok")
-    known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "providers", "config_error"}
+    known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "providers", "config_error",
+             "panel_url"}
     for key in sorted(set(status) - known):
         value = status[key]
+        if value is None:
+            continue  # nothing measured (no GPU, say): no row rather than "None"
         shown = ", ".join(f"{k} {v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
-        table.add_row(key.replace("_", " ").capitalize(), escape(shown))
-    Console(soft_wrap=True, highlight=False).print(table)
+        table.add_row(STATUS_LABELS.get(key, key.replace("_", " ").capitalize()), escape(shown))
+    console = Console(soft_wrap=True, highlight=False)
+    console.print(table)
+    if status.get("panel_url"):
+        # Outside the table, whose cells rich cuts to the terminal's width: the address must stay whole.
+        console.print(f"Control page: {escape(str(status['panel_url']))}", overflow="ignore", crop=False)
