@@ -132,3 +132,33 @@ def test_models_pull_into_a_models_dir_that_is_a_file_is_one_line(tmp_path):
         proc = run_vcamd(*command, "--config", config)
         one_clear_line(proc, str(not_a_folder), "[models] dir")
     assert not_a_folder.read_text() == "I am a file"
+
+
+def test_list_says_how_to_copy_the_files_in_by_hand_then_verify_accepts_them(tmp_path, enhancer_onnx, vcamd_cli) -> None:
+    """No route to the download sites: `models list` gives each file's address, size, hash and
+    place; a file copied there by hand is then checked by `models verify`."""
+    config = tmp_path / "config.toml"
+    config.write_text('[models]\ndir = "models"\n')
+    models = tmp_path / "models"
+    listed = vcamd_cli("models", "list", "--config", str(config))
+    assert listed.returncode == 0, listed.stderr
+    by_hand = listed.stdout.split("copy the files in yourself:\n", 1)[1].splitlines()
+    assert by_hand[:2] == [
+        "  inswapper_128_fp16: https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128_fp16.onnx",
+        f"    save as {models / 'inswapper_128_fp16.onnx'}  (~277.0 MB, "
+        "SHA-256 6d51a9278a1f650cffefc18ba53f38bf2769bf4bbff89267822cf72945f8a38b)",
+    ]
+    assert "  buffalo_l: https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip" in by_hand
+    assert (f"    w600k_r50.onnx -> {models / 'w600k_r50.onnx'}  (174.4 MB, "
+            "SHA-256 4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43)") in by_hand
+    assert by_hand[-1] == "then check them: vcamd models verify"
+
+    data, sha = enhancer_onnx(300_000)
+    models.mkdir()
+    (models / "gfpgan_1.4.onnx").write_bytes(data)  # copied in by hand
+    verified = vcamd_cli("models", "verify", "--config", str(config))
+    assert verified.returncode == 0, verified.stderr
+    assert sha in verified.stdout
+    again = vcamd_cli("models", "list", "--config", str(config))
+    assert "  gfpgan_1.4: " not in again.stdout  # in place: no longer in the by-hand list
+    assert [line.split()[2] for line in again.stdout.splitlines() if line.startswith("gfpgan_1.4 ")] == ["verified"]

@@ -10,7 +10,7 @@ from vcamd.commands import add_config_option
 
 if TYPE_CHECKING:
     from vcamd.config import Config
-    from vcamd.modelstore import ModelStore
+    from vcamd.modelstore import ModelEntry, ModelStore
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,7 +93,32 @@ def _list(args: argparse.Namespace) -> int:
     missing = sorted({row.name for row in rows if row.status in ("missing", "partial") and used.get(row.name)})
     if missing:
         print(f"get the missing ones the config uses: vcamd models pull {' '.join(missing)}")
+    absent = list(dict.fromkeys(row.name for row in rows if row.status in ("missing", "partial", "corrupt")))
+    if absent:
+        print()
+        print("no route to the download sites (a proxy, an air-gapped machine)? copy the files in yourself:")
+        for name in absent:
+            _print_by_hand(store, store.manifest.entries[name])
+        print("then check them: vcamd models verify")
     return 0
+
+
+def _sha_text(sha256: str) -> str:
+    return f"SHA-256 {sha256}" if sha256 else "SHA-256 not published (the first `vcamd models verify` records it)"
+
+
+def _print_by_hand(store: ModelStore, entry: ModelEntry) -> None:
+    """Where to fetch one manifest entry by hand and where each of its files goes."""
+    print(f"  {entry.name}: {store.url_for(entry)}")
+    if not entry.extract:
+        print(f"    save as {store.dir / entry.file}  ({_size(entry.display_size, entry.size is not None)}, "
+              f"{_sha_text(entry.sha256)})")
+        return
+    print(f"    a zip ({_size(entry.display_size, entry.size is not None)}, {_sha_text(entry.sha256)}); "
+          "take from it:")
+    for spec in entry.extract.values():
+        print(f"    {spec.file} -> {store.dir / spec.file}  ({_size(spec.display_size, spec.size is not None)}, "
+              f"{_sha_text(spec.sha256)})")
 
 
 def _pull(args: argparse.Namespace) -> int:
