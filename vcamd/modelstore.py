@@ -31,7 +31,7 @@ import os
 import re
 import time
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -330,6 +330,23 @@ class ModelStore:
                 fix=f"run `vcamd models pull {name_or_path}` to download it again",
             )
         return path
+
+    def paths_for(self, wanted: Sequence[tuple[str, str]]) -> list[Path]:
+        """`path_for` for each (name_or_path, role), in order; the manifest files that are missing
+        are named all in one ModelError (not the first only), with the pull for all of them."""
+        missing: dict[Path, str] = {}  # the file → the manifest name it belongs to
+        for value, role in wanted:
+            entry = self.manifest.entries.get(value)
+            if entry is not None and role in entry.roles and not (path := self._inside(entry.installed()[role].file)).is_file():
+                missing[path] = value
+        if missing:
+            files = "; ".join(f"{path} ({value})" for path, value in missing.items())
+            raise ModelError(
+                f"{len(missing)} model file{'s' if len(missing) > 1 else ''} missing: {files}",
+                fix=f"run `vcamd models pull {' '.join(dict.fromkeys(missing.values()))}`, or copy them in by hand "
+                    "(`vcamd models list` says from where)",
+            )
+        return [self.path_for(value, role) for value, role in wanted]
 
     def _inside(self, file_name: str) -> Path:
         """`dir / file_name`, refusing anything that would land outside the models dir."""

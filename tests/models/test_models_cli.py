@@ -162,3 +162,19 @@ def test_list_says_how_to_copy_the_files_in_by_hand_then_verify_accepts_them(tmp
     again = vcamd_cli("models", "list", "--config", str(config))
     assert "  gfpgan_1.4: " not in again.stdout  # in place: no longer in the by-hand list
     assert [line.split()[2] for line in again.stdout.splitlines() if line.startswith("gfpgan_1.4 ")] == ["verified"]
+
+
+@pytest.mark.parametrize("command", [("run", "--no-tray"), ("swap", "-i", "IMAGE", "-o", "OUT")])
+def test_run_and_swap_name_every_missing_model_file_at_once(tmp_path, assets, vcamd_cli, command) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[models]\ndir = "models"\n[swap]\nsource_consent = true\n')
+    photo = assets / "images" / "newton.png"
+    args = [str(photo) if a == "IMAGE" else str(tmp_path / "out.png") if a == "OUT" else a for a in command]
+    result = vcamd_cli(*args, "--config", str(config), "--face", str(photo))
+    models = tmp_path / "models"
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"vcamd: error: 3 model files missing: {models / 'det_10g.onnx'} (buffalo_l); {models / 'w600k_r50.onnx'} "
+        f"(buffalo_l); {models / 'inswapper_128_fp16.onnx'} (inswapper_128_fp16) — run `vcamd models pull buffalo_l "
+        "inswapper_128_fp16`, or copy them in by hand (`vcamd models list` says from where)"
+    ]

@@ -196,7 +196,7 @@ def _check_models_ready(cfg, *, capped: bool) -> None:
 
     store = ModelStore.from_config(cfg.models)
     roles = ["detector", "recognizer", "swapper"] + (["enhancer"] if cfg.enhancer.enabled else [])
-    paths = [store.path_for(getattr(cfg.models, role), role) for role in roles]
+    paths = store.paths_for([(getattr(cfg.models, role), role) for role in roles])
     if capped:
         check_all_fit(paths, cfg.runtime.max_memory_gb)  # a clear message now rather than a MemoryError inside ONNX Runtime
     if cfg.swap.source_face is not None:

@@ -174,11 +174,11 @@ class FaceEngine:
             raise ConfigError("[swap]", ['face_selection = "reference" needs reference_face = "<photo of the person to swap>"'])
         store = ModelStore.from_config(cfg.models)
         sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
-        detector_path, recognizer_path, swapper_path = (
-            store.path_for(name, role) for name, role in
-            ((cfg.models.detector, "detector"), (cfg.models.recognizer, "recognizer"), (cfg.models.swapper, "swapper"))
-        )
-        enhancer_path = store.path_for(cfg.models.enhancer, "enhancer") if cfg.enhancer.enabled else None
+        wanted = [(cfg.models.detector, "detector"), (cfg.models.recognizer, "recognizer"), (cfg.models.swapper, "swapper")]
+        if cfg.enhancer.enabled:
+            wanted.append((cfg.models.enhancer, "enhancer"))
+        detector_path, recognizer_path, swapper_path, *enhancer = store.paths_for(wanted)  # every missing file named at once
+        enhancer_path = enhancer[0] if enhancer else None
         swapper_loaded = in_thread(lambda: Swapper(swapper_path, sessions, keep_optimized=True), "swapper-load")
         detector = FaceDetector(detector_path, sessions, cfg.detection.size, cfg.detection.threshold)
         recognizer = Recognizer(recognizer_path, sessions)
