@@ -262,8 +262,8 @@ def _load_failure(stderr: str) -> str:
     return ""
 
 
-CPU_ONLY = ("CPU only: a swap then takes about a second, so the swapped face is refreshed about once a second; "
-            "a live face needs a GPU")
+CPU_ONLY = ("CPU only: a swap then takes seconds (1.6–4.8 s measured on 2-core machines, docs/performance.md), "
+            "so the swapped face is refreshed that rarely; a live face needs a GPU")
 
 
 def check_providers(models: ModelsConfig, platform: Platform | None = None,
@@ -296,7 +296,7 @@ def check_providers(models: ModelsConfig, platform: Platform | None = None,
         detail = f"ONNX Runtime {ort.__version__}: {', '.join(available)}"
         if requested == ["CPUExecutionProvider"] or not any(p in PROBED for p in available):
             return CheckResult(name, Status.warn, f"{detail} — {CPU_ONLY}",
-                               f"with a GPU: {swap_build} (see README, GPU install)")
+                               f"with a GPU: {swap_build} (see README, \"ONNX Runtime: one package, the one for your hardware\")")
         return ok(name, detail)
     used, stderr = probe_providers(to_probe)
     really = [f"{p} → {u}" for p, u in used.items()]
