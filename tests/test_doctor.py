@@ -363,6 +363,28 @@ def test_tray_check_per_platform_and_never_ok_without_a_menu(monkeypatch):
     assert "pip install -e '.[tray]'" in result.fix and "gnome-shell-extension-appindicator" in result.fix
 
 
+def test_tray_check_without_a_tray_host_gives_the_desktops_fix_not_the_installed_extra(monkeypatch):
+    """A session bus, PyGObject installed, but nothing in the session hosts tray icons."""
+    from vcamd.tray import backends
+
+    gtk = backends.BackendChoice("gtk", "no StatusNotifierWatcher on the session bus")
+    monkeypatch.setattr(backends, "choose_backend", lambda env, platform: gtk)
+    monkeypatch.setattr(backends, "import_pystray", lambda name: None)
+    monkeypatch.setattr("vcamd.tray.xorg.systray_owner_present", lambda display: False)
+    monkeypatch.setattr(backends, "tray_extra_installed", lambda: True)
+    gnome = doctor.check_tray(doctor.Platform("linux", {"DISPLAY": ":9", "XDG_CURRENT_DESKTOP": "GNOME"}))
+    assert gnome.status is Status.warn and "no system tray (XEmbed) host" in gnome.detail
+    assert "gnome-shell-extension-appindicator" in gnome.fix and "pip install" not in gnome.fix
+    other = doctor.check_tray(doctor.Platform("linux", {"DISPLAY": ":9"}))
+    assert "no tray host" in other.fix and "--no-tray" in other.fix and "pip install" not in other.fix
+    wayland = doctor.check_tray(doctor.Platform("linux", {"WAYLAND_DISPLAY": "wayland-0", "XDG_CURRENT_DESKTOP": "GNOME"}))
+    assert "gnome-shell-extension-appindicator" in wayland.fix and "pip install" not in wayland.fix
+    # Without the extra, installing it is part of the fix (it brings the menu; the host is the desktop's).
+    monkeypatch.setattr(backends, "tray_extra_installed", lambda: False)
+    missing = doctor.check_tray(doctor.Platform("linux", {"DISPLAY": ":9"}))
+    assert "no tray host" in missing.fix and "pip install -e '.[tray]'" in missing.fix
+
+
 def test_doctor_fails_a_source_face_that_is_not_a_photo(tmp_path, assets):
     from vcamd import doctor
     from vcamd.config import Config

@@ -105,6 +105,24 @@ def status_notifier_watcher_present(environ: Mapping[str, str]) -> bool:
         return False
 
 
+def tray_extra_installed() -> bool:
+    """Whether PyGObject (the `[tray]` extra) is importable: without it no backend has a menu."""
+    import importlib.util
+
+    return importlib.util.find_spec("gi") is not None
+
+
+def no_tray_host_fix(env: Mapping[str, str]) -> str:
+    """The fix when the session has no tray host: the desktop's own (GNOME: its extension); the
+    `[tray]` extra only when it is not installed (it gives a menu, not a host)."""
+    if "GNOME" in env.get("XDG_CURRENT_DESKTOP", "").upper():
+        fix = GNOME_EXTENSION_FIX
+    else:
+        fix = ("this desktop has no tray host: run a panel with a system tray or an AppIndicator (StatusNotifierItem) "
+               "host (KDE, XFCE, MATE and Cinnamon panels have one), or use `vcamd run --no-tray`")
+    return fix if tray_extra_installed() else f"{fix}; {TRAY_EXTRA_FIX}"
+
+
 def choose_backend(
     environ: Mapping[str, str] | None = None,
     platform: str = sys.platform,
@@ -208,8 +226,7 @@ def diagnose_tray(environ: Mapping[str, str] | None = None, platform: str = sys.
     if choice.name in ("xorg", "gtk") and not env.get("DISPLAY"):
         return TrayDiagnosis(False, choice.name, False,
                              f"backend {choice.name} ({choice.why}) needs X11 (XEmbed), and this is a Wayland session without DISPLAY",
-                             GNOME_EXTENSION_FIX if gnome else "run a panel with an AppIndicator (StatusNotifierItem) host; "
-                             + TRAY_EXTRA_FIX)
+                             no_tray_host_fix(env))
     if choice.name in ("xorg", "gtk") and env.get("DISPLAY"):
         from vcamd.tray.xorg import systray_owner_present
 
@@ -221,7 +238,7 @@ def diagnose_tray(environ: Mapping[str, str] | None = None, platform: str = sys.
         if not docked:
             return TrayDiagnosis(False, choice.name, False,
                                  f"backend {choice.name} ({choice.why}), but no system tray (XEmbed) host on {env.get('DISPLAY')}",
-                                 GNOME_EXTENSION_FIX if gnome else TRAY_EXTRA_FIX + "; or run a panel with a system tray")
+                                 no_tray_host_fix(env))
     if choice.name == "xorg":
         return TrayDiagnosis(True, "xorg", False,
                              f"backend xorg ({choice.why}): the icon has no menu, a left click only switches the swap",
