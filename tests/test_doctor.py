@@ -175,6 +175,26 @@ def test_control_socket_not_running_then_running(short_dir, monkeypatch):
         assert result.status is Status.warn and "[camera] fps" in result.detail
 
 
+def test_source_face_of_the_running_daemon_is_not_reported_as_missing(short_dir, tmp_path, monkeypatch, assets):
+    """`vcamd run --face PHOTO` with no source face in the config: doctor finds it in the daemon."""
+    from support.fakes import FakeEngine
+
+    from vcamd.control.server import ControlServer
+
+    runtime = short_dir / "rt"
+    monkeypatch.setenv("VCAMD_RUNTIME_DIR", str(runtime))
+    config = tmp_path / "config.toml"
+    config.write_text("[swap]\nsource_consent = true\n")
+    alone = {r.name: r for r in doctor.run_checks(config)}["source face"]
+    assert alone.status is Status.warn and "no source face set" in alone.detail
+    controller = FakeEngine()
+    controller.source_face = assets / "images" / "newton.png"
+    with ControlServer(controller, runtime):
+        found = {r.name: r for r in doctor.run_checks(config)}["source face"]
+    assert found.status is Status.ok, found
+    assert found.detail.startswith(f"{controller.source_face}, in use by the running daemon")
+
+
 def test_report_marks_and_exit_code():
     results = [doctor.ok("a", "fine"), doctor.CheckResult("b", Status.warn, "hmm", "do x"),
                doctor.CheckResult("c", Status.fail, "broken", "do y")]

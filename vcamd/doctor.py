@@ -546,8 +546,14 @@ def check_config(path: Path | None) -> tuple[CheckResult, Config]:
     return ok("config", f"{where} is valid"), cfg
 
 
-def check_source_face(cfg: Config) -> CheckResult:
+def check_source_face(cfg: Config, daemon_status: dict | None = None) -> CheckResult:
+    """The config's source face; with none there, the one the running daemon uses (`--face`,
+    `vcamd set-face`, the tray or the control page)."""
     face = cfg.swap.source_face
+    running = (daemon_status or {}).get("source_face")
+    if face is None and running:
+        return ok("source face", f"{running}, in use by the running daemon (not in the config: a later start "
+                                 "without --face has none until you set [swap] source_face)")
     if face is None:
         return CheckResult("source face", Status.warn, "no source face set: nothing to swap in, so "
                            + ("your face shows unchanged ([swap] on_miss = \"passthrough\")" if cfg.swap.on_miss == "passthrough"
@@ -607,7 +613,7 @@ def run_checks(config_path: Path | None, platform: Platform | None = None) -> li
     results.append(check_onnxruntime_install(platform=platform))
     results.append(check_providers(cfg.models, platform))
     results += check_models(cfg)
-    results.append(check_source_face(cfg))
+    results.append(check_source_face(cfg, daemon_status))
     results.append(check_camera(cfg.camera, daemon_status, platform))
     results.append(check_virtual_camera(cfg.virtual_camera, platform=platform))
     results.append(check_tray(platform))
