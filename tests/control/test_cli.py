@@ -143,6 +143,21 @@ def test_quit_waits_until_the_daemon_is_gone(engine, runtime):
     assert not (runtime / "control.sock").exists()
 
 
+def test_set_face_prints_which_face_of_a_group_photo_was_taken(runtime, assets):
+    from support.fakes import FakeEngine
+
+    class GroupPhotoEngine(FakeEngine):
+        def set_source_face(self, path: Path) -> dict:  # the pick as LiveEngine answers it
+            super().set_source_face(path)
+            return {**self.status(), "source_face": str(path), "source_face_pick": "the largest of the 29 faces in the photo"}
+
+    group = assets / "images" / "solvay_conference_1927.png"
+    with ControlServer(GroupPhotoEngine(), runtime):
+        done = vcamd(runtime, "set-face", str(group))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"Source face: {group}\n  the largest of the 29 faces in the photo\n"
+
+
 def test_status_table_with_a_plain_latency_and_no_quality_key(capsys):
     from vcamd.commands.control import print_status
 

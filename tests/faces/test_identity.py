@@ -101,6 +101,7 @@ def test_pick_reference_empty_and_wrong_dim(mobilefacenet, solvay, solvay_faces)
 def test_load_source_identity_one_face(assets, detector, mobilefacenet, newton, newton_face):
     identity = load_source_identity(assets / "images" / "newton.png", detector, mobilefacenet)
     assert identity.path.name == "newton.png"
+    assert identity.which_face() is None  # one face: nothing to say
     np.testing.assert_allclose(identity.face.kps, newton_face.kps)
     np.testing.assert_allclose(identity.embedding, mobilefacenet.embed(newton, newton_face), atol=1e-6)
 
@@ -109,7 +110,11 @@ def test_load_source_identity_uses_largest(assets, detector, mobilefacenet, solv
     with caplog.at_level(logging.INFO, logger="vcamd.faces.identity"):
         identity = load_source_identity(assets / "images" / "solvay_conference_1927.png", detector, mobilefacenet)
     assert identity.face.area == max(f.area for f in solvay_faces)
-    assert "29 faces found in" in caplog.text and "using the largest" in caplog.text
+    assert identity.faces_in_photo == 29
+    which = identity.which_face()
+    assert which is not None and which.startswith("the largest of the 29 faces in the photo (")
+    assert f"x={round(identity.face.box[0])}, y={round(identity.face.box[1])}" in which
+    assert f"using {which}" in caplog.text
 
 
 def test_source_errors(tmp_path: Path, detector, mobilefacenet):

@@ -88,6 +88,18 @@ def test_every_answer_is_the_state_after_the_change(start, other_face):
     run.stop()
 
 
+def test_set_face_with_a_group_photo_says_which_face_it_took(start, other_face, assets):
+    engine = start().engine
+    group = assets / "images" / "solvay_conference_1927.png"
+    answer = engine.set_source_face(group)
+    assert answer["source_face"] == str(group)
+    assert answer["source_face_pick"] == engine.faces.source.which_face()
+    # How many of the 29 the detector finds depends on the config's detection size; several, in any case.
+    assert engine.faces.source.faces_in_photo > 1
+    assert answer["source_face_pick"].startswith(f"the largest of the {engine.faces.source.faces_in_photo} faces in the photo (")
+    assert "source_face_pick" not in engine.set_source_face(other_face)  # one face: nothing to say
+
+
 def test_toggles_from_two_threads_never_cancel_out(start):
     """Tray and socket toggles at once: each flips the state the loop has, so 2 × 15 toggles
     leave it where it started (read-then-set from two threads could lose flips)."""

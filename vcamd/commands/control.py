@@ -87,6 +87,8 @@ def _set_face(args: argparse.Namespace) -> int:
         raise FaceError(f"source face {path} does not exist", fix="give the path of a photo (PNG or JPEG)")
     status = _client().set_source_face(path)
     print(f"Source face: {status.get('source_face') or path}")
+    if status.get("source_face_pick"):
+        print(f"  {status['source_face_pick']}")
     return 0
 
 

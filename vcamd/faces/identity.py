@@ -100,6 +100,15 @@ class SourceIdentity:
     path: Path
     embedding: Embedding
     face: Face
+    faces_in_photo: int = 1
+
+    def which_face(self) -> str | None:
+        """Which face of a group photo was taken, in words; None for a photo of one face."""
+        if self.faces_in_photo <= 1:
+            return None
+        x1, y1 = (round(v) for v in self.face.box[:2])
+        return (f"the largest of the {self.faces_in_photo} faces in the photo ({round(self.face.width)}×"
+                f"{round(self.face.height)} px at x={x1}, y={y1}); crop the photo to one face to choose another")
 
 
 def largest_face(faces: list[Face]) -> Face:
@@ -119,9 +128,10 @@ def load_source_identity(path: Path | str, detector: FaceDetector, recognizer: R
             fix="use a photo with one clearly visible, roughly frontal face (at least ~60 px wide)",
         )
     face = largest_face(faces)
-    if len(faces) > 1:
-        log.info("%d faces found in %s, using the largest", len(faces), path)
-    return SourceIdentity(path=path, embedding=recognizer.embed(image, face), face=face)
+    identity = SourceIdentity(path=path, embedding=recognizer.embed(image, face), face=face, faces_in_photo=len(faces))
+    if (which := identity.which_face()) is not None:
+        log.info("%s: using %s", path, which)
+    return identity
 
 
 def pick_reference(faces: list[Face], frame: Frame, reference_embedding: Embedding, recognizer: Recognizer) -> Face | None:

@@ -192,13 +192,15 @@ class LiveEngine:
         path, faces = Path(path), self.faces
         loaded = self.settings.read_source_face(path)  # if the wait below gives up, it is still recorded once read
         try:
-            loaded.result(FACE_LOAD_WAIT_S)
+            identity = loaded.result(FACE_LOAD_WAIT_S)
         except FutureTimeout:
             raise VcamdError(
                 f"the face in {path} is still being read after {FACE_LOAD_WAIT_S:g} s",
                 fix="it is used once read; check `vcamd status` in a moment",
             ) from None
-        return self._ask(lambda: self.settings.record_source_face(path, faces), "set-face")
+        status = self._ask(lambda: self.settings.record_source_face(path, faces), "set-face")
+        which = getattr(identity, "which_face", lambda: None)()  # a group photo: say which face was taken
+        return {**status, "source_face_pick": which} if which else status
 
     def set_quality(self, level: Level | None) -> dict:
         return self._ask(lambda: log_events([t] if (t := self.watchdog.force(level)) else []), "quality")
