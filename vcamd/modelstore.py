@@ -343,8 +343,8 @@ class ModelStore:
             files = "; ".join(f"{path} ({value})" for path, value in missing.items())
             raise ModelError(
                 f"{len(missing)} model file{'s' if len(missing) > 1 else ''} missing: {files}",
-                fix=f"run `vcamd models pull {' '.join(dict.fromkeys(missing.values()))}`, or copy them in by hand "
-                    "(`vcamd models list` says from where)",
+                fix=f"run `vcamd models pull {' '.join(dict.fromkeys(missing.values()))}`, or copy "
+                    f"{'them' if len(missing) > 1 else 'it'} in by hand (`vcamd models list` says from where)",
             )
         return [self.path_for(value, role) for value, role in wanted]
 

@@ -178,3 +178,14 @@ def test_run_and_swap_name_every_missing_model_file_at_once(tmp_path, assets, vc
         f"(buffalo_l); {models / 'inswapper_128_fp16.onnx'} (inswapper_128_fp16) — run `vcamd models pull buffalo_l "
         "inswapper_128_fp16`, or copy them in by hand (`vcamd models list` says from where)"
     ]
+
+
+def test_faces_names_its_missing_detector_with_the_by_hand_route(tmp_path, assets, vcamd_cli) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[models]\ndir = "models"\n')
+    result = vcamd_cli("faces", str(assets / "images" / "newton.png"), "--config", str(config))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"vcamd: error: 1 model file missing: {tmp_path / 'models' / 'det_10g.onnx'} (buffalo_l) — run `vcamd models "
+        "pull buffalo_l`, or copy it in by hand (`vcamd models list` says from where)"
+    ]

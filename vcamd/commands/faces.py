@@ -31,7 +31,7 @@ def run_faces(args: argparse.Namespace) -> int:
 
     cfg, _ = load_config(args.config)
     image = read_image(args.image, "image")  # fail on a bad photo before paying for a model load
-    detector_path = ModelStore.from_config(cfg.models).path_for(cfg.models.detector, "detector")
+    [detector_path] = ModelStore.from_config(cfg.models).paths_for([(cfg.models.detector, "detector")])
     sessions = Sessions(list(cfg.models.providers), cfg.models.threads)
     detector = FaceDetector(detector_path, sessions, size=cfg.detection.size, threshold=cfg.detection.threshold)
     faces = detector.detect(image)
