@@ -352,6 +352,20 @@ def _signature_result(store: object, role: str, value: str, found: CheckResult) 
     return found
 
 
+def check_models_fit(cfg: Config) -> CheckResult | None:
+    """Whether the recognizer's embeddings fit the swapper (`modelcheck.identity_fit`): each may
+    pass its own row and every swap still fail. None when either model is not there (its row says so)."""
+    from vcamd.modelcheck import identity_fit_problem
+
+    try:
+        misfit = identity_fit_problem(cfg)
+    except VcamdError:
+        return None
+    if misfit is not None:
+        return CheckResult("models fit", Status.fail, misfit.message, misfit.fix or "")
+    return None
+
+
 def check_detector_shapes(cfg: Config) -> CheckResult | None:
     """Whether the detector runs at the camera frame's aspect and at the tracking crops' size, as
     `vcamd run` asks it to, or falls back to its own input shape (an export with shapes fixed
@@ -654,7 +668,7 @@ def run_checks(config_path: Path | None, platform: Platform | None = None) -> li
     results.append(check_onnxruntime_install(platform=platform))
     results.append(check_providers(cfg.models, platform))
     results += check_models(cfg)
-    results += [r for r in (check_detector_shapes(cfg),) if r is not None]
+    results += [r for r in (check_models_fit(cfg), check_detector_shapes(cfg)) if r is not None]
     results.append(check_source_face(cfg))
     results.append(check_camera(cfg.camera, daemon_status, platform))
     results.append(check_virtual_camera(cfg.virtual_camera, platform=platform))
