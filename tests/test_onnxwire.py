@@ -183,3 +183,22 @@ def test_an_input_that_is_not_an_image_is_refused(tmp_path):
         onnxwire.with_input_size(path.read_bytes(), (64, 64))
     with pytest.raises(WireError, match="no input"):
         onnxwire.with_input_size(_save(tmp_path / "none.onnx", []).read_bytes(), (64, 64))
+
+
+def test_the_signature_is_what_onnx_runtime_reports(assets, standin_dir: Path, tmp_path):
+    """Inputs (not the initializers an old exporter also lists as inputs) and outputs, name → dims,
+    as ONNX Runtime's session reports them: real models and stand-ins, symbolic dims included."""
+    import onnxruntime
+
+    files = [assets / "models" / name for name in (*DETECTORS, "mobilefacenet.onnx")]
+    files += [standin_dir / name for name in ("inswapper_128.onnx", "inswapper_128_batched.onnx", "w600k_standin.onnx")]
+    weights = numpy_helper.from_array(np.ones(3, np.float32), "w")
+    files.append(_save(tmp_path / "listed.onnx", [weights], nodes=[helper.make_node("Add", ["x", "w"], ["y"])],
+                       inputs=[helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]),
+                               helper.make_tensor_value_info("w", TensorProto.FLOAT, [3])],
+                       outputs=[helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])]))
+    for path in files:
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        assert onnxwire.signature(path) == ({i.name: i.shape for i in session.get_inputs()},
+                                            {o.name: o.shape for o in session.get_outputs()}), path.name
+    assert onnxwire.signature(files[-1])[0] == {"x": ["N", 3]}

@@ -352,6 +352,67 @@ def _signature_result(store: object, role: str, value: str, found: CheckResult) 
     return found
 
 
+def check_models_fit(cfg: Config) -> CheckResult | None:
+    """Whether the recognizer's embeddings fit the swapper (`modelcheck.identity_fit`): each may
+    pass its own row and every swap still fail. None when either model is not there (its row says so)."""
+    from vcamd.modelcheck import identity_fit_problem
+
+    try:
+        misfit = identity_fit_problem(cfg)
+    except VcamdError:
+        return None
+    if misfit is not None:
+        return CheckResult("models fit", Status.fail, misfit.message, misfit.fix or "")
+    return None
+
+
+def check_detector_shapes(cfg: Config) -> CheckResult | None:
+    """Whether the detector runs at the camera frame's aspect and at the tracking crops' size, as
+    `vcamd run` asks it to, or falls back to its own input shape (an export with shapes fixed
+    inside its graph: it works, each run costs a full square input). Probed on a camera-sized
+    frame holding the source face photo when there is one (the detections are compared only on a
+    frame with a face). None when the detector does not load: `check_models` reports that."""
+    import cv2
+    import numpy as np
+
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.images import read_image
+    from vcamd.modelstore import ModelStore
+    from vcamd.runtime import Sessions
+
+    try:
+        path = ModelStore.from_config(cfg.models).path_for(cfg.models.detector, "detector")
+        detector = FaceDetector(path, Sessions(["cpu"], threads=1), cfg.detection.size, cfg.detection.threshold)
+    except VcamdError:
+        return None
+    frame = np.zeros((cfg.camera.height, cfg.camera.width, 3), np.uint8)
+    photo = None
+    if cfg.swap.source_face is not None:
+        try:
+            photo = read_image(Path(cfg.swap.source_face), "[swap] source_face")
+        except VcamdError:
+            photo = None  # check_source_face reports it
+    if photo is not None:
+        scale = min(frame.shape[0] / photo.shape[0], frame.shape[1] / photo.shape[1])
+        fitted = cv2.resize(photo, (max(1, int(photo.shape[1] * scale)), max(1, int(photo.shape[0] * scale))))
+        frame[:fitted.shape[0], :fitted.shape[1]] = fitted
+    faces = detector.detect(frame)
+    track, side = cfg.detection.track_size, min(frame.shape[:2])
+    detector.detect(frame[:side, :side], track)  # a tracking crop: square, at track_size
+    name = f"detector input ({path.name})"
+    if detector.own_shape_reason is not None:
+        h, w = detector.input_shape(frame.shape[:2])
+        return CheckResult(
+            name, Status.warn,
+            f"runs at its own input shape {w}×{h} only, the frame letterboxed into it ({detector.own_shape_reason}); "
+            "it finds the faces, each full detection and tracking crop costs a full-size run",
+            "use an SCRFD export that takes any input size (`vcamd models pull` fetches one), or keep this one: it works, slower",
+        )
+    h, w = detector.input_shape(frame.shape[:2])
+    compared = f"same faces as at its own shape on {cfg.swap.source_face}" if faces else "created and ran (no face in the probe to compare: set [swap] source_face)"
+    return ok(name, f"runs at the camera's aspect ({w}×{h} for {cfg.camera.width}×{cfg.camera.height}) and at {track}² tracking crops: {compared}")
+
+
 def _model_file_result(store: object, rows: list, role: str, value: str) -> CheckResult:
     """Whether the configured model's file is there and intact (manifest size and hash)."""
     name = f"model {role}"
@@ -613,6 +674,7 @@ def run_checks(config_path: Path | None, platform: Platform | None = None) -> li
     results.append(check_onnxruntime_install(platform=platform))
     results.append(check_providers(cfg.models, platform))
     results += check_models(cfg)
+    results += [r for r in (check_models_fit(cfg), check_detector_shapes(cfg)) if r is not None]
     results.append(check_source_face(cfg, daemon_status))
     results.append(check_camera(cfg.camera, daemon_status, platform))
     results.append(check_virtual_camera(cfg.virtual_camera, platform=platform))

@@ -1,9 +1,15 @@
-"""Is each configured model the right kind for its role? The same check `vcamd run` makes.
+"""Is each configured model the right kind for its role, and do they fit each other? The same
+checks `vcamd run` makes, made before it.
 
 `vcamd run` finds each model with `ModelStore.path_for(value, role)` (a manifest model in the wrong
 role is refused there) and loads it into the class of its role, whose constructor checks the
 graph's signature (a GFPGAN file as swapper is refused by `Swapper`). `config check` and `doctor`
 call exactly those here, on a CPU session, so all three accept and refuse the same files.
+
+Models that each fit their role may still not fit each other: the swapper turns the recognizer's
+embedding of the source face into its identity input, so their sizes must agree (`identity_fit`;
+a 128-d recognizer with inswapper, which starts from 512-d ArcFace, fails every swap). That is
+read from the two graphs' signatures (`onnxwire.signature`), without a session.
 """
 
 from __future__ import annotations
@@ -71,3 +77,40 @@ def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
         except VcamdError as err:
             problems.append((role, err))
     return problems
+
+
+def identity_fit(recognizer: Path, swapper: Path) -> ModelError | None:
+    """Whether the recognizer's embedding has the size the swapper's family starts from: the
+    error naming both models and the fix, or None when they fit — or when either graph is not
+    one of its role (the role checks report that) or cannot be read."""
+    from vcamd.faces.specs import swapper_spec_for
+    from vcamd.onnxwire import WireError, signature
+
+    try:
+        _, embedding = signature(recognizer)
+        swapper_inputs, _ = signature(swapper)
+    except (WireError, OSError):
+        return None
+    spec = swapper_spec_for(swapper_inputs)
+    shape = next(iter(embedding.values())) if len(embedding) == 1 else []
+    if spec is None or len(shape) != 2 or not isinstance(shape[1], int) or shape[1] == spec.identity_dim:
+        return None
+    return ModelError(
+        f"[models] recognizer {recognizer.name} gives {shape[1]}-d face embeddings, but the swapper {swapper.name} "
+        f"({spec.family}) takes {spec.identity_dim}-d ones: every swap would fail",
+        fix=f"set [models] recognizer to buffalo_l (ArcFace w600k_r50, {spec.identity_dim}-d; `vcamd models pull buffalo_l`)",
+    )
+
+
+def identity_fit_problem(cfg: Config) -> ModelError | None:
+    """`identity_fit` for the configured recognizer and swapper; None when either is not there
+    (`vcamd models pull` and the role checks report those)."""
+    from vcamd.modelstore import ModelStore
+
+    store = ModelStore.from_config(cfg.models)
+    try:
+        recognizer = store.path_for(cfg.models.recognizer, "recognizer")
+        swapper = store.path_for(cfg.models.swapper, "swapper")
+    except VcamdError:
+        return None
+    return identity_fit(recognizer, swapper)

@@ -1,8 +1,9 @@
 """What the daemon reads from ONNX files itself, straight from the protobuf wire format.
 
-ONNX Runtime loads the models; three small things it does not expose are read here: a swapper's
-last initializer (`emap`, `last_initializer`), the first node names of a recognizer
-(`node_names`), and a detector's bytes with another input size (`with_input_size`).
+ONNX Runtime loads the models; a few small things are read here instead: a swapper's last
+initializer (`emap`, `last_initializer`), the first node names of a recognizer (`node_names`), a
+detector's bytes with another input size (`with_input_size`), and a graph's input and output
+shapes without a session (`signature`: whether the configured models fit each other).
 
 Why not the `onnx` package: `import onnx` holds the interpreter lock for about 0.6 s (its
 `ml_dtypes` extension), and `onnx.load_model` parses the whole file — 554 MB for inswapper_128,
@@ -40,6 +41,8 @@ TENSOR_RAW_DATA, TENSOR_DOUBLE_DATA, TENSOR_EXTERNAL_DATA, TENSOR_DATA_LOCATION 
 EXTERNAL = 1  # TensorProto.DataLocation
 # StringStringEntryProto
 ENTRY_KEY, ENTRY_VALUE = 1, 2
+# ValueInfoProto
+VALUE_NAME = 1
 # ValueInfoProto → TypeProto → TypeProto.Tensor → TensorShapeProto → Dimension
 VALUE_TYPE, TYPE_TENSOR, TENSOR_TYPE_SHAPE, SHAPE_DIM, DIM_VALUE, DIM_PARAM = 2, 1, 2, 1, 1, 2
 
@@ -297,6 +300,48 @@ def node_names(path: Path, count: int) -> list[str]:
     except (ValueError, OverflowError) as exc:
         raise WireError(str(exc)) from None
     return names
+
+
+Dim = int | str | None
+"""A dimension as the graph states it: a size, a symbolic name, or None when unset."""
+
+
+def signature(path: Path) -> tuple[dict[str, list[Dim]], dict[str, list[Dim]]]:
+    """The graph's inputs (those that are not initializers) and outputs: name → dimensions, in
+    file order. Only the tags on the way are read: the weights are skipped, not loaded."""
+    inputs: dict[str, list[Dim]] = {}
+    outputs: dict[str, list[Dim]] = {}
+    initializers: set[str] = set()
+    try:
+        with _opened(path) as buf:
+            for graph in _graphs(buf):
+                for f in fields(buf, graph.start, graph.end):
+                    if f.number == GRAPH_INITIALIZER and f.wire_type == LENGTH:
+                        initializers.add(_last_string(buf, f, TENSOR_NAME))
+                    elif f.number in (GRAPH_INPUT, GRAPH_OUTPUT) and f.wire_type == LENGTH:
+                        dims = [_dimension(buf, d) for d in _shape_path(buf, f)]
+                        (inputs if f.number == GRAPH_INPUT else outputs)[_last_string(buf, f, VALUE_NAME)] = dims
+    except (ValueError, OverflowError) as exc:
+        raise WireError(str(exc)) from None
+    return {name: dims for name, dims in inputs.items() if name not in initializers}, outputs
+
+
+def _last_string(buf: Buffer, message: Field, number: int) -> str:
+    value = ""
+    for f in _messages(buf, message, number):
+        value = f.payload(buf).decode("utf-8", "replace")
+    return value
+
+
+def _dimension(buf: Buffer, dim: Field) -> Dim:
+    """A Dimension's value or param: whichever of the two (a oneof) comes last."""
+    value: Dim = None
+    for f in fields(buf, dim.start, dim.end):
+        if f.number == DIM_VALUE and f.wire_type == VARINT:
+            value = f.value
+        elif f.number == DIM_PARAM and f.wire_type == LENGTH:
+            value = f.payload(buf).decode("utf-8", "replace")
+    return value
 
 
 def _encode_varint(value: int) -> bytes:

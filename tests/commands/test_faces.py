@@ -56,3 +56,26 @@ def test_missing_detector_is_one_line_exit_2(assets, tmp_path):
     result = _run("faces", str(assets / "images" / "newton.png"), "--config", str(cfg))
     assert result.returncode == 2
     assert "nope.onnx" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_export_with_shapes_fixed_inside_finds_the_faces_at_its_own_shape(assets, tmp_path, models_dir: Path):
+    """A third-party SCRFD export whose graph fixes its 640² sizes inside (issue: "ONNX Runtime
+    could not create a session … Incompatible dimensions"): the same 29 faces as the original
+    export, and one warning saying it runs at its own input shape."""
+    from support.scrfd_exports import fixed_inside
+
+    export = fixed_inside(models_dir / "scrfd_2.5g_kps.onnx", tmp_path / "third_party_scrfd.onnx")
+    found = {}
+    for name, model in (("export", export), ("original", models_dir / "scrfd_2.5g_kps.onnx")):
+        cfg = tmp_path / f"{name}.toml"
+        cfg.write_text(f'[models]\ndetector = "{model}"\nproviders = ["cpu"]\n')
+        result = _run("faces", str(assets / "images" / "solvay_conference_1927.png"), "--config", str(cfg), "--json")
+        assert result.returncode == 0, result.stderr
+        found[name] = json.loads(result.stdout)["faces"]
+        if name == "export":
+            warnings = [line for line in result.stderr.splitlines() if "WARNING" in line]
+            assert len(warnings) == 1 and "third_party_scrfd.onnx: runs at its own input shape 640×640 only" in warnings[0], result.stderr
+            assert "Incompatible dimensions" in warnings[0]
+    assert len(found["export"]) == len(found["original"]) == 29
+    for ours, original in zip(found["export"], found["original"]):
+        assert max(abs(a - b) for a, b in zip(ours["box"], original["box"])) < 0.02 * (original["box"][2] - original["box"][0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -181,3 +182,68 @@ def test_input_shape_follows_the_frame_aspect():
     assert input_shape_for((1280, 720), 640) == (640, 384)  # portrait
     assert input_shape_for((192, 192), 192) == (192, 192)  # tracking crops stay square
     assert input_shape_for((10, 4000), 320) == (32, 320)  # never below one stride
+
+
+# -- an export with shapes fixed inside its graph: it runs at its own shape -------------------------
+
+@pytest.fixture(scope="module")
+def fixed_exports(tmp_path_factory, models_dir: Path) -> dict[str, Path]:
+    """scrfd_2.5g_kps with its inner shapes fixed at 640² three ways (`support.scrfd_exports`)."""
+    from support import scrfd_exports
+
+    folder = tmp_path_factory.mktemp("fixed_exports")
+    return {name: build(models_dir / "scrfd_2.5g_kps.onnx", folder / f"{name}.onnx")
+            for name, build in scrfd_exports.BUILDERS.items()}
+
+
+FIXED_VARIANTS = ("fixed_inside", "fixed_reshapes", "height_baked")
+
+
+@pytest.mark.parametrize("variant", FIXED_VARIANTS)
+def test_an_export_with_shapes_fixed_inside_finds_what_insightface_finds_at_its_own_shape(
+        sessions, fixed_exports, variant, newton, solvay, caplog):
+    """Rewritten to 640×384 such a graph cannot be created, fails, or scrambles the image; the
+    detector falls back to the model's 640² (the frame letterboxed into it, as insightface runs
+    it): the same faces as insightface's SCRFD on the export itself, and one warning."""
+    path = fixed_exports[variant]
+    detector = FaceDetector(path, sessions)
+    with caplog.at_level(logging.WARNING, logger="vcamd.faces.detect"):
+        for image, count in ((newton, 1), (solvay, 29), (newton, 1)):
+            boxes, scores, kps = _insightface_detect(sessions, path, image, (640, 640))
+            ours = detector.detect(image)
+            assert len(ours) == len(boxes) == count
+            np.testing.assert_allclose(np.array([f.box for f in ours]), boxes, atol=1e-3)
+            np.testing.assert_allclose(np.stack([f.kps for f in ours]), kps, atol=1e-3)
+    assert detector.input_shape(newton.shape[:2]) == (640, 640)
+    assert detector.own_shape_reason is not None and detector.own_shape_reason.startswith("rewritten to 640×384, ")
+    warnings = [r.getMessage() for r in caplog.records if path.name in r.getMessage()]
+    assert len(warnings) == 1 and "runs at its own input shape 640×640 only" in warnings[0], warnings
+
+
+@pytest.mark.parametrize("variant", FIXED_VARIANTS)
+def test_tracking_crops_of_an_export_with_shapes_fixed_inside_find_the_face(sessions, fixed_exports, detectors, variant, newton):
+    """The tracker's crops (square, 192² and 64²) go through the same fallback: the face found in
+    each crop is where the fully convolutional original finds it at that crop size."""
+    from vcamd.live.cropplan import TRACK_MIN_SIZE, crop_around
+
+    original = detectors["scrfd_2.5g_kps.onnx"]
+    (face,) = original.detect(newton)
+    detector = FaceDetector(fixed_exports[variant], sessions)
+    for size in (192, TRACK_MIN_SIZE):
+        patch, _ = crop_around(newton, face, size)
+        (expected,) = original.detect(patch, size)
+        (found,) = detector.detect(patch, size)
+        assert np.linalg.norm(found.kps - expected.kps, axis=1).max() < 0.05 * expected.width
+    assert detector.own_shape_reason is not None and detector.own_shape_reason.startswith("rewritten to 192×192, ")
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_fully_convolutional_export_keeps_its_rewritten_shapes(sessions, models_dir, model, newton, solvay):
+    """The check that catches the exports above does not catch the real ones: on photos with 1 and
+    29 faces their rewritten shapes find the own shape's faces, and they stay rewritten."""
+    detector = FaceDetector(models_dir / model, sessions)
+    for image in (newton, solvay):
+        detector.detect(image)
+        detector.detect(image[:192, :192], 192)
+    assert detector.own_shape_reason is None
+    assert detector.input_shape(newton.shape[:2]) == (384, 640)

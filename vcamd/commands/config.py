@@ -73,13 +73,17 @@ def _missing_files(config: object) -> list[str]:
 
 
 def _model_problems(config: object) -> list[str]:
-    """Models that `vcamd run` would refuse for their role (e.g. a GFPGAN file as swapper)."""
-    from vcamd.modelcheck import wrong_role_problems
+    """Models that `vcamd run` would refuse for their role (e.g. a GFPGAN file as swapper), or
+    that do not fit each other (a 128-d recognizer with a 512-d swapper)."""
+    from vcamd.modelcheck import identity_fit_problem, wrong_role_problems
 
     problems = []
     for role, err in wrong_role_problems(config):  # type: ignore[arg-type]
         message = err.message if err.message.startswith("[models]") else f"[models] {role}: {err.message}"
         problems.append(message + (f" — {err.fix}" if err.fix else ""))
+    misfit = identity_fit_problem(config)  # type: ignore[arg-type]
+    if misfit is not None:
+        problems.append(f"{misfit.message} — {misfit.fix}")
     return problems
 
 

@@ -12,7 +12,13 @@ work per call, because they run on every frame (a crop re-detection) and their c
   and the short one rounded up to a multiple of 32 (the largest stride), instead of a square:
   the same scale, so the same faces, but a 16:9 frame fills 640×384 rather than 640×640 and the
   model's run costs ~40 % less. Fixed-size exports are rewritten to that shape (one cached
-  session per shape);
+  session per shape) — unless the graph has shapes fixed inside it too (some exports bake the
+  640² sizes into Resize/Reshape constants): a rewritten shape that cannot be created, fails,
+  returns outputs that do not fit its anchor grid, or finds other faces than the model's own
+  shape on the same frame makes that model fall back to its own input shape (the frame
+  letterboxed at the same scale into the model's square, as insightface runs it), logged once
+  (`own_shape_reason`, `vcamd doctor`). Until a rewritten shape has been compared with the own
+  shape on a frame with a face, each rewritten run is checked that way (one more run);
 * the blob is built from the resized frame's colour planes straight into the input array (no
   letterbox canvas, no `cv2.dnn.blobFromImage` pass over it);
 * only anchors scoring above the threshold are decoded (insightface decodes every anchor, then
@@ -23,6 +29,7 @@ work per call, because they run on every frame (a crop re-detection) and their c
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +44,8 @@ from vcamd.types import Face, Frame
 if TYPE_CHECKING:
     from vcamd.runtime import Sessions
 
+log = logging.getLogger(__name__)
+
 NMS_THRESHOLD = 0.4
 """Overlap above which two detections are the same face (insightface's default)."""
 
@@ -46,6 +55,13 @@ INPUT_STD = 128.0
 
 SHAPE_STEP = 32
 """The input's sides are multiples of the largest anchor stride of the 3-stride models."""
+
+SAME_FACE_IOU = 0.5
+"""A face found at a rewritten input shape is the own shape's face when their boxes overlap this much."""
+
+SURE_MARGIN = 0.1
+"""Faces scoring this far above the threshold must be found at both shapes; those nearer the
+threshold may come and go with the padding's few pixels of context."""
 
 
 def input_shape_for(frame_hw: tuple[int, int], size: int) -> tuple[int, int]:
@@ -96,6 +112,10 @@ class FaceDetector:
         self._sessions_by_hw: dict[tuple[int, int], object] = {}
         self._centres: dict[tuple[int, int, int], npt.NDArray[np.float32]] = {}
         self._lock = threading.Lock()
+        self.own_shape_reason: str | None = None
+        """Why this fixed-size model runs only at its own input shape (None: it takes any shape)."""
+        self._rewrite_trusted = self._native_hw is None
+        """A rewritten shape found the own shape's faces on a frame with a face (or no rewriting needed)."""
         self._session((self.size, self.size))  # build the full-frame session now, so a bad model fails at load
 
     def _check_signature(self, session: object) -> None:
@@ -118,8 +138,14 @@ class FaceDetector:
         return session
 
     def input_shape(self, frame_hw: tuple[int, int], input_size: int | None = None) -> tuple[int, int]:
-        """The (height, width) the detector's input takes for a frame of this size (see module doc)."""
-        return input_shape_for(frame_hw, int(input_size or self.size))
+        """The (height, width) the detector's input takes for a frame of this size (see module doc):
+        the model's own shape once it has fallen back to it."""
+        return self._canvas(input_shape_for(frame_hw, int(input_size or self.size)))
+
+    def _canvas(self, fit_hw: tuple[int, int]) -> tuple[int, int]:
+        if self.own_shape_reason is not None and self._native_hw is not None:
+            return self._native_hw
+        return fit_hw
 
     def detect(self, frame: Frame, input_size: int | None = None, threshold: float | None = None) -> list[Face]:
         """Faces in the frame, left to right. The frame is letterboxed (top-left) into the input
@@ -127,11 +153,57 @@ class FaceDetector:
         own for this call (the live full detection asks for the faces it is unsure of too; a
         lower threshold adds faces, it never drops one the detector's own would keep: NMS keeps
         the higher score)."""
-        size = int(input_size or self.size)
-        in_h, in_w = input_shape_for(frame.shape[:2], size)
-        blob, det_scale = self._blob(frame, in_h, in_w)
-        outs = self._session((in_h, in_w)).run(self._output_names, {self._input_name: blob})
-        boxes, scores, kps = self._decode(outs, in_h, in_w, self.threshold if threshold is None else float(threshold))
+        fit_hw = input_shape_for(frame.shape[:2], int(input_size or self.size))
+        threshold = self.threshold if threshold is None else float(threshold)
+        in_hw = self._canvas(fit_hw)
+        if self._native_hw is None or in_hw == self._native_hw:
+            return self._faces(frame, fit_hw, in_hw, threshold)
+        if not self._rewrite_trusted:
+            return self._compared(frame, fit_hw, threshold)
+        try:
+            return self._faces(frame, fit_hw, in_hw, threshold)
+        except (ModelError, _OffGrid) as exc:  # this shape's session cannot be built, or computes another grid
+            self._fall_back(in_hw, exc)
+            return self._faces(frame, fit_hw, self._native_hw, threshold)
+
+    def _compared(self, frame: Frame, fit_hw: tuple[int, int], threshold: float) -> list[Face]:
+        """The faces at the rewritten shape `fit_hw` when they are the faces the model's own shape
+        finds on this frame (then, once a frame had a face, the rewriting is trusted); else the
+        own shape's, and the model falls back to its own shape from now on."""
+        assert self._native_hw is not None
+        own = self._faces(frame, fit_hw, self._native_hw, threshold)
+        try:
+            rewritten = self._faces(frame, fit_hw, fit_hw, threshold)
+        except Exception as exc:  # noqa: BLE001 — the own shape just ran: whatever fails here is the rewriting
+            self._fall_back(fit_hw, exc)
+            return own
+        if not same_faces(own, rewritten, threshold + SURE_MARGIN):
+            self._fall_back(fit_hw, f"it finds {len(rewritten)} face(s) where its own shape finds {len(own)} on the same frame")
+            return own
+        if own:
+            self._rewrite_trusted = True
+        return rewritten
+
+    def _fall_back(self, hw: tuple[int, int], why: object) -> None:
+        """From now on run this model at its own input shape only; logged once."""
+        assert self._native_hw is not None
+        with self._lock:
+            if self.own_shape_reason is not None:
+                return
+            text = why.message if isinstance(why, ModelError) else str(why)
+            lines = text.strip().splitlines() or [type(why).__name__]
+            self.own_shape_reason = f"rewritten to {hw[1]}×{hw[0]}, {lines[0][:300]}"
+        log.warning("%s: runs at its own input shape %d×%d only (the frame letterboxed into it; slower): %s",
+                    self.path.name, self._native_hw[1], self._native_hw[0], self.own_shape_reason)
+
+    def _faces(self, frame: Frame, fit_hw: tuple[int, int], in_hw: tuple[int, int], threshold: float) -> list[Face]:
+        """The faces of one run: the frame letterboxed to fit `fit_hw`, at the top left of an
+        input of shape `in_hw` (the same, or the model's own shape when larger)."""
+        in_h, in_w = in_hw
+        blob, det_scale = self._blob(frame, min(fit_hw[0], in_h), min(fit_hw[1], in_w), in_h, in_w)
+        outs = self._session(in_hw).run(self._output_names, {self._input_name: blob})
+        self._check_grid(outs, in_h, in_w)
+        boxes, scores, kps = self._decode(outs, in_h, in_w, threshold)
         if scores.size == 0:
             return []
         boxes /= det_scale
@@ -146,18 +218,28 @@ class FaceDetector:
         faces.sort(key=lambda f: f.box[0])
         return faces
 
-    def _blob(self, frame: Frame, in_h: int, in_w: int) -> tuple[npt.NDArray[np.float32], float]:
-        """The letterboxed NCHW float blob (RGB, (x − 127.5) / 128; the padding is what a black
-        pixel gives), and the scale from frame to input pixels.
+    def _check_grid(self, outs: list[np.ndarray], in_h: int, in_w: int) -> None:
+        """Each score output has one value per anchor of its stride's grid (a graph with a size
+        fixed inside it may compute the grid of its own shape instead)."""
+        layout = self._layout
+        for i, stride in enumerate(layout.strides):
+            expected = (in_h // stride) * (in_w // stride) * layout.anchors
+            if outs[i].size != expected:
+                raise _OffGrid(f"its stride-{stride} scores have {outs[i].size} values for the {expected} anchors of a {in_w}×{in_h} input")
+
+    def _blob(self, frame: Frame, fit_h: int, fit_w: int, in_h: int, in_w: int) -> tuple[npt.NDArray[np.float32], float]:
+        """The NCHW float blob (RGB, (x − 127.5) / 128) of shape `in_h`×`in_w`, the frame resized
+        to fit `fit_h`×`fit_w` at its top left (the padding is what a black pixel gives), and the
+        scale from frame to input pixels.
 
         Built from the resized frame's planes with one multiply-subtract each, written straight
         into the blob: ~5× less CPU than `cv2.dnn.blobFromImage` on a letterboxed canvas, and the
         same values (1/128 is exact in float32)."""
         h, w = frame.shape[:2]
-        if h / w > in_h / in_w:
-            new_h, new_w = in_h, int(in_h / (h / w))
+        if h / w > fit_h / fit_w:
+            new_h, new_w = fit_h, int(fit_h / (h / w))
         else:
-            new_w, new_h = in_w, int(in_w * (h / w))
+            new_w, new_h = fit_w, int(fit_w * (h / w))
         det_scale = new_h / h
         resized = cv2.resize(frame, (new_w, new_h))
         blob = np.empty((1, 3, in_h, in_w), np.float32)
@@ -205,6 +287,27 @@ class FaceDetector:
         if not scores:
             return np.empty((0, 4), np.float32), np.empty(0, np.float32), np.empty((0, 5, 2), np.float32)
         return np.concatenate(boxes), np.concatenate(scores).astype(np.float32, copy=False), np.concatenate(kpss)
+
+
+class _OffGrid(ValueError):
+    """A run's outputs do not fit the anchor grid of its input shape."""
+
+
+def same_faces(a: list[Face], b: list[Face], sure_score: float) -> bool:
+    """Whether two runs on one frame found the same faces: every face scoring at least
+    `sure_score` in either has a face in the other overlapping it by SAME_FACE_IOU."""
+    return all(
+        any(_iou(face.box, other.box) >= SAME_FACE_IOU for other in others)
+        for faces, others in ((a, b), (b, a)) for face in faces if face.score >= sure_score
+    )
+
+
+def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = w * h
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
 
 
 def nms(boxes: np.ndarray, scores: np.ndarray, threshold: float) -> list[int]:
