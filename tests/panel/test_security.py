@@ -54,10 +54,12 @@ def test_a_wrong_token_is_refused_in_header_and_cookie(panel, engine, http):
     assert answer.status == 401 and engine.enabled is True
 
 
-def test_the_tokened_url_sets_a_strict_httponly_cookie_and_drops_the_token(panel, http):
-    answer = http(panel, "GET", f"/?token={panel.token}", auth=None)
+def test_the_login_url_sets_a_strict_httponly_cookie_and_carries_no_token(panel, http):
+    url = panel.login_url()
+    assert panel.token not in url  # what goes on the opener's command line is not the token
+    answer = http(panel, "GET", url.removeprefix(panel.base_url[:-1]), auth=None)
     assert answer.status == 303
-    assert answer.headers["Location"] == "/"  # the token leaves the address bar
+    assert answer.headers["Location"] == "/"  # the code leaves the address bar
     cookie = answer.headers["Set-Cookie"]
     attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
     assert {"httponly", "path"} <= attributes
@@ -69,8 +71,45 @@ def test_the_tokened_url_sets_a_strict_httponly_cookie_and_drops_the_token(panel
     assert page.status == 200 and b'id="video"' in page.body
 
 
-def test_an_old_tokened_url_is_refused(panel, http):
-    answer = http(panel, "GET", "/?token=not-the-token", auth=None)
+def test_a_login_url_works_once_and_is_worthless_afterwards(panel, engine, http):
+    """Issue 27 item 1: the address handed to the browser (on a command line every local user can
+    read) must not be a lasting secret. Once the browser used it, another user replaying it gets nothing."""
+    path = panel.login_url().removeprefix(panel.base_url[:-1])
+    assert http(panel, "GET", path, auth=None).status == 303  # the user's browser
+    replay = http(panel, "GET", path, auth=None)  # the other user, who read the command line
+    assert replay.status == 401 and "Set-Cookie" not in replay.headers
+    assert b"used already" in replay.body
+    # Nor does anything in the address work as a token.
+    code = path.partition("code=")[2]
+    assert http(panel, "POST", "/api/off", auth=None, headers={"Authorization": f"Bearer {code}"}).status == 401
+    assert engine.enabled is True
+
+
+def test_the_token_itself_in_the_address_logs_nobody_in(panel, http):
+    for path in (f"/?token={panel.token}", f"/?code={panel.token}"):
+        answer = http(panel, "GET", path, auth=None)
+        assert answer.status == 401 and "Set-Cookie" not in answer.headers
+
+
+def test_a_login_code_is_minted_only_for_the_token_holder(panel, http):
+    answer = http(panel, "POST", "/api/login-code")  # Bearer: a script, or `vcamd panel`
+    assert answer.status == 200 and answer.json()["url"].startswith(f"{panel.base_url}?code=")
+    assert http(panel, "POST", "/api/login-code", auth=None).status == 401
+    assert http(panel, "GET", answer.json()["url"].removeprefix(panel.base_url[:-1]), auth=None).status == 303
+
+
+def test_a_login_code_expires(panel, http, monkeypatch):
+    import vcamd.panel.security as security
+
+    path = panel.login_url().removeprefix(panel.base_url[:-1])
+    monkeypatch.setattr(security, "CODE_TTL_S", -1.0)  # codes minted from now on are born expired
+    late = panel.login_url().removeprefix(panel.base_url[:-1])
+    assert http(panel, "GET", late, auth=None).status == 401
+    assert http(panel, "GET", path, auth=None).status == 303  # the earlier one is still live
+
+
+def test_an_old_login_url_is_refused(panel, http):
+    answer = http(panel, "GET", "/?code=not-a-code", auth=None)
     assert answer.status == 401 and "Set-Cookie" not in answer.headers
     assert b"vcamd panel" in answer.body
 

@@ -73,7 +73,11 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
         with os.fdopen(fd, "wb") as out:
             remaining = length
             while remaining > 0:
-                chunk = body.read(min(CHUNK_BYTES, remaining))
+                try:
+                    chunk = body.read(min(CHUNK_BYTES, remaining))
+                except OSError as exc:  # TimeoutError included: a client that stalls mid-upload
+                    raise VcamdError(f"the upload stalled after {length - remaining} of {length} bytes ({exc or 'timed out'})",
+                                     fix="try again") from None
                 if not chunk:
                     raise VcamdError(f"the upload ended after {length - remaining} of {length} bytes",
                                      fix="try again")
