@@ -329,3 +329,73 @@ def test_a_client_that_sends_nothing_is_dropped(start_panel):
     with socket.create_connection(("127.0.0.1", panel.port)) as sock:
         sock.settimeout(30)
         assert sock.recv(1024) == b""  # the server closed it, instead of keeping a thread for ever
+
+
+# ---- malformed requests (issue 27 item 7): a 4xx and one log line, never a traceback --------------
+
+
+def raw_request(panel, head: str, body: bytes = b"", *, token: bool = True, close_write: bool = False) -> bytes:
+    """Send a hand-written request on a raw socket; return everything answered until the server closes."""
+    lines = [head.removesuffix("\r\n"), f"Host: 127.0.0.1:{panel.port}"]
+    if token:
+        lines.append(f"Authorization: Bearer {panel.token}")
+    with socket.create_connection(("127.0.0.1", panel.port), timeout=30) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8") + body)
+        if close_write:
+            sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def status_of(answer: bytes) -> int:
+    assert answer.startswith(b"HTTP/1.0 "), answer[:200]
+    return int(answer.split(b" ", 2)[1])
+
+
+def panel_lines(caplog) -> list:
+    return [r for r in caplog.records if r.name.startswith("vcamd.panel") and r.levelno >= 20]
+
+
+@pytest.mark.parametrize("digit", ["²", "³", "١٢", "1_0", "+5", " 12 3"])
+@pytest.mark.parametrize("token", [True, False])
+def test_a_content_length_that_is_not_ascii_digits_is_400_or_401(panel, engine, caplog, digit, token):
+    caplog.set_level("INFO", logger="vcamd.panel")
+    caplog.clear()
+    answer = raw_request(panel, f"POST /api/quality HTTP/1.0\r\nContent-Type: application/json\r\n"
+                                f"Origin: http://127.0.0.1:{panel.port}\r\nContent-Length: {digit}\r\n", b'{"level": "low_res"}',
+                         token=token)
+    assert status_of(answer) == (400 if token else 401)
+    if token:
+        assert b"bad Content-Length" in answer
+    lines = panel_lines(caplog)
+    assert len(lines) == 1 and lines[0].exc_info is None, [r.getMessage() for r in lines]
+    assert engine.quality is None
+
+
+def test_deeply_nested_json_is_400_not_a_recursion_error(panel, engine, caplog):
+    caplog.set_level("INFO", logger="vcamd.panel")
+    body = b"[" * 30_000 + b"]" * 30_000  # 60 KB: under the JSON size bound
+    answer = raw_request(panel, f"POST /api/quality HTTP/1.0\r\nContent-Type: application/json\r\n"
+                                f"Content-Length: {len(body)}\r\n", body)
+    assert status_of(answer) == 400 and b"nested too deeply" in answer
+    lines = panel_lines(caplog)
+    assert len(lines) == 1 and lines[0].exc_info is None
+    assert engine.quality is None
+
+
+@pytest.mark.parametrize("route", ["/api/quality", "/api/face?consent=yes"])
+@pytest.mark.parametrize("close_write", [True, False])
+def test_a_body_shorter_than_its_content_length_is_4xx(start_panel, engine, caplog, route, close_write):
+    panel = start_panel(request_timeout_s=0.5)
+    caplog.set_level("INFO", logger="vcamd.panel")
+    caplog.clear()
+    kind = "application/json" if route == "/api/quality" else "image/png"
+    answer = raw_request(panel, f"POST {route} HTTP/1.0\r\nContent-Type: {kind}\r\nContent-Length: 100\r\n",
+                         b'{"level": ', close_write=close_write)
+    assert status_of(answer) in (400, 408), answer
+    assert (b"ended after" if close_write else b"stalled") in answer
+    lines = panel_lines(caplog)
+    assert len(lines) == 1 and lines[0].exc_info is None, [r.getMessage() for r in lines]
+    assert engine.quality is None and engine.face_calls == 0
