@@ -39,9 +39,9 @@ from urllib.parse import parse_qs
 
 from vcamd.config import PanelConfig
 from vcamd.control.protocol import Controllable, parse_quality
-from vcamd.errors import VcamdError
+from vcamd.errors import FaceError, VcamdError
 from vcamd.jsonable import to_jsonable
-from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, store_upload
+from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, naming_upload, store_upload
 from vcamd.panel.history import StatusHistory
 from vcamd.panel.security import (
     LOOPBACK,
@@ -55,6 +55,7 @@ from vcamd.panel.security import (
     session_cookie,
 )
 from vcamd.panel.video import JpegFeed
+from vcamd.photo_lane import PhotoLaneBusy
 from vcamd.quality import quality_names
 
 log = logging.getLogger(__name__)
@@ -242,12 +243,16 @@ class PanelServer:
         self._use_face(recent[raw])
 
     def use_uploaded_face(self, body: Any, length: int, name: str) -> None:
-        kept, is_new = store_upload(body, length, self.faces_dir, name)
+        kept, is_new = store_upload(body, length, self.faces_dir, name)  # checked from its header only
         try:
-            self._use_face(kept)
-        except BaseException:
+            self._use_face(kept)  # the engine decodes it, in the daemon's one photo lane (busy: PhotoLaneBusy)
+        except FaceError as err:
             if is_new:
                 kept.unlink(missing_ok=True)  # a photo the engine refused is not kept
+            raise naming_upload(err, kept, name) from None
+        except BaseException:
+            if is_new:
+                kept.unlink(missing_ok=True)
             raise
 
     def _use_face(self, path: Path) -> None:
@@ -478,6 +483,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._refuse(Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(err)), route)
         except HttpError as err:
             return self._refuse(Refusal(err.status, str(err)), route)
+        except PhotoLaneBusy as err:  # another surface's photo is being read: no queue of photos in memory
+            return self._refuse(Refusal(HTTPStatus.SERVICE_UNAVAILABLE, str(err)), route, {"Retry-After": "1"})
         except VcamdError as err:  # the user's problem (a photo without a face, an unknown level): say it
             log.info("control page: %s refused: %s", route, err)
             return self._json(HTTPStatus.BAD_REQUEST, {"error": str(err)})
