@@ -307,11 +307,19 @@ def test_a_recent_face_is_picked_and_nothing_else(panel, engine, http, assets, r
 # ---- bounded resources --------------------------------------------------------------------------
 
 
-def test_connections_are_capped_and_freed(start_panel, http, wait):
+def hold_owner_slot(panel) -> socket.socket:
+    """A request with the token whose body never comes: it holds an owner's slot until closed."""
+    sock = socket.create_connection(("127.0.0.1", panel.port))
+    sock.sendall(f"POST /api/quality HTTP/1.0\r\nHost: 127.0.0.1:{panel.port}\r\nAuthorization: Bearer {panel.token}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n".encode())
+    return sock
+
+
+def test_owner_connections_are_capped_and_freed(start_panel, http, wait):
     panel = start_panel(max_connections=3, request_timeout_s=30.0)
-    idle = [socket.create_connection(("127.0.0.1", panel.port)) for _ in range(3)]
+    held = [hold_owner_slot(panel) for _ in range(3)]
     try:
-        # The three idle connections hold every slot: the next one is told so at once.
+        # The three stalled requests hold every owner's slot: the next one is told so at once.
         def busy():
             try:
                 return http(panel, "GET", "/api/status", timeout_s=5).status == 503
@@ -319,9 +327,62 @@ def test_connections_are_capped_and_freed(start_panel, http, wait):
                 return False
         wait(busy, "a 503 while every connection slot is taken")
     finally:
+        for sock in held:
+            sock.close()
+    wait(lambda: http(panel, "GET", "/api/status").status == 200, "service once the stalled requests closed")
+
+
+def idle_sockets(panel, count: int, first_bytes: bytes = b"") -> list[socket.socket]:
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", panel.port), timeout=30)
+        if first_bytes:
+            sock.sendall(first_bytes)
+        sockets.append(sock)
+    return sockets
+
+
+@pytest.mark.parametrize("first_bytes", [b"", b"GET /api/status HTTP/1.0\r\nHost: 127.0.0.1\r\nX-Slow: "],
+                         ids=["silent", "slowloris"])
+@pytest.mark.parametrize("count", [40, 200])
+def test_idle_connections_without_the_token_cannot_starve_the_owner(start_panel, http, wait, first_bytes, count):
+    """Issue 27 item 6: 40 idle connections, no token needed, made every page request answer 503.
+    Connections get a slot only once their head says whose they are; the idle ones wait without
+    one (and make room for new ones past `max_pending`), then are dropped after head_timeout_s."""
+    panel = start_panel(request_timeout_s=30.0, head_timeout_s=20.0)
+    idle = idle_sockets(panel, count, first_bytes)
+    try:
+        assert http(panel, "GET", "/api/status").status == 200
+        answer = http(panel, "POST", "/api/off")
+        assert answer.status == 200 and answer.json()["status"]["enabled"] is False
+    finally:
         for sock in idle:
             sock.close()
-    wait(lambda: http(panel, "GET", "/api/status").status == 200, "service once the idle connections closed")
+
+
+def test_tokenless_requests_fill_only_the_guests_pool(start_panel, http, engine):
+    """Tokenless requests whose bodies never come hold the guests' threads, not the owner's."""
+    panel = start_panel(request_timeout_s=30.0, head_timeout_s=20.0, max_guests=2)
+    head = (f"POST /api/off HTTP/1.0\r\nHost: 127.0.0.1:{panel.port}\r\nContent-Length: 100\r\n\r\n").encode()
+    guests = idle_sockets(panel, 40, head)
+    try:
+        assert http(panel, "GET", "/api/status").status == 200
+        assert http(panel, "GET", "/api/status", auth=None).status in (401, 503)  # a guest: its own pool
+        assert engine.enabled is True
+    finally:
+        for sock in guests:
+            sock.close()
+
+
+def test_a_head_that_never_completes_is_dropped_with_408(start_panel):
+    panel = start_panel(head_timeout_s=0.5)
+    with socket.create_connection(("127.0.0.1", panel.port)) as sock:
+        sock.settimeout(30)
+        sock.sendall(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 408 ") and b"no complete request head" in answer
 
 
 def test_a_client_that_sends_nothing_is_dropped(start_panel):

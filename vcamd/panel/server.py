@@ -14,9 +14,11 @@ Routes (every one behind the rules of `vcamd.panel.security`):
                            or {"recent": "/path/from/recent_faces", "consent": true}
     every other POST answers like GET /api/status; errors are {"error": "one line"} with a 4xx/5xx status.
 
-HTTP/1.0, one request per connection, at most `max_connections` served at once (the rest get
-503 at once, so a forgotten tab or a flood cannot pile up threads); a client that stops reading
-or sending is dropped after `request_timeout_s`.
+HTTP/1.0, one request per connection. A connection gets a thread only once its request head has
+arrived (within `head_timeout_s`), in the pool of its purpose (`vcamd.panel.gate`): at most
+`max_connections` with the token, `max_guests` without (the rest get 503 at once), so neither a
+forgotten tab nor a flood of idle or tokenless connections can pile up threads or starve the
+owner; an owner's client that stops reading or sending is dropped after `request_timeout_s`.
 """
 
 from __future__ import annotations
@@ -26,12 +28,11 @@ import errno
 import json
 import logging
 import re
-import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,6 +43,7 @@ from vcamd.control.protocol import Controllable, parse_quality
 from vcamd.errors import FaceError, VcamdError
 from vcamd.jsonable import to_jsonable
 from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, naming_upload, store_upload
+from vcamd.panel.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
 from vcamd.panel.history import StatusHistory
 from vcamd.panel.security import (
     LOOPBACK,
@@ -123,15 +125,19 @@ class PanelServer:
         history_period_s: float = 1.0,
         max_connections: int = 16,
         max_streams: int = 4,
+        max_guests: int = 4,
         request_timeout_s: float = 10.0,
+        head_timeout_s: float = 5.0,
     ) -> None:
         self.target = target
         self.cfg = cfg
         self.faces_dir = faces_dir
         self.recent_faces = recent_faces
         self.max_streams = max_streams
-        self.max_connections = max_connections
+        self.max_connections = max_connections  # requests with the token, served at once
+        self.max_guests = max_guests  # requests without it (401s, logins), in a pool of their own
         self.request_timeout_s = request_timeout_s
+        self.head_timeout_s = head_timeout_s  # for the request line and headers, and for guests
         self.access = PageAccess()
         self.feed = JpegFeed(target.latest_frame, cfg.video_fps)
         # 60 samples: one minute at the default one a second (tests sample faster).
@@ -320,56 +326,27 @@ def open_panel(engine: Controllable, cfg: Any) -> Iterator[Controllable]:
 # ---- HTTP ---------------------------------------------------------------------------------------
 
 
-class _PanelHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True  # a stuck client must never keep the daemon from exiting
-    block_on_close = False
-    request_queue_size = 32
+class _PanelHTTPServer(GatedHTTPServer):
+    """Owners (the token, as Bearer or cookie) and guests (everything else) in pools of their own:
+    see `vcamd.panel.gate`."""
 
     def __init__(self, panel: PanelServer) -> None:
         self.panel = panel
-        self._slots = threading.BoundedSemaphore(panel.max_connections)
-        super().__init__((LOOPBACK, panel.cfg.port), _Handler)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.panel.refused(HTTPStatus.SERVICE_UNAVAILABLE)
-            _answer_busy(request)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
+        def classify(method: str, target: str, headers: dict[str, str]) -> str:
+            return OWNER if panel.access.allows(headers, panel.port) else GUEST
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
+        super().__init__((LOOPBACK, panel.cfg.port), _Handler, classify=classify,
+                         limits={OWNER: panel.max_connections, GUEST: panel.max_guests},
+                         read_timeouts={OWNER: panel.request_timeout_s, GUEST: min(panel.request_timeout_s, panel.head_timeout_s)},
+                         head_timeout_s=panel.head_timeout_s, on_refused=lambda status: panel.refused(HTTPStatus(status)))
 
 
-def _answer_busy(request: socket.socket) -> None:
-    """503 from the accepting thread, without a handler thread: read what came, answer, close."""
-    body = b"too many connections to the control page; close other tabs or try again\n"
-    head = (f"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\n\r\n").encode("ascii")
-    with contextlib.suppress(OSError):
-        request.settimeout(0.2)
-        with contextlib.suppress(OSError):
-            request.recv(64 * 1024)
-        request.sendall(head + body)
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GatedHandler, BaseHTTPRequestHandler):
     server: _PanelHTTPServer
     protocol_version = "HTTP/1.0"
     server_version = "FaceLive-panel"
     sys_version = ""
-
-    def setup(self) -> None:
-        self.timeout = self.server.panel.request_timeout_s  # a client that stalls is dropped
-        super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class names it so)
         log.debug("panel %s: " + format, self.client_address[0], *args)
