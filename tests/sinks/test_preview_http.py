@@ -197,6 +197,17 @@ def test_another_web_page_cannot_read_the_preview(preview):
     assert info.value.code == 403
 
 
+def test_idle_connections_without_the_token_cannot_starve_the_owner(preview):
+    """As the control page's (issue 27 item 6): idle connections wait for their head without a thread."""
+    idle = [socket.create_connection(("127.0.0.1", preview.port), timeout=30) for _ in range(60)]
+    try:
+        with urllib.request.urlopen(authed(preview, preview.url + "stats.json"), timeout=10) as r:
+            assert r.status == 200
+    finally:
+        for sock in idle:
+            sock.close()
+
+
 def non_loopback_address() -> str | None:
     """This machine's address on its default route (no packet is sent), if it has one."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
@@ -28,6 +28,7 @@ from vcamd.config import Config, PreviewConfig
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
 from vcamd.live.newest import NewestSlot
+from vcamd.panel.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
 from vcamd.panel.security import SECURITY_HEADERS, PageAccess, check_fetch_site, session_cookie
 from vcamd.sinks.base import fit_to_size
 from vcamd.types import Frame
@@ -53,15 +54,23 @@ PAGE_HEADERS = {**SECURITY_HEADERS, "Content-Security-Policy": "frame-ancestors 
 """The control page's headers, but the preview page has inline code of its own."""
 
 
-class _PreviewServer(ThreadingHTTPServer):
-    daemon_threads = True  # a stuck client must never keep the daemon from exiting
-    sink: "PreviewSink"
+class _PreviewServer(GatedHTTPServer):
+    """Owners (the token) and guests in pools of their own, as the control page's (`vcamd.panel.gate`)."""
+
+    def __init__(self, address: tuple[str, int], sink: "PreviewSink") -> None:
+        self.sink = sink
+
+        def classify(method: str, target: str, headers: dict[str, str]) -> str:
+            return OWNER if sink.access.allows(headers, sink.port) else GUEST
+
+        # A viewer that stops reading is dropped after 10 s instead of pinning a thread.
+        super().__init__(address, _PreviewHandler, classify=classify, limits={OWNER: 16, GUEST: 4},
+                         read_timeouts={OWNER: 10.0, GUEST: 5.0})
 
 
-class _PreviewHandler(BaseHTTPRequestHandler):
+class _PreviewHandler(GatedHandler, BaseHTTPRequestHandler):
     server: _PreviewServer
     protocol_version = "HTTP/1.0"
-    timeout = 10.0  # socket timeout: a viewer that stops reading is dropped instead of pinning a thread
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class names it so)
         log.debug("preview %s: " + format, self.client_address[0], *args)
@@ -199,7 +208,7 @@ class PreviewSink:
         if self._state == "closed":
             raise RuntimeError("PreviewSink cannot be reopened after close(); build a new one")
         try:
-            server = _PreviewServer((self.HOST, self._port_wanted), _PreviewHandler)
+            server = _PreviewServer((self.HOST, self._port_wanted), self)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise VcamdError(
@@ -210,7 +219,6 @@ class PreviewSink:
                 f"cannot listen on {self.HOST}:{self._port_wanted} for the preview ({exc.strerror or exc})",
                 fix="set [preview] port to a port above 1024, or to 0 to pick any free port",
             ) from None
-        server.sink = self
         self._server = server
         self.port = server.server_address[1]
         self._state = "open"
