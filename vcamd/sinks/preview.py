@@ -228,7 +228,7 @@ class PreviewSink:
         ]
         for thread in self._threads:
             thread.start()
-        log.info("preview page: %s", self.url)
+        log.info("preview page: %s (it needs a login: the tray's \"Open control page\" opens it with a one-time code)", self.url)
 
     def login_url(self) -> str | None:
         """An address that logs a browser in once (a one-time code: safe on a command line); None unless open."""
