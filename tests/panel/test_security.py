@@ -12,6 +12,7 @@ from http.cookies import SimpleCookie
 from urllib.parse import quote
 
 import pytest
+from support.users import as_another_user, needs_root
 
 from vcamd.panel.faces import MAX_UPLOAD_BYTES
 
@@ -460,3 +461,36 @@ def test_a_body_shorter_than_its_content_length_is_4xx(start_panel, engine, capl
     lines = panel_lines(caplog)
     assert len(lines) == 1 and lines[0].exc_info is None, [r.getMessage() for r in lines]
     assert engine.quality is None and engine.face_calls == 0
+
+
+# ---- another local user (issue 27 items 1 and 2: the class is "another user reaches the page") ----
+
+
+@needs_root
+def test_another_local_user_is_refused_even_with_the_token_or_a_code(panel, engine):
+    """Whatever another user has read (a token, a one-time code on a command line), their
+    connection is refused: the kernel's socket table says whose the client socket is."""
+    host = f"Host: 127.0.0.1:{panel.port}\r\n"
+    with_token = f"POST /api/off HTTP/1.0\r\n{host}Authorization: Bearer {panel.token}\r\n\r\n".encode()
+    assert as_another_user(panel.port, with_token).startswith(b"HTTP/1.0 403 ")
+    code = panel.login_url().partition("code=")[2]
+    assert as_another_user(panel.port, f"GET /?code={code} HTTP/1.0\r\n{host}\r\n".encode()).startswith(b"HTTP/1.0 403 ")
+    assert engine.enabled is True
+    assert panel.access.redeem(code)  # the code was not used up by the refused attempt
+
+
+def test_the_peer_uid_of_a_loopback_connection_is_read_from_the_socket_table():
+    import os
+
+    from vcamd.panel.gate import loopback_peer_uid
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        with socket.create_connection(server.getsockname()) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                expected = os.geteuid() if os.path.exists("/proc/net/tcp") else None
+                assert loopback_peer_uid(accepted) == expected
+                assert loopback_peer_uid(accepted, tables=("/nonexistent",)) is None
+        assert client.fileno() == -1

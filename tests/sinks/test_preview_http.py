@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import cv2
 import numpy as np
 import pytest
+from support.users import as_another_user, needs_root
 
 from vcamd.errors import VcamdError
 from vcamd.quality import Level
@@ -206,6 +207,17 @@ def test_idle_connections_without_the_token_cannot_starve_the_owner(preview):
     finally:
         for sock in idle:
             sock.close()
+
+
+@needs_root
+def test_another_local_user_gets_nothing_even_with_the_token(preview, publisher, solid):
+    stop = publisher(preview, solid(160, 120, BGR))
+    try:
+        request = (f"GET /snapshot.jpg HTTP/1.0\r\nHost: 127.0.0.1:{preview.port}\r\n"
+                   f"Authorization: Bearer {preview.access.token}\r\n\r\n").encode()
+        assert as_another_user(preview.port, request).startswith(b"HTTP/1.0 403 ")
+    finally:
+        stop.set()
 
 
 def non_loopback_address() -> str | None:

@@ -14,10 +14,16 @@ control socket still worked. Here:
   or GUEST (everything else: a 401, a login with a one-time code), so a flood of guests fills only
   the guests' pool; a full pool is answered 503 from the selector thread;
 - the handler reads the head from what the selector buffered (no second wait on the client).
+
+And before any of it, a connection from another local user's process is refused (403): the page
+listens on 127.0.0.1, where every user can connect, so the kernel's socket table
+(`/proc/net/tcp`, where it exists) says whose the client socket is — as the control socket's
+SO_PEERCRED does. Then neither a token nor a one-time code read elsewhere lets another user in.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import selectors
 import socket
@@ -138,6 +144,10 @@ class GatedHTTPServer(ThreadingHTTPServer):
             if len(self._waiting) >= self.max_pending:
                 # The longest-waiting one makes room: it had its chance; the new one may be the owner.
                 self._drop(min(self._waiting.values(), key=lambda w: w.deadline))
+            uid = loopback_peer_uid(sock)
+            if uid is not None and uid != os.geteuid():
+                self._say_and_close(sock, 403, "Forbidden", f"refused: uid {uid} is not this page's user")
+                continue
             waiting = _Waiting(sock, address, time.monotonic() + self.head_timeout_s)
             try:
                 self._selector.register(sock, selectors.EVENT_READ, None)
@@ -306,6 +316,34 @@ class GatedHandler:
         self.timeout = self.server.read_timeouts[self.purpose]  # type: ignore[attr-defined]
         super().setup()  # type: ignore[misc]
         self.rfile = BufferedHead(head, self.rfile)  # type: ignore[has-type]
+
+
+PROC_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+TCP_TIME_WAIT = "06"
+
+
+def loopback_peer_uid(sock: socket.socket, tables: tuple[str, ...] = PROC_TCP_TABLES) -> int | None:
+    """The uid owning the other end of a loopback TCP connection, from the kernel's socket table
+    (Linux); None where it cannot be told (no such table, the client already gone)."""
+    try:
+        our_port = sock.getsockname()[1]
+        their_port = sock.getpeername()[1]
+    except OSError:
+        return None
+    wanted = (f":{their_port:04X}", f":{our_port:04X}")
+    for table in tables:
+        try:
+            with open(table, encoding="ascii") as lines:
+                next(lines, None)  # the header
+                for line in lines:
+                    fields = line.split()
+                    # sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...
+                    if (len(fields) > 7 and fields[1].endswith(wanted[0]) and fields[2].endswith(wanted[1])
+                            and fields[3] != TCP_TIME_WAIT):  # a closed socket's leftover is nobody's (uid 0)
+                        return int(fields[7])
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _head_end(data: bytearray) -> int:
