@@ -7,6 +7,7 @@ what to do: missing, a folder, empty, not an image, animated, absurdly large, un
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -22,8 +23,18 @@ MAX_PIXELS = 64_000_000
 MAX_FILE_BYTES = 200 * 1024 * 1024
 
 
-def read_image(path: Path | str, what: str = "image") -> Frame:
-    """Decode a still photo to an H×W×3 uint8 BGR frame, or raise FaceError saying why not."""
+@dataclass(frozen=True, slots=True)
+class ImageHeader:
+    """What a photo's header says, read without decoding a pixel."""
+
+    width: int
+    height: int
+    format: str  # Pillow's name: "JPEG", "PNG", ...
+
+
+def probe_image(path: Path | str, what: str = "image") -> ImageHeader:
+    """Every check `read_image` makes before decoding — from the file and its header only, so a
+    decompression bomb, an animation or a non-image costs no memory — or FaceError saying why not."""
     path = Path(path).expanduser()
     if not path.exists():
         raise FaceError(f"{what} {path} does not exist", fix="check the path")
@@ -34,8 +45,8 @@ def read_image(path: Path | str, what: str = "image") -> Frame:
         raise FaceError(f"{what} {path} is empty (0 bytes)", fix="give a JPEG or PNG photo")
     if size > MAX_FILE_BYTES:
         raise FaceError(f"{what} {path} is {size / 1e6:.0f} MB", fix="use a photo under 200 MB")
-    # Read the header with Pillow first: it tells the pixel count and frame count without decoding,
-    # so a decompression bomb or an animation is refused before any pixels are allocated.
+    # Pillow opens lazily: the pixel count and frame count come from the header, before any
+    # pixels are allocated.
     try:
         with warnings.catch_warnings():
             # Pillow warns about huge headers; the size check below refuses them with a clear error.
@@ -43,6 +54,7 @@ def read_image(path: Path | str, what: str = "image") -> Frame:
             with Image.open(path) as probe:
                 width, height = probe.size
                 frames = getattr(probe, "n_frames", 1)
+                kind = str(probe.format)
     except UnidentifiedImageError:  # Pillow's words repeat the path in quotes; say what is wrong instead
         raise FaceError(f"{what} {path} is not a readable image (not a format Pillow knows)", fix="give a JPEG or PNG photo") from None
     except (OSError, SyntaxError, ValueError) as exc:
@@ -59,6 +71,14 @@ def read_image(path: Path | str, what: str = "image") -> Frame:
         )
     if frames > 1:
         raise FaceError(f"{what} {path} is animated ({frames} frames)", fix="use a still photo (JPEG or PNG)")
+    return ImageHeader(width, height, kind)
+
+
+def read_image(path: Path | str, what: str = "image") -> Frame:
+    """Decode a still photo to an H×W×3 uint8 BGR frame, or raise FaceError saying why not.
+    The header is checked first (`probe_image`): nothing over MAX_PIXELS is ever decoded."""
+    path = Path(path).expanduser()
+    probe_image(path, what)
     data = np.fromfile(path, dtype=np.uint8)
     try:
         image = cv2.imdecode(data, cv2.IMREAD_COLOR)

@@ -236,3 +236,91 @@ def test_a_missing_source_face_is_logged_as_such_not_as_a_model_failure(live_con
     assert "swap model failed" not in text
     assert stats["frames"]["swapped"] == 0 and stats["frames"]["passthrough"] == 0
     assert "no source face" in engine.status()["config_error"]
+
+
+# ---- one photo lane for every surface (issue 27 item 3) ------------------------------------------
+
+
+def post_photo(panel, photo: bytes):
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", panel.port, timeout=60)
+    try:
+        conn.request("POST", "/api/face?consent=yes&name=me.png", body=photo,
+                     headers={"Authorization": f"Bearer {panel.token}", "Host": f"127.0.0.1:{panel.port}"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def test_one_photo_lane_for_the_socket_the_page_and_the_engine(start, other_face, newton, tmp_path):
+    """Sixteen concurrent page uploads of a small PNG that decodes to 64 MP took the daemon from
+    0.5 to 4.5–5.9 GB: the socket read one photo at a time, the page bypassed that lane. Now while
+    one photo is being read, every surface is told "busy" at once, and nothing queues a photo."""
+    import contextlib
+    import tempfile
+
+    from vcamd.config import PanelConfig
+    from vcamd.control.client import ControlClient
+    from vcamd.control.server import ControlServer
+    from vcamd.errors import VcamdError
+    from vcamd.panel import PanelServer
+
+    run = start()
+    engine = run.engine
+    real = engine.faces.set_source_face
+    reading, release = threading.Event(), threading.Event()
+
+    def slow(path):
+        reading.set()
+        release.wait(30)
+        return real(path)
+
+    engine.faces.set_source_face = slow
+    def first_read() -> None:
+        with contextlib.suppress(VcamdError):  # "still being read after 8 s" on a busy machine: fine here
+            engine.set_source_face(other_face)
+
+    first = threading.Thread(target=first_read, daemon=True)
+    first.start()
+    assert reading.wait(15)
+    runtime = Path(tempfile.mkdtemp(prefix="vl-", dir="/tmp")) / "rt"  # short: a Unix socket path must fit
+    with PanelServer(engine, PanelConfig(), faces_dir=tmp_path / "faces") as panel, ControlServer(engine, runtime):
+        with pytest.raises(VcamdError, match="busy: another source face photo is being loaded"):
+            engine.set_source_face(other_face)  # the tray, in-process
+        with pytest.raises(VcamdError, match="busy: another source face photo is being loaded"):
+            ControlClient(runtime).set_source_face(other_face)  # `vcamd set-face`
+        photo = cv2.imencode(".png", newton)[1].tobytes()
+        status, body = post_photo(panel, photo)  # the control page
+        assert status == 503 and b"busy: another source face photo" in body
+        assert not (tmp_path / "faces").exists() or not list((tmp_path / "faces").iterdir())  # not kept
+        release.set()
+        first.join(30)
+        wait_for(lambda: not engine.photo_lane.busy, what="the lane free once the read ended")
+        status, body = post_photo(panel, photo)
+        assert status == 200, body
+    run.stop()
+
+
+def test_the_page_never_decodes_a_photo_on_its_own_thread(start, newton, tmp_path, monkeypatch):
+    """The page checks an upload from its header only; the one decode happens on the engine's
+    face-loader thread, inside the lane (before: a full decode per upload on each HTTP thread)."""
+    from vcamd.config import PanelConfig
+    from vcamd.panel import PanelServer
+
+    run = start()
+    engine = run.engine
+    real_imdecode = cv2.imdecode
+    decoded_on: list[str] = []
+
+    def recording(*args, **kwargs):
+        decoded_on.append(threading.current_thread().name)
+        return real_imdecode(*args, **kwargs)
+
+    monkeypatch.setattr(cv2, "imdecode", recording)
+    with PanelServer(engine, PanelConfig(), faces_dir=tmp_path / "faces") as panel:
+        status, body = post_photo(panel, cv2.imencode(".png", newton)[1].tobytes())
+    assert status == 200, body
+    assert decoded_on == ["face-loader"]
+    run.stop()

@@ -245,11 +245,11 @@ def test_a_failing_status_leaves_a_gap_not_a_dead_sampler():
 # ---- how users get the URL ----------------------------------------------------------------------
 
 
-def test_the_control_socket_status_carries_the_panel_url(panel, engine, runtime_dir):
+def test_the_control_socket_status_carries_the_panel_url_and_token(panel, engine, runtime_dir):
     with ControlServer(WithPanelUrl(engine, panel), runtime_dir):
         status = ControlClient(runtime_dir).status()
-        assert status["panel_url"] == panel.url
-        assert panel.url == f"http://127.0.0.1:{panel.port}/?token={panel.token}"
+        assert status["panel_url"] == panel.base_url == f"http://127.0.0.1:{panel.port}/"  # no secret in it
+        assert status["panel_token"] == panel.token  # for Bearer scripts, over the private socket
         ControlClient(runtime_dir).set_enabled(False)
         assert engine.enabled is False  # the wrapper drives the same engine
 
@@ -261,21 +261,38 @@ def run_vcamd(runtime: Path, *args: str, env: dict[str, str] | None = None):
                           env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime), **(env or {})})
 
 
-def test_vcamd_panel_prints_and_opens_the_url(panel, engine, runtime_dir, tmp_path, http):
-    opened = tmp_path / "opened.txt"
+def test_vcamd_panel_gives_the_browser_a_one_time_url_and_never_the_token(panel, engine, runtime_dir, tmp_path, http):
+    """Issue 27 item 1: the browser's command line (and xdg-open's) is readable by every local
+    user in /proc/PID/cmdline, and so is its environment to root; the token goes in neither."""
+    opened, environment = tmp_path / "opened.txt", tmp_path / "environ.txt"
     fake_browser = tmp_path / "browser.sh"
-    fake_browser.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {opened}\n')
+    fake_browser.write_text(f'#!/bin/sh\nprintf "%s" "$*" > {opened}\nenv > {environment}\n')
     fake_browser.chmod(0o755)
     with ControlServer(WithPanelUrl(engine, panel), runtime_dir):
         printed = run_vcamd(runtime_dir, "panel", "--print")
         assert printed.returncode == 0, printed.stderr
-        assert printed.stdout.strip() == panel.url
+        assert printed.stdout.strip().startswith(f"{panel.base_url}?code=")
         shown = run_vcamd(runtime_dir, "panel", env={"BROWSER": f"{fake_browser} %s"})
         assert shown.returncode == 0, shown.stderr
-        assert opened.read_text() == panel.url
-    # The URL the browser got really opens the page.
-    path = panel.url.split(str(panel.port), 1)[1]
+        url = opened.read_text()
+    assert url.startswith(f"{panel.base_url}?code=") and url != printed.stdout.strip()  # a new code each time
+    assert panel.token not in url and panel.token not in environment.read_text()
+    assert panel.token not in printed.stdout + shown.stdout + shown.stderr
+    # The URL the browser got really opens the page — once.
+    path = url.split(str(panel.port), 1)[1]
     assert http(panel, "GET", path, auth=None).status == 303
+    assert http(panel, "GET", path, auth=None).status == 401
+
+
+def test_the_trays_open_control_page_gets_a_one_time_url(panel, engine, http):
+    from vcamd.tray import TrayApp
+
+    opened: list[str] = []
+    app = TrayApp(WithPanelUrl(engine, panel), open_url=opened.append, notify=lambda *a: None,
+                  run_in_background=lambda fn: fn())
+    app.open_panel()
+    assert len(opened) == 1 and opened[0].startswith(f"{panel.base_url}?code=") and panel.token not in opened[0]
+    assert http(panel, "GET", opened[0].split(str(panel.port), 1)[1], auth=None).status == 303
 
 
 def test_vcamd_panel_without_a_page_or_a_daemon_says_so(engine, runtime_dir):
@@ -293,7 +310,7 @@ def test_open_panel_follows_the_config(engine, tmp_path, http):
         assert served is engine and "panel_url" not in served.status()
     with open_panel(engine, config_from_dict({})) as served:
         url = served.status()["panel_url"]
-        assert url.startswith("http://127.0.0.1:") and "?token=" in url
+        assert url.startswith("http://127.0.0.1:") and "?" not in url and served.status()["panel_token"]
     with pytest.raises(OSError):  # closed with the block
         socket.create_connection(("127.0.0.1", int(url.split(":")[2].split("/")[0])), timeout=5).close()
 

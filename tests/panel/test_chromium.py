@@ -1,6 +1,6 @@
 """The control page in a real browser (Debian's headless chromium, driven over DevTools).
 
-- The tokened URL logs in (HttpOnly cookie, token gone from the address bar); the page shows the
+- The one-time login URL logs in (HttpOnly cookie, code gone from the address bar); the page shows the
   live video, the status, the chart, the watchdog's transitions and the config error; real mouse
   clicks switch the swap off, hide the badge, upload a source face with the consent box.
 - A page on another origin (a second local server, another port) that fetches and form-POSTs to
@@ -58,10 +58,10 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
     engine.config_error = a_config_error()
     panel = start_panel(history_period_s=0.1)  # the minute's 60 samples fill in 6 s
     page = browser().new_page(1280, 1150)
-    page.goto(panel.url)
+    page.goto(panel.login_url())
     page.wait("location.pathname === '/' && document.getElementById('state')?.textContent === 'running'",
               "the page, showing the engine's state")
-    assert page.eval("location.href") == panel.base_url  # the token left the address bar…
+    assert page.eval("location.href") == panel.base_url  # the code left the address bar…
     assert page.eval("document.cookie") == ""  # …into a cookie no script can read
     page.wait("document.getElementById('video').naturalWidth === 768"
               " && getComputedStyle(document.getElementById('video-wait')).display === 'none'",
@@ -217,7 +217,7 @@ def attack_site():
 def test_a_page_on_another_origin_cannot_drive_it(browser, panel, engine, attack_site, wait):
     chrome = browser()
     own = chrome.new_page()
-    own.goto(panel.url)  # the user has the control page open: the browser holds its cookie
+    own.goto(panel.login_url())  # the user has the control page open: the browser holds its cookie
     own.wait("document.getElementById('state')?.textContent === 'running'", "the control page")
     before = (engine.enabled, engine.quality, engine.badge, engine.source_face, engine.face_calls)
     refused_before = panel.refusals[403]
@@ -244,7 +244,7 @@ def test_a_page_on_another_origin_cannot_drive_it(browser, panel, engine, attack
 def test_a_rebound_host_name_gets_nothing(browser, panel, engine):
     chrome = browser("--host-resolver-rules=MAP rebind.test 127.0.0.1")
     page = chrome.new_page()
-    page.goto(f"http://rebind.test:{panel.port}/?token={panel.token}")  # even with the token itself
+    page.goto(f"http://rebind.test:{panel.port}/?code={panel.access.one_time_code()}")  # even with a live code
     page.wait("document.readyState === 'complete' && document.body?.textContent.includes('refused')", "the refusal")
     assert "is not this control page's address" in page.eval("document.body.textContent")
     assert page.eval("document.getElementById('video')") is None

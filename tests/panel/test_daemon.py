@@ -96,10 +96,11 @@ def test_vcamd_run_serves_the_control_page(daemon, wait):
     status = wait(lambda: (s := json.loads(vcamd(runtime, "status", "--json").stdout))["providers"] and s,
                   "the face models loaded (providers known)")
     url = urlsplit(status["panel_url"])
-    assert url.scheme == "http" and url.hostname == "127.0.0.1" and url.path == "/"
-    token = url.query.removeprefix("token=")
+    assert url.scheme == "http" and url.hostname == "127.0.0.1" and url.path == "/" and not url.query
+    token = status["panel_token"]
     assert len(token) >= 40
-    assert vcamd(runtime, "panel", "--print").stdout.strip() == status["panel_url"]
+    login = vcamd(runtime, "panel", "--print").stdout.strip()
+    assert login.startswith(status["panel_url"] + "?code=") and token not in login
 
     refused = request(url.port, "GET", "/api/status", "wrong")
     assert refused.status == 401

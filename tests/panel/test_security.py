@@ -12,6 +12,7 @@ from http.cookies import SimpleCookie
 from urllib.parse import quote
 
 import pytest
+from support.users import as_another_user, needs_root
 
 from vcamd.panel.faces import MAX_UPLOAD_BYTES
 
@@ -54,10 +55,12 @@ def test_a_wrong_token_is_refused_in_header_and_cookie(panel, engine, http):
     assert answer.status == 401 and engine.enabled is True
 
 
-def test_the_tokened_url_sets_a_strict_httponly_cookie_and_drops_the_token(panel, http):
-    answer = http(panel, "GET", f"/?token={panel.token}", auth=None)
+def test_the_login_url_sets_a_strict_httponly_cookie_and_carries_no_token(panel, http):
+    url = panel.login_url()
+    assert panel.token not in url  # what goes on the opener's command line is not the token
+    answer = http(panel, "GET", url.removeprefix(panel.base_url[:-1]), auth=None)
     assert answer.status == 303
-    assert answer.headers["Location"] == "/"  # the token leaves the address bar
+    assert answer.headers["Location"] == "/"  # the code leaves the address bar
     cookie = answer.headers["Set-Cookie"]
     attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
     assert {"httponly", "path"} <= attributes
@@ -69,8 +72,45 @@ def test_the_tokened_url_sets_a_strict_httponly_cookie_and_drops_the_token(panel
     assert page.status == 200 and b'id="video"' in page.body
 
 
-def test_an_old_tokened_url_is_refused(panel, http):
-    answer = http(panel, "GET", "/?token=not-the-token", auth=None)
+def test_a_login_url_works_once_and_is_worthless_afterwards(panel, engine, http):
+    """Issue 27 item 1: the address handed to the browser (on a command line every local user can
+    read) must not be a lasting secret. Once the browser used it, another user replaying it gets nothing."""
+    path = panel.login_url().removeprefix(panel.base_url[:-1])
+    assert http(panel, "GET", path, auth=None).status == 303  # the user's browser
+    replay = http(panel, "GET", path, auth=None)  # the other user, who read the command line
+    assert replay.status == 401 and "Set-Cookie" not in replay.headers
+    assert b"used already" in replay.body
+    # Nor does anything in the address work as a token.
+    code = path.partition("code=")[2]
+    assert http(panel, "POST", "/api/off", auth=None, headers={"Authorization": f"Bearer {code}"}).status == 401
+    assert engine.enabled is True
+
+
+def test_the_token_itself_in_the_address_logs_nobody_in(panel, http):
+    for path in (f"/?token={panel.token}", f"/?code={panel.token}"):
+        answer = http(panel, "GET", path, auth=None)
+        assert answer.status == 401 and "Set-Cookie" not in answer.headers
+
+
+def test_a_login_code_is_minted_only_for_the_token_holder(panel, http):
+    answer = http(panel, "POST", "/api/login-code")  # Bearer: a script, or `vcamd panel`
+    assert answer.status == 200 and answer.json()["url"].startswith(f"{panel.base_url}?code=")
+    assert http(panel, "POST", "/api/login-code", auth=None).status == 401
+    assert http(panel, "GET", answer.json()["url"].removeprefix(panel.base_url[:-1]), auth=None).status == 303
+
+
+def test_a_login_code_expires(panel, http, monkeypatch):
+    import vcamd.panel.security as security
+
+    path = panel.login_url().removeprefix(panel.base_url[:-1])
+    monkeypatch.setattr(security, "CODE_TTL_S", -1.0)  # codes minted from now on are born expired
+    late = panel.login_url().removeprefix(panel.base_url[:-1])
+    assert http(panel, "GET", late, auth=None).status == 401
+    assert http(panel, "GET", path, auth=None).status == 303  # the earlier one is still live
+
+
+def test_an_old_login_url_is_refused(panel, http):
+    answer = http(panel, "GET", "/?code=not-a-code", auth=None)
     assert answer.status == 401 and "Set-Cookie" not in answer.headers
     assert b"vcamd panel" in answer.body
 
@@ -269,11 +309,19 @@ def test_a_recent_face_is_picked_and_nothing_else(panel, engine, http, assets, r
 # ---- bounded resources --------------------------------------------------------------------------
 
 
-def test_connections_are_capped_and_freed(start_panel, http, wait):
+def hold_owner_slot(panel) -> socket.socket:
+    """A request with the token whose body never comes: it holds an owner's slot until closed."""
+    sock = socket.create_connection(("127.0.0.1", panel.port))
+    sock.sendall(f"POST /api/quality HTTP/1.0\r\nHost: 127.0.0.1:{panel.port}\r\nAuthorization: Bearer {panel.token}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n".encode())
+    return sock
+
+
+def test_owner_connections_are_capped_and_freed(start_panel, http, wait):
     panel = start_panel(max_connections=3, request_timeout_s=30.0)
-    idle = [socket.create_connection(("127.0.0.1", panel.port)) for _ in range(3)]
+    held = [hold_owner_slot(panel) for _ in range(3)]
     try:
-        # The three idle connections hold every slot: the next one is told so at once.
+        # The three stalled requests hold every owner's slot: the next one is told so at once.
         def busy():
             try:
                 return http(panel, "GET", "/api/status", timeout_s=5).status == 503
@@ -281,9 +329,62 @@ def test_connections_are_capped_and_freed(start_panel, http, wait):
                 return False
         wait(busy, "a 503 while every connection slot is taken")
     finally:
+        for sock in held:
+            sock.close()
+    wait(lambda: http(panel, "GET", "/api/status").status == 200, "service once the stalled requests closed")
+
+
+def idle_sockets(panel, count: int, first_bytes: bytes = b"") -> list[socket.socket]:
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", panel.port), timeout=30)
+        if first_bytes:
+            sock.sendall(first_bytes)
+        sockets.append(sock)
+    return sockets
+
+
+@pytest.mark.parametrize("first_bytes", [b"", b"GET /api/status HTTP/1.0\r\nHost: 127.0.0.1\r\nX-Slow: "],
+                         ids=["silent", "slowloris"])
+@pytest.mark.parametrize("count", [40, 200])
+def test_idle_connections_without_the_token_cannot_starve_the_owner(start_panel, http, wait, first_bytes, count):
+    """Issue 27 item 6: 40 idle connections, no token needed, made every page request answer 503.
+    Connections get a slot only once their head says whose they are; the idle ones wait without
+    one (and make room for new ones past `max_pending`), then are dropped after head_timeout_s."""
+    panel = start_panel(request_timeout_s=30.0, head_timeout_s=20.0)
+    idle = idle_sockets(panel, count, first_bytes)
+    try:
+        assert http(panel, "GET", "/api/status").status == 200
+        answer = http(panel, "POST", "/api/off")
+        assert answer.status == 200 and answer.json()["status"]["enabled"] is False
+    finally:
         for sock in idle:
             sock.close()
-    wait(lambda: http(panel, "GET", "/api/status").status == 200, "service once the idle connections closed")
+
+
+def test_tokenless_requests_fill_only_the_guests_pool(start_panel, http, engine):
+    """Tokenless requests whose bodies never come hold the guests' threads, not the owner's."""
+    panel = start_panel(request_timeout_s=30.0, head_timeout_s=20.0, max_guests=2)
+    head = (f"POST /api/off HTTP/1.0\r\nHost: 127.0.0.1:{panel.port}\r\nContent-Length: 100\r\n\r\n").encode()
+    guests = idle_sockets(panel, 40, head)
+    try:
+        assert http(panel, "GET", "/api/status").status == 200
+        assert http(panel, "GET", "/api/status", auth=None).status in (401, 503)  # a guest: its own pool
+        assert engine.enabled is True
+    finally:
+        for sock in guests:
+            sock.close()
+
+
+def test_a_head_that_never_completes_is_dropped_with_408(start_panel):
+    panel = start_panel(head_timeout_s=0.5)
+    with socket.create_connection(("127.0.0.1", panel.port)) as sock:
+        sock.settimeout(30)
+        sock.sendall(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.0 408 ") and b"no complete request head" in answer
 
 
 def test_a_client_that_sends_nothing_is_dropped(start_panel):
@@ -291,3 +392,106 @@ def test_a_client_that_sends_nothing_is_dropped(start_panel):
     with socket.create_connection(("127.0.0.1", panel.port)) as sock:
         sock.settimeout(30)
         assert sock.recv(1024) == b""  # the server closed it, instead of keeping a thread for ever
+
+
+# ---- malformed requests (issue 27 item 7): a 4xx and one log line, never a traceback --------------
+
+
+def raw_request(panel, head: str, body: bytes = b"", *, token: bool = True, close_write: bool = False) -> bytes:
+    """Send a hand-written request on a raw socket; return everything answered until the server closes."""
+    lines = [head.removesuffix("\r\n"), f"Host: 127.0.0.1:{panel.port}"]
+    if token:
+        lines.append(f"Authorization: Bearer {panel.token}")
+    with socket.create_connection(("127.0.0.1", panel.port), timeout=30) as sock:
+        sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8") + body)
+        if close_write:
+            sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def status_of(answer: bytes) -> int:
+    assert answer.startswith(b"HTTP/1.0 "), answer[:200]
+    return int(answer.split(b" ", 2)[1])
+
+
+def panel_lines(caplog) -> list:
+    return [r for r in caplog.records if r.name.startswith("vcamd.panel") and r.levelno >= 20]
+
+
+@pytest.mark.parametrize("digit", ["²", "³", "١٢", "1_0", "+5", " 12 3"])
+@pytest.mark.parametrize("token", [True, False])
+def test_a_content_length_that_is_not_ascii_digits_is_400_or_401(panel, engine, caplog, digit, token):
+    caplog.set_level("INFO", logger="vcamd.panel")
+    caplog.clear()
+    answer = raw_request(panel, f"POST /api/quality HTTP/1.0\r\nContent-Type: application/json\r\n"
+                                f"Origin: http://127.0.0.1:{panel.port}\r\nContent-Length: {digit}\r\n", b'{"level": "low_res"}',
+                         token=token)
+    assert status_of(answer) == (400 if token else 401)
+    if token:
+        assert b"bad Content-Length" in answer
+    lines = panel_lines(caplog)
+    assert len(lines) == 1 and lines[0].exc_info is None, [r.getMessage() for r in lines]
+    assert engine.quality is None
+
+
+def test_deeply_nested_json_is_400_not_a_recursion_error(panel, engine, caplog):
+    caplog.set_level("INFO", logger="vcamd.panel")
+    body = b"[" * 30_000 + b"]" * 30_000  # 60 KB: under the JSON size bound
+    answer = raw_request(panel, f"POST /api/quality HTTP/1.0\r\nContent-Type: application/json\r\n"
+                                f"Content-Length: {len(body)}\r\n", body)
+    assert status_of(answer) == 400 and b"nested too deeply" in answer
+    lines = panel_lines(caplog)
+    assert len(lines) == 1 and lines[0].exc_info is None
+    assert engine.quality is None
+
+
+@pytest.mark.parametrize("route", ["/api/quality", "/api/face?consent=yes"])
+@pytest.mark.parametrize("close_write", [True, False])
+def test_a_body_shorter_than_its_content_length_is_4xx(start_panel, engine, caplog, route, close_write):
+    panel = start_panel(request_timeout_s=0.5)
+    caplog.set_level("INFO", logger="vcamd.panel")
+    caplog.clear()
+    kind = "application/json" if route == "/api/quality" else "image/png"
+    answer = raw_request(panel, f"POST {route} HTTP/1.0\r\nContent-Type: {kind}\r\nContent-Length: 100\r\n",
+                         b'{"level": ', close_write=close_write)
+    assert status_of(answer) in (400, 408), answer
+    assert (b"ended after" if close_write else b"stalled") in answer
+    lines = panel_lines(caplog)
+    assert len(lines) == 1 and lines[0].exc_info is None, [r.getMessage() for r in lines]
+    assert engine.quality is None and engine.face_calls == 0
+
+
+# ---- another local user (issue 27 items 1 and 2: the class is "another user reaches the page") ----
+
+
+@needs_root
+def test_another_local_user_is_refused_even_with_the_token_or_a_code(panel, engine):
+    """Whatever another user has read (a token, a one-time code on a command line), their
+    connection is refused: the kernel's socket table says whose the client socket is."""
+    host = f"Host: 127.0.0.1:{panel.port}\r\n"
+    with_token = f"POST /api/off HTTP/1.0\r\n{host}Authorization: Bearer {panel.token}\r\n\r\n".encode()
+    assert as_another_user(panel.port, with_token).startswith(b"HTTP/1.0 403 ")
+    code = panel.login_url().partition("code=")[2]
+    assert as_another_user(panel.port, f"GET /?code={code} HTTP/1.0\r\n{host}\r\n".encode()).startswith(b"HTTP/1.0 403 ")
+    assert engine.enabled is True
+    assert panel.access.redeem(code)  # the code was not used up by the refused attempt
+
+
+def test_the_peer_uid_of_a_loopback_connection_is_read_from_the_socket_table():
+    import os
+
+    from vcamd.panel.gate import loopback_peer_uid
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        with socket.create_connection(server.getsockname()) as client:
+            accepted, _ = server.accept()
+            with accepted:
+                expected = os.geteuid() if os.path.exists("/proc/net/tcp") else None
+                assert loopback_peer_uid(accepted) == expected
+                assert loopback_peer_uid(accepted, tables=("/nonexistent",)) is None
+        assert client.fileno() == -1

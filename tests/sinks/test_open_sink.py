@@ -109,7 +109,9 @@ def test_the_tray_opens_the_page_of_a_sink_that_has_one(make_config):
     preview.open()
     try:
         _open_output_page(_Engine(preview), opened.append)
-        assert opened == [preview.url] and preview.url.startswith("http://127.0.0.1:")
+        # A one-time login address, never the token: the opener's command line is readable by every local user.
+        assert opened[0].startswith(f"{preview.url}?code=") and preview.url.startswith("http://127.0.0.1:")
+        assert preview.access.token not in opened[0]
     finally:
         preview.close()
     for engine in (_Engine(None), _Engine(NullSink(64, 48)), _Engine(preview)):  # not running yet, no page, closed

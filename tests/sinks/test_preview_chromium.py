@@ -109,14 +109,14 @@ def run_chromium(chromium: str, tmp_path: Path, *args: str) -> subprocess.Comple
 )
 def test_page_shows_the_live_stats(chromium, start_preview, tmp_path, stats, shown):
     sink = start_preview(stats)
-    dom = run_chromium(chromium, tmp_path, "--dump-dom", sink.url).stdout
+    dom = run_chromium(chromium, tmp_path, "--dump-dom", sink.login_url()).stdout
     assert dict(re.findall(r'<dd id="([\w-]+)"[^>]*>(.*?)</dd>', dom)) == shown
 
 
 def test_page_shows_the_live_picture(chromium, start_preview, tmp_path):
     sink = start_preview(STATS_JSON)
     png = tmp_path / "page.png"
-    run_chromium(chromium, tmp_path, f"--screenshot={png}", "--window-size=800,600", sink.url)
+    run_chromium(chromium, tmp_path, f"--screenshot={png}", "--window-size=800,600", sink.login_url())  # logs in once, as from the tray
     shot = cv2.imread(str(png), cv2.IMREAD_COLOR)
     assert shot is not None and shot.shape[:2] == (600, 800)
     near = np.abs(shot.astype(int) - np.array(FRAME_BGR)).max(axis=2) <= 12

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import cv2
 import numpy as np
 import pytest
+from support.users import as_another_user, needs_root
 
 from vcamd.errors import VcamdError
 from vcamd.quality import Level
@@ -26,6 +27,15 @@ def preview(make_config) -> Iterator[PreviewSink]:
     sink.open()
     yield sink
     sink.close()
+
+
+def bearer(sink: PreviewSink) -> dict[str, str]:
+    return {"Authorization": f"Bearer {sink.access.token}"}
+
+
+def authed(sink: PreviewSink, url: str) -> urllib.request.Request:
+    """A request with the preview's token (every request needs it, like the control page's)."""
+    return urllib.request.Request(url, headers=bearer(sink))
 
 
 def read_mjpeg_parts(response, count: int) -> list[tuple[dict[str, str], bytes]]:
@@ -57,7 +67,7 @@ def close_to(pixel: np.ndarray, bgr: tuple[int, int, int], tol: int = 10) -> boo
 
 
 def test_page_is_self_contained(preview):
-    with urllib.request.urlopen(preview.url, timeout=5) as r:
+    with urllib.request.urlopen(authed(preview, preview.url), timeout=5) as r:
         assert r.headers["Content-Type"].startswith("text/html")
         page = r.read().decode()
     assert preview.url.startswith("http://127.0.0.1:") and preview.port > 0
@@ -72,7 +82,7 @@ def test_stream_gives_jpeg_parts_of_the_published_frames(preview, publisher, sol
         preview.send(solid(160, 120, BGR))
     assert preview.jpegs_encoded == 0
     publisher(preview, solid(320, 240, BGR))  # a different size: resized to the opened 160×120
-    with urllib.request.urlopen(preview.url + "stream.mjpg", timeout=5) as r:
+    with urllib.request.urlopen(authed(preview, preview.url + "stream.mjpg"), timeout=5) as r:
         assert r.headers["Content-Type"] == f"multipart/x-mixed-replace; boundary={MJPEG_BOUNDARY}"
         parts = read_mjpeg_parts(r, 3)
     for headers, body in parts:
@@ -89,7 +99,7 @@ def test_encoding_is_capped_at_the_output_fps(make_config, publisher, solid):
     sink.open()
     try:
         publisher(sink, solid(160, 120, BGR), fps=100)  # the engine publishing far faster than 10 fps
-        with urllib.request.urlopen(sink.url + "stream.mjpg", timeout=5) as r:
+        with urllib.request.urlopen(authed(sink, sink.url + "stream.mjpg"), timeout=5) as r:
             read_mjpeg_parts(r, 1)
             start_count, start = sink.jpegs_encoded, time.monotonic()
             read_mjpeg_parts(r, 5)
@@ -102,23 +112,23 @@ def test_encoding_is_capped_at_the_output_fps(make_config, publisher, solid):
 
 
 def test_stats_json_is_the_latest_snapshot_made_plain(preview, solid):
-    with urllib.request.urlopen(preview.url + "stats.json", timeout=5) as r:
+    with urllib.request.urlopen(authed(preview, preview.url + "stats.json"), timeout=5) as r:
         assert r.headers["Content-Type"] == "application/json"
         assert json.loads(r.read()) == {}
     frame = solid(160, 120, BGR)
     preview.send(frame, {"fps": {"published": np.float64(29.5)}, "level": Level.low_res, "frames": {"held": 3}})
     preview.send(frame)  # no stats with this frame: the last snapshot stays
-    with urllib.request.urlopen(preview.url + "stats.json", timeout=5) as r:
+    with urllib.request.urlopen(authed(preview, preview.url + "stats.json"), timeout=5) as r:
         stats = json.loads(r.read())
     assert stats == {"fps": {"published": 29.5}, "level": "low_res", "frames": {"held": 3}}
 
 
 def test_snapshot(preview, publisher, solid):
     with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(preview.url + "snapshot.jpg", timeout=5)
+        urllib.request.urlopen(authed(preview, preview.url + "snapshot.jpg"), timeout=5)
     assert info.value.code == 503  # nothing published yet
     publisher(preview, solid(160, 120, (200, 60, 20)))
-    with urllib.request.urlopen(preview.url + "snapshot.jpg", timeout=5) as r:
+    with urllib.request.urlopen(authed(preview, preview.url + "snapshot.jpg"), timeout=5) as r:
         assert r.headers["Content-Type"] == "image/jpeg"
         image = decode(r.read())
     assert image.shape == (120, 160, 3) and close_to(image[60, 80], (200, 60, 20))
@@ -126,16 +136,88 @@ def test_snapshot(preview, publisher, solid):
 
 def test_unknown_path_and_foreign_host_are_refused(preview):
     with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(preview.url + "secret", timeout=5)
+        urllib.request.urlopen(authed(preview, preview.url + "secret"), timeout=5)
     assert info.value.code == 404
     # DNS rebinding: a page from another site whose name resolves to 127.0.0.1.
-    request = urllib.request.Request(preview.url + "snapshot.jpg", headers={"Host": f"evil.example:{preview.port}"})
+    request = urllib.request.Request(preview.url + "snapshot.jpg", headers={"Host": f"evil.example:{preview.port}", **bearer(preview)})
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=5)
     assert info.value.code == 403
-    request = urllib.request.Request(preview.url + "stats.json", headers={"Host": f"localhost:{preview.port}"})
+    request = urllib.request.Request(preview.url + "stats.json", headers={"Host": f"localhost:{preview.port}", **bearer(preview)})
     with urllib.request.urlopen(request, timeout=5) as r:
         assert r.status == 200
+
+
+@pytest.mark.parametrize("path", ["", "snapshot.jpg", "stream.mjpg", "stats.json"])
+def test_every_page_of_the_preview_needs_its_token(preview, publisher, solid, path):
+    """Issue 27 item 2: another local user fetched /snapshot.jpg and /stream.mjpg — with swapping
+    off, the raw camera. Without the token (or a wrong one) nothing of it is served."""
+    stop = publisher(preview, solid(160, 120, BGR))
+    try:
+        wrong = preview.access.token[:-1] + ("A" if preview.access.token[-1] != "A" else "B")
+        for headers in ({}, {"Authorization": f"Bearer {wrong}"}, {"Cookie": f"facelive_panel_{preview.port}={wrong}"}):
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(urllib.request.Request(preview.url + path, headers=headers), timeout=5)
+            assert info.value.code == 401
+            body = info.value.read()
+            assert b"access token" in body and b"\xff\xd8" not in body and b"<html" not in body.lower()
+        with urllib.request.urlopen(authed(preview, preview.url + path), timeout=5) as r:
+            assert r.status == 200
+    finally:
+        stop.set()
+
+
+def test_the_preview_login_url_works_once_and_carries_no_token(preview):
+    url = preview.login_url()
+    assert url.startswith(f"{preview.url}?code=") and preview.access.token not in url
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    with pytest.raises(urllib.error.HTTPError) as info:
+        opener.open(url, timeout=5)
+    assert info.value.code == 303 and info.value.headers["Location"] == "/"
+    cookie = info.value.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    name_value = cookie.split(";")[0]
+    with urllib.request.urlopen(urllib.request.Request(preview.url + "stats.json", headers={"Cookie": name_value}),
+                                timeout=5) as r:
+        assert r.status == 200
+    with pytest.raises(urllib.error.HTTPError) as info:  # replayed by whoever read the opener's command line
+        opener.open(url, timeout=5)
+    assert info.value.code == 401 and "Set-Cookie" not in info.value.headers
+
+
+def test_another_web_page_cannot_read_the_preview(preview):
+    request = urllib.request.Request(preview.url + "snapshot.jpg",
+                                     headers={**bearer(preview), "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=5)
+    assert info.value.code == 403
+
+
+def test_idle_connections_without_the_token_cannot_starve_the_owner(preview):
+    """As the control page's (issue 27 item 6): idle connections wait for their head without a thread."""
+    idle = [socket.create_connection(("127.0.0.1", preview.port), timeout=30) for _ in range(60)]
+    try:
+        with urllib.request.urlopen(authed(preview, preview.url + "stats.json"), timeout=10) as r:
+            assert r.status == 200
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+@needs_root
+def test_another_local_user_gets_nothing_even_with_the_token(preview, publisher, solid):
+    stop = publisher(preview, solid(160, 120, BGR))
+    try:
+        request = (f"GET /snapshot.jpg HTTP/1.0\r\nHost: 127.0.0.1:{preview.port}\r\n"
+                   f"Authorization: Bearer {preview.access.token}\r\n\r\n").encode()
+        assert as_another_user(preview.port, request).startswith(b"HTTP/1.0 403 ")
+    finally:
+        stop.set()
 
 
 def non_loopback_address() -> str | None:
@@ -174,7 +256,7 @@ def test_close_ends_streams_and_the_server(make_config, publisher, solid):
     sink.open()
     url = sink.url
     stop = publisher(sink, solid(160, 120, BGR))
-    with urllib.request.urlopen(url + "stream.mjpg", timeout=5) as r:
+    with urllib.request.urlopen(authed(sink, url + "stream.mjpg"), timeout=5) as r:
         read_mjpeg_parts(r, 1)
         assert sink.clients == 1
         stop.set()
@@ -185,5 +267,5 @@ def test_close_ends_streams_and_the_server(make_config, publisher, solid):
     for thread in sink._threads:
         assert not thread.is_alive()
     with pytest.raises(OSError):
-        urllib.request.urlopen(url, timeout=2)
+        urllib.request.urlopen(authed(sink, url), timeout=2)
     sink.send(solid(160, 120, BGR))  # a late frame after close is ignored

@@ -198,9 +198,9 @@ def test_control_page_and_config_actions_call_through(controller, notes, pystray
                   open_url=lambda url: opened.append(url), notify=notes, run_in_background=lambda fn: fn())
     item(app.menu(), "Open control page")(None)  # no panel_url in the status: the preview page instead
     item(app.menu(), "Edit config")(None)
-    controller.panel_url = "http://127.0.0.1:8790/?token=abc"
-    item(app.menu(), "Open control page")(None)
-    assert opened == ["preview", "config", "http://127.0.0.1:8790/?token=abc"]
+    controller.panel_url = "http://127.0.0.1:8790/"
+    item(app.menu(), "Open control page")(None)  # a one-time login address, minted at the click
+    assert opened == ["preview", "config", "http://127.0.0.1:8790/?code=one-time"]
     bare = TrayApp(controller, notify=notes)
     item(bare.menu(), "Edit config")(None)
     assert "vcamd config init" in notes[-1][1]

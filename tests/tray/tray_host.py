@@ -49,6 +49,11 @@ class LoggingController(FakeEngine):
             **({"panel_url": self.panel_url} if self.panel_url else {}),
         }
 
+    def panel_login_url(self) -> str:
+        """As the daemon's WithPanelUrl: a one-time login address, never the token."""
+        assert self.panel_url is not None
+        return f"{self.panel_url}?code=one-time"
+
     def set_quality(self, level: Level | None) -> None:
         super().set_quality(level)
         self.level = Level.full if level is None else level

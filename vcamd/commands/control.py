@@ -215,8 +215,9 @@ def print_status(status: dict[str, Any]) -> None:
     table.add_row("Providers", escape(shown) or "–")
     error = status.get("config_error")
     table.add_row("Config", f"[red]{escape(str(error))}[/] (running on the last good config)" if error else "ok")
+    # panel_token is for scripts (`--json`), not for a screen someone may be looking at.
     known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "providers", "config_error",
-             "panel_url"}
+             "panel_url", "panel_token"}
     for key in sorted(set(status) - known):
         value = status[key]
         if value is None:

@@ -1,7 +1,8 @@
 """`vcamd panel`: open the running daemon's control page in the browser.
 
-The page's address carries an access token that changes at every start, so it is asked of the
-daemon (its status over the control socket gives `panel_url`) rather than bookmarked.
+The browser is given a one-time login address (`?code=…`), never the page's token: a command line
+(`xdg-open URL`, the browser's own) is readable by every local user. The code is asked of the
+page with the token, which comes over the private control socket (`vcamd status`'s panel_token).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "panel",
         help="open the control page (live video, swap on/off, quality, source face) in the browser",
-        description="Open the running daemon's control page in the web browser. The address includes "
-        "an access token (new at every start): whoever has it can drive the camera, so do not share it.",
+        description="Open the running daemon's control page in the web browser, with a one-time login "
+        "address: it works once (and for two minutes), then it is worthless. Scripts use "
+        "`Authorization: Bearer TOKEN` with the panel_token of `vcamd status --json`.",
     )
     parser.add_argument("--print", dest="print_only", action="store_true",
-                        help="only print the address (with its token), do not start a browser")
+                        help="only print a one-time login address, do not start a browser")
     parser.set_defaults(func=handle)
 
 
@@ -25,17 +27,14 @@ def handle(args: argparse.Namespace) -> int:
     import webbrowser
 
     from vcamd.control.client import ControlClient
-    from vcamd.errors import VcamdError
+    from vcamd.panel.login import one_time_url
 
-    url = ControlClient().status().get("panel_url")
-    if not url:
-        raise VcamdError("the running daemon serves no control page ([panel] enabled = false)",
-                         fix="set [panel] enabled = true in config.toml and restart `vcamd run`")
+    url = one_time_url(ControlClient().status())
     if args.print_only:
         print(url)
         return 0
     if not webbrowser.open(url):
-        print(f"No web browser could be started; open this address yourself:\n{url}")
+        print(f"No web browser could be started; open this one-time address yourself:\n{url}")
         return 0
     print("Control page opened in the browser.")
     return 0

@@ -165,13 +165,15 @@ def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg,
 
 def _open_output_page(engine, open_url) -> None:
     """The tray's "Open control page" when there is no control page: the output's own page, if it has one.
-    The sink exists only once the engine runs, so its URL is read when the item is clicked."""
+    The sink exists only once the engine runs, so its URL is read when the item is clicked. A page
+    that needs a login (the preview) is opened with a one-time address, never its token."""
     from vcamd.errors import VcamdError
 
-    url = engine.sink.url if engine.sink is not None else None
-    if url is None:
+    sink = engine.sink
+    if sink is None or sink.url is None:
         raise VcamdError("the control page is not available in this session", fix="see [panel] in the config")
-    open_url(url)
+    login_url = getattr(sink, "login_url", None)
+    open_url(login_url() if login_url is not None else sink.url)
 
 
 def _face_pipeline(cfg, warm_up):

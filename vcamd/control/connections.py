@@ -9,7 +9,8 @@ compete with the camera loop for the GIL. Here:
   the connection back to the selector (a client may send several requests on one connection);
 - heavy requests (loading a source-face photo: a decode of up to 64 megapixels) go to one lane
   of their own, one at a time with a short queue; beyond it the answer is "busy, try again", so
-  eight concurrent set-face requests never hold eight decoded photos in memory;
+  eight concurrent set-face requests never hold eight decoded photos in memory (and the engine's
+  `vcamd.photo_lane` answers "busy" while the control page or the tray reads a photo);
 - at most `max_connections` are open. Past the bound a new client makes room by closing the
   longest-idle connection (told why); when none has been idle for a moment, new clients wait in
   the kernel's listen queue, and if that lasts `refuse_after_s` they are refused with one line.
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vcamd.control.protocol import MAX_REQUEST_BYTES, encode_error
+from vcamd.photo_lane import PHOTO_BUSY
 from vcamd.threads import lower_thread_priority
 
 log = logging.getLogger(__name__)
@@ -107,7 +109,7 @@ class ConnectionLoop:
         max_connections: int = 64,
         workers: int = 3,
         heavy_queue: int = 2,
-        busy_message: str = "busy: another source face photo is being loaded — try again in a moment",
+        busy_message: str = PHOTO_BUSY,
     ) -> None:
         self._listener = listener
         self._answer = answer

@@ -56,6 +56,7 @@ from vcamd.live.stats import GpuSampler, LiveStats, count_misses
 from vcamd.live.swapworker import SwapWorker
 from vcamd.live.tracking import FullDetector, LiveTracker
 from vcamd.live.watchdog import Watchdog
+from vcamd.photo_lane import PhotoLane
 from vcamd.quality import Level
 from vcamd.sinks.base import Sink
 from vcamd.types import Frame, Outcome
@@ -127,6 +128,7 @@ class LiveEngine:
         self._ask, self._tell = self._commands.ask, self._commands.tell
         self._quit = threading.Event()
         self._fatal: BaseException | None = None  # ends run() with this error (models failed at start-up)
+        self.photo_lane = PhotoLane()  # every surface's set-face: one photo decoded at a time
         self.settings = Settings(self, tell=self._tell, file_cfg=file_cfg or cfg, config_path=config_path,
                                  source_factory=source_factory, pipeline_factory=pipeline_factory,
                                  log_level_pinned=log_level_pinned)
@@ -190,7 +192,13 @@ class LiveEngine:
         """Read and embed the photo (face-loader thread), then make it the source face (loop).
         Raises FaceError on a bad image, before anything changes; returns the state after."""
         path, faces = Path(path), self.faces
-        loaded = self.settings.read_source_face(path)  # if the wait below gives up, it is still recorded once read
+        self.photo_lane.enter()  # PhotoLaneBusy when another surface's photo is being read
+        try:
+            loaded = self.settings.read_source_face(path)  # if the wait below gives up, it is still recorded once read
+        except BaseException:
+            self.photo_lane.leave()
+            raise
+        loaded.add_done_callback(lambda _: self.photo_lane.leave())  # when the read ends, not when a wait gives up
         try:
             identity = loaded.result(FACE_LOAD_WAIT_S)
         except FutureTimeout:

@@ -1,10 +1,11 @@
 """Source-face photos uploaded through the control page: bounded, private, decoded safely.
 
 An upload is streamed into a 0600 temporary file inside a 0700 folder of the user's data dir
-(never into memory, never world-readable), then checked with `vcamd.images.read_image` — the one
-way photos are read — and only then kept, named by its content hash (the same photo uploaded
-twice is stored once). Kept files stay, so the tray's and the page's recent-faces list can offer
-them again after a restart.
+(never into memory, never world-readable), then checked from its header with
+`vcamd.images.probe_image` (read_image's checks, no pixel decoded: the upload's HTTP thread never
+holds a decoded photo) and only then kept, named by its content hash (the same photo uploaded
+twice is stored once). The engine decodes it, in the daemon's one photo lane (`vcamd.photo_lane`).
+Kept files stay, so the tray's and the page's recent-faces list can offer them again after a restart.
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from PIL import Image
-
 from vcamd.errors import FaceError, VcamdError
-from vcamd.images import read_image
+from vcamd.images import probe_image
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 """A face photo never needs more; bigger bodies are refused before a byte is stored."""
@@ -56,8 +55,14 @@ def safe_stem(name: str) -> str:
     return _UNSAFE.sub("_", stem).strip("_")[:40] or "photo"
 
 
+def naming_upload(err: FaceError, stored: Path, name: str) -> FaceError:
+    """`err`'s words and fix, naming the file the user chose rather than our copy of it."""
+    shown = f'"{Path(name.replace(chr(92), "/")).name or "photo"}"'
+    return FaceError(err.message.replace(str(stored), shown), fix=err.fix)
+
+
 def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo") -> tuple[Path, bool]:
-    """Read `length` bytes of `body` into `folder` and check them as a photo.
+    """Read `length` bytes of `body` into `folder` and check them as a photo, from the header.
 
     `name` is the file name the browser gave (only shown in lists; reduced to safe characters).
     Returns (the kept file, whether it is new). Raises UploadTooLarge before reading anything when
@@ -73,7 +78,11 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
         with os.fdopen(fd, "wb") as out:
             remaining = length
             while remaining > 0:
-                chunk = body.read(min(CHUNK_BYTES, remaining))
+                try:
+                    chunk = body.read(min(CHUNK_BYTES, remaining))
+                except OSError as exc:  # TimeoutError included: a client that stalls mid-upload
+                    raise VcamdError(f"the upload stalled after {length - remaining} of {length} bytes ({exc or 'timed out'})",
+                                     fix="try again") from None
                 if not chunk:
                     raise VcamdError(f"the upload ended after {length - remaining} of {length} bytes",
                                      fix="try again")
@@ -81,13 +90,10 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
                 digest.update(chunk)
                 remaining -= len(chunk)
         try:
-            read_image(tmp, "uploaded photo")  # every way a file can be wrong → FaceError saying so
+            header = probe_image(tmp, "uploaded photo")  # every way a file can be wrong → FaceError saying so
         except FaceError as err:
-            # Its words and fix, naming the file the user chose rather than our temporary copy.
-            shown = f'"{Path(name.replace(chr(92), "/")).name or "photo"}"'
-            raise FaceError(err.message.replace(str(tmp), shown), fix=err.fix) from None
-        with Image.open(tmp) as probe:  # already known to be a readable still image
-            suffix = SUFFIXES.get(str(probe.format), ".img")
+            raise naming_upload(err, tmp, name) from None
+        suffix = SUFFIXES.get(header.format, ".img")
         kept = folder / f"{safe_stem(name)}-{digest.hexdigest()[:12]}{suffix}"
         is_new = not kept.exists()
         os.replace(tmp, kept)

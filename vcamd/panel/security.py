@@ -4,9 +4,11 @@ The page listens on 127.0.0.1 only, but any web page the user visits can make th
 requests there, and any local process can connect. So:
 
 - **Token.** Every request carries the per-start random token: `Authorization: Bearer TOKEN`
-  (scripts), or the HttpOnly SameSite=Strict cookie set when the tokened URL `/?token=TOKEN` is
-  opened (the page then redirects to `/` so the token leaves the address bar and history).
-  Compared in constant time.
+  (scripts; they get it over the private control socket), or the HttpOnly SameSite=Strict cookie
+  that holds it. The token never goes on a command line or into the environment: those are
+  readable by every local user (`/proc/PID/cmdline`). The browser is given `/?code=CODE` instead,
+  a one-time code (`PageAccess.one_time_code`) that the page exchanges once for the cookie and
+  that is worthless afterwards (and after `CODE_TTL_S`). Compared in constant time.
 - **Host.** The Host header must be `127.0.0.1:PORT` or `localhost:PORT`: a foreign name that
   resolves to 127.0.0.1 (DNS rebinding) would otherwise make our page same-origin with another site.
 - **Origin (CSRF).** A change is a POST; a POST whose Origin is not this page's is refused. A POST
@@ -21,12 +23,19 @@ requests there, and any local process can connect. So:
 from __future__ import annotations
 
 import hmac
+import secrets
+import threading
+import time
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
 
 LOOPBACK = "127.0.0.1"
 COOKIE_PREFIX = "facelive_panel_"
+CODE_TTL_S = 120.0
+"""A one-time code not exchanged within this long is worthless (a browser cold start is seconds)."""
+MAX_LIVE_CODES = 16
+"""Codes minted and not yet used; the oldest is dropped past this (each `vcamd panel` mints one)."""
 
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
@@ -48,6 +57,51 @@ class Refusal:
 
     status: HTTPStatus
     message: str
+
+
+class PageAccess:
+    """Who may use a local page (the control page, the preview): its per-start token and the
+    one-time codes that let a browser in without the token ever being on a command line."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self.token = secrets.token_urlsafe(32)
+        self._clock = clock
+        self._codes: dict[str, float] = {}  # code → when it stops being valid
+        self._lock = threading.Lock()
+
+    def one_time_code(self) -> str:
+        """A new code for `/?code=CODE`: valid once, for CODE_TTL_S."""
+        code = secrets.token_urlsafe(24)
+        with self._lock:
+            self._forget_expired()
+            while len(self._codes) >= MAX_LIVE_CODES:
+                del self._codes[next(iter(self._codes))]
+            self._codes[code] = self._clock() + CODE_TTL_S
+        return code
+
+    def redeem(self, given: str | None) -> bool:
+        """True once for a live code, then never again for it."""
+        if not given:
+            return False
+        with self._lock:
+            self._forget_expired()
+            for code in list(self._codes):
+                if token_matches(given, code):
+                    del self._codes[code]
+                    return True
+        return False
+
+    def allows(self, headers: dict[str, str], port: int) -> bool:
+        """Whether the request (lower-cased header names) carries the token, as Bearer or cookie."""
+        given = bearer_token(headers.get("authorization"))
+        if given is None:
+            given = cookie_token(headers.get("cookie"), port)
+        return token_matches(given, self.token)
+
+    def _forget_expired(self) -> None:
+        now = self._clock()
+        for code in [c for c, until in self._codes.items() if until <= now]:
+            del self._codes[code]
 
 
 def cookie_name(port: int) -> str:

@@ -2,20 +2,23 @@
 
 Routes (every one behind the rules of `vcamd.panel.security`):
 
-    GET  /                 the page (also /?token=… : sets the cookie, redirects to /)
+    GET  /                 the page (also /?code=ONE-TIME-CODE: sets the cookie, redirects to /)
     GET  /panel.js, /panel.css
     GET  /stream.mjpg      live video (multipart/x-mixed-replace JPEGs)
     GET  /api/status       {"status": engine status, "badge", "history", "transitions", "recent_faces", "qualities"}
     POST /api/on, /api/off, /api/toggle
     POST /api/quality      {"level": "auto" | a level name of `vcamd.quality.LADDER`}
     POST /api/badge        {"on": true | false}
+    POST /api/login-code   {"url": "http://127.0.0.1:PORT/?code=…"}: a one-time address for a browser
     POST /api/face         the photo's bytes as the body, ?consent=yes[&name=FILE.jpg]
                            or {"recent": "/path/from/recent_faces", "consent": true}
-    every POST answers like GET /api/status; errors are {"error": "one line"} with a 4xx/5xx status.
+    every other POST answers like GET /api/status; errors are {"error": "one line"} with a 4xx/5xx status.
 
-HTTP/1.0, one request per connection, at most `max_connections` served at once (the rest get
-503 at once, so a forgotten tab or a flood cannot pile up threads); a client that stops reading
-or sending is dropped after `request_timeout_s`.
+HTTP/1.0, one request per connection. A connection gets a thread only once its request head has
+arrived (within `head_timeout_s`), in the pool of its purpose (`vcamd.panel.gate`): at most
+`max_connections` with the token, `max_guests` without (the rest get 503 at once), so neither a
+forgotten tab nor a flood of idle or tokenless connections can pile up threads or starve the
+owner; an owner's client that stops reading or sending is dropped after `request_timeout_s`.
 """
 
 from __future__ import annotations
@@ -24,13 +27,12 @@ import contextlib
 import errno
 import json
 import logging
-import secrets
-import socket
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,29 +40,32 @@ from urllib.parse import parse_qs
 
 from vcamd.config import PanelConfig
 from vcamd.control.protocol import Controllable, parse_quality
-from vcamd.errors import VcamdError
+from vcamd.errors import FaceError, VcamdError
 from vcamd.jsonable import to_jsonable
-from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, store_upload
+from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, naming_upload, store_upload
+from vcamd.panel.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
 from vcamd.panel.history import StatusHistory
 from vcamd.panel.security import (
     LOOPBACK,
     SECURITY_HEADERS,
+    PageAccess,
     Refusal,
     bearer_token,
     check_fetch_site,
     check_host,
     check_origin,
-    cookie_token,
     session_cookie,
-    token_matches,
 )
 from vcamd.panel.video import JpegFeed
+from vcamd.photo_lane import PhotoLaneBusy
 from vcamd.quality import quality_names
 
 log = logging.getLogger(__name__)
 
 MAX_JSON_BYTES = 64 * 1024
 MAX_DRAIN_BYTES = 4 * MAX_UPLOAD_BYTES
+CONTENT_LENGTH = re.compile(r"[0-9]{1,12}", re.ASCII)
+"""A Content-Length is ASCII digits only: `str.isdigit()` also takes "²", which int() then refuses."""
 """A refused request's body is read and dropped up to this size, so the client sees our answer
 (closing on unread data resets the connection and the browser shows a network error instead)."""
 
@@ -74,7 +79,7 @@ STATIC_FILES = {
     "/panel.js": ("panel.js", "text/javascript; charset=utf-8"),
     "/panel.css": ("panel.css", "text/css; charset=utf-8"),
 }
-CHANGES = ("/api/on", "/api/off", "/api/toggle", "/api/quality", "/api/badge", "/api/face")
+CHANGES = ("/api/on", "/api/off", "/api/toggle", "/api/quality", "/api/badge", "/api/face", "/api/login-code")
 ROUTES: dict[str, frozenset[str]] = {
     **{path: frozenset({"GET"}) for path in (*STATIC_FILES, "/stream.mjpg", "/api/status")},
     **{path: frozenset({"POST"}) for path in CHANGES},
@@ -105,7 +110,7 @@ def load_static() -> dict[str, bytes]:
 class PanelServer:
     """Serve the control page for `target` on 127.0.0.1:`cfg.port` (0 = any free port).
 
-    `url` (after `start()`) is the address with the access token, new at every start.
+    `access` holds the token (new at every start) and mints the one-time codes of `login_url()`.
     `start()`/`close()` are idempotent; use it as a context manager.
     """
 
@@ -120,16 +125,20 @@ class PanelServer:
         history_period_s: float = 1.0,
         max_connections: int = 16,
         max_streams: int = 4,
+        max_guests: int = 4,
         request_timeout_s: float = 10.0,
+        head_timeout_s: float = 5.0,
     ) -> None:
         self.target = target
         self.cfg = cfg
         self.faces_dir = faces_dir
         self.recent_faces = recent_faces
         self.max_streams = max_streams
-        self.max_connections = max_connections
+        self.max_connections = max_connections  # requests with the token, served at once
+        self.max_guests = max_guests  # requests without it (401s, logins), in a pool of their own
         self.request_timeout_s = request_timeout_s
-        self.token = secrets.token_urlsafe(32)
+        self.head_timeout_s = head_timeout_s  # for the request line and headers, and for guests
+        self.access = PageAccess()
         self.feed = JpegFeed(target.latest_frame, cfg.video_fps)
         # 60 samples: one minute at the default one a second (tests sample faster).
         self.history = StatusHistory(target.status, period_s=history_period_s, span_s=60.0 * history_period_s)
@@ -149,11 +158,16 @@ class PanelServer:
         return f"http://{LOOPBACK}:{self.port}/"
 
     @property
-    def url(self) -> str:
-        """The page's address with its access token: whoever has it controls the camera."""
+    def token(self) -> str:
+        """Whoever has it controls the camera: only for Bearer scripts, over private channels."""
+        return self.access.token
+
+    def login_url(self) -> str:
+        """An address for a browser: it logs in once (a one-time code, not the token), then is worthless.
+        This is what may go on a command line (`xdg-open URL`), where every local user can read it."""
         if self._server is None:
             raise RuntimeError("the control page is not started")
-        return f"{self.base_url}?token={self.token}"
+        return f"{self.base_url}?code={self.access.one_time_code()}"
 
     def start(self) -> "PanelServer":
         if self._closed:
@@ -175,7 +189,7 @@ class PanelServer:
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="panel-http", daemon=True)
         self._thread.start()
-        log.info("control page on %s (`vcamd panel` opens it with its access token)", self.base_url)
+        log.info("control page on %s (`vcamd panel` opens it with a one-time login code)", self.base_url)
         return self
 
     def close(self) -> None:
@@ -235,12 +249,16 @@ class PanelServer:
         self._use_face(recent[raw])
 
     def use_uploaded_face(self, body: Any, length: int, name: str) -> None:
-        kept, is_new = store_upload(body, length, self.faces_dir, name)
+        kept, is_new = store_upload(body, length, self.faces_dir, name)  # checked from its header only
         try:
-            self._use_face(kept)
-        except BaseException:
+            self._use_face(kept)  # the engine decodes it, in the daemon's one photo lane (busy: PhotoLaneBusy)
+        except FaceError as err:
             if is_new:
                 kept.unlink(missing_ok=True)  # a photo the engine refused is not kept
+            raise naming_upload(err, kept, name) from None
+        except BaseException:
+            if is_new:
+                kept.unlink(missing_ok=True)
             raise
 
     def _use_face(self, path: Path) -> None:
@@ -258,8 +276,10 @@ class PanelServer:
 
 class WithPanelUrl:
     """The engine as the control socket and the tray drive it: every state it reports — `status()`
-    and the state a change answers with — also carries "panel_url" (tokened). Everything else is
-    the engine's own (one control surface, not a copy of it)."""
+    and the state a change answers with — also carries "panel_url" (the plain address) and
+    "panel_token" (for Bearer scripts: the socket is private to the user; never put it on a command
+    line). `panel_login_url()` is the tray's one-time address. Everything else is the engine's own
+    (one control surface, not a copy of it)."""
 
     STATE_ANSWERS = frozenset({"set_enabled", "toggle", "set_source_face", "set_quality", "set_badge", "reload_config"})
     """The engine's changes that answer with the state after they applied."""
@@ -269,7 +289,12 @@ class WithPanelUrl:
         self._panel = panel
 
     def _with_url(self, state: Any) -> Any:
-        return {**state, "panel_url": self._panel.url} if isinstance(state, dict) else state
+        if not isinstance(state, dict):
+            return state
+        return {**state, "panel_url": self._panel.base_url, "panel_token": self._panel.token}
+
+    def panel_login_url(self) -> str:
+        return self._panel.login_url()
 
     def status(self) -> dict[str, Any]:
         return self._with_url(self._engine.status())
@@ -301,56 +326,27 @@ def open_panel(engine: Controllable, cfg: Any) -> Iterator[Controllable]:
 # ---- HTTP ---------------------------------------------------------------------------------------
 
 
-class _PanelHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True  # a stuck client must never keep the daemon from exiting
-    block_on_close = False
-    request_queue_size = 32
+class _PanelHTTPServer(GatedHTTPServer):
+    """Owners (the token, as Bearer or cookie) and guests (everything else) in pools of their own:
+    see `vcamd.panel.gate`."""
 
     def __init__(self, panel: PanelServer) -> None:
         self.panel = panel
-        self._slots = threading.BoundedSemaphore(panel.max_connections)
-        super().__init__((LOOPBACK, panel.cfg.port), _Handler)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.panel.refused(HTTPStatus.SERVICE_UNAVAILABLE)
-            _answer_busy(request)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
+        def classify(method: str, target: str, headers: dict[str, str]) -> str:
+            return OWNER if panel.access.allows(headers, panel.port) else GUEST
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
+        super().__init__((LOOPBACK, panel.cfg.port), _Handler, classify=classify,
+                         limits={OWNER: panel.max_connections, GUEST: panel.max_guests},
+                         read_timeouts={OWNER: panel.request_timeout_s, GUEST: min(panel.request_timeout_s, panel.head_timeout_s)},
+                         head_timeout_s=panel.head_timeout_s, on_refused=lambda status: panel.refused(HTTPStatus(status)))
 
 
-def _answer_busy(request: socket.socket) -> None:
-    """503 from the accepting thread, without a handler thread: read what came, answer, close."""
-    body = b"too many connections to the control page; close other tabs or try again\n"
-    head = (f"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nRetry-After: 1\r\n\r\n").encode("ascii")
-    with contextlib.suppress(OSError):
-        request.settimeout(0.2)
-        with contextlib.suppress(OSError):
-            request.recv(64 * 1024)
-        request.sendall(head + body)
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GatedHandler, BaseHTTPRequestHandler):
     server: _PanelHTTPServer
     protocol_version = "HTTP/1.0"
     server_version = "FaceLive-panel"
     sys_version = ""
-
-    def setup(self) -> None:
-        self.timeout = self.server.panel.request_timeout_s  # a client that stalls is dropped
-        super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class names it so)
         log.debug("panel %s: " + format, self.client_address[0], *args)
@@ -387,10 +383,9 @@ class _Handler(BaseHTTPRequestHandler):
         if refusal is not None:
             return self._refuse(refusal, route)
         bearer = bearer_token(headers.get("authorization"))
-        if route == "/" and method == "GET" and "token" in params:
-            return self._log_in(params["token"][-1])
-        token = bearer if bearer is not None else cookie_token(headers.get("cookie"), panel.port)
-        if not token_matches(token, panel.token):
+        if route == "/" and method == "GET" and "code" in params:
+            return self._log_in(params["code"][-1])
+        if not panel.access.allows(headers, panel.port):
             return self._refuse(Refusal(HTTPStatus.UNAUTHORIZED, "the control page needs its access token: "
                                         "open it with `vcamd panel` (or send Authorization: Bearer TOKEN)"), route)
         allowed = ROUTES.get(route)
@@ -415,18 +410,18 @@ class _Handler(BaseHTTPRequestHandler):
             log.exception("control page: status failed")
             return self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"internal error: {type(exc).__name__}: {exc}"})
 
-    def _log_in(self, given: str) -> None:
+    def _log_in(self, code: str) -> None:
         panel = self.server.panel
-        if not token_matches(given, panel.token):
-            return self._refuse(Refusal(HTTPStatus.UNAUTHORIZED, "this control page link is out of date "
-                                        "(the token changes at every start): open it again with `vcamd panel`"), "/")
+        if not panel.access.redeem(code):
+            return self._refuse(Refusal(HTTPStatus.UNAUTHORIZED, "this control page link was used already or is "
+                                        "out of date (each one logs in once): open the page again with `vcamd panel`"), "/")
         # The token goes into an HttpOnly cookie and out of the address bar (and the history).
         self._reply(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", b"",
                     {"Location": "/", "Set-Cookie": session_cookie(panel.token, panel.port)})
 
     def _refuse(self, refusal: Refusal, route: str, extra: dict[str, str] | None = None) -> None:
         self.server.panel.refused(refusal.status)
-        log.debug("control page refused %s %s: %s", self.command, route, refusal.message)
+        log.info("control page refused %s %s (%d): %s", self.command, route, refusal.status, refusal.message)
         self._drain_body()
         if route.startswith("/api/"):
             self._json(refusal.status, {"error": refusal.message}, extra)
@@ -456,14 +451,19 @@ class _Handler(BaseHTTPRequestHandler):
                     panel.set_badge(on)
                 case "/api/face":
                     self._face(params, headers, length)
+                case "/api/login-code":
+                    self._drain_body(length)
+                    return self._json(HTTPStatus.OK, {"url": panel.login_url()})
             answer = panel.state()
         except UploadTooLarge as err:
             self._drain_body()
-            return self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": str(err)})
+            return self._refuse(Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(err)), route)
         except HttpError as err:
-            self._drain_body()
-            return self._json(err.status, {"error": str(err)})
+            return self._refuse(Refusal(err.status, str(err)), route)
+        except PhotoLaneBusy as err:  # another surface's photo is being read: no queue of photos in memory
+            return self._refuse(Refusal(HTTPStatus.SERVICE_UNAVAILABLE, str(err)), route, {"Retry-After": "1"})
         except VcamdError as err:  # the user's problem (a photo without a face, an unknown level): say it
+            log.info("control page: %s refused: %s", route, err)
             return self._json(HTTPStatus.BAD_REQUEST, {"error": str(err)})
         except Exception as exc:  # a bug in the engine must not take the page down
             log.exception("control page: %s failed", route)
@@ -488,36 +488,54 @@ class _Handler(BaseHTTPRequestHandler):
     def _content_length(self, headers: dict[str, str]) -> int:
         if "transfer-encoding" in headers:
             raise HttpError(HTTPStatus.LENGTH_REQUIRED, "chunked uploads are not accepted", fix="send Content-Length")
-        raw = headers.get("content-length", "0").strip()
-        if not raw.isdigit():
-            raise HttpError(HTTPStatus.BAD_REQUEST, f"bad Content-Length {raw!r}")
-        self._body_left = int(raw)
-        return self._body_left
+        length = _content_length(headers.get("content-length", "0"))
+        if length is None:
+            self._body_left = None  # unknown: nothing is drained, the connection is closed after the answer
+            raise HttpError(HTTPStatus.BAD_REQUEST, f"bad Content-Length {headers['content-length']!r}",
+                            fix="send the body's size in bytes as ASCII digits")
+        self._body_left = length
+        return length
 
     def _json_body(self, headers: dict[str, str], length: int) -> dict[str, Any]:
         if headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             raise HttpError(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "send the request body as application/json")
         if length > MAX_JSON_BYTES:
             raise HttpError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"JSON body over {MAX_JSON_BYTES} bytes")
-        raw = self.rfile.read(length)
-        self._body_left = 0
+        raw = self._read_body(length)
         try:
             body = json.loads(raw.decode("utf-8") or "{}")
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise HttpError(HTTPStatus.BAD_REQUEST, "the request body is not valid JSON") from None
+        except RecursionError:  # deeply nested arrays: json's recursion, not a bug of ours
+            raise HttpError(HTTPStatus.BAD_REQUEST, "the request body is nested too deeply") from None
         if not isinstance(body, dict):
             raise HttpError(HTTPStatus.BAD_REQUEST, "the request body must be a JSON object")
         return body
 
+    def _read_body(self, length: int) -> bytes:
+        """Exactly `length` bytes of body, or HttpError: a body that ends or stalls early is the client's fault."""
+        self._body_left = None  # whatever happens, what is left of it is not read again
+        try:
+            raw = self.rfile.read(length)
+        except TimeoutError:
+            raise HttpError(HTTPStatus.REQUEST_TIMEOUT, f"the request body stalled before its {length} bytes "
+                            f"(Content-Length) within {self.timeout:g} s") from None
+        except OSError as exc:
+            raise HttpError(HTTPStatus.BAD_REQUEST, f"the request body could not be read ({exc})") from None
+        if len(raw) < length:
+            raise HttpError(HTTPStatus.BAD_REQUEST, f"the request body ended after {len(raw)} of {length} bytes "
+                            "(Content-Length)")
+        self._body_left = 0
+        return raw
+
     def _drain_body(self, length: int | None = None) -> None:
         """Read and drop what is left of the request body (bounded), so the answer is not lost to a reset."""
-        left = length if length is not None else getattr(self, "_body_left", None)
-        if left is None:
-            raw = self.headers.get("Content-Length", "0").strip()
-            left = int(raw) if raw.isdigit() else 0
+        left = length if length is not None else getattr(self, "_body_left", -1)
+        if left == -1:  # not looked at yet
+            left = _content_length(self.headers.get("Content-Length", "0"))
         self._body_left = 0
-        if left > MAX_DRAIN_BYTES:
-            self.close_connection = True
+        if left is None or left > MAX_DRAIN_BYTES:
+            self.close_connection = True  # unknown or huge: close rather than read it
             return
         with contextlib.suppress(OSError):
             while left > 0:
@@ -577,6 +595,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
         except OSError:
             pass  # the viewer closed the tab, or stopped reading for request_timeout_s
+
+
+def _content_length(raw: str) -> int | None:
+    """The header's value, or None when it is not plain ASCII digits."""
+    raw = raw.strip()
+    return int(raw) if CONTENT_LENGTH.fullmatch(raw) else None
 
 
 def _require_consent(given: bool) -> None:

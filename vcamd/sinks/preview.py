@@ -1,6 +1,9 @@
 """`--sink preview`: a local page at http://127.0.0.1:PORT/ with the live output (MJPEG) and the live stats.
 
-The page itself is `preview_page.html` beside this module (packaged data).
+The page itself is `preview_page.html` beside this module (packaged data). It shows the camera
+(the raw face while swapping is off), so it is kept like the control page (`vcamd.panel.security`):
+every request needs the per-start token, as `Authorization: Bearer TOKEN` or the HttpOnly cookie a
+browser gets by opening `login_url()` (a one-time code, never the token, on the opener's command line).
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import Any
+from urllib.parse import parse_qs
 
 import cv2
 
@@ -24,6 +28,8 @@ from vcamd.config import Config, PreviewConfig
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
 from vcamd.live.newest import NewestSlot
+from vcamd.panel.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
+from vcamd.panel.security import SECURITY_HEADERS, PageAccess, check_fetch_site, session_cookie
 from vcamd.sinks.base import fit_to_size
 from vcamd.types import Frame
 
@@ -44,17 +50,27 @@ def preview_page() -> bytes:
 
 
 MJPEG_BOUNDARY = "facelive-frame"
+PAGE_HEADERS = {**SECURITY_HEADERS, "Content-Security-Policy": "frame-ancestors 'none'; base-uri 'none'"}
+"""The control page's headers, but the preview page has inline code of its own."""
 
 
-class _PreviewServer(ThreadingHTTPServer):
-    daemon_threads = True  # a stuck client must never keep the daemon from exiting
-    sink: "PreviewSink"
+class _PreviewServer(GatedHTTPServer):
+    """Owners (the token) and guests in pools of their own, as the control page's (`vcamd.panel.gate`)."""
+
+    def __init__(self, address: tuple[str, int], sink: "PreviewSink") -> None:
+        self.sink = sink
+
+        def classify(method: str, target: str, headers: dict[str, str]) -> str:
+            return OWNER if sink.access.allows(headers, sink.port) else GUEST
+
+        # A viewer that stops reading is dropped after 10 s instead of pinning a thread.
+        super().__init__(address, _PreviewHandler, classify=classify, limits={OWNER: 16, GUEST: 4},
+                         read_timeouts={OWNER: 10.0, GUEST: 5.0})
 
 
-class _PreviewHandler(BaseHTTPRequestHandler):
+class _PreviewHandler(GatedHandler, BaseHTTPRequestHandler):
     server: _PreviewServer
     protocol_version = "HTTP/1.0"
-    timeout = 10.0  # socket timeout: a viewer that stops reading is dropped instead of pinning a thread
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class names it so)
         log.debug("preview %s: " + format, self.client_address[0], *args)
@@ -65,7 +81,22 @@ class _PreviewHandler(BaseHTTPRequestHandler):
             # Another site's page resolving its name to 127.0.0.1 (DNS rebinding) must not see the camera.
             self._reply(HTTPStatus.FORBIDDEN, "text/plain; charset=utf-8", b"forbidden host\n")
             return
-        route = self.path.split("?", 1)[0]
+        route, _, query = self.path.partition("?")
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        refusal = check_fetch_site(headers, "GET")  # another web page may not read the camera either
+        if refusal is not None:
+            self._reply(refusal.status, "text/plain; charset=utf-8", (refusal.message + "\n").encode("utf-8"))
+            return
+        code = parse_qs(query).get("code")
+        if route == "/" and code:
+            self._log_in(sink, code[-1])
+            return
+        if not sink.access.allows(headers, sink.port):
+            log.info("preview refused GET %s (401): no access token", route)
+            self._reply(HTTPStatus.UNAUTHORIZED, "text/plain; charset=utf-8",
+                        b"the preview needs its access token: open it from the tray (Open control page), "
+                        b"or send Authorization: Bearer TOKEN\n")
+            return
         if route == "/":
             self._reply(HTTPStatus.OK, "text/html; charset=utf-8", preview_page())
         elif route == "/stats.json":
@@ -81,11 +112,22 @@ class _PreviewHandler(BaseHTTPRequestHandler):
         else:
             self._reply(HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", b"not found\n")
 
-    def _reply(self, status: HTTPStatus, content_type: str, body: bytes) -> None:
+    def _log_in(self, sink: "PreviewSink", code: str) -> None:
+        if not sink.access.redeem(code):
+            log.info("preview refused a used or expired login code (401)")
+            self._reply(HTTPStatus.UNAUTHORIZED, "text/plain; charset=utf-8",
+                        b"this preview link was used already or is out of date (each one logs in once): "
+                        b"open the preview again from the tray\n")
+            return
+        # The cookie holds the token; the address bar (and the history) keeps only the used code.
+        self._reply(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", b"",
+                    {"Location": "/", "Set-Cookie": session_cookie(sink.access.token, sink.port)})
+
+    def _reply(self, status: HTTPStatus, content_type: str, body: bytes, extra: dict[str, str] | None = None) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
+        for key, value in {**PAGE_HEADERS, "Content-Type": content_type, "Content-Length": str(len(body)),
+                           **(extra or {})}.items():
+            self.send_header(key, value)
         self.end_headers()
         self.wfile.write(body)
 
@@ -132,6 +174,7 @@ class PreviewSink:
         snapshot_wait_s: float = 2.0,
     ) -> None:
         self._port_wanted = cfg.port
+        self.access = PageAccess()  # the token: new at every start
         self._snapshot_wait_s = snapshot_wait_s
         self._width, self._height = width, height
         self._min_interval_s = 1.0 / fps
@@ -165,7 +208,7 @@ class PreviewSink:
         if self._state == "closed":
             raise RuntimeError("PreviewSink cannot be reopened after close(); build a new one")
         try:
-            server = _PreviewServer((self.HOST, self._port_wanted), _PreviewHandler)
+            server = _PreviewServer((self.HOST, self._port_wanted), self)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise VcamdError(
@@ -176,7 +219,6 @@ class PreviewSink:
                 f"cannot listen on {self.HOST}:{self._port_wanted} for the preview ({exc.strerror or exc})",
                 fix="set [preview] port to a port above 1024, or to 0 to pick any free port",
             ) from None
-        server.sink = self
         self._server = server
         self.port = server.server_address[1]
         self._state = "open"
@@ -186,7 +228,12 @@ class PreviewSink:
         ]
         for thread in self._threads:
             thread.start()
-        log.info("preview page: %s", self.url)
+        log.info("preview page: %s (it needs a login: the tray's \"Open control page\" opens it with a one-time code)", self.url)
+
+    def login_url(self) -> str | None:
+        """An address that logs a browser in once (a one-time code: safe on a command line); None unless open."""
+        base = self.url
+        return f"{base}?code={self.access.one_time_code()}" if base is not None else None
 
     def host_allowed(self, host: str) -> bool:
         return host in (f"{self.HOST}:{self.port}", f"localhost:{self.port}")

@@ -202,10 +202,12 @@ class TrayApp:
         self._act("set the quality", do)
 
     def open_panel(self) -> None:
-        """Open the control page (the status's tokened panel_url); the preview page without one."""
-        url = self.refresh().panel_url
-        if url:
-            self._run_in_background(lambda: self._act("open the control page", lambda: self._open_url(url)))
+        """Open the control page (when the status has a panel_url) with a one-time login address —
+        never its token, which the opener's command line would show every local user; the
+        preview page without one."""
+        if self.refresh().panel_url:
+            self._run_in_background(lambda: self._act(
+                "open the control page", lambda: self._open_url(self.controller.panel_login_url())))
         elif self._open_preview is not None:
             self._run_in_background(lambda: self._act("open the preview", self._open_preview))
         else:

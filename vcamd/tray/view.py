@@ -54,7 +54,7 @@ class TrayView:
     detail: str
     """Several lines: the Status notification."""
     panel_url: str | None = None
-    """The control page's tokened URL, when the daemon serves one."""
+    """The control page's address (no secret in it), when the daemon serves one."""
     headline: str = ""
     """The summary without the changing numbers (fps, ms): the Status menu item. A menu label that
     changed every second would rebuild the menu under the user's pointer (new dbusmenu ids)."""
