@@ -303,7 +303,7 @@ class LiveEngine:
         if self._opened:
             return
         self._open(load=False)
-        self.frames.send(self.publisher.starting_frame(), Outcome.offline, None)  # before the loading thread competes
+        self.frames.send(self.publisher.starting_frame(), Outcome.starting, None)  # before the loading thread competes
         self._start_loading()
 
     def close(self) -> None:
@@ -421,7 +421,7 @@ class LiveEngine:
         if not (gone or waited > self.cfg.camera.stall_timeout_s):
             return
         if self._state == "starting" and not gone and waited <= FIRST_FRAME_GRACE_S:
-            self.frames.send(self.publisher.starting_frame(), Outcome.offline, None)
+            self.frames.send(self.publisher.starting_frame(), Outcome.starting, None)
             return
         if self._state != "offline":
             log.warning("publishing the offline frame: camera %s", "lost" if gone else "stalled")
