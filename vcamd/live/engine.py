@@ -398,7 +398,7 @@ class LiveEngine:
             gpu=self._gpu.stop(),
             misses=self._misses(),
             camera_cpu_s=self.reader.cpu_s,
-        ) | {"startup_ms": self.frames.startup.to_json()}
+        ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap}
 
     def _captured(self) -> int:
         return self.settings.replaced_captured + self.reader.captured + getattr(self.source, "skipped", 0)

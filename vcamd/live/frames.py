@@ -52,12 +52,16 @@ class Startup:
     started_at: float
     first_frame: float | None = None
     first_swap: float | None = None
+    before_first_swap: int = 0
+    """Frames published before the first swapped one (placeholder cards and covered frames)."""
 
     def published(self, now: float, *, swapped: bool) -> None:
         if self.first_frame is None:
             self.first_frame = now
         if swapped and self.first_swap is None:
             self.first_swap = now
+        if self.first_swap is None:
+            self.before_first_swap += 1
 
     def to_json(self) -> dict[str, float | None]:
         def ms(t: float | None) -> float | None:
