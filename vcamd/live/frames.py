@@ -257,7 +257,8 @@ class FrameWork:
         # Nor do the frames of the tracker's warm-up (sessions being built, the first full
         # detection not in yet): they took a group to low_res before it was measured at full.
         if judged and latency is not None and outcome is not Outcome.off and engine.faces is not None:
-            log_events(engine.watchdog.observe(latency, stage_ms, warming=engine.tracker.warming))
+            swap_age_ms = None if composed is None or swapped_at is None else (now - swapped_at) * 1000.0
+            log_events(engine.watchdog.observe(latency, stage_ms, warming=engine.tracker.warming, swap_age_ms=swap_age_ms))
 
 
 class PasteMemo:
