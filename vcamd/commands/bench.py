@@ -97,7 +97,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS), metavar="LIST",
                    help=f"comma-separated, from: {', '.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)}). "
                         "groups: a 29-face group photo as a still camera with face_selection = \"all\"; "
-                        "resolution: CPU-ms per frame at 1080p against 480p")
+                        "resolution: CPU-ms per frame at 1080p against 480p; call: `vcamd run` with a swapper of a call's "
+                        "cost (~0.37 s a face), swap age and start-up beside fps (with --load N: quiet and loaded runs side by side)")
     p.add_argument("--group-photo", type=Path, default=None, metavar="PHOTO",
                    help=f"the groups scenario's photo (default: {GROUP_PHOTO} next to --face)")
     p.add_argument("--quality", choices=[level.name for level in Level], default=None,
