@@ -172,6 +172,10 @@ class WatchdogConfig(Section):
     """Minimum time between two transitions, so one slow spike cannot cascade."""
     lowres_scale: Annotated[float, Field(gt=0.1, lt=1)] = 0.5
     """Processing/detection resolution factor at the "lower resolution" step."""
+    swap_age_budget_ms: Annotated[float, Field(ge=0, le=60000)] = 1500.0
+    """How old the swapped face on screen may be (publish time minus the capture time of the frame
+    it was computed on). When more than `degrade_ratio` of the window's swapped frames show an older
+    one, step down to the next level with less swap work (`quality.lower_swap_work`); 0 = off."""
 
 
 class Corner(StrEnum):

@@ -97,6 +97,31 @@ def higher(level: Level, *, enhancer_configured: bool = True) -> Level | None:
     return _neighbour(level, -1, enhancer_configured)
 
 
+def _swap_work(level: Level, enhancer_configured: bool) -> tuple[bool]:
+    """What a rung changes in the swap worker's work per round (what makes the face on screen old)."""
+    return (LADDER[level].enhancer and enhancer_configured,)
+
+
+def lower_swap_work(level: Level, *, enhancer_configured: bool = True) -> Level | None:
+    """The nearest rung down whose swap work is less than `level`'s, or None (nothing below makes a
+    swap faster: the rungs below change only the loop's detection)."""
+    order = list(Level)
+    for below in order[order.index(level) + 1:]:
+        if _less_work(_swap_work(below, enhancer_configured), _swap_work(level, enhancer_configured)):
+            return below
+    return None
+
+
+def adds_swap_work(frm: Level, to: Level, *, enhancer_configured: bool = True) -> bool:
+    """Whether going from `frm` to `to` gives the swap worker more to do per round."""
+    return _less_work(_swap_work(frm, enhancer_configured), _swap_work(to, enhancer_configured))
+
+
+def _less_work(a: tuple, b: tuple) -> bool:
+    """`a` does less than `b`: nowhere more, somewhere less."""
+    return a != b and all(x <= y for x, y in zip(a, b))
+
+
 def worst(levels: Iterable[Level]) -> Level:
     """The lowest rung among these (BEST when there are none)."""
     order = list(Level)

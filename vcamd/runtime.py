@@ -8,7 +8,6 @@ fell back to the CPU is the most common "why is it slow" report.
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata
 import logging
 import os
@@ -18,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vcamd.errors import ModelError, VcamdError
-from vcamd.threads import at_lower_priority
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -149,12 +147,17 @@ class Sessions:
         self._active: dict[str, str] = {}
         self._lock = threading.Lock()  # guards the two dicts; a session is created under its own slot's lock
 
-    def _options(self, *, optimized: bool = False) -> "onnxruntime.SessionOptions":
+    def helper_threads(self) -> int:
+        """Intra-op threads of a `background` session: `threads`, less one core when that would take
+        every core — the loop keeps one whatever the swap model does."""
+        return helper_threads(self.threads, os.cpu_count() or 1)
+
+    def _options(self, threads: int, *, optimized: bool = False) -> "onnxruntime.SessionOptions":
         """`optimized`: for a graph ONNX Runtime already optimised (`vcamd.ortcache`): no more optimising."""
         import onnxruntime
 
         opts = onnxruntime.SessionOptions()
-        opts.intra_op_num_threads = self.threads
+        opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         level = onnxruntime.GraphOptimizationLevel
         opts.graph_optimization_level = level.ORT_DISABLE_ALL if optimized else level.ORT_ENABLE_ALL
@@ -166,11 +169,13 @@ class Sessions:
     def get(self, path: Path | str, *, keep_optimized: bool = False, background: bool = False) -> "onnxruntime.InferenceSession":
         """The session for a model file, created once. `keep_optimized`: load it from its optimised
         graph kept on disk (`vcamd.ortcache`; built on the first load) — for the model a start waits
-        for, the swapper. `background`: the model runs on a helper thread that must not outrank
-        the publishing loop (the swap worker's swapper and enhancer): the session is created on a
-        thread of that lower priority, so the threads of its own pool, which ONNX Runtime starts
-        then, inherit it (created on a normal thread, the pool's threads took a core from the loop
-        as often as it did: one 720p frame took 137 ms while inswapper ran)."""
+        for, the swapper. `background`: the model runs on a helper thread beside the publishing
+        loop (the swap worker's swapper and enhancer): its session gets `helper_threads()`
+        intra-op threads, which leave the loop a core (with a pool on every core, a pool thread
+        took the loop's core: one 720p frame took 137 ms while inswapper ran). Not a lower
+        priority: against a call app at normal priority a nice-10 swapper got a tenth of its share
+        (the face 4–7 s old), and a pool mixing priorities waits in every operator for its
+        slowest thread (docs/performance.md, "A call's worth of load")."""
         return self._get(Path(path), None, keep_optimized, background)
 
     def get_resized(self, path: Path | str, input_hw: tuple[int, int]) -> "onnxruntime.InferenceSession":
@@ -192,19 +197,19 @@ class Sessions:
         # leaves the slot empty (the next caller tries again and gets the error anew).
         with slot.lock:
             if slot.session is None:
-                create = functools.partial(self._create, path, input_hw, keep_optimized)
-                slot.session = at_lower_priority(create, f"load {path.name}") if background else create()
+                threads = self.helper_threads() if background else self.threads
+                slot.session = self._create(path, input_hw, keep_optimized, threads)
             return slot.session
 
-    def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool = False) -> "onnxruntime.InferenceSession":
+    def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool, threads: int) -> "onnxruntime.InferenceSession":
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist", fix="download it with `vcamd models pull`, or fix the path in [models]")
         if input_hw is not None:
-            session = self._new_session(path, _with_input_size(path, input_hw))
+            session = self._new_session(path, _with_input_size(path, input_hw), threads)
         elif keep_optimized:
-            session = self._from_optimized(path)
+            session = self._from_optimized(path, threads)
         else:
-            session = self._new_session(path, str(path))
+            session = self._new_session(path, str(path), threads)
         really = session.get_providers()[0]
         requested = self.providers[0]
         if really != requested:
@@ -220,10 +225,10 @@ class Sessions:
             self._active[path.name] = really
         return self._wrap(session, path) if self._wrap is not None else session
 
-    def _new_session(self, path: Path, source: str | bytes, *, save_to: Path | None = None) -> "onnxruntime.InferenceSession":
+    def _new_session(self, path: Path, source: str | bytes, threads: int, *, save_to: Path | None = None) -> "onnxruntime.InferenceSession":
         import onnxruntime
 
-        opts = self._options()
+        opts = self._options(threads)
         if save_to is not None:
             opts.optimized_model_filepath = str(save_to)
         try:
@@ -231,7 +236,7 @@ class Sessions:
         except Exception as exc:  # ORT's pybind exceptions share no useful base class but Exception
             raise _load_error(path, exc) from None
 
-    def _from_optimized(self, path: Path) -> "onnxruntime.InferenceSession":
+    def _from_optimized(self, path: Path, threads: int) -> "onnxruntime.InferenceSession":
         """The session from the model's optimised graph kept on disk; on a miss (or an entry ONNX
         Runtime refuses) from the model itself, keeping its optimised graph for the next time. The
         cache never makes a load fail: a model's own error is the one raised."""
@@ -241,10 +246,10 @@ class Sessions:
 
         entry = ortcache.entry_for(path, self.providers, onnxruntime.__version__)
         if entry is None:
-            return self._new_session(path, str(path))
+            return self._new_session(path, str(path), threads)
         if entry.ready():
             try:
-                session = onnxruntime.InferenceSession(str(entry.graph), sess_options=self._options(optimized=True), providers=self.providers)
+                session = onnxruntime.InferenceSession(str(entry.graph), sess_options=self._options(threads, optimized=True), providers=self.providers)
             except Exception as exc:  # whatever ORT raises: the entry goes, the model is loaded itself
                 log.warning("%s: its kept optimised graph %s is unusable (%s); optimising the model again",
                             path.name, entry.graph, _first_line(exc))
@@ -254,12 +259,12 @@ class Sessions:
                 return session
         save_to = entry.begin()
         try:
-            session = self._new_session(path, str(path), save_to=save_to)
+            session = self._new_session(path, str(path), threads, save_to=save_to)
         except ModelError:
             entry.abandon()
             if save_to is None:
                 raise
-            session = self._new_session(path, str(path))  # the model's own error, if it has one; else writing the graph failed
+            session = self._new_session(path, str(path), threads)  # the model's own error, if it has one; else writing the graph failed
             log.warning("%s: could not write its optimised graph to %s; loaded without keeping it", path.name, save_to.parent)
             return session
         entry.commit()
@@ -269,6 +274,11 @@ class Sessions:
         """Model file name → the provider that really runs it."""
         with self._lock:
             return dict(self._active)
+
+
+def helper_threads(threads: int, cores: int) -> int:
+    """`threads` for a model beside the loop, at most `cores - 1` (never below 1)."""
+    return max(1, min(threads, cores - 1))
 
 
 class _Slot:

@@ -1,4 +1,4 @@
-"""Helper threads: a call run on a thread of its own, and thread priorities (the publishing loop must win the CPU over helper threads)."""
+"""Helper threads: a call run on a thread of its own, and a lower priority for helpers that must never outrank the publishing loop (the control server's)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ log = logging.getLogger(__name__)
 
 def lower_thread_priority(nice: int = 10) -> None:
     """Lower the calling thread's priority, so the publishing loop keeps the CPU: on a 2-core
-    machine a swap model that takes seconds, or a flood of control clients, must not take the
-    cores the next frame needs. Linux: per-thread nice; elsewhere nothing (not allowed or not
-    per thread)."""
+    machine a flood of control clients must not take the cores the next frame needs. Not for the
+    swap model: against other programs at normal priority it would get a tenth of their share, and
+    an unprivileged thread cannot raise its priority again (RLIMIT_NICE); its sessions leave the
+    loop a core instead (`Sessions.helper_threads`). Linux: per-thread nice; elsewhere nothing
+    (not allowed or not per thread)."""
     if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
         return
     try:
@@ -40,15 +42,3 @@ def in_thread(fn: Callable[[], T], name: str) -> Future[T]:
 
     threading.Thread(target=run, name=name, daemon=True).start()
     return future
-
-
-def at_lower_priority(fn: Callable[[], T], name: str) -> T:
-    """`fn()` run on a new thread of lowered priority (`lower_thread_priority`), waited for: what
-    it starts — a model session's own worker threads — is born at that priority. Its exception is
-    raised here."""
-
-    def lowered() -> T:
-        lower_thread_priority()
-        return fn()
-
-    return in_thread(lowered, name).result()

@@ -53,4 +53,5 @@ class Outcome(StrEnum):
     blurred = "blurred"  # the face region blurred, because it could not be swapped
     passthrough = "passthrough"  # the raw frame while swapping was on (only with on_miss = passthrough)
     off = "off"  # swapping turned off by the user: the raw frame, not a miss
-    offline = "offline"  # the camera-offline placeholder
+    offline = "offline"  # the camera-offline placeholder (the camera lost or stalled)
+    starting = "starting"  # the "Camera starting…" card, before the camera's first frame: not a miss

@@ -3,6 +3,7 @@ print (figure, target, ratio), and the refusals. The timed runs themselves are b
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -162,7 +163,8 @@ def test_bench_refuses_frame_rates_and_counts_it_cannot_measure(assets):
     base = ("bench", "--face", face, "--scenarios", "light", "--frames", "30")
     for bad, flag in ((("--fps", "0"), "--fps"), (("--fps", "nan"), "--fps"), (("--fps", "1e9"), "--fps"),
                       (("--scenarios", "inswapper", "--inswapper-frames", "0"), "--inswapper-frames"),
-                      (("--threads", "-2"), "--threads"), (("--scenarios", "resolution", "--rounds", "0"), "--rounds")):
+                      (("--threads", "-2"), "--threads"), (("--scenarios", "resolution", "--rounds", "0"), "--rounds"),
+                      (("--scenarios", "call", "--rounds", "0"), "--rounds"), (("--load", "-1"), "--load")):
         one_clear_line(run_vcamd(*base, *bad, timeout=30), flag)
 
 
@@ -182,3 +184,51 @@ def test_the_bench_keeps_optimised_graphs_in_its_own_folder(tmp_path, monkeypatc
     with _cache_dir(tmp_path / "optimized"):
         assert ortcache.cache_dir() == tmp_path / "optimized"
     assert ortcache.cache_dir() == users
+
+
+# ---- the call scenario under load ---------------------------------------------------------------
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (a killed child nobody waited for)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_busy_processes_run_the_busy_loop_and_are_gone_after_the_block_even_when_it_fails() -> None:
+    from vcamd.commands.bench import busy_processes
+
+    with busy_processes(2) as pids:
+        assert len(set(pids)) == 2
+        for pid in pids:
+            assert _running(pid)
+            assert b"while 1: pass" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            assert os.getpgid(pid) == pid  # each leads its own group: the group is what is killed
+    assert not any(_running(pid) for pid in pids)
+    with pytest.raises(RuntimeError), busy_processes(1) as failed:
+        raise RuntimeError("the run failed")
+    assert failed and not _running(failed[0])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_bench_call_with_load_prints_quiet_and_loaded_runs_side_by_side_and_leaves_no_busy_process(tmp_path, assets) -> None:
+    import json
+
+    out = tmp_path / "call.json"
+    proc = run_vcamd("bench", "--face", assets / "images" / "newton.png", "--detector", assets / "models" / "scrfd_500m_kps.onnx",
+                     "--providers", "cpu", "--scenarios", "call", "--load", "1", "--rounds", "1", "--frames", "30",
+                     "--resolution", "480p", "--json", out, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    head = next(line for line in proc.stdout.splitlines() if line.startswith("measure"))
+    assert head.index("quiet #1") < head.index("1 busy #1")
+    for measure in ("swap age p50 / p95", "first frame / first swap", "published fps / p99", "load average before → after"):
+        assert any(line.startswith(measure) for line in proc.stdout.splitlines()), proc.stdout
+    call = json.loads(out.read_text())["results"]["call"]
+    assert [run["load"] for run in call["runs"]] == [0, 1]
+    assert all(run["published"] == 30 and run["first_frame_ms"] is not None for run in call["runs"])
+    assert len(call["load_pids"]) == 1 and not _running(call["load_pids"][0])

@@ -85,7 +85,7 @@ def assert_camera_rate(stats, frames: int) -> None:
     machine is a benchmark figure (`vcamd bench`: published ÷ camera fps), not asserted here."""
     f = stats["frames"]
     assert f["published"] == frames
-    assert f["processed"] + f["offline"] == f["published"], f
+    assert f["processed"] + f["offline"] + f["starting"] == f["published"], f
 
 
 def test_publishes_every_frame_at_camera_rate_and_never_the_raw_face(live_config, clip_20fps, run_live, face_engine_factory):
@@ -621,3 +621,6 @@ def test_a_camera_that_has_not_started_yet_shows_the_starting_card_not_offline(l
     starting, offline = offline_frame(w, h, STARTING_MESSAGE), offline_frame(w, h, OFFLINE_MESSAGE)
     assert all(np.array_equal(frame, starting) for frame in sink.frames[:3])
     assert not any(np.array_equal(frame, offline) for frame in sink.frames)
+    # Counted as what they are: a healthy start reports starting cards, not offline frames.
+    frames = result["frames"]
+    assert frames["starting"] >= 3 and frames["offline"] == 0, frames

@@ -208,3 +208,73 @@ def test_frames_made_while_warming_up_are_not_judged():
     assert events == [] and dog.level is Level.full
     feed(dog, clock, 90.0, 15)  # once warm, the same latency is judged
     assert dog.level is not Level.full
+
+
+# ---- the face's age: a second input to the same ladder ----------------------------------------------
+
+
+def feed_ages(dog: Watchdog, clock: FakeClock, age_ms, frames: int, latency_ms: float = 20.0) -> list:
+    """`frames` frames on time (`latency_ms`), each showing a swapped face `age_ms` old (a number,
+    or a function of the level: the enhancer makes the face older)."""
+    events = []
+    for _ in range(frames):
+        clock.now += 1.0 / FPS
+        age = age_ms(dog.level) if callable(age_ms) else age_ms
+        events.extend(dog.observe(latency_ms, swap_age_ms=age))
+    return events
+
+
+def test_an_old_face_steps_the_enhancer_off_with_its_trigger_logged_and_goes_no_lower():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=True)
+    events = feed_ages(dog, clock, 4000.0, 30 * 20)  # frames on time, the face 4 s old
+    transitions = [e for e in events if isinstance(e, Transition)]
+    assert [(t.from_level, t.to_level, t.reason) for t in transitions] == [(Level.full, Level.no_enhancer, "swap_age")]
+    trigger = transitions[0].trigger
+    assert trigger.swap_age_p95_ms == 4000.0 and trigger.swap_age_over_share == 1.0
+    line = transitions[0].log_line()
+    assert "reason=swap_age" in line and "swap_age_p95_ms=4000" in line
+    # low_res and frame_skip change only the loop's detection: they would not make a swap faster.
+    assert dog.level is Level.no_enhancer
+
+
+def test_an_old_face_without_an_enhancer_changes_nothing():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=False)
+    assert feed_ages(dog, clock, 4000.0, 30 * 10) == []
+    assert dog.level is Level.full
+
+
+def test_a_young_face_or_a_budget_of_zero_never_steps_down():
+    clock = FakeClock()
+    young = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=True)
+    off = Watchdog(WatchdogConfig(swap_age_budget_ms=0.0), clock, enhancer_enabled=True)
+    assert feed_ages(young, clock, 900.0, 30 * 10) == []
+    assert feed_ages(off, clock, 9000.0, 30 * 10) == []
+    assert young.level is off.level is Level.full
+
+
+def test_climbs_back_once_the_face_is_young_and_not_before():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=True)
+    feed_ages(dog, clock, 4000.0, 30 * 2)
+    assert dog.level is Level.no_enhancer
+    # Frames well on time (the latency rule alone would climb after 3 s) but the face still 1.2 s
+    # old: over budget × headroom (0.9 s), so the enhancer stays off.
+    feed_ages(dog, clock, 1200.0, 30 * 10)
+    assert dog.level is Level.no_enhancer and len(dog.transitions) == 1
+    events = feed_ages(dog, clock, 500.0, 30 * 5)  # the call app closed: the face is young again
+    climbs = [e for e in events if isinstance(e, Transition)]
+    assert [(t.from_level, t.to_level, t.reason) for t in climbs] == [(Level.no_enhancer, Level.full, "headroom")]
+
+
+def test_a_climb_that_makes_the_face_old_again_waits_longer_each_time():
+    # The enhancer makes the face 3 s old; without it 0.5 s: the ladder must not bounce every few
+    # seconds between the two.
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=True)
+    feed_ages(dog, clock, lambda level: 3000.0 if level is Level.full else 500.0, 30 * 120)
+    downs = [t.time for t in dog.transitions if t.reason == "swap_age"]
+    assert len(downs) >= 3
+    gaps = [b - a for a, b in zip(downs, downs[1:])]
+    assert all(later > earlier for earlier, later in zip(gaps, gaps[1:])), gaps

@@ -27,9 +27,10 @@ FLAT_STD = 12.0
 """Grey-level spread of the face box below which a published face is flat: what a NaN crop
 becomes after the uint8 conversion (a real or swapped face spreads > 30)."""
 
-STEADY = {"watchdog": {"budget_ms": 1000.0}}
-"""A generous budget keeps the watchdog at full quality, so every fault hits the stage it targets
-(with the enhancer on, a degraded level would skip the enhancer and hide its fault)."""
+STEADY = {"watchdog": {"budget_ms": 1000.0, "swap_age_budget_ms": 0.0}}
+"""A generous budget and no swap-age budget keep the watchdog at full quality, so every fault hits
+the stage it targets (with the enhancer on, a degraded level would skip the enhancer and hide its
+fault; a hung swap makes the face old)."""
 
 
 def inject(run, start, clear, seconds: float = FAULT_S, until=None, what: str = "") -> tuple[float, float]:

@@ -8,6 +8,10 @@ Two flavours per model:
   that the model ran and that the right input reached it;
 - compute-equivalent: the production layer list with random weights, which costs what the real
   model costs — for benchmarks only (the swapper is ~550 MB and ~1.5 s per face on a small CPU).
+
+The swapper has a third, for benchmarks: `heavy_convs` — the light swap plus a few heavy
+convolutions (~0.045 s each per face on one core of a small CPU), a swap of a chosen cost that
+loads in a moment (the bench's `call` scenario).
 """
 
 from __future__ import annotations
@@ -111,12 +115,15 @@ def _emap(rng: np.random.Generator) -> np.ndarray:
     return (rng.standard_normal((LATENT_DIM, LATENT_DIM), dtype=np.float32) / np.sqrt(LATENT_DIM)).astype(np.float32)
 
 
-def build_swapper(path: Path | str, *, fp16: bool = False, compute_equivalent: bool = False, batch: bool = False) -> Path:
+def build_swapper(path: Path | str, *, fp16: bool = False, compute_equivalent: bool = False, batch: bool = False,
+                  heavy_convs: int = 0) -> Path:
     """An inswapper_128 stand-in: `target` [N,3,128,128] + `source` [N,512] → [N,3,128,128] in [0,1].
 
     `emap` (512×512) is the last initializer, as in the real file. fp16=True stores the weights and
     computes in float16 behind Cast nodes while the inputs and the output stay float32, like the
     published inswapper_128_fp16 export. batch=True makes the batch dim symbolic ('N').
+    heavy_convs=K (light only): the light swap plus K 3×3 convolutions of 256 channels at 64²
+    (2.4 GMAC each) whose result shades the face a little: a swap of a chosen cost.
     The light version mixes the crop with a colour computed from the source latent and inverts the
     centre of the face, so a swap is visible and differs between sources.
     """
@@ -130,6 +137,8 @@ def build_swapper(path: Path | str, *, fp16: bool = False, compute_equivalent: b
         out = _inswapper_layers(g, inner_target, inner_source)
     else:
         out = _light_swap(g, inner_target, inner_source)
+        if heavy_convs:
+            out = _heavy_shading(g, out, inner_target, heavy_convs)
     if fp16:
         out = g.op("Cast", [out], to=TensorProto.FLOAT)
     g.nodes.append(helper.make_node("Identity", [out], ["output"]))
@@ -151,6 +160,18 @@ def _light_swap(g: _Graph, target: str, source: str) -> str:
     inverted = g.op("Sub", [one, mixed])
     keep = g.op("Mul", [mixed, g.op("Sub", [one, mask])])
     return g.op("Add", [keep, g.op("Mul", [inverted, mask])])
+
+
+def _heavy_shading(g: _Graph, swapped: str, target: str, convs: int) -> str:
+    """`swapped` shaded by ±2 % from `convs` heavy convolutions of the target: their cost is paid
+    and their result is used (no optimiser can drop them), the swap stays the light one's."""
+    ch, hw = 256, SWAP_SIZE // 2
+    x = g.op("Relu", [g.conv(target, 3, ch, 3, hw, stride=2)])
+    for _ in range(convs):
+        x = g.op("Relu", [g.conv(x, ch, ch, 3, hw)])
+    shade = g.op("Tanh", [g.upsample2(g.conv(x, ch, 3, 1, hw, pad=0))])
+    shaded = g.op("Add", [swapped, g.op("Mul", [shade, g.const(np.array(0.02, np.float32), "amount")])])
+    return g.op("Clip", [shaded, g.const(np.array(0.0, np.float32), "lo"), g.const(np.array(1.0, np.float32), "hi")])
 
 
 def _inswapper_layers(g: _Graph, target: str, source: str) -> str:

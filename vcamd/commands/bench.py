@@ -18,7 +18,14 @@ frame at 30 fps, publishing to the null sink. Scenarios:
   and at the next start (every later one: the kept graph loaded). Python writes and reads bytecode
   as an installed vcamd has it, whatever PYTHONDONTWRITEBYTECODE says here (else every start
   compiles vcamd's modules from source). `--threads` applies (default 1; a user's default config
-  has `[models] threads = 0`, every core): the title says which.
+  has `[models] threads = 0`, every core): the title says which;
+* `call` — what a video call asks: `vcamd run` started as a user starts it (as `startup`), with a
+  swapper of a call's cost (`CALL_SWAP_CONVS` heavy convolutions: ~0.37 s per face on one core of
+  a small CPU), for `--frames` frames, in `--rounds` runs; with `--load N`, each run is followed
+  by one with N busy processes (`python -c 'while 1: pass'` at normal priority, the call app)
+  for its whole length, killed after it whatever happens. Quiet and loaded runs print side by
+  side: frames swapped after the first swap, swap age, first frame and first swap beside fps
+  and p99, with the machine's load average.
 
 Printed for light/inswapper: published vs source fps, capture→publish p50/p95/p99, pipeline
 overhead per frame (everything but model inference), CPU-ms per published frame (all threads) and
@@ -46,7 +53,7 @@ from vcamd.quality import BEST, Level, worst
 log = logging.getLogger(__name__)
 
 RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
-SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup")
+SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup", "call")
 DEFAULT_SCENARIOS = ("light", "inswapper")
 
 # Targets from the live-daemon issue (720p / 30 fps on a 2-core CPU).
@@ -63,6 +70,16 @@ TARGET_ONE_FACE_CPU_MS = 12.0  # 720p, SCRFD-2.5G, at full quality
 TARGET_FIRST_FRAME_MS = 500.0  # cold start: from the process start, with the compute-equivalent swapper
 TARGET_FIRST_SWAP_MS = 3000.0
 GROUP_PHOTO = "solvay_conference_1927.png"
+# Targets from the call-load issue: 720p, the call's swapper, two busy processes, 2 cores.
+TARGET_SWAP_AGE_P95_MS = 1500.0
+TARGET_SWAPPED_AFTER_FIRST = 0.90
+TARGET_CALL_FIRST_FRAME_MS = 1000.0
+TARGET_CALL_FIRST_SWAP_MS = 4000.0
+CALL_SWAP_CONVS = 8
+"""The call scenario's swapper: the light swap plus this many heavy convolutions (~0.37 s per face
+on one core here: `vcamd.bench.standins.build_swapper(heavy_convs=)`)."""
+BUSY_CODE = "while 1: pass"
+"""What a busy process of `--load` runs: one core's worth of CPU at normal priority."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -80,7 +97,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS), metavar="LIST",
                    help=f"comma-separated, from: {', '.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)}). "
                         "groups: a 29-face group photo as a still camera with face_selection = \"all\"; "
-                        "resolution: CPU-ms per frame at 1080p against 480p")
+                        "resolution: CPU-ms per frame at 1080p against 480p; call: `vcamd run` with a swapper of a call's "
+                        "cost (~0.37 s a face), swap age and start-up beside fps (with --load N: quiet and loaded runs side by side)")
     p.add_argument("--group-photo", type=Path, default=None, metavar="PHOTO",
                    help=f"the groups scenario's photo (default: {GROUP_PHOTO} next to --face)")
     p.add_argument("--quality", choices=[level.name for level in Level], default=None,
@@ -89,7 +107,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resolution", choices=sorted(RESOLUTIONS), default="720p")
     p.add_argument("--rounds", type=int, default=3, metavar="N",
                    help="resolution: how many 480p/1080p pairs to run, interleaved; the figure is the pair with "
-                        "the median ratio (default 3)")
+                        "the median ratio; call: how many runs (quiet/loaded pairs with --load) (default 3)")
+    p.add_argument("--load", type=int, default=0, metavar="N",
+                   help="call: after each quiet run, one with N busy processes at normal priority "
+                        "(python -c 'while 1: pass', the call app) for the run's length; quiet and loaded rows side by side (default 0: quiet only)")
     p.add_argument("--fps", type=float, default=30.0, help="the clip's (camera's) frame rate")
     p.add_argument("--frames", type=int, default=300, metavar="N", help="published frames measured per scenario")
     p.add_argument("--inswapper-frames", type=int, default=900, metavar="N",
@@ -119,6 +140,7 @@ class BenchSettings:
     quality: str | None = None
     group_photo: Path | None = None
     rounds: int = 1
+    load: int = 0
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -139,8 +161,10 @@ def handle(args: argparse.Namespace) -> int:
         raise VcamdError(f"--inswapper-frames {args.inswapper_frames} is too few to measure", fix="use at least 30")
     if not 0 < args.fps <= 240:  # also refuses NaN; a camera's range, as [camera] fps
         raise VcamdError(f"--fps {args.fps:g}: not a camera frame rate", fix="use a number above 0 and at most 240, e.g. 30")
-    if "resolution" in scenarios and args.rounds < 1:
-        raise VcamdError(f"--rounds {args.rounds}: the resolution scenario needs at least one pair", fix="use 1 or more, e.g. 3")
+    if {"resolution", "call"} & set(scenarios) and args.rounds < 1:
+        raise VcamdError(f"--rounds {args.rounds}: the resolution and call scenarios need at least one round", fix="use 1 or more, e.g. 3")
+    if not 0 <= args.load <= 64:
+        raise VcamdError(f"--load {args.load}: not a number of busy processes", fix="use 0 (quiet only) to 64, e.g. 2")
     if args.threads < 0:
         raise VcamdError(f"--threads {args.threads}: cannot be negative", fix="use 0 (all cores) or a positive number")
     if args.json is not None:
@@ -160,6 +184,7 @@ def handle(args: argparse.Namespace) -> int:
         quality=args.quality,
         group_photo=args.group_photo or Path(face).parent / GROUP_PHOTO,
         rounds=args.rounds,
+        load=args.load,
     )
     if "groups" in scenarios and not settings.group_photo.is_file():
         raise VcamdError(f"--group-photo: {settings.group_photo} not found", fix="pass --group-photo PHOTO (a photo with many faces)")
@@ -189,6 +214,8 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
                 out[name] = run_resolution(settings, image, tmpdir, base)
             elif name == "startup":
                 out[name] = run_startup(settings, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
+            elif name == "call":
+                out[name] = run_call(settings, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
             else:
                 clip = sliding_clip(image, settings, tmpdir, (settings.width, settings.height))
                 out[name] = run_scenario(name, settings, clip, tmpdir, base)
@@ -252,9 +279,11 @@ def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, f
 
     suffix = "_fp16" if settings.fp16 else ""
     compute_equivalent = name in ("inswapper", "startup")
-    swapper = tmpdir / f"swapper_{'inswapper' if compute_equivalent else 'light'}{suffix}.onnx"
+    heavy_convs = CALL_SWAP_CONVS if name == "call" else 0
+    kind = "inswapper" if compute_equivalent else "call" if heavy_convs else "light"
+    swapper = tmpdir / f"swapper_{kind}{suffix}.onnx"
     if not swapper.exists():
-        build_swapper(swapper, fp16=settings.fp16, compute_equivalent=compute_equivalent)
+        build_swapper(swapper, fp16=settings.fp16, compute_equivalent=compute_equivalent, heavy_convs=heavy_convs)
     recognizer = tmpdir / "recognizer.onnx"
     if not recognizer.exists():
         build_recognizer(recognizer)
@@ -311,13 +340,22 @@ def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, b
 def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
     """`vcamd run` in a subprocess, as a user starts it, with the compute-equivalent inswapper
     stand-in (built once into `tmpdir`): its stats' `startup_ms` (from the process start)."""
+    cfg = scenario_config("startup", settings, tmpdir, base)
+    first, following = (run_vcamd(cfg, settings, clip, tmpdir, "startup") for _ in ("first", "next"))
+    return {"startup_ms": following["startup_ms"], "first_start_ms": first["startup_ms"], "threads": settings.threads,
+            "swapper_mb": round(Path(cfg.models.swapper).stat().st_size / 1e6),
+            "command": following["command"], "stats": following, "first_start_stats": first}
+
+
+def run_vcamd(cfg, settings: BenchSettings, clip: Path, tmpdir: Path, name: str) -> dict:
+    """`vcamd run` with `cfg` on `clip` (a file camera, looped), null sink, `settings.frames`
+    frames, as a user starts it: its stats JSON, with the command under "command"."""
     import subprocess
     import sys
 
     from vcamd.errors import VcamdError
 
-    cfg = scenario_config("startup", settings, tmpdir, base)
-    config, stats_path = tmpdir / "startup.toml", tmpdir / "startup.json"
+    config, stats_path = tmpdir / f"{name}.toml", tmpdir / f"{name}.json"
     config.write_text(_toml(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
     command = [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip), "--loop",
                "--sink", "null", "--frames", str(settings.frames), "--stats-json", str(stats_path), "--no-tray"]
@@ -325,17 +363,84 @@ def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict
     # stand-in's optimised graph is kept in the bench's folder: `_cache_dir`).
     env = {**os.environ, "VCAMD_RUNTIME_DIR": str(tmpdir / "runtime")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode as an installed vcamd has it (see the module's doc)
-    starts = []
-    for _ in ("first", "next"):
-        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120 + 2 * settings.frames / settings.fps)
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise VcamdError(f"bench startup: vcamd run failed: {last}", fix="run the same `vcamd run` by hand to see why")
-        starts.append(json.loads(stats_path.read_text(encoding="utf-8")))
-    first, following = starts
-    return {"startup_ms": following["startup_ms"], "first_start_ms": first["startup_ms"], "threads": settings.threads,
-            "swapper_mb": round(Path(cfg.models.swapper).stat().st_size / 1e6),
-            "command": " ".join(command), "stats": following, "first_start_stats": first}
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120 + 2 * settings.frames / settings.fps)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise VcamdError(f"bench {name}: vcamd run failed: {last}", fix="run the same `vcamd run` by hand to see why")
+    return json.loads(stats_path.read_text(encoding="utf-8")) | {"command": " ".join(command)}
+
+
+@contextlib.contextmanager
+def busy_processes(n: int):
+    """N processes that each keep a core busy at normal priority (the call app), for the `with`
+    block; yields their pids. Each leads a process group of its own, killed at the end — also when
+    the block raises or is interrupted — and waited for, so none outlives the bench. They stay in
+    the bench's session: with Linux's autogroup on, a process of another session (`setsid`) would
+    be weighed as a group of its own against vcamd's, and vcamd's nice values would never meet
+    it (a desktop's call app may be either)."""
+    import signal
+    import subprocess
+    import sys
+
+    procs: list[subprocess.Popen] = []
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen([sys.executable, "-c", BUSY_CODE], process_group=0,
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+        for p in procs:
+            p.wait()
+
+
+def run_call(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
+    """`settings.rounds` runs of `vcamd run` with the call's swapper; with `settings.load`, each
+    followed by one under that many busy processes (interleaved: the machine's own drift falls on
+    both). Each run: `call_row` of its stats, with /proc/loadavg before and after."""
+    cfg = scenario_config("call", settings, tmpdir, base)
+    runs: list[dict] = []
+    pids: list[int] = []
+    for i in range(settings.rounds):
+        for load in (0, settings.load) if settings.load else (0,):
+            before = _loadavg()
+            with busy_processes(load) as busy:
+                pids += busy
+                stats = run_vcamd(cfg, settings, clip, tmpdir, "call")
+            runs.append(call_row(stats, settings) | {"round": i + 1, "load": load, "loadavg": [before, _loadavg()]})
+    return {"runs": runs, "load_pids": pids, "threads": settings.threads, "swap_convs": CALL_SWAP_CONVS,
+            "command": runs[0]["command"] if runs else None}
+
+
+def call_row(stats: dict, settings: BenchSettings) -> dict:
+    """One call run's figures from its stats JSON."""
+    frames = stats["frames"]
+    after_first = frames["published"] - stats.get("published_before_first_swap", 0)
+    return {
+        "swapped_after_first_swap": round(frames["swapped"] / after_first, 3) if after_first > 0 else None,
+        "swapped_frames": frames["swapped"],
+        "published": frames["published"],
+        "swap_age_ms": stats["swap_age_ms"],
+        "first_frame_ms": stats["startup_ms"]["first_frame"],
+        "first_swap_ms": stats["startup_ms"]["first_swap"],
+        "fps_ratio": round(stats["fps"]["published"] / settings.fps, 3),
+        "published_fps": stats["fps"]["published"],
+        "latency_p99_ms": stats["latency_ms"]["p99"],
+        "swap_model_ms_p50": stats["stages_ms"].get("swap", {}).get("p50", 0.0),
+        "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v},
+        "transitions": [f"{t['from']}→{t['to']} ({t['reason']})" for t in stats["degradation"]["transitions"]],
+        "command": stats["command"],
+    }
+
+
+def _loadavg() -> str:
+    """The 1, 5 and 15 minute load averages (Linux), to read a figure by what the machine did."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
+    except OSError:
+        return "n/a"
 
 
 def _toml(data: dict) -> str:
@@ -495,6 +600,8 @@ def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
     targets = target_rows(results, settings)
     if targets:
         parts.append(format_target_rows(targets, settings))
+    if (call := results.get("call")) is not None:
+        parts.append(format_call_table(call, settings))
     if (st := results.get("startup")) is not None:
         threads = st.get("threads", settings.threads)
         parts.append(
@@ -633,9 +740,52 @@ def format_live_table(results: dict[str, dict], settings: BenchSettings) -> str:
     return "\n".join(lines)
 
 
+def format_call_table(call: dict, settings: BenchSettings) -> str:
+    """The call runs side by side, in the order run (quiet, loaded, quiet, …): a row per measure,
+    the target of the loaded runs beside it."""
+    runs = call["runs"]
+    interval = 1000.0 / settings.fps
+
+    def ms_s(value: float | None) -> str:
+        return "never" if value is None else f"{value / 1000.0:.2f} s"
+
+    def share(value: float | None) -> str:
+        return "n/a" if value is None else f"{100 * value:.0f} %"
+
+    rows = [
+        ("frames swapped, after the first swap", lambda r: f"{share(r['swapped_after_first_swap'])} ({r['swapped_frames']}/{r['published']})",
+         f"≥ {100 * TARGET_SWAPPED_AFTER_FIRST:.0f} %"),
+        ("swap age p50 / p95", lambda r: f"{r['swap_age_ms']['p50'] / 1000:.2f} / {r['swap_age_ms']['p95'] / 1000:.2f} s",
+         f"p95 ≤ {TARGET_SWAP_AGE_P95_MS / 1000:.1f} s"),
+        ("first frame / first swap", lambda r: f"{ms_s(r['first_frame_ms'])} / {ms_s(r['first_swap_ms'])}",
+         f"≤ {TARGET_CALL_FIRST_FRAME_MS / 1000:.0f} / {TARGET_CALL_FIRST_SWAP_MS / 1000:.0f} s"),
+        ("published fps / p99", lambda r: f"{r['published_fps']:.1f} ({r['fps_ratio']:.2f}×) / {r['latency_p99_ms']:.0f} ms",
+         f"≥ {TARGET_FPS_RATIO:.2f}× / ≤ {TARGET_P99_BUDGET_MS + interval:.0f} ms"),
+        ("swap model p50", lambda r: f"{r['swap_model_ms_p50']:.0f} ms", ""),
+        ("watchdog levels", lambda r: ", ".join(f"{k} {v:.0%}" for k, v in r["levels"].items()) or "-", ""),
+        ("load average before → after", lambda r: f"{r['loadavg'][0].split()[0]} → {r['loadavg'][1].split()[0]}", ""),
+    ]
+    head = ["measure", *(f"{_call_label(r['load'])} #{r['round']}" for r in runs), "target (loaded)"]
+    body = [[label, *(fmt(r) for r in runs), target] for label, fmt, target in rows]
+    widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
+    fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    threads = call.get("threads", settings.threads)
+    title = (
+        f"vcamd bench call — `vcamd run` at {settings.width}×{settings.height} @ {settings.fps:g} fps, {settings.frames} frames a run, "
+        f"swapper: light + {call.get('swap_convs', CALL_SWAP_CONVS)} heavy convolutions, ONNX Runtime threads {threads}"
+        f"{' (all cores)' if threads == 0 else ''}, busy processes at normal priority: {settings.load}"
+    )
+    return "\n".join([title, fmt_line(head), fmt_line(["-" * w for w in widths]), *(fmt_line(b) for b in body)])
+
+
+def _call_label(load: int) -> str:
+    return "quiet" if load == 0 else f"{load} busy"
+
+
 def _settings_dict(s: BenchSettings) -> dict:
     return {
         "face": str(s.face), "detector": s.detector, "width": s.width, "height": s.height, "fps": s.fps,
         "frames": s.frames, "inswapper_frames": s.inswapper_frames, "providers": s.providers, "threads": s.threads, "fp16": s.fp16,
         "quality": s.quality, "group_photo": str(s.group_photo) if s.group_photo else None, "rounds": s.rounds,
+        "load": s.load,
     }

@@ -126,7 +126,7 @@ def handle(args: argparse.Namespace) -> int:
     print(
         f"published {f['published']} frames at {stats['fps']['published']:.1f} fps (source {stats['fps']['source']:.1f}); "
         f"swapped {f['swapped']}, held {f['held']}, blurred {f['blurred']}, passthrough {f['passthrough']}, "
-        f"offline {f['offline']}; latency p50/p95/p99 {lat['p50']:.1f}/{lat['p95']:.1f}/{lat['p99']:.1f} ms; "
+        f"offline {f['offline']}, starting {f['starting']}; latency p50/p95/p99 {lat['p50']:.1f}/{lat['p95']:.1f}/{lat['p99']:.1f} ms; "
         f"{stats['cpu_ms_per_frame']:.1f} CPU-ms/frame"
     )
     return 2 if stats_lost else 0

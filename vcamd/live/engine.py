@@ -313,7 +313,7 @@ class LiveEngine:
         if self._opened:
             return
         self._open(load=False)
-        self.frames.send(self.publisher.starting_frame(), Outcome.offline, None)  # before the loading thread competes
+        self.frames.send(self.publisher.starting_frame(), Outcome.starting, None)  # before the loading thread competes
         self._start_loading()
 
     def close(self) -> None:
@@ -408,7 +408,7 @@ class LiveEngine:
             gpu=self._gpu.stop(),
             misses=self._misses(),
             camera_cpu_s=self.reader.cpu_s,
-        ) | {"startup_ms": self.frames.startup.to_json()}
+        ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap}
 
     def _captured(self) -> int:
         return self.settings.replaced_captured + self.reader.captured + getattr(self.source, "skipped", 0)
@@ -431,7 +431,7 @@ class LiveEngine:
         if not (gone or waited > self.cfg.camera.stall_timeout_s):
             return
         if self._state == "starting" and not gone and waited <= FIRST_FRAME_GRACE_S:
-            self.frames.send(self.publisher.starting_frame(), Outcome.offline, None)
+            self.frames.send(self.publisher.starting_frame(), Outcome.starting, None)
             return
         if self._state != "offline":
             log.warning("publishing the offline frame: camera %s", "lost" if gone else "stalled")

@@ -52,12 +52,16 @@ class Startup:
     started_at: float
     first_frame: float | None = None
     first_swap: float | None = None
+    before_first_swap: int = 0
+    """Frames published before the first swapped one (placeholder cards and covered frames)."""
 
     def published(self, now: float, *, swapped: bool) -> None:
         if self.first_frame is None:
             self.first_frame = now
         if swapped and self.first_swap is None:
             self.first_swap = now
+        if self.first_swap is None:
+            self.before_first_swap += 1
 
     def to_json(self) -> dict[str, float | None]:
         def ms(t: float | None) -> float | None:
@@ -253,7 +257,8 @@ class FrameWork:
         # Nor do the frames of the tracker's warm-up (sessions being built, the first full
         # detection not in yet): they took a group to low_res before it was measured at full.
         if judged and latency is not None and outcome is not Outcome.off and engine.faces is not None:
-            log_events(engine.watchdog.observe(latency, stage_ms, warming=engine.tracker.warming))
+            swap_age_ms = None if composed is None or swapped_at is None else (now - swapped_at) * 1000.0
+            log_events(engine.watchdog.observe(latency, stage_ms, warming=engine.tracker.warming, swap_age_ms=swap_age_ms))
 
 
 class PasteMemo:

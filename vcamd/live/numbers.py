@@ -34,7 +34,8 @@ class FrameCounts(TypedDict):
     blurred: int
     passthrough: int
     off: int
-    offline: int  # placeholder cards: the camera not started yet, or lost (no frame for stall_timeout_s)
+    offline: int  # the offline card: the camera lost (no frame for stall_timeout_s)
+    starting: int  # the "Camera starting…" card, before the camera's first frame (a healthy start, not offline)
 
 
 class FaceCounts(TypedDict):

@@ -48,7 +48,7 @@ TABLE: dict[str, dict[str, Apply]] = {
     "enhancer": {"enabled": L, "strength": L},
     "camera": {"device": L, "width": L, "height": L, "fps": L, "mjpg": L, "loop": L, "reopen_interval_s": L, "stall_timeout_s": L},
     "virtual_camera": {"name": L, "device": L, "backend": L},
-    "watchdog": {k: L for k in ("budget_ms", "window", "degrade_ratio", "recover_headroom", "recover_after_s", "cooldown_s", "lowres_scale")},
+    "watchdog": {k: L for k in ("budget_ms", "window", "degrade_ratio", "recover_headroom", "recover_after_s", "cooldown_s", "lowres_scale", "swap_age_budget_ms")},
     "disclosure": {"badge": L, "text": L, "corner": L},
     "preview": {"port": L, "jpeg_quality": L},
     "runtime": {"max_memory_gb": R, "log_level": L},

@@ -145,7 +145,8 @@ class LiveStats:
         o = self.outcomes
         return FrameCounts(captured=captured, processed=self.processed, published=self.published, dropped=dropped,
                            swapped=o[Outcome.swapped], held=o[Outcome.held], blurred=o[Outcome.blurred],
-                           passthrough=o[Outcome.passthrough], off=o[Outcome.off], offline=o[Outcome.offline])
+                           passthrough=o[Outcome.passthrough], off=o[Outcome.off], offline=o[Outcome.offline],
+                           starting=o[Outcome.starting])
 
     def live_numbers(self, *, captured: int, dropped: int, misses: Misses) -> LiveNumbers:
         """The numbers `status()` shows (and the control page charts)."""

@@ -19,7 +19,6 @@ from vcamd.faces.engine import StageTimer
 from vcamd.live.newest import NewestWorker
 from vcamd.live.stats import LiveStats
 from vcamd.quality import Level
-from vcamd.threads import lower_thread_priority
 from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
@@ -85,9 +84,6 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
             if self._job_started is None:
                 return False  # idle (no face to swap for a while): the next result is on its way
             return now - self._job_started > 4.0 * (self._usual_s or 0.0)
-
-    def _on_thread_start(self) -> None:
-        lower_thread_priority()
 
     def _work(self, job: SwapJob) -> SwapResult | None:
         with self._lock:

@@ -15,6 +15,13 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   budget again the next one waits twice as long (no oscillation). This is what brings a
   29-face frame back to full quality after a passing load spike: at full it costs more than
   budget × headroom whatever the machine does, yet fits the budget;
+* **degrade to the next rung with less swap work** (`quality.lower_swap_work`: the enhancer off)
+  when more than `degrade_ratio` of the window's frames that showed a swapped face showed one older
+  than `swap_age_budget_ms` (the face trails the person: a degraded result as surely as a late
+  frame; reason "swap_age"). Rungs that change only the loop's detection are not taken for it, and
+  with nothing below to make a swap faster nothing happens. A climb to a rung with more swap work
+  also needs the window's swap age p95 under `swap_age_budget_ms × recover_headroom`, and after
+  one that ran over the swap-age budget again the next waits twice as long, as for "fits";
 * frames observed with `warming=True` (sessions still being built, the first detection not in
   yet) are not judged: a start-up's slow first frames say nothing about the level's cost;
 * never two transitions within `cooldown_s`, and after each one the window starts empty, so the
@@ -37,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 
 from vcamd.config import WatchdogConfig
 from vcamd.jsonable import to_jsonable
-from vcamd.quality import BEST, Level, higher, lower
+from vcamd.quality import BEST, Level, adds_swap_work, higher, lower, lower_swap_work
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +54,8 @@ class WindowStats:
     p95_ms: float
     over_budget_share: float
     stage_p95_ms: dict[str, float] = field(default_factory=dict)
+    swap_age_p95_ms: float | None = None  # None: no frame of the window showed a swapped face
+    swap_age_over_share: float = 0.0  # of those frames, the share older than swap_age_budget_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +63,15 @@ class Transition:
     time: float
     from_level: Level
     to_level: Level
-    reason: str  # "over_budget", "headroom", "fits" (the higher rung is known to fit the budget) or "manual"
+    reason: str  # "over_budget", "swap_age", "headroom", "fits" (the higher rung is known to fit the budget) or "manual"
     trigger: WindowStats
 
     def log_line(self) -> str:
         """One structured line: key=value pairs a human and grep can both read."""
         t = self.trigger
         stages = " ".join(f"{k}_p95_ms={v:.1f}" for k, v in sorted(t.stage_p95_ms.items()))
+        if t.swap_age_p95_ms is not None:
+            stages = f"swap_age_p95_ms={t.swap_age_p95_ms:.0f} swap_age_over={t.swap_age_over_share:.2f} {stages}"
         return (
             f"watchdog transition t={self.time:.3f} from={self.from_level.name} to={self.to_level.name} "
             f"reason={self.reason} window={t.frames} p50_ms={t.p50_ms:.1f} p95_ms={t.p95_ms:.1f} "
@@ -116,6 +127,7 @@ class Watchdog:
         self._level = BEST
         self._forced: Level | None = None
         self._latencies: deque[float] = deque(maxlen=cfg.window)
+        self._swap_ages: deque[float] = deque(maxlen=cfg.window)  # of the window's frames that showed a swapped face
         self._stages: dict[str, deque[float]] = {}
         self._last_transition_at: float | None = None
         self._headroom_since: float | None = None
@@ -149,13 +161,16 @@ class Watchdog:
 
     # -- measurements -------------------------------------------------------------------------
     def observe(self, latency_ms: float, stage_ms: Mapping[str, float] | None = None, *,
-                warming: bool = False) -> list[WatchdogEvent]:
+                warming: bool = False, swap_age_ms: float | None = None) -> list[WatchdogEvent]:
         """Record one published frame; returns what happened: usually nothing, else a transition
         and/or the measured result of the previous one (in that order of time). A frame made
-        while the pipeline is `warming` up is not judged (nor kept in the window)."""
+        while the pipeline is `warming` up is not judged (nor kept in the window). `swap_age_ms`:
+        the age of the swapped face it showed, None when it showed none."""
         if warming:
             return []
         self._latencies.append(float(latency_ms))
+        if swap_age_ms is not None:
+            self._swap_ages.append(float(swap_age_ms))
         for name, ms in (stage_ms or {}).items():
             series = self._stages.get(name)
             if series is None:
@@ -199,16 +214,28 @@ class Watchdog:
             self._fits_since = None
         if not self._cooled_down(now):
             return None
-        down = lower(self._level, enhancer_configured=self.enhancer_enabled)
+        enhancer = self.enhancer_enabled
+        down = lower(self._level, enhancer_configured=enhancer)
         if window.over_budget_share > self.cfg.degrade_ratio and down is not None:
             last = self.transitions[-1] if self.transitions else None
             if last is not None and last.reason == "fits" and last.to_level is self._level:
                 self._failed_climbs += 1  # the memory was wrong: the next such climb waits twice as long
             return self._move(now, down, "over_budget", self._window_stats())
-        up = higher(self._level, enhancer_configured=self.enhancer_enabled)
+        ages = self._swap_age_stats()
+        faster = lower_swap_work(self._level, enhancer_configured=enhancer)
+        if ages is not None and ages[1] > self.cfg.degrade_ratio and faster is not None:
+            last = self.transitions[-1] if self.transitions else None
+            if last is not None and last.to_level is self._level and adds_swap_work(last.from_level, self._level, enhancer_configured=enhancer):
+                self._failed_climbs += 1  # the climb made the face old again: the next one waits twice as long
+            return self._move(now, faster, "swap_age", self._window_stats())
+        up = higher(self._level, enhancer_configured=enhancer)
         if up is None:
             return None
-        if self._headroom_since is not None and now - self._headroom_since >= self.cfg.recover_after_s:
+        more_swap_work = adds_swap_work(self._level, up, enhancer_configured=enhancer)
+        if more_swap_work and not self._swap_age_headroom(ages):
+            return None
+        headroom_wait_s = self.cfg.recover_after_s * (2 ** min(self._failed_climbs, 8) if more_swap_work else 1)
+        if self._headroom_since is not None and now - self._headroom_since >= headroom_wait_s:
             return self._move(now, up, "headroom", self._window_stats())
         # The lower rung does not buy the headroom margin, but the higher one is known to fit.
         # Each memory is used once (a healthy window at that rung makes a new one), and after each
@@ -219,6 +246,19 @@ class Watchdog:
             del self._fits[up]
             return self._move(now, up, "fits", self._window_stats())
         return None
+
+    def _swap_age_stats(self) -> tuple[float, float] | None:
+        """(p95 ms, share over `swap_age_budget_ms`) of the window's swap ages; None when the budget
+        is off or no frame of the window showed a swapped face."""
+        budget = self.cfg.swap_age_budget_ms
+        if budget <= 0 or not self._swap_ages:
+            return None
+        ages = sorted(self._swap_ages)
+        return _percentile(ages, 95.0), sum(1 for v in ages if v > budget) / len(ages)
+
+    def _swap_age_headroom(self, ages: tuple[float, float] | None) -> bool:
+        """The face is young enough to give the swap worker more work (or there is none to judge)."""
+        return ages is None or ages[0] < self.cfg.swap_age_budget_ms * self.cfg.recover_headroom
 
     def _cooled_down(self, now: float) -> bool:
         return self._last_transition_at is None or now - self._last_transition_at >= self.cfg.cooldown_s
@@ -238,6 +278,7 @@ class Watchdog:
 
     def _reset_window(self) -> None:
         self._latencies.clear()
+        self._swap_ages.clear()
         self._stages.clear()
         self._headroom_since = None
         self._fits_since = None
@@ -246,7 +287,9 @@ class Watchdog:
         lat = sorted(self._latencies)
         over = sum(1 for v in lat if v > self.cfg.budget_ms) / len(lat)
         per_stage = {k: _percentile(sorted(v), 95.0) for k, v in self._stages.items() if v} if stages else {}
-        return WindowStats(len(lat), _percentile(lat, 50.0), _percentile(lat, 95.0), over, per_stage)
+        ages = self._swap_age_stats()
+        return WindowStats(len(lat), _percentile(lat, 50.0), _percentile(lat, 95.0), over, per_stage,
+                           *(ages if ages is not None else (None, 0.0)))
 
     # -- reporting ------------------------------------------------------------------------------
     def history(self) -> list[dict]:

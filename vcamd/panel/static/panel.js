@@ -134,6 +134,7 @@ function renderTransitions(list, ladder) {
     let line = `${t.from} → ${t.to} · ${t.reason}`;
     if (typeof trig.p95_ms === "number") line += ` · p95 ${trig.p95_ms.toFixed(1)} ms`;
     if (typeof trig.over_budget_share === "number") line += `, ${(trig.over_budget_share * 100).toFixed(0)}% over budget`;
+    if (typeof trig.swap_age_p95_ms === "number") line += `, face p95 ${(trig.swap_age_p95_ms / 1000).toFixed(1)} s old`;
     if (after && typeof after.p95_ms === "number") line += ` → after: p95 ${after.p95_ms.toFixed(1)} ms`;
     li.textContent = line;
     ol.appendChild(li);
