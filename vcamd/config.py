@@ -7,6 +7,7 @@ default, documented in `config.example.toml`; a test keeps the two in step.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import stat
 import tomllib
@@ -20,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -35,14 +37,17 @@ def _no_nul(p: Path) -> Path:
     return p
 
 
-UserPath = Annotated[Path, AfterValidator(_no_nul)]
-"""A path from the config file; relative paths are taken relative to the file."""
+UserPath = Annotated[Path, Strict(False), AfterValidator(_no_nul)]
+"""A path from the config file (TOML text); relative paths are taken relative to the file."""
 
 Providers = Literal["auto", "cuda", "tensorrt", "coreml", "directml", "openvino", "cpu"]
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a TOML value of the wrong type is refused, never converted ("0.3" is not a number,
+    # true is not 1). An integer is still a number for a float key (threshold = 1 is read as 1.0,
+    # then bounded). Enum and path keys opt out (`Strict(False)`): TOML writes them as text.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class ModelsConfig(Section):
@@ -119,12 +124,12 @@ class SwapConfig(Section):
     source_face: UserPath | None = None
     source_consent: bool = False
     """You confirm you have the consent of the person in source_face. Required to swap."""
-    face_selection: FaceSelection = FaceSelection.largest
+    face_selection: Annotated[FaceSelection, Strict(False)] = FaceSelection.largest
     reference_face: UserPath | None = None
     """With face_selection = "reference": the target face to swap is the one most like this photo."""
     mouth_mask: bool = False
     color_correction: bool = True
-    on_miss: OnMiss = OnMiss.hold
+    on_miss: Annotated[OnMiss, Strict(False)] = OnMiss.hold
     """Live: what a frame shows when its face cannot be swapped in time (start-up, detection miss, model error, stale swap)."""
     max_result_age_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     """Live: once the last swap is older than this while the model hangs (a swap runs > 4× its usual time), on_miss applies."""
@@ -184,7 +189,7 @@ class Corner(StrEnum):
 class DisclosureConfig(Section):
     badge: bool = True
     text: Annotated[str, Field(min_length=1, max_length=40)] = "AI-altered"
-    corner: Corner = Corner.bottom_right
+    corner: Annotated[Corner, Strict(False)] = Corner.bottom_right
 
 
 class PreviewConfig(Section):
@@ -259,10 +264,52 @@ def _describe_error(err: dict[str, Any]) -> str:
     if err["type"] == "extra_forbidden":
         return f"{where}: {_unknown_name_hint(loc)}"
     got = err.get("input")
-    msg = err["msg"]
+    msg = _WRONG_TYPE.get(err["type"])
+    if msg is not None:
+        msg = f"is {_toml_kind(got)}, but {msg}"
+    else:
+        msg = err["msg"]
     if isinstance(got, (dict, list)) and len(repr(got)) > 60:
         return f"{where}: {msg}"
-    return f"{where} = {got!r}: {msg}"
+    return f"{where} = {_toml_value(got)}: {msg}"
+
+
+_WRONG_TYPE = {
+    # pydantic's strict type errors → what the key takes, in TOML's words
+    "float_type": "it must be a number, written without quotes (e.g. 0.3)",
+    "int_type": "it must be a whole number, written without quotes or a decimal point (e.g. 640)",
+    "bool_type": "it must be true or false, written without quotes",
+    "string_type": 'it must be text in quotes (e.g. "0")',
+    "list_type": 'it must be a list in brackets (e.g. ["auto"])',
+    "model_type": "it must be a [section] of keys",
+    "model_attributes_type": "it must be a [section] of keys",
+}
+
+
+def _toml_kind(value: object) -> str:
+    """What a TOML value is, in the words the config file uses."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, str):
+        return "text (in quotes)"
+    if isinstance(value, int):
+        return "a whole number"
+    if isinstance(value, float):
+        return "a decimal number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"  # a TOML date or time
+
+
+def _toml_value(value: object) -> str:
+    """The value as the config file writes it (true, not True; "0.3" in double quotes)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return repr(value)
 
 
 def _unknown_name_hint(loc: list[str]) -> str:
