@@ -104,7 +104,7 @@ def handle(args: argparse.Namespace) -> int:
             # The control page runs whatever the sink; the socket's status then carries its "panel_url".
             with open_panel(engine, cfg) as controllable, ControlServer(controllable), ConfigWatcher(
                 watched, engine.on_config_change, engine.on_config_error,
-                current=file_cfg, missing_ok=config_path is None,
+                current=file_cfg, missing_ok=config_path is None, on_note=engine.on_config_note,
             ):
                 stats = _run_with_optional_tray(engine, controllable, args, cfg, watched)
         finally:

@@ -257,6 +257,10 @@ class LiveEngine:
         """The edited config is broken: keep running on the last good one and report why."""
         self._tell(lambda: self.settings.file_broken(err), "config error")
 
+    def on_config_note(self, message: str) -> None:
+        """The applied edit removed settings (sections back at their defaults): shown until the next edit."""
+        self._tell(lambda: self.settings.file_note(message), "config note")
+
     # -- status -------------------------------------------------------------------------------------
     def _refresh_status(self) -> dict[str, Any]:
         source_face = self.cfg.swap.source_face

@@ -94,6 +94,11 @@ class Settings:
         self.problems.report("file", str(err))
         log.error("config reload failed, keeping the running settings: %s", err)
 
+    def file_note(self, message: str) -> None:
+        """The file as applied removed settings the user may not have meant to (the watcher's
+        `dropped_settings`): said in `config_error` until the next valid edit."""
+        self.problems.report("file", message)
+
     def file_valid(self, file_cfg: Config) -> None:
         """A valid file: the broken-file problem is gone; apply what changed."""
         self.problems.clear("file")
