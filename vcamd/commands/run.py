@@ -109,6 +109,7 @@ def handle(args: argparse.Namespace) -> int:
                 stats = _run_with_optional_tray(engine, controllable, args, cfg, watched)
         finally:
             engine.close()  # when the run never started (its own end releases everything)
+            _remove_partial_uploads()
     finally:
         signal.signal(signal.SIGTERM, previous)
         if previous_hup is not None:
@@ -130,6 +131,15 @@ def handle(args: argparse.Namespace) -> int:
         f"{stats['cpu_ms_per_frame']:.1f} CPU-ms/frame"
     )
     return 2 if stats_lost else 0
+
+
+def _remove_partial_uploads() -> None:
+    """An upload the stop cut short leaves its temporary file (its thread is not waited for)."""
+    from vcamd.panel.faces import sweep_partial_uploads, uploads_dir
+
+    folder = uploads_dir()
+    if folder.is_dir():
+        sweep_partial_uploads(folder, including_ours=True)
 
 
 def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg, config_path) -> dict:
