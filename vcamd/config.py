@@ -7,7 +7,6 @@ default, documented in `config.example.toml`; a test keeps the two in step.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import stat
 import sys
@@ -346,11 +345,10 @@ def _toml_kind(value: object) -> str:
 
 
 def _toml_value(value: object) -> str:
-    """The value as the config file writes it (true, not True; "0.3" in double quotes)."""
+    """The value as the error line shows it: true/false as TOML writes them, the rest as Python
+    writes it ('0.3' in quotes: text)."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
     return repr(value)
 
 
