@@ -55,11 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
     except stopping.Stopped:
         # SIGTERM before the command had a handler of its own (or while parsing): nothing is half
-        # done that its unwinding did not remove. The daemon's stop is its normal end (exit 0, as
-        # its own handler gives); a one-shot command (`vcamd swap`) did not finish.
-        daemon = argv is None and next((a for a in sys.argv[1:] if not a.startswith("-")), None) == "run"
-        print("vcamd: stopped (SIGTERM)", file=sys.stderr)
-        code = 0 if daemon else stopping.EXIT_CODE
+        # done that its unwinding did not remove.
+        code = stopping.stopped(sys.argv[1:] if argv is None else argv)
         if argv is None:
             leave_process(code)
         return code

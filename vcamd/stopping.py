@@ -13,6 +13,8 @@ heavy is imported.
 from __future__ import annotations
 
 import signal
+import sys
+from collections.abc import Sequence
 from types import FrameType
 
 EXIT_CODE = 128 + signal.SIGTERM
@@ -30,3 +32,12 @@ def _raise_stopped(signum: int, frame: FrameType | None) -> None:
 def install() -> None:
     """SIGTERM raises `Stopped` in the main thread from now on (until a command replaces it)."""
     signal.signal(signal.SIGTERM, _raise_stopped)
+
+
+def stopped(argv: Sequence[str]) -> int:
+    """Say the process was stopped; its exit code for the command in `argv` (the process's own
+    arguments): the daemon's stop is its normal end (0, as its own handler gives), a one-shot
+    command (`vcamd swap`) did not finish (`EXIT_CODE`)."""
+    print("vcamd: stopped (SIGTERM)", file=sys.stderr)
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    return 0 if command == "run" else EXIT_CODE
