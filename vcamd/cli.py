@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from vcamd import __version__
+from vcamd import __version__, stopping
 from vcamd.errors import VcamdError
 
 COMMAND_MODULES = (
@@ -47,7 +47,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line (`argv`, default: the process's own) and return its exit code.
 
     A command that sets `leave_process=True` (the daemon, `vcamd run`) ends the process itself when
-    `main` is the process's entry point (argv None): see `leave_process`."""
+    `main` is the process's entry point (argv None): see `leave_process`. As the entry point it
+    also makes SIGTERM a clean stop from its first line (`vcamd.stopping`)."""
+    if argv is None:
+        stopping.install()
+    try:
+        return _main(argv)
+    except stopping.Stopped:
+        # SIGTERM before the command had a handler of its own (or while parsing): nothing is half
+        # done that its unwinding did not remove.
+        code = stopping.stopped(sys.argv[1:] if argv is None else argv)
+        if argv is None:
+            leave_process(code)
+        return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import stat
+import sys
 import tomllib
 from enum import StrEnum
 from pathlib import Path
@@ -20,12 +21,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     ValidationError,
     ValidationInfo,
     field_validator,
 )
 
-from vcamd.errors import ConfigError
+from vcamd.errors import ConfigError, VcamdError
 
 APP_NAME = "facelive"
 
@@ -35,14 +37,17 @@ def _no_nul(p: Path) -> Path:
     return p
 
 
-UserPath = Annotated[Path, AfterValidator(_no_nul)]
-"""A path from the config file; relative paths are taken relative to the file."""
+UserPath = Annotated[Path, Strict(False), AfterValidator(_no_nul)]
+"""A path from the config file (TOML text); relative paths are taken relative to the file."""
 
 Providers = Literal["auto", "cuda", "tensorrt", "coreml", "directml", "openvino", "cpu"]
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a TOML value of the wrong type is refused, never converted ("0.3" is not a number,
+    # true is not 1). An integer is still a number for a float key (threshold = 1 is read as 1.0,
+    # then bounded). Enum and path keys opt out (`Strict(False)`): TOML writes them as text.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class ModelsConfig(Section):
@@ -119,12 +124,12 @@ class SwapConfig(Section):
     source_face: UserPath | None = None
     source_consent: bool = False
     """You confirm you have the consent of the person in source_face. Required to swap."""
-    face_selection: FaceSelection = FaceSelection.largest
+    face_selection: Annotated[FaceSelection, Strict(False)] = FaceSelection.largest
     reference_face: UserPath | None = None
     """With face_selection = "reference": the target face to swap is the one most like this photo."""
     mouth_mask: bool = False
     color_correction: bool = True
-    on_miss: OnMiss = OnMiss.hold
+    on_miss: Annotated[OnMiss, Strict(False)] = OnMiss.hold
     """Live: what a frame shows when its face cannot be swapped in time (start-up, detection miss, model error, stale swap)."""
     max_result_age_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     """Live: once the last swap is older than this while the model hangs (a swap runs > 4× its usual time), on_miss applies."""
@@ -188,7 +193,7 @@ class Corner(StrEnum):
 class DisclosureConfig(Section):
     badge: bool = True
     text: Annotated[str, Field(min_length=1, max_length=40)] = "AI-altered"
-    corner: Corner = Corner.bottom_right
+    corner: Annotated[Corner, Strict(False)] = Corner.bottom_right
 
 
 class PreviewConfig(Section):
@@ -249,8 +254,49 @@ def user_state_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP_NAME))
 
 
-def user_runtime_dir() -> Path:
-    return Path(platformdirs.user_runtime_dir(APP_NAME))
+RUN_USER = Path("/run/user")
+"""Where systemd-logind makes each user's session runtime folder (what XDG_RUNTIME_DIR names)."""
+SHARED_TMP = Path("/tmp")
+"""The fallback's parent: fixed, not $TMPDIR, so every environment of the user finds the same folder."""
+
+
+def user_runtime_dir(*, uid: int | None = None, run_user: Path = RUN_USER, tmp: Path = SHARED_TMP) -> Path:
+    """The folder of the control socket and the one-daemon lock: the one rule the daemon and every
+    CLI verb follow, the same folder whatever the environment (a cron job, `su`, a container, a
+    desktop session), so they always find each other and a second daemon always meets the lock.
+
+    On Linux it depends on the user id only, never on $XDG_RUNTIME_DIR (unset in cron and `su`):
+    `/run/user/UID/facelive` when logind's `/run/user/UID` is a folder of the user's that no one
+    else can enter, else `/tmp/vcamd-UID` (created 0700 by the daemon, `control.server.secure_dir`).
+    An existing `/tmp/vcamd-UID` that is a symlink or another user's is refused here, so no verb
+    talks to a socket someone else planted. Elsewhere, the platform's per-user folder
+    (platformdirs: no XDG variables there). `$VCAMD_RUNTIME_DIR` overrides it all
+    (`control.protocol.runtime_dir`: tests, several daemons side by side)."""
+    if not sys.platform.startswith("linux"):
+        return Path(platformdirs.user_runtime_dir(APP_NAME))
+    uid = os.geteuid() if uid is None else uid
+    session = run_user / str(uid)
+    if _private_folder_of(session, uid):
+        return session / APP_NAME
+    fallback = tmp / f"vcamd-{uid}"
+    try:
+        info = os.lstat(fallback)
+    except FileNotFoundError:
+        return fallback
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
+        raise VcamdError(
+            f"the runtime folder {fallback} is not a folder of yours (uid {uid}): another user may have planted it",
+            fix="remove it, or set VCAMD_RUNTIME_DIR to a private folder of yours",
+        )
+    return fallback
+
+
+def _private_folder_of(path: Path, uid: int) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == uid and stat.S_IMODE(info.st_mode) & 0o077 == 0
 
 
 def _describe_error(err: dict[str, Any]) -> str:
@@ -263,10 +309,51 @@ def _describe_error(err: dict[str, Any]) -> str:
     if err["type"] == "extra_forbidden":
         return f"{where}: {_unknown_name_hint(loc)}"
     got = err.get("input")
-    msg = err["msg"]
+    msg = _WRONG_TYPE.get(err["type"])
+    if msg is not None:
+        msg = f"is {_toml_kind(got)}, but {msg}"
+    else:
+        msg = err["msg"]
     if isinstance(got, (dict, list)) and len(repr(got)) > 60:
         return f"{where}: {msg}"
-    return f"{where} = {got!r}: {msg}"
+    return f"{where} = {_toml_value(got)}: {msg}"
+
+
+_WRONG_TYPE = {
+    # pydantic's strict type errors → what the key takes, in TOML's words
+    "float_type": "it must be a number, written without quotes (e.g. 0.3)",
+    "int_type": "it must be a whole number, written without quotes or a decimal point (e.g. 640)",
+    "bool_type": "it must be true or false, written without quotes",
+    "string_type": 'it must be text in quotes (e.g. "0")',
+    "list_type": 'it must be a list in brackets (e.g. ["auto"])',
+    "model_type": "it must be a [section] of keys",
+    "model_attributes_type": "it must be a [section] of keys",
+}
+
+
+def _toml_kind(value: object) -> str:
+    """What a TOML value is, in the words the config file uses."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, str):
+        return "text (in quotes)"
+    if isinstance(value, int):
+        return "a whole number"
+    if isinstance(value, float):
+        return "a decimal number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return f"a {type(value).__name__}"  # a TOML date or time
+
+
+def _toml_value(value: object) -> str:
+    """The value as the error line shows it: true/false as TOML writes them, the rest as Python
+    writes it ('0.3' in quotes: text)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
 
 
 def _unknown_name_hint(loc: list[str]) -> str:

@@ -157,6 +157,26 @@ def write_private_atomic(path: Path | str, data: bytes | str) -> None:
         raise
 
 
+def private_temporary(path: Path | str, tag: str = "partial") -> Path:
+    """A new empty 0600 file next to `path`, for a writer that opens files by name (OpenCV's video
+    writer, FFmpeg): `.STEM.TAG-PID-RANDOM.SUFFIX`, created with O_EXCL (never an existing name,
+    never through a symlink). The writer fills it; the caller renames it over `path` when complete
+    (`os.replace`: a symlink at `path` is replaced, never written through) or removes it."""
+    path = Path(path)
+    while True:
+        temporary = path.with_name(f".{path.stem}.{tag}-{os.getpid()}-{secrets.token_hex(4)}{path.suffix}")
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY, FILE_MODE)
+        except FileExistsError:
+            continue  # someone else's name: draw another
+        try:
+            if _POSIX:
+                os.fchmod(fd, FILE_MODE)  # whatever the umask (000 makes no difference here, 0600 stays)
+        finally:
+            os.close(fd)
+        return temporary
+
+
 def _make_missing_parents(path: Path) -> None:
     missing = []
     parent = path.parent

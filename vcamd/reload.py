@@ -12,6 +12,15 @@ A file deleted or renamed away (an editor's atomic save replaces it by rename) i
 content state: the new file is picked up by its content; a file that stays missing is an error
 (or, with `missing_ok`, the defaults — for the optional user config file).
 
+An edit that empties the file, drops whole sections (a section that differed from its defaults is
+back at them) or drops `[swap] source_face` is what a file cut short looks like — an editor or sync
+tool writing in place, caught between truncating and writing. It is held, not applied: reported
+through `on_error` (the last good config stays) until the file has stayed exactly so for
+`confirm_s` (3 s: far longer than such a write), then applied as the user meant it, with
+`on_note(message)` saying what went back to the defaults (the daemon shows it in `config_error` until
+the next edit). A complete file written meanwhile is applied at once, as any edit. `vcamd reload`
+and SIGHUP read the file themselves: an explicit reload applies such an edit at once.
+
 Every read goes through `config.read_config_bytes` (regular files only, at most 1 MiB, never
 blocking), so a FIFO, a symlink to /dev/zero or a huge file is an error in `config_error`, not a
 hung or dead watcher. Whatever goes wrong inside one poll is reported through `on_error` and the
@@ -48,6 +57,17 @@ def file_signature(path: Path) -> Signature:
     return hashlib.sha256(data).hexdigest()
 
 
+def dropped_settings(old: Config, new: Config) -> list[str]:
+    """What an edit removed that a file cut short would also lose: each section that differed from
+    its defaults and is back at them (all its lines gone), and `[swap] source_face`."""
+    defaults = Config()
+    dropped = [f"[{name}]" for name in type(old).model_fields
+               if getattr(old, name) != getattr(defaults, name) and getattr(new, name) == getattr(defaults, name)]
+    if old.swap.source_face is not None and new.swap.source_face is None and "[swap]" not in dropped:
+        dropped.append("[swap] source_face")
+    return dropped
+
+
 class ConfigWatcher:
     """Watch `path`; call `on_change(config, changed_sections)` or `on_error(ConfigError)`.
 
@@ -67,6 +87,8 @@ class ConfigWatcher:
         missing_ok: bool = False,
         settle_s: float = 0.25,
         max_delay_s: float = 1.5,
+        confirm_s: float = 3.0,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         self.path = Path(path).expanduser()
         self.on_change = on_change
@@ -75,6 +97,10 @@ class ConfigWatcher:
         self.missing_ok = missing_ok
         self.settle_s = settle_s
         self.max_delay_s = max_delay_s
+        self.confirm_s = confirm_s
+        self.on_note = on_note
+        self._held: Signature = _NEVER  # a dropping edit waiting for confirm_s, and since when
+        self._held_since = 0.0
         self._last_good = current
         self._error: ConfigError | None = None
         self._applied: Signature = _NEVER  # the content state last loaded (good or bad)
@@ -175,6 +201,19 @@ class ConfigWatcher:
             err = self._unexpected(exc)
             self._report(err, signature)
             return err
+        dropped = dropped_settings(self._last_good, new) if self._last_good is not None else []
+        if dropped:
+            now, first_sight = time.monotonic(), signature != self._held
+            if first_sight:
+                self._held, self._held_since = signature, now
+            if now - self._held_since < self.confirm_s:
+                if first_sight:
+                    self._report(ConfigError(str(self.path), [
+                        f"the edit removes {', '.join(dropped)} (a file still being written looks like this) — not applied yet; "
+                        f"applied as it is once it has stayed unchanged for {self.confirm_s:g} s, or at once by `vcamd reload`"]), _NEVER)
+                self._applied = _NEVER  # the next poll looks again
+                return self._error
+        self._held = _NEVER
         changed = new.changed_sections(self._last_good) if self._last_good is not None else set(Config.model_fields)
         recovered = self._error is not None
         self._applied = signature
@@ -183,6 +222,11 @@ class ConfigWatcher:
         if changed or recovered:
             log.info("config %s reloaded: %s", self.path, ", ".join(sorted(changed)) or "no change (error cleared)")
             self._call(self.on_change, new, changed)
+        if dropped:
+            note = f"{self.path}: the edit removed {', '.join(dropped)}: the defaults apply there now"
+            log.warning("%s", note)
+            if self.on_note is not None:
+                self._call(self.on_note, note)
         return None
 
     def _report(self, err: ConfigError, signature: Signature) -> None:

@@ -19,7 +19,6 @@ All locations follow XDG_CONFIG_HOME / HOME / APPDATA, so tests install into a t
 
 from __future__ import annotations
 
-import contextlib
 import os
 import plistlib
 import re
@@ -35,6 +34,7 @@ from pathlib import Path, PureWindowsPath
 from vcamd import v4l2loopback
 from vcamd.errors import VcamdError
 from vcamd.packaged import packaged_text
+from vcamd.private_files import private_parent, write_private_atomic
 
 UNIT_NAME = "facelive.service"
 DESKTOP_NAME = "facelive-tray.desktop"
@@ -256,17 +256,11 @@ def root_step(platform: str = sys.platform) -> list[str]:
 
 
 def _write(path: Path, data: str | bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    """0600 under a fresh temporary name, renamed into place: never through a symlink, whatever the umask."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, bytes):
-            tmp.write_bytes(data)
-        else:
-            tmp.write_text(data, encoding="utf-8")
-        tmp.replace(path)
+        private_parent(path)
+        write_private_atomic(path, data)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
         raise VcamdError(
             f"cannot write the start-up entry {path}: {exc.strerror}",
             fix=f"make {path.parent} a folder you can write to (check XDG_CONFIG_HOME / HOME)",

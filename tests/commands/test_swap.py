@@ -286,3 +286,76 @@ def test_video_summary_counts_frames_without_a_face(tmp_path: Path, standins, as
     assert done.returncode == 2
     assert f"no face found in any frame of {empty}" in done.stderr.splitlines()[-1]
     assert not (tmp_path / "none.mp4").exists() and not list(tmp_path.glob(".none.partial-*"))
+
+
+def _damage_middle(path: Path) -> None:
+    """Overwrite the middle fifth of the file with noise (a bad sector, a broken download)."""
+    data = bytearray(path.read_bytes())
+    start, end = len(data) * 2 // 5, len(data) * 3 // 5
+    data[start:end] = np.random.default_rng(7).integers(0, 256, end - start, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_video_says_how_many_frames_were_read_and_exits_non_zero(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
+    """Before: exit 0 and "swapped faces in 41 of 41 frame(s)" for a file of 150 frames."""
+    config = _write_config(tmp_path, standins, badge=False)
+    source = tmp_path / "in.mp4"
+    small = cv2.resize(newton, (newton.shape[1] // 2, newton.shape[0] // 2))
+    _make_video(source, small, frames=60)
+    _damage_middle(source)
+    out = tmp_path / "out.mp4"
+    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    read = _count_frames(out)
+    assert 0 < read < 60
+    assert f"the input claims 60 frames, {read} could be read" in done.stdout
+    errors = [line for line in done.stderr.splitlines() if line.startswith("vcamd: error:")]
+    assert len(errors) == 1 and f"{60 - read} of the 60 frames" in errors[0] and "Traceback" not in done.stderr
+
+
+def test_swap_output_is_private_and_never_written_through_a_symlink(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
+    """Before: written through a link planted at OUT (the victim's file overwritten), 0666 under umask 000."""
+    import os
+
+    config = _write_config(tmp_path, standins, badge=False)
+    source = tmp_path / "in.mp4"
+    _make_video(source, cv2.resize(newton, (newton.shape[1] // 2, newton.shape[0] // 2)), frames=6)
+    for name, given in (("out.png", assets / "images" / "newton.png"), ("out.mp4", source)):
+        victim = tmp_path / f"victim-{name}"
+        victim.write_bytes(b"the victim's own file")
+        out = tmp_path / name
+        out.symlink_to(victim)
+        done = subprocess.run([sys.executable, "-m", "vcamd", "swap", "--config", str(config), "--face",
+                               str(assets / "images" / "newton.png"), "-i", str(given), "-o", str(out)],
+                              capture_output=True, text=True, timeout=120, preexec_fn=lambda: os.umask(0))
+        assert done.returncode == 0, done.stderr
+        assert victim.read_bytes() == b"the victim's own file"
+        assert not out.is_symlink() and oct(out.stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_sigterm_during_a_video_swap_leaves_no_partial_file(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
+    """Before: killed by the signal with its .partial file left next to OUT."""
+    import signal
+    import time
+
+    config = _write_config(tmp_path, standins, badge=False)
+    source = tmp_path / "in.mp4"
+    _make_video(source, newton, frames=400)
+    out = tmp_path / "out.mp4"
+    proc = subprocess.Popen([sys.executable, "-m", "vcamd", "swap", "--config", str(config), "--face",
+                             str(assets / "images" / "newton.png"), "-i", str(source), "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob(".out.partial-*")):  # the swap loop has started writing
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no partial file appeared"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "vcamd: stopped (SIGTERM)", err
+    assert not list(tmp_path.glob(".out.partial*")) and not out.exists()

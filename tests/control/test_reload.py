@@ -38,6 +38,9 @@ class Events:
     def on_error(self, err: ConfigError) -> None:
         self.queue.put(("error", err))
 
+    def on_note(self, message: str) -> None:
+        self.queue.put(("note", message))
+
     def next(self, timeout: float = APPLY_WITHIN_S) -> tuple:
         try:
             return self.queue.get(timeout=timeout)
@@ -197,13 +200,16 @@ def test_a_deleted_file_is_an_error_until_it_comes_back(config_file, events, wat
 
 
 def test_with_missing_ok_a_missing_file_means_the_defaults(tmp_path, events):
+    """Once it has stayed missing for confirm_s (a file deleted and written again is not applied)."""
     path = tmp_path / "not-yet.toml"
-    with ConfigWatcher(path, events.on_change, events.on_error, missing_ok=True, **FAST) as w:
+    with ConfigWatcher(path, events.on_change, events.on_error, missing_ok=True, confirm_s=0.3, **FAST) as w:
         assert w.config == Config()
         path.write_text("[camera]\nfps = 10.0\n")
         kind, config, sections = events.next()
         assert (kind, sections, config.camera.fps) == ("change", {"camera"}, 10.0)
         path.unlink()
+        kind, err = events.next()
+        assert kind == "error" and "removes [camera]" in str(err)
         kind, config, sections = events.next()
         assert (kind, sections, config) == ("change", {"camera"}, Config())
 
@@ -270,3 +276,54 @@ def test_a_load_is_counted_once_its_outcome_is_in_place(config_file, events, mon
         config_file.write_text("[camera]\nfps = \"fast\"\n")
         wait_for_loads(w, 2)
         assert w.error is not None and "fps" in str(w.error)
+
+
+FULL = """\
+[swap]
+source_face = "face.png"
+source_consent = true
+
+[camera]
+device = "synthetic"
+fps = 15.0
+
+[enhancer]
+enabled = true
+"""
+
+
+def test_a_file_emptied_or_cut_at_a_section_while_written_is_not_applied(config_file, events):
+    """An editor or sync tool writing in place: the file empty, then cut after its first section, for
+    longer than the settle time. Before: each was applied (camera back to device 0, the source face
+    gone); now each is held and said, and the complete file is applied as one edit."""
+    config_file.write_text(FULL)
+    current, _ = load_config(config_file)
+    with ConfigWatcher(config_file, events.on_change, events.on_error, current=current, confirm_s=600, **FAST) as w:
+        config_file.write_text("")
+        kind, err = events.next()
+        assert kind == "error" and "removes [swap], [enhancer], [camera]" in str(err), err
+        assert "vcamd reload" in str(err)
+        config_file.write_text(FULL[:FULL.index("[camera]")])  # cut at a section boundary
+        kind, err = events.next()
+        assert kind == "error" and "removes [enhancer], [camera]" in str(err), err
+        assert w.config is current
+        config_file.write_text(FULL.replace("fps = 15.0", "fps = 20.0"))
+        kind, config, sections = events.next()
+        assert kind == "change" and config.camera.device == "synthetic" and config.camera.fps == 20.0
+        assert config.swap.source_face == config_file.parent / "face.png" and w.error is None
+
+
+def test_removing_a_section_or_the_source_face_on_purpose_applies_once_settled_and_says_so(config_file, events):
+    config_file.write_text(FULL)
+    current, _ = load_config(config_file)
+    with ConfigWatcher(config_file, events.on_change, events.on_error, current=current, confirm_s=0.3,
+                       on_note=events.on_note, **FAST) as w:
+        config_file.write_text(FULL.replace('source_face = "face.png"\n', "").replace("[enhancer]\nenabled = true\n", ""))
+        kind, err = events.next()
+        assert kind == "error" and "removes [enhancer], [swap] source_face" in str(err), err
+        kind, config, sections = events.next()
+        assert (kind, sections) == ("change", {"swap", "enhancer"})
+        assert config.swap.source_face is None and config.enhancer.enabled is False and config.camera.device == "synthetic"
+        kind, note = events.next()
+        assert kind == "note" and "removed [enhancer], [swap] source_face: the defaults apply there now" in note
+        assert w.config is config

@@ -84,3 +84,55 @@ def test_status_toggle_quality_snapshot_reload_and_quit(tmp_path, live_config, c
     stats = result["stats"]
     assert stats["frames"]["passthrough"] == 0 and stats["frames"]["off"] >= 5
     assert [t["reason"] for t in stats["degradation"]["transitions"]][:2] == ["manual", "manual"]
+
+
+@pytest.mark.parametrize("reload_by", ["vcamd reload", "SIGHUP"])
+def test_withdrawn_consent_turns_swapping_off_at_once_and_refuses_on_and_set_face(
+        reload_by, tmp_path, live_config, clip_20fps, face_engine_factory, recording_sink, assets):
+    """[swap] source_consent = false while running: before the fix it waited for a restart, swapping
+    stayed on and set-face took a new photo."""
+    from vcamd.errors import VcamdError
+
+    cfg = live_config()
+    config_path = tmp_path / "config.toml"
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    config_path.write_text(tomli_w.dumps(data))
+    sink = recording_sink(keep_every=1000)
+    engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True), sink_factory=lambda w, h, fps: sink,
+                        faces=face_engine_factory(cfg), config_path=config_path)
+    thread = threading.Thread(target=engine.run, daemon=True)
+    thread.start()
+
+    def reload() -> None:
+        if reload_by == "SIGHUP":
+            engine.request_reload()
+        else:
+            engine.reload_config()
+
+    try:
+        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
+        data["swap"]["source_consent"] = False
+        config_path.write_text(tomli_w.dumps(data))
+        reload()
+        wait_for(lambda: not engine.status()["enabled"], what="swapping off")
+        swapped = engine.stats.outcomes[Outcome.swapped]
+        off = engine.stats.outcomes[Outcome.off]
+        wait_for(lambda: engine.stats.outcomes[Outcome.off] >= off + 5, what="frames with swapping off")
+        assert engine.stats.outcomes[Outcome.swapped] == swapped
+        assert "source_consent" in engine.status()["config_error"]
+        for refused in (lambda: engine.set_enabled(True), engine.toggle,
+                        lambda: engine.set_source_face(assets / "images" / "newton.png")):
+            with pytest.raises(VcamdError, match="consent withdrawn") as caught:
+                refused()
+            assert "source_consent = true" in caught.value.fix
+        assert not engine.status()["enabled"]
+        # Given back: the problem is gone and swapping can be switched on again.
+        data["swap"]["source_consent"] = True
+        config_path.write_text(tomli_w.dumps(data))
+        reload()
+        wait_for(lambda: engine.status()["config_error"] is None, what="consent given back")
+        assert engine.set_enabled(True)["enabled"]
+    finally:
+        engine.request_quit()
+        thread.join(10)
+    assert not thread.is_alive()

@@ -92,7 +92,7 @@ CHECK_CASES = {
     "unknown_section": ("[cmaera]\nwidth = 1280\n", r"\[cmaera\]: unknown section"),
     "bad_enum": ('[swap]\nface_selection = "bigest"\n', r"\[swap\] face_selection = 'bigest': Input should be 'largest', 'all' or 'reference'"),
     "out_of_range": ("[detection]\nthreshold = 1.5\n", r"\[detection\] threshold = 1\.5: Input should be less than 1"),
-    "wrong_type": ("[preview]\nport = \"http\"\n", r"\[preview\] port = 'http': Input should be a valid integer"),
+    "wrong_type": ("[preview]\nport = \"http\"\n", r"\[preview\] port = 'http': is text \(in quotes\), but it must be a whole number"),
     "missing_photo": ('[swap]\nsource_face = "nobody.jpg"\n', r"\[swap\] source_face = '.*nobody\.jpg': file not found"),
 }
 

@@ -266,3 +266,42 @@ def test_quit_while_the_camera_read_is_blocked_in_opencv_exits_0(config, short_d
     finally:
         release.set()
         writer.join(10)
+
+
+# The process sends itself SIGTERM at its first import of MODULE: argparse (the command line's own
+# modules, loading right after `vcamd/__main__.py` starts) or numpy (the first heavy library, inside
+# the command), both well inside the first 0.3 s, before `vcamd run` could set its engine's handler.
+# Deterministic: no clock decides when the signal comes.
+SIGTERM_AT_FIRST_IMPORT = """
+import importlib.abc, os, runpy, signal, sys
+
+MODULE = sys.argv[1]
+
+class SigtermOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == MODULE:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+sys.meta_path.insert(0, SigtermOnImport())
+sys.argv = ["vcamd", *sys.argv[2:]]
+runpy.run_module("vcamd", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("module", ["argparse", "numpy"])
+@pytest.mark.parametrize("command", ["run", "swap"])
+def test_sigterm_while_the_process_imports_is_a_clean_stop(command, module, config, clip, short_dir, tmp_path) -> None:
+    """Before the fix: killed by the signal (-15) with nothing said. The daemon's stop is exit 0
+    like its own handler's; a one-shot command says it was stopped and exits 143."""
+    if command == "run":
+        argv = ["run", "--config", str(config), "--source", str(clip), "--sink", "null", "--no-tray"]
+    else:
+        argv = ["swap", "--config", str(config), "--input", str(clip), "--output", str(tmp_path / "out.mp4")]
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_AT_FIRST_IMPORT, module, *argv], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "VCAMD_RUNTIME_DIR": str(short_dir / "rt")})
+    assert proc.returncode == (0 if command == "run" else 143), (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "vcamd: stopped (SIGTERM)", proc.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -274,3 +274,53 @@ def test_full_disk_under_the_user_log_folder(tmp_path, assets, standin_dir, face
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert "published 60 frames" in result.stdout
+
+
+# ---- no XDG_RUNTIME_DIR: one runtime folder, one daemon ---------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the runtime folder's rule for Linux")
+def test_without_xdg_runtime_dir_the_cli_finds_the_daemon_and_a_second_one_is_refused(
+        tmp_path, assets, standin_dir, face_video, vcamd_cli) -> None:
+    """A daemon started without XDG_RUNTIME_DIR (a cron job, `su`) and the CLI run from a desktop
+    session (with it) use the same folder. Before: the daemon went to platformdirs' fallback, every
+    verb with XDG_RUNTIME_DIR said "not running", and a second daemon started beside the first.
+    Uses the user's real runtime folder (no override): skipped when a daemon of theirs runs there."""
+    import json
+
+    from vcamd.config import user_runtime_dir
+
+    config = daemon_config(tmp_path, assets, standin_dir)
+    cron = {k: v for k, v in vcamd_cli.env.items() if k not in ("XDG_RUNTIME_DIR", "VCAMD_RUNTIME_DIR")}
+    session_dir = tmp_path / "session-run"
+    session_dir.mkdir(mode=0o700)
+    desktop = {**cron, "XDG_RUNTIME_DIR": str(session_dir)}
+
+    def cli(env: dict, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "vcamd", *args], capture_output=True, text=True, env=env, timeout=60)
+
+    if cli(cron, "status").returncode != 3:
+        pytest.skip(f"a daemon already answers in {user_runtime_dir()}")
+    argv = [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(face_video.path), "--loop",
+            "--sink", "null", "--no-tray"]
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cron, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 90
+        status = cli(desktop, "status", "--json")
+        while status.returncode != 0 or json.loads(status.stdout)["frames"]["published"] == 0:
+            assert first.poll() is None, f"the daemon exited early: {first.communicate(timeout=5)[1][-3000:]}"
+            assert time.monotonic() < deadline, f"the desktop session's CLI never found the daemon: {status.stderr}"
+            time.sleep(0.2)
+            status = cli(desktop, "status", "--json")
+        folder = user_runtime_dir()
+        assert oct(folder.stat().st_mode & 0o777) == oct(0o700) and folder.stat().st_uid == os.geteuid()
+        second = subprocess.run(argv, capture_output=True, text=True, env=desktop, timeout=90, cwd=tmp_path)
+        assert second.returncode == 2 and "already running" in second.stderr, second.stderr[-3000:]
+        assert cli(desktop, "quit").returncode == 0
+        assert first.wait(20) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+        _, err = first.communicate()
+    assert "Traceback" not in err, err[-3000:]

@@ -392,3 +392,37 @@ def test_config_check_cli_on_a_special_file_answers_in_one_line(tmp_path: Path, 
                             cwd=REPO, capture_output=True, text=True, timeout=30)  # blocked for good before the fix
     assert result.returncode == 2
     assert result.stdout.splitlines() == [f"{path}: is not a regular file (a {'FIFO' if kind == 'fifo' else 'character device'}) — point it at a TOML file"]
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "says"),
+    [
+        ('[detection]\ncover_threshold = "0.3"', "cover_threshold", "must be a number"),
+        ("[detection]\ncover_threshold = true", "cover_threshold", "must be a number"),
+        ('[swap]\nsource_consent = "false"', "source_consent", "must be true or false"),
+        ("[swap]\nenabled = 1", "enabled", "must be true or false"),
+        ('[camera]\nwidth = "640"', "width", "must be a whole number"),
+        ("[camera]\nwidth = 640.0", "width", "must be a whole number"),
+        ("[camera]\ndevice = 0", "device", "must be text in quotes"),
+        ('[models]\nproviders = "cpu"', "providers", "must be a list"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_in_one_clear_line(tmp_path: Path, text: str, key: str, says: str) -> None:
+    """Strict types: a quoted number or a true/false is never converted (nor reported as out of range)."""
+    path = tmp_path / "config.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    (line,) = caught.value.problems
+    assert key in line and says in line, line
+    assert "less than" not in line and "greater than" not in line, line
+
+
+def test_an_integer_is_a_number_for_a_decimal_key(tmp_path: Path) -> None:
+    """`fps = 25` and `strength = 1` mean what they say: a TOML integer is read for a float key."""
+    path = tmp_path / "config.toml"
+    path.write_text("[camera]\nfps = 25\n[enhancer]\nstrength = 1\n[swap]\nface_selection = \"all\"\nsource_face = \"face.png\"\n")
+    cfg, _ = load_config(path)
+    assert cfg.camera.fps == 25.0 and isinstance(cfg.camera.fps, float | int)
+    assert cfg.enhancer.strength == 1.0
+    assert cfg.swap.face_selection == "all" and cfg.swap.source_face == tmp_path / "face.png"

@@ -334,3 +334,20 @@ def test_a_short_daemon_run_writes_only_private_files(daemon_inputs: dict[str, P
         assert loose == {}
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_config_init_writes_a_private_file_and_replaces_a_planted_symlink(tmp_path: Path, victim: Path) -> None:
+    """Before: config.toml (it names the user's photos) was 0666 under umask 000, written through
+    `config.toml.tmp` whatever that was."""
+    config_home = tmp_path / "xdg-config"
+    folder = config_home / "facelive"
+    folder.mkdir(parents=True)
+    (folder / "config.toml.tmp").symlink_to(victim)
+    (folder / "config.toml").symlink_to(victim)
+    env = {**os.environ, "XDG_CONFIG_HOME": str(config_home)}
+    done = subprocess.run([sys.executable, "-m", "vcamd", "config", "init", "--force"], env=env, capture_output=True,
+                          text=True, timeout=60, preexec_fn=lambda: os.umask(0))
+    assert done.returncode == 0, done.stderr
+    assert_untouched(victim)
+    written = folder / "config.toml"
+    assert not written.is_symlink() and "[swap]" in written.read_text() and mode(written) == 0o600

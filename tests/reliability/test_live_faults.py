@@ -384,3 +384,22 @@ def test_config_points_source_face_at_a_deleted_file(watched, tmp_path) -> None:
     check_no_leak(run, stats)
     assert gap < MAX_GAP_S
     print(f"config source face deleted: max gap {gap * 1000:.0f} ms, frames {stats['frames']}")
+
+
+def test_config_emptied_while_written_keeps_the_running_config(watched) -> None:
+    """An editor writing in place leaves the file empty for a moment. Before: applied after 0.25 s —
+    the camera switched to device 0 (offline frames) and the source face was gone."""
+    run = watched
+    run.watcher.confirm_s = 600.0  # held for the whole test: what matters is what happens meanwhile
+    run.wait_swapping()
+    source, camera = run.engine.cfg.swap.source_face, run.engine.cfg.camera
+    run.config_file.write_text("")
+    run.wait_for(lambda: "removes" in (run.engine.status()["config_error"] or ""), 8.0, "the held edit to show in status")
+    assert "[swap]" in run.engine.status()["config_error"]
+    run.wait_swapping()  # still running on the last good config
+    assert run.engine.cfg.swap.source_face == source and run.engine.cfg.camera == camera
+    _write_config(run.config_file, run.cfg)  # the editor finishes writing
+    run.wait_for(lambda: run.engine.status()["config_error"] is None, 8.0, "the note to clear")
+    stats = run.stop()
+    check_no_leak(run, stats)
+    assert stats["frames"]["offline"] == 0

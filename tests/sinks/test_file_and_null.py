@@ -121,3 +121,23 @@ def test_null_sink_counts(solid):
     sink.send(solid(64, 64, (0, 0, 0)))  # after close: ignored, not counted
     assert sink.frames_sent == 7
     assert "null" in sink.describe()
+
+
+def test_the_recording_is_private_and_never_written_through_a_symlink(tmp_path, solid):
+    """Before: written through a link planted at PATH (the victim's file overwritten), 0666 under umask 000."""
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"the victim's own file")
+    path = tmp_path / "out.mp4"
+    path.symlink_to(victim)
+    old_umask = os.umask(0)
+    try:
+        sink = FileSink(path, 160, 120, 30.0)
+        sink.open()
+        sink.send(solid(160, 120, (0, 0, 255)))
+        sink.close()
+    finally:
+        os.umask(old_umask)
+    assert victim.read_bytes() == b"the victim's own file"
+    assert not path.is_symlink() and oct(path.stat().st_mode & 0o777) == oct(0o600)
+    assert len(read_all(path)[0]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4", "victim.txt"]

@@ -191,8 +191,10 @@ def handle(args: argparse.Namespace) -> int:
     results = run_benchmark(settings, scenarios, base=cfg)
     print(format_table(results, settings))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"settings": _settings_dict(settings), "results": results}, indent=2) + "\n", encoding="utf-8")
+        from vcamd.private_files import private_parent, write_private_atomic
+
+        private_parent(args.json)  # 0600 like --stats-json, never through a symlink
+        write_private_atomic(args.json, json.dumps({"settings": _settings_dict(settings), "results": results}, indent=2) + "\n")
     return 0
 
 

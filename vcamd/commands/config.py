@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 
@@ -90,15 +89,14 @@ def _model_problems(config: object) -> list[str]:
 def _init(args: argparse.Namespace) -> int:
     from vcamd.config import user_config_path
     from vcamd.errors import VcamdError
+    from vcamd.private_files import private_parent, write_private_atomic
 
     target = user_config_path()
     if target.exists() and not args.force:
         raise VcamdError(f"{target} already exists", fix="edit it, or run `vcamd config init --force` to replace it with the example")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(example_text(), encoding="utf-8")
-        os.replace(tmp, target)
+        private_parent(target)
+        write_private_atomic(target, example_text())  # 0600 (it names your photos), never through a symlink
     except OSError as exc:
         raise VcamdError(f"cannot write {target}: {exc.strerror}", fix="check the folder's permissions and free space") from None
     print(f"wrote {target} — every key with its default and what it does; edit it, then `vcamd config check`")

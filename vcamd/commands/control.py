@@ -1,7 +1,8 @@
 """`vcamd status|on|off|toggle|reload|set-face|quality|snapshot|quit`: drive the running daemon.
 
 Each verb is one request over the daemon's control socket, found in the user runtime dir (e.g.
-/run/user/1000/facelive/control.sock) or in `$VCAMD_RUNTIME_DIR` when that is set. With no daemon
+/run/user/1000/facelive/control.sock, /tmp/vcamd-1000 without a login session: the same folder
+whatever the environment, see `config.user_runtime_dir`) or in `$VCAMD_RUNTIME_DIR` when that is set. With no daemon
 running every verb prints one line and exits 3.
 """
 

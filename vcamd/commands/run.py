@@ -104,11 +104,12 @@ def handle(args: argparse.Namespace) -> int:
             # The control page runs whatever the sink; the socket's status then carries its "panel_url".
             with open_panel(engine, cfg) as controllable, ControlServer(controllable), ConfigWatcher(
                 watched, engine.on_config_change, engine.on_config_error,
-                current=file_cfg, missing_ok=config_path is None,
+                current=file_cfg, missing_ok=config_path is None, on_note=engine.on_config_note,
             ):
                 stats = _run_with_optional_tray(engine, controllable, args, cfg, watched)
         finally:
             engine.close()  # when the run never started (its own end releases everything)
+            _remove_partial_uploads()
     finally:
         signal.signal(signal.SIGTERM, previous)
         if previous_hup is not None:
@@ -130,6 +131,15 @@ def handle(args: argparse.Namespace) -> int:
         f"{stats['cpu_ms_per_frame']:.1f} CPU-ms/frame"
     )
     return 2 if stats_lost else 0
+
+
+def _remove_partial_uploads() -> None:
+    """An upload the stop cut short leaves its temporary file (its thread is not waited for)."""
+    from vcamd.panel.faces import sweep_partial_uploads, uploads_dir
+
+    folder = uploads_dir()
+    if folder.is_dir():
+        sweep_partial_uploads(folder, including_ours=True)
 
 
 def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg, config_path) -> dict:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from vcamd.commands import add_config_option
 from vcamd.errors import VcamdError
+from vcamd.private_files import private_temporary, write_private_atomic
 
 if TYPE_CHECKING:
     import cv2
@@ -150,7 +151,7 @@ def _swap_image(engine: FaceEngine, cfg: Config, frame: Frame, source: Path, out
     if not ok:
         raise VcamdError(f"cannot encode the result as {output.suffix}", fix="use .png or .jpg for --output")
     try:
-        output.write_bytes(data.tobytes())
+        write_private_atomic(output, data.tobytes())  # 0600, renamed into place: never through a symlink
     except OSError as exc:
         raise VcamdError(f"cannot write {output}: {exc.strerror}", fix="write to a folder you can write to, with free space") from None
     print(f"swapped {swapped} face(s) in {source} → {output}")
@@ -187,6 +188,16 @@ class VideoTally:
     """Frames in which the detector found no face."""
     unmatched: int = 0
     """Frames with faces of which none was swapped (no face matched the reference face)."""
+    unreadable: int = 0
+    """Reads that failed before the end the input claims (damaged or cut short)."""
+
+    def short_of(self, claimed: int | None) -> int:
+        """How many of the `claimed` frames the output lacks, beyond a container's estimate's
+        slack (some containers only estimate their frame count from the duration)."""
+        if not claimed:
+            return 0
+        missing = claimed - self.frames
+        return missing if missing > max(2, claimed // 100) else 0
 
     def add(self, faces_seen: int, swapped: int) -> None:
         self.frames += 1
@@ -258,16 +269,16 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
         fps = 30.0
     total = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
     height, width = first.shape[:2]
-    # Written under a temporary name next to OUT and renamed when complete: no truncated OUT.
-    partial = output.with_name(f".{output.stem}.partial-{os.getpid()}{output.suffix}")
-    fourcc = cv2.VideoWriter_fourcc(*VIDEO_OUTPUT_FOURCC[output.suffix.lower()])
-    writer = cv2.VideoWriter(str(partial), fourcc, fps, (width, height))
-    if not writer.isOpened():
-        partial.unlink(missing_ok=True)
-        raise VcamdError(f"cannot write video {output} (OpenCV's writer did not open)", fix="check the folder is writable and use .mp4")
+    # Written under a fresh 0600 temporary name next to OUT and renamed when complete: no truncated
+    # OUT, no write through a symlink planted at OUT, private whatever the umask.
+    partial = private_temporary(output)
+    writer: cv2.VideoWriter | None = None
     tally = VideoTally()
     ok, frame = True, first
-    try:
+    try:  # from the writer's creation on (it takes milliseconds): a stop then removes the partial file
+        writer = cv2.VideoWriter(str(partial), cv2.VideoWriter_fourcc(*VIDEO_OUTPUT_FOURCC[output.suffix.lower()]), fps, (width, height))
+        if not writer.isOpened():
+            raise VcamdError(f"cannot write video {output} (OpenCV's writer did not open)", fix="check the folder is writable and use .mp4")
         with SwapProgress(total, Console(stderr=True)) as progress:
             while ok and frame is not None:
                 if frame.shape[:2] != (height, width):
@@ -276,29 +287,45 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
                 writer.write(frame)
                 progress.advance()
                 ok, frame = capture.read()
-    except BaseException:
+                # A damaged stretch fails reads that later ones get past (MPEG-4); a file cut short
+                # fails them all. Either way no more reads than the frames the input claims.
+                while not ok and total and tally.frames + tally.unreadable < total:
+                    tally.unreadable += 1
+                    ok, frame = capture.read()
         writer.release()
-        partial.unlink(missing_ok=True)
+        writer = None
+        if not partial.is_file() or partial.stat().st_size == 0:
+            partial.unlink(missing_ok=True)
+            raise VcamdError(f"writing {output} failed (nothing was written)", fix="check free disk space and that the folder is writable")
+        if not tally.swapped:
+            partial.unlink(missing_ok=True)
+            raise no_face_error(source, cfg, tally.unmatched, where="any frame of ")
+        sound = _keep_audio(partial, source, output)
+        missed = []
+        if tally.without_face:
+            missed.append(f"no face found in {tally.without_face} frame(s)")
+        if tally.unmatched:
+            missed.append(f"no face matched the reference face in {tally.unmatched} frame(s)")
+        if total and total != tally.frames:
+            missed.append(f"the input claims {total} frames, {tally.frames} could be read")
+        print(
+            f"swapped faces in {tally.swapped} of {tally.frames} frame(s) of {source} ({fps:g} fps) → {output}; "
+            + "; ".join([*missed, sound]),
+            file=sys.stdout,
+        )
+        if missing := tally.short_of(total):
+            # The frames that could be read are kept (they may have taken an hour); the exit says the
+            # output is not the whole video.
+            raise VcamdError(
+                f"{output} is short: {missing} of the {total} frames {source} claims could not be read (damaged or cut short)",
+                fix="repair or re-encode the input (e.g. ffmpeg -i IN -c:v libx264 FIXED.mp4) and swap it again",
+            )
+        return 0
+    except BaseException:
+        if writer is not None:
+            writer.release()
+        partial.unlink(missing_ok=True)  # gone already once renamed into place
         raise
-    writer.release()
-    if not partial.is_file() or partial.stat().st_size == 0:
-        partial.unlink(missing_ok=True)
-        raise VcamdError(f"writing {output} failed (nothing was written)", fix="check free disk space and that the folder is writable")
-    if not tally.swapped:
-        partial.unlink(missing_ok=True)
-        raise no_face_error(source, cfg, tally.unmatched, where="any frame of ")
-    sound = _keep_audio(partial, source, output)
-    missed = []
-    if tally.without_face:
-        missed.append(f"no face found in {tally.without_face} frame(s)")
-    if tally.unmatched:
-        missed.append(f"no face matched the reference face in {tally.unmatched} frame(s)")
-    print(
-        f"swapped faces in {tally.swapped} of {tally.frames} frame(s) of {source} ({fps:g} fps) → {output}; "
-        + "; ".join([*missed, sound]),
-        file=sys.stdout,
-    )
-    return 0
 
 
 def _keep_audio(partial: Path, source: Path, output: Path) -> str:
@@ -313,7 +340,7 @@ def _keep_audio(partial: Path, source: Path, output: Path) -> str:
     if not tracks:
         os.replace(partial, output)
         return "the input has no audio"
-    muxed = partial.with_name(partial.stem + "-audio" + partial.suffix)
+    muxed = private_temporary(output, "partial-audio")
     try:
         kept = mux_audio(partial, source, muxed)
     except VcamdError as err:

@@ -138,7 +138,8 @@ class DaemonNotRunning(VcamdError):
 
 
 def runtime_dir() -> Path:
-    """`$VCAMD_RUNTIME_DIR` if set, else the user runtime dir (e.g. /run/user/1000/facelive)."""
+    """`$VCAMD_RUNTIME_DIR` if set, else the user runtime dir (`config.user_runtime_dir`: on Linux
+    /run/user/UID/facelive or /tmp/vcamd-UID, by the user id alone, whatever XDG_RUNTIME_DIR says)."""
     override = os.environ.get(RUNTIME_DIR_ENV)
     if override:
         return Path(override).expanduser()
@@ -147,7 +148,7 @@ def runtime_dir() -> Path:
     from vcamd.config import user_runtime_dir  # pydantic is only needed when no override is set
 
     with warnings.catch_warnings():
-        # Without XDG_RUNTIME_DIR platformdirs falls back to /tmp/runtime-<uid> and warns on stderr,
+        # Off Linux platformdirs decides, and may warn on stderr,
         # which would break the CLI's one-line answers; the server checks that dir's ownership itself.
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")
         return user_runtime_dir()

@@ -47,7 +47,7 @@ from vcamd.control.protocol import (
     unix_sockets_available,
 )
 from vcamd.errors import VcamdError
-from vcamd.private_files import open_private_fd
+from vcamd.private_files import open_private_fd, write_private_atomic
 
 log = logging.getLogger(__name__)
 
@@ -256,26 +256,13 @@ class ControlServer:
             listener.listen(LISTEN_BACKLOG)
             host, port = listener.getsockname()[:2]
             self._token = secrets.token_urlsafe(32)
-            self._write_private(self.endpoint_path, json.dumps({"host": host, "port": port, "token": self._token}))
+            write_private_atomic(self.endpoint_path, json.dumps({"host": host, "port": port, "token": self._token}))
         except BaseException:
             listener.close()
             raise
         info = self.endpoint_path.stat()
         self._published_id = (info.st_dev, info.st_ino)
         return listener
-
-    @staticmethod
-    def _write_private(path: Path, text: str) -> None:
-        """Write a 0600 file atomically: created 0600 under a temporary name, then renamed."""
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-        fd = open_private_fd(temporary, os.O_WRONLY | os.O_EXCL)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(temporary, path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
 
     def _unpublish(self) -> None:
         """Remove our endpoint file — only if it is still ours (not a newer daemon's)."""

@@ -182,16 +182,17 @@ class LiveEngine:
 
     def set_enabled(self, on: bool) -> dict:
         value = bool(on)
-        return self._ask(lambda: setattr(self, "enabled", value), "on" if value else "off")
+        return self._ask(lambda: self.settings.switch_swapping(value), "on" if value else "off")
 
     def toggle(self) -> dict:
         """Swap on if off, off if on — decided by the loop, so two toggles never race."""
-        return self._ask(lambda: setattr(self, "enabled", not self.enabled), "toggle")
+        return self._ask(lambda: self.settings.switch_swapping(not self.enabled), "toggle")
 
     def set_source_face(self, path: Path) -> dict:
         """Read and embed the photo (face-loader thread), then make it the source face (loop).
         Raises FaceError on a bad image, before anything changes; returns the state after."""
         path, faces = Path(path), self.faces
+        self.settings.require_consent()  # withdrawn: refused before the photo is even read
         self.photo_lane.enter()  # PhotoLaneBusy when another surface's photo is being read
         try:
             loaded = self.settings.read_source_face(path)  # if the wait below gives up, it is still recorded once read
@@ -265,6 +266,10 @@ class LiveEngine:
     def on_config_error(self, err: VcamdError) -> None:
         """The edited config is broken: keep running on the last good one and report why."""
         self._tell(lambda: self.settings.file_broken(err), "config error")
+
+    def on_config_note(self, message: str) -> None:
+        """The applied edit removed settings (sections back at their defaults): shown until the next edit."""
+        self._tell(lambda: self.settings.file_note(message), "config note")
 
     # -- status -------------------------------------------------------------------------------------
     def _refresh_status(self) -> dict[str, Any]:

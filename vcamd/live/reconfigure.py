@@ -37,7 +37,9 @@ TABLE: dict[str, dict[str, Apply]] = {
     "swap": {
         "enabled": L,
         "source_face": L,  # embedded off the loop, then used from the next swap
-        "source_consent": R,  # checked when the daemon starts, before any model is loaded
+        # Checked when the daemon starts, before any model is loaded; withdrawn (true → false)
+        # while it runs: swapping off at once, and on/set-face refused until it is given back.
+        "source_consent": L,
         "face_selection": B,  # "reference" needs the reference photo embedded at build
         "reference_face": B,
         "mouth_mask": B,

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+CONSENT_WITHDRAWN = "consent withdrawn ([swap] source_consent = false): swapping is off"
+CONSENT_FIX = "set source_consent = true under [swap] once you have the consent of the person in the source photo"
+
+
 class Problems:
     """What is wrong with the settings now, by topic: the one source of status' `config_error`.
     Written on the loop's thread only."""
@@ -80,6 +84,7 @@ class Settings:
         self._pipeline_cfg = cfg  # what the running face pipeline was built from (at start-up: is being)
         self.replaced_captured = 0  # frames captured by readers replaced on a camera change
         self.replaced_skipped = 0  # frames skipped by sources replaced on a camera change (dropped)
+        self.consent_withdrawn = False  # [swap] source_consent went from true to false while running
 
     def stop(self) -> None:
         self.face_loader.stop()
@@ -88,6 +93,11 @@ class Settings:
     def file_broken(self, err: VcamdError) -> None:
         self.problems.report("file", str(err))
         log.error("config reload failed, keeping the running settings: %s", err)
+
+    def file_note(self, message: str) -> None:
+        """The file as applied removed settings the user may not have meant to (the watcher's
+        `dropped_settings`): said in `config_error` until the next valid edit."""
+        self.problems.report("file", message)
 
     def file_valid(self, file_cfg: Config) -> None:
         """A valid file: the broken-file problem is gone; apply what changed."""
@@ -140,6 +150,8 @@ class Settings:
             engine.tracker.full_every = new.detection.full_every
         if "swap.enabled" in plan.live:
             engine.enabled = new.swap.enabled
+        if "swap.source_consent" in plan.live:
+            self._consent_changed(new.swap.source_consent)  # after [swap] enabled: a withdrawal wins
         if "swap.source_face" in plan.live and new.swap.source_face is not None:
             self.load_source_face(new.swap.source_face)
         if plan.live_in("enhancer") and not rebuild:
@@ -221,6 +233,30 @@ class Settings:
         engine.watchdog.enhancer_enabled = engine.cfg.enhancer.enabled
         log.info("face pipeline installed; providers: %s", loaded.providers)
 
+    # -- consent ----------------------------------------------------------------------------------
+    def _consent_changed(self, given: bool) -> None:
+        """[swap] source_consent edited while running: false withdraws it — swapping goes off from
+        the next frame and stays off (on, toggle and set-face are refused) until it is true again."""
+        self.consent_withdrawn = not given
+        if given:
+            self.problems.clear("consent")
+            log.info("[swap] source_consent = true: consent given again; swapping can be switched on")
+            return
+        self._engine.enabled = False
+        self.problems.report("consent", CONSENT_WITHDRAWN)
+        log.warning("%s", CONSENT_WITHDRAWN)
+
+    def require_consent(self) -> None:
+        """Refuse what would swap a face in while consent is withdrawn."""
+        if self.consent_withdrawn:
+            raise VcamdError(CONSENT_WITHDRAWN, fix=CONSENT_FIX)
+
+    def switch_swapping(self, on: bool) -> None:
+        """Swapping on or off (the loop's thread); on is refused while consent is withdrawn."""
+        if on:
+            self.require_consent()
+        self._engine.enabled = on
+
     # -- the source face --------------------------------------------------------------------------
     def read_source_face(self, path: Path) -> Future:
         """Read and embed `path` into the running pipeline on the face-loader thread. Once read,
@@ -240,6 +276,7 @@ class Settings:
         remember it as the user's choice over the file's. Until the first swap with the new face
         lands, the last swap stays on screen."""
         engine = self._engine
+        self.require_consent()  # withdrawn while the photo was read: it is not used
         self._face_override = path
         self.problems.clear("source_face")
         engine.cfg = engine.cfg.model_copy(update={"swap": engine.cfg.swap.model_copy(update={"source_face": path})})

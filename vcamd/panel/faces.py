@@ -5,7 +5,11 @@ An upload is streamed into a 0600 temporary file inside a 0700 folder of the use
 `vcamd.images.probe_image` (read_image's checks, no pixel decoded: the upload's HTTP thread never
 holds a decoded photo) and only then kept, named by its content hash (the same photo uploaded
 twice is stored once). The engine decodes it, in the daemon's one photo lane (`vcamd.photo_lane`).
-Kept files stay, so the tray's and the page's recent-faces list can offer them again after a restart.
+The newest `MAX_KEPT_FACES` stay, so the tray's and the page's recent-faces list can offer them
+again after a restart; older ones are removed as new ones come (the folder does not grow without
+bound). A temporary `.upload-PID-….part` left by a daemon that was stopped mid-upload (SIGTERM ends
+it without unwinding its threads) is removed by the next upload and when `vcamd run` ends
+(`sweep_partial_uploads`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 """A face photo never needs more; bigger bodies are refused before a byte is stored."""
 
 CHUNK_BYTES = 256 * 1024
+MAX_KEPT_FACES = 20
+"""Uploaded photos kept (the newest); more than the recent-faces list shows (8)."""
+PART_PREFIX = ".upload-"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "BMP": ".bmp", "TIFF": ".tif"}
 
@@ -71,7 +78,8 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
     if length > MAX_UPLOAD_BYTES:
         raise UploadTooLarge(length)
     private_dir(folder)
-    fd, tmp_name = tempfile.mkstemp(prefix=".upload-", suffix=".part", dir=folder)  # created 0600
+    sweep_partial_uploads(folder)
+    fd, tmp_name = tempfile.mkstemp(prefix=f"{PART_PREFIX}{os.getpid()}-", suffix=".part", dir=folder)  # created 0600
     tmp = Path(tmp_name)
     try:
         digest = hashlib.sha256()
@@ -96,9 +104,53 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
         suffix = SUFFIXES.get(header.format, ".img")
         kept = folder / f"{safe_stem(name)}-{digest.hexdigest()[:12]}{suffix}"
         is_new = not kept.exists()
-        os.replace(tmp, kept)
+        os.replace(tmp, kept)  # also makes a photo uploaded again the newest
+        _keep_newest(folder, MAX_KEPT_FACES, kept)
         return kept, is_new
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
 
+
+def uploads_dir() -> Path:
+    """Where the control page keeps uploaded photos: the user data dir's `faces/`."""
+    from vcamd.config import user_data_dir
+
+    return user_data_dir() / "faces"
+
+
+def sweep_partial_uploads(folder: Path, *, including_ours: bool = False) -> None:
+    """Remove the temporary files of uploads that no process is writing any more: those of a
+    process that has ended (and, `including_ours`, this one's: called as the daemon ends)."""
+    for part in folder.glob(f"{PART_PREFIX}*.part"):
+        pid = part.name[len(PART_PREFIX):].split("-", 1)[0]
+        if pid.isdecimal() and _alive(int(pid)) and (int(pid) != os.getpid() or not including_ours):
+            continue  # an upload in progress
+        with contextlib.suppress(OSError):
+            part.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process with that number: not ours to judge
+    return True
+
+
+def _keep_newest(folder: Path, count: int, keep: Path) -> None:
+    """Remove all but the `count` newest kept photos (never `keep`, the one just stored)."""
+    photos = []
+    for path in folder.iterdir():
+        if path.name.startswith(".") or path == keep:
+            continue
+        with contextlib.suppress(OSError):
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode):
+                photos.append((info.st_mtime_ns, path))
+    photos.sort(reverse=True)
+    for _, old in photos[max(0, count - 1):]:
+        with contextlib.suppress(OSError):
+            old.unlink()

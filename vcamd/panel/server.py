@@ -42,7 +42,7 @@ from vcamd.config import PanelConfig
 from vcamd.control.protocol import Controllable, parse_quality
 from vcamd.errors import FaceError, VcamdError
 from vcamd.jsonable import to_jsonable
-from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, naming_upload, store_upload
+from vcamd.panel.faces import MAX_UPLOAD_BYTES, UploadTooLarge, naming_upload, store_upload, uploads_dir
 from vcamd.panel.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
 from vcamd.panel.history import StatusHistory
 from vcamd.panel.security import (
@@ -313,10 +313,10 @@ def open_panel(engine: Controllable, cfg: Any) -> Iterator[Controllable]:
     if not cfg.panel.enabled:
         yield engine
         return
-    from vcamd.config import user_data_dir, user_state_dir
+    from vcamd.config import user_state_dir
     from vcamd.tray import RecentFaces
 
-    panel = PanelServer(engine, cfg.panel, faces_dir=user_data_dir() / "faces",
+    panel = PanelServer(engine, cfg.panel, faces_dir=uploads_dir(),
                         recent_faces=RecentFaces(user_state_dir() / "recent_faces.json"),
                         badge=cfg.disclosure.badge)
     with panel:

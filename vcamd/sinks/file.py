@@ -13,6 +13,7 @@ import cv2
 
 from vcamd.config import Config
 from vcamd.errors import VcamdError
+from vcamd.private_files import private_temporary
 from vcamd.sinks.base import fit_to_size
 from vcamd.types import Frame
 
@@ -20,7 +21,8 @@ log = logging.getLogger(__name__)
 
 
 class FileSink:
-    """An .mp4 file (MPEG-4 Part 2, 'mp4v') written at the output fps.
+    """An .mp4 file (MPEG-4 Part 2, 'mp4v') written at the output fps, 0600, appearing at its path
+    when the sink closes (until then `.NAME.partial-…` beside it).
 
     Encoding costs ≈ 10 ms per 720p frame, so it runs on a writer thread and the publisher only
     pays for one frame copy. Every frame is kept: when the writer falls `QUEUE_FRAMES` behind,
@@ -43,6 +45,7 @@ class FileSink:
         self.path = Path(path)
         self._width, self._height, self._fps = width, height, fps
         self._writer: cv2.VideoWriter | None = None
+        self._partial: Path | None = None  # what the writer fills; renamed over `path` by close()
         self._queue: queue.Queue[Frame | None] = queue.Queue(maxsize=self.QUEUE_FRAMES)
         self._thread: threading.Thread | None = None
         self._state = "new"
@@ -75,14 +78,22 @@ class FileSink:
             if self._state == "closed":
                 raise RuntimeError("FileSink cannot be reopened after close(); build a new one")
             self._check_path()
-            writer = cv2.VideoWriter(str(self.path), cv2.VideoWriter_fourcc(*"mp4v"), self._fps, (self._width, self._height))
+            # OpenCV opens files by name: it writes a fresh 0600 temporary that close() renames over
+            # PATH, so a symlink planted at PATH is replaced, never written through, whatever the umask.
+            try:
+                partial = private_temporary(self.path)
+            except OSError as exc:
+                raise VcamdError(f"--sink file:{self.path}: cannot create the video file: {exc.strerror}",
+                                 fix="check that the folder is writable and the disk has space") from None
+            writer = cv2.VideoWriter(str(partial), cv2.VideoWriter_fourcc(*"mp4v"), self._fps, (self._width, self._height))
             if not writer.isOpened():
                 writer.release()
+                partial.unlink(missing_ok=True)
                 raise VcamdError(
                     f"--sink file:{self.path}: cannot create the video file",
                     fix="check that the path is writable and the disk has space",
                 )
-            self._writer = writer
+            self._writer, self._partial = writer, partial
             self._thread = threading.Thread(target=self._write_loop, args=(writer,), name="file-sink", daemon=True)
             self._thread.start()
             self._state = "open"
@@ -123,6 +134,12 @@ class FileSink:
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.release()
+        partial, self._partial = self._partial, None
+        if partial is not None:
+            try:
+                os.replace(partial, self.path)
+            except OSError as exc:
+                log.error("file sink: cannot move the recording into place at %s (%s); it is kept as %s", self.path, exc.strerror, partial)
 
     def describe(self) -> str:
         return f"file {self.path} ({self._width}×{self._height} mp4 at {self._fps:g} fps)"
