@@ -135,3 +135,14 @@ def test_vcamd_swap_obscures_the_faces_it_does_not_swap_unless_asked_to_show_the
     else:
         x0, y0, x1, y1 = (int(v) for v in smaller.box)
         assert np.array_equal(frame[y0:y1, x0:x1], raw[y0:y1, x0:x1])
+
+
+def test_a_face_pipeline_rebuilt_with_the_same_recogniser_keeps_the_lock(heads: Heads) -> None:
+    """A reload that rebuilds the pipeline for another key (mouth_mask, the detector) builds a new
+    recogniser object from the same model: the user keeps the swap."""
+    follow = FollowedFace()
+    frame, (user,) = heads.frame(0.25, None)
+    follow.select(Selecting(heads.recognizer), [user], frame, 0)
+    rebuilt = Selecting(Recognizer(heads.recognizer.path, Sessions(["cpu"], threads=1)))
+    frame, faces = heads.frame(0.25, 0.72)
+    assert [_is(f, faces[0]) for f in follow.select(rebuilt, faces, frame, 1)] == [True]

@@ -10,7 +10,7 @@ and the user's own face was published raw. Faces the selection does not swap are
 
 When the lock ends: when the followed face has been missing (no face at its place, none recognised
 as it) for RELEASE_FRAMES frames — the user left — the largest face is chosen anew; also when the
-recogniser changed (a rebuilt face pipeline). While it is missing nothing is swapped, and every
+recogniser model changed (a face pipeline rebuilt for another key keeps the lock). While it is missing nothing is swapped, and every
 face in view is looked at by identity every IDENTITY_RETRY_FRAMES frames: the user coming back is
 found again. "all" swaps every face and "reference" already picks by identity in every frame:
 `FollowedFace` leaves them to `FaceEngine.select`.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class _Lock:
     seen_at: int  # frame index it was last seen at
     called_at: int  # frame index of the last selection
     checked_at: int  # frame index of the last identity comparison
-    recognizer: object  # the recogniser the identity came from (a rebuilt pipeline ends the lock)
+    recognizer: Path  # the recogniser model the identity came from (another one ends the lock)
 
 
 class FollowedFace:
@@ -82,7 +83,7 @@ class FollowedFace:
             self._lock = None
             return engine.select(faces, frame)
         lock = self._lock
-        if lock is not None and (lock.recognizer is not engine.recognizer or index - lock.seen_at > RELEASE_FRAMES):
+        if lock is not None and (lock.recognizer != engine.recognizer.path or index - lock.seen_at > RELEASE_FRAMES):
             lock = self._lock = None
         if not faces:
             if lock is not None:
@@ -90,7 +91,7 @@ class FollowedFace:
             return []
         if lock is None:
             chosen = max(faces, key=lambda f: f.area)
-            self._lock = _Lock(chosen, engine.recognizer.embed(frame, chosen), index, index, index, engine.recognizer)
+            self._lock = _Lock(chosen, engine.recognizer.embed(frame, chosen), index, index, index, engine.recognizer.path)
             return [chosen]
         found = self._find(lock, faces, frame, index, engine.recognizer.embed)
         if found is None:
