@@ -142,7 +142,7 @@ class FaceEngine:
         self.swapper = swapper
         self.enhancer = enhancer
         self.selection = FaceSelection(selection)
-        self.others = Others(others)
+        self.others = Others(others)  # for `process_frame`; the live loop reads [swap] others for every frame
         self.lowres_scale = lowres_scale
         swap_side = swapper.crop.size
         # Swapped crops → frame: colour-matched to the frame's face, mouth kept when asked.

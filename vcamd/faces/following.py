@@ -21,11 +21,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from vcamd.config import FaceSelection
 from vcamd.types import Face, Frame
+
+if TYPE_CHECKING:
+    from vcamd.faces.engine import FaceEngine
 
 Embed = Callable[[Frame, Face], np.ndarray]
 """The recogniser's embedding of a face (L2-normalised)."""
@@ -68,15 +72,7 @@ class FollowedFace:
     def __init__(self) -> None:
         self._lock: _Lock | None = None
 
-    @property
-    def following(self) -> Face | None:
-        """Where the followed face was last seen; None when no face is followed."""
-        return None if self._lock is None else self._lock.face
-
-    def release(self) -> None:
-        self._lock = None
-
-    def select(self, engine, faces: list[Face], frame: Frame, index: int) -> list[Face]:
+    def select(self, engine: FaceEngine, faces: list[Face], frame: Frame, index: int) -> list[Face]:
         """The faces to swap in frame `index` (`engine`: the `FaceEngine`, whose selection and
         recogniser apply). Raises what the recogniser raises (the caller covers the frame)."""
         if engine.selection is not FaceSelection.largest:
