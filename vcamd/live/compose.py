@@ -8,6 +8,8 @@ grown further since they may have moved; places the detector was unsure of (`Fac
 are covered as a face that could not be swapped, and counted apart (they may be no face at all). When the engine cannot say where the faces are (start-up
 before the first detection, detector late or failing, a face lost in motion), the whole frame is
 held or obscured. `on_miss = "passthrough"` is the user's explicit opt-out: misses stay raw.
+Faces face_selection does not swap (`Scene.others`) are obscured whatever on_miss says, unless the
+user chose `[swap] others = "show"` (the caller then hands none).
 
 No threads, no clock, no engine state: everything comes in as arguments, so the rule can be tested
 exhaustively (tests/live/test_compose_property.py).

@@ -1,9 +1,11 @@
 """One camera frame in, one frame out: the loop's work on each frame, in the order a frame travels.
 
 `FrameWork.process(captured)`: where the faces are (the tracker, or the last positions on
-frame_skip's skipped frames), which to swap (`face_selection`; a failed selection makes the
-positions unknown), the face region handed to the swap worker without waiting, then `compose`
-decides what each face gets (swapped / held / obscured), and `send` badges and publishes. Before the
+frame_skip's skipped frames), which to swap (`face_selection`, through `FollowedFace`: "largest"
+keeps the face it chose; a failed selection makes the positions unknown) and which to obscure
+(the others, unless `[swap] others = "show"`), the face region handed to the swap worker without
+waiting, then `compose` decides what each face gets (swapped / held / obscured), and `send` badges
+and publishes. Before the
 first face pipeline is installed (models loading at start-up), and while the first swap is being
 computed, every frame is obscured whole and the tracker runs on every 4th frame only. Runs
 on the loop's thread only; reads the engine's parts as they are now (a reload may replace them
