@@ -51,7 +51,8 @@ class Selecting:
     selection: FaceSelection = FaceSelection.largest
 
     def select(self, faces: list[Face], frame: Frame) -> list[Face]:
-        return list(faces)
+        """FaceEngine's rule: the largest under "largest", every face under "all"."""
+        return [max(faces, key=lambda f: f.area)] if self.selection is FaceSelection.largest else list(faces)
 
 
 @pytest.fixture(scope="module")

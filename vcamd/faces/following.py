@@ -86,7 +86,10 @@ class FollowedFace:
                 lock.called_at = index
             return []
         if lock is None:
-            chosen = max(faces, key=lambda f: f.area)
+            picked = engine.select(faces, frame)  # the engine's rule chooses (the largest); this keeps it
+            if not picked:
+                return []
+            chosen = picked[0]
             self._lock = _Lock(chosen, engine.recognizer.embed(frame, chosen), index, index, index, engine.recognizer.path)
             return [chosen]
         found = self._find(lock, faces, frame, index, engine.recognizer.embed)
