@@ -89,7 +89,7 @@ class DetectionConfig(Section):
     """Detector input size (square) for full-frame detections."""
     threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.5
     cover_threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
-    """Live, face_selection = "all": a face the full detection scores at least this but under
+    """Live, face_selection = "all" or [swap] others = "obscure": a face the full detection scores at least this but under
     `threshold` (the detector is unsure) is obscured, never swapped and never shown raw. Equal to
     `threshold`: off."""
     full_every: Annotated[int, Field(ge=1, le=300)] = 10
@@ -112,6 +112,13 @@ class FaceSelection(StrEnum):
     reference = "reference"
 
 
+class Others(StrEnum):
+    """What the output shows of the faces face_selection does not swap."""
+
+    obscure = "obscure"
+    show = "show"
+
+
 class OnMiss(StrEnum):
     hold = "hold"
     blur = "blur"
@@ -127,6 +134,9 @@ class SwapConfig(Section):
     face_selection: Annotated[FaceSelection, Strict(False)] = FaceSelection.largest
     reference_face: UserPath | None = None
     """With face_selection = "reference": the target face to swap is the one most like this photo."""
+    others: Others = Others.obscure
+    """The faces face_selection does not swap (other people, a poster, a face on a screen): "obscure"
+    (made unrecognisable, like a face that cannot be swapped) or "show" (left as the camera shows them)."""
     mouth_mask: bool = False
     color_correction: bool = True
     on_miss: Annotated[OnMiss, Strict(False)] = OnMiss.hold

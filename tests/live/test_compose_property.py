@@ -405,3 +405,23 @@ def test_a_face_missed_at_a_lower_detection_size_stays_lost_and_covered(on_miss)
     assert len(book.report(late=False, appeared=[], full=True).lost) == 1
     book.take_full(FullDetection([big.face()], 1 + LOST_KEEP_FRAMES, FULL))
     assert book.report(late=False, appeared=[], full=True).lost == []
+
+
+@pytest.mark.parametrize("on_miss", [OnMiss.hold, OnMiss.blur, OnMiss.passthrough])
+def test_faces_not_swapped_by_choice_are_obscured_under_the_swap_and_counted_apart(on_miss):
+    """[swap] others = "obscure": the faces face_selection leaves are obscured whatever on_miss says
+    (it is about the swapped faces' misses); the swapped face is pasted on top, the frame still
+    counts as all swapped (a new good output), and the others are counted apart."""
+    rng = np.random.default_rng(5)
+    raw = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
+    user = Face(box=(100.0, 100.0, 160.0, 170.0), score=0.9, kps=np.zeros((5, 2), np.float32))
+    other = Face(box=(190.0, 100.0, 290.0, 220.0), score=0.9, kps=np.zeros((5, 2), np.float32))
+    composed = compose(Scene(raw.copy(), True, on_miss, True, [user], [object()], others=[other]), paste_green)
+    assert composed.faces == [FaceOutcome.swapped] and composed.all_swapped and composed.outcome is Outcome.swapped
+    assert composed.others_covered == 1 and composed.fresh_badge
+    x0, y0, x1, y1 = (int(v) for v in other.box)
+    assert (composed.frame[y0:y1, x0:x1] != raw[y0:y1, x0:x1]).any(axis=2).mean() > 0.9  # obscured
+    ux0, uy0, ux1, uy1 = (int(v) for v in user.box)
+    assert (composed.frame[uy0:uy1, ux0:ux1] == GREEN).all()  # the swap on top of the neighbour's cover
+    shown = compose(Scene(raw.copy(), True, on_miss, True, [user], [object()]), paste_green)
+    assert (shown.frame[y0:y1, x0:x1] == raw[y0:y1, x0:x1]).all() and shown.others_covered == 0

@@ -160,7 +160,8 @@ def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_confi
     from vcamd.live.tracking import unsure_band
 
     assert unsure_band(live_config(swap={"face_selection": "all"})) == (0.5, 0.3)
-    assert unsure_band(live_config(swap={"face_selection": "largest"})) is None  # bystanders are left alone
+    assert unsure_band(live_config(swap={"face_selection": "largest"})) == (0.5, 0.3)  # others = "obscure": bystanders covered too
+    assert unsure_band(live_config(swap={"face_selection": "largest", "others": "show"})) is None  # bystanders are left alone
     assert unsure_band(live_config(swap={"face_selection": "all"}, detection={"cover_threshold": 0.5})) is None
 
 

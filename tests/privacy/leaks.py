@@ -110,8 +110,11 @@ class Clip:
 
 
 def paste(canvas: Frame, image: Frame, x: int, y: int) -> Frame:
+    """`image` with its top-left corner at (x, y); what falls outside the canvas is cut off."""
     h, w = image.shape[:2]
-    canvas[y : y + h, x : x + w] = image
+    x0, y0, x1, y1 = max(0, x), max(0, y), min(canvas.shape[1], x + w), min(canvas.shape[0], y + h)
+    if x1 > x0 and y1 > y0:
+        canvas[y0:y1, x0:x1] = image[y0 - y : y1 - y, x0 - x : x1 - x]
     return canvas
 
 
@@ -147,12 +150,13 @@ def placements_in(frame: Frame, detectors: list[FaceDetector], recognizer: Recog
     return [Placement(f, recognizer.embed(frame, f)) for f in faces]
 
 
-def head_cut(portrait: Frame, face: Face, face_px: float) -> tuple[Frame, tuple[float, float]]:
-    """The head around `face`, scaled so the face is `face_px` high, and the face's centre in it."""
+def head_cut(portrait: Frame, face: Face, face_px: float, margin: tuple[float, float] = (1.1, 1.0)) -> tuple[Frame, tuple[float, float]]:
+    """The head around `face`, scaled so the face is `face_px` high, and the face's centre in it.
+    `margin`: how far the cut reaches from the centre, in face widths and heights."""
     scale = face_px / face.height
     scaled = cv2.resize(portrait, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
     cx, cy = (face.box[0] + face.box[2]) / 2 * scale, (face.box[1] + face.box[3]) / 2 * scale
-    half_w, half_h = int(face.width * scale * 1.1), int(face.height * scale * 1.0)
+    half_w, half_h = int(face.width * scale * margin[0]), int(face.height * scale * margin[1])
     x0, y0 = max(0, int(cx - half_w)), max(0, int(cy - half_h))
     return scaled[y0 : int(cy + half_h), x0 : int(cx + half_w)], (cx - x0, cy - y0)
 

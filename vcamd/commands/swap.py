@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from vcamd.config import Config
     from vcamd.faces.engine import FaceEngine
+    from vcamd.faces.following import FollowedFace
     from vcamd.types import Frame
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
@@ -114,11 +115,12 @@ def _check_output(output: Path, source: Path, kind: str) -> None:
         raise VcamdError(f"output {output} is not writable (permission denied)", fix="write to a folder you can write to")
 
 
-def _finish_frame(engine: FaceEngine, cfg: Config, frame: Frame) -> tuple[int, int]:
-    """Swap in place, badge in place; returns (faces found, faces swapped)."""
+def _finish_frame(engine: FaceEngine, cfg: Config, frame: Frame, follow: FollowedFace | None = None, index: int = 0) -> tuple[int, int]:
+    """Swap in place, badge in place; returns (faces found, faces swapped). A video's frames pass
+    one `follow` (the face "largest" chose keeps the swap) and their index."""
     from vcamd.badge import draw_badge
 
-    result = engine.process_frame(frame)
+    result = engine.process_frame(frame, follow=follow, index=index)
     if cfg.disclosure.badge:
         draw_badge(frame, cfg.disclosure.text, cfg.disclosure.corner)
     return len(result.faces), result.swapped
@@ -187,7 +189,8 @@ class VideoTally:
     without_face: int = 0
     """Frames in which the detector found no face."""
     unmatched: int = 0
-    """Frames with faces of which none was swapped (no face matched the reference face)."""
+    """Frames with faces of which none was swapped (no face matched the reference face, or the face
+    "largest" follows was out of view)."""
     unreadable: int = 0
     """Reads that failed before the end the input claims (damaged or cut short)."""
 
@@ -273,7 +276,10 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
     # OUT, no write through a symlink planted at OUT, private whatever the umask.
     partial = private_temporary(output)
     writer: cv2.VideoWriter | None = None
+    from vcamd.faces.following import FollowedFace
+
     tally = VideoTally()
+    follow = FollowedFace()
     ok, frame = True, first
     try:  # from the writer's creation on (it takes milliseconds): a stop then removes the partial file
         writer = cv2.VideoWriter(str(partial), cv2.VideoWriter_fourcc(*VIDEO_OUTPUT_FOURCC[output.suffix.lower()]), fps, (width, height))
@@ -283,7 +289,7 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
             while ok and frame is not None:
                 if frame.shape[:2] != (height, width):
                     raise VcamdError(f"input {source}: frame {tally.frames} is {frame.shape[1]}×{frame.shape[0]}, not {width}×{height}", fix="re-encode the video at one size")
-                tally.add(*_finish_frame(engine, cfg, frame))
+                tally.add(*_finish_frame(engine, cfg, frame, follow, tally.frames))
                 writer.write(frame)
                 progress.advance()
                 ok, frame = capture.read()
@@ -305,7 +311,8 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
         if tally.without_face:
             missed.append(f"no face found in {tally.without_face} frame(s)")
         if tally.unmatched:
-            missed.append(f"no face matched the reference face in {tally.unmatched} frame(s)")
+            why = "no face matched the reference face" if cfg.swap.face_selection == "reference" else "the face being swapped was out of view"
+            missed.append(f"{why} in {tally.unmatched} frame(s)")
         if total and total != tally.frames:
             missed.append(f"the input claims {total} frames, {tally.frames} could be read")
         print(

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vcamd.config import Config, FaceSelection
+from vcamd.config import Config, FaceSelection, Others
 from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
@@ -40,6 +40,7 @@ from vcamd.types import Face, Frame, Points
 if TYPE_CHECKING:
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.enhance import Enhancer
+    from vcamd.faces.following import FollowedFace
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
     from vcamd.faces.swap import Latent, Swapper
     from vcamd.runtime import Sessions
@@ -131,6 +132,7 @@ class FaceEngine:
         enhancer: Enhancer | None = None,
         *,
         selection: FaceSelection = FaceSelection.largest,
+        others: Others = Others.obscure,
         mouth_mask: bool = False,
         color_correction: bool = True,
         lowres_scale: float = 0.5,
@@ -140,6 +142,7 @@ class FaceEngine:
         self.swapper = swapper
         self.enhancer = enhancer
         self.selection = FaceSelection(selection)
+        self.others = Others(others)  # for `process_frame`; the live loop reads [swap] others for every frame
         self.lowres_scale = lowres_scale
         swap_side = swapper.crop.size
         # Swapped crops → frame: colour-matched to the frame's face, mouth kept when asked.
@@ -205,6 +208,7 @@ class FaceEngine:
             swapper,
             enhancer,
             selection=cfg.swap.face_selection,
+            others=cfg.swap.others,
             mouth_mask=cfg.swap.mouth_mask,
             color_correction=cfg.swap.color_correction,
             lowres_scale=cfg.watchdog.lowres_scale,
@@ -332,16 +336,25 @@ class FaceEngine:
 
     # ---- the whole path -------------------------------------------------------------------------
 
-    def process_frame(self, frame: Frame, level: Level = BEST) -> FrameResult:
-        """Swap the selected faces of one frame. Modifies `frame` in place (copy it first to keep it)."""
+    def process_frame(self, frame: Frame, level: Level = BEST, *, follow: FollowedFace | None = None, index: int = 0) -> FrameResult:
+        """Swap the selected faces of one frame, obscure the others (unless `others` is "show").
+        Modifies `frame` in place (copy it first to keep it). A video's frames pass one `follow`
+        and their `index`: "largest" then keeps the face it chose, as live."""
         timer = StageTimer()
         self._latent()  # fail before detecting when there is no source face
         with timer("detect"):
             faces = self.detect(frame, self.detect_size(level))
         with timer("select"):
-            targets = self.select(faces, frame)
+            targets = follow.select(self, faces, frame, index) if follow is not None else self.select(faces, frame)
         swapped = self.swap_faces(frame, targets, level, timer)
         with timer("blend"):
+            if self.others is Others.obscure:
+                from vcamd.live.compose import MISS_REGION_SCALE, region
+                from vcamd.live.obscure import obscure_region
+
+                for face in faces:  # under the swaps, as live
+                    if not any(face is t for t in targets):
+                        obscure_region(frame, region(frame, [face], MISS_REGION_SCALE))
             for result, face in zip(swapped, targets):
                 self.composite(frame, result, face)
         for stage in ("align", "swap", "enhance"):

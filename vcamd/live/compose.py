@@ -8,6 +8,8 @@ grown further since they may have moved; places the detector was unsure of (`Fac
 are covered as a face that could not be swapped, and counted apart (they may be no face at all). When the engine cannot say where the faces are (start-up
 before the first detection, detector late or failing, a face lost in motion), the whole frame is
 held or obscured. `on_miss = "passthrough"` is the user's explicit opt-out: misses stay raw.
+Faces face_selection does not swap (`Scene.others`) are obscured whatever on_miss says, unless the
+user chose `[swap] others = "show"` (the caller then hands none).
 
 No threads, no clock, no engine state: everything comes in as arguments, so the rule can be tested
 exhaustively (tests/live/test_compose_property.py).
@@ -77,6 +79,7 @@ class Scene:
     lost: list[Face] = field(default_factory=list)  # last-known places of faces to cover
     held: Held | None = None  # the last good output, for on_miss = hold
     unsure: list[Face] = field(default_factory=list)  # places the detector was unsure of: covered, never swapped
+    others: list[Face] = field(default_factory=list)  # faces face_selection does not swap, to obscure ([swap] others)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,9 @@ class Composed:
     unsure_covered: int = 0
     """Unsure places covered (held or obscured). Not faces for sure — a patch of wallpaper may score
     0.3 — so apart from `faces`, and from the frame's outcome."""
+    others_covered: int = 0
+    """Faces face_selection does not swap, obscured ([swap] others = "obscure"): apart from `faces`
+    and from the frame's outcome, which say how the faces being swapped fared."""
 
 
 def compose(scene: Scene, paste: Paste) -> Composed:
@@ -116,6 +122,10 @@ def compose(scene: Scene, paste: Paste) -> Composed:
             outcomes[i] = outcome
         lost_outcomes = decided[len(missed):len(missed) + len(scene.lost)]
         unsure_covered = len(scene.unsure)
+    # Faces not swapped by choice are obscured whatever on_miss says (it is about the swapped
+    # faces' misses), after the holds: a held region reaching over one must never uncover it.
+    for face in scene.others:
+        obscure_region(frame, region(frame, [face], MISS_REGION_SCALE))
     # The swaps go on top: a cover grown around one face must never spoil a neighbour's swapped
     # face, and a paste's feathered edge blends into covered pixels.
     failed: list[int] = []
@@ -135,9 +145,10 @@ def compose(scene: Scene, paste: Paste) -> Composed:
             for i, outcome in zip(failed, obscured):
                 outcomes[i] = outcome
     faces = [o for o in outcomes if o is not None] + lost_outcomes
-    altered = unsure_covered > 0 or any(o is not FaceOutcome.passthrough for o in faces)
+    altered = unsure_covered > 0 or bool(scene.others) or any(o is not FaceOutcome.passthrough for o in faces)
     return Composed(frame, _frame_outcome(faces), faces, fresh_badge=altered,
-                    all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces), unsure_covered=unsure_covered)
+                    all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces), unsure_covered=unsure_covered,
+                    others_covered=len(scene.others))
 
 
 def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:

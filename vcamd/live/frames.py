@@ -1,9 +1,11 @@
 """One camera frame in, one frame out: the loop's work on each frame, in the order a frame travels.
 
 `FrameWork.process(captured)`: where the faces are (the tracker, or the last positions on
-frame_skip's skipped frames), which to swap (`face_selection`; a failed selection makes the
-positions unknown), the face region handed to the swap worker without waiting, then `compose`
-decides what each face gets (swapped / held / obscured), and `send` badges and publishes. Before the
+frame_skip's skipped frames), which to swap (`face_selection`, through `FollowedFace`: "largest"
+keeps the face it chose; a failed selection makes the positions unknown) and which to obscure
+(the others, unless `[swap] others = "show"`), the face region handed to the swap worker without
+waiting, then `compose` decides what each face gets (swapped / held / obscured), and `send` badges
+and publishes. Before the
 first face pipeline is installed (models loading at start-up), and while the first swap is being
 computed, every frame is obscured whole and the tracker runs on every 4th frame only. Runs
 on the loop's thread only; reads the engine's parts as they are now (a reload may replace them
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from vcamd.config import Others
+from vcamd.faces.following import FollowedFace
 from vcamd.live.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
 from vcamd.live.obscure import obscure_frame
 from vcamd.live.swapworker import SwapJob
@@ -80,6 +84,8 @@ class FrameWork:
         self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
         self.targets: list[Face] = []  # faces being swapped, as of the last processed frame
         self._covered_lost: list[Face] = []  # lost faces covered in the last frame
+        self._others: list[Face] = []  # faces face_selection does not swap, obscured ([swap] others)
+        self._follow = FollowedFace()  # which face "largest" keeps swapping
         self._pastes = PasteMemo()
         self._no_source_logged = False
 
@@ -118,7 +124,7 @@ class FrameWork:
         swaps = match_swaps(targets, result.faces, result.swapped) if usable and result is not None else [None] * len(targets)
         composed = compose(
             Scene(frame=frame, enabled=True, on_miss=engine.cfg.swap.on_miss, known=report.known, targets=targets,
-                  swaps=swaps, lost=lost, held=engine.publisher.held, unsure=report.unsure),
+                  swaps=swaps, lost=lost, held=engine.publisher.held, unsure=report.unsure, others=self._others),
             self._pastes.paste_for(engine.faces.composite, frame, targets, swaps, still=report.followed and not lost and not report.unsure),
         )
         stage_ms["composite"] = (engine.clock() - t2) * 1000.0
@@ -137,10 +143,11 @@ class FrameWork:
         report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s(),
                                        unsure=unsure_band(engine.cfg))
         targets, report = self._select(report, frame)
-        # Lost faces are covered when they were faces being swapped (or already covered);
-        # a bystander that face_selection leaves alone stays alone.
-        lost = lost_to_cover(report.lost, report.known, self.targets + self._covered_lost)
-        self._report, self.targets, self._covered_lost = report, targets, lost
+        others = [f for f in report.faces if not any(f is t for t in targets)] if engine.cfg.swap.others is Others.obscure else []
+        # Lost faces are covered when they were faces being swapped or covered (obscured
+        # bystanders included); a bystander shown by choice (others = "show") stays alone.
+        lost = lost_to_cover(report.lost, report.known, self.targets + self._covered_lost + self._others)
+        self._report, self.targets, self._covered_lost, self._others = report, targets, lost, others
         t1 = engine.clock()
         stage_ms["detect"] = (t1 - t0) * 1000.0
         engine.stats.record_stage("detect", stage_ms["detect"])
@@ -173,12 +180,11 @@ class FrameWork:
         return result is not None and not failed
 
     def _select(self, report: FaceReport, frame: Frame) -> tuple[list[Face], FaceReport]:
-        """The faces to swap. A failed selection (e.g. the recognizer behind face_selection =
-        "reference") makes the positions unknown for this frame: covered, never shown raw."""
-        if not report.faces:
-            return [], report
+        """The faces to swap (`FollowedFace`: "largest" keeps the face it chose). A failed selection
+        (e.g. the recognizer behind it) makes the positions unknown for this frame: covered, never
+        shown raw."""
         try:
-            return self._engine.faces.select(report.faces, frame), report
+            return self._follow.select(self._engine.faces, report.faces, frame, self._index), report
         except Exception as exc:
             log.error("face selection failed: %s", exc)
             return list(report.faces), FaceReport(known=False, faces=report.faces, lost=report.lost, appeared=report.appeared, full=report.full,

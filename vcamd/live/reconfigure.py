@@ -42,6 +42,7 @@ TABLE: dict[str, dict[str, Apply]] = {
         "source_consent": L,
         "face_selection": B,  # "reference" needs the reference photo embedded at build
         "reference_face": B,
+        "others": L,  # read by the loop for every frame
         "mouth_mask": B,
         "color_correction": B,
         "on_miss": L,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vcamd.config import Config, FaceSelection
+from vcamd.config import Config, FaceSelection, Others
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.changes import WHOLE, ChangeMap, Look, Region, RegionImage, downscaled
 from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
@@ -89,12 +89,13 @@ def detect_sizes(cfg: Config, level: Level) -> dict[str, int]:
 
 def unsure_band(cfg: Config) -> tuple[float, float] | None:
     """(threshold, cover_threshold) when the full detections also report the faces the detector
-    is unsure of — scored in [cover_threshold, threshold): with face_selection = "all", where every
-    face shown must be swapped or covered, they are covered (`FaceReport.unsure`). None: off (the
-    other selections leave the faces they do not pick alone, unsure or not; and a frame with no
-    face found at `threshold` is covered whole anyway)."""
+    is unsure of — scored in [cover_threshold, threshold): where every face shown must be swapped
+    or covered (face_selection = "all", or others = "obscure"), they are covered
+    (`FaceReport.unsure`). None: off (others = "show" leaves the faces the selection does not pick
+    alone, unsure or not; and a frame with no face found at `threshold` is covered whole anyway)."""
     det = cfg.detection
-    if cfg.swap.face_selection is not FaceSelection.all or det.cover_threshold >= det.threshold:
+    shown = cfg.swap.face_selection is not FaceSelection.all and cfg.swap.others is Others.show
+    if shown or det.cover_threshold >= det.threshold:
         return None
     return det.threshold, det.cover_threshold
 

@@ -1,0 +1,126 @@
+"""Which face is swapped, frame after frame: the face chosen keeps the swap while its track lives.
+
+`face_selection = "largest"` picks the largest face once; from then on `FollowedFace` follows that
+face — by its place from one frame to the next and, where places cannot say (a face appearing at
+once, faces crossing, a face of another size where it was), by who it is (the recogniser's
+embedding, taken when it was chosen). A larger face coming into view never takes the swap: without
+this, a person leaning in closer than the user (or a poster, a face on a screen behind) took it,
+and the user's own face was published raw. Faces the selection does not swap are obscured unless
+`[swap] others = "show"` (`vcamd.live.frames`, `FaceEngine.process_frame`).
+
+When the lock ends: when the followed face has been missing (no face at its place, none recognised
+as it) for RELEASE_FRAMES frames — the user left — the largest face is chosen anew; also when the
+recogniser model changed (a face pipeline rebuilt for another key keeps the lock). While it is missing nothing is swapped, and every
+face in view is looked at by identity every IDENTITY_RETRY_FRAMES frames: the user coming back is
+found again. "all" swaps every face and "reference" already picks by identity in every frame:
+`FollowedFace` leaves them to `FaceEngine.select`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from vcamd.config import FaceSelection
+from vcamd.types import Face, Frame
+
+if TYPE_CHECKING:
+    from vcamd.faces.engine import FaceEngine
+
+Embed = Callable[[Frame, Face], np.ndarray]
+"""The recogniser's embedding of a face (L2-normalised)."""
+
+FOLLOW_WIDTHS = 1.0
+"""The followed face moved to a face whose centre is closer than this × its width to where it was
+(consecutive selections are a frame or a few apart; a neighbour is at least a face width away)."""
+
+FOLLOW_SIZE_CHANGE = 0.35
+"""... and whose width differs from its width there by at most this share: a face of another size
+at that place (someone leaning in over the user) is checked by identity first."""
+
+SAME_PERSON_COSINE = 0.65
+"""A face is the followed one by identity when its embedding's cosine with the one taken when it
+was chosen is at least this. ArcFace: the same person in one camera session ≈ 0.7–0.95, strangers
+≤ 0.3; the tests' stand-in recogniser gives strangers up to ≈ 0.64. Too strict costs a returning
+user a few frames obscured until RELEASE_FRAMES; too loose would hand the lock to a stranger."""
+
+RELEASE_FRAMES = 90
+"""The lock ends when the followed face has been missing this many frames (3 s at 30 fps)."""
+
+IDENTITY_RETRY_FRAMES = 5
+"""While the followed face is missing, the faces in view are compared with it at most this often:
+one embedding per face, on the loop's thread."""
+
+
+@dataclass
+class _Lock:
+    face: Face  # where it was last seen
+    identity: np.ndarray
+    seen_at: int  # frame index it was last seen at
+    called_at: int  # frame index of the last selection
+    checked_at: int  # frame index of the last identity comparison
+    recognizer: Path  # the recogniser model the identity came from (another one ends the lock)
+
+
+class FollowedFace:
+    """The face being swapped under face_selection = "largest", kept while its track lives."""
+
+    def __init__(self) -> None:
+        self._lock: _Lock | None = None
+
+    def select(self, engine: FaceEngine, faces: list[Face], frame: Frame, index: int) -> list[Face]:
+        """The faces to swap in frame `index` (`engine`: the `FaceEngine`, whose selection and
+        recogniser apply). Raises what the recogniser raises (the caller covers the frame)."""
+        if engine.selection is not FaceSelection.largest:
+            self._lock = None
+            return engine.select(faces, frame)
+        lock = self._lock
+        if lock is not None and (lock.recognizer != engine.recognizer.path or index - lock.seen_at > RELEASE_FRAMES):
+            lock = self._lock = None
+        if not faces:
+            if lock is not None:
+                lock.called_at = index
+            return []
+        if lock is None:
+            picked = engine.select(faces, frame)  # the engine's rule chooses (the largest); this keeps it
+            if not picked:
+                return []
+            chosen = picked[0]
+            self._lock = _Lock(chosen, engine.recognizer.embed(frame, chosen), index, index, index, engine.recognizer.path)
+            return [chosen]
+        found = self._find(lock, faces, frame, index, engine.recognizer.embed)
+        if found is None:
+            return []
+        lock.face, lock.seen_at = found, index
+        return [found]
+
+    def _find(self, lock: _Lock, faces: list[Face], frame: Frame, index: int, embed: Embed) -> Face | None:
+        """The followed face among `faces`: the one face where it was at the last selection (at
+        about its size), else the face recognised as it; None: not in view, or not looked for by
+        identity on this frame (IDENTITY_RETRY_FRAMES)."""
+        moved = [f for f in faces if _follows(lock.face, f)]
+        seen_last_time, lock.called_at = lock.seen_at == lock.called_at, index
+        if seen_last_time and len(moved) == 1:
+            return moved[0]
+        # Faces crossing where it was: compare those. Gone from there, or back after a while
+        # (someone else may stand where it was): compare every face in view, not on every frame.
+        crossing = seen_last_time and len(moved) > 1
+        if not crossing and not seen_last_time and index - lock.checked_at < IDENTITY_RETRY_FRAMES:
+            return None
+        lock.checked_at = index
+        candidates = moved if crossing else faces
+        scores = [float(embed(frame, f) @ lock.identity) for f in candidates]
+        best = int(np.argmax(scores))
+        return candidates[best] if scores[best] >= SAME_PERSON_COSINE else None
+
+
+def _follows(last: Face, face: Face) -> bool:
+    """Whether `face` is where the followed face was (`last`), at about its size."""
+    width = max(last.width, 1.0)
+    dx = (face.box[0] + face.box[2] - last.box[0] - last.box[2]) / 2
+    dy = (face.box[1] + face.box[3] - last.box[1] - last.box[3]) / 2
+    return bool(np.hypot(dx, dy) < FOLLOW_WIDTHS * width and abs(face.width - last.width) <= FOLLOW_SIZE_CHANGE * width)
