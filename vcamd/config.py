@@ -134,7 +134,7 @@ class SwapConfig(Section):
     face_selection: Annotated[FaceSelection, Strict(False)] = FaceSelection.largest
     reference_face: UserPath | None = None
     """With face_selection = "reference": the target face to swap is the one most like this photo."""
-    others: Others = Others.obscure
+    others: Annotated[Others, Strict(False)] = Others.obscure
     """The faces face_selection does not swap (other people, a poster, a face on a screen): "obscure"
     (made unrecognisable, like a face that cannot be swapped) or "show" (left as the camera shows them)."""
     mouth_mask: bool = False
