@@ -323,17 +323,16 @@ def check_providers(models: ModelsConfig, platform: Platform | None = None,
 
 def check_models(cfg: Config) -> list[CheckResult]:
     try:
-        from vcamd.modelstore import ModelStore
+        from vcamd.modelstore.store import ModelStore
 
         store = ModelStore.from_config(cfg.models)
         rows = store.list()
     except VcamdError as err:
         return [CheckResult("models", Status.fail, str(err.message), err.fix or "see `vcamd models list`")]
-    wanted = [("detector", cfg.models.detector), ("recognizer", cfg.models.recognizer), ("swapper", cfg.models.swapper)]
-    if cfg.enhancer.enabled:
-        wanted.append(("enhancer", cfg.models.enhancer))
+    from vcamd.modelstore.roles import configured_models
+
     results = []
-    for role, value in wanted:
+    for value, role in configured_models(cfg):
         result = _model_file_result(store, rows, role, value)
         if result.status is Status.ok:
             result = _signature_result(store, role, value, result)
@@ -377,7 +376,7 @@ def check_detector_shapes(cfg: Config) -> CheckResult | None:
 
     from vcamd.faces.detect import FaceDetector
     from vcamd.images import read_image
-    from vcamd.modelstore import ModelStore
+    from vcamd.modelstore.store import ModelStore
     from vcamd.runtime import Sessions
 
     try:
