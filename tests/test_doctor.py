@@ -20,6 +20,9 @@ import pytest
 from vcamd import doctor, v4l2loopback
 from vcamd.config import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
 from vcamd.doctor import Status
+from vcamd.doctor.camera import OBS_MAC_DAL_PLUGIN, OBS_VIRTUALCAM_CLSID, UNITY_CAPTURE_CLSID
+from vcamd.doctor.providers import probe_providers
+from vcamd.doctor.results import ok
 
 REPO = Path(__file__).resolve().parents[1]
 LOOPBACK_LOADED = Path("/sys/module/v4l2loopback").exists()
@@ -130,7 +133,7 @@ def test_provider_probe_reports_the_provider_really_used():
 
     if "CUDAExecutionProvider" in ort.get_available_providers():
         pytest.skip("CUDA is available here: the fallback cannot be observed")
-    used, _stderr = doctor.probe_providers(["CPUExecutionProvider", "CUDAExecutionProvider"])
+    used, _stderr = probe_providers(["CPUExecutionProvider", "CUDAExecutionProvider"])
     assert used == {"CPUExecutionProvider": "CPUExecutionProvider", "CUDAExecutionProvider": "CPUExecutionProvider"}
     asked = doctor.check_providers(ModelsConfig(providers=["cuda"]))
     assert asked.status is Status.fail and "CUDAExecutionProvider" in asked.detail and "onnxruntime-gpu" in asked.fix
@@ -196,7 +199,7 @@ def test_source_face_of_the_running_daemon_is_not_reported_as_missing(short_dir,
 
 
 def test_report_marks_and_exit_code():
-    results = [doctor.ok("a", "fine"), doctor.CheckResult("b", Status.warn, "hmm", "do x"),
+    results = [ok("a", "fine"), doctor.CheckResult("b", Status.warn, "hmm", "do x"),
                doctor.CheckResult("c", Status.fail, "broken", "do y")]
     text = doctor.report(results, "utf-8")
     assert text.splitlines()[:5] == ["✓ a: fine", "! b: hmm", "    fix: do x", "✗ c: broken", "    fix: do y"]
@@ -321,11 +324,11 @@ def test_windows_virtual_camera_needs_obs_or_unity_capture(monkeypatch):
     assert none.status is Status.fail and none.detail == "neither OBS Virtual Camera nor Unity Capture is installed"
     assert "install OBS Studio" in none.fix and "Unity Capture" in none.fix
     # Registered, but pyvirtualcam cannot open it here (this is not Windows): the opening is checked too.
-    obs = doctor.check_virtual_camera(platform=windows({f"CLSID\\{doctor.OBS_VIRTUALCAM_CLSID}"}))
+    obs = doctor.check_virtual_camera(platform=windows({f"CLSID\\{OBS_VIRTUALCAM_CLSID}"}))
     assert obs.status is Status.fail and obs.detail.startswith("OBS Virtual Camera installed, but it does not open:")
     assert "Start Virtual Camera" in obs.fix
-    both = doctor.check_virtual_camera(platform=windows({f"CLSID\\{doctor.OBS_VIRTUALCAM_CLSID}",
-                                                         f"CLSID\\{doctor.UNITY_CAPTURE_CLSID}"}))
+    both = doctor.check_virtual_camera(platform=windows({f"CLSID\\{OBS_VIRTUALCAM_CLSID}",
+                                                         f"CLSID\\{UNITY_CAPTURE_CLSID}"}))
     assert both.detail.startswith("OBS Virtual Camera and Unity Capture installed")
 
 
@@ -333,7 +336,7 @@ def test_macos_virtual_camera_is_the_obs_system_extension():
     missing = doctor.check_virtual_camera(platform=macos(""))
     assert missing.status is Status.fail and "system extension is not installed" in missing.detail
     assert "Privacy & Security" in missing.fix
-    old = doctor.check_virtual_camera(platform=macos("", {doctor.OBS_MAC_DAL_PLUGIN}))
+    old = doctor.check_virtual_camera(platform=macos("", {OBS_MAC_DAL_PLUGIN}))
     assert old.status is Status.warn and "old DAL plug-in" in old.detail
     waiting = ("1 extension(s)\n--- com.apple.system_extension.cmio\nenabled\tactive\tteamID\tbundleID (version)\tname\t[state]\n"
                "\t\t2MMRE5MTB8\tcom.obsproject.obs-studio.mac-camera-extension (30.1.2/30.1.2)\tOBS Virtual Camera\t"

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from vcamd.errors import ConfigError, VcamdError
+from vcamd.modelstore.roles import ROLES
 
 APP_NAME = "facelive"
 
@@ -503,7 +504,7 @@ def _resolve_relative_paths(config: Config, base: Path, origin: str) -> Config:
     models = config.models.model_copy(
         update={
             "dir": fix("[models] dir", config.models.dir),
-            **{role: fix_model(role, getattr(config.models, role)) for role in ("detector", "recognizer", "swapper", "enhancer")},
+            **{role.key: fix_model(role.key, getattr(config.models, role.key)) for role in ROLES},
         }
     )
     swap = config.swap.model_copy(

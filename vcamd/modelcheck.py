@@ -14,35 +14,22 @@ read from the two graphs' signatures (`onnxwire.signature`), without a session.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from vcamd.config import Config
 from vcamd.errors import ModelError, VcamdError
-
-ROLES = ("detector", "recognizer", "swapper", "enhancer")
-
-
-def _loaders() -> dict[str, Callable[[Path, Any], object]]:
-    """Role → the constructor `vcamd run` loads it with (vcamd.faces.engine.FaceEngine.from_config)."""
-    from vcamd.faces.detect import FaceDetector
-    from vcamd.faces.enhance import Enhancer
-    from vcamd.faces.identity import Recognizer
-    from vcamd.faces.swap import Swapper
-
-    return {"detector": FaceDetector, "recognizer": Recognizer, "swapper": Swapper, "enhancer": Enhancer}
+from vcamd.modelstore.roles import configured_models, role_named
 
 
 def check_signature(path: Path, role: str, sessions: Any = None) -> None:
     """Load `path` as the `role` model; raises ModelError naming the file and the fix when it is not one."""
     from vcamd.runtime import Sessions
 
-    if role not in ROLES:
-        raise ValueError(f"unknown model role {role!r}")
+    loader = role_named(role).loader_class()  # the class `vcamd run` loads it with (FaceEngine.from_config)
     sessions = sessions if sessions is not None else Sessions(["cpu"], threads=1)
     try:
-        _loaders()[role](path, sessions)
+        loader(path, sessions)
     except ModelError:
         raise
     except Exception as exc:  # noqa: BLE001 — ONNX Runtime refuses a damaged file with its own errors
@@ -50,24 +37,19 @@ def check_signature(path: Path, role: str, sessions: Any = None) -> None:
                          fix=f"fix [models] {role} in the config, or run `vcamd models pull`") from None
 
 
-def roles_in_use(cfg: Config) -> list[str]:
-    return ["detector", "recognizer", "swapper"] + (["enhancer"] if cfg.enhancer.enabled else [])
-
-
 def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
     """For `config check`: (role, error) for every configured model that is not fit for its role.
 
     Models not downloaded yet are left out: `vcamd models pull` and `doctor` report those.
     """
-    from vcamd.modelstore import ModelStore
+    from vcamd.modelstore.store import ModelStore
     from vcamd.runtime import Sessions
 
     store = ModelStore.from_config(cfg.models)
     absent = {(row.name, row.role) for row in store.list() if row.status in ("missing", "partial")}
     sessions = None
     problems: list[tuple[str, VcamdError]] = []
-    for role in roles_in_use(cfg):
-        value = getattr(cfg.models, role)
+    for value, role in configured_models(cfg):
         if (value, role) in absent:
             continue
         try:
@@ -105,7 +87,7 @@ def identity_fit(recognizer: Path, swapper: Path) -> ModelError | None:
 def identity_fit_problem(cfg: Config) -> ModelError | None:
     """`identity_fit` for the configured recognizer and swapper; None when either is not there
     (`vcamd models pull` and the role checks report those)."""
-    from vcamd.modelstore import ModelStore
+    from vcamd.modelstore.store import ModelStore
 
     store = ModelStore.from_config(cfg.models)
     try:

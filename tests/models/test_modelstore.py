@@ -15,7 +15,9 @@ import pytest
 
 from vcamd.config import Config, ModelsConfig, user_data_dir
 from vcamd.errors import ModelError
-from vcamd.modelstore import STATE_FILE, Manifest, ModelStore
+from vcamd.modelstore.manifest import Manifest
+from vcamd.modelstore.store import ModelStore
+from vcamd.modelstore.verify import STATE_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 MB = 1_000_000
@@ -433,7 +435,7 @@ def test_disk_full_while_downloading_is_a_clear_error(tmp_path, file_server, blo
 import resource, signal
 from pathlib import Path
 from vcamd.errors import ModelError
-from vcamd.modelstore import ModelStore
+from vcamd.modelstore.store import ModelStore
 store = ModelStore(Path({str(tmp_path / 'models')!r}), "", {{"models": {{"full": {entry!r}}}}})
 store.dir.mkdir(parents=True)
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG from write() instead of being killed

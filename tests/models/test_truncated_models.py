@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from vcamd.errors import ModelError
-from vcamd.modelstore import STATE_FILE, ModelStore
+from vcamd.modelstore.store import ModelStore
+from vcamd.modelstore.verify import STATE_FILE
 
 GFPGAN_PATH = "/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx"
 

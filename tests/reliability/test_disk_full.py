@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vcamd.errors import ModelError
-from vcamd.modelstore import ModelStore
+from vcamd.modelstore.store import ModelStore
 
 PAYLOAD = os.urandom(1_000_000)
 

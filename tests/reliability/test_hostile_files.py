@@ -223,7 +223,8 @@ def test_recent_faces_file_is_private_and_a_planted_symlink_is_replaced(tmp_path
 def test_model_downloads_state_and_partials_are_private(tmp_path: Path, victim: Path, open_umask) -> None:
     import hashlib
 
-    from vcamd.modelstore import STATE_FILE, ModelStore
+    from vcamd.modelstore.store import ModelStore
+    from vcamd.modelstore.verify import STATE_FILE
 
     models = tmp_path / "models"
     models.mkdir(mode=0o755)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from vcamd.errors import ModelError
-from vcamd.modelstore import ModelStore
+from vcamd.modelstore.store import ModelStore
 
 PAYLOAD = b"ONNX-ish model bytes " * 100
 

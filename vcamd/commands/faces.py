@@ -26,7 +26,7 @@ def run_faces(args: argparse.Namespace) -> int:
     from vcamd.config import load_config
     from vcamd.faces.detect import FaceDetector
     from vcamd.images import read_image
-    from vcamd.modelstore import ModelStore
+    from vcamd.modelstore.store import ModelStore
     from vcamd.runtime import Sessions
 
     cfg, _ = load_config(args.config)

@@ -10,7 +10,8 @@ from vcamd.commands import add_config_option
 
 if TYPE_CHECKING:
     from vcamd.config import Config
-    from vcamd.modelstore import ModelEntry, ModelStore
+    from vcamd.modelstore.manifest import ModelEntry
+    from vcamd.modelstore.store import ModelStore
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _store(args: argparse.Namespace) -> tuple[ModelStore, Config]:
     from vcamd.config import load_config
-    from vcamd.modelstore import ModelStore
+    from vcamd.modelstore.store import ModelStore
 
     config, _ = load_config(args.config)
     return ModelStore.from_config(config.models), config
@@ -52,15 +53,10 @@ def _store(args: argparse.Namespace) -> tuple[ModelStore, Config]:
 
 def _used_by_config(config: Config) -> dict[str, list[str]]:
     """manifest-or-path value → the roles the config uses it for (the enhancer only when enabled)."""
+    from vcamd.modelstore.roles import configured_models
+
     used: dict[str, list[str]] = {}
-    wanted = [
-        ("detector", config.models.detector),
-        ("recognizer", config.models.recognizer),
-        ("swapper", config.models.swapper),
-    ]
-    if config.enhancer.enabled:
-        wanted.append(("enhancer", config.models.enhancer))
-    for role, value in wanted:
+    for value, role in configured_models(config):
         used.setdefault(value, []).append(role)
     return used
 

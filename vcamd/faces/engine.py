@@ -170,18 +170,16 @@ class FaceEngine:
         from vcamd.faces.enhance import Enhancer
         from vcamd.faces.identity import Recognizer, load_source_identity
         from vcamd.faces.swap import Swapper
-        from vcamd.modelstore import ModelStore
+        from vcamd.modelstore.store import ModelStore
         from vcamd.runtime import Sessions
 
         if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is None:
             raise ConfigError("[swap]", ['face_selection = "reference" needs reference_face = "<photo of the person to swap>"'])
         store = ModelStore.from_config(cfg.models)
         sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
-        wanted = [(cfg.models.detector, "detector"), (cfg.models.recognizer, "recognizer"), (cfg.models.swapper, "swapper")]
-        if cfg.enhancer.enabled:
-            wanted.append((cfg.models.enhancer, "enhancer"))
-        detector_path, recognizer_path, swapper_path, *enhancer = store.paths_for(wanted)  # every missing file named at once
-        enhancer_path = enhancer[0] if enhancer else None
+        paths = store.paths_in_use(cfg)  # every missing file named at once
+        detector_path, recognizer_path, swapper_path = paths["detector"], paths["recognizer"], paths["swapper"]
+        enhancer_path = paths.get("enhancer")
         swapper_loaded = in_thread(lambda: Swapper(swapper_path, sessions, keep_optimized=True), "swapper-load")
         detector = FaceDetector(detector_path, sessions, cfg.detection.size, cfg.detection.threshold)
         recognizer = Recognizer(recognizer_path, sessions)

@@ -1,10 +1,14 @@
 """The control page: a local web page that drives the running daemon (`vcamd panel` opens it).
 
-`server` (HTTP, JSON API, video), `security` (token, Host, Origin rules), `video` (one JPEG per
-frame for every viewer), `history` (the last minute of status for the chart), `faces` (uploads),
-`static/` (the page itself). `vcamd run` starts it with `open_panel(engine, cfg)`.
+`server` (`PanelServer`: life cycle, what the API answers and does), `routes` (the routes and who
+may use them), `wire` (request bodies, answers, the MJPEG stream), `surface` (`open_panel`,
+`WithPanelUrl`), `security` (token, Host, Origin rules), `gate` (request heads, thread pools),
+`video` (one JPEG per frame for every viewer), `history` (the last minute of status for the
+chart), `faces` (uploads), `static/` (the page itself). `vcamd run` starts it with
+`open_panel(engine, cfg)`.
 """
 
-from vcamd.panel.server import PanelServer, WithPanelUrl, open_panel
+from vcamd.panel.server import PanelServer
+from vcamd.panel.surface import WithPanelUrl, open_panel
 
 __all__ = ["PanelServer", "WithPanelUrl", "open_panel"]

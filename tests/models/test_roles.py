@@ -1,0 +1,30 @@
+"""The roles table is the one list of model roles: the config schema, the loaders and the packaged
+manifest agree with it."""
+
+from __future__ import annotations
+
+import inspect
+
+from vcamd.config import ModelsConfig, config_from_dict
+from vcamd.modelstore.manifest import Manifest
+from vcamd.modelstore.roles import ROLE_NAMES, ROLES, configured_models
+
+
+def test_every_role_has_a_models_key_and_a_loader_class():
+    for role in ROLES:
+        assert role.key in ModelsConfig.model_fields, role
+        loader = role.loader_class()
+        assert inspect.isclass(loader) and list(inspect.signature(loader).parameters)[:2] == ["path", "sessions"], role
+
+
+def test_the_packaged_manifest_uses_only_the_tables_roles_and_has_a_default_for_each():
+    manifest = Manifest.packaged()
+    assert {r for entry in manifest.entries.values() for r in entry.roles} == set(ROLE_NAMES)
+    assert all(manifest.default_for(name) for name in ROLE_NAMES)
+
+
+def test_the_enhancer_is_used_only_when_enabled():
+    off = config_from_dict({"enhancer": {"enabled": False}})
+    on = config_from_dict({"enhancer": {"enabled": True}, "models": {"swapper": "/m/s.onnx"}})
+    assert [role for _, role in configured_models(off)] == ["detector", "recognizer", "swapper"]
+    assert configured_models(on) == [("buffalo_l", "detector"), ("buffalo_l", "recognizer"), ("/m/s.onnx", "swapper"), ("gfpgan_1.4", "enhancer")]

@@ -1,0 +1,64 @@
+"""The model roles, one table: each role's `[models]` key, the class that loads it and whether a
+config can leave it out. Everything that lists the roles reads it (the manifest's checks, `vcamd
+run`'s and `doctor`'s file checks, `config check`, the config's relative paths, `FaceEngine`).
+
+Standard library only, so the CLI and `vcamd.config` import it without numpy or onnxruntime; the
+loader is named as "module:Class" and imported only when a model is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    name: str
+    """The role as the manifest and error messages name it."""
+    key: str
+    """Its key under `[models]` in the config (a manifest name or a path to an .onnx file)."""
+    loader: str
+    """"module:Class" whose constructor `(path, sessions)` loads the model and checks its signature."""
+    enabled_by: str | None = None
+    """Optional roles: the config switch ("section.key") that turns the model on; None = always used."""
+
+    def loader_class(self) -> Any:
+        module, _, name = self.loader.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def in_use(self, cfg: Any) -> bool:
+        """Whether `cfg` (a `vcamd.config.Config`) uses this role's model."""
+        if self.enabled_by is None:
+            return True
+        section, _, key = self.enabled_by.partition(".")
+        return bool(getattr(getattr(cfg, section), key))
+
+
+ROLES: tuple[Role, ...] = (
+    Role("detector", "detector", "vcamd.faces.detect:FaceDetector"),
+    Role("recognizer", "recognizer", "vcamd.faces.identity:Recognizer"),
+    Role("swapper", "swapper", "vcamd.faces.swap:Swapper"),
+    Role("enhancer", "enhancer", "vcamd.faces.enhance:Enhancer", enabled_by="enhancer.enabled"),
+)
+ROLE_NAMES: tuple[str, ...] = tuple(role.name for role in ROLES)
+
+
+def role_named(name: str) -> Role:
+    """The row of `name`; ValueError for a name that is not a role (a caller's bug: roles come
+    from this table or from the validated manifest)."""
+    for role in ROLES:
+        if role.name == name:
+            return role
+    raise ValueError(f"unknown model role {name!r}; expected one of {', '.join(ROLE_NAMES)}")
+
+
+def roles_in_use(cfg: Any) -> list[Role]:
+    """The roles whose models `cfg` needs, in table order (the enhancer only when enabled)."""
+    return [role for role in ROLES if role.in_use(cfg)]
+
+
+def configured_models(cfg: Any) -> list[tuple[str, str]]:
+    """(the `[models]` value, role name) for every model `cfg` needs, in table order."""
+    return [(getattr(cfg.models, role.key), role.name) for role in roles_in_use(cfg)]
