@@ -77,6 +77,8 @@ class Scene:
     lost: list[Face] = field(default_factory=list)  # last-known places of faces to cover
     held: Held | None = None  # the last good output, for on_miss = hold
     unsure: list[Face] = field(default_factory=list)  # places the detector was unsure of: covered, never swapped
+    unseen: list[tuple[int, int, int, int]] = field(default_factory=list)
+    """Rectangles that changed away from every known face since a detection looked there (`unseen`): obscured."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +114,8 @@ def compose(scene: Scene, paste: Paste) -> Composed:
         covers = ([(scene.targets[i], MISS_REGION_SCALE) for i in missed] + [(face, LOST_REGION_SCALE) for face in scene.lost]
                   + [(face, MISS_REGION_SCALE) for face in scene.unsure])
         decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None)
+        for box in scene.unseen:  # after the holds: a held region must never uncover it
+            obscure_region(frame, box)
         for i, outcome in zip(missed, decided):
             outcomes[i] = outcome
         lost_outcomes = decided[len(missed):len(missed) + len(scene.lost)]
@@ -135,7 +139,7 @@ def compose(scene: Scene, paste: Paste) -> Composed:
             for i, outcome in zip(failed, obscured):
                 outcomes[i] = outcome
     faces = [o for o in outcomes if o is not None] + lost_outcomes
-    altered = unsure_covered > 0 or any(o is not FaceOutcome.passthrough for o in faces)
+    altered = unsure_covered > 0 or bool(scene.unseen and scene.on_miss is not OnMiss.passthrough) or any(o is not FaceOutcome.passthrough for o in faces)
     return Composed(frame, _frame_outcome(faces), faces, fresh_badge=altered,
                     all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces), unsure_covered=unsure_covered)
 
