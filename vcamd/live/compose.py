@@ -5,7 +5,9 @@ keypoints), **held** (covered by the last good output, where that output showed 
 or **obscured** (`vcamd.live.obscure`, a region generously grown around it). Faces that were lost
 (tracking lost them, a lower detection size missed them) are covered at their last-known place,
 grown further since they may have moved; places the detector was unsure of (`FaceReport.unsure`)
-are covered as a face that could not be swapped, and counted apart (they may be no face at all). When the engine cannot say where the faces are (start-up
+are covered as a face that could not be swapped, and counted apart (they may be no face at all);
+what changed away from every known face since a detection looked there (`Scene.unseen`, from
+`vcamd.live.unseen`) is obscured. When the engine cannot say where the faces are (start-up
 before the first detection, detector late or failing, a face lost in motion), the whole frame is
 held or obscured. `on_miss = "passthrough"` is the user's explicit opt-out: misses stay raw.
 

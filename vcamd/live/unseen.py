@@ -6,7 +6,7 @@ until the next full detection lands (every `full_every` frames, plus its own tim
 and fewer and smaller at the watchdog's `low_res` and `frame_skip` rungs) the engine cannot say
 it is there. The rule is "when you cannot say where the faces are, cover", so:
 
-* every frame's mean colour per cell (`changes.thumbnail`, ~16-px cells at 1280 wide) is compared
+* every frame's mean colour per cell (`cell_means`, ~16-px cells at 1280 wide) is compared
   with what the last completed detection that looked at that cell saw (the thumbnail of the frame
   it ran on — not of the previous frame, so a slow change adds up);
 * cells that changed by more than `changes.CHANGE_LIMIT` form groups (8-connected); a group wholly
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from vcamd.live.changes import CHANGE_LIMIT, thumbnail
+from vcamd.live.changes import CHANGE_LIMIT, THUMB_CELLS
 from vcamd.live.tracking import FullDetection
 from vcamd.types import Face, Frame
 
@@ -106,7 +106,7 @@ class UnseenChanges:
         h, w = frame.shape[:2]
         if self._frame_hw != (h, w):  # another frame size: nothing seen before compares
             self._frame_hw, self._seen, self._thumbs = (h, w), None, {}
-        thumb = thumbnail(frame)
+        thumb = cell_means(frame)
         self._thumbs[frame_index] = thumb
         for old in [i for i in self._thumbs if i <= frame_index - KEEP_FRAMES]:
             del self._thumbs[old]
@@ -145,6 +145,22 @@ class UnseenChanges:
         x0, y0, x1, y1 = box
         return (max(0, math.ceil(x0 * tw / w)), max(0, math.ceil(y0 * th / h)),
                 min(tw, math.floor(x1 * tw / w)), min(th, math.floor(y1 * th / h)))
+
+
+def cell_means(frame: Frame) -> np.ndarray:
+    """The frame's mean colour per cell (about `changes.THUMB_CELLS` across its long side), float32,
+    from a quarter of its pixels: a bilinear shrink to a quarter of each side first (each pixel
+    the mean of a 2×2 at the centre of its 4×4 block), then the area mean per cell. A 16-px cell
+    averages 64 pixels instead of 256 — camera noise in a cell mean stays well under
+    CHANGE_LIMIT — for a third of the cost of the area shrink alone, every frame (720p: 0.5 vs
+    1.5 CPU-ms; 1080p: 1.0 vs 4.0)."""
+    h, w = frame.shape[:2]
+    cell = max(1, round(max(h, w) / THUMB_CELLS))
+    size = (max(1, round(w / cell)), max(1, round(h / cell)))
+    if cell >= 8:
+        frame = cv2.resize(frame, (w // 4, h // 4), interpolation=cv2.INTER_LINEAR)
+    means = cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+    return (means if means.ndim == 3 else means[:, :, None]).astype(np.float32)
 
 
 def _grown(face: Face, scale: float) -> tuple[float, float, float, float]:
