@@ -517,6 +517,7 @@ class LiveTracker:
         self._keys = {}
         self._shapes_wanted = False
         self._last_full_submit = None
+        self._look_soon = False
         self.changes.reset()
         # A new detector (pipeline rebuilt) has sessions and costs of its own: measured again.
         self._warm = ShapeWarmer()
