@@ -165,12 +165,13 @@ def read_video(path: Path) -> list[Frame]:
     return frames
 
 
-def placements_in(frame: Frame, detectors: list[FaceDetector], recognizer: Recognizer) -> list[Placement]:
-    """The raw faces in a frame (either detector, 0.5; one face found by both counted once)."""
+def placements_in(frame: Frame, detectors: list[FaceDetector], recognizer: Recognizer, min_width: float = 0.0) -> list[Placement]:
+    """The raw faces in a frame (either detector, 0.5; one face found by both counted once), at
+    least `min_width` px wide."""
     faces: list[Face] = []
     for detector in detectors:
         faces += [f for f in detector.detect(frame) if f.score >= 0.5 and all(_iou(f.box, g.box) <= 0.5 for g in faces)]
-    return [Placement(f, recognizer.embed(frame, f)) for f in faces]
+    return [Placement(f, recognizer.embed(frame, f)) for f in faces if f.width >= min_width]
 
 
 def head_cut(portrait: Frame, face: Face, face_px: float) -> tuple[Frame, tuple[float, float]]:

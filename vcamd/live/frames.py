@@ -112,9 +112,9 @@ class FrameWork:
             report, targets, lost = self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
 
         # 3. What changed away from those faces since a detection looked there is covered, and
-        # looked at as soon as the detector is free (`unseen`).
+        # looked at as soon as it holds still and the detector is free (`unseen`).
         unseen = self.unseen.covers(thumb, report.faces + report.lost + report.unsure) if report.known else []
-        if unseen:
+        if unseen and self.unseen.settled:
             engine.tracker.look_soon()
 
         # 4. What each face gets: the latest swap at its current place, held, or obscured.

@@ -13,12 +13,15 @@ it is there. The rule is "when you cannot say where the faces are, cover", so:
   inside a known face's zone (its box grown FACE_ZONE_SCALE×: the face's own motion, swapped or
   covered anyway) is that face's; every other group — a newcomer, a hand, a body, a pan — is
   covered whole (its cells' box grown by MARGIN_CELLS, obscured as `obscure` obscures a face);
-* the tracker is asked to look at once (`LiveTracker.look_soon`: its change map sends the full
-  detector to the changed rectangle only), and the cells a completed look covered are refreshed
-  from the frame it looked at: what it saw there is vouched for, and uncovered.
+* once the covered change holds still from one frame to the next (`settled`), the tracker is
+  asked to look at once (`LiveTracker.look_soon`: its change map sends the full detector to the
+  changed rectangle only) — while it still moves, a look could not uncover it (the next frame
+  differs from the one looked at again) and the periodic full detections find a face in it; the
+  cells a completed look covered are refreshed from the frame it looked at: what it saw there is
+  vouched for, and uncovered.
 
-A moving hand or body so costs a cover for as long as it moves plus one detection; a still picture
-costs nothing. Pure: no threads, no models (the loop feeds it frames and the detections that landed).
+A moving hand or body so costs a cover for as long as it moves plus one detection, and one extra
+detection each time it comes to rest; a still picture costs nothing. Pure: no threads, no models (the loop feeds it frames and the detections that landed).
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ wholly inside this zone beside it, would be taken for that face's motion: a limi
 MARGIN_CELLS = 1
 """A covered group's box is grown by this many cells each side: a face's edge that changed by less
 than the limit in its cell (a dark chin on a dark collar) is inside the cover all the same."""
+
+SETTLED_LIMIT = 3.0
+"""A covered cell holds still when its mean moved by at most this from the frame before (camera
+noise in a cell mean stays under 2; a picture sliding 2 px a frame moves many by more)."""
 
 KEEP_FRAMES = 120
 """Thumbnails of this many recent frames are kept, for detections that land late (4 s at 30 fps;
@@ -80,6 +87,9 @@ class UnseenChanges:
         self._seen: np.ndarray | None = None  # per cell: what the last look there saw
         self._thumbs: dict[int, np.ndarray] = {}  # frame index → its thumbnail, for looks landing
         self._frame_hw: tuple[int, int] | None = None
+        self._previous: np.ndarray | None = None  # the last frame's thumbnail (`settled`)
+        self.settled = False
+        """The last `covers` answer's changed cells hold still since the frame before: a look now would uncover them."""
         self.tally = CoverTally()
 
     def looked(self, detections: list[FullDetection]) -> None:
@@ -117,6 +127,7 @@ class UnseenChanges:
         each group of cells changed since a look saw them that is not wholly inside a face's zone.
         Empty before any look landed (the frame is covered whole then: positions unknown)."""
         seen, (h, w) = self._seen, self._frame_hw or (0, 0)
+        previous, self._previous, self.settled = self._previous, thumb, False
         if seen is None or seen.shape != thumb.shape:
             self.tally.record(0.0)
             return []
@@ -136,6 +147,9 @@ class UnseenChanges:
             cx, cy, cw, ch = stats[label, :4]
             boxes.append((math.floor(max(0, cx - MARGIN_CELLS) * w / tw), math.floor(max(0, cy - MARGIN_CELLS) * h / th),
                           math.ceil(min(tw, cx + cw + MARGIN_CELLS) * w / tw), math.ceil(min(th, cy + ch + MARGIN_CELLS) * h / th)))
+        if boxes and previous is not None and previous.shape == thumb.shape:
+            moving = np.abs(thumb - previous).max(axis=2) > SETTLED_LIMIT
+            self.settled = not (moving & (changed == 1) & (zone == 0)).any()
         self.tally.record(_share(boxes, (h, w)))
         return boxes
 
