@@ -185,9 +185,10 @@ def main() -> None:
                     covered, share_max = (tally.covered, tally.share_max) if tally else (0, 0.0)
                     longest = max(tally.runs + [tally.run], default=0) if tally else 0
                     mean = tally.share_sum / tally.covered if tally and tally.covered else 0.0
-                    sink.frames.clear()  # the engine may keep the garbage collector off: free what is big now
+                    published = len(sink.frames)
+                    sink.frames.clear()  # the engine freezes the garbage collector: free what is big now
                     sink.engine = None
-                    print(f"| {name} | {level_name} | {mode} | {len(sink.frames)} | {unseen_raw} | {bystander_raw} | {covered} | "
+                    print(f"| {name} | {level_name} | {mode} | {published} | {unseen_raw} | {bystander_raw} | {covered} | "
                           f"{mean:.1%} | {share_max:.1%} | {longest} ({longest / args.fps * 1000:.0f} ms) |", flush=True)
 
 
