@@ -93,3 +93,15 @@ def test_compose_obscures_the_unseen_boxes_under_the_swaps_and_leaves_them_to_th
     frame = raw.copy()
     compose(Scene(frame, True, OnMiss.passthrough, True, [target], ["swap"], unseen=[(0, 0, 320, 200)]), paste)
     assert np.array_equal(frame[150:200, 200:320], raw[150:200, 200:320])
+
+
+def test_a_change_across_several_faces_zones_is_no_one_faces_motion():
+    """A crowd's zones together may cover the whole frame (hundreds of tracked, lost and unsure
+    places): a pan, or a newcomer among them, is covered all the same."""
+    unseen = UnseenChanges()
+    crowd = [_face(x, y, 40) for x in range(0, W, 40) for y in range(0, H, 40)]  # zones over every cell
+    unseen.remember(_frame(), 1)
+    unseen.looked([FullDetection(crowd, 1, 320)])
+    boxes = unseen.covers(unseen.remember(_frame((150, 100, 150)), 2), crowd)
+    assert len(boxes) == 1 and _inside(boxes[0], 150, 100, 300, 250)
+    assert unseen.covers(unseen.remember(_frame((205, 205, 10)), 3), crowd) == []  # inside one face's zone: its own

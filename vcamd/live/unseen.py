@@ -10,7 +10,7 @@ it is there. The rule is "when you cannot say where the faces are, cover", so:
   with what the last completed detection that looked at that cell saw (the thumbnail of the frame
   it ran on — not of the previous frame, so a slow change adds up);
 * cells that changed by more than `changes.CHANGE_LIMIT` form groups (8-connected); a group wholly
-  inside a known face's zone (its box grown FACE_ZONE_SCALE×: the face's own motion, swapped or
+  inside one known face's zone (its box grown FACE_ZONE_SCALE×: the face's own motion, swapped or
   covered anyway) is that face's; every other group — a newcomer, a hand, a body, a pan — is
   covered whole (its cells' box grown by MARGIN_CELLS, obscured as `obscure` obscures a face);
 * once the covered change holds still from one frame to the next (`settled`), the tracker is
@@ -124,7 +124,7 @@ class UnseenChanges:
 
     def covers(self, thumb: np.ndarray, faces: list[Face]) -> list[Box]:
         """The boxes (frame pixels, x0, y0, x1, y1) to cover in the frame `thumb` was made of:
-        each group of cells changed since a look saw them that is not wholly inside a face's zone.
+        each group of cells changed since a look saw them that is not wholly inside one face's zone.
         Empty before any look landed (the frame is covered whole then: positions unknown)."""
         seen, (h, w) = self._seen, self._frame_hw or (0, 0)
         previous, self._previous, self.settled = self._previous, thumb, False
@@ -136,20 +136,24 @@ class UnseenChanges:
             self.tally.record(0.0)
             return []
         th, tw = changed.shape
-        zone = np.zeros_like(changed)
-        for face in faces:
-            x0, y0, x1, y1 = _grown(face, FACE_ZONE_SCALE)
-            zone[max(0, math.floor(y0 * th / h)) : math.ceil(y1 * th / h), max(0, math.floor(x0 * tw / w)) : math.ceil(x1 * tw / w)] = 1
         count, labels, stats, _ = cv2.connectedComponentsWithStats(changed, connectivity=8)
-        outside = np.unique(labels[(changed == 1) & (zone == 0)])
+        groups = stats[1:, :4]  # per group of changed cells: x, y, width, height in cells
+        # A group is a face's own motion only inside one face's zone: a crowd's zones together may
+        # cover the whole frame, and a pan or a newcomer among them is no one face's.
+        zones = np.array([_grown(face, FACE_ZONE_SCALE) for face in faces], np.float64).reshape(-1, 4) * [tw / w, th / h, tw / w, th / h]
+        inside = ((np.floor(zones[None, :, 0]) <= groups[:, None, 0]) & (np.floor(zones[None, :, 1]) <= groups[:, None, 1])
+                  & (groups[:, None, 0] + groups[:, None, 2] <= np.ceil(zones[None, :, 2]))
+                  & (groups[:, None, 1] + groups[:, None, 3] <= np.ceil(zones[None, :, 3]))).any(axis=1)
         boxes: list[Box] = []
-        for label in outside[outside > 0]:
+        in_cover = np.zeros_like(changed)  # the changed cells of the groups covered (`settled`)
+        for label in np.nonzero(~inside)[0] + 1:
             cx, cy, cw, ch = stats[label, :4]
+            in_cover[labels == label] = 1
             boxes.append((math.floor(max(0, cx - MARGIN_CELLS) * w / tw), math.floor(max(0, cy - MARGIN_CELLS) * h / th),
                           math.ceil(min(tw, cx + cw + MARGIN_CELLS) * w / tw), math.ceil(min(th, cy + ch + MARGIN_CELLS) * h / th)))
         if boxes and previous is not None and previous.shape == thumb.shape:
             moving = np.abs(thumb - previous).max(axis=2) > SETTLED_LIMIT
-            self.settled = not (moving & (changed == 1) & (zone == 0)).any()
+            self.settled = not (moving & (in_cover == 1)).any()
         self.tally.record(_share(boxes, (h, w)))
         return boxes
 
