@@ -118,6 +118,32 @@ def paste(canvas: Frame, image: Frame, x: int, y: int) -> Frame:
     return canvas
 
 
+def paste_clipped(canvas: Frame, image: Frame, x: int, y: int) -> Frame:
+    """`paste`, the part of `image` outside the canvas cut off (a person half in the picture)."""
+    h, w = image.shape[:2]
+    x0, y0, x1, y1 = max(0, x), max(0, y), min(canvas.shape[1], x + w), min(canvas.shape[0], y + h)
+    if x1 > x0 and y1 > y0:
+        canvas[y0:y1, x0:x1] = image[y0 - y : y1 - y, x0 - x : x1 - x]
+    return canvas
+
+
+def beside_frames(main: tuple[Frame, tuple[float, float]], newcomer: tuple[Frame, tuple[float, float]],
+                  centres: list[float | None], size: tuple[int, int]) -> list[Frame]:
+    """Frames of `size` on grey: the `main` head (a `head_cut`) at 30 % of the width in every frame,
+    the `newcomer` head centred at `centres[i]` × the width in frame i (None: not there; near or
+    past 1.0: partly outside the right edge, sliding in)."""
+    width, height = size
+    (head, (mcx, mcy)), (other, (ncx, ncy)) = main, newcomer
+    frames = []
+    for centre in centres:
+        frame = np.full((height, width, 3), BACKGROUND, np.uint8)
+        paste(frame, head, int(0.3 * width - mcx), int(height / 2 - mcy))
+        if centre is not None:
+            paste_clipped(frame, other, int(centre * width - ncx), int(height / 2 - ncy))
+        frames.append(frame)
+    return frames
+
+
 def write_clip(path: Path, frames: list[Frame], fps: float) -> Path:
     """Lossless (FFV1), so the raw faces the check compares with are exactly what the camera shows."""
     h, w = frames[0].shape[:2]
@@ -142,12 +168,13 @@ def read_video(path: Path) -> list[Frame]:
     return frames
 
 
-def placements_in(frame: Frame, detectors: list[FaceDetector], recognizer: Recognizer) -> list[Placement]:
-    """The raw faces in a frame (either detector, 0.5; one face found by both counted once)."""
+def placements_in(frame: Frame, detectors: list[FaceDetector], recognizer: Recognizer, min_width: float = 0.0) -> list[Placement]:
+    """The raw faces in a frame (either detector, 0.5; one face found by both counted once), at
+    least `min_width` px wide."""
     faces: list[Face] = []
     for detector in detectors:
         faces += [f for f in detector.detect(frame) if f.score >= 0.5 and all(_iou(f.box, g.box) <= 0.5 for g in faces)]
-    return [Placement(f, recognizer.embed(frame, f)) for f in faces]
+    return [Placement(f, recognizer.embed(frame, f)) for f in faces if f.width >= min_width]
 
 
 def head_cut(portrait: Frame, face: Face, face_px: float, margin: tuple[float, float] = (1.1, 1.0)) -> tuple[Frame, tuple[float, float]]:

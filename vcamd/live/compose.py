@@ -5,7 +5,9 @@ keypoints), **held** (covered by the last good output, where that output showed 
 or **obscured** (`vcamd.live.obscure`, a region generously grown around it). Faces that were lost
 (tracking lost them, a lower detection size missed them) are covered at their last-known place,
 grown further since they may have moved; places the detector was unsure of (`FaceReport.unsure`)
-are covered as a face that could not be swapped, and counted apart (they may be no face at all). When the engine cannot say where the faces are (start-up
+are covered as a face that could not be swapped, and counted apart (they may be no face at all);
+what changed away from every known face since a detection looked there (`Scene.unseen`, from
+`vcamd.live.unseen`) is obscured. When the engine cannot say where the faces are (start-up
 before the first detection, detector late or failing, a face lost in motion), the whole frame is
 held or obscured. `on_miss = "passthrough"` is the user's explicit opt-out: misses stay raw.
 Faces face_selection does not swap (`Scene.others`) are obscured whatever on_miss says, unless the
@@ -80,6 +82,8 @@ class Scene:
     held: Held | None = None  # the last good output, for on_miss = hold
     unsure: list[Face] = field(default_factory=list)  # places the detector was unsure of: covered, never swapped
     others: list[Face] = field(default_factory=list)  # faces face_selection does not swap, to obscure ([swap] others)
+    unseen: list[tuple[int, int, int, int]] = field(default_factory=list)
+    """Rectangles that changed away from every known face since a detection looked there (`unseen`): obscured."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,8 @@ def compose(scene: Scene, paste: Paste) -> Composed:
         covers = ([(scene.targets[i], MISS_REGION_SCALE) for i in missed] + [(face, LOST_REGION_SCALE) for face in scene.lost]
                   + [(face, MISS_REGION_SCALE) for face in scene.unsure])
         decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None)
+        for box in scene.unseen:  # after the holds: a held region must never uncover it
+            obscure_region(frame, box)
         for i, outcome in zip(missed, decided):
             outcomes[i] = outcome
         lost_outcomes = decided[len(missed):len(missed) + len(scene.lost)]
@@ -145,7 +151,8 @@ def compose(scene: Scene, paste: Paste) -> Composed:
             for i, outcome in zip(failed, obscured):
                 outcomes[i] = outcome
     faces = [o for o in outcomes if o is not None] + lost_outcomes
-    altered = unsure_covered > 0 or bool(scene.others) or any(o is not FaceOutcome.passthrough for o in faces)
+    altered = (unsure_covered > 0 or bool(scene.others) or bool(scene.unseen and scene.on_miss is not OnMiss.passthrough)
+               or any(o is not FaceOutcome.passthrough for o in faces))
     return Composed(frame, _frame_outcome(faces), faces, fresh_badge=altered,
                     all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces), unsure_covered=unsure_covered,
                     others_covered=len(scene.others))

@@ -27,6 +27,7 @@ from vcamd.live.compose import Composed, FaceOutcome, Scene, compose, lost_to_co
 from vcamd.live.obscure import obscure_frame
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking import FaceReport, detect_sizes, unsure_band
+from vcamd.live.unseen import UnseenChanges
 from vcamd.live.watchdog import Transition, TransitionResult
 from vcamd.quality import Level, rung
 from vcamd.types import Captured, Face, Frame, Outcome
@@ -88,6 +89,8 @@ class FrameWork:
         self._follow = FollowedFace()  # which face "largest" keeps swapping
         self._pastes = PasteMemo()
         self._no_source_logged = False
+        self.unseen = UnseenChanges()
+        """Where the picture changed away from the known faces since a detection looked: covered."""
 
     def process(self, captured: Captured) -> None:
         engine = self._engine
@@ -104,6 +107,7 @@ class FrameWork:
         if engine.faces is None:
             self.send_covered(frame, captured.t_capture)
             return
+        thumb = self.unseen.remember(frame, self._index)  # before anything is drawn on it
         if self._first_swap_running():
             if self._index % FIRST_SWAP_TRACK_STRIDE == 0:
                 self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
@@ -117,14 +121,21 @@ class FrameWork:
         else:
             report, targets, lost = self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
 
-        # 3. What each face gets: the latest swap at its current place, held, or obscured.
+        # 3. What changed away from those faces since a detection looked there is covered, and
+        # looked at as soon as it holds still and the detector is free (`unseen`).
+        unseen = self.unseen.covers(thumb, report.faces + report.lost + report.unsure) if report.known else []
+        if unseen and self.unseen.settled:
+            engine.tracker.look_soon()
+
+        # 4. What each face gets: the latest swap at its current place, held, or obscured.
         t2 = engine.clock()
         result, failed = engine.worker.latest()
         usable = result is not None and not failed and not engine.worker.stale(engine.clock(), engine.cfg.swap.max_result_age_s)
         swaps = match_swaps(targets, result.faces, result.swapped) if usable and result is not None else [None] * len(targets)
         composed = compose(
             Scene(frame=frame, enabled=True, on_miss=engine.cfg.swap.on_miss, known=report.known, targets=targets,
-                  swaps=swaps, lost=lost, held=engine.publisher.held, unsure=report.unsure, others=self._others),
+                  swaps=swaps, lost=lost, held=engine.publisher.held, unsure=report.unsure, others=self._others,
+                  unseen=unseen),
             self._pastes.paste_for(engine.faces.composite, frame, targets, swaps, still=report.followed and not lost and not report.unsure),
         )
         stage_ms["composite"] = (engine.clock() - t2) * 1000.0
@@ -142,6 +153,7 @@ class FrameWork:
         t0 = engine.clock()
         report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s(),
                                        unsure=unsure_band(engine.cfg))
+        self.unseen.looked(engine.tracker.looked)
         targets, report = self._select(report, frame)
         others = [f for f in report.faces if not any(f is t for t in targets)] if engine.cfg.swap.others is Others.obscure else []
         # Lost faces are covered when they were faces being swapped or covered (obscured

@@ -494,6 +494,9 @@ class LiveTracker:
         """Where the picture changed since the full detector last looked: its periodic runs look only there."""
         self.followed_faces = 0
         """Faces placed by `motion.follow` instead of a detector run (stats, tests)."""
+        self.looked: list[FullDetection] = []
+        """The full detections that landed with the last `update` (`unseen.UnseenChanges` uncovers what they saw)."""
+        self._look_soon = False
 
     @property
     def costs(self) -> DetectCosts:
@@ -515,6 +518,7 @@ class LiveTracker:
         self._keys = {}
         self._shapes_wanted = False
         self._last_full_submit = None
+        self._look_soon = False
         self.changes.reset()
         # A new detector (pipeline rebuilt) has sessions and costs of its own: measured again.
         self._warm = ShapeWarmer()
@@ -523,11 +527,17 @@ class LiveTracker:
     def stop(self) -> None:
         self._call.stop()
 
+    def look_soon(self) -> None:
+        """The picture changed where no face is known (`unseen`): the next `update` sends the full
+        detector to look (where it changed) as soon as it is free, without waiting until it is due."""
+        self._look_soon = True
+
     def update(self, frame: Frame, frame_index: int, *, full_size: int, track_size: int, deadline_s: float = 1.0,
                unsure: tuple[float, float] | None = None) -> FaceReport:
         """Where the faces are in `frame`. `unsure`: the band (`unsure_band`) whose faces the periodic
         full detections also report, as `FaceReport.unsure`; None: not looked for."""
         result = self._full.take_result()
+        self.looked = [] if result is None else [result]
         if result is not None and not result.ok:
             self.changes.failed()
         appeared = self.book.take_full(result) if result is not None else []
@@ -576,6 +586,7 @@ class LiveTracker:
                 if here is not None:  # this frame's own full detection: where every face is now
                     appeared += self.book.take_full(here)
                     self._last_full_submit, full_now = frame_index, True
+                    self.looked.append(here)
         elif followed:  # every face looked for only moved: no detector run this frame
             self.followed_frames += 1
             only_followed = True
@@ -584,7 +595,8 @@ class LiveTracker:
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
         # several faces, waiting for the next due detection would leave it covered that long.
-        if (due or self.book.needs_full) and self._full.idle:
+        if (due or self.book.needs_full or self._look_soon) and self._full.idle:
+            self._look_soon = False
             self._look_for_new_faces(frame, frame_index, full_size, unsure)
         return self.book.report(late=late, appeared=appeared, full=result is not None or full_now,
                                 followed=only_followed)

@@ -1,0 +1,196 @@
+"""Faces coming into view, at each rung of the quality ladder and per face_selection: how many
+published frames show one recognisable before a detection looked at it, and how much of the
+picture the cover of what changed (`vcamd.live.unseen`) took, for how long. Prints a table; asserts
+nothing (docs/reliability.md, "A newcomer beside a tracked face").
+
+    .venv/bin/python benchmarks/newcomer_rungs.py                      # every scenario, rung and mode
+    .venv/bin/python benchmarks/newcomer_rungs.py --seconds 6 --levels low_res frame_skip --modes all
+
+Scenarios (1280×720, lossless, looped, `--fps`):
+- edge: Newton's head at 30 % in every frame; a second real person (the largest face of
+  insightface's `t1.jpg`) slides in from past the right edge to 72 % in 0.6 s, stays 1.4 s, goes;
+- sudden: the same person there at once at 72 % for 2 s of every 4;
+- crowd: a 1280×720 window of crowd_selfie.jpg panned 8 px a frame across it and back (faces
+  entering at the edges all the time).
+
+The engine runs in this process (`LiveEngine`, the real SCRFD-500M, the privacy tests' stand-in
+swapper that puts a stranger's real face on every face, on_miss blur) with its level pinned
+(`Watchdog.force`, as `vcamd quality LEVEL` does). Each published frame is matched to the camera
+frame it was made from (the nearest on a small thumbnail), and checked with MobileFaceNet at every
+place the raw camera frame shows a face (other than Newton; crowd faces at least MIN_FACE_PX wide)
+by the privacy tests' rule (`leaks.recognised_as`). A recognised face is *unseen* when the engine
+tracked nothing there in that frame (no detection had looked at it: what `unseen` is for), a
+*bystander* otherwise (face_selection left it alone: largest/reference). Columns: published frames
+(after the first swap), frames with a recognisable unseen face, with a recognisable bystander, with
+an `unseen` cover, the covered share of the frame (mean over covered frames, max), and the longest
+run of covered frames (ms at the camera's rate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+ASSETS = REPO.parent / "shared" / "assets"
+WIDTH, HEIGHT = 1280, 720
+MIN_FACE_PX = 40
+"""Crowd faces narrower than this are not checked: raw, MobileFaceNet hardly knows them anyway."""
+PAN_PX = 8
+
+
+class Recorder:
+    """The sink: every published frame, and what the tracker knew for it (read on the loop thread)."""
+
+    def __init__(self) -> None:
+        self.engine = None
+        self.frames: list[np.ndarray] = []
+        self.known: list[list] = []
+        self.swapping = False
+        self.lock = threading.Lock()
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def send(self, frame, stats=None) -> None:
+        work = self.engine.frames
+        report = work._report
+        if not self.swapping and stats and stats["faces"]["swapped"] > 0:
+            self.swapping = True
+            if hasattr(work, "unseen"):  # (the engine before it: raw frames only)
+                work.unseen.tally = type(work.unseen.tally)()  # count from the first swap on
+        if self.swapping:
+            self.frames.append(frame.copy())
+            self.known.append([] if report is None else list(report.faces) + list(report.lost) + list(report.unsure))
+
+
+def scenarios(fps: float, leaks, detector):
+    """name → camera frames of one loop."""
+    def head(image, face_px):
+        return leaks.head_cut(image, max(detector.detect(image), key=lambda f: f.area), face_px)
+
+    import insightface
+
+    newton = head(cv2.imread(str(ASSETS / "images" / "newton.png")), HEIGHT / 3)
+    newcomer = head(cv2.imread(str(Path(insightface.__file__).parent / "data" / "images" / "t1.jpg")), HEIGHT / 4)
+    second = round(fps)
+    slide = [1.12 - 0.4 / (0.6 * fps) * i for i in range(round(0.6 * fps))]
+    edge = [None] * second + slide + [0.72] * (2 * second - len(slide)) + [None] * second
+    sudden = [None] * second + [0.72] * (2 * second) + [None] * second
+    crowd = cv2.imread(str(ASSETS / "images" / "crowd_selfie.jpg"))
+    span = crowd.shape[1] - WIDTH
+    xs = list(range(0, span, PAN_PX))
+    y0 = (crowd.shape[0] - HEIGHT) // 2
+    return {
+        "edge": leaks.beside_frames(newton, newcomer, edge, (WIDTH, HEIGHT)),
+        "sudden": leaks.beside_frames(newton, newcomer, sudden, (WIDTH, HEIGHT)),
+        "crowd": [np.ascontiguousarray(crowd[y0 : y0 + HEIGHT, x : x + WIDTH]) for x in xs + xs[::-1]],
+    }
+
+
+def small(frame: np.ndarray) -> np.ndarray:
+    return cv2.resize(frame, (160, 90), interpolation=cv2.INTER_AREA).astype(np.int16)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fps", type=float, default=15.0)
+    parser.add_argument("--seconds", type=float, default=8.0, help="published frames after the first swap, in seconds of the camera")
+    parser.add_argument("--levels", nargs="+", default=["full", "no_enhancer", "low_res", "frame_skip"])
+    parser.add_argument("--modes", nargs="+", default=["all", "largest"])
+    parser.add_argument("--scenarios", nargs="+", default=["edge", "sudden", "crowd"])
+    args = parser.parse_args()
+
+    from privacy import load_privacy_helper  # benchmarks/privacy.py: this folder is on the path
+
+    from vcamd.bench import standins
+    from vcamd.config import config_from_dict
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.faces.identity import Recognizer
+    from vcamd.live.engine import LiveEngine
+    from vcamd.live.loading import build_face_pipeline
+    from vcamd.live.sources import open_source
+    from vcamd.live.tracking import near
+    from vcamd.quality import Level
+    from vcamd.runtime import Sessions
+
+    leaks = load_privacy_helper("leaks")
+    sessions = Sessions(["cpu"], threads=1)
+    both = [FaceDetector(ASSETS / "models" / n, sessions) for n in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
+    recognizer = Recognizer(ASSETS / "models" / "mobilefacenet.onnx", sessions)
+    crowd_image = cv2.imread(str(ASSETS / "images" / "crowd_selfie.jpg"))
+    stranger_face = max(both[1].detect(crowd_image), key=lambda f: f.area)
+    stranger_crop, stranger = leaks.aligned_crop(crowd_image, stranger_face), recognizer.embed(crowd_image, stranger_face)
+    clips = {name: frames for name, frames in scenarios(args.fps, leaks, both[1]).items() if name in args.scenarios}
+
+    print("| scenario | level | selection | frames | unseen raw | bystander raw | covered | share mean | share max | longest cover |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="vcamd-rungs-") as tmp:
+        work = Path(tmp)
+        swapper = leaks.build_identity_swapper(work / "stranger.onnx", stranger_crop)
+        recognizer_standin = standins.build_recognizer(work / "recognizer.onnx")
+        for name, frames in clips.items():
+            path = leaks.write_clip(work / f"{name}.avi", frames, args.fps)
+            thumbs = np.stack([small(f) for f in frames])
+            places: dict[int, list] = {}  # camera frame → the faces to check there (raw placements)
+            for i, frame in enumerate(frames):
+                found = leaks.placements_in(frame, both, recognizer, MIN_FACE_PX if name == "crowd" else 0.0)
+                # Newton (left of the middle) is tracked from the first frame: the newcomer's places only.
+                places[i] = found if name == "crowd" else [p for p in found if p.face.box[0] > 0.5 * WIDTH]
+            for level_name in args.levels:
+                for mode in args.modes:
+                    cfg = config_from_dict({
+                        "models": {"detector": str(ASSETS / "models" / "scrfd_500m_kps.onnx"), "swapper": str(swapper),
+                                   "recognizer": str(recognizer_standin), "providers": ["cpu"], "threads": 1},
+                        "swap": {"source_face": str(ASSETS / "images" / "newton.png"), "source_consent": True,
+                                 "face_selection": mode, "on_miss": "blur"},
+                        "camera": {"reopen_interval_s": 0.3, "stall_timeout_s": 0.5},
+                    })
+                    sink = Recorder()
+                    engine = LiveEngine(cfg, source=open_source(str(path), cfg.camera, loop=True),
+                                        sink_factory=lambda w, h, fps, s=sink: s, faces=build_face_pipeline(cfg)[0])
+                    sink.engine = engine
+                    engine.watchdog.force(Level[level_name])
+                    wanted = round(args.seconds * args.fps)
+                    done = threading.Event()
+
+                    def stop(sink=sink, engine=engine, wanted=wanted, done=done) -> None:
+                        while not done.wait(0.05):
+                            if len(sink.frames) >= wanted:
+                                engine.request_quit()
+                                return
+
+                    watcher = threading.Thread(target=stop, daemon=True)
+                    watcher.start()
+                    engine.run()
+                    done.set()
+                    unseen_raw = bystander_raw = 0
+                    for frame, known in zip(sink.frames, sink.known):
+                        k = int(np.abs(thumbs - small(frame)).mean(axis=(1, 2, 3)).argmin())
+                        kinds = set()
+                        for p in places[k]:
+                            if leaks.recognised_as(recognizer.embed(frame, p.face), p.embedding, stranger) is not None:
+                                kinds.add("bystander" if any(near(p.face, f) for f in known) else "unseen")
+                        unseen_raw += "unseen" in kinds
+                        bystander_raw += "bystander" in kinds
+                    tally = getattr(getattr(engine.frames, "unseen", None), "tally", None)  # None: the engine before it
+                    covered, share_max = (tally.covered, tally.share_max) if tally else (0, 0.0)
+                    longest = max(tally.runs + [tally.run], default=0) if tally else 0
+                    mean = tally.share_sum / tally.covered if tally and tally.covered else 0.0
+                    published = len(sink.frames)
+                    sink.frames.clear()  # the engine freezes the garbage collector: free what is big now
+                    sink.engine = None
+                    print(f"| {name} | {level_name} | {mode} | {published} | {unseen_raw} | {bystander_raw} | {covered} | "
+                          f"{mean:.1%} | {share_max:.1%} | {longest} ({longest / args.fps * 1000:.0f} ms) |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

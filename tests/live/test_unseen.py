@@ -1,0 +1,107 @@
+"""`live/unseen.py`: what changed away from the known faces since a detection looked there is
+covered, and uncovered by the detection that saw it. Pure: frames and detections in, boxes out.
+(End to end with real photos and the real recogniser: tests/privacy/test_newcomer_e2e.py.)"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vcamd.live.changes import Region
+from vcamd.live.tracking import FullDetection
+from vcamd.live.unseen import UnseenChanges
+from vcamd.types import Face
+
+H, W = 360, 640
+
+
+def _frame(*patches: tuple[int, int, int]) -> np.ndarray:
+    """Grey, with a white square of side `s` at (x, y) per patch (x, y, s)."""
+    frame = np.full((H, W, 3), 110, np.uint8)
+    for x, y, s in patches:
+        frame[y : y + s, x : x + s] = 255
+    return frame
+
+
+def _face(x: float, y: float, side: float) -> Face:
+    return Face(box=(x, y, x + side, y + side), score=0.9, kps=np.zeros((5, 2), np.float32))
+
+
+def _inside(box, x0, y0, x1, y1) -> bool:
+    return box[0] <= x0 and box[1] <= y0 and box[2] >= x1 and box[3] >= y1
+
+
+def test_nothing_is_covered_before_a_look_or_where_nothing_changed():
+    unseen = UnseenChanges()
+    thumb = unseen.remember(_frame(), 1)
+    assert unseen.covers(thumb, []) == []  # no look yet: positions unknown, the frame is covered whole anyway
+    unseen.looked([FullDetection([], 1, 320)])
+    assert unseen.covers(unseen.remember(_frame(), 2), []) == []
+
+
+def test_a_change_away_from_the_faces_is_covered_until_a_detection_of_it_lands():
+    unseen, face = UnseenChanges(), _face(100, 100, 80)
+    unseen.remember(_frame((100, 100, 80)), 1)
+    unseen.looked([FullDetection([face], 1, 320)])
+    # Someone comes in at the right: covered (with a margin), the face's side left alone.
+    boxes = unseen.covers(unseen.remember(_frame((100, 100, 80), (500, 120, 60)), 2), [face])
+    assert len(boxes) == 1 and _inside(boxes[0], 500, 120, 560, 180)
+    assert boxes[0][0] > 200 and boxes[0][2] - boxes[0][0] < 120  # that group only, not the frame
+    # Still there in frame 3; a detection of frame 1 (before they came) lands: still covered.
+    unseen.looked([FullDetection([face], 1, 320)])
+    assert unseen.covers(unseen.remember(_frame((100, 100, 80), (500, 120, 60)), 3), [face])
+    # A detection of frame 2 that looked elsewhere (a region on the left) leaves it covered ...
+    unseen.looked([FullDetection([face], 2, 320, region=Region(0, 0, 256, 256, 1.0))])
+    assert unseen.covers(unseen.remember(_frame((100, 100, 80), (500, 120, 60)), 4), [face])
+    # ... a failed one too; one that looked there vouches for what it saw (its faces are tracked now).
+    unseen.looked([FullDetection([], 3, 320, region=Region(384, 0, 640, 256, 1.0), ok=False)])
+    assert unseen.covers(unseen.remember(_frame((100, 100, 80), (500, 120, 60)), 5), [face])
+    unseen.looked([FullDetection([face], 3, 320, region=Region(384, 0, 640, 256, 1.0))])
+    assert unseen.covers(unseen.remember(_frame((100, 100, 80), (500, 120, 60)), 6), [face]) == []
+    assert unseen.tally.covered == 4 and unseen.tally.runs == [4] and 0 < unseen.tally.share_max < 0.1
+
+
+def test_a_face_moving_inside_its_zone_is_its_own_but_a_change_reaching_out_of_it_is_covered_whole():
+    unseen, face = UnseenChanges(), _face(200, 100, 80)
+    unseen.remember(_frame((200, 100, 80)), 1)
+    unseen.looked([FullDetection([face], 1, 320)])
+    moved = _face(206, 104, 80)
+    assert unseen.covers(unseen.remember(_frame((206, 104, 80)), 2), [moved]) == []  # the face only moved
+    # Something joined to the face's change that reaches out of its zone: the whole group covered.
+    boxes = unseen.covers(unseen.remember(_frame((206, 104, 80), (286, 150, 60)), 3), [moved])
+    assert len(boxes) == 1 and _inside(boxes[0], 206, 104, 346, 210)
+    # A different frame size: nothing seen compares (the next whole look sets it).
+    assert unseen.covers(unseen.remember(np.full((H // 2, W // 2, 3), 110, np.uint8), 4), []) == []
+
+
+def test_compose_obscures_the_unseen_boxes_under_the_swaps_and_leaves_them_to_the_users_opt_out():
+    from vcamd.config import OnMiss
+    from vcamd.live.compose import Scene, compose
+
+    raw = np.random.default_rng(4).integers(0, 256, (H, W, 3), np.uint8)
+    target = _face(40, 40, 60)
+
+    def paste(frame, swapped, face):
+        x0, y0, x1, y1 = (int(v) for v in face.box)
+        frame[y0:y1, x0:x1] = (0, 255, 0)
+
+    frame = raw.copy()
+    composed = compose(Scene(frame, True, OnMiss.blur, True, [target], ["swap"], unseen=[(0, 0, 320, 200)]), paste)
+    assert (frame[40:100, 40:100] == (0, 255, 0)).all()  # the swap on top of the cover
+    assert not np.array_equal(frame[150:200, 200:320], raw[150:200, 200:320])  # covered
+    assert np.array_equal(frame[:, 330:], raw[:, 330:])  # only there
+    assert composed.all_swapped and composed.fresh_badge
+    frame = raw.copy()
+    compose(Scene(frame, True, OnMiss.passthrough, True, [target], ["swap"], unseen=[(0, 0, 320, 200)]), paste)
+    assert np.array_equal(frame[150:200, 200:320], raw[150:200, 200:320])
+
+
+def test_a_change_across_several_faces_zones_is_no_one_faces_motion():
+    """A crowd's zones together may cover the whole frame (hundreds of tracked, lost and unsure
+    places): a pan, or a newcomer among them, is covered all the same."""
+    unseen = UnseenChanges()
+    crowd = [_face(x, y, 40) for x in range(0, W, 40) for y in range(0, H, 40)]  # zones over every cell
+    unseen.remember(_frame(), 1)
+    unseen.looked([FullDetection(crowd, 1, 320)])
+    boxes = unseen.covers(unseen.remember(_frame((150, 100, 150)), 2), crowd)
+    assert len(boxes) == 1 and _inside(boxes[0], 150, 100, 300, 250)
+    assert unseen.covers(unseen.remember(_frame((205, 205, 10)), 3), crowd) == []  # inside one face's zone: its own
