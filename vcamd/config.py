@@ -130,6 +130,17 @@ class SwapConfig(Section):
     """Live: once the last swap is older than this while the model hangs (a swap runs > 4× its usual time), on_miss applies."""
 
 
+class SmoothingConfig(Section):
+    """Live: each tracked face's position filtered over time (`vcamd/live/smoothing.py`, a One-Euro
+    filter): a still head's paste stands still, a moving one follows without lag."""
+
+    enabled: bool = True
+    min_cutoff_hz: Annotated[float, Field(gt=0.0, le=30.0)] = 0.15
+    """Cutoff on a still head (Hz): lower is steadier."""
+    beta: Annotated[float, Field(ge=0.0, le=1000.0)] = 40.0
+    """How fast the cutoff rises with the face's speed (per face width a second): higher lags less in motion."""
+
+
 class EnhancerConfig(Section):
     enabled: bool = False
     strength: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
@@ -217,6 +228,7 @@ class Config(Section):
     models: ModelsConfig = ModelsConfig()
     detection: DetectionConfig = DetectionConfig()
     swap: SwapConfig = SwapConfig()
+    smoothing: SmoothingConfig = SmoothingConfig()
     enhancer: EnhancerConfig = EnhancerConfig()
     camera: CameraConfig = CameraConfig()
     virtual_camera: VirtualCameraConfig = VirtualCameraConfig()

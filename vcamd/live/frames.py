@@ -13,7 +13,7 @@ between two frames).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import cv2
@@ -21,6 +21,7 @@ import numpy as np
 
 from vcamd.live.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
 from vcamd.live.obscure import obscure_frame
+from vcamd.live.smoothing import FaceSmoother
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking import FaceReport, detect_sizes, unsure_band
 from vcamd.live.watchdog import Transition, TransitionResult
@@ -77,6 +78,7 @@ class FrameWork:
         self.targets: list[Face] = []  # faces being swapped, as of the last processed frame
         self._covered_lost: list[Face] = []  # lost faces covered in the last frame
         self._pastes = PasteMemo()
+        self._steady = FaceSmoother()  # each tracked face's position filtered over time
         self._no_source_logged = False
 
     def process(self, captured: Captured) -> None:
@@ -132,6 +134,7 @@ class FrameWork:
         t0 = engine.clock()
         report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s(),
                                        unsure=unsure_band(engine.cfg))
+        report = replace(report, faces=self._steady.steady(report.faces, t_capture, engine.cfg.smoothing, report.appeared))
         targets, report = self._select(report, frame)
         # Lost faces are covered when they were faces being swapped (or already covered);
         # a bystander that face_selection leaves alone stays alone.

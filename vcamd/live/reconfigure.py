@@ -45,6 +45,8 @@ TABLE: dict[str, dict[str, Apply]] = {
         "on_miss": L,
         "max_result_age_s": L,
     },
+    # Read by the loop for every frame it locates the faces in.
+    "smoothing": {"enabled": L, "min_cutoff_hz": L, "beta": L},
     "enhancer": {"enabled": L, "strength": L},
     "camera": {"device": L, "width": L, "height": L, "fps": L, "mjpg": L, "loop": L, "reopen_interval_s": L, "stall_timeout_s": L},
     "virtual_camera": {"name": L, "device": L, "backend": L},
