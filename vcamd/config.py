@@ -128,6 +128,10 @@ class SwapConfig(Section):
     """Live: what a frame shows when its face cannot be swapped in time (start-up, detection miss, model error, stale swap)."""
     max_result_age_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     """Live: once the last swap is older than this while the model hangs (a swap runs > 4× its usual time), on_miss applies."""
+    pixel_boost: Literal[128, 256, 512] = 128
+    """The side (px) each face is swapped at: above the swapper's 128, its crop is swapped as
+    (N/128)² polyphase tiles (one batch, (N/128)² times the model's work) and blended at N px —
+    a sharper face on a large camera picture. The watchdog gives it up first ("no_boost" rung)."""
 
 
 class SmoothingConfig(Section):

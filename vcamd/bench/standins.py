@@ -137,6 +137,19 @@ def build_swapper(path: Path | str, *, fp16: bool = False, compute_equivalent: b
     return _save(g.model([target, source], [output], "inswapper_128_standin"), path)
 
 
+def build_identity_swapper(path: Path | str) -> Path:
+    """An inswapper-shaped model whose output IS its input: the perfect swap for measuring paste
+    damage, because the ideal composite is then exactly the original frame."""
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, LATENT_DIM])
+    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])
+    emap = numpy_helper.from_array(np.eye(LATENT_DIM, dtype=np.float32), "emap")
+    graph = helper.make_graph([helper.make_node("Identity", ["target"], ["output"])], "identity_swap", [target, source], [output], initializer=[emap])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return _save(model, path)
+
+
 def _light_swap(g: _Graph, target: str, source: str) -> str:
     colour_map = g.rng.standard_normal((LATENT_DIM, 3), dtype=np.float32) * 4.0
     colour = g.op("Sigmoid", [g.op("MatMul", [source, g.const(colour_map, "colour_map")])])  # [N,3] in (0,1)

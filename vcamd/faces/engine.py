@@ -30,9 +30,10 @@ import numpy as np
 
 from vcamd.config import Config, FaceSelection
 from vcamd.errors import ConfigError, FaceError, VcamdError
+from vcamd.faces import boost
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
-from vcamd.faces.specs import ENHANCER_CROP
+from vcamd.faces.specs import ENHANCER_CROP, CropSpec
 from vcamd.quality import BEST, Level, rung
 from vcamd.threads import in_thread
 from vcamd.types import Face, Frame, Points
@@ -134,6 +135,7 @@ class FaceEngine:
         mouth_mask: bool = False,
         color_correction: bool = True,
         lowres_scale: float = 0.5,
+        pixel_boost: int = 128,
     ) -> None:
         self.detector = detector
         self.recognizer = recognizer
@@ -142,6 +144,9 @@ class FaceEngine:
         self.selection = FaceSelection(selection)
         self.lowres_scale = lowres_scale
         swap_side = swapper.crop.size
+        self.pixel_boost = pixel_boost if pixel_boost > swap_side else swap_side
+        """The side (px) a face is swapped at on the rungs with pixel boost (`faces/boost.py`)."""
+        boost.factor(self.pixel_boost, swap_side)  # a size the swapper's crop does not divide is refused here
         # Swapped crops → frame: colour-matched to the frame's face, mouth kept when asked.
         self._blend_swap = Blender(swap_side, mouth_mask=mouth_mask, color_correction=color_correction)
         # Swapped crop → the face's FFHQ enhancer crop, before GFPGAN (the mouth is kept later).
@@ -208,6 +213,7 @@ class FaceEngine:
             mouth_mask=cfg.swap.mouth_mask,
             color_correction=cfg.swap.color_correction,
             lowres_scale=cfg.watchdog.lowres_scale,
+            pixel_boost=cfg.swap.pixel_boost,
         )
         # Kept so a hot reload can switch the enhancer on without a restart (sessions are cached per file).
         engine._load_enhancer = lambda strength: Enhancer(store.path_for(cfg.models.enhancer, "enhancer"), sessions, strength)
@@ -215,6 +221,11 @@ class FaceEngine:
             engine._use_source(*source)
         engine._reference = reference
         return engine
+
+    @property
+    def boosts(self) -> bool:
+        """Faces are swapped above the swapper's own size on the rungs with pixel boost."""
+        return self.pixel_boost > self.swapper.crop.size
 
     def set_enhancer(self, enabled: bool, strength: float) -> None:
         """Switch the enhancer on/off or change its strength (hot reload); it applies from the next
@@ -300,16 +311,26 @@ class FaceEngine:
         # Read once: a hot reload may switch the enhancer off (set_enhancer, the loop's thread)
         # while this runs on the swap worker.
         enhancer = self.enhancer
+        spec = boost.boosted(self.swapper.crop, self.pixel_boost if rung(level).pixel_boost else self.swapper.crop.size)
         with timer("align"):
             # Many faces: every crop cut from one 4-channel copy of the frame (the same crops, cheaper).
-            source = for_warps(frame, len(faces), self.swapper.crop.size)
-            aligned = [self.swapper.align(source, face) for face in faces]
+            source = for_warps(frame, len(faces), spec.size)
+            aligned = [spec.align(source, face.kps) for face in faces]
         with timer("swap"):
-            crops = self.swapper.swap([crop for crop, _ in aligned], latent)
+            crops = self._swap(spec, [crop for crop, _ in aligned], latent)
         if enhancer is None or not rung(level).enhancer or not faces:
             return [SwappedFace(crop, self.swapper.crop.template, face.kps) for crop, face in zip(crops, faces)]
         with timer("enhance"):
             return [self._enhanced(enhancer, source, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
+
+    def _swap(self, spec: CropSpec, crops: list[Frame], latent: Latent) -> list[Frame]:
+        """The swapped crops at `spec`'s size: the swapper's own, or — pixel boost — each face's
+        k² polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`)."""
+        k = boost.factor(spec.size, self.swapper.crop.size)
+        if k == 1:
+            return self.swapper.swap(crops, latent)
+        tiles = self.swapper.swap([tile for crop in crops for tile in boost.split(crop, k)], latent)
+        return [boost.merge(tiles[i * k * k : (i + 1) * k * k], k) for i in range(len(crops))]
 
     def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame, m_swap: Affine) -> SwappedFace:
         """Put the swapped crop into the face's FFHQ enhancer crop and restore that (`frame`: the

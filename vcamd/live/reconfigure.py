@@ -44,6 +44,7 @@ TABLE: dict[str, dict[str, Apply]] = {
         "color_correction": B,
         "on_miss": L,
         "max_result_age_s": L,
+        "pixel_boost": B,  # the face engine is built with it (and the watchdog told when it is installed)
     },
     # Read by the loop for every frame it locates the faces in.
     "smoothing": {"enabled": L, "min_cutoff_hz": L, "beta": L},

@@ -109,10 +109,13 @@ class Watchdog:
         clock: Callable[[], float] = time.monotonic,
         *,
         enhancer_enabled: bool = True,
+        boost_enabled: bool = False,
     ) -> None:
         self.cfg = cfg
         self._clock = clock
         self.enhancer_enabled = enhancer_enabled
+        self.boost_enabled = boost_enabled
+        """The running face pipeline swaps at a pixel boost (its rung is a step of its own)."""
         self._level = BEST
         self._forced: Level | None = None
         self._latencies: deque[float] = deque(maxlen=cfg.window)
@@ -199,13 +202,13 @@ class Watchdog:
             self._fits_since = None
         if not self._cooled_down(now):
             return None
-        down = lower(self._level, enhancer_configured=self.enhancer_enabled)
+        down = lower(self._level, enhancer_configured=self.enhancer_enabled, boost_configured=self.boost_enabled)
         if window.over_budget_share > self.cfg.degrade_ratio and down is not None:
             last = self.transitions[-1] if self.transitions else None
             if last is not None and last.reason == "fits" and last.to_level is self._level:
                 self._failed_climbs += 1  # the memory was wrong: the next such climb waits twice as long
             return self._move(now, down, "over_budget", self._window_stats())
-        up = higher(self._level, enhancer_configured=self.enhancer_enabled)
+        up = higher(self._level, enhancer_configured=self.enhancer_enabled, boost_configured=self.boost_enabled)
         if up is None:
             return None
         if self._headroom_since is not None and now - self._headroom_since >= self.cfg.recover_after_s:
