@@ -56,6 +56,9 @@ class ModelsConfig(Section):
     """inswapper_128_fp16, inswapper_128, or a path to an .onnx file."""
     enhancer: str = "gfpgan_1.4"
     """gfpgan_1.4 or a path to an .onnx file."""
+    parser: str = ""
+    """Face parser (BiSeNet, 19 CelebAMask-HQ classes): a path to an .onnx file; "" = off. With
+    one, the swapped face is pasted only where the parser sees the [mask] regions."""
     providers: list[Providers] = ["auto"]
     mirror: str = ""
     """Replaces the download host of every model URL (for users behind firewalls)."""
@@ -143,6 +146,27 @@ class SmoothingConfig(Section):
     """Cutoff on a still head (Hz): lower is steadier."""
     beta: Annotated[float, Field(ge=0.0, le=1000.0)] = 40.0
     """How fast the cutoff rises with the face's speed (per face width a second): higher lags less in motion."""
+
+
+FaceRegion = Literal["skin", "brows", "eyes", "glasses", "nose", "mouth", "lips"]
+
+
+class MaskConfig(Section):
+    """With `[models] parser`: where the swapped face may show, and when too little of it is in view."""
+
+    regions: list[FaceRegion] = ["skin", "brows", "eyes", "nose", "lips"]
+    """The face parser's regions the swap covers; "glasses" and "mouth" (the inner mouth) are optional."""
+    min_visible: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6
+    """The share of the face's core (eyes, nose, mouth) the parser must see as those regions for the
+    face to be pasted; under it (a hand over most of the face, a turned head) the face is held or
+    obscured as by on_miss."""
+
+    @field_validator("regions")
+    @classmethod
+    def _regions_not_empty(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError('must list at least one region, e.g. ["skin", "brows", "eyes", "nose", "lips"]')
+        return v
 
 
 class EnhancerConfig(Section):
@@ -233,6 +257,7 @@ class Config(Section):
     detection: DetectionConfig = DetectionConfig()
     swap: SwapConfig = SwapConfig()
     smoothing: SmoothingConfig = SmoothingConfig()
+    mask: MaskConfig = MaskConfig()
     enhancer: EnhancerConfig = EnhancerConfig()
     camera: CameraConfig = CameraConfig()
     virtual_camera: VirtualCameraConfig = VirtualCameraConfig()
