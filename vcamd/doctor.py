@@ -329,9 +329,9 @@ def check_models(cfg: Config) -> list[CheckResult]:
         rows = store.list()
     except VcamdError as err:
         return [CheckResult("models", Status.fail, str(err.message), err.fix or "see `vcamd models list`")]
-    wanted = [("detector", cfg.models.detector), ("recognizer", cfg.models.recognizer), ("swapper", cfg.models.swapper)]
-    if cfg.enhancer.enabled:
-        wanted.append(("enhancer", cfg.models.enhancer))
+    from vcamd.modelcheck import roles_in_use
+
+    wanted = [(role, getattr(cfg.models, role)) for role in roles_in_use(cfg)]
     results = []
     for role, value in wanted:
         result = _model_file_result(store, rows, role, value)

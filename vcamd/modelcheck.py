@@ -15,7 +15,7 @@ from typing import Any
 from vcamd.config import Config
 from vcamd.errors import ModelError, VcamdError
 
-ROLES = ("detector", "recognizer", "swapper", "enhancer")
+ROLES = ("detector", "recognizer", "swapper", "enhancer", "parser")
 
 
 def _loaders() -> dict[str, Callable[[Path, Any], object]]:
@@ -23,9 +23,13 @@ def _loaders() -> dict[str, Callable[[Path, Any], object]]:
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.identity import Recognizer
+    from vcamd.faces.parse import FaceParser
     from vcamd.faces.swap import Swapper
 
-    return {"detector": FaceDetector, "recognizer": Recognizer, "swapper": Swapper, "enhancer": Enhancer}
+    def parser(path: Path, sessions: Any) -> FaceParser:  # its signature check does not depend on the regions
+        return FaceParser(path, sessions, ["skin"], 0.0)
+
+    return {"detector": FaceDetector, "recognizer": Recognizer, "swapper": Swapper, "enhancer": Enhancer, "parser": parser}
 
 
 def check_signature(path: Path, role: str, sessions: Any = None) -> None:
@@ -45,7 +49,7 @@ def check_signature(path: Path, role: str, sessions: Any = None) -> None:
 
 
 def roles_in_use(cfg: Config) -> list[str]:
-    return ["detector", "recognizer", "swapper"] + (["enhancer"] if cfg.enhancer.enabled else [])
+    return ["detector", "recognizer", "swapper"] + (["enhancer"] if cfg.enhancer.enabled else []) + (["parser"] if cfg.models.parser else [])
 
 
 def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:

@@ -52,7 +52,7 @@ STATE_FILE = "vcamd-models.json"
 """Pinned hashes of models without a published SHA-256, and a cache of verified files."""
 PART_SUFFIX = ".part"
 CHUNK_BYTES = 1 << 20
-ROLES = ("detector", "recognizer", "swapper", "enhancer")
+ROLES = ("detector", "recognizer", "swapper", "enhancer", "parser")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SHA_RE = re.compile(r"^([0-9a-f]{64})?$")
 

@@ -51,17 +51,13 @@ def _store(args: argparse.Namespace) -> tuple[ModelStore, Config]:
 
 
 def _used_by_config(config: Config) -> dict[str, list[str]]:
-    """manifest-or-path value → the roles the config uses it for (the enhancer only when enabled)."""
+    """manifest-or-path value → the roles the config uses it for (the enhancer only when enabled,
+    the face parser only when named)."""
+    from vcamd.modelcheck import roles_in_use
+
     used: dict[str, list[str]] = {}
-    wanted = [
-        ("detector", config.models.detector),
-        ("recognizer", config.models.recognizer),
-        ("swapper", config.models.swapper),
-    ]
-    if config.enhancer.enabled:
-        wanted.append(("enhancer", config.models.enhancer))
-    for role, value in wanted:
-        used.setdefault(value, []).append(role)
+    for role in roles_in_use(config):
+        used.setdefault(getattr(config.models, role), []).append(role)
     return used
 
 

@@ -195,7 +195,9 @@ def _check_models_ready(cfg, *, capped: bool) -> None:
     from vcamd.modelstore import ModelStore
 
     store = ModelStore.from_config(cfg.models)
-    roles = ["detector", "recognizer", "swapper"] + (["enhancer"] if cfg.enhancer.enabled else [])
+    from vcamd.modelcheck import roles_in_use
+
+    roles = roles_in_use(cfg)
     paths = [store.path_for(getattr(cfg.models, role), role) for role in roles]
     if capped:
         check_all_fit(paths, cfg.runtime.max_memory_gb)  # a clear message now rather than a MemoryError inside ONNX Runtime
