@@ -80,3 +80,23 @@ def test_a_256_px_face_pastes_sharper_than_128_at_1080p(standins, assets, sessio
 def test_pixel_boost_takes_only_the_sizes_the_swapper_divides():
     with pytest.raises(ConfigError):
         config_from_dict({"swap": {"pixel_boost": 300}})
+
+
+def test_the_watchdog_gives_the_boost_up_first_and_takes_it_back_last():
+    from vcamd.config import WatchdogConfig
+    from vcamd.live.watchdog import Watchdog
+
+    now = [0.0]
+    dog = Watchdog(WatchdogConfig(), lambda: now[0], enhancer_enabled=True, boost_enabled=True)
+
+    def feed(latency_ms: float, frames: int) -> None:
+        for _ in range(frames):
+            now[0] += 1 / 30
+            dog.observe(latency_ms, None)
+
+    feed(70.0, 30 * 10)
+    steps = [(t.from_level, t.to_level) for t in dog.transitions]
+    assert steps[0] == (Level.full, Level.no_boost) and steps[1] == (Level.no_boost, Level.no_enhancer)
+    feed(5.0, 30 * 30)
+    assert dog.level is Level.full
+    assert (dog.transitions[-1].from_level, dog.transitions[-1].to_level) == (Level.no_boost, Level.full)
