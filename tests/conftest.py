@@ -130,26 +130,9 @@ class StandIns:
     identity_swapper: Path
 
 
-def _build_identity_swapper(path: Path) -> Path:
-    """An inswapper-shaped model whose output IS its input: the perfect swap for measuring paste
-    damage, because the ideal composite is then exactly the original frame."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, 128, 128])
-    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 512])
-    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 128, 128])
-    emap = numpy_helper.from_array(np.eye(512, dtype=np.float32), "emap")
-    graph = helper.make_graph([helper.make_node("Identity", ["target"], ["output"])], "identity_swap", [target, source], [output], initializer=[emap])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.save_model(model, str(path))
-    return path
-
-
 @pytest.fixture(scope="session")
 def standins(tmp_path_factory: pytest.TempPathFactory, assets: Path) -> StandIns:
-    from vcamd.bench.standins import build_enhancer, build_recognizer, build_swapper
+    from vcamd.bench.standins import build_enhancer, build_identity_swapper, build_recognizer, build_swapper
 
     folder = tmp_path_factory.mktemp("standin_models")
     return StandIns(
@@ -157,7 +140,7 @@ def standins(tmp_path_factory: pytest.TempPathFactory, assets: Path) -> StandIns
         recognizer=build_recognizer(folder / "recognizer.onnx"),
         swapper=build_swapper(folder / "swapper.onnx"),
         enhancer=build_enhancer(folder / "enhancer.onnx"),
-        identity_swapper=_build_identity_swapper(folder / "identity_swapper.onnx"),
+        identity_swapper=build_identity_swapper(folder / "identity_swapper.onnx"),
     )
 
 

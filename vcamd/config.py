@@ -62,6 +62,9 @@ class ModelsConfig(Section):
     """inswapper_128_fp16, inswapper_128, or a path to an .onnx file."""
     enhancer: str = "gfpgan_1.4"
     """gfpgan_1.4 or a path to an .onnx file."""
+    parser: str = ""
+    """Face parser (BiSeNet, 19 CelebAMask-HQ classes): a path to an .onnx file; "" = off. With
+    one, the swapped face is pasted only where the parser sees the [mask] regions."""
     providers: list[Providers] = ["auto"]
     mirror: str = ""
     """Replaces the download host of every model URL (for users behind firewalls)."""
@@ -144,6 +147,42 @@ class SwapConfig(Section):
     """Live: what a frame shows when its face cannot be swapped in time (start-up, detection miss, model error, stale swap)."""
     max_result_age_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     """Live: once the last swap is older than this while the model hangs (a swap runs > 4× its usual time), on_miss applies."""
+    pixel_boost: Literal[128, 256, 512] = 128
+    """The side (px) each face is swapped at: above the swapper's 128, its crop is swapped as
+    (N/128)² polyphase tiles (one batch, (N/128)² times the model's work) and blended at N px —
+    a sharper face on a large camera picture. The watchdog gives it up first ("no_boost" rung)."""
+
+
+class SmoothingConfig(Section):
+    """Live: each tracked face's position filtered over time (`vcamd/live/smoothing.py`, a One-Euro
+    filter): a still head's paste stands still, a moving one follows without lag."""
+
+    enabled: bool = True
+    min_cutoff_hz: Annotated[float, Field(gt=0.0, le=30.0)] = 0.15
+    """Cutoff on a still head (Hz): lower is steadier."""
+    beta: Annotated[float, Field(ge=0.0, le=1000.0)] = 40.0
+    """How fast the cutoff rises with the face's speed (per face width a second): higher lags less in motion."""
+
+
+FaceRegion = Literal["skin", "brows", "eyes", "glasses", "nose", "mouth", "lips"]
+
+
+class MaskConfig(Section):
+    """With `[models] parser`: where the swapped face may show, and when too little of it is in view."""
+
+    regions: list[FaceRegion] = ["skin", "brows", "eyes", "nose", "lips"]
+    """The face parser's regions the swap covers; "glasses" and "mouth" (the inner mouth) are optional."""
+    min_visible: Annotated[float, Field(ge=0.0, le=1.0)] = 0.6
+    """The share of the face's core (eyes, nose, mouth) the parser must see as those regions for the
+    face to be pasted; under it (a hand over most of the face, a turned head) the face is held or
+    obscured as by on_miss."""
+
+    @field_validator("regions")
+    @classmethod
+    def _regions_not_empty(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError('must list at least one region, e.g. ["skin", "brows", "eyes", "nose", "lips"]')
+        return v
 
 
 class EnhancerConfig(Section):
@@ -237,6 +276,8 @@ class Config(Section):
     models: ModelsConfig = ModelsConfig()
     detection: DetectionConfig = DetectionConfig()
     swap: SwapConfig = SwapConfig()
+    smoothing: SmoothingConfig = SmoothingConfig()
+    mask: MaskConfig = MaskConfig()
     enhancer: EnhancerConfig = EnhancerConfig()
     camera: CameraConfig = CameraConfig()
     virtual_camera: VirtualCameraConfig = VirtualCameraConfig()

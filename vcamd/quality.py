@@ -21,6 +21,7 @@ class Level(IntEnum):
     """A rung of the quality ladder, best quality first (the member order is the ladder's order)."""
 
     full = 0
+    no_boost = 4  # added later: the values of the others stay what clients know
     no_enhancer = 1
     low_res = 2
     frame_skip = 3
@@ -34,10 +35,12 @@ class Rung:
     enhancer: bool  # the face enhancer runs (when one is configured)
     reduced_detection: bool  # detection and tracking at `[watchdog] lowres_scale` of their sizes
     frame_stride: int  # look for faces every Nth frame; in between, the last positions are re-composited
+    pixel_boost: bool = False  # faces swapped at `[swap] pixel_boost` px (when above the swapper's own size)
 
 
 LADDER: MappingProxyType[Level, Rung] = MappingProxyType({
-    Level.full: Rung("Full quality", enhancer=True, reduced_detection=False, frame_stride=1),
+    Level.full: Rung("Full quality", enhancer=True, reduced_detection=False, frame_stride=1, pixel_boost=True),
+    Level.no_boost: Rung("No pixel boost", enhancer=True, reduced_detection=False, frame_stride=1),
     Level.no_enhancer: Rung("No enhancer", enhancer=False, reduced_detection=False, frame_stride=1),
     Level.low_res: Rung("Lower resolution", enhancer=False, reduced_detection=True, frame_stride=1),
     Level.frame_skip: Rung("Every other frame", enhancer=False, reduced_detection=True, frame_stride=2),
@@ -67,54 +70,58 @@ def is_degraded(level: Level) -> bool:
     return level is not BEST
 
 
-def _work(level: Level, enhancer_configured: bool) -> tuple[bool, bool, int]:
-    """What a rung really changes: its enhancer counts only when one is configured."""
+def _work(level: Level, enhancer_configured: bool, boost_configured: bool) -> tuple[bool, bool, bool, int]:
+    """What a rung really changes: its enhancer and pixel boost count only when configured."""
     r = LADDER[level]
-    return (r.enhancer and enhancer_configured, r.reduced_detection, r.frame_stride)
+    return (r.pixel_boost and boost_configured, r.enhancer and enhancer_configured, r.reduced_detection, r.frame_stride)
 
 
-def _no_op(order: list[Level], i: int, enhancer_configured: bool) -> bool:
-    """A rung that does the same work as the one above it (switching off an enhancer that is not
-    configured gains nothing): the watchdog steps over it."""
-    return i > 0 and _work(order[i], enhancer_configured) == _work(order[i - 1], enhancer_configured)
+def _no_op(order: list[Level], i: int, enhancer_configured: bool, boost_configured: bool) -> bool:
+    """A rung that does the same work as the one above it (switching off an enhancer or a pixel
+    boost that is not configured gains nothing): the watchdog steps over it."""
+    return i > 0 and _work(order[i], enhancer_configured, boost_configured) == _work(order[i - 1], enhancer_configured, boost_configured)
 
 
-def _neighbour(level: Level, step: int, enhancer_configured: bool) -> Level | None:
+def _neighbour(level: Level, step: int, enhancer_configured: bool, boost_configured: bool) -> Level | None:
     order = list(Level)
     i = order.index(level) + step
-    while 0 <= i < len(order) and _no_op(order, i, enhancer_configured):
+    while 0 <= i < len(order) and _no_op(order, i, enhancer_configured, boost_configured):
         i += step
     return order[i] if 0 <= i < len(order) else None
 
 
-def lower(level: Level, *, enhancer_configured: bool = True) -> Level | None:
-    """The next rung down that does less work, or None at the bottom."""
-    return _neighbour(level, +1, enhancer_configured)
+def lower(level: Level, *, enhancer_configured: bool = True, boost_configured: bool = False) -> Level | None:
+    """The next rung down that does less work, or None at the bottom. `boost_configured`:
+    `[swap] pixel_boost` is above the swapper's own size (its rung is given up first)."""
+    return _neighbour(level, +1, enhancer_configured, boost_configured)
 
 
-def higher(level: Level, *, enhancer_configured: bool = True) -> Level | None:
-    """The next rung up that does more work, or None at the top."""
-    return _neighbour(level, -1, enhancer_configured)
+def higher(level: Level, *, enhancer_configured: bool = True, boost_configured: bool = False) -> Level | None:
+    """The next rung up that does more work, or None at the top (pixel boost is taken back last)."""
+    return _neighbour(level, -1, enhancer_configured, boost_configured)
 
 
-def _swap_work(level: Level, enhancer_configured: bool) -> tuple[bool]:
-    """What a rung changes in the swap worker's work per round (what makes the face on screen old)."""
-    return (LADDER[level].enhancer and enhancer_configured,)
+def _swap_work(level: Level, enhancer_configured: bool, boost_configured: bool) -> tuple[bool, bool]:
+    """What a rung changes in the swap worker's work per round (what makes the face on screen old):
+    the pixel boost's tiles per face and the enhancer."""
+    r = LADDER[level]
+    return (r.pixel_boost and boost_configured, r.enhancer and enhancer_configured)
 
 
-def lower_swap_work(level: Level, *, enhancer_configured: bool = True) -> Level | None:
+def lower_swap_work(level: Level, *, enhancer_configured: bool = True, boost_configured: bool = False) -> Level | None:
     """The nearest rung down whose swap work is less than `level`'s, or None (nothing below makes a
     swap faster: the rungs below change only the loop's detection)."""
     order = list(Level)
+    now = _swap_work(level, enhancer_configured, boost_configured)
     for below in order[order.index(level) + 1:]:
-        if _less_work(_swap_work(below, enhancer_configured), _swap_work(level, enhancer_configured)):
+        if _less_work(_swap_work(below, enhancer_configured, boost_configured), now):
             return below
     return None
 
 
-def adds_swap_work(frm: Level, to: Level, *, enhancer_configured: bool = True) -> bool:
+def adds_swap_work(frm: Level, to: Level, *, enhancer_configured: bool = True, boost_configured: bool = False) -> bool:
     """Whether going from `frm` to `to` gives the swap worker more to do per round."""
-    return _less_work(_swap_work(frm, enhancer_configured), _swap_work(to, enhancer_configured))
+    return _less_work(_swap_work(frm, enhancer_configured, boost_configured), _swap_work(to, enhancer_configured, boost_configured))
 
 
 def _less_work(a: tuple, b: tuple) -> bool:

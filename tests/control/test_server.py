@@ -266,7 +266,7 @@ def test_malformed_requests_get_errors_and_the_connection_keeps_serving(server, 
     assert errors[3].startswith("unknown command 'dance' — use one of: status, on, off")
     assert errors[4] == '"args" must be a JSON object, got list'
     assert errors[5] == "unknown request field(s): extra"
-    assert errors[6].startswith("unknown quality level 'ultra' — use one of: auto, full, no_enhancer")
+    assert errors[6].startswith("unknown quality level 'ultra' — use one of: auto, full, no_boost, no_enhancer")
     assert errors[7].startswith('quality needs args {"level": NAME}')
     assert "is relative" in errors[8]
     assert errors[9].startswith("set_face needs args")

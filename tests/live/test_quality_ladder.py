@@ -30,15 +30,19 @@ def test_every_level_has_a_row_and_the_ladder_starts_at_the_best():
     assert quality_names() == ["auto", *(level.name for level in Level)]
 
 
+@pytest.mark.parametrize("boost", [True, False])
 @pytest.mark.parametrize("enhancer", [True, False])
-def test_walking_down_then_up_visits_every_rung_that_changes_the_work(enhancer):
+def test_walking_down_then_up_visits_every_rung_that_changes_the_work(enhancer, boost):
     down, level = [BEST], BEST
-    while (level := lower(level, enhancer_configured=enhancer)) is not None:
+    while (level := lower(level, enhancer_configured=enhancer, boost_configured=boost)) is not None:
         down.append(level)
-    expected = list(Level) if enhancer else [lv for lv in Level if lv is not Level.no_enhancer]
+    skipped = ({Level.no_enhancer} if not enhancer else set()) | ({Level.no_boost} if not boost else set())
+    expected = [lv for lv in Level if lv not in skipped]
     assert down == expected
+    if boost:  # pixel boost is given up first, and taken back last
+        assert down[:2] == [Level.full, Level.no_boost]
     up, level = [down[-1]], down[-1]
-    while (level := higher(level, enhancer_configured=enhancer)) is not None:
+    while (level := higher(level, enhancer_configured=enhancer, boost_configured=boost)) is not None:
         up.append(level)
     assert up == list(reversed(expected))
     assert worst(down) is down[-1] and worst([]) is BEST

@@ -70,7 +70,7 @@ def test_unknown_name_is_one_line_and_exit_2(config_file, vcamd_cli) -> None:
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         "vcamd: error: unknown model 'inswapper_256'; the manifest has inswapper_128_fp16, inswapper_128, buffalo_l, "
-        "gfpgan_1.4 — run `vcamd models list` to see them"
+        "gfpgan_1.4, bisenet_resnet_34 — run `vcamd models list` to see them"
     ]
 
 

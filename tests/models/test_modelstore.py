@@ -47,7 +47,7 @@ def test_packaged_manifest_is_the_repo_manifest_and_covers_the_config_defaults()
     packaged = REPO / "vcamd" / "data" / "manifest.toml"
     assert packaged.resolve() == (REPO / "models" / "manifest.toml").resolve()
     manifest = Manifest.packaged()
-    assert set(manifest.entries) == {"inswapper_128_fp16", "inswapper_128", "buffalo_l", "gfpgan_1.4"}
+    assert set(manifest.entries) == {"inswapper_128_fp16", "inswapper_128", "buffalo_l", "gfpgan_1.4", "bisenet_resnet_34"}
     defaults = ModelsConfig()
     for role in ("detector", "recognizer", "swapper", "enhancer"):
         name = getattr(defaults, role)
@@ -57,6 +57,8 @@ def test_packaged_manifest_is_the_repo_manifest_and_covers_the_config_defaults()
     assert manifest.get("buffalo_l").installed()["recognizer"].file == "w600k_r50.onnx"
     assert manifest.get("inswapper_128").size == 554_253_681
     assert manifest.get("gfpgan_1.4").sha256 == ""  # unpublished: pinned on first download
+    assert manifest.get("bisenet_resnet_34").sha256 == "" and "parser" in manifest.get("bisenet_resnet_34").roles
+    assert manifest.default_for("parser") is None and ModelsConfig().parser == ""  # off unless asked for
     for entry in manifest.entries.values():
         assert entry.url.startswith(("https://huggingface.co/", "https://github.com/deepinsight/insightface/releases/"))
         assert entry.url.endswith("/" + entry.file)

@@ -41,7 +41,7 @@ def test_status_carries_everything_the_page_shows(start_panel, engine, http, wai
     assert status["providers"]["scrfd_500m_kps.onnx"] == "CPUExecutionProvider"
     assert state["transitions"] == engine.transitions
     assert state["badge"] is True
-    assert state["qualities"] == ["auto", "full", "no_enhancer", "low_res", "frame_skip"]
+    assert state["qualities"] == ["auto", "full", "no_boost", "no_enhancer", "low_res", "frame_skip"]
     history = state["history"]
     assert len(history) >= 5
     ages = [p["age_s"] for p in history]
@@ -65,7 +65,7 @@ def test_quality_pinned_and_auto(panel, engine, http):
     assert engine.quality is None
     answer = post(http, panel, "/api/quality", {"level": "potato"})
     assert answer.status == 400
-    assert answer.error == "unknown quality level 'potato' — use one of: auto, full, no_enhancer, low_res, frame_skip"
+    assert answer.error == "unknown quality level 'potato' — use one of: auto, full, no_boost, no_enhancer, low_res, frame_skip"
     assert post(http, panel, "/api/quality", {}).status == 400
     assert engine.quality is None
 

@@ -168,7 +168,7 @@ def test_appindicator_registers_and_its_menu_works_over_dbus(session_env, watche
         faces = [c["label"] for c in find(tree, "Source face")["children"] if c["type"] != "separator"]
         assert faces == ["newton.png", "crowd_selfie.jpg", "Choose…"]
         quality = [c["label"] for c in find(tree, "Quality")["children"]]
-        assert quality == ["Auto", "Full quality", "No enhancer", "Lower resolution", "Every other frame"]
+        assert quality == ["Auto", "Full quality", "No pixel boost", "No enhancer", "Lower resolution", "Every other frame"]
 
         # 3. Clicking "Swap off" over D-Bus turns the swap off in the engine, and the menu follows.
         click(bus, service, menu_path, "Swap off", wait_for)

@@ -72,9 +72,9 @@ def test_menu_texts_and_initial_checks(app, controller):
     assert item(menu, "Swap on").radio and item(menu, "Swap off").radio
     # The default item (a left click on the icon) is hidden from the menu and switches the swap.
     assert [i.text for i in menu.items if i.default] == ["Switch the swap"]
-    assert texts(item(menu, "Quality").submenu) == ["Auto", "Full quality", "No enhancer", "Lower resolution", "Every other frame"]
+    assert texts(item(menu, "Quality").submenu) == ["Auto", "Full quality", "No pixel boost", "No enhancer", "Lower resolution", "Every other frame"]
     quality_checks = [i.checked for i in item(menu, "Quality").submenu]
-    assert quality_checks == [True, False, False, False, False]
+    assert quality_checks == [True, False, False, False, False, False]
     assert all(i.radio for i in item(menu, "Quality").submenu)
     assert texts(item(menu, "Source face").submenu) == ["newton.png", "crowd_selfie.jpg", "- - - -", "Choose…"]
     assert controller.calls == []  # building and reading the menu changes nothing
@@ -105,7 +105,7 @@ def test_quality_radio_follows_the_choice(app, controller):
     item(menu, "Quality/Lower resolution")(None)
     assert controller.calls == [("set_quality", "low_res")]
     checks = {i.text: i.checked for i in item(menu, "Quality").submenu}
-    assert checks == {"Auto": False, "Full quality": False, "No enhancer": False, "Lower resolution": True,
+    assert checks == {"Auto": False, "Full quality": False, "No pixel boost": False, "No enhancer": False, "Lower resolution": True,
                       "Every other frame": False}
     assert app.view.state is TrayState.degraded
     assert item(menu, "Status: swap on, degraded (lower resolution)")

@@ -146,6 +146,19 @@ def build_swapper(path: Path | str, *, fp16: bool = False, compute_equivalent: b
     return _save(g.model([target, source], [output], "inswapper_128_standin"), path)
 
 
+def build_identity_swapper(path: Path | str) -> Path:
+    """An inswapper-shaped model whose output IS its input: the perfect swap for measuring paste
+    damage, because the ideal composite is then exactly the original frame."""
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, LATENT_DIM])
+    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])
+    emap = numpy_helper.from_array(np.eye(LATENT_DIM, dtype=np.float32), "emap")
+    graph = helper.make_graph([helper.make_node("Identity", ["target"], ["output"])], "identity_swap", [target, source], [output], initializer=[emap])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return _save(model, path)
+
+
 def _light_swap(g: _Graph, target: str, source: str) -> str:
     colour_map = g.rng.standard_normal((LATENT_DIM, 3), dtype=np.float32) * 4.0
     colour = g.op("Sigmoid", [g.op("MatMul", [source, g.const(colour_map, "colour_map")])])  # [N,3] in (0,1)
@@ -218,6 +231,88 @@ def enhancer_layer_stats() -> tuple[int, int]:
     """(parameters, multiply-accumulates) of the compute-equivalent GFPGAN estimate."""
     g = _Graph(count_only=True)
     _gfpgan_layers(g, "input")
+    return g.params, g.macs
+
+
+PARSER_SIZE = 512
+PARSER_CLASSES = 19
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+def build_parser(path: Path | str, *, compute_equivalent: bool = False) -> Path:
+    """A BiSeNet face parser stand-in: `input` [1,3,512,512] (RGB, ImageNet normalisation) →
+    [1,19,512,512] logits, the signature of FaceFusion's bisenet_resnet_18/34 exports.
+
+    The light version is rule-based, for behaviour: a pixel is skin (class 1) when its colour
+    passes the RGB skin rule of Kovač et al. (2003: R > 95, G > 40, B > 20, R − G > 15, R − B > 15),
+    background (class 0) otherwise — a hand of another colour in front of a face is not skin. The
+    compute-equivalent version has the layer list of a BiSeNet with a ResNet-18 context path at
+    512² (random weights: for the cost only, its classes mean nothing).
+    """
+    g = _Graph()
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, PARSER_SIZE, PARSER_SIZE])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, PARSER_CLASSES, PARSER_SIZE, PARSER_SIZE])
+    logits = _bisenet_layers(g, "input") if compute_equivalent else _skin_rule(g, "input")
+    g.nodes.append(helper.make_node("Identity", [logits], ["output"]))
+    return _save(g.model([x], [out], "bisenet_standin"), path)
+
+
+def _skin_rule(g: _Graph, x: str) -> str:
+    rgb = g.op("Mul", [g.op("Add", [g.op("Mul", [x, g.const(IMAGENET_STD.reshape(1, 3, 1, 1))]),
+                                     g.const(IMAGENET_MEAN.reshape(1, 3, 1, 1))]), g.const(np.float32(255.0))])
+    r, gr, b = (g.op("Slice", [rgb, g.const(np.array([i], np.int64), keep_dtype=True), g.const(np.array([i + 1], np.int64), keep_dtype=True),
+                               g.const(np.array([1], np.int64), keep_dtype=True)]) for i in range(3))
+
+    def above(a: str, limit: float) -> str:
+        return g.op("Greater", [a, g.const(np.float32(limit))])
+
+    skin = above(r, 95.0)
+    for cond in (above(gr, 40.0), above(b, 20.0), above(g.op("Sub", [r, gr]), 15.0), above(g.op("Sub", [r, b]), 15.0)):
+        skin = g.op("And", [skin, cond])
+    skin = g.op("Mul", [g.op("Cast", [skin], to=TensorProto.FLOAT), g.const(np.float32(10.0))])
+    background = g.op("Sub", [g.const(np.float32(10.0)), skin])
+    rest = g.op("Mul", [r, g.const(np.zeros((1, PARSER_CLASSES - 2, 1, 1), np.float32))])  # 17 classes never chosen
+    return g.op("Concat", [background, skin, rest], axis=1)
+
+
+def _resblock(g: _Graph, x: str, cin: int, cout: int, hw_out: int, stride: int) -> str:
+    y = g.op("Relu", [g.conv(x, cin, cout, 3, hw_out, stride=stride)])
+    y = g.conv(y, cout, cout, 3, hw_out)
+    skip = x if stride == 1 and cin == cout else g.conv(x, cin, cout, 1, hw_out, stride=stride, pad=0)
+    return g.op("Relu", [g.op("Add", [y, skip])])
+
+
+def _bisenet_layers(g: _Graph, x: str) -> str:
+    """BiSeNet (ResNet-18 context path) at 512²: ~13 M parameters."""
+    # context path: ResNet-18
+    y = g.op("Relu", [g.conv(x, 3, 64, 7, 256, stride=2, pad=3)])
+    y = g.op("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])  # 128²
+    feats = {}
+    for cin, cout, hw, stride in ((64, 64, 128, 1), (64, 128, 64, 2), (128, 256, 32, 2), (256, 512, 16, 2)):
+        y = _resblock(g, y, cin, cout, hw, stride)
+        y = _resblock(g, y, cout, cout, hw, 1)
+        feats[hw] = y
+    # attention refinement on 1/16 and 1/32, upsampled to 1/8 (64²)
+    c32 = g.upsample2(g.upsample2(g.op("Relu", [g.conv(feats[16], 512, 128, 3, 16)])))
+    c16 = g.upsample2(g.op("Relu", [g.conv(feats[32], 256, 128, 3, 32)]))
+    context = g.op("Add", [c32, c16])
+    # spatial path: three stride-2 convs to 64 ch at 64²
+    sp = g.op("Relu", [g.conv(x, 3, 64, 7, 256, stride=2, pad=3)])
+    sp = g.op("Relu", [g.conv(sp, 64, 64, 3, 128, stride=2)])
+    sp = g.op("Relu", [g.conv(sp, 64, 64, 3, 64, stride=2)])
+    sp = g.op("Relu", [g.conv(sp, 64, 128, 1, 64, pad=0)])
+    # feature fusion, output head, ×8 to 512²
+    fused = g.op("Relu", [g.conv(g.op("Concat", [sp, context], axis=1), 256, 256, 1, 64, pad=0)])
+    head = g.conv(g.op("Relu", [g.conv(fused, 256, 256, 3, 64)]), 256, PARSER_CLASSES, 1, 64, pad=0)
+    scales = g.const(np.array([1, 1, 8, 8], np.float32), "scales", keep_dtype=True)
+    return g.op("Resize", [head, "", scales], mode="linear")
+
+
+def parser_layer_stats() -> tuple[int, int]:
+    """(parameters, multiply-accumulates) of the compute-equivalent parser's layer list."""
+    g = _Graph(count_only=True)
+    _bisenet_layers(g, "input")
     return g.params, g.macs
 
 

@@ -390,13 +390,16 @@ class Blender:
         original_crop: Frame | None = None,
         mouth_kps: npt.ArrayLike | None = None,
         opacity: float = 1.0,
+        keep: FloatImage | None = None,
     ) -> PasteRegion | None:
         """Blend `swapped_crop` into `frame` in place where `M` says it came from.
 
         `M` maps frame → crop pixels (as returned with the aligned crop). `original_crop` is the
         frame's own aligned crop, for colour correction in crop space; it is warped from the frame
         (crop-sized work) when not given. `mouth_kps` (the face's 5 keypoints, or just the 2 mouth
-        corners, in frame coordinates) is needed for the mouth mask. Returns the rectangle touched,
+        corners, in frame coordinates) is needed for the mouth mask. `keep` (crop-sized, [0, 1]: the
+        face parser's regions) limits where the swap shows, by its minimum with the feathered mask:
+        elsewhere the frame's own pixels (a hand in front of the face) stay. Returns the rectangle touched,
         or None when the crop lies wholly outside the frame.
 
         The work follows the face's size in the frame, not the crop's: a crop much finer than its
@@ -435,6 +438,9 @@ class Blender:
             corners_crop = ((a * lx + b * ly + c, d * lx + e * ly + f), (a * rx + b * ry + c, d * rx + e * ry + f))
             # Lower the alpha around the mouth: the frame's real mouth pixels stay exactly as they were.
             alpha = alpha * (1.0 - mouth_keep_mask((side, side), corners_crop))
+        if keep is not None:  # the face parser's regions: nothing of the swap outside them
+            shown = keep if keep.shape[0] == side else cv2.resize(keep, (side, side), interpolation=cv2.INTER_AREA)
+            alpha = np.minimum(alpha, shown.astype(np.float32, copy=False))
 
         roi_m = _roi_affine(m, region)
         roi = frame[region.y0 : region.y1, region.x0 : region.x1]

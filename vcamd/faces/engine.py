@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,9 +30,10 @@ import numpy as np
 
 from vcamd.config import Config, FaceSelection, Others
 from vcamd.errors import ConfigError, FaceError, VcamdError
+from vcamd.faces import boost
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
-from vcamd.faces.specs import ENHANCER_CROP
+from vcamd.faces.specs import ENHANCER_CROP, CropSpec
 from vcamd.quality import BEST, Level, rung
 from vcamd.threads import in_thread
 from vcamd.types import Face, Frame, Points
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.following import FollowedFace
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
+    from vcamd.faces.parse import FaceParser, FloatMask
     from vcamd.faces.swap import Latent, Swapper
     from vcamd.runtime import Sessions
 
@@ -67,6 +69,11 @@ class SwappedFace:
     crop: Frame
     template: Template
     kps: Points
+    keep: FloatMask | None = None
+    """Where the swap may show (crop-sized, [0, 1]): the face parser's regions; None: everywhere."""
+    shown: bool = True
+    """False: the face parser saw too little of the face (a hand over it, a turned head): not to be
+    pasted at all — the face is held or obscured like a face that could not be swapped."""
 
     @property
     def size(self) -> int:
@@ -136,15 +143,21 @@ class FaceEngine:
         mouth_mask: bool = False,
         color_correction: bool = True,
         lowres_scale: float = 0.5,
+        pixel_boost: int = 128,
+        parser: FaceParser | None = None,
     ) -> None:
         self.detector = detector
         self.recognizer = recognizer
         self.swapper = swapper
         self.enhancer = enhancer
+        self.parser = parser
         self.selection = FaceSelection(selection)
         self.others = Others(others)  # for `process_frame`; the live loop reads [swap] others for every frame
         self.lowres_scale = lowres_scale
         swap_side = swapper.crop.size
+        self.pixel_boost = pixel_boost if pixel_boost > swap_side else swap_side
+        """The side (px) a face is swapped at on the rungs with pixel boost (`faces/boost.py`)."""
+        boost.factor(self.pixel_boost, swap_side)  # a size the swapper's crop does not divide is refused here
         # Swapped crops → frame: colour-matched to the frame's face, mouth kept when asked.
         self._blend_swap = Blender(swap_side, mouth_mask=mouth_mask, color_correction=color_correction)
         # Swapped crop → the face's FFHQ enhancer crop, before GFPGAN (the mouth is kept later).
@@ -169,6 +182,7 @@ class FaceEngine:
         from vcamd.faces.detect import FaceDetector
         from vcamd.faces.enhance import Enhancer
         from vcamd.faces.identity import Recognizer, load_source_identity
+        from vcamd.faces.parse import FaceParser
         from vcamd.faces.swap import Swapper
         from vcamd.modelstore.store import ModelStore
         from vcamd.runtime import Sessions
@@ -180,14 +194,17 @@ class FaceEngine:
         paths = store.paths_in_use(cfg)  # every missing file named at once
         detector_path, recognizer_path, swapper_path = paths["detector"], paths["recognizer"], paths["swapper"]
         enhancer_path = paths.get("enhancer")
+        parser_path = paths.get("parser")
         swapper_loaded = in_thread(lambda: Swapper(swapper_path, sessions, keep_optimized=True), "swapper-load")
         detector = FaceDetector(detector_path, sessions, cfg.detection.size, cfg.detection.threshold)
         recognizer = Recognizer(recognizer_path, sessions)
-        enhancer = source = reference = None
+        enhancer = source = reference = parser = None
         later: Exception | None = None  # an error of a part listed after the swapper waits for the swapper's own
         try:
             if enhancer_path is not None:
                 enhancer = Enhancer(enhancer_path, sessions, cfg.enhancer.strength)
+            if parser_path is not None:
+                parser = FaceParser(parser_path, sessions, cfg.mask.regions, cfg.mask.min_visible)
             if cfg.swap.source_face is not None:
                 source = (_file_stamp(Path(cfg.swap.source_face)), load_source_identity(cfg.swap.source_face, detector, recognizer, "source face"))
             if cfg.swap.face_selection == FaceSelection.reference:
@@ -210,6 +227,8 @@ class FaceEngine:
             mouth_mask=cfg.swap.mouth_mask,
             color_correction=cfg.swap.color_correction,
             lowres_scale=cfg.watchdog.lowres_scale,
+            pixel_boost=cfg.swap.pixel_boost,
+            parser=parser,
         )
         # Kept so a hot reload can switch the enhancer on without a restart (sessions are cached per file).
         engine._load_enhancer = lambda strength: Enhancer(store.path_for(cfg.models.enhancer, "enhancer"), sessions, strength)
@@ -217,6 +236,11 @@ class FaceEngine:
             engine._use_source(*source)
         engine._reference = reference
         return engine
+
+    @property
+    def boosts(self) -> bool:
+        """Faces are swapped above the swapper's own size on the rungs with pixel boost."""
+        return self.pixel_boost > self.swapper.crop.size
 
     def set_enhancer(self, enabled: bool, strength: float) -> None:
         """Switch the enhancer on/off or change its strength (hot reload); it applies from the next
@@ -302,25 +326,48 @@ class FaceEngine:
         # Read once: a hot reload may switch the enhancer off (set_enhancer, the loop's thread)
         # while this runs on the swap worker.
         enhancer = self.enhancer
+        spec = boost.boosted(self.swapper.crop, self.pixel_boost if rung(level).pixel_boost else self.swapper.crop.size)
         with timer("align"):
             # Many faces: every crop cut from one 4-channel copy of the frame (the same crops, cheaper).
-            source = for_warps(frame, len(faces), self.swapper.crop.size)
-            aligned = [self.swapper.align(source, face) for face in faces]
+            source = for_warps(frame, len(faces), spec.size)
+            aligned = [spec.align(source, face.kps) for face in faces]
         with timer("swap"):
-            crops = self.swapper.swap([crop for crop, _ in aligned], latent)
+            crops = self._swap(spec, [crop for crop, _ in aligned], latent)
         if enhancer is None or not rung(level).enhancer or not faces:
-            return [SwappedFace(crop, self.swapper.crop.template, face.kps) for crop, face in zip(crops, faces)]
-        with timer("enhance"):
-            return [self._enhanced(enhancer, source, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
+            swapped = [SwappedFace(crop, spec.template, face.kps) for crop, face in zip(crops, faces)]
+            originals = [original for original, _ in aligned]
+            out_spec = spec
+        else:
+            with timer("enhance"):
+                made = [self._enhanced(enhancer, source, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
+            swapped, originals, out_spec = [sw for sw, _ in made], [original for _, original in made], ENHANCER_CROP
+        parser = self.parser  # read once, like the enhancer
+        if parser is None or not faces:
+            return swapped
+        with timer("parse"):  # on the crops the pasted faces are aligned to, from the camera's pixels
+            parsed = parser.parse(originals, out_spec)
+        return [replace(sw, keep=p.mask, shown=parser.shown(p)) for sw, p in zip(swapped, parsed)]
 
-    def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame, m_swap: Affine) -> SwappedFace:
+    def _swap(self, spec: CropSpec, crops: list[Frame], latent: Latent) -> list[Frame]:
+        """The swapped crops at `spec`'s size: the swapper's own, or — pixel boost — each face's
+        k² polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`)."""
+        k = boost.factor(spec.size, self.swapper.crop.size)
+        if k == 1:
+            return self.swapper.swap(crops, latent)
+        tiles = self.swapper.swap([tile for crop in crops for tile in boost.split(crop, k)], latent)
+        return [boost.merge(tiles[i * k * k : (i + 1) * k * k], k) for i in range(len(crops))]
+
+    def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame,
+                  m_swap: Affine) -> tuple[SwappedFace, Frame]:
         """Put the swapped crop into the face's FFHQ enhancer crop and restore that (`frame`: the
-        frame as `swap_faces` cuts its crops from, see `align.for_warps`)."""
+        frame as `swap_faces` cuts its crops from, see `align.for_warps`); with the camera's own
+        FFHQ crop (what the face parser looks at)."""
         canvas, m_enhance = ENHANCER_CROP.align(frame, face.kps)
+        camera = canvas.copy() if self.parser is not None else canvas
         # enhancer-crop pixel → frame → swap-crop pixel: the swap crop's matrix seen from the enhancer crop.
         m_inner = _compose(m_swap, invert_affine(m_enhance))
         self._blend_into_enhance.paste(canvas, swapped, m_inner, original_crop=original)
-        return SwappedFace(enhancer.enhance_aligned(canvas), ENHANCER_CROP.template, face.kps)
+        return SwappedFace(enhancer.enhance_aligned(canvas), ENHANCER_CROP.template, face.kps), camera
 
     def composite(self, frame: Frame, swapped: SwappedFace, face: Face, *, original_crop: Frame | None = None) -> PasteRegion | None:
         """Paste a swapped crop into `frame` (in place) at this face's current keypoints.
@@ -330,7 +377,7 @@ class FaceEngine:
         """
         m = estimate_affine(face.kps, swapped.size, swapped.template)
         blender = self._blend_enhanced if swapped.enhanced else self._blend_swap
-        return blender.paste(frame, swapped.crop, m, original_crop=original_crop, mouth_kps=face.kps)
+        return blender.paste(frame, swapped.crop, m, original_crop=original_crop, mouth_kps=face.kps, keep=swapped.keep)
 
     # ---- the whole path -------------------------------------------------------------------------
 
@@ -354,10 +401,23 @@ class FaceEngine:
                     if not any(face is t for t in targets):
                         obscure_region(frame, region(frame, [face], MISS_REGION_SCALE))
             for result, face in zip(swapped, targets):
-                self.composite(frame, result, face)
+                if result.shown:
+                    self.composite(frame, result, face)
+                else:  # the parser saw too little of the face: covered, never left raw
+                    from vcamd.live.obscure import obscure_region
+
+                    obscure_region(frame, _grown_box(face, frame.shape))
         for stage in ("align", "swap", "enhance"):
             timer.ms.setdefault(stage, 0.0)
         return FrameResult(frame=frame, faces=faces, swapped=len(swapped), stage_ms=dict(timer.ms))
+
+
+def _grown_box(face: Face, shape: tuple[int, ...], scale: float = 2.0) -> tuple[int, int, int, int]:
+    """The square `scale` × the face box's larger side around its centre, inside the frame."""
+    cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+    half = scale * max(face.width, face.height) / 2
+    h, w = shape[:2]
+    return max(0, int(cx - half)), max(0, int(cy - half)), min(w, int(cx + half)), min(h, int(cy + half))
 
 
 def _compose(outer: Affine, inner: Affine) -> Affine:

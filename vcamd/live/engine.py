@@ -156,6 +156,7 @@ class LiveEngine:
         first = self.faces is None
         self.faces = self.worker.faces = self.full_detector.faces = self.tracker.faces = faces
         self.tracker.reset()
+        self.watchdog.boost_enabled = bool(getattr(faces, "boosts", False))  # its rung is a step only when it boosts
         self.providers = dict(providers)
         if first:
             log.info("face models ready %.0f ms after start", (self.clock() - self.frames.startup.started_at) * 1000.0)

@@ -15,7 +15,7 @@ between two frames).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import cv2
@@ -25,6 +25,7 @@ from vcamd.config import Others
 from vcamd.faces.following import FollowedFace
 from vcamd.live.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
 from vcamd.live.obscure import obscure_frame
+from vcamd.live.smoothing import FaceSmoother
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking import FaceReport, detect_sizes, unsure_band
 from vcamd.live.unseen import UnseenChanges
@@ -88,6 +89,7 @@ class FrameWork:
         self._others: list[Face] = []  # faces face_selection does not swap, obscured ([swap] others)
         self._follow = FollowedFace()  # which face "largest" keeps swapping
         self._pastes = PasteMemo()
+        self._steady = FaceSmoother()  # each tracked face's position filtered over time
         self._no_source_logged = False
         self.unseen = UnseenChanges()
         """Where the picture changed away from the known faces since a detection looked: covered."""
@@ -154,6 +156,7 @@ class FrameWork:
         report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s(),
                                        unsure=unsure_band(engine.cfg))
         self.unseen.looked(engine.tracker.looked)
+        report = replace(report, faces=self._steady.steady(report.faces, t_capture, engine.cfg.smoothing, report.appeared))
         targets, report = self._select(report, frame)
         others = [f for f in report.faces if not any(f is t for t in targets)] if engine.cfg.swap.others is Others.obscure else []
         # Lost faces are covered when they were faces being swapped or covered (obscured

@@ -30,7 +30,7 @@ class Apply(StrEnum):
 L, B, R = Apply.live, Apply.rebuild, Apply.restart
 
 TABLE: dict[str, dict[str, Apply]] = {
-    "models": {"dir": B, "detector": B, "recognizer": B, "swapper": B, "enhancer": B, "providers": B, "mirror": B, "threads": B},
+    "models": {"dir": B, "detector": B, "recognizer": B, "swapper": B, "enhancer": B, "parser": B, "providers": B, "mirror": B, "threads": B},
     # The detector is built with its size and threshold; full_every is the tracker's cadence, and
     # cover_threshold is asked of each full detection as it is submitted.
     "detection": {"size": B, "threshold": B, "cover_threshold": L, "full_every": L, "track_size": B},
@@ -47,7 +47,11 @@ TABLE: dict[str, dict[str, Apply]] = {
         "color_correction": B,
         "on_miss": L,
         "max_result_age_s": L,
+        "pixel_boost": B,  # the face engine is built with it (and the watchdog told when it is installed)
     },
+    # Read by the loop for every frame it locates the faces in.
+    "smoothing": {"enabled": L, "min_cutoff_hz": L, "beta": L},
+    "mask": {"regions": B, "min_visible": B},  # the face engine's parser is built with them
     "enhancer": {"enabled": L, "strength": L},
     "camera": {"device": L, "width": L, "height": L, "fps": L, "mjpg": L, "loop": L, "reopen_interval_s": L, "stall_timeout_s": L},
     "virtual_camera": {"name": L, "device": L, "backend": L},

@@ -97,6 +97,9 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
                 # NaN/Inf model output turns into a flat crop in the uint8 conversion: a model
                 # error, never a face to publish.
                 raise RuntimeError("swap model returned a flat (NaN or empty) face crop")
+            # A face the parser saw too little of (a hand over it, a turned head) has no swap to
+            # paste: compose holds or obscures it like any face that could not be swapped.
+            swapped = [sw if getattr(sw, "shown", True) else None for sw in swapped]
         except Exception as exc:  # a model error must never stop the output; compose covers the faces
             self.errors += 1
             if self.errors <= 3 or self.errors % 100 == 0:

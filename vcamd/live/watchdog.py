@@ -3,7 +3,7 @@
 Each published frame reports its latency with `observe()`. Over a rolling window of the last
 `window` frames the watchdog decides:
 
-* **degrade one rung** (`quality.lower`: full → no_enhancer → low_res → frame_skip) when more than `degrade_ratio`
+* **degrade one rung** (`quality.lower`: full → no_boost → no_enhancer → low_res → frame_skip) when more than `degrade_ratio`
   of the window ran over `budget_ms`;
 * **climb one rung** (`quality.higher`) when the window's p95 has stayed under `budget_ms × recover_headroom` for
   `recover_after_s` seconds;
@@ -15,7 +15,7 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   budget again the next one waits twice as long (no oscillation). This is what brings a
   29-face frame back to full quality after a passing load spike: at full it costs more than
   budget × headroom whatever the machine does, yet fits the budget;
-* **degrade to the next rung with less swap work** (`quality.lower_swap_work`: the enhancer off)
+* **degrade to the next rung with less swap work** (`quality.lower_swap_work`: the pixel boost, then the enhancer, off)
   when more than `degrade_ratio` of the window's frames that showed a swapped face showed one older
   than `swap_age_budget_ms` (the face trails the person: a degraded result as surely as a late
   frame; reason "swap_age"). Rungs that change only the loop's detection are not taken for it, and
@@ -120,10 +120,13 @@ class Watchdog:
         clock: Callable[[], float] = time.monotonic,
         *,
         enhancer_enabled: bool = True,
+        boost_enabled: bool = False,
     ) -> None:
         self.cfg = cfg
         self._clock = clock
         self.enhancer_enabled = enhancer_enabled
+        self.boost_enabled = boost_enabled
+        """The running face pipeline swaps at a pixel boost (its rung is a step of its own)."""
         self._level = BEST
         self._forced: Level | None = None
         self._latencies: deque[float] = deque(maxlen=cfg.window)
@@ -214,24 +217,25 @@ class Watchdog:
             self._fits_since = None
         if not self._cooled_down(now):
             return None
-        enhancer = self.enhancer_enabled
-        down = lower(self._level, enhancer_configured=enhancer)
+        enhancer, boost = self.enhancer_enabled, self.boost_enabled
+        down = lower(self._level, enhancer_configured=enhancer, boost_configured=boost)
         if window.over_budget_share > self.cfg.degrade_ratio and down is not None:
             last = self.transitions[-1] if self.transitions else None
             if last is not None and last.reason == "fits" and last.to_level is self._level:
                 self._failed_climbs += 1  # the memory was wrong: the next such climb waits twice as long
             return self._move(now, down, "over_budget", self._window_stats())
         ages = self._swap_age_stats()
-        faster = lower_swap_work(self._level, enhancer_configured=enhancer)
+        faster = lower_swap_work(self._level, enhancer_configured=enhancer, boost_configured=boost)
         if ages is not None and ages[1] > self.cfg.degrade_ratio and faster is not None:
             last = self.transitions[-1] if self.transitions else None
-            if last is not None and last.to_level is self._level and adds_swap_work(last.from_level, self._level, enhancer_configured=enhancer):
+            if last is not None and last.to_level is self._level and adds_swap_work(last.from_level, self._level, enhancer_configured=enhancer,
+                                                                                     boost_configured=boost):
                 self._failed_climbs += 1  # the climb made the face old again: the next one waits twice as long
             return self._move(now, faster, "swap_age", self._window_stats())
-        up = higher(self._level, enhancer_configured=enhancer)
+        up = higher(self._level, enhancer_configured=enhancer, boost_configured=boost)
         if up is None:
             return None
-        more_swap_work = adds_swap_work(self._level, up, enhancer_configured=enhancer)
+        more_swap_work = adds_swap_work(self._level, up, enhancer_configured=enhancer, boost_configured=boost)
         if more_swap_work and not self._swap_age_headroom(ages):
             return None
         headroom_wait_s = self.cfg.recover_after_s * (2 ** min(self._failed_climbs, 8) if more_swap_work else 1)

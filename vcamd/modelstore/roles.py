@@ -41,6 +41,7 @@ ROLES: tuple[Role, ...] = (
     Role("recognizer", "recognizer", "vcamd.faces.identity:Recognizer"),
     Role("swapper", "swapper", "vcamd.faces.swap:Swapper"),
     Role("enhancer", "enhancer", "vcamd.faces.enhance:Enhancer", enabled_by="enhancer.enabled"),
+    Role("parser", "parser", "vcamd.faces.parse:FaceParser", enabled_by="models.parser"),  # "" = off
 )
 ROLE_NAMES: tuple[str, ...] = tuple(role.name for role in ROLES)
 
@@ -55,7 +56,8 @@ def role_named(name: str) -> Role:
 
 
 def roles_in_use(cfg: Any) -> list[Role]:
-    """The roles whose models `cfg` needs, in table order (the enhancer only when enabled)."""
+    """The roles whose models `cfg` needs, in table order (the enhancer only when enabled, the
+    parser only when named)."""
     return [role for role in ROLES if role.in_use(cfg)]
 
 
