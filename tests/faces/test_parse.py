@@ -125,12 +125,12 @@ def test_a_model_that_is_no_face_parser_is_a_clear_error(standins, sessions):
 
 
 def test_the_parser_is_a_model_the_config_uses_only_when_named(tmp_path):
-    from vcamd.modelcheck import roles_in_use
-    from vcamd.modelstore import ModelStore
+    from vcamd.modelstore.roles import roles_in_use
+    from vcamd.modelstore.store import ModelStore
 
-    assert "parser" not in roles_in_use(config_from_dict({}))
+    assert "parser" not in [role.name for role in roles_in_use(config_from_dict({}))]
     cfg = config_from_dict({"models": {"parser": "bisenet_resnet_34", "dir": str(tmp_path)}})
-    assert roles_in_use(cfg)[-1] == "parser"
+    assert roles_in_use(cfg)[-1].name == "parser"
     with pytest.raises(ModelError) as err:  # named but not downloaded: the fix says how to get it
         ModelStore.from_config(cfg.models).path_for("bisenet_resnet_34", "parser")
     assert "vcamd models pull bisenet_resnet_34" in (err.value.fix or "")
