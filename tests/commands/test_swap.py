@@ -9,6 +9,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from support.video import read_video
 
 from vcamd.badge import badge_box
 
@@ -172,13 +173,6 @@ def _decoded_audio(path: Path) -> tuple[np.ndarray, int]:
         return np.concatenate(chunks), stream.codec_context.sample_rate
 
 
-def _count_frames(path: Path) -> int:
-    capture, count = cv2.VideoCapture(str(path)), 0
-    while capture.read()[0]:
-        count += 1
-    return count
-
-
 def test_swap_a_video_keeps_its_sound(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
     config = _write_config(tmp_path, standins, badge=False)
     source = tmp_path / "talk.mp4"
@@ -187,7 +181,7 @@ def test_swap_a_video_keeps_its_sound(tmp_path: Path, standins, assets: Path, ne
     done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
     assert done.returncode == 0, done.stderr
     assert "in 20 of 20 frame(s)" in done.stdout and "1 audio track(s) copied" in done.stdout
-    assert _count_frames(out) == 20
+    assert len(read_video(out)) == 20
     sound, rate = _decoded_audio(out)
     assert rate == 16000
     assert len(sound) / rate == pytest.approx(seconds, abs=0.1)
@@ -206,7 +200,7 @@ def test_swap_to_avi_reencodes_the_sound_it_cannot_copy(tmp_path: Path, standins
     done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
     assert done.returncode == 0, done.stderr
     assert "re-encoded to mp3" in done.stdout
-    assert _count_frames(out) == 12
+    assert len(read_video(out)) == 12
     sound, rate = _decoded_audio(out)
     assert len(sound) / rate == pytest.approx(seconds, abs=0.15)
 

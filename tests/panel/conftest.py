@@ -13,7 +13,6 @@ import http.client as httpclient
 import json
 import math
 import os
-import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -98,13 +97,6 @@ class PanelEngine(FakeEngine):
 
     def reload_config(self) -> None:
         raise VcamdError("reload is not part of these tests")
-
-
-@pytest.fixture(scope="session")
-def newton(assets: Path) -> np.ndarray:
-    frame = cv2.imread(str(assets / "images" / "newton.png"))
-    assert frame is not None
-    return frame
 
 
 @pytest.fixture
@@ -199,15 +191,6 @@ def http() -> Callable[..., Answer]:
 
 
 # ---- a real browser ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """Path of Debian's chromium; the browser tests skip without it."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return path
 
 
 class DevToolsError(AssertionError):
