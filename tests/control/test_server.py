@@ -309,7 +309,14 @@ def test_start_and_close_are_idempotent(engine, runtime):
 
 
 def test_close_before_start_is_harmless(engine, runtime):
-    ControlServer(engine, runtime).close()
+    """A server closed before it started (a second `vcamd run` giving up early) takes nothing from
+    the daemon serving in the same folder: its socket stays, it answers, and it is still seen."""
+    with ControlServer(engine, runtime, transport="unix"):
+        ControlServer(engine, runtime, transport="unix").close()
+        assert (runtime / "control.sock").exists()
+        assert ControlClient(runtime).status()["state"] == "running"
+        with pytest.raises(AlreadyRunning, match="already running"):
+            ControlServer(engine, runtime, transport="unix").start()
 
 
 @pytest.mark.parametrize("transport", ["unix", "tcp"])
