@@ -30,12 +30,11 @@ RELOAD_WITHIN_S = 30.0  # a bound for a hung watcher, not a speed check (the ~2 
 
 
 @pytest.fixture(scope="module")
-def daemon_files(tmp_path_factory, assets: Path) -> dict[str, Path]:
+def daemon_files(tmp_path_factory, assets: Path, newton) -> dict[str, Path]:
     from vcamd.bench.clips import write_sliding_clip
     from vcamd.bench.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("e2e")
-    newton = cv2.imread(str(assets / "images" / "newton.png"))
     other_face = d / "other_face.png"
     cv2.imwrite(str(other_face), cv2.flip(newton, 1))
     no_face = d / "grey.png"

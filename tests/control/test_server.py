@@ -135,7 +135,7 @@ def test_the_small_engine_is_a_controllable(engine):
     assert isinstance(engine, Controllable)
 
 
-def test_every_command_round_trips(server, engine, assets, newton_frame):
+def test_every_command_round_trips(server, engine, assets, newton):
     client = ControlClient(server.directory, timeout_s=5)
     status = client.status()
     assert status == {
@@ -170,7 +170,7 @@ def test_every_command_round_trips(server, engine, assets, newton_frame):
 
     png = client.snapshot_png()
     decoded = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
-    assert np.array_equal(decoded, newton_frame)
+    assert np.array_equal(decoded, newton)
 
     assert not engine.quit_requested.is_set()
     client.quit()

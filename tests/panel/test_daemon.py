@@ -44,11 +44,10 @@ def log_text(log) -> str:
 
 
 @pytest.fixture
-def daemon(assets: Path, tmp_path: Path, wait):
+def daemon(assets: Path, tmp_path: Path, wait, newton):
     from vcamd.bench.clips import write_sliding_clip
     from vcamd.bench.standins import build_recognizer, build_swapper
 
-    newton = cv2.imread(str(assets / "images" / "newton.png"))
     config = tmp_path / "config.toml"
     settings = {
         "models": {"detector": str(assets / "models" / "scrfd_500m_kps.onnx"),

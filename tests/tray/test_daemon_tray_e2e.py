@@ -21,7 +21,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
 import pytest
 import tomli_w
 
@@ -35,14 +34,12 @@ CLIP_FPS = 15.0
 
 
 @pytest.fixture(scope="module")
-def daemon_inputs(tmp_path_factory, assets: Path) -> dict[str, Path]:
+def daemon_inputs(tmp_path_factory, assets: Path, newton) -> dict[str, Path]:
     """A looping newton clip and the models: real SCRFD, stand-in swapper and recognizer."""
     from vcamd.bench.clips import write_sliding_clip
     from vcamd.bench.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("daemon-inputs")
-    newton = cv2.imread(str(assets / "images" / "newton.png"))
-    assert newton is not None
     return {
         "clip": write_sliding_clip(d / "newton.avi", newton, size=CLIP_SIZE, fps=CLIP_FPS, frames=30),
         "detector": assets / "models" / "scrfd_500m_kps.onnx",
