@@ -12,6 +12,7 @@ import time
 import cv2
 import numpy as np
 import pytest
+from support.waiting import wait_for
 
 from vcamd.control.client import ControlClient, find_endpoint
 from vcamd.control.protocol import (
@@ -384,14 +385,15 @@ def _open_idle(srv: ControlServer, deadline_s: float = 30.0) -> socket.socket:
     family = socket.AF_UNIX if srv.transport == "unix" else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.settimeout(deadline_s)
-    deadline = time.monotonic() + deadline_s
-    while True:
+
+    def connected() -> socket.socket | None:
         try:
             sock.connect(srv.address)
             return sock
         except BlockingIOError:  # a full Unix-socket backlog refuses at once: the CLI client retries too
-            assert time.monotonic() < deadline, "the server never accepted again"
-            time.sleep(0.01)
+            return None
+
+    return wait_for(connected, "the server to accept again", timeout_s=deadline_s, poll_s=0.01)
 
 
 def test_500_idle_connections_hold_no_threads_and_a_new_client_is_served(engine, runtime):
@@ -442,14 +444,16 @@ def test_when_every_connection_is_being_answered_a_new_client_is_refused_in_one_
         assert engine.enabled is True  # the refused request was not obeyed...
         engine.__class__ = SmallEngineType
         # ...and the server serves on once the two slow answers are out (a condition, not a clock).
-        deadline = time.monotonic() + 30
-        while True:
+        def served() -> bool:
             try:
-                assert ControlClient(runtime, timeout_s=10).status()["state"] == "running"
-                break
+                status = ControlClient(runtime, timeout_s=10).status()
             except ControlError as err:
-                assert str(err).startswith("busy:") and time.monotonic() < deadline, err
-                time.sleep(0.1)
+                assert str(err).startswith("busy:"), err
+                return False
+            assert status["state"] == "running"
+            return True
+
+        wait_for(served, "a status answer once the slow ones are out", timeout_s=30, poll_s=0.1)
 
 
 class CountingFaces:
