@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +110,15 @@ def newton_face(detector, newton: np.ndarray):
     faces = detector.detect(newton)
     assert len(faces) == 1
     return faces[0]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Path of Debian's chromium (apt-get install chromium); the browser tests skip without it."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return path
 
 
 @pytest.fixture(scope="session")

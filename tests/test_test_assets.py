@@ -33,7 +33,7 @@ def server(tmp_path: Path) -> Iterator[str]:
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
     handler.log_message = lambda *args: None  # type: ignore[attr-defined]
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)  # a prompt shutdown()
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
+from support.video import read_video
 
 from vcamd.badge import badge_box
 
@@ -67,12 +69,28 @@ def test_swap_a_photo(tmp_path: Path, standins, assets: Path, newton, newton_fac
     assert np.array_equal(result[:50, :200], newton[:50, :200])  # far from the face and the badge
 
 
-def test_swap_a_video_keeps_frames_fps_and_size(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
-    config = _write_config(tmp_path, standins, badge=False)
-    source = tmp_path / "in.mp4"
+@dataclass(frozen=True)
+class SwappedVideo:
+    folder: Path
+    source: Path
+    out: Path
+    done: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def swapped_video(tmp_path_factory: pytest.TempPathFactory, standins, assets: Path, newton) -> SwappedVideo:  # type: ignore[no-untyped-def]
+    """One `vcamd swap` of a 20-frame clip, output not a terminal: the video test and the progress
+    test read the same run (each run costs a process start and a model load)."""
+    folder = tmp_path_factory.mktemp("swapped_video")
+    config = _write_config(folder, standins, badge=False)
+    source, out = folder / "in.mp4", folder / "out.mp4"
     _make_video(source, newton)
-    out = tmp_path / "out.mp4"
     done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
+    return SwappedVideo(folder, source, out, done)
+
+
+def test_swap_a_video_keeps_frames_fps_and_size(swapped_video: SwappedVideo) -> None:
+    source, out, done = swapped_video.source, swapped_video.out, swapped_video.done
     assert done.returncode == 0, done.stderr
     assert "in 20 of 20 frame(s)" in done.stdout
     original, swapped = cv2.VideoCapture(str(source)), cv2.VideoCapture(str(out))
@@ -88,7 +106,7 @@ def test_swap_a_video_keeps_frames_fps_and_size(tmp_path: Path, standins, assets
         assert a.shape == b.shape
         assert np.abs(a.astype(np.int16) - b).mean() > 1  # the face changed in every frame
     assert count == 20
-    assert not list(tmp_path.glob(".out.partial-*")), "the temporary file is renamed into place"
+    assert not list(swapped_video.folder.glob(".out.partial-*")), "the temporary file is renamed into place"
 
 
 def test_refuses_without_consent(tmp_path: Path, standins, assets: Path) -> None:  # type: ignore[no-untyped-def]
@@ -172,13 +190,6 @@ def _decoded_audio(path: Path) -> tuple[np.ndarray, int]:
         return np.concatenate(chunks), stream.codec_context.sample_rate
 
 
-def _count_frames(path: Path) -> int:
-    capture, count = cv2.VideoCapture(str(path)), 0
-    while capture.read()[0]:
-        count += 1
-    return count
-
-
 def test_swap_a_video_keeps_its_sound(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
     config = _write_config(tmp_path, standins, badge=False)
     source = tmp_path / "talk.mp4"
@@ -187,7 +198,7 @@ def test_swap_a_video_keeps_its_sound(tmp_path: Path, standins, assets: Path, ne
     done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
     assert done.returncode == 0, done.stderr
     assert "in 20 of 20 frame(s)" in done.stdout and "1 audio track(s) copied" in done.stdout
-    assert _count_frames(out) == 20
+    assert len(read_video(out)) == 20
     sound, rate = _decoded_audio(out)
     assert rate == 16000
     assert len(sound) / rate == pytest.approx(seconds, abs=0.1)
@@ -206,16 +217,13 @@ def test_swap_to_avi_reencodes_the_sound_it_cannot_copy(tmp_path: Path, standins
     done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
     assert done.returncode == 0, done.stderr
     assert "re-encoded to mp3" in done.stdout
-    assert _count_frames(out) == 12
+    assert len(read_video(out)) == 12
     sound, rate = _decoded_audio(out)
     assert len(sound) / rate == pytest.approx(seconds, abs=0.15)
 
 
-def test_video_progress_is_reported_without_a_terminal(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
-    config = _write_config(tmp_path, standins, badge=False)
-    source = tmp_path / "in.mp4"
-    _make_video(source, newton)
-    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", tmp_path / "out.mp4")
+def test_video_progress_is_reported_without_a_terminal(swapped_video: SwappedVideo) -> None:
+    done = swapped_video.done
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("swapping:")]
     assert [line.split(" (")[0] for line in lines] == [f"swapping: {p}%" for p in range(10, 101, 10)]

@@ -68,16 +68,9 @@ class SmallEngine(FakeEngine):
             self.config_error = None
 
 
-@pytest.fixture(scope="session")
-def newton_frame(assets: Path) -> np.ndarray:
-    frame = cv2.imread(str(assets / "images" / "newton.png"))
-    assert frame is not None
-    return frame
-
-
 @pytest.fixture
-def engine(newton_frame: np.ndarray) -> SmallEngine:
-    return SmallEngine(newton_frame)
+def engine(newton: np.ndarray) -> SmallEngine:
+    return SmallEngine(newton)
 
 
 @pytest.fixture

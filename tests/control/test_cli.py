@@ -115,14 +115,14 @@ def test_switch_face_quality_and_reload_verbs(engine, runtime, assets):
                                  "Input should be 'largest', 'all' or 'reference'\n")
 
 
-def test_snapshot_writes_the_current_output(engine, runtime, short_dir, newton_frame):
+def test_snapshot_writes_the_current_output(engine, runtime, short_dir, newton):
     out = short_dir / "shot.png"
     with ControlServer(engine, runtime):
         result = vcamd(runtime, "snapshot", str(out))
     assert result.returncode == 0, result.stderr
-    height, width = newton_frame.shape[:2]
+    height, width = newton.shape[:2]
     assert result.stdout == f"Saved {out} ({width}×{height})\n"
-    assert np.array_equal(cv2.imread(str(out)), newton_frame)
+    assert np.array_equal(cv2.imread(str(out)), newton)
     assert sorted(p.name for p in short_dir.iterdir()) == ["rt", "shot.png"]  # no temporary left
 
 

@@ -18,6 +18,7 @@ import cv2
 import numpy as np
 import pytest
 import tomli_w
+from support.waiting import wait_for
 
 from vcamd.control.client import ControlClient
 from vcamd.control.protocol import DaemonNotRunning
@@ -29,12 +30,11 @@ RELOAD_WITHIN_S = 30.0  # a bound for a hung watcher, not a speed check (the ~2 
 
 
 @pytest.fixture(scope="module")
-def daemon_files(tmp_path_factory, assets: Path) -> dict[str, Path]:
+def daemon_files(tmp_path_factory, assets: Path, newton) -> dict[str, Path]:
     from vcamd.bench.clips import write_sliding_clip
     from vcamd.bench.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("e2e")
-    newton = cv2.imread(str(assets / "images" / "newton.png"))
     other_face = d / "other_face.png"
     cv2.imwrite(str(other_face), cv2.flip(newton, 1))
     no_face = d / "grey.png"
@@ -73,17 +73,6 @@ def status(runtime: Path) -> dict:
     return json.loads(result.stdout)
 
 
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s")
-        time.sleep(0.2)
-
-
 @pytest.fixture
 def daemon(daemon_files, runtime: Path, short_dir: Path):
     config = short_dir / "config.toml"
@@ -104,7 +93,7 @@ def daemon(daemon_files, runtime: Path, short_dir: Path):
         return client.is_running()
 
     try:
-        wait_for(up, START_TIMEOUT_S, f"the daemon's control socket in {runtime} (is the ControlServer started by `vcamd run`?)")
+        wait_for(up, f"the daemon's control socket in {runtime} (is the ControlServer started by `vcamd run`?)", timeout_s=START_TIMEOUT_S, poll_s=0.2)
         yield proc, config, runtime
     finally:
         if proc.poll() is None:
@@ -127,8 +116,8 @@ def test_the_daemon_is_driven_through_the_cli(daemon, daemon_files, short_dir):
 
     # Frames go out while the models still load in the background (cold start): wait until they
     # are loaded (the providers in use are known) and camera frames flow.
-    first = wait_for(lambda: (s := status(runtime))["fps"] > 0 and s["providers"] and s["state"] == "running" and s, 60,
-                     "camera frames published with the models loaded")
+    first = wait_for(lambda: (s := status(runtime))["fps"] > 0 and s["providers"] and s["state"] == "running" and s,
+                     "camera frames published with the models loaded", timeout_s=60, poll_s=0.2)
     assert first["enabled"] is True and first["state"] == "running"
     assert first["config_error"] is None
     assert first["source_face"] == str(daemon_files["source_face"])
@@ -151,10 +140,10 @@ def test_the_daemon_is_driven_through_the_cli(daemon, daemon_files, short_dir):
     assert status(runtime)["source_face"] == str(daemon_files["other_face"])
 
     assert cli(runtime, "quality", "low_res").returncode == 0
-    wait_for(lambda: status(runtime)["level"] == "low_res", 30, "quality locked at low_res")
+    wait_for(lambda: status(runtime)["level"] == "low_res", "quality locked at low_res", timeout_s=30, poll_s=0.2)
     assert status(runtime)["quality"] == "low_res"
     assert cli(runtime, "quality", "auto").returncode == 0
-    wait_for(lambda: status(runtime)["quality"] == "auto", 30, "quality back to automatic")
+    wait_for(lambda: status(runtime)["quality"] == "auto", "quality back to automatic", timeout_s=30, poll_s=0.2)
 
     out = short_dir / "snap.png"
     snap = cli(runtime, "snapshot", str(out))
@@ -163,10 +152,10 @@ def test_the_daemon_is_driven_through_the_cli(daemon, daemon_files, short_dir):
 
     # Hot reload: an edit applies by itself; a broken edit keeps the daemon on the last good config.
     config.write_text(config_text(daemon_files, swap={"enabled": False}))
-    wait_for(lambda: status(runtime)["enabled"] is False, RELOAD_WITHIN_S, "the edit [swap] enabled = false applied")
+    wait_for(lambda: status(runtime)["enabled"] is False, "the edit [swap] enabled = false applied", timeout_s=RELOAD_WITHIN_S, poll_s=0.2)
 
     config.write_text(config_text(daemon_files, swap={"enabled": True}, disclosure={"corner": "middle"}))
-    broken = wait_for(lambda: status(runtime)["config_error"], RELOAD_WITHIN_S, "the broken edit reported")
+    broken = wait_for(lambda: status(runtime)["config_error"], "the broken edit reported", timeout_s=RELOAD_WITHIN_S, poll_s=0.2)
     assert "[disclosure] corner = 'middle'" in broken
     assert status(runtime)["enabled"] is False  # still the last good config
     assert proc.poll() is None
@@ -175,7 +164,7 @@ def test_the_daemon_is_driven_through_the_cli(daemon, daemon_files, short_dir):
     assert "reloaded" not in reload.stdout.lower()
 
     config.write_text(config_text(daemon_files, swap={"enabled": True}))
-    wait_for(lambda: status(runtime)["config_error"] is None, RELOAD_WITHIN_S, "the fix clears the error")
+    wait_for(lambda: status(runtime)["config_error"] is None, "the fix clears the error", timeout_s=RELOAD_WITHIN_S, poll_s=0.2)
     assert status(runtime)["enabled"] is True
 
     done = cli(runtime, "quit")
@@ -191,10 +180,10 @@ def test_sighup_reloads_the_config_and_the_daemon_runs_on(daemon, daemon_files, 
     import signal
 
     proc, config, runtime = daemon
-    wait_for(lambda: status(runtime)["fps"] > 0, 60, "frames being published")
+    wait_for(lambda: status(runtime)["fps"] > 0, "frames being published", timeout_s=60, poll_s=0.2)
     config.write_text(config_text(daemon_files, swap={"source_face": str(daemon_files["other_face"])}))
     proc.send_signal(signal.SIGHUP)
-    wait_for(lambda: status(runtime)["source_face"] == str(daemon_files["other_face"]), RELOAD_WITHIN_S, "the edit applied")
+    wait_for(lambda: status(runtime)["source_face"] == str(daemon_files["other_face"]), "the edit applied", timeout_s=RELOAD_WITHIN_S, poll_s=0.2)
     assert proc.poll() is None
     log_text = (short_dir / "daemon.log").read_text()
     assert "reloading the config (SIGHUP)" in log_text
@@ -207,7 +196,6 @@ def test_run_applies_an_edited_log_level_while_running(tmp_path, assets):
     # README: edits to the config are applied while the daemon runs, section by section;
     # [runtime] log_level was read once at start.
     import tempfile
-    import time
 
     from vcamd.bench.standins import build_recognizer, build_swapper
     from vcamd.control.client import ControlClient

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_for
 
 from vcamd.config import Config, load_config
 from vcamd.errors import ConfigError
@@ -96,11 +97,8 @@ def default_watcher(config_file: Path, events: Events):
 
 
 def wait_for_loads(w: ConfigWatcher, count: int, timeout: float = APPLY_WITHIN_S) -> None:
-    deadline = time.monotonic() + timeout
-    while w.loads < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the watcher loaded {w.loads} times, expected {count}")
-        time.sleep(0.02)
+    wait_for(lambda: w.loads >= count, f"the watcher to load {count} times", timeout_s=timeout,
+             detail=lambda: f"it loaded {w.loads} times")
 
 
 def test_an_edit_is_applied_with_the_changed_sections(config_file, events, default_watcher):

@@ -12,6 +12,7 @@ import time
 import cv2
 import numpy as np
 import pytest
+from support.waiting import wait_for
 
 from vcamd.control.client import ControlClient, find_endpoint
 from vcamd.control.protocol import (
@@ -135,7 +136,7 @@ def test_the_small_engine_is_a_controllable(engine):
     assert isinstance(engine, Controllable)
 
 
-def test_every_command_round_trips(server, engine, assets, newton_frame):
+def test_every_command_round_trips(server, engine, assets, newton):
     client = ControlClient(server.directory, timeout_s=5)
     status = client.status()
     assert status == {
@@ -170,7 +171,7 @@ def test_every_command_round_trips(server, engine, assets, newton_frame):
 
     png = client.snapshot_png()
     decoded = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
-    assert np.array_equal(decoded, newton_frame)
+    assert np.array_equal(decoded, newton)
 
     assert not engine.quit_requested.is_set()
     client.quit()
@@ -309,7 +310,14 @@ def test_start_and_close_are_idempotent(engine, runtime):
 
 
 def test_close_before_start_is_harmless(engine, runtime):
-    ControlServer(engine, runtime).close()
+    """A server closed before it started (a second `vcamd run` giving up early) takes nothing from
+    the daemon serving in the same folder: its socket stays, it answers, and it is still seen."""
+    with ControlServer(engine, runtime, transport="unix"):
+        ControlServer(engine, runtime, transport="unix").close()
+        assert (runtime / "control.sock").exists()
+        assert ControlClient(runtime).status()["state"] == "running"
+        with pytest.raises(AlreadyRunning, match="already running"):
+            ControlServer(engine, runtime, transport="unix").start()
 
 
 @pytest.mark.parametrize("transport", ["unix", "tcp"])
@@ -377,14 +385,15 @@ def _open_idle(srv: ControlServer, deadline_s: float = 30.0) -> socket.socket:
     family = socket.AF_UNIX if srv.transport == "unix" else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.settimeout(deadline_s)
-    deadline = time.monotonic() + deadline_s
-    while True:
+
+    def connected() -> socket.socket | None:
         try:
             sock.connect(srv.address)
             return sock
         except BlockingIOError:  # a full Unix-socket backlog refuses at once: the CLI client retries too
-            assert time.monotonic() < deadline, "the server never accepted again"
-            time.sleep(0.01)
+            return None
+
+    return wait_for(connected, "the server to accept again", timeout_s=deadline_s, poll_s=0.01)
 
 
 def test_500_idle_connections_hold_no_threads_and_a_new_client_is_served(engine, runtime):
@@ -435,14 +444,16 @@ def test_when_every_connection_is_being_answered_a_new_client_is_refused_in_one_
         assert engine.enabled is True  # the refused request was not obeyed...
         engine.__class__ = SmallEngineType
         # ...and the server serves on once the two slow answers are out (a condition, not a clock).
-        deadline = time.monotonic() + 30
-        while True:
+        def served() -> bool:
             try:
-                assert ControlClient(runtime, timeout_s=10).status()["state"] == "running"
-                break
+                status = ControlClient(runtime, timeout_s=10).status()
             except ControlError as err:
-                assert str(err).startswith("busy:") and time.monotonic() < deadline, err
-                time.sleep(0.1)
+                assert str(err).startswith("busy:"), err
+                return False
+            assert status["state"] == "running"
+            return True
+
+        wait_for(served, "a status answer once the slow ones are out", timeout_s=30, poll_s=0.1)
 
 
 class CountingFaces:

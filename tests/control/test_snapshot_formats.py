@@ -33,20 +33,20 @@ SIGNATURES = {
     ("name", "kind"),
     [("shot.png", "png"), ("shot.jpg", "jpeg"), ("shot.JPEG", "jpeg"), ("shot.webp", "webp")],
 )
-def test_snapshot_is_encoded_by_its_extension(engine, runtime, short_dir, newton_frame, name, kind):
+def test_snapshot_is_encoded_by_its_extension(engine, runtime, short_dir, newton, name, kind):
     out = short_dir / name
     with ControlServer(engine, runtime):
         result = vcamd(runtime, "snapshot", str(out))
     assert result.returncode == 0, result.stderr
-    height, width = newton_frame.shape[:2]
+    height, width = newton.shape[:2]
     assert result.stdout == f"Saved {out} ({width}×{height})\n"
     data = out.read_bytes()
     assert SIGNATURES[kind](data), data[:16]
     assert [k for k, looks_like in SIGNATURES.items() if looks_like(data)] == [kind]
     picture = cv2.imread(str(out))
-    assert picture.shape == newton_frame.shape
+    assert picture.shape == newton.shape
     # Lossless for PNG; JPEG/WebP at quality 95 stay close to the frame.
-    error = np.abs(picture.astype(np.int16) - newton_frame).mean()
+    error = np.abs(picture.astype(np.int16) - newton).mean()
     assert error == 0 if kind == "png" else error < 3
 
 

@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 
@@ -22,13 +21,6 @@ def write_clip(path: Path, image: np.ndarray, *, fps: float, frames: int, size: 
     from vcamd.bench.clips import write_sliding_clip
 
     return write_sliding_clip(path, image, size=size, fps=fps, frames=frames, step_px=3)
-
-
-@pytest.fixture(scope="session")
-def newton(assets: Path) -> np.ndarray:
-    image = cv2.imread(str(assets / "images" / "newton.png"))
-    assert image is not None
-    return image
 
 
 @pytest.fixture

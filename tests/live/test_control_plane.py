@@ -6,25 +6,18 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from pathlib import Path
 
 import cv2
 import pytest
 import tomli_w
+from support.waiting import wait_for
 
 from vcamd.errors import ConfigError, ModelError
 from vcamd.live.engine import LiveEngine
 from vcamd.live.sources import open_source
 from vcamd.quality import Level
 from vcamd.types import Outcome
-
-
-def wait_for(condition, timeout: float = 15.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 @pytest.fixture

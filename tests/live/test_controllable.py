@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import cv2
 import numpy as np
 import pytest
 import tomli_w
+from support.waiting import wait_for
 
 from vcamd.errors import ConfigError
 from vcamd.live.engine import LiveEngine
 from vcamd.live.sources import open_source
 from vcamd.quality import Level
 from vcamd.types import Outcome
-
-
-def wait_for(condition, timeout: float = 8.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_status_toggle_quality_snapshot_reload_and_quit(tmp_path, live_config, clip_20fps, make_clip, face_engine_factory, recording_sink):

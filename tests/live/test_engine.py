@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 import pytest
 from support.live import Wrapped, make_engine
+from support.video import read_video
 
 from vcamd.live.engine import LiveEngine
 from vcamd.live.sources import SyntheticCamera
@@ -24,12 +25,8 @@ RATE = 20.0  # the test clip's frame rate
 
 def raw_face_regions(clip, detector_engine) -> list[tuple[np.ndarray, tuple[int, int, int, int]]]:
     """Every frame of the clip with the box of its face, as the camera delivers it."""
-    cap = cv2.VideoCapture(str(clip))
     out = []
-    while True:
-        ok, frame = cap.read()
-        if not ok:
-            break
+    for frame in read_video(clip):
         faces = detector_engine.detect(frame, 320)
         assert faces, "the test clip must show a face in every frame"
         x1, y1, x2, y2 = (int(v) for v in faces[0].box)

@@ -8,18 +8,12 @@ before the first frame) and what it reports.
 from __future__ import annotations
 
 import threading
-import time
+
+from support.waiting import wait_for
 
 from vcamd.live.stats import GpuSampler
 
 WAIT_S = 30.0  # generous: the conditions below hold in milliseconds on an idle machine
-
-
-def wait_until(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
 
 
 def test_the_gpu_is_looked_for_on_the_sampler_s_thread_not_the_caller_s() -> None:
@@ -38,7 +32,7 @@ def test_the_gpu_is_looked_for_on_the_sampler_s_thread_not_the_caller_s() -> Non
     sampler.start()  # returns while the GPU is still being looked for
     assert looking.wait(WAIT_S) and sampler.latest() is None
     found.set()
-    wait_until(lambda: sampler.latest() is not None, "the first sample")
+    wait_for(lambda: sampler.latest() is not None, "the first sample", timeout_s=WAIT_S, poll_s=0.005)
     assert sampler.latest() == {"util_pct": 37.0, "memory_used_mib": 1024.0, "memory_total_mib": 8192.0}
     summary = sampler.stop()
     assert callers == ["gpu-sampler"]
@@ -66,7 +60,7 @@ def test_a_probe_that_starts_failing_ends_the_sampling_and_keeps_what_it_had() -
 
     sampler = GpuSampler(interval_s=0.001, find_query=lambda: query)
     sampler.start()
-    wait_until(lambda: len(calls) >= 4, "the failing probe")
+    wait_for(lambda: len(calls) >= 4, "the failing probe", timeout_s=WAIT_S, poll_s=0.005)
     summary = sampler.stop()
     assert summary == {"util_pct": {"mean": 20.0, "max": 30.0}, "memory_used_mib": {"max": 300.0},
                        "memory_total_mib": 8192.0, "samples": 3}

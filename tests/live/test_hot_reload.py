@@ -5,22 +5,15 @@ stream, a pinned quality survives an edit."""
 from __future__ import annotations
 
 import threading
-import time
 
 import tomli_w
 from support.live import Wrapped, make_engine
+from support.waiting import wait_for
 
 from vcamd.live.engine import LiveEngine
 from vcamd.live.sources import open_source
 from vcamd.quality import Level
 from vcamd.types import Outcome
-
-
-def wait_for(condition, timeout: float = 8.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_enhancer_toggle_and_output_settings_apply_without_restart(
@@ -121,7 +114,7 @@ def test_a_models_change_loads_the_new_pipeline_in_the_background(
         data["models"]["detector"] = str(assets / "models" / "scrfd_2.5g_kps.onnx")
         config_path.write_text(tomli_w.dumps(data))
         engine.reload_config()
-        wait_for(lambda: engine.faces is not first_faces, timeout=20, what="the new pipeline")
+        wait_for(lambda: engine.faces is not first_faces, timeout_s=20, what="the new pipeline")
         assert built[-1].models.detector.endswith("scrfd_2.5g_kps.onnx")
         assert "scrfd_2.5g_kps.onnx" in engine.status()["providers"]
         assert engine.status()["config_error"] is None

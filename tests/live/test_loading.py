@@ -12,23 +12,16 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
+from support.waiting import wait_for
 
 from vcamd.config import Config
 from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import PipelineBuild
 from vcamd.live.sources import open_source
 from vcamd.types import Outcome
-
-
-def wait_for(condition, timeout: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_loading_the_face_pipeline_never_imports_the_onnx_package(live_config):

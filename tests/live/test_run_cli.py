@@ -6,10 +6,10 @@ import json
 import subprocess
 import sys
 
-import cv2
 import numpy as np
 import tomli_w
 from support.cli import one_clear_line, run_vcamd
+from support.video import read_video
 
 
 def write_config(path, cfg) -> None:
@@ -35,13 +35,7 @@ def test_run_publishes_n_frames_to_a_file_and_writes_the_stats(tmp_path, live_co
     assert set(stats["latency_ms"]) == {"p50", "p95", "p99"}
     assert set(stats["degradation"]) == {"transitions", "level_share"}
     assert "CPUExecutionProvider" in stats["providers"].values()
-    cap = cv2.VideoCapture(str(out))
-    frames = []
-    while True:
-        ok, frame = cap.read()
-        if not ok:
-            break
-        frames.append(frame)
+    frames = read_video(out)
     assert len(frames) == 30
     # The disclosure badge sits in the bottom-right corner of swapped frames: the raw clip has
     # flat grey there.

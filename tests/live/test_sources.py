@@ -234,13 +234,13 @@ def test_odd_frames_from_a_driver_become_bgr_or_are_skipped():
 
 
 @pytest.fixture(scope="module")
-def slow_4k_clip(tmp_path_factory, newton_module) -> Path:
+def slow_4k_clip(tmp_path_factory, newton) -> Path:
     """A 4K MJPEG clip at a nominal 120 fps whose frames take far longer than 1/120 s to decode
     here (noise does not compress): a camera that cannot keep its nominal rate."""
     import cv2
 
     width, height = 3840, 2160
-    face = cv2.resize(newton_module, (height * newton_module.shape[1] // newton_module.shape[0], height))
+    face = cv2.resize(newton, (height * newton.shape[1] // newton.shape[0], height))
     base = np.full((height, width, 3), 110, np.uint8)
     base[:, : face.shape[1]] = face
     noise = np.random.default_rng(0).integers(0, 48, (height, width, 3), dtype=np.uint8)
@@ -251,13 +251,6 @@ def slow_4k_clip(tmp_path_factory, newton_module) -> Path:
         writer.write(cv2.add(np.roll(base, 16 * k, axis=1), noise))
     writer.release()
     return path
-
-
-@pytest.fixture(scope="module")
-def newton_module(assets):
-    import cv2
-
-    return cv2.imread(str(assets / "images" / "newton.png"))
 
 
 def _read_cost_s(path) -> float:

@@ -67,13 +67,6 @@ def _tracker(detector) -> tuple[LiveTracker, FullDetector]:
     return LiveTracker(detector, full, full_every=1000, follow_motion=False), full
 
 
-def _wait_for(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def test_a_crop_is_never_scaled_up_past_what_a_small_face_needs():
     def face(side: float) -> Face:
         return Face(box=(100.0, 100.0, 100.0 + side, 100.0 + side), score=0.9, kps=np.zeros((5, 2), np.float32))

@@ -140,7 +140,8 @@ def file_server() -> Iterator[FileServer]:
     state = FileServer(base="")
     server = _QuietServer(("127.0.0.1", 0), _make_handler(state))
     state.base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, name="test-file-server", daemon=True)
+    # serve_forever looks for shutdown() every poll_interval (0.5 s by default): each test's teardown waited that.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="test-file-server", daemon=True)
     thread.start()
     try:
         yield state

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import functools
 import http.client as httpclient
 import json
 import math
 import os
-import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import cv2
 import numpy as np
 import pytest
 from support.fakes import FakeEngine
+from support.waiting import wait_for
 
 from vcamd.config import PanelConfig, WatchdogConfig
 from vcamd.errors import VcamdError
@@ -35,22 +35,10 @@ from vcamd.tray import RecentFaces
 WAIT_S = 45.0  # generous: the suite must pass on a busy 2-core machine
 
 
-def wait_for(predicate: Callable[[], Any], what: str, timeout_s: float = WAIT_S, every_s: float = 0.05) -> Any:
-    """Poll `predicate` until it returns something truthy; fail naming `what` after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s (last value {value!r})")
-        time.sleep(every_s)
-
-
 @pytest.fixture
 def wait() -> Callable[..., Any]:
-    """`wait(predicate, what, timeout_s=...)`: poll for a condition (never sleep-then-assert)."""
-    return wait_for
+    """`wait(predicate, what, timeout_s=...)`: `support.waiting.wait_for` with this folder's bound."""
+    return functools.partial(wait_for, timeout_s=WAIT_S, poll_s=0.05)
 
 
 @pytest.fixture
@@ -109,13 +97,6 @@ class PanelEngine(FakeEngine):
 
     def reload_config(self) -> None:
         raise VcamdError("reload is not part of these tests")
-
-
-@pytest.fixture(scope="session")
-def newton(assets: Path) -> np.ndarray:
-    frame = cv2.imread(str(assets / "images" / "newton.png"))
-    assert frame is not None
-    return frame
 
 
 @pytest.fixture
@@ -210,15 +191,6 @@ def http() -> Callable[..., Answer]:
 
 
 # ---- a real browser ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """Path of Debian's chromium; the browser tests skip without it."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return path
 
 
 class DevToolsError(AssertionError):
@@ -344,7 +316,7 @@ class Page:
                 return self.eval(expression)
             except DevToolsError:
                 return None  # e.g. the page is between two documents
-        return wait_for(check, what, timeout_s, every_s=0.1)
+        return wait_for(check, what, timeout_s=timeout_s, poll_s=0.1)
 
     def text(self, selector: str) -> str | None:
         return self.eval(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); return e ? e.textContent : null; }})()")

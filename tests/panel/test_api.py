@@ -7,6 +7,7 @@ import os
 import socket
 import stat
 import sys
+import time
 from pathlib import Path
 
 import cv2
@@ -34,7 +35,9 @@ def test_status_carries_everything_the_page_shows(start_panel, engine, http, wai
     engine.config_error = "/home/me/.config/facelive/config.toml: [swap] on_mis: unknown key"
     panel = start_panel(history_period_s=0.02)
     wait(lambda: len(panel.history.samples()) >= 5, "five status samples")
+    asked = time.monotonic()
     state = http(panel, "GET", "/api/status").json()
+    answered = time.monotonic()
     status = state["status"]
     assert status["enabled"] is True and status["level"] == "full" and status["quality"] == "auto"
     assert status["config_error"] == engine.config_error
@@ -45,7 +48,11 @@ def test_status_carries_everything_the_page_shows(start_panel, engine, http, wai
     history = state["history"]
     assert len(history) >= 5
     ages = [p["age_s"] for p in history]
-    assert ages == sorted(ages, reverse=True) and ages[-1] >= 0  # oldest first, "now" last
+    assert ages == sorted(ages, reverse=True)  # oldest first, "now" last
+    # Each point's age is the seconds from its sample to the moment of the answer (rounded to 0.01 s).
+    taken = [s.t for s in panel.history.samples()[: len(history)]]
+    for age, t in zip(ages, taken, strict=True):
+        assert asked - t - 0.006 <= age <= answered - t + 0.006, (age, asked - t, answered - t)
     assert all(20 < p["fps"] < 35 and p["latency_p95_ms"] > p["latency_p50_ms"] > 0 for p in history)
 
 

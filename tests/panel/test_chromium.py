@@ -204,7 +204,7 @@ def attack_site():
     def start(port: int) -> str:
         handler = type("Handler", (_AttackHandler,), {"page": (ATTACK_PAGE % {"port": port}).encode()})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}/"
 

@@ -44,11 +44,10 @@ def log_text(log) -> str:
 
 
 @pytest.fixture
-def daemon(assets: Path, tmp_path: Path, wait):
+def daemon(assets: Path, tmp_path: Path, wait, newton):
     from vcamd.bench.clips import write_sliding_clip
     from vcamd.bench.standins import build_recognizer, build_swapper
 
-    newton = cv2.imread(str(assets / "images" / "newton.png"))
     config = tmp_path / "config.toml"
     settings = {
         "models": {"detector": str(assets / "models" / "scrfd_500m_kps.onnx"),
@@ -75,7 +74,7 @@ def daemon(assets: Path, tmp_path: Path, wait):
         return json.loads(answer.stdout) if answer.returncode == 0 else None
 
     try:
-        wait(up, "the daemon's status", timeout_s=START_TIMEOUT_S, every_s=0.3)
+        wait(up, "the daemon's status", timeout_s=START_TIMEOUT_S, poll_s=0.3)
         yield proc, runtime, config, settings, log
     finally:
         if proc.poll() is None:
@@ -145,7 +144,7 @@ def test_vcamd_run_serves_the_control_page(daemon, wait):
     # An edit of [panel] while running changes nothing until the next start: the page carries on.
     config.write_text(tomli_w.dumps({**settings, "panel": {"video_fps": 5.0}}))
     wait(lambda: any(("reloaded" in line or "applied" in line) and "panel" in line for line in log_text(log).splitlines()),
-         "the daemon noticing the [panel] edit", timeout_s=30, every_s=0.2)
+         "the daemon noticing the [panel] edit", timeout_s=30, poll_s=0.2)
     assert request(url.port, "GET", "/api/status", token).status == 200
     assert proc.poll() is None
 

@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from support.waiting import wait_for
 
 
 @pytest.fixture(scope="session")
@@ -107,7 +108,7 @@ class _FileServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)  # a prompt shutdown()
         self._thread.start()
 
     def close(self) -> None:
@@ -462,16 +463,14 @@ class LiveRun:
         return {o.value: outcomes[o] for o in Outcome} | {"published": self.engine.stats.published}
 
     def wait_for(self, predicate, timeout: float, what: str) -> None:
-        import time
+        """`support.waiting.wait_for`, failing at once when the engine has crashed."""
 
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
+        def alive_and() -> bool:
             if self.error is not None:
                 raise AssertionError(f"the engine crashed while waiting for {what}: {self.error!r}") from self.error
-            if predicate():
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"timed out after {timeout} s waiting for {what}; counts {self.counts()}")
+            return predicate()
+
+        wait_for(alive_and, what, timeout_s=timeout, poll_s=0.05, detail=lambda: f"counts {self.counts()}")
 
     def wait_swapping(self, timeout: float = 12.0) -> None:
         """Until fresh swapped frames are being published (models warm, source embedded)."""

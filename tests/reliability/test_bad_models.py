@@ -12,6 +12,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 
 from vcamd.errors import ModelError
@@ -148,13 +150,22 @@ def test_standin_in_the_wrong_role(standin_dir: Path, kind: str, standin: str) -
     assert_refused(kind, standin_dir / standin)
 
 
-def test_right_models_load(assets: Path, standin_dir: Path) -> None:
-    # The refusals above must come from the signature, not from a loader that refuses everything.
-    load("detector", assets / "models" / "scrfd_500m_kps.onnx")
-    load("recognizer", assets / "models" / "mobilefacenet.onnx")
-    load("recognizer", standin_dir / "recognizer.onnx")
-    load("swapper", standin_dir / "swapper.onnx")
-    load("enhancer", standin_dir / "enhancer.onnx")
+def test_right_models_load(assets: Path, standin_dir: Path, newton) -> None:
+    # The refusals above must come from the signature, not from a loader that refuses everything:
+    # each right model loads and does its job on a real face.
+    (face,) = load("detector", assets / "models" / "scrfd_500m_kps.onnx").detect(newton)
+    assert face.score > 0.5 and face.kps.shape == (5, 2)
+    for recognizer in (assets / "models" / "mobilefacenet.onnx", standin_dir / "recognizer.onnx"):
+        model = load("recognizer", recognizer)
+        embedding = model.embed(newton, face)
+        assert embedding.shape == (model.dim,) and abs(float(np.linalg.norm(embedding)) - 1.0) < 1e-4, recognizer.name
+    swapper = load("swapper", standin_dir / "swapper.onnx")
+    crop, _ = swapper.align(newton, face)
+    (swapped,) = swapper.swap([crop], swapper.latent(np.eye(swapper.spec.identity_dim, dtype=np.float32)[0]))
+    assert swapped.shape == crop.shape and swapped.dtype == np.uint8
+    side = 512  # GFPGAN's FFHQ crop
+    restored = load("enhancer", standin_dir / "enhancer.onnx").restore(cv2.resize(newton, (side, side)))
+    assert restored.shape == (side, side, 3) and restored.dtype == np.uint8
 
 
 def test_external_data_pointing_outside_is_refused(tmp_path: Path, standin_dir: Path) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from support.waiting import wait_for
 
 from vcamd.control.client import ControlClient
 from vcamd.control.protocol import ControlError, DaemonNotRunning
@@ -94,18 +95,15 @@ class Daemon:
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def wait_until_publishing(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
+        def a_snapshot() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"the daemon exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                self.client.snapshot_png()
-                return
+                return bool(self.client.snapshot_png())
             except (DaemonNotRunning, ControlError):
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no snapshot within {START_TIMEOUT_S} s:\n{self.log()}")
-            time.sleep(0.2)
+                return False
+
+        wait_for(a_snapshot, "a snapshot", timeout_s=START_TIMEOUT_S, poll_s=0.2, detail=self.log)
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -14,6 +14,7 @@ import pytest
 import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.waiting import wait_for
 
 from vcamd.config import Config, config_from_dict, load_config
 from vcamd.errors import ConfigError
@@ -188,7 +189,6 @@ import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
 
 from vcamd.config import MAX_CONFIG_BYTES  # noqa: E402
 from vcamd.reload import ConfigWatcher  # noqa: E402
@@ -273,13 +273,6 @@ def test_a_config_that_grows_past_the_limit_while_read_is_refused(tmp_path: Path
         load_config(path)
 
 
-def _wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
 @pytest.mark.parametrize("kind", ["fifo", "fifo_with_a_writer", "directory", "huge_file"])
 def test_watcher_reports_a_special_file_then_applies_the_next_valid_edit(tmp_path: Path, held_fds, kind: str) -> None:
@@ -293,7 +286,7 @@ def test_watcher_reports_a_special_file_then_applies_the_next_valid_edit(tmp_pat
         # The file is replaced by something that is not a regular file while the watcher runs.
         path.unlink()
         _special_path(tmp_path, kind)
-        _wait_for(lambda: watcher.error is not None, f"the watcher to report the {kind}")
+        wait_for(lambda: watcher.error is not None, f"the watcher to report the {kind}", timeout_s=DEADLINE_S)
         assert "config.toml" in str(watcher.error) and errors
         assert watcher._thread is not None and watcher._thread.is_alive()
 
@@ -305,8 +298,8 @@ def test_watcher_reports_a_special_file_then_applies_the_next_valid_edit(tmp_pat
         tmp = tmp_path / "config.toml.new"
         tmp.write_text("[swap]\nenabled = false\n")
         tmp.replace(path)
-        _wait_for(lambda: watcher.error is None and watcher.config is not None and not watcher.config.swap.enabled,
-                  "the valid edit to apply")
+        wait_for(lambda: watcher.error is None and watcher.config is not None and not watcher.config.swap.enabled,
+                 "the valid edit to apply", timeout_s=DEADLINE_S)
         assert watcher._thread.is_alive()
 
 
@@ -331,12 +324,12 @@ def test_watcher_survives_an_unexpected_error_while_loading(tmp_path: Path, monk
                             max_delay_s=0.2, current=Config())
     with watcher:
         path.write_text("[swap]\nenabled = false\n")
-        _wait_for(lambda: errors, "the MemoryError to be reported")
+        wait_for(lambda: errors, "the MemoryError to be reported", timeout_s=DEADLINE_S)
         assert isinstance(errors[0], ConfigError) and "MemoryError" in str(errors[0])
         assert watcher.error is not None
         path.write_text("[swap]\nenabled = true\n# fixed\n")  # the next edit loads normally
-        _wait_for(lambda: watcher.error is None and watcher.config is not None and watcher.config.swap.enabled,
-                  "the next valid edit to apply")
+        wait_for(lambda: watcher.error is None and watcher.config is not None and watcher.config.swap.enabled,
+                 "the next valid edit to apply", timeout_s=DEADLINE_S)
         assert watcher._thread is not None and watcher._thread.is_alive()
 
 

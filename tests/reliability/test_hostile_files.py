@@ -16,11 +16,11 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_for
 
 from vcamd.errors import VcamdError
 from vcamd.private_files import UnsafePathError, open_private, open_private_fd, private_dir, write_private_atomic
@@ -263,14 +263,6 @@ def daemon_inputs(tmp_path_factory: pytest.TempPathFactory, assets: Path) -> dic
     }
 
 
-def _wait_for(condition, what: str, timeout_s: float = 60.0):
-    deadline = time.monotonic() + timeout_s
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-    return value
-
-
 @pytest.mark.slow
 def test_a_short_daemon_run_writes_only_private_files(daemon_inputs: dict[str, Path], victim: Path) -> None:
     import tomli_w
@@ -313,7 +305,7 @@ def test_a_short_daemon_run_writes_only_private_files(daemon_inputs: dict[str, P
                     assert proc.poll() is None, f"the daemon exited early: {output.seek(0) or output.read()[-3000:]}"
                     status = cli("status", "--json")
                     return status.returncode == 0 and json.loads(status.stdout)["fps"] > 0
-                _wait_for(published, "the daemon to publish frames")
+                wait_for(published, "the daemon to publish frames", timeout_s=60, poll_s=0.1)
                 shot = cli("snapshot", str(snap))
                 assert shot.returncode == 0, shot.stderr
                 quit_ = cli("quit")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -157,12 +156,3 @@ def publisher() -> Iterator[Callable[..., threading.Event]]:
         stop.set()
     for thread in threads:
         thread.join(timeout=2)
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    """Path of Debian's chromium (apt-get install chromium); the browser tests skip without it."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return path

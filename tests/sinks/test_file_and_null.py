@@ -5,27 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
+from support.video import read_video, video_fps
 
 from vcamd.errors import VcamdError
 from vcamd.sinks.file import FileSink
 from vcamd.sinks.null import NullSink
-
-
-def read_all(path: Path) -> tuple[list[np.ndarray], float]:
-    capture = cv2.VideoCapture(str(path))
-    assert capture.isOpened(), f"cannot open {path}"
-    fps = capture.get(cv2.CAP_PROP_FPS)
-    frames = []
-    while True:
-        ok, frame = capture.read()
-        if not ok:
-            break
-        frames.append(frame)
-    capture.release()
-    return frames, fps
 
 
 def test_writes_a_readable_mp4_with_every_frame(tmp_path, solid):
@@ -37,7 +23,7 @@ def test_writes_a_readable_mp4_with_every_frame(tmp_path, solid):
         sink.send(solid(320, 240, bgr))
     sink.close()
     sink.close()  # idempotent
-    frames, fps = read_all(path)
+    frames, fps = read_video(path), video_fps(path)
     assert len(frames) == 12 and sink.frames_sent == sink.frames_written == 12
     assert fps == pytest.approx(25.0)
     for frame, bgr in zip(frames, colours):
@@ -53,7 +39,7 @@ def test_frames_of_another_size_are_resized_not_lost(tmp_path, solid):
     for i in range(6):
         sink.send(solid(640, 480, (0, 0, 200)) if i % 2 else solid(320, 240, (200, 0, 0)))
     sink.close()
-    frames, _ = read_all(path)
+    frames = read_video(path)
     assert len(frames) == 6 and all(f.shape == (240, 320, 3) for f in frames)
     assert frames[1][120, 160, 2] > 180 and frames[0][120, 160, 0] > 180
 
@@ -69,7 +55,7 @@ def test_the_caller_may_reuse_its_frame_buffer(tmp_path, solid):
     sink.send(buffer)
     sink.close()
     sink.send(buffer)  # a late frame after close is ignored
-    frames, _ = read_all(path)
+    frames = read_video(path)
     assert len(frames) == 2 and (sink.frames_sent, sink.frames_written, sink.write_failures) == (2, 2, 0)
     assert frames[0][60, 80, 2] > 200 and frames[0][60, 80, 0] < 40
     assert frames[1][60, 80, 0] > 200 and frames[1][60, 80, 2] < 40

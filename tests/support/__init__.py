@@ -5,6 +5,8 @@ run as a subprocess puts tests/ on its sys.path instead, see tests/tray/tray_hos
 * `fakes` — `FakeEngine`, the one in-test `Controllable`;
 * `cli` — `run_vcamd` (the CLI as a subprocess), `one_clear_line` (a refusal as a user error);
 * `live` — `Wrapped` (a real face engine with a method replaced), `make_engine` (a looping `LiveEngine`);
+* `waiting` — `wait_for`, the one way a test waits for a condition (never a fixed sleep);
+* `video` — `read_video` (every frame of a file a test wrote), `video_fps`;
 * `assets` — where the real test models and photos come from (`$VCAMD_TEST_ASSETS`, `../shared/assets`,
   a SHA-256-checked download), behind the `assets` fixture.
 """

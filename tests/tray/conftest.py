@@ -7,6 +7,7 @@ system tray host. Tests that need it skip with the reason when Xvfb/trayer/xdoto
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -18,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support import waiting
 
 HERE = Path(__file__).resolve().parent
 TRAY_HOST = HERE / "tray_host.py"
@@ -76,19 +78,8 @@ class XSession:
 
 
 MIN_WAIT_S = 60.0
-"""Every wait here is for a condition, so a generous deadline costs nothing when things go well; the
-per-call numbers in the tests (5-10 s) were tuned on an idle machine and missed on a busy one."""
-
-
-def _wait_for(predicate, timeout: float, what: str, poll: float = 0.05):
-    timeout = max(timeout, MIN_WAIT_S)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+"""Every wait here is for a condition, so a generous deadline costs nothing when things go well (the
+per-test numbers, 5-10 s, tuned on an idle machine, missed on a busy one)."""
 
 
 X_START_TIMEOUT_S = 60.0
@@ -199,4 +190,5 @@ def x_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[XSession]:
 
 @pytest.fixture
 def wait_for():
-    return _wait_for
+    """`wait_for(predicate, what)`: `support.waiting.wait_for` with this folder's generous bound."""
+    return functools.partial(waiting.wait_for, timeout_s=MIN_WAIT_S, poll_s=0.05)

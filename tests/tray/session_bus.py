@@ -67,7 +67,7 @@ def watcher(private_bus: str, wait_for) -> Iterator[Lines]:
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = Lines(process)
     try:
-        wait_for(lambda: {"ready": True} in lines.items or process.poll() is not None, 30, "the watcher to own its name")
+        wait_for(lambda: {"ready": True} in lines.items or process.poll() is not None, "the watcher to own its name")
         assert {"ready": True} in lines.items, lines.items
         yield lines
     finally:

@@ -21,7 +21,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
 import pytest
 import tomli_w
 
@@ -35,14 +34,12 @@ CLIP_FPS = 15.0
 
 
 @pytest.fixture(scope="module")
-def daemon_inputs(tmp_path_factory, assets: Path) -> dict[str, Path]:
+def daemon_inputs(tmp_path_factory, assets: Path, newton) -> dict[str, Path]:
     """A looping newton clip and the models: real SCRFD, stand-in swapper and recognizer."""
     from vcamd.bench.clips import write_sliding_clip
     from vcamd.bench.standins import build_recognizer, build_swapper
 
     d = tmp_path_factory.mktemp("daemon-inputs")
-    newton = cv2.imread(str(assets / "images" / "newton.png"))
-    assert newton is not None
     return {
         "clip": write_sliding_clip(d / "newton.avi", newton, size=CLIP_SIZE, fps=CLIP_FPS, frames=30),
         "detector": assets / "models" / "scrfd_500m_kps.onnx",
@@ -100,7 +97,7 @@ class Daemon:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def wait(self, predicate, timeout: float, what: str, poll: float = 0.1):
+    def wait(self, predicate, what: str, poll: float = 0.1):
         """Poll `predicate` until truthy; fail at once, with the log, when the daemon has died.
 
         On a timeout the daemon gets SIGABRT: faulthandler (PYTHONFAULTHANDLER=1) writes every
@@ -112,7 +109,7 @@ class Daemon:
             return predicate()
 
         try:
-            return self._wait_for(check, timeout, what, poll)
+            return self._wait_for(check, what, poll_s=poll)
         except _DaemonDied as died:
             raise AssertionError(f"{died}:\n{self.tail()}") from None
         except AssertionError as err:
@@ -177,48 +174,48 @@ def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, da
             subprocess.run(["xdotool", "mousemove", str(x), str(y), "click", "1"],
                            env=x_session.env, check=True, timeout=10)
 
-        def status_where(condition, timeout: float, what: str) -> dict:
-            return wait(lambda: (s := proc.status()) is not None and condition(s) and s, timeout, what, 0.05)
+        def status_where(condition, what: str) -> dict:
+            return wait(lambda: (s := proc.status()) is not None and condition(s) and s, what, 0.05)
 
         # 1. The icon docks into trayer: embedded (reparented into trayer's panel) and mapped.
-        icon = wait(lambda: xscreen.find_icon_window(display), 20, "the daemon's tray icon window")
+        icon = wait(lambda: xscreen.find_icon_window(display), "the daemon's tray icon window")
         # (trayer reparents the icon first and maps it a moment later: wait for both.)
         wait(lambda: xscreen.toplevel_of(icon, root).id != icon.id and icon.get_attributes().map_state == X.IsViewable,
-             10, "the icon to be embedded in trayer and shown")
+             "the icon to be embedded in trayer and shown")
         assert xscreen.toplevel_of(icon, root).get_wm_class() == ("panel", "trayer")
 
         # 2. Once faces are being swapped, the icon shows "on".
-        started = status_where(lambda s: s["state"] == "running" and s["frames"]["swapped"] > 0, 20,
+        started = status_where(lambda s: s["state"] == "running" and s["frames"]["swapped"] > 0,
                                "the daemon to swap frames")
         assert started["enabled"] is True and started["config_error"] is None
-        wait(lambda: shown() is TrayState.on, 5, "the icon to show 'on'")
+        wait(lambda: shown() is TrayState.on, "the icon to show 'on'")
 
         # 3. A real click on the icon (default item "Swap on") switches the swap off, and back on.
         click_icon()
-        status_where(lambda s: s["enabled"] is False, 5, "the click to switch the swap off")
-        wait(lambda: shown() is TrayState.off, 5, "the icon to show 'off' after the click")
+        status_where(lambda s: s["enabled"] is False, "the click to switch the swap off")
+        wait(lambda: shown() is TrayState.off, "the icon to show 'off' after the click")
         click_icon()
-        status_where(lambda s: s["enabled"] is True, 5, "the second click to switch the swap on")
-        wait(lambda: shown() is TrayState.on, 5, "the icon to show 'on' after the second click")
+        status_where(lambda s: s["enabled"] is True, "the second click to switch the swap on")
+        wait(lambda: shown() is TrayState.on, "the icon to show 'on' after the second click")
 
         # 4. The CLI switches the swap: the tray polls the status and follows within ~2 s.
         assert proc.cli("off").returncode == 0
         assert proc.status()["enabled"] is False
-        wait(lambda: shown() is TrayState.off, 2.5, "the icon to show 'off' after `vcamd off`")
+        wait(lambda: shown() is TrayState.off, "the icon to show 'off' after `vcamd off`")
         assert proc.cli("on").returncode == 0
-        wait(lambda: shown() is TrayState.on, 2.5, "the icon to show 'on' after `vcamd on`")
+        wait(lambda: shown() is TrayState.on, "the icon to show 'on' after `vcamd on`")
 
         # 5. A broken config edit: the daemon keeps running on the last good config, reports the
         # error, and the icon turns red; the fixed file clears both.
         good = config.read_text(encoding="utf-8")
         config.write_text(good.replace("[swap]", "[swap", 1), encoding="utf-8")  # a typo: unclosed header
-        broken = status_where(lambda s: s["config_error"], 3.5, "the broken config to be reported")
+        broken = status_where(lambda s: s["config_error"], "the broken config to be reported")
         assert str(config) in broken["config_error"] and "TOML" in broken["config_error"], broken["config_error"]
         assert broken["enabled"] is True and broken["state"] == "running"
-        wait(lambda: shown() is TrayState.error, 2.5, "the icon to show the config error")
+        wait(lambda: shown() is TrayState.error, "the icon to show the config error")
         config.write_text(good, encoding="utf-8")
-        status_where(lambda s: s["config_error"] is None, 3.5, "the fixed config to clear the error")
-        wait(lambda: shown() is TrayState.on, 2.5, "the icon back to 'on' after the fix")
+        status_where(lambda s: s["config_error"] is None, "the fixed config to clear the error")
+        wait(lambda: shown() is TrayState.on, "the icon back to 'on' after the fix")
 
         # 6. `vcamd quit`: the daemon stops cleanly and takes its icon with it.
         quit_done = proc.cli("quit")
@@ -229,7 +226,7 @@ def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, da
             raise AssertionError(f"vcamd run still running 60 s after `vcamd quit`:\n{proc.tail()}") from None
         assert code == 0, proc.tail()
         assert "published " in proc.tail()  # the run's summary line: it ended through the normal path
-        wait_for(lambda: xscreen.find_icon_window(display) is None, 5, "the icon to leave the tray")
+        wait_for(lambda: xscreen.find_icon_window(display) is None, "the icon to leave the tray")
         assert "Traceback" not in proc.tail(), proc.tail()
     finally:
         display.close()
@@ -244,8 +241,8 @@ def test_daemon_with_tray_stops_on_a_signal(x_session, daemon, wait_for, signal_
     proc, _ = daemon
     display = Display(x_session.display)
     try:
-        proc.wait(lambda: xscreen.find_icon_window(display), 20, "the daemon's tray icon window")
-        proc.wait(lambda: (s := proc.status()) is not None and s["frames"]["published"] > 0, 20,
+        proc.wait(lambda: xscreen.find_icon_window(display), "the daemon's tray icon window")
+        proc.wait(lambda: (s := proc.status()) is not None and s["frames"]["published"] > 0,
                   "the daemon to publish frames")
         proc.process.send_signal(getattr(signal, signal_name))
         try:
@@ -254,7 +251,7 @@ def test_daemon_with_tray_stops_on_a_signal(x_session, daemon, wait_for, signal_
             raise AssertionError(f"vcamd run still running 60 s after {signal_name}:\n{proc.tail()}") from None
         assert code == 0, proc.tail()
         assert "published " in proc.tail() and "Traceback" not in proc.tail(), proc.tail()
-        wait_for(lambda: xscreen.find_icon_window(display) is None, 5, "the icon to leave the tray")
+        wait_for(lambda: xscreen.find_icon_window(display) is None, "the icon to leave the tray")
         assert proc.status() is None  # the control socket is gone too
     finally:
         display.close()

@@ -129,7 +129,7 @@ def click(bus, service: str, menu_path: str, path: str, wait_for) -> None:
             raise
         return True
 
-    wait_for(attempt, 15, f"a click on {path} to be accepted")
+    wait_for(attempt, f"a click on {path} to be accepted")
 
 
 def events(log: Path, name: str) -> list:
@@ -147,12 +147,12 @@ def test_appindicator_registers_and_its_menu_works_over_dbus(session_env, watche
     try:
         # 1. With a watcher on the bus the tray chooses appindicator and registers a StatusNotifierItem.
         registered = wait_for(lambda: [i for i in watcher.items if "service" in i] or host.poll() is not None,
-                              30, "the tray to register with the StatusNotifierWatcher")
+                              "the tray to register with the StatusNotifierWatcher")
         assert host.poll() is None, output.items
         service, item_path = registered[0]["service"], registered[0]["path"]
         assert get_property(bus, service, item_path, "org.kde.StatusNotifierItem", "Id") == "facelive"
         wait_for(lambda: get_property(bus, service, item_path, "org.kde.StatusNotifierItem", "Status") == "Active",
-                 15, "the item to become Active")
+                 "the item to become Active")
         menu_path = get_property(bus, service, item_path, "org.kde.StatusNotifierItem", "Menu")
 
         # 2. The full menu, read as a panel reads it.
@@ -160,7 +160,7 @@ def test_appindicator_registers_and_its_menu_works_over_dbus(session_env, watche
             return [c["label"] if c["type"] != "separator" else "-" for c in layout(bus, service, menu_path)["children"]
                     if c["visible"]]
 
-        wait_for(lambda: "Status: swap on" in top_labels(), 15, "the menu to show the engine status")
+        wait_for(lambda: "Status: swap on" in top_labels(), "the menu to show the engine status")
         assert top_labels() == ["Swap on", "Swap off", "Source face", "Quality", "-", "Open control page", "Edit config",
                                 "Status: swap on", "-", "Quit"]
         tree = layout(bus, service, menu_path)
@@ -172,17 +172,17 @@ def test_appindicator_registers_and_its_menu_works_over_dbus(session_env, watche
 
         # 3. Clicking "Swap off" over D-Bus turns the swap off in the engine, and the menu follows.
         click(bus, service, menu_path, "Swap off", wait_for)
-        wait_for(lambda: events(log, "set_enabled") == [False], 15, "the click to reach the controller")
-        wait_for(lambda: find(layout(bus, service, menu_path), "Swap off")["toggle-state"] == 1, 15,
+        wait_for(lambda: events(log, "set_enabled") == [False], "the click to reach the controller")
+        wait_for(lambda: find(layout(bus, service, menu_path), "Swap off")["toggle-state"] == 1,
                  "the menu to show Swap off checked")
         assert "Status: swap off" in top_labels()
 
         # 4. A quality and a recent face, from the submenus.
         click(bus, service, menu_path, "Quality/Lower resolution", wait_for)
-        wait_for(lambda: events(log, "set_quality") == ["low_res"], 15, "Quality ▸ Lower resolution")
+        wait_for(lambda: events(log, "set_quality") == ["low_res"], "Quality ▸ Lower resolution")
         click(bus, service, menu_path, "Source face/crowd_selfie.jpg", wait_for)
-        wait_for(lambda: events(log, "set_source_face") == [str(crowd)], 15, "Source face ▸ crowd_selfie.jpg")
-        wait_for(lambda: find(layout(bus, service, menu_path), "Source face/crowd_selfie.jpg")["toggle-state"] == 1, 15,
+        wait_for(lambda: events(log, "set_source_face") == [str(crowd)], "Source face ▸ crowd_selfie.jpg")
+        wait_for(lambda: find(layout(bus, service, menu_path), "Source face/crowd_selfie.jpg")["toggle-state"] == 1,
                  "the picked face to be checked")
 
         # 5. Quit stops the engine and the tray; the host exits cleanly.

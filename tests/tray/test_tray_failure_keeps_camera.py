@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from types import SimpleNamespace
+
+from support.waiting import wait_for
 
 import vcamd.tray.app as tray
 
@@ -30,25 +31,30 @@ def test_an_icon_that_never_comes_up_runs_the_engine_headless(monkeypatch) -> No
     assert result == "stats" and ran_on == [threading.main_thread()]
 
 
-def test_an_icon_that_closes_by_itself_leaves_the_engine_running(monkeypatch) -> None:
+def test_an_icon_that_closes_by_itself_leaves_the_engine_running(monkeypatch, caplog) -> None:
     controller = Controller()
+    after_the_icon: dict[str, bool] = {}
 
     def tray_that_dies(ctrl, setup, **_):
         setup(SimpleNamespace())  # starts the engine thread
         return SimpleNamespace(quit_chosen=False)  # the event loop ended: not the user's Quit
 
+    def said_it_keeps_running() -> bool:
+        return any("keeps running" in r.getMessage() for r in caplog.records)
+
     def engine_run():
-        # Still publishing well after the icon is gone; stops only when asked (`vcamd quit`).
-        timer = threading.Timer(0.5, controller.request_quit)
-        timer.start()
-        controller.quit.wait(5)
+        # The icon is gone once the daemon has dealt with its end: by saying the camera runs on, or
+        # (wrongly) by asking the engine to quit. Still running then, it stops when `vcamd quit` asks.
+        wait_for(lambda: controller.quit.is_set() or said_it_keeps_running(), "the icon's end to be dealt with")
+        after_the_icon["asked to quit"] = controller.quit.is_set()
+        controller.request_quit()  # `vcamd quit`
         return "ran until vcamd quit"
 
     monkeypatch.setattr(tray, "run_tray", tray_that_dies)
-    started = time.monotonic()
-    assert tray.run_engine_with_tray(controller, engine_run) == "ran until vcamd quit"
-    assert time.monotonic() - started >= 0.4
-    assert controller.quit_calls == 1  # only the timer's, the tray's end asked for nothing
+    with caplog.at_level(logging.WARNING, logger=tray.log.name):
+        assert tray.run_engine_with_tray(controller, engine_run) == "ran until vcamd quit"
+    assert after_the_icon == {"asked to quit": False}
+    assert controller.quit_calls == 1  # only `vcamd quit`'s: the icon's end asked for nothing
 
 
 def test_quit_from_the_menu_stops_the_engine(monkeypatch) -> None:

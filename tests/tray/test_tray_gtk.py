@@ -124,13 +124,13 @@ def test_gtk_icon_docks_and_its_right_click_menu_drives_the_engine(x_session, pr
                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     display = Display(x_session.display)
     try:
-        wait_for(lambda: events(log, "ready") or host.poll() is not None, 30, "the tray host to start")
+        wait_for(lambda: events(log, "ready") or host.poll() is not None, "the tray host to start")
         assert host.poll() is None, host.stdout.read()[-2000:]
         root = display.screen().root
 
         # 1. The GTK status icon docks in trayer and shows the "on" colour.
-        icon = wait_for(lambda: embedded_icon(display), 15, "the GTK icon to dock in trayer")
-        wait_for(lambda: icon.get_geometry().width >= 16, 15, "the docked icon to get its size")
+        icon = wait_for(lambda: embedded_icon(display), "the GTK icon to dock in trayer")
+        wait_for(lambda: icon.get_geometry().width >= 16, "the docked icon to get its size")
 
         def icon_state():
             try:
@@ -138,14 +138,14 @@ def test_gtk_icon_docks_and_its_right_click_menu_drives_the_engine(x_session, pr
             except Exception:  # noqa: BLE001 — trayer re-lays out the panel while we read
                 return None
 
-        wait_for(lambda: icon_state() is TrayState.on, 15, "the docked icon to show 'on'")
+        wait_for(lambda: icon_state() is TrayState.on, "the docked icon to show 'on'")
 
         def right_click_menu():
             geometry = icon.get_geometry()
             origin = root.translate_coords(icon, 0, 0)
             subprocess.run(["xdotool", "mousemove", str(origin.x + geometry.width // 2), str(origin.y + geometry.height // 2),
                             "click", "3"], env=env, check=True, timeout=10)
-            return wait_for(lambda: popup_menus(display), 15, "the right-click menu to pop up")[0]
+            return wait_for(lambda: popup_menus(display), "the right-click menu to pop up")[0]
 
         def menu_shot(menu):
             geometry = menu.get_geometry()
@@ -154,7 +154,7 @@ def test_gtk_icon_docks_and_its_right_click_menu_drives_the_engine(x_session, pr
 
         # 2. A right click pops up the full menu: one text row per item, read off the screenshot.
         menu = right_click_menu()
-        rows = wait_for(lambda: r if len(r := text_rows(menu_shot(menu)[1])) == len(MENU_ROWS) else None, 15,
+        rows = wait_for(lambda: r if len(r := text_rows(menu_shot(menu)[1])) == len(MENU_ROWS) else None,
                         f"the menu to show its {len(MENU_ROWS)} rows")
         (menu_x, menu_y), shot = menu_shot(menu)
         shot.save(tmp_path / "tray-menu-only.png")
@@ -168,21 +168,21 @@ def test_gtk_icon_docks_and_its_right_click_menu_drives_the_engine(x_session, pr
         top, bottom = rows[MENU_ROWS.index("Swap off")]
         subprocess.run(["xdotool", "mousemove", str(menu_x + shot.width // 3), str(menu_y + (top + bottom) // 2), "click", "1"],
                        env=env, check=True, timeout=10)
-        wait_for(lambda: events(log, "set_enabled") == [False], 15, "the click on Swap off to reach the engine")
-        wait_for(lambda: not popup_menus(display), 15, "the menu to close")
-        wait_for(lambda: icon_state() is TrayState.off, 15, "the docked icon to show 'off'")
+        wait_for(lambda: events(log, "set_enabled") == [False], "the click on Swap off to reach the engine")
+        wait_for(lambda: not popup_menus(display), "the menu to close")
+        wait_for(lambda: icon_state() is TrayState.off, "the docked icon to show 'off'")
 
         # 4. A left click is the default action: it switches the swap back on.
         geometry = icon.get_geometry()
         origin = root.translate_coords(icon, 0, 0)
         subprocess.run(["xdotool", "mousemove", str(origin.x + geometry.width // 2), str(origin.y + geometry.height // 2),
                         "click", "1"], env=env, check=True, timeout=10)
-        wait_for(lambda: events(log, "set_enabled") == [False, True], 15, "the left click to switch the swap on")
-        wait_for(lambda: icon_state() is TrayState.on, 15, "the icon back to 'on'")
+        wait_for(lambda: events(log, "set_enabled") == [False, True], "the left click to switch the swap on")
+        wait_for(lambda: icon_state() is TrayState.on, "the icon back to 'on'")
 
         # 5. Quit, from the menu's last row: the engine stops, the host exits cleanly.
         menu = right_click_menu()
-        rows = wait_for(lambda: r if len(r := text_rows(menu_shot(menu)[1])) == len(MENU_ROWS) else None, 15,
+        rows = wait_for(lambda: r if len(r := text_rows(menu_shot(menu)[1])) == len(MENU_ROWS) else None,
                         "the menu rows")
         (menu_x, menu_y), shot = menu_shot(menu)
         top, bottom = rows[MENU_ROWS.index("Quit")]
@@ -206,7 +206,7 @@ def test_ctrl_c_stops_the_engine_and_the_gtk_tray(x_session, private_bus, tmp_pa
     host = subprocess.Popen([sys.executable, str(TRAY_HOST), "--log", str(log)], env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: events(log, "ready") or host.poll() is not None, 30, "the tray host to start")
+        wait_for(lambda: events(log, "ready") or host.poll() is not None, "the tray host to start")
         host.send_signal(signal.SIGINT)
         assert host.wait(timeout=20) == 0, host.stdout.read()[-2000:]
         assert events(log, "request_quit") == [None] and events(log, "exited") == ["engine result"]

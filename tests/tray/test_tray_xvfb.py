@@ -44,7 +44,7 @@ def tray_process(x_session, tmp_path, assets, wait_for):
         env=x_session.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        wait_for(lambda: events(log, "ready") or process.poll() is not None, 30, "the tray host to start")
+        wait_for(lambda: events(log, "ready") or process.poll() is not None, "the tray host to start")
         if process.poll() is not None:
             pytest.fail(f"tray host exited {process.returncode}: {process.stdout.read()[-2000:]}")
         yield process, log
@@ -69,8 +69,8 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
         root = display.screen().root
 
         # 1. The icon docks: its window is embedded (reparented) into trayer's panel and mapped.
-        icon = wait_for(lambda: xscreen.find_icon_window(display), 10, "the tray icon window")
-        wait_for(lambda: xscreen.toplevel_of(icon, root).id != icon.id, 10, "the icon to be embedded in trayer")
+        icon = wait_for(lambda: xscreen.find_icon_window(display), "the tray icon window")
+        wait_for(lambda: xscreen.toplevel_of(icon, root).id != icon.id, "the icon to be embedded in trayer")
         panel = xscreen.toplevel_of(icon, root)
         assert panel.get_wm_class() == ("panel", "trayer")
         assert icon.get_attributes().map_state == 2  # IsViewable
@@ -84,7 +84,7 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
                 return None
 
         # 2. A screenshot of the docked icon shows the "on" colour.
-        wait_for(lambda: state_on_screen() is TrayState.on, 10, "the docked icon to show 'on'")
+        wait_for(lambda: state_on_screen() is TrayState.on, "the docked icon to show 'on'")
         xscreen.screenshot(display, icon).save(tmp_path / "tray-on.png")
 
         # 3. A real click on the icon (the default action switches the swap) turns it off; the icon turns grey.
@@ -92,25 +92,25 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
         centre = (origin.x + geometry.width // 2, origin.y + geometry.height // 2)
         subprocess.run(["xdotool", "mousemove", str(centre[0]), str(centre[1]), "click", "1"],
                        env=x_session.env, check=True, timeout=10)
-        wait_for(lambda: events(log, "set_enabled") == [False], 10, "the click to reach the controller")
-        wait_for(lambda: state_on_screen() is TrayState.off, 10, "the docked icon to show 'off'")
+        wait_for(lambda: events(log, "set_enabled") == [False], "the click to reach the controller")
+        wait_for(lambda: state_on_screen() is TrayState.off, "the docked icon to show 'off'")
         xscreen.screenshot(display, icon).save(tmp_path / "tray-off.png")
         subprocess.run(["xdotool", "click", "1"], env=x_session.env, check=True, timeout=10)
-        wait_for(lambda: events(log, "set_enabled") == [False, True], 10, "the second click")
-        wait_for(lambda: state_on_screen() is TrayState.on, 10, "the icon back to 'on'")
+        wait_for(lambda: events(log, "set_enabled") == [False, True], "the second click")
+        wait_for(lambda: state_on_screen() is TrayState.on, "the icon back to 'on'")
 
         # 4. Menu items, activated through pystray's Menu API in the icon's process.
         send(process, "invoke Quality/Lower resolution")
-        wait_for(lambda: events(log, "set_quality") == ["low_res"], 10, "Quality ▸ Lower resolution")
-        wait_for(lambda: state_on_screen() is TrayState.degraded, 10, "the icon to show 'degraded'")
+        wait_for(lambda: events(log, "set_quality") == ["low_res"], "Quality ▸ Lower resolution")
+        wait_for(lambda: state_on_screen() is TrayState.degraded, "the icon to show 'degraded'")
         send(process, "invoke Quality/Auto")
-        wait_for(lambda: events(log, "set_quality") == ["low_res", None], 10, "Quality ▸ Auto")
+        wait_for(lambda: events(log, "set_quality") == ["low_res", None], "Quality ▸ Auto")
         send(process, "invoke Source face/crowd_selfie.jpg")
-        wait_for(lambda: events(log, "set_source_face"), 10, "Source face ▸ crowd_selfie.jpg")
+        wait_for(lambda: events(log, "set_source_face"), "Source face ▸ crowd_selfie.jpg")
         assert events(log, "set_source_face")[0].endswith("crowd_selfie.jpg")
 
         send(process, "dump")
-        menu = wait_for(lambda: events(log, "menu"), 10, "the menu dump")[-1]
+        menu = wait_for(lambda: events(log, "menu"), "the menu dump")[-1]
         by_text = {entry["text"]: entry for entry in menu}
         assert by_text["Swap on"]["checked"] is True
         faces = {e["text"]: e["checked"] for e in by_text["Source face"]["submenu"]}
@@ -120,10 +120,10 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
 
         # 5. An engine error (camera unplugged) turns the icon red.
         send(process, "set state camera offline")
-        wait_for(lambda: state_on_screen() is TrayState.error, 10, "the icon to show 'error'")
+        wait_for(lambda: state_on_screen() is TrayState.error, "the icon to show 'error'")
         xscreen.screenshot(display, icon).save(tmp_path / "tray-error.png")
         send(process, "set state running")
-        wait_for(lambda: state_on_screen() is TrayState.on, 10, "the icon back to 'on'")
+        wait_for(lambda: state_on_screen() is TrayState.on, "the icon back to 'on'")
 
         # 6. Quit asks the engine to stop and takes the icon down; the engine's result comes back.
         send(process, "invoke Quit")
@@ -132,7 +132,7 @@ def test_icon_docks_clicks_and_menu_drive_the_controller(x_session, tray_process
         assert events(log, "engine_stopped") == [None]
         assert events(log, "exited") == ["engine result"]
         assert events(log, "command_failed") == []
-        wait_for(lambda: xscreen.find_icon_window(display) is None, 10, "the icon window to go away")
+        wait_for(lambda: xscreen.find_icon_window(display) is None, "the icon window to go away")
     finally:
         display.close()
 
@@ -144,12 +144,12 @@ def test_the_icon_goes_when_the_engine_stops(x_session, tray_process, wait_for, 
     process, log = tray_process
     display = Display(x_session.display)
     try:
-        wait_for(lambda: xscreen.find_icon_window(display), 10, "the tray icon window")
+        wait_for(lambda: xscreen.find_icon_window(display), "the tray icon window")
         send(process, "engine-quit")
         assert process.wait(timeout=60) == 0
         assert [e["event"] for e in read_log(log)][-3:] == ["request_quit", "engine_stopped", "exited"]
         assert events(log, "exited") == ["engine result"]
-        wait_for(lambda: xscreen.find_icon_window(display) is None, 10, "the icon window to go away")
+        wait_for(lambda: xscreen.find_icon_window(display) is None, "the icon window to go away")
     finally:
         display.close()
 
@@ -162,7 +162,7 @@ def test_ctrl_c_stops_the_engine_and_the_tray(x_session, tray_process, wait_for,
     process, log = tray_process
     display = Display(x_session.display)
     try:
-        wait_for(lambda: xscreen.find_icon_window(display), 10, "the tray icon window")
+        wait_for(lambda: xscreen.find_icon_window(display), "the tray icon window")
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
         assert events(log, "request_quit") == [None]
