@@ -125,5 +125,5 @@ def test_the_recording_is_private_and_never_written_through_a_symlink(tmp_path, 
         os.umask(old_umask)
     assert victim.read_bytes() == b"the victim's own file"
     assert not path.is_symlink() and oct(path.stat().st_mode & 0o777) == oct(0o600)
-    assert len(read_all(path)[0]) == 1
+    assert len(read_video(path)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.mp4", "victim.txt"]
