@@ -184,10 +184,9 @@ class Settings:
 
     def _replace_watchdog(self, new: Config) -> None:
         engine = self._engine
-        old = engine.watchdog
-        engine.watchdog = Watchdog(new.watchdog, engine.clock, enhancer_enabled=old.enhancer_enabled, boost_enabled=old.boost_enabled)
-        engine.watchdog.transitions, engine.watchdog.results = old.transitions, old.results  # keep the history
-        engine.watchdog._forced = old._forced  # a quality the user pinned stays pinned
+        watchdog = Watchdog(new.watchdog, engine.clock)
+        watchdog.carry_over_from(engine.watchdog)  # switches, history and a pinned quality survive
+        engine.watchdog = watchdog
 
     # -- the face pipeline ------------------------------------------------------------------------
     def load_pipeline(self, cfg: Config) -> None:
