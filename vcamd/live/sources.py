@@ -43,6 +43,8 @@ class FrameSource(Protocol):
     source has stopped delivering (camera lost, file ended)."""
 
     description: str
+    skipped: int
+    """Frames the source let pass undelivered because it lagged (dropped before the reader saw them)."""
 
     def open(self) -> None: ...
 
@@ -293,6 +295,7 @@ class OpenCVCamera:
         self._packets = False  # the backend hands over the camera's JPEGs undecoded (V4L2 + MJPG)
         self._fps = cfg.fps
         self.frame_size: tuple[int, int] | None = None
+        self.skipped = 0  # a camera delivers as it captures: nothing is skipped at the source
 
     @property
     def fps(self) -> float:
@@ -415,6 +418,7 @@ class SyntheticCamera:
         self.description = f"synthetic {width}x{height}@{fps:g}"
         self.width, self.height = width, height
         self.frame_size = (width, height)
+        self.skipped = 0  # paced, never behind: nothing is skipped at the source
         self._fps = fps
         self._pacer = Pacer(fps, clock)
         self._index = 0
