@@ -31,6 +31,7 @@ from vcamd.config import Config, FaceSelection, Others
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.changes import WHOLE, ChangeMap, Look, Region, RegionImage, downscaled
 from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
+from vcamd.live.geometry import SAME_TRACK_WIDTHS, near
 from vcamd.live.motion import KeyPatch, follow, key_patch
 from vcamd.live.newest import BoundedCall, NewestWorker
 from vcamd.live.stats import LiveStats
@@ -43,11 +44,6 @@ Clock = Callable[[], float]
 
 SAME_FACE_IOU = 0.5
 """Two tracked results overlapping more than this are one face (tracks that converged)."""
-
-
-SAME_TRACK_WIDTHS = 0.5
-"""Two positions are one face when their centres are closer than this × the smaller width (both
-are positions of one face a frame or a detection apart; a neighbour is a width away)."""
 
 
 LOST_KEEP_FRAMES = 30
@@ -256,13 +252,6 @@ def _away_from(places: list[_Unsure], faces: list[Face]) -> list[_Unsure]:
     distance = np.hypot(pc[:, None, 0] - fc[None, :, 0], pc[:, None, 1] - fc[None, :, 1])
     close = (distance < SAME_TRACK_WIDTHS * np.maximum(np.minimum(pw[:, None], fw[None, :]), 1.0)).any(axis=1)
     return [p for p, c in zip(places, close) if not c]
-
-
-def near(face: Face, other: Face, widths: float = SAME_TRACK_WIDTHS) -> bool:
-    """Whether two positions are one face (see SAME_TRACK_WIDTHS)."""
-    cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
-    ox, oy = (other.box[0] + other.box[2]) / 2, (other.box[1] + other.box[3]) / 2
-    return bool(np.hypot(ox - cx, oy - cy) < widths * max(min(face.width, other.width), 1.0))
 
 
 def dedupe_faces(faces: list[Face]) -> list[Face]:
