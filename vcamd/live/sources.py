@@ -26,7 +26,7 @@ import numpy as np
 from vcamd.config import CameraConfig
 from vcamd.errors import VcamdError
 from vcamd.live.jpeg import NOT_AN_IMAGE, decode_jpeg, is_jpeg_packet
-from vcamd.live.newest import NewestSlot
+from vcamd.newest import NewestSlot
 from vcamd.types import Captured, Frame
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class SourceState(StrEnum):
 
 
 class LatestFrame(NewestSlot[Captured]):
-    """A one-frame hand-off (`vcamd.live.newest.NewestSlot`): `put` replaces whatever is there,
+    """A one-frame hand-off (`vcamd.newest.NewestSlot`): `put` replaces whatever is there,
     `take` waits for a frame newer than the last one taken. A frame that is replaced before anyone
     took it is counted as dropped."""
 

@@ -33,8 +33,8 @@ from vcamd.live.changes import WHOLE, ChangeMap, Look, Region, RegionImage, down
 from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
 from vcamd.live.geometry import SAME_TRACK_WIDTHS, near
 from vcamd.live.motion import KeyPatch, follow, key_patch
-from vcamd.live.newest import BoundedCall, NewestWorker
 from vcamd.live.stats import LiveStats
+from vcamd.newest import BoundedCall, NewestWorker
 from vcamd.quality import Level, rung
 from vcamd.types import Face, Frame
 
