@@ -35,7 +35,7 @@ from vcamd.live.geometry import SAME_TRACK_WIDTHS, near
 from vcamd.live.motion import KeyPatch, follow, key_patch
 from vcamd.live.stats import LiveStats
 from vcamd.newest import BoundedCall, NewestWorker
-from vcamd.quality import Level, rung
+from vcamd.quality import Level, detect_size
 from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
@@ -70,17 +70,10 @@ cost has not been measured yet (`LiveTracker.update`)."""
 # ---------------------------------------------------------------------------------------------
 
 
-def level_size(size: int, level: Level, scale: float, floor: int) -> int:
-    """Detector input size at this level: scaled on the rungs with reduced detection, multiple of 32."""
-    if not rung(level).reduced_detection:
-        return size
-    return max(floor, int(round(size * scale / 32.0)) * 32)
-
-
 def detect_sizes(cfg: Config, level: Level) -> dict[str, int]:
     """{"full_size", "track_size"}: the detector input sizes at `level`."""
     det, scale = cfg.detection, cfg.watchdog.lowres_scale
-    return {"full_size": level_size(det.size, level, scale, 128), "track_size": level_size(det.track_size, level, scale, 128)}
+    return {"full_size": detect_size(det.size, level, scale), "track_size": detect_size(det.track_size, level, scale)}
 
 
 def unsure_band(cfg: Config) -> tuple[float, float] | None:
