@@ -116,9 +116,9 @@ def main() -> None:
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
     from vcamd.live.engine import LiveEngine
+    from vcamd.live.geometry import near
     from vcamd.live.loading import build_face_pipeline
     from vcamd.live.sources import open_source
-    from vcamd.live.tracking import near
     from vcamd.quality import Level
     from vcamd.runtime import Sessions
 

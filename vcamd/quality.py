@@ -70,6 +70,18 @@ def is_degraded(level: Level) -> bool:
     return level is not BEST
 
 
+MIN_DETECT_SIZE = 128
+"""The smallest detector input a rung with reduced detection scales down to."""
+
+
+def detect_size(size: int, level: Level, scale: float) -> int:
+    """The detector input size `size` becomes at `level`: on the rungs with reduced detection
+    `scale` × `size` (`[watchdog] lowres_scale`), a multiple of 32 and at least MIN_DETECT_SIZE."""
+    if not rung(level).reduced_detection:
+        return size
+    return max(MIN_DETECT_SIZE, int(round(size * scale / 32.0)) * 32)
+
+
 def _work(level: Level, enhancer_configured: bool, boost_configured: bool) -> tuple[bool, bool, bool, int]:
     """What a rung really changes: its enhancer and pixel boost count only when configured."""
     r = LADDER[level]

@@ -196,7 +196,7 @@ def test_compose_covers_unsure_places_and_still_keeps_a_good_output():
 
 def test_away_from_is_near_over_arrays():
     """`_away_from` (vectorised for crowds) keeps exactly the places `near` no face, by `near`'s own rule."""
-    from vcamd.live.tracking import near
+    from vcamd.live.geometry import near
 
     rng = np.random.default_rng(7)
 

@@ -144,6 +144,19 @@ def test_a_forced_level_pins_it_until_released():
     assert dog.level is Level.full
 
 
+def test_a_replacing_watchdog_carries_over_the_pin_the_switches_and_the_history():
+    clock = FakeClock()
+    old = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False, boost_enabled=True)
+    old.force(Level.low_res)
+    new = Watchdog(WatchdogConfig(budget_ms=60.0), clock)
+    new.carry_over_from(old)
+    assert new.level is Level.low_res and not new.automatic
+    assert (new.enhancer_enabled, new.boost_enabled) == (False, True)
+    assert [t.to_level for t in new.transitions] == [Level.low_res]
+    feed(new, clock, 5.0, 30 * 10)
+    assert new.level is Level.low_res  # still pinned under the new thresholds
+
+
 def test_watchdog_history_stays_bounded():
     """Transitions and results were kept in lists that grew for as long as the daemon ran."""
     dog = Watchdog(WatchdogConfig(), time.monotonic)

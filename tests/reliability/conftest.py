@@ -544,6 +544,10 @@ class FaultySource:
     def frame_size(self):
         return self.inner.frame_size
 
+    @property
+    def skipped(self) -> int:
+        return self.inner.skipped
+
     def open(self) -> None:
         if self.mode == "stopped":
             from vcamd.errors import VcamdError

@@ -34,7 +34,7 @@ from vcamd.faces import boost
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
 from vcamd.faces.specs import ENHANCER_CROP, CropSpec
-from vcamd.quality import BEST, Level, rung
+from vcamd.quality import BEST, Level, detect_size, rung
 from vcamd.threads import in_thread
 from vcamd.types import Face, Frame, Points
 
@@ -292,11 +292,8 @@ class FaceEngine:
     # ---- the pieces -------------------------------------------------------------------------------
 
     def detect_size(self, level: Level) -> int:
-        """Detector input size at this level: smaller on the rungs with reduced detection (multiple of 32, ≥ 128)."""
-        size = self.detector.size
-        if rung(level).reduced_detection:
-            size = max(128, int(round(size * self.lowres_scale / 32.0)) * 32)
-        return size
+        """Detector input size at this level (`quality.detect_size`: smaller on the rungs with reduced detection)."""
+        return detect_size(self.detector.size, level, self.lowres_scale)
 
     def detect(self, frame: Frame, input_size: int | None = None, threshold: float | None = None) -> list[Face]:
         return self.detector.detect(frame, input_size, threshold)

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from vcamd.config import OnMiss
+from vcamd.live.geometry import near
 from vcamd.live.obscure import obscure_frame, obscure_region
-from vcamd.live.tracking import near
 from vcamd.types import Face, Frame, Outcome
 
 log = logging.getLogger(__name__)

@@ -148,15 +148,14 @@ class LiveEngine:
 
     def frame_size(self, cfg: Config) -> tuple[int, int]:
         """The size frames are published at: the output's, once open; else the camera's."""
-        size = getattr(self.source, "frame_size", None)
-        return self.publisher.size or size or (cfg.camera.width, cfg.camera.height)
+        return self.publisher.size or self.source.frame_size or (cfg.camera.width, cfg.camera.height)
 
     def install_pipeline(self, faces: FacePipeline, providers: dict[str, str]) -> None:
         """Make `faces` the running face pipeline, between two frames (`Settings` decides when)."""
         first = self.faces is None
         self.faces = self.worker.faces = self.full_detector.faces = self.tracker.faces = faces
         self.tracker.reset()
-        self.watchdog.boost_enabled = bool(getattr(faces, "boosts", False))  # its rung is a step only when it boosts
+        self.watchdog.boost_enabled = faces.boosts  # its rung is a step only when it boosts
         self.providers = dict(providers)
         if first:
             log.info("face models ready %.0f ms after start", (self.clock() - self.frames.startup.started_at) * 1000.0)
@@ -209,7 +208,7 @@ class LiveEngine:
                 fix="it is used once read; check `vcamd status` in a moment",
             ) from None
         status = self._ask(lambda: self.settings.record_source_face(path, faces), "set-face")
-        which = getattr(identity, "which_face", lambda: None)()  # a group photo: say which face was taken
+        which = identity.which_face()  # a group photo: say which face was taken
         return {**status, "source_face_pick": which} if which else status
 
     def set_quality(self, level: Level | None) -> dict:
@@ -306,7 +305,7 @@ class LiveEngine:
         return None
 
     def has_source_face(self) -> bool:
-        return getattr(self.faces, "source", True) is not None
+        return self.faces is None or self.faces.source is not None  # still loading: not known missing yet
 
     # -- the loop -----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -417,7 +416,7 @@ class LiveEngine:
         ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap}
 
     def _captured(self) -> int:
-        return self.settings.replaced_captured + self.reader.captured + getattr(self.source, "skipped", 0)
+        return self.settings.replaced_captured + self.reader.captured + self.source.skipped
 
     def _misses(self):
         return count_misses(reader=self.reader, tracker=self.tracker, full_detector=self.full_detector, swap_worker=self.worker)
@@ -425,7 +424,7 @@ class LiveEngine:
     def _dropped(self) -> int:
         """Frames captured but never processed: replaced in the slot, or skipped by a file source
         that fell behind (also those of sources replaced on a camera change)."""
-        return self.slot.dropped + self.settings.replaced_skipped + getattr(self.source, "skipped", 0)
+        return self.slot.dropped + self.settings.replaced_skipped + self.source.skipped
 
     def _maybe_offline(self) -> None:
         """No camera frame within one interval: publish a placeholder if the camera is gone or

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -27,6 +28,7 @@ import numpy as np
 from vcamd.config import Config
 from vcamd.errors import VcamdError
 from vcamd.faces.engine import StageTimer
+from vcamd.faces.identity import SourceIdentity
 from vcamd.live.tracking import all_detect_sizes
 from vcamd.quality import Level
 from vcamd.types import Face, Frame
@@ -44,6 +46,24 @@ class FacePipeline(Protocol):
     def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[Any]: ...
 
     def composite(self, frame: Frame, swapped: Any, face: Face) -> None: ...
+
+    @property
+    def source(self) -> SourceIdentity | None:
+        """The face swapped in, or None while none is set."""
+        ...
+
+    def set_source_face(self, path: Path | str) -> SourceIdentity:
+        """Read and embed the face in this photo and swap it in from now on (FaceError on a bad photo)."""
+        ...
+
+    def set_enhancer(self, enabled: bool, strength: float) -> None:
+        """Switch the enhancer on/off or change its strength (VcamdError when it cannot load)."""
+        ...
+
+    @property
+    def boosts(self) -> bool:
+        """Faces are swapped above the swapper's own size on the rungs with pixel boost."""
+        ...
 
 
 class Detects(Protocol):

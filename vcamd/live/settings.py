@@ -184,10 +184,9 @@ class Settings:
 
     def _replace_watchdog(self, new: Config) -> None:
         engine = self._engine
-        old = engine.watchdog
-        engine.watchdog = Watchdog(new.watchdog, engine.clock, enhancer_enabled=old.enhancer_enabled, boost_enabled=old.boost_enabled)
-        engine.watchdog.transitions, engine.watchdog.results = old.transitions, old.results  # keep the history
-        engine.watchdog._forced = old._forced  # a quality the user pinned stays pinned
+        watchdog = Watchdog(new.watchdog, engine.clock)
+        watchdog.carry_over_from(engine.watchdog)  # switches, history and a pinned quality survive
+        engine.watchdog = watchdog
 
     # -- the face pipeline ------------------------------------------------------------------------
     def load_pipeline(self, cfg: Config) -> None:
@@ -219,10 +218,9 @@ class Settings:
             return  # a newer edit is being loaded; this one is already out of date
         engine = self._engine
         wanted = engine.cfg.swap.source_face
-        setter = getattr(loaded.faces, "set_source_face", None)
-        if wanted is not None and wanted != face and setter is not None:
+        if wanted is not None and wanted != face:
             # A face chosen while the models loaded: read it into the new pipeline first (off the loop).
-            reading = self.face_loader.submit(lambda: setter(wanted))
+            reading = self.face_loader.submit(lambda: loaded.faces.set_source_face(wanted))
             reading.add_done_callback(lambda f: self._tell(
                 lambda: self._install_pipeline(loaded, wanted if f.exception() is None else face), "models"))
             return
@@ -262,12 +260,9 @@ class Settings:
         """Read and embed `path` into the running pipeline on the face-loader thread. Once read,
         the loop records it as the user's choice (also when the caller stopped waiting)."""
         faces = self._engine.faces
-        setter = getattr(faces, "set_source_face", None)
         if faces is None:
             raise VcamdError("the face models are still loading", fix="try again in a moment")
-        if setter is None:
-            raise VcamdError("this face engine cannot change the source face at run time", fix="restart `vcamd run`")
-        loaded = self.face_loader.submit(lambda: setter(path))
+        loaded = self.face_loader.submit(lambda: faces.set_source_face(path))
         loaded.add_done_callback(lambda f: f.exception() is None and self._tell(lambda: self.record_source_face(path, faces), "set-face"))
         return loaded
 
@@ -288,10 +283,9 @@ class Settings:
         Before the first pipeline is installed there is nothing to read into: the install reads the
         face the config names by then."""
         faces: FacePipeline | None = self._engine.faces
-        setter = getattr(faces, "set_source_face", None)
-        if setter is None:
+        if faces is None:
             return
-        loading = self.face_loader.submit(lambda: setter(path))
+        loading = self.face_loader.submit(lambda: faces.set_source_face(path))
 
         def loaded(f: Future) -> None:
             error = f.exception()
@@ -307,20 +301,16 @@ class Settings:
     # -- the enhancer, the output, the camera -----------------------------------------------------
     def _apply_enhancer(self, new: Config) -> None:
         """Enhancer on/off/strength takes effect on the next frame (the model loads on first use)."""
-        engine = self._engine
-        setter = getattr(engine.faces, "set_enhancer", None)
+        engine, faces = self._engine, self._engine.faces
         self.problems.clear("enhancer")
-        if engine.faces is None:
+        if faces is None:
             return  # the pipeline being loaded is built with [enhancer] as the config says by then
-        if setter is None:
-            self.problems.report("enhancer", "this face engine cannot change [enhancer] at run time; restart vcamd run")
-            return
         try:
-            setter(new.enhancer.enabled, new.enhancer.strength)
+            faces.set_enhancer(new.enhancer.enabled, new.enhancer.strength)
         except VcamdError as err:
             self.problems.report("enhancer", message := f"[enhancer]: {err}; keeping the enhancer off")
             log.error(message)
-            setter(False, new.enhancer.strength)
+            faces.set_enhancer(False, new.enhancer.strength)
             engine.watchdog.enhancer_enabled = False
             return
         engine.watchdog.enhancer_enabled = new.enhancer.enabled
@@ -352,7 +342,7 @@ class Settings:
             self.problems.report("camera", message := f"[camera]: {err}; keeping the current camera")
             log.error(message)
             return
-        skipped = getattr(engine.source, "skipped", 0)
+        skipped = engine.source.skipped
         self.replaced_captured += engine.reader.captured + skipped
         self.replaced_skipped += skipped
         engine.reader.stop()

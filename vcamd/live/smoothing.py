@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vcamd.config import SmoothingConfig
-from vcamd.live.tracking import near
+from vcamd.live.geometry import near
 from vcamd.types import Face
 
 D_CUTOFF_HZ = 4.0
@@ -204,7 +204,7 @@ class FaceSmoother:
 
     @staticmethod
     def _match(face: Face, previous: list[_Track], taken: set[int]) -> int | None:
-        """The last frame's track nearest to `face` that is the same face (`tracking.near`)."""
+        """The last frame's track nearest to `face` that is the same face (`geometry.near`)."""
         cx, cy = _centre(face)
         best: tuple[float, int] | None = None
         for j, track in enumerate(previous):

@@ -26,7 +26,7 @@ import numpy as np
 from vcamd.config import CameraConfig
 from vcamd.errors import VcamdError
 from vcamd.live.jpeg import NOT_AN_IMAGE, decode_jpeg, is_jpeg_packet
-from vcamd.live.newest import NewestSlot
+from vcamd.newest import NewestSlot
 from vcamd.types import Captured, Frame
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,8 @@ class FrameSource(Protocol):
     source has stopped delivering (camera lost, file ended)."""
 
     description: str
+    skipped: int
+    """Frames the source let pass undelivered because it lagged (dropped before the reader saw them)."""
 
     def open(self) -> None: ...
 
@@ -72,7 +74,7 @@ class SourceState(StrEnum):
 
 
 class LatestFrame(NewestSlot[Captured]):
-    """A one-frame hand-off (`vcamd.live.newest.NewestSlot`): `put` replaces whatever is there,
+    """A one-frame hand-off (`vcamd.newest.NewestSlot`): `put` replaces whatever is there,
     `take` waits for a frame newer than the last one taken. A frame that is replaced before anyone
     took it is counted as dropped."""
 
@@ -293,6 +295,7 @@ class OpenCVCamera:
         self._packets = False  # the backend hands over the camera's JPEGs undecoded (V4L2 + MJPG)
         self._fps = cfg.fps
         self.frame_size: tuple[int, int] | None = None
+        self.skipped = 0  # a camera delivers as it captures: nothing is skipped at the source
 
     @property
     def fps(self) -> float:
@@ -415,6 +418,7 @@ class SyntheticCamera:
         self.description = f"synthetic {width}x{height}@{fps:g}"
         self.width, self.height = width, height
         self.frame_size = (width, height)
+        self.skipped = 0  # paced, never behind: nothing is skipped at the source
         self._fps = fps
         self._pacer = Pacer(fps, clock)
         self._index = 0

@@ -31,10 +31,11 @@ from vcamd.config import Config, FaceSelection, Others
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.changes import WHOLE, ChangeMap, Look, Region, RegionImage, downscaled
 from vcamd.live.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
+from vcamd.live.geometry import SAME_TRACK_WIDTHS, near
 from vcamd.live.motion import KeyPatch, follow, key_patch
-from vcamd.live.newest import BoundedCall, NewestWorker
 from vcamd.live.stats import LiveStats
-from vcamd.quality import Level, rung
+from vcamd.newest import BoundedCall, NewestWorker
+from vcamd.quality import Level, detect_size
 from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
@@ -43,11 +44,6 @@ Clock = Callable[[], float]
 
 SAME_FACE_IOU = 0.5
 """Two tracked results overlapping more than this are one face (tracks that converged)."""
-
-
-SAME_TRACK_WIDTHS = 0.5
-"""Two positions are one face when their centres are closer than this × the smaller width (both
-are positions of one face a frame or a detection apart; a neighbour is a width away)."""
 
 
 LOST_KEEP_FRAMES = 30
@@ -74,17 +70,10 @@ cost has not been measured yet (`LiveTracker.update`)."""
 # ---------------------------------------------------------------------------------------------
 
 
-def level_size(size: int, level: Level, scale: float, floor: int) -> int:
-    """Detector input size at this level: scaled on the rungs with reduced detection, multiple of 32."""
-    if not rung(level).reduced_detection:
-        return size
-    return max(floor, int(round(size * scale / 32.0)) * 32)
-
-
 def detect_sizes(cfg: Config, level: Level) -> dict[str, int]:
     """{"full_size", "track_size"}: the detector input sizes at `level`."""
     det, scale = cfg.detection, cfg.watchdog.lowres_scale
-    return {"full_size": level_size(det.size, level, scale, 128), "track_size": level_size(det.track_size, level, scale, 128)}
+    return {"full_size": detect_size(det.size, level, scale), "track_size": detect_size(det.track_size, level, scale)}
 
 
 def unsure_band(cfg: Config) -> tuple[float, float] | None:
@@ -256,13 +245,6 @@ def _away_from(places: list[_Unsure], faces: list[Face]) -> list[_Unsure]:
     distance = np.hypot(pc[:, None, 0] - fc[None, :, 0], pc[:, None, 1] - fc[None, :, 1])
     close = (distance < SAME_TRACK_WIDTHS * np.maximum(np.minimum(pw[:, None], fw[None, :]), 1.0)).any(axis=1)
     return [p for p, c in zip(places, close) if not c]
-
-
-def near(face: Face, other: Face, widths: float = SAME_TRACK_WIDTHS) -> bool:
-    """Whether two positions are one face (see SAME_TRACK_WIDTHS)."""
-    cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
-    ox, oy = (other.box[0] + other.box[2]) / 2, (other.box[1] + other.box[3]) / 2
-    return bool(np.hypot(ox - cx, oy - cy) < widths * max(min(face.width, other.width), 1.0))
 
 
 def dedupe_faces(faces: list[Face]) -> list[Face]:

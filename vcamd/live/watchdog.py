@@ -162,6 +162,14 @@ class Watchdog:
             return t
         return None
 
+    def carry_over_from(self, old: "Watchdog") -> None:
+        """Take what must survive a reload of the thresholds from the watchdog this one replaces:
+        the switches of the running pipeline, the history shown in the stats and a level the user
+        pinned (it stays pinned). The measuring window starts afresh under the new thresholds."""
+        self.enhancer_enabled, self.boost_enabled = old.enhancer_enabled, old.boost_enabled
+        self.transitions, self.results = old.transitions, old.results
+        self._forced = old._forced
+
     # -- measurements -------------------------------------------------------------------------
     def observe(self, latency_ms: float, stage_ms: Mapping[str, float] | None = None, *,
                 warming: bool = False, swap_age_ms: float | None = None) -> list[WatchdogEvent]:

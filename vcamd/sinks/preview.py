@@ -27,7 +27,7 @@ import cv2
 from vcamd.config import Config, PreviewConfig
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
-from vcamd.live.newest import NewestSlot
+from vcamd.newest import NewestSlot
 from vcamd.panel.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
 from vcamd.panel.security import SECURITY_HEADERS, PageAccess, check_fetch_site, session_cookie
 from vcamd.sinks.base import fit_to_size
