@@ -141,6 +141,11 @@ class SwapConfig(Section):
     others: Annotated[Others, Strict(False)] = Others.obscure
     """The faces face_selection does not swap (other people, a poster, a face on a screen): "obscure"
     (made unrecognisable, like a face that cannot be swapped) or "show" (left as the camera shows them)."""
+    cover_changes: bool = True
+    """Live: what changes in the frame away from the faces known so far (someone stepping in, a hand,
+    a pan) is obscured until a detection has looked there, so a face entering between detections is
+    never shown raw. false: only faces already found are swapped or covered — a newcomer can show
+    for a few frames, but nothing else is ever obscured (a screen or a moving background included)."""
     mouth_mask: bool = False
     color_correction: bool = True
     on_miss: Annotated[OnMiss, Strict(False)] = OnMiss.hold

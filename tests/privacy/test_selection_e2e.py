@@ -135,7 +135,9 @@ def _run(scene, assets: Path, name: str, **swap) -> tuple[list, dict]:
         "models": {"detector": str(assets / "models" / DAEMON_DETECTOR),
                    "swapper": str(leaks.build_identity_swapper(work / f"stranger-{name}.onnx", stranger[0])),
                    "recognizer": str(standins.build_recognizer(work / f"recognizer-{name}.onnx")), "providers": ["cpu"], "threads": 1},
-        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, **swap},
+        # cover_changes off: the frame-number squares change in every frame away from the faces and
+        # would be obscured for good (that cover has its own test: test_newcomer_e2e.py).
+        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, "cover_changes": False, **swap},
         "camera": {"reopen_interval_s": 0.3, "stall_timeout_s": 0.5},
     })
     return leaks.run_daemon_until(work, name, cfg, clip, frames=PERIOD, swapped_faces=SWAPPED_FACES)

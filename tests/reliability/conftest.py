@@ -423,7 +423,11 @@ def live_config(tmp_path: Path, assets: Path, standin_dir: Path, face_video: Fac
             "threads": 1,
         },
         "detection": {"size": 320, "track_size": 128, "full_every": 10},
-        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, "on_miss": "hold"},
+        # cover_changes off: the clip is a photo panned 2 px a frame under a frame-number barcode that
+        # changes every frame — with it on, the pan and the barcode would be obscured whole in every
+        # frame (tests/live/test_unseen.py and tests/privacy/test_newcomer_e2e.py test that cover).
+        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, "on_miss": "hold",
+                 "cover_changes": False},
         "camera": {"device": str(face_video.path), "loop": True, "reopen_interval_s": 0.3, "stall_timeout_s": 0.4},
         "tray": {"enabled": False},
     }

@@ -125,7 +125,8 @@ class FrameWork:
 
         # 3. What changed away from those faces since a detection looked there is covered, and
         # looked at as soon as it holds still and the detector is free (`unseen`).
-        unseen = self.unseen.covers(thumb, report.faces + report.lost + report.unsure) if report.known else []
+        unseen = (self.unseen.covers(thumb, report.faces + report.lost + report.unsure)
+                  if report.known and engine.cfg.swap.cover_changes else [])
         if unseen and self.unseen.settled:
             engine.tracker.look_soon()
 

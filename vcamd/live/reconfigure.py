@@ -43,6 +43,7 @@ TABLE: dict[str, dict[str, Apply]] = {
         "face_selection": B,  # "reference" needs the reference photo embedded at build
         "reference_face": B,
         "others": L,  # read by the loop for every frame
+        "cover_changes": L,  # read by the loop for every frame
         "mouth_mask": B,
         "color_correction": B,
         "on_miss": L,
