@@ -45,21 +45,12 @@ def main() -> None:
     args = parser.parse_args()
 
     import insightface
-    from privacy import load_privacy_helper  # benchmarks/privacy.py: this folder is on the path
+    from privacy import leak_checkers  # benchmarks/privacy.py: this folder is on the path
 
     from vcamd.bench import standins
     from vcamd.config import config_from_dict
-    from vcamd.faces.detect import FaceDetector
-    from vcamd.faces.identity import Recognizer
-    from vcamd.runtime import Sessions
 
-    leaks = load_privacy_helper("leaks")
-    sessions = Sessions(["cpu"], threads=2)
-    both = [FaceDetector(ASSETS / "models" / n, sessions) for n in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
-    recognizer = Recognizer(ASSETS / "models" / "mobilefacenet.onnx", sessions)
-    crowd = cv2.imread(str(ASSETS / "images" / "crowd_selfie.jpg"))
-    stranger_face = max(both[1].detect(crowd), key=lambda f: f.area)
-    stranger_crop, stranger = leaks.aligned_crop(crowd, stranger_face), recognizer.embed(crowd, stranger_face)
+    leaks, both, recognizer, (stranger_crop, stranger) = leak_checkers()
 
     newton, (ncx, ncy) = _head(cv2.imread(str(ASSETS / "images" / "newton.png")), both[1], leaks, HEIGHT / 3)
     t1 = Path(insightface.__file__).parent / "data" / "images" / "t1.jpg"

@@ -109,26 +109,17 @@ def main() -> None:
     parser.add_argument("--scenarios", nargs="+", default=["edge", "sudden", "crowd"])
     args = parser.parse_args()
 
-    from privacy import load_privacy_helper  # benchmarks/privacy.py: this folder is on the path
+    from privacy import leak_checkers  # benchmarks/privacy.py: this folder is on the path
 
     from vcamd.bench import standins
     from vcamd.config import config_from_dict
-    from vcamd.faces.detect import FaceDetector
-    from vcamd.faces.identity import Recognizer
     from vcamd.live.engine import LiveEngine
     from vcamd.live.geometry import near
     from vcamd.live.loading import build_face_pipeline
     from vcamd.live.sources import open_source
     from vcamd.quality import Level
-    from vcamd.runtime import Sessions
 
-    leaks = load_privacy_helper("leaks")
-    sessions = Sessions(["cpu"], threads=1)
-    both = [FaceDetector(ASSETS / "models" / n, sessions) for n in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
-    recognizer = Recognizer(ASSETS / "models" / "mobilefacenet.onnx", sessions)
-    crowd_image = cv2.imread(str(ASSETS / "images" / "crowd_selfie.jpg"))
-    stranger_face = max(both[1].detect(crowd_image), key=lambda f: f.area)
-    stranger_crop, stranger = leaks.aligned_crop(crowd_image, stranger_face), recognizer.embed(crowd_image, stranger_face)
+    leaks, both, recognizer, (stranger_crop, stranger) = leak_checkers(threads=1)
     clips = {name: frames for name, frames in scenarios(args.fps, leaks, both[1]).items() if name in args.scenarios}
 
     print("| scenario | level | selection | frames | unseen raw | bystander raw | covered | share mean | share max | longest cover |")

@@ -38,6 +38,25 @@ def load_privacy_helper(name: str):
     return module
 
 
+def leak_checkers(threads: int = 2):
+    """What the privacy benchmarks measure with (the leak tests' tools): `leaks`, both real SCRFD
+    detectors, the real MobileFaceNet, and the stranger the stand-in swapper pastes (crowd_selfie's
+    largest face) as (its aligned crop, its embedding)."""
+    import cv2
+
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.faces.identity import Recognizer
+    from vcamd.runtime import Sessions
+
+    leaks = load_privacy_helper("leaks")
+    sessions = Sessions(["cpu"], threads=threads)
+    both = [FaceDetector(ASSETS / "models" / n, sessions) for n in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
+    recognizer = Recognizer(ASSETS / "models" / "mobilefacenet.onnx", sessions)
+    crowd = cv2.imread(str(ASSETS / "images" / "crowd_selfie.jpg"))
+    stranger_face = max(both[1].detect(crowd), key=lambda f: f.area)
+    return leaks, both, recognizer, (leaks.aligned_crop(crowd, stranger_face), recognizer.embed(crowd, stranger_face))
+
+
 def _row(result, detectors) -> str:
     scores = "  ".join(f"{result.max_score[d]:>10.2f}" for d in detectors)
     widths = [f.width for f in result.faces]

@@ -39,21 +39,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=28.0, help="swapped faces to wait for, in seconds of the camera")
     args = parser.parse_args()
 
-    from privacy import load_privacy_helper  # benchmarks/privacy.py: this folder is on the path
+    from privacy import leak_checkers  # benchmarks/privacy.py: this folder is on the path
 
     from vcamd.bench import standins
     from vcamd.config import config_from_dict
-    from vcamd.faces.detect import FaceDetector
-    from vcamd.faces.identity import Recognizer
-    from vcamd.runtime import Sessions
 
-    leaks = load_privacy_helper("leaks")
-    sessions = Sessions(["cpu"], threads=2)
-    both = [FaceDetector(ASSETS / "models" / n, sessions) for n in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
-    recognizer = Recognizer(ASSETS / "models" / "mobilefacenet.onnx", sessions)
+    leaks, both, recognizer, (stranger_crop, stranger) = leak_checkers()  # the stranger: crowd_selfie's largest face
     crowd = cv2.imread(str(ASSETS / "images" / "crowd_selfie.jpg"))
     crowd_faces = sorted(both[1].detect(crowd), key=lambda f: -f.area)
-    stranger_crop, stranger = leaks.aligned_crop(crowd, crowd_faces[0]), recognizer.embed(crowd, crowd_faces[0])
     newton_image = cv2.imread(str(ASSETS / "images" / "newton.png"))
     user, (ux, uy) = leaks.head_cut(newton_image, max(both[1].detect(newton_image), key=lambda f: f.area), HEIGHT / 5)
     larger, (lx, ly) = leaks.head_cut(crowd, crowd_faces[3], HEIGHT / 2.6, margin=(0.8, 0.75))
