@@ -34,6 +34,19 @@ def measure() -> ModuleType:
 
 
 @pytest.fixture(scope="session")
+def checkers(assets: Path):
+    """(both real SCRFD models, the real MobileFaceNet): what the end-to-end tests place the raw
+    faces and check every published frame with."""
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.faces.identity import Recognizer
+    from vcamd.runtime import Sessions
+
+    sessions = Sessions(["cpu"], threads=2)
+    both = [FaceDetector(assets / "models" / name, sessions) for name in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
+    return both, Recognizer(assets / "models" / "mobilefacenet.onnx", sessions)
+
+
+@pytest.fixture(scope="session")
 def privacy_models(measure, assets: Path):
     return measure.load_models(assets)
 

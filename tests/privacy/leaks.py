@@ -118,15 +118,6 @@ def paste(canvas: Frame, image: Frame, x: int, y: int) -> Frame:
     return canvas
 
 
-def paste_clipped(canvas: Frame, image: Frame, x: int, y: int) -> Frame:
-    """`paste`, the part of `image` outside the canvas cut off (a person half in the picture)."""
-    h, w = image.shape[:2]
-    x0, y0, x1, y1 = max(0, x), max(0, y), min(canvas.shape[1], x + w), min(canvas.shape[0], y + h)
-    if x1 > x0 and y1 > y0:
-        canvas[y0:y1, x0:x1] = image[y0 - y : y1 - y, x0 - x : x1 - x]
-    return canvas
-
-
 def beside_frames(main: tuple[Frame, tuple[float, float]], newcomer: tuple[Frame, tuple[float, float]],
                   centres: list[float | None], size: tuple[int, int]) -> list[Frame]:
     """Frames of `size` on grey: the `main` head (a `head_cut`) at 30 % of the width in every frame,
@@ -139,7 +130,7 @@ def beside_frames(main: tuple[Frame, tuple[float, float]], newcomer: tuple[Frame
         frame = np.full((height, width, 3), BACKGROUND, np.uint8)
         paste(frame, head, int(0.3 * width - mcx), int(height / 2 - mcy))
         if centre is not None:
-            paste_clipped(frame, other, int(centre * width - ncx), int(height / 2 - ncy))
+            paste(frame, other, int(centre * width - ncx), int(height / 2 - ncy))
         frames.append(frame)
     return frames
 

@@ -27,9 +27,6 @@ import tomli_w
 
 from vcamd.bench import standins
 from vcamd.config import config_from_dict
-from vcamd.faces.detect import FaceDetector
-from vcamd.faces.identity import Recognizer
-from vcamd.runtime import Sessions
 
 FPS = 15.0
 FRAMES = 60
@@ -38,13 +35,6 @@ SWAPS = 5
 """...and the run goes on until this many frames showed the face swapped (however late the first
 swap lands on a busy machine: a run that never swapped proves nothing)."""
 LOAD_DELAY_S = 2.0
-
-
-@pytest.fixture(scope="module")
-def checkers(assets: Path) -> tuple[list[FaceDetector], Recognizer]:
-    sessions = Sessions(["cpu"], threads=2)
-    both = [FaceDetector(assets / "models" / name, sessions) for name in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
-    return both, Recognizer(assets / "models" / "mobilefacenet.onnx", sessions)
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,6 @@ import pytest
 
 from vcamd.bench import standins
 from vcamd.config import config_from_dict
-from vcamd.faces.detect import FaceDetector
-from vcamd.faces.identity import Recognizer
-from vcamd.runtime import Sessions
 
 SIZE = (1280, 720)
 FPS = 15.0
@@ -37,13 +34,6 @@ PUBLISHED = 2 * len(CENTRES)
 """Two loops: four entries."""
 SWAPPED_FACES = 40
 """...and until faces were swapped (the run proves nothing otherwise)."""
-
-
-@pytest.fixture(scope="module")
-def checkers(assets: Path) -> tuple[list[FaceDetector], Recognizer]:
-    sessions = Sessions(["cpu"], threads=2)
-    return [FaceDetector(assets / "models" / name, sessions) for name in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")], \
-        Recognizer(assets / "models" / "mobilefacenet.onnx", sessions)
 
 
 @pytest.fixture(scope="module")

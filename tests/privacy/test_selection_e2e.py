@@ -34,9 +34,6 @@ import pytest
 
 from vcamd.bench import standins
 from vcamd.config import config_from_dict
-from vcamd.faces.detect import FaceDetector
-from vcamd.faces.identity import Recognizer
-from vcamd.runtime import Sessions
 
 FPS = 15.0
 WIDTH, HEIGHT = 1280, 720
@@ -89,13 +86,6 @@ def _read_code(frame: np.ndarray) -> int | None:
     if any(a == b for a, b in zip(bits[:CODE_BITS], bits[CODE_BITS:])):
         return None
     return sum(1 << b for b, bit in enumerate(bits[:CODE_BITS]) if bit)
-
-
-@pytest.fixture(scope="module")
-def checkers(assets: Path) -> tuple[list[FaceDetector], Recognizer]:
-    sessions = Sessions(["cpu"], threads=2)
-    both = [FaceDetector(assets / "models" / name, sessions) for name in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
-    return both, Recognizer(assets / "models" / "mobilefacenet.onnx", sessions)
 
 
 @pytest.fixture(scope="module")
