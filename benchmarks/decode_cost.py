@@ -104,7 +104,7 @@ def plane_decoders() -> dict[str, Callable[[np.ndarray], object]]:
 def main() -> None:
     import cv2
 
-    from vcamd.live.jpeg import decode_jpeg
+    from vcamd.live.capture.jpeg import decode_jpeg
     from vcamd.live.process import keep_frames_in_the_heap
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -134,7 +134,7 @@ def planes_rows(packets: list[np.ndarray], passes: int, bgr_ms: float, planes: d
     `bgr_ms` (`decode_jpeg` to BGR, best pass)."""
     import cv2
 
-    from vcamd.live.jpeg import decode_jpeg
+    from vcamd.live.capture.jpeg import decode_jpeg
 
     frame = decode_jpeg(packets[0])
     i420 = cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420)

@@ -47,7 +47,7 @@ def main() -> None:
 
     from vcamd.bench.clips import BACKGROUND
     from vcamd.faces.detect import FaceDetector
-    from vcamd.live.cropplan import crop_around
+    from vcamd.live.tracking.cropplan import crop_around
     from vcamd.runtime import Sessions
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

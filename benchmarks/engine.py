@@ -193,8 +193,10 @@ def _live(engine: Any, cfg: Any, frame: np.ndarray, level: Any, n: int, inferenc
     camera's rate ([camera] fps). Mean ms per frame without the
     inference the loop waited for (the full detector's runs, in parallel, are not subtracted;
     the mean, because one frame in `full_every` hands a frame copy to the full detector)."""
-    from vcamd.live.stats import LiveStats
-    from vcamd.live.tracking import FullDetector, LiveTracker, detect_sizes
+    from vcamd.live.measures.stats import LiveStats
+    from vcamd.live.tracking.full import FullDetector
+    from vcamd.live.tracking.sizes import detect_sizes
+    from vcamd.live.tracking.tracker import LiveTracker
 
     height, width = frame.shape[:2]
     frames = [cv2.warpAffine(frame, np.float32([[1, 0, 2 * (i % 10) - 10], [0, 1, (i % 10) - 5]]), (width, height)) for i in range(n)]

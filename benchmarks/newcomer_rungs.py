@@ -1,6 +1,6 @@
 """Faces coming into view, at each rung of the quality ladder and per face_selection: how many
 published frames show one recognisable before a detection looked at it, and how much of the
-picture the cover of what changed (`vcamd.live.unseen`) took, for how long. Prints a table; asserts
+picture the cover of what changed (`vcamd.live.tracking.unseen`) took, for how long. Prints a table; asserts
 nothing (docs/reliability.md, "A newcomer beside a tracked face").
 
     .venv/bin/python benchmarks/newcomer_rungs.py                      # every scenario, rung and mode
@@ -113,10 +113,10 @@ def main() -> None:
 
     from vcamd.bench import standins
     from vcamd.config import config_from_dict
+    from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
     from vcamd.live.geometry import near
     from vcamd.live.loading import build_face_pipeline
-    from vcamd.live.sources import open_source
     from vcamd.quality import Level
 
     leaks, both, recognizer, (stranger_crop, stranger) = leak_checkers(threads=1)

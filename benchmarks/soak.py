@@ -68,8 +68,8 @@ def build(args: argparse.Namespace, folder: Path):
     from vcamd.bench.standins import build_recognizer, build_swapper
     from vcamd.config import config_from_dict
     from vcamd.faces.engine import FaceEngine
+    from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.live.engine import LiveEngine
-    from vcamd.live.sources import VideoFileCamera
     from vcamd.runtime import Sessions
     from vcamd.sinks.null import NullSink
 

@@ -1,7 +1,7 @@
 """How steady the pasted face is on a still head, and how closely it follows a moving one: the
 live tracker with the real SCRFD-2.5G on a real portrait moved by a script, each frame's paste
 placement (the swap crop's alignment from the face's keypoints) measured with the smoothing
-filter off and on (`vcamd/live/smoothing.py`). It prints what it measured; it asserts nothing.
+filter off and on (`vcamd/live/tracking/smoothing.py`). It prints what it measured; it asserts nothing.
 
     .venv/bin/python benchmarks/steady.py
     .venv/bin/python benchmarks/steady.py --noise 6 --min-cutoff 0.5 --beta 40
@@ -70,8 +70,9 @@ def placement(kps: np.ndarray) -> tuple[float, float, float]:
 def track(frames: list[np.ndarray], detector_path: Path) -> list:
     """The tracker's face per frame (None where it reported none)."""
     from vcamd.faces.detect import FaceDetector
-    from vcamd.live.stats import LiveStats
-    from vcamd.live.tracking import FullDetector, LiveTracker
+    from vcamd.live.measures.stats import LiveStats
+    from vcamd.live.tracking.full import FullDetector
+    from vcamd.live.tracking.tracker import LiveTracker
     from vcamd.runtime import Sessions
 
     detector = FaceDetector(detector_path, Sessions(["cpu"], threads=1))
@@ -119,7 +120,7 @@ def main() -> None:
 
     from vcamd.config import SmoothingConfig
     from vcamd.faces.detect import FaceDetector
-    from vcamd.live.smoothing import FaceSmoother
+    from vcamd.live.tracking.smoothing import FaceSmoother
     from vcamd.runtime import Sessions
 
     portrait = cv2.imread(str(ASSETS / "images" / "newton.png"))

@@ -159,7 +159,7 @@ class SwapConfig(Section):
 
 
 class SmoothingConfig(Section):
-    """Live: each tracked face's position filtered over time (`vcamd/live/smoothing.py`, a One-Euro
+    """Live: each tracked face's position filtered over time (`vcamd/live/tracking/smoothing.py`, a One-Euro
     filter): a still head's paste stands still, a moving one follows without lag."""
 
     enabled: bool = True

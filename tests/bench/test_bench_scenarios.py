@@ -39,7 +39,7 @@ def _groups_summary(**overrides) -> dict:
 def test_the_group_photo_plays_as_a_still_camera_with_all_29_faces(tmp_path: Path, assets: Path) -> None:
     from vcamd.faces.detect import FaceDetector
     from vcamd.images import read_image
-    from vcamd.live.sources import VideoFileCamera
+    from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.runtime import Sessions
 
     settings = _settings(assets)

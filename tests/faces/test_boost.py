@@ -84,7 +84,7 @@ def test_pixel_boost_takes_only_the_sizes_the_swapper_divides():
 
 def test_the_watchdog_gives_the_boost_up_first_and_takes_it_back_last():
     from vcamd.config import WatchdogConfig
-    from vcamd.live.watchdog import Watchdog
+    from vcamd.live.measures.watchdog import Watchdog
 
     now = [0.0]
     dog = Watchdog(WatchdogConfig(), lambda: now[0], enhancer_enabled=True, boost_enabled=True)

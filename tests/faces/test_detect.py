@@ -224,7 +224,7 @@ def test_an_export_with_shapes_fixed_inside_finds_what_insightface_finds_at_its_
 def test_tracking_crops_of_an_export_with_shapes_fixed_inside_find_the_face(sessions, fixed_exports, detectors, variant, newton):
     """The tracker's crops (square, 192² and 64²) go through the same fallback: the face found in
     each crop is where the fully convolutional original finds it at that crop size."""
-    from vcamd.live.cropplan import TRACK_MIN_SIZE, crop_around
+    from vcamd.live.tracking.cropplan import TRACK_MIN_SIZE, crop_around
 
     original = detectors["scrfd_2.5g_kps.onnx"]
     (face,) = original.detect(newton)

@@ -88,7 +88,7 @@ def test_with_most_of_the_face_hidden_it_is_covered_never_shown_raw(standins, as
     [swapped] = engine.swap_faces(frame, [newton_face], Level.no_enhancer)
     assert not swapped.shown
     # the live worker gives no swap for it (compose then holds or obscures it, by on_miss) ...
-    from vcamd.live.stats import LiveStats
+    from vcamd.live.measures.stats import LiveStats
     from vcamd.live.swapworker import SwapJob, SwapWorker
 
     worker = SwapWorker(engine, LiveStats(), lambda: 0.0)

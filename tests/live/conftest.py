@@ -123,8 +123,8 @@ def run_live(face_engine_factory, recording_sink):
     its swapper block or crash). With `until`, `frames` is only a cap: the run stops as soon as
     `until(sink)` holds — for a condition whose frame count depends on how busy the machine is
     (how many detections fit in a second), never a guessed frame count."""
+    from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
-    from vcamd.live.sources import open_source
 
     def run(cfg: Config, clip: Path, *, frames: int, loop: bool = True, wrap=None, keep_every: int = 5,
             until: Callable[[RecordingSink], bool] | None = None):

@@ -1,4 +1,4 @@
-"""Where the periodic full detection looks (`vcamd.live.changes`): only where the picture changed
+"""Where the periodic full detection looks (`vcamd.live.tracking.changes`): only where the picture changed
 since it last looked there, with real photos and the real detector."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from vcamd.faces.detect import input_shape_for
-from vcamd.live import changes
-from vcamd.live.changes import WHOLE, ChangeMap, Region, RegionImage, area_shrunk, downscaled
-from vcamd.live.stats import LiveStats
-from vcamd.live.tracking import FullDetector, LiveTracker, scaled
+from vcamd.live.measures.stats import LiveStats
+from vcamd.live.tracking import changes
+from vcamd.live.tracking.changes import WHOLE, ChangeMap, Region, RegionImage, area_shrunk, downscaled
+from vcamd.live.tracking.full import FullDetector, scaled
+from vcamd.live.tracking.tracker import LiveTracker
 from vcamd.types import Face
 
 W, H, SIZE = 1280, 720, 640

@@ -31,10 +31,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vcamd.config import OnMiss
-from vcamd.live.changes import Region
-from vcamd.live.compose import FaceOutcome, Held, Scene, compose, lost_to_cover, match_swaps
-from vcamd.live.obscure import obscure_frame
-from vcamd.live.tracking import JUMP_FRAMES, LOST_KEEP_FRAMES, FaceBook, FullDetection
+from vcamd.live.output.compose import FaceOutcome, Held, Scene, compose, lost_to_cover, match_swaps
+from vcamd.live.output.obscure import obscure_frame
+from vcamd.live.tracking.changes import Region
+from vcamd.live.tracking.facebook import JUMP_FRAMES, LOST_KEEP_FRAMES, FaceBook
+from vcamd.live.tracking.full import FullDetection
 from vcamd.types import Face, Outcome
 
 W, H, CELL = 640, 480, 96
@@ -104,7 +105,7 @@ def paste_green(frame: np.ndarray, swapped: object, face: Face) -> None:
 
 def crop_find(looked_for: Face, world: World) -> Face | None:
     """The crop re-detection: the visible face nearest the crop's centre inside a crop twice the
-    face's size (vcamd.live.cropplan.CROP_FACTOR)."""
+    face's size (vcamd.live.tracking.cropplan.CROP_FACTOR)."""
     cx, cy = (looked_for.box[0] + looked_for.box[2]) / 2, (looked_for.box[1] + looked_for.box[3]) / 2
     half = max(looked_for.width, looked_for.height)
     best, best_d = None, None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vcamd.live.cropplan import crop_around
+from vcamd.live.tracking.cropplan import crop_around
 from vcamd.types import Face
 
 

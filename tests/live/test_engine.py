@@ -14,8 +14,8 @@ import pytest
 from support.live import Wrapped, make_engine
 from support.video import read_video
 
+from vcamd.live.capture.sources import SyntheticCamera
 from vcamd.live.engine import LiveEngine
-from vcamd.live.sources import SyntheticCamera
 from vcamd.quality import Level
 from vcamd.sinks.null import NullSink
 from vcamd.types import Outcome
@@ -248,8 +248,9 @@ def test_camera_lost_publishes_offline_frames_then_resumes(live_config, make_cli
 
 
 def test_tracked_keypoints_stay_within_3_percent_of_a_full_detection(live_config, clip_20fps, face_engine_factory):
-    from vcamd.live.stats import LiveStats
-    from vcamd.live.tracking import FullDetector, LiveTracker
+    from vcamd.live.measures.stats import LiveStats
+    from vcamd.live.tracking.full import FullDetector
+    from vcamd.live.tracking.tracker import LiveTracker
 
     cfg = live_config()
     faces = face_engine_factory(cfg)
@@ -543,7 +544,7 @@ def test_a_swapped_face_lost_by_the_tracker_among_several_is_a_miss_not_a_raw_fa
     (Until the crop re-detection looks at it again — at the latest REDETECT_EVERY frames after its
     last detection — the face is followed by its pixels, which are all still there: swapped where
     it is.)"""
-    from vcamd.live.motion import REDETECT_EVERY
+    from vcamd.live.tracking.motion import REDETECT_EVERY
 
     cfg = live_config(swap={"on_miss": "blur", "face_selection": "all"}, detection={"full_every": 5})
     faces = LosesTheGreyFace(face_engine_factory(cfg), cfg.detection.track_size)
@@ -592,9 +593,9 @@ class LateFirstFrame:
 
 def test_a_camera_that_has_not_started_yet_shows_the_starting_card_not_offline(live_config, clip_20fps, recording_sink,
                                                                                 face_engine_factory):
+    from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
-    from vcamd.live.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE, offline_frame
-    from vcamd.live.sources import open_source
+    from vcamd.live.output.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE, offline_frame
 
     cfg = live_config(camera={"stall_timeout_s": 0.2})
     camera = LateFirstFrame(open_source(str(clip_20fps), cfg.camera, loop=True))

@@ -11,7 +11,7 @@ import threading
 
 from support.waiting import wait_for
 
-from vcamd.live.stats import GpuSampler
+from vcamd.live.measures.stats import GpuSampler
 
 WAIT_S = 30.0  # generous: the conditions below hold in milliseconds on an idle machine
 

@@ -10,8 +10,8 @@ import tomli_w
 from support.live import Wrapped, make_engine
 from support.waiting import wait_for
 
+from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
-from vcamd.live.sources import open_source
 from vcamd.quality import Level
 from vcamd.types import Outcome
 

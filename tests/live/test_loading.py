@@ -18,9 +18,9 @@ import pytest
 from support.waiting import wait_for
 
 from vcamd.config import Config
+from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import PipelineBuild
-from vcamd.live.sources import open_source
 from vcamd.types import Outcome
 
 
@@ -106,7 +106,7 @@ def test_open_publishes_the_starting_card_at_once_and_starts_loading(live_config
     """`vcamd run` opens the engine before its control plane: the output gets the "starting" card
     at once and the models start loading; an engine that then never runs is released by close()."""
     from vcamd.errors import ModelError
-    from vcamd.live.placeholder import STARTING_MESSAGE, offline_frame
+    from vcamd.live.output.placeholder import STARTING_MESSAGE, offline_frame
 
     cfg = live_config()
     asked, closed = threading.Event(), threading.Event()

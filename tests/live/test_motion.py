@@ -1,4 +1,4 @@
-"""Following a tracked face by its pixels (`vcamd.live.motion`): a face that only moved is placed
+"""Following a tracked face by its pixels (`vcamd.live.tracking.motion`): a face that only moved is placed
 without a detector run, precisely; a face that changed in any other way is re-detected."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.live import motion
-from vcamd.live.stats import LiveStats
-from vcamd.live.tracking import FullDetector, LiveTracker
+from vcamd.live.measures.stats import LiveStats
+from vcamd.live.tracking import motion
+from vcamd.live.tracking.full import FullDetector
+from vcamd.live.tracking.tracker import LiveTracker
 from vcamd.types import Face
 
 

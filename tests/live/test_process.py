@@ -23,7 +23,7 @@ PLAY_AND_COUNT = """
 import json, resource, sys
 from pathlib import Path
 from vcamd.live.process import keep_frames_in_the_heap
-from vcamd.live.sources import VideoFileCamera
+from vcamd.live.capture.sources import VideoFileCamera
 
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -11,7 +11,7 @@ import pytest
 
 import vcamd
 from vcamd.config import Config
-from vcamd.live.tracking import detect_sizes
+from vcamd.live.tracking.sizes import detect_sizes
 from vcamd.quality import BEST, LADDER, Level, higher, label, lower, quality_names, worst
 
 PACKAGE = Path(vcamd.__file__).parent

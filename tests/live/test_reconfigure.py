@@ -52,8 +52,8 @@ def test_plan_sorts_each_changed_key_by_how_it_takes_effect():
 
 
 def test_runtime_log_level_is_applied_live_unless_pinned(live_config, clip_20fps, face_engine_factory, recording_sink):
+    from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
-    from vcamd.live.sources import open_source
 
     root = logging.getLogger()
     before = root.level

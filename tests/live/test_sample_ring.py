@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vcamd.live.stats import LiveStats, SampleRing, percentiles
+from vcamd.live.measures.stats import LiveStats, SampleRing, percentiles
 from vcamd.quality import Level
 from vcamd.types import Outcome
 

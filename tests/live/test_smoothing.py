@@ -1,4 +1,4 @@
-"""Steady faces (vcamd/live/smoothing.py): the One-Euro filter of each tracked face's position
+"""Steady faces (vcamd/live/tracking/smoothing.py): the One-Euro filter of each tracked face's position
 quiets a still head's shimmer, follows a moving one, starts afresh on a jump or a new face; and
 the live engine pastes the filtered position."""
 
@@ -8,7 +8,7 @@ import numpy as np
 from support.live import Wrapped
 
 from vcamd.config import SmoothingConfig
-from vcamd.live.smoothing import MAX_LAG_WIDTHS, FaceSmoother
+from vcamd.live.tracking.smoothing import MAX_LAG_WIDTHS, FaceSmoother
 from vcamd.types import Face
 
 FPS = 30.0

@@ -12,16 +12,9 @@ import pytest
 
 from vcamd.config import CameraConfig
 from vcamd.errors import VcamdError
-from vcamd.live.jpeg import NOT_AN_IMAGE, decode_jpeg
-from vcamd.live.sources import (
-    CameraReader,
-    LatestFrame,
-    SourceState,
-    SyntheticCamera,
-    VideoFileCamera,
-    as_bgr,
-    open_source,
-)
+from vcamd.live.capture.jpeg import NOT_AN_IMAGE, decode_jpeg
+from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState, as_bgr
+from vcamd.live.capture.sources import SyntheticCamera, VideoFileCamera, open_source
 from vcamd.types import Captured
 
 
@@ -217,7 +210,7 @@ def test_a_missing_camera_device_fails_with_the_fix():
 
 
 def test_odd_frames_from_a_driver_become_bgr_or_are_skipped():
-    from vcamd.live.sources import as_bgr
+    from vcamd.live.capture.reader import as_bgr
 
     gray = np.full((4, 6), 9, np.uint8)
     assert as_bgr(gray).shape == (4, 6, 3)
@@ -309,7 +302,7 @@ def test_the_engine_publishes_a_slow_camera_and_never_calls_it_offline(slow_4k_c
 
 
 def test_the_cameras_that_exist_are_listed_with_their_names(tmp_path):
-    from vcamd.live.sources import cameras_here, list_cameras
+    from vcamd.live.capture.sources import cameras_here, list_cameras
 
     sysfs = tmp_path / "video4linux"  # the layout of /sys/class/video4linux
     for entry, name in (("video0", "Integrated Camera: Integrated C"), ("video10", "FaceLive Camera"), ("video2", "")):

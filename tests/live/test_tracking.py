@@ -10,8 +10,10 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.live.stats import LiveStats
-from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker, dedupe_faces
+from vcamd.live.measures.stats import LiveStats
+from vcamd.live.tracking.facebook import dedupe_faces
+from vcamd.live.tracking.full import FullDetection, FullDetector
+from vcamd.live.tracking.tracker import LiveTracker
 from vcamd.types import Face
 
 
@@ -90,8 +92,8 @@ def test_a_detection_of_a_region_judges_only_the_faces_it_looked_at():
     """A periodic full detection that looked only where the picture changed (`changes.ChangeMap`)
     says nothing about a lost face elsewhere — it stays lost and covered — and it does not make
     the positions known again after a loss: only a look at the whole frame does."""
-    from vcamd.live.changes import Region
-    from vcamd.live.tracking import LOST_KEEP_FRAMES, FaceBook
+    from vcamd.live.tracking.changes import Region
+    from vcamd.live.tracking.facebook import LOST_KEEP_FRAMES, FaceBook
 
     def face(x: float) -> Face:
         return Face(box=(x, 100.0, x + 60.0, 160.0), score=0.9, kps=np.full((5, 2), x + 30.0, np.float32))

@@ -10,8 +10,9 @@ import cv2
 import numpy as np
 
 from vcamd.faces.detect import FaceDetector
-from vcamd.live.stats import LiveStats
-from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker
+from vcamd.live.measures.stats import LiveStats
+from vcamd.live.tracking.full import FullDetection, FullDetector
+from vcamd.live.tracking.tracker import LiveTracker
 from vcamd.runtime import Sessions
 
 

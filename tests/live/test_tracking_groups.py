@@ -10,7 +10,8 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.live.cropplan import (
+from vcamd.live.measures.stats import LiveStats
+from vcamd.live.tracking.cropplan import (
     CROP_FACTOR,
     TRACK_MIN_SIZE,
     DetectCosts,
@@ -23,8 +24,8 @@ from vcamd.live.cropplan import (
     nearest_to_centre,
     pays,
 )
-from vcamd.live.stats import LiveStats
-from vcamd.live.tracking import FullDetection, FullDetector, LiveTracker
+from vcamd.live.tracking.full import FullDetection, FullDetector
+from vcamd.live.tracking.tracker import LiveTracker
 from vcamd.types import Face
 
 

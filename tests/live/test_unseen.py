@@ -1,4 +1,4 @@
-"""`live/unseen.py`: what changed away from the known faces since a detection looked there is
+"""`live/tracking/unseen.py`: what changed away from the known faces since a detection looked there is
 covered, and uncovered by the detection that saw it. Pure: frames and detections in, boxes out.
 (End to end with real photos and the real recogniser: tests/privacy/test_newcomer_e2e.py.)"""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from vcamd.live.changes import Region
-from vcamd.live.tracking import FullDetection
-from vcamd.live.unseen import UnseenChanges
+from vcamd.live.tracking.changes import Region
+from vcamd.live.tracking.full import FullDetection
+from vcamd.live.tracking.unseen import UnseenChanges
 from vcamd.types import Face
 
 H, W = 360, 640
@@ -75,7 +75,7 @@ def test_a_face_moving_inside_its_zone_is_its_own_but_a_change_reaching_out_of_i
 
 def test_compose_obscures_the_unseen_boxes_under_the_swaps_and_leaves_them_to_the_users_opt_out():
     from vcamd.config import OnMiss
-    from vcamd.live.compose import Scene, compose
+    from vcamd.live.output.compose import Scene, compose
 
     raw = np.random.default_rng(4).integers(0, 256, (H, W, 3), np.uint8)
     target = _face(40, 40, 60)

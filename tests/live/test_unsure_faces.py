@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from vcamd.faces.detect import FaceDetector
-from vcamd.live.tracking import FullDetection, _away_from, _Unsure
+from vcamd.live.tracking.facebook import _away_from, _Unsure
+from vcamd.live.tracking.full import FullDetection
 from vcamd.runtime import Sessions
 from vcamd.types import Face, Outcome
 
@@ -130,7 +131,7 @@ def test_with_cover_threshold_at_threshold_they_are_published_raw(run_live, live
 
 
 def test_an_unsure_place_stays_covered_until_a_detection_that_could_see_it_misses_it_long_enough():
-    from vcamd.live.tracking import LOST_KEEP_FRAMES, FaceBook
+    from vcamd.live.tracking.facebook import LOST_KEEP_FRAMES, FaceBook
 
     def face(x: float, score: float = 0.4) -> Face:
         return Face(box=(x, 100.0, x + 20.0, 124.0), score=score, kps=np.zeros((5, 2), np.float32))
@@ -157,7 +158,7 @@ def test_an_unsure_place_stays_covered_until_a_detection_that_could_see_it_misse
 
 
 def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_config):
-    from vcamd.live.tracking import unsure_band
+    from vcamd.live.tracking.sizes import unsure_band
 
     assert unsure_band(live_config(swap={"face_selection": "all"})) == (0.5, 0.3)
     assert unsure_band(live_config(swap={"face_selection": "largest"})) == (0.5, 0.3)  # others = "obscure": bystanders covered too
@@ -167,7 +168,7 @@ def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_confi
 
 def test_compose_covers_unsure_places_and_still_keeps_a_good_output():
     from vcamd.config import OnMiss
-    from vcamd.live.compose import FaceOutcome, Scene, compose
+    from vcamd.live.output.compose import FaceOutcome, Scene, compose
 
     rng = np.random.default_rng(3)
     raw = rng.integers(0, 256, (240, 320, 3), np.uint8)

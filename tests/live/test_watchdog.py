@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from vcamd.config import WatchdogConfig
-from vcamd.live.watchdog import HISTORY_CAP, Transition, TransitionResult, Watchdog
+from vcamd.live.measures.watchdog import HISTORY_CAP, Transition, TransitionResult, Watchdog
 from vcamd.quality import Level
 
 FPS = 30.0

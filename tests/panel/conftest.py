@@ -27,7 +27,7 @@ from support.waiting import wait_for
 
 from vcamd.config import PanelConfig, WatchdogConfig
 from vcamd.errors import VcamdError
-from vcamd.live.watchdog import Watchdog
+from vcamd.live.measures.watchdog import Watchdog
 from vcamd.panel import PanelServer
 from vcamd.quality import Level
 from vcamd.tray import RecentFaces

@@ -26,7 +26,7 @@ import numpy as np
 
 from vcamd.faces.detect import FaceDetector
 from vcamd.faces.identity import Recognizer
-from vcamd.live.obscure import obscure_region
+from vcamd.live.output.obscure import obscure_region
 from vcamd.runtime import Sessions
 from vcamd.types import Face, Frame
 

@@ -2,7 +2,7 @@
 once — and is never published recognisable before a detection has looked at them
 (face_selection = "all"; docs/reliability.md, "A newcomer beside a tracked face").
 
-Before `live/unseen.py` nothing looked for faces between the periodic full detections while the
+Before `live/tracking/unseen.py` nothing looked for faces between the periodic full detections while the
 tracked face was found in its crop: the newcomer was published raw until the next one landed
 (4 frames at 15 fps, 12 at 30 fps in benchmarks/newcomer.py). Now what changes away from the known
 faces is covered until a detection has looked there.

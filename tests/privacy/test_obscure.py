@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vcamd.live.obscure import obscure_frame, obscure_region
+from vcamd.live.output.obscure import obscure_frame, obscure_region
 
 SCENES = (
     "newton.png", "newton.png @720p", "newton, face 1/2 of 720p", "newton, face 1/3 of 720p",

@@ -501,8 +501,8 @@ def live(tmp_path: Path, assets: Path, standin_dir: Path, face_video: FaceVideo)
     Every run is stopped at teardown.
     """
     from vcamd.faces.engine import FaceEngine
+    from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.live.engine import LiveEngine
-    from vcamd.live.sources import VideoFileCamera
 
     runs: list[LiveRun] = []
 
@@ -594,7 +594,7 @@ class FaultySource:
 
 @pytest.fixture
 def faulty_camera(face_video):
-    from vcamd.live.sources import VideoFileCamera
+    from vcamd.live.capture.sources import VideoFileCamera
 
     return FaultySource(VideoFileCamera(face_video.path, loop=True))
 

@@ -199,7 +199,7 @@ FIFO_PRELUDE = """
 import sys
 from pathlib import PosixPath
 
-import vcamd.live.sources as sources
+import vcamd.live.capture.sources as sources
 
 
 class FifoPath(PosixPath):

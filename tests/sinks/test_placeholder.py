@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vcamd.live.placeholder import offline_frame
+from vcamd.live.output.placeholder import offline_frame
 
 
 @pytest.mark.parametrize(("width", "height"), [(1280, 720), (640, 480), (160, 120)])

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
-from vcamd.live.sources import open_source
 
 
 class Wrapped:

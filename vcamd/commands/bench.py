@@ -306,9 +306,9 @@ def run_live(cfg, clip: Path, frames: int, quality: str | None = None, on_engine
     """Build the face pipeline, warm it up, run the live engine on `clip` for `frames` published
     frames; returns (stats JSON, stage series of the run, seconds spent building). `quality` pins
     the watchdog's level (as `vcamd quality` does); `on_engine(engine)` is called before the run."""
+    from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.live.engine import LiveEngine
     from vcamd.live.loading import build_face_pipeline
-    from vcamd.live.sources import VideoFileCamera
     from vcamd.sinks.null import NullSink
 
     t_build = time.monotonic()

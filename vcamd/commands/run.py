@@ -47,8 +47,8 @@ def handle(args: argparse.Namespace) -> int:
     from vcamd.control.client import ControlClient
     from vcamd.errors import VcamdError
     from vcamd.faces.engine import require_consent
+    from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
-    from vcamd.live.sources import open_source
     from vcamd.logs import setup_logging
     from vcamd.memory import apply_memory_cap
     from vcamd.sinks.registry import open_sink

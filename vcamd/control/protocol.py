@@ -39,7 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
-from vcamd.live.numbers import LiveNumbers
+from vcamd.live.measures.numbers import LiveNumbers
 from vcamd.quality import AUTO, Level, quality_names
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -68,7 +68,7 @@ class Command(StrEnum):
 
 class Status(LiveNumbers, total=False):
     """What `Controllable.status()` returns: the live numbers (fps, latency_ms, swap_age_ms, frames,
-    faces, misses — `vcamd.live.numbers`) and the state below; extra keys are shown as they are."""
+    faces, misses — `vcamd.live.measures.numbers`) and the state below; extra keys are shown as they are."""
 
     enabled: bool  # swapping on (the user's switch)
     state: str  # "running" | "camera offline" | "error"

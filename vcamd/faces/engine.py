@@ -391,8 +391,8 @@ class FaceEngine:
         swapped = self.swap_faces(frame, targets, level, timer)
         with timer("blend"):
             if self.others is Others.obscure:
-                from vcamd.live.compose import MISS_REGION_SCALE, region
-                from vcamd.live.obscure import obscure_region
+                from vcamd.live.output.compose import MISS_REGION_SCALE, region
+                from vcamd.live.output.obscure import obscure_region
 
                 for face in faces:  # under the swaps, as live
                     if not any(face is t for t in targets):
@@ -401,7 +401,7 @@ class FaceEngine:
                 if result.shown:
                     self.composite(frame, result, face)
                 else:  # the parser saw too little of the face: covered, never left raw
-                    from vcamd.live.obscure import obscure_region
+                    from vcamd.live.output.obscure import obscure_region
 
                     obscure_region(frame, _grown_box(face, frame.shape))
         for stage in ("align", "swap", "enhance"):

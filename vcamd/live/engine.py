@@ -45,17 +45,19 @@ import cv2
 
 from vcamd.config import CameraConfig, Config, load_config
 from vcamd.errors import VcamdError
+from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState
+from vcamd.live.capture.sources import FrameSource
 from vcamd.live.commands import CommandQueue
 from vcamd.live.frames import NO_SOURCE_FACE, FrameWork, log_events
 from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
+from vcamd.live.measures.stats import GpuSampler, LiveStats, count_misses
+from vcamd.live.measures.watchdog import Watchdog
+from vcamd.live.output.publisher import Publisher
 from vcamd.live.process import ProcessSettings
-from vcamd.live.publisher import Publisher
 from vcamd.live.settings import Settings
-from vcamd.live.sources import CameraReader, FrameSource, LatestFrame, SourceState
-from vcamd.live.stats import GpuSampler, LiveStats, count_misses
 from vcamd.live.swapworker import SwapWorker
-from vcamd.live.tracking import FullDetector, LiveTracker
-from vcamd.live.watchdog import Watchdog
+from vcamd.live.tracking.full import FullDetector
+from vcamd.live.tracking.tracker import LiveTracker
 from vcamd.photo_lane import PhotoLane
 from vcamd.quality import Level
 from vcamd.sinks.base import Sink
@@ -453,6 +455,6 @@ def _load_badge() -> Callable[[Frame, str, str], None]:
 
 
 def _load_placeholder() -> Callable[[int, int, str], Frame]:
-    from vcamd.live.placeholder import offline_frame
+    from vcamd.live.output.placeholder import offline_frame
 
     return offline_frame

@@ -23,13 +23,14 @@ import numpy as np
 
 from vcamd.config import Others
 from vcamd.faces.following import FollowedFace
-from vcamd.live.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
-from vcamd.live.obscure import obscure_frame
-from vcamd.live.smoothing import FaceSmoother
+from vcamd.live.measures.watchdog import Transition, TransitionResult
+from vcamd.live.output.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
+from vcamd.live.output.obscure import obscure_frame
 from vcamd.live.swapworker import SwapJob
-from vcamd.live.tracking import FaceReport, detect_sizes, unsure_band
-from vcamd.live.unseen import UnseenChanges
-from vcamd.live.watchdog import Transition, TransitionResult
+from vcamd.live.tracking.facebook import FaceReport
+from vcamd.live.tracking.sizes import detect_sizes, unsure_band
+from vcamd.live.tracking.smoothing import FaceSmoother
+from vcamd.live.tracking.unseen import UnseenChanges
 from vcamd.quality import Level, rung
 from vcamd.types import Captured, Face, Frame, Outcome
 

@@ -29,7 +29,7 @@ from vcamd.config import Config
 from vcamd.errors import VcamdError
 from vcamd.faces.engine import StageTimer
 from vcamd.faces.identity import SourceIdentity
-from vcamd.live.tracking import all_detect_sizes
+from vcamd.live.tracking.sizes import all_detect_sizes
 from vcamd.quality import Level
 from vcamd.types import Face, Frame
 

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 from vcamd.config import CameraConfig, Config, load_config
 from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
+from vcamd.live.capture.reader import CameraReader
+from vcamd.live.capture.sources import FrameSource
 from vcamd.live.loading import FaceLoader, FacePipeline, Loaded, PipelineBuild, PipelineFactory, Tell
-from vcamd.live.sources import CameraReader, FrameSource
-from vcamd.live.watchdog import Watchdog
+from vcamd.live.measures.watchdog import Watchdog
 from vcamd.sinks.registry import OUTPUT_SECTIONS
 
 if TYPE_CHECKING:

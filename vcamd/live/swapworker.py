@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from vcamd.faces.engine import StageTimer
-from vcamd.live.stats import LiveStats
+from vcamd.live.measures.stats import LiveStats
 from vcamd.newest import NewestWorker
 from vcamd.quality import Level
 from vcamd.types import Face, Frame

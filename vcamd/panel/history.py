@@ -34,7 +34,7 @@ def _number(value: Any) -> float | None:
 
 
 def sample_of(status: Status, t: float) -> Sample:
-    """Pick the charted numbers (`vcamd.live.numbers.LiveNumbers`: fps, latency_ms) out of a status.
+    """Pick the charted numbers (`vcamd.live.measures.numbers.LiveNumbers`: fps, latency_ms) out of a status.
 
     Read defensively: a `Controllable` other than the engine may report latency as one number, or
     leave numbers out."""

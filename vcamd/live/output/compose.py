@@ -2,12 +2,12 @@
 
 While swapping is on, every face shown is **swapped** (the latest swap pasted at its current
 keypoints), **held** (covered by the last good output, where that output showed this face swapped)
-or **obscured** (`vcamd.live.obscure`, a region generously grown around it). Faces that were lost
+or **obscured** (`vcamd.live.output.obscure`, a region generously grown around it). Faces that were lost
 (tracking lost them, a lower detection size missed them) are covered at their last-known place,
 grown further since they may have moved; places the detector was unsure of (`FaceReport.unsure`)
 are covered as a face that could not be swapped, and counted apart (they may be no face at all);
 what changed away from every known face since a detection looked there (`Scene.unseen`, from
-`vcamd.live.unseen`) is obscured. When the engine cannot say where the faces are (start-up
+`vcamd.live.tracking.unseen`) is obscured. When the engine cannot say where the faces are (start-up
 before the first detection, detector late or failing, a face lost in motion), the whole frame is
 held or obscured. `on_miss = "passthrough"` is the user's explicit opt-out: misses stay raw.
 Faces face_selection does not swap (`Scene.others`) are obscured whatever on_miss says, unless the
@@ -29,7 +29,7 @@ import numpy as np
 
 from vcamd.config import OnMiss
 from vcamd.live.geometry import near
-from vcamd.live.obscure import obscure_frame, obscure_region
+from vcamd.live.output.obscure import obscure_frame, obscure_region
 from vcamd.types import Face, Frame, Outcome
 
 log = logging.getLogger(__name__)

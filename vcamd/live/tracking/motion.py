@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from vcamd.live.cropplan import CROP_FACTOR
+from vcamd.live.tracking.cropplan import CROP_FACTOR
 from vcamd.types import Face, Frame
 
 KEY_SIDE = 104

@@ -1,6 +1,6 @@
 """Counters and latency percentiles of a live run, and the `--stats-json` document.
 
-The numbers status and stats share are described once, in `vcamd.live.numbers` (`LiveNumbers`:
+The numbers status and stats share are described once, in `vcamd.live.measures.numbers` (`LiveNumbers`:
 frames, faces, latency_ms, swap_age_ms, misses, fps). Shape of `to_json()`: those (with
 fps.{source,published} for the whole run instead of the recent fps), plus
 stages_ms.<stage>.{p50,p95,p99}, degradation.{transitions,level_share} (time per rung of the quality
@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from vcamd.live.numbers import FaceCounts, FrameCounts, LiveNumbers, Misses, no_misses
+from vcamd.live.measures.numbers import FaceCounts, FrameCounts, LiveNumbers, Misses, no_misses
 from vcamd.quality import Level
 from vcamd.types import Outcome
 
@@ -74,7 +74,7 @@ def percentiles(samples: Iterable[float] | SampleRing) -> dict[str, float]:
 
 
 FACE_OUTCOMES = ("swapped", "held", "obscured")
-"""The per-face counts in stats and status (`vcamd.live.compose.FaceOutcome`)."""
+"""The per-face counts in stats and status (`vcamd.live.output.compose.FaceOutcome`)."""
 UNSURE = "unsure"
 """The count of unsure places covered, beside the face outcomes (`Composed.unsure_covered`)."""
 

@@ -39,7 +39,7 @@ class FrameCounts(TypedDict):
 
 
 class FaceCounts(TypedDict):
-    """Per face and published frame (`vcamd.live.compose.FaceOutcome`)."""
+    """Per face and published frame (`vcamd.live.output.compose.FaceOutcome`)."""
 
     swapped: int
     held: int

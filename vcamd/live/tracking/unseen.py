@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from vcamd.live.changes import CHANGE_LIMIT, THUMB_CELLS
-from vcamd.live.tracking import FullDetection
+from vcamd.live.tracking.changes import CHANGE_LIMIT, THUMB_CELLS
+from vcamd.live.tracking.full import FullDetection
 from vcamd.types import Face, Frame
 
 FACE_ZONE_SCALE = 1.5

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from vcamd.config import DisclosureConfig
 from vcamd.errors import VcamdError
-from vcamd.live.compose import Held
-from vcamd.live.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
+from vcamd.live.output.compose import Held
+from vcamd.live.output.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
 from vcamd.sinks.base import Sink, SinkFactory
 from vcamd.types import Face, Frame
 

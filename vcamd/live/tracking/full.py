@@ -1,0 +1,113 @@
+"""Full-frame detections on their own thread (`NewestWorker`): 50–200 ms on a CPU must never hold
+up a published frame. The loop hands in a downscaled copy of the newest frame, or the region of it
+where the picture changed, and picks the result up when ready."""
+
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from vcamd.faces.detect import input_shape_for
+from vcamd.live.measures.stats import LiveStats
+from vcamd.live.tracking.changes import WHOLE, Look, Region, RegionImage
+from vcamd.live.tracking.cropplan import DetectCosts, Detecting
+from vcamd.newest import NewestWorker
+from vcamd.types import Face, Frame
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class FullDetection:
+    faces: list[Face]  # frame coordinates
+    frame_index: int  # the frame it was run on
+    input_size: int  # the detector input size it ran at (of the whole frame: a region runs at the same scale)
+    region: Region | None = None  # where it looked (`changes.ChangeMap`); None: the whole frame
+    ok: bool = True  # False: the detector failed (nothing was really looked at)
+    unsure: list[Face] | None = None
+    """Faces scored in the unsure band (`unsure_band`), frame coordinates; None: not asked for."""
+
+    @property
+    def whole(self) -> bool:
+        return self.region is None
+
+    def covers(self, face: Face) -> bool:
+        """Whether this detection looked where `face` is (its centre)."""
+        return self.region is None or self.region.contains((face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2)
+
+
+FullJob = tuple[Frame, Callable[[Face], Face | None], int, int, int, Region | None, tuple[float, float] | None]
+"""(detector image, its detections → frame coordinates (None: drop), detector input size, frame
+index, the whole frame's input size, the region looked at, the unsure band or None)."""
+
+
+class FullDetector(NewestWorker[FullJob, FullDetection]):
+    """Full detections on their own thread. The loop hands in a downscaled copy of the newest frame
+    (the copy is the resize the detector would do anyway) — or of the region of it where the
+    picture changed (`changes.ChangeMap`) — and picks the result up when ready."""
+
+    def __init__(self, faces: Detecting, stats: LiveStats, clock: Clock) -> None:
+        super().__init__("full-detector")
+        self.faces = faces  # replaced between frames when the pipeline is rebuilt
+        self._stats = stats
+        self._clock = clock
+        self.errors = 0
+        self.runs = 0
+        self.costs = DetectCosts()
+        """CPU cost per detector input shape, shared with the tracker's crop re-detection."""
+
+    def submit_downscaled(self, small: Frame, scale: float, frame_index: int, input_size: int, look: Look = WHOLE,
+                          unsure: tuple[float, float] | None = None) -> None:
+        """`small`: the frame as `changes.downscaled(frame, input_size)` gives it (a private copy).
+        `unsure`: the band (`unsure_band`) whose faces the result reports apart, or None."""
+        if look.region is None:
+            to_frame = (lambda f: scaled(f, 1.0 / scale)) if scale != 1.0 else (lambda f: f)
+            self.submit((small, to_frame, input_size, frame_index, input_size, None, unsure))
+        else:  # the region's pixels of the same downscaled frame: the same faces, less to look at
+            cut = RegionImage.cut(small, look.region)
+            self.submit((cut.image, cut.to_frame, cut.input_size, frame_index, input_size, look.region, unsure))
+
+    def take_result(self) -> FullDetection | None:
+        return self.results.take(0)
+
+    def _work(self, job: FullJob) -> FullDetection:
+        image, to_frame, run_size, index, size, region, unsure = job
+        t0 = self._clock()
+        ok = True
+        try:
+            found = timed_detect(self.faces, image, run_size, self.costs, None if unsure is None else unsure[1])
+        except Exception as exc:  # treated as "nothing found"; the next attempt comes soon
+            self.errors += 1
+            if self.errors <= 3:
+                log.error("face detection failed: %s", exc)
+            found, ok = [], False
+        self._stats.record_stage("full_detect", (self._clock() - t0) * 1000.0)
+        self.runs += 1
+        faces = [face for face in map(to_frame, found) if face is not None]
+        if unsure is None:
+            return FullDetection(faces, index, size, region, ok)
+        sure = [face for face in faces if face.score >= unsure[0]]
+        return FullDetection(sure, index, size, region, ok, [face for face in faces if face.score < unsure[0]])
+
+
+def timed_detect(faces: Detecting, image: Frame, size: int, costs: DetectCosts, threshold: float | None = None) -> list[Face]:
+    """One detector run, its CPU time (this thread's: ONNX Runtime runs a one-thread session on the
+    caller's) recorded against its input shape. `threshold`: the detector's own when None."""
+    t0 = time.thread_time()
+    found = faces.detect(image, size) if threshold is None else faces.detect(image, size, threshold)
+    costs.record(input_shape_for(image.shape[:2], size), (time.thread_time() - t0) * 1000.0)
+    return found
+
+
+def scaled(face: Face, k: float) -> Face:
+    x1, y1, x2, y2 = face.box
+    return Face(box=(x1 * k, y1 * k, x2 * k, y2 * k), score=face.score, kps=(face.kps * np.float32(k)).astype(np.float32))

@@ -1,0 +1,281 @@
+"""`LiveTracker`: finds the known faces again in every frame (crops, tiled when many, or one full
+detection of the frame when that costs less: `cropplan`), on a `BoundedCall` thread the loop waits
+on for at most a deadline, runs the periodic full detections (`full`) and feeds `FaceBook`
+(`facebook`); `update()` returns a `FaceReport`."""
+
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from vcamd.faces.detect import input_shape_for
+from vcamd.live.geometry import near
+from vcamd.live.tracking.changes import ChangeMap, downscaled
+from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
+from vcamd.live.tracking.facebook import FaceBook, FaceReport
+from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
+from vcamd.live.tracking.motion import KeyPatch, follow, key_patch
+from vcamd.newest import BoundedCall
+from vcamd.types import Face, Frame
+
+log = logging.getLogger(__name__)
+
+
+PROBE_EVERY = 15
+"""Every this many frames the tracker tries the crops instead of a full detection while their
+cost has not been measured yet (`LiveTracker.update`)."""
+
+
+
+
+class LiveTracker:
+    """Where the faces are in every frame, cheaply.
+
+    Known faces are looked for again in every frame, on a `BoundedCall` thread the loop waits on
+    for at most `deadline_s`, in whichever of two ways costs less CPU by the running estimates
+    (`cropplan.DetectCosts`, measured on the threads that run the detector):
+
+    * **crops** — a crop about twice each face's size (cut on the loop's thread), re-detected at
+      `cropplan.crop_input_size` (a small face's at 64², a larger one's never below its own
+      pixels, up to `track_size`); crops of one size tiled into one detector run where that
+      costs no more pixels (`cropplan.pays`: a group photo's 29 faces in one 384×192 input);
+    * **one full detection of this frame**, when it costs less (29 crops at 192² cost more than
+      one 640×384 run) and runs at a size at least as fine as every face looked for was found at:
+      a tracked face it does not find is lost in this frame, exactly as a crop that misses it
+      (covered at its last place), and the faces it finds are where the faces are.
+
+    Before either, a tracked face whose pixels only moved since the detector last found it
+    (`motion.follow`: a phase-correlated shift, checked block by block over the face) is taken to
+    be where it moved, without a detector run — at most REDETECT_EVERY − 1 frames in a row.
+
+    Besides, a full-frame detection runs every `full_every` frames, whenever no face is tracked
+    and as soon as a track is lost, on the `FullDetector` thread; its result is merged when it
+    arrives (`FaceBook`).
+    """
+
+    def __init__(self, faces: Detecting, full: FullDetector, *, full_every: int, follow_motion: bool = True) -> None:
+        self.faces = faces  # replaced between frames when the pipeline is rebuilt
+        self._full = full
+        self.full_every = full_every
+        self.follow_motion = follow_motion
+        """Whether faces whose pixels only moved are followed without a detector run (`motion`)."""
+        self.book = FaceBook()
+        self._last_full_submit: int | None = None
+        self._call = BoundedCall("face-tracker")
+        self.errors = 0
+        self.late = 0
+        self._warm = ShapeWarmer()
+        self.plans = {"crops": 0, "full": 0}
+        """How often each way was chosen (stats, tests)."""
+        self.followed_frames = 0
+        """Frames where every face looked for was followed by its pixels: no detector run."""
+        self._keys: dict[int, tuple[Face, KeyPatch]] = {}
+        """id(track's Face) → (that Face, its key patch): the faces `motion.follow` may follow."""
+        self._followed_keys: dict[int, tuple[Face, KeyPatch]] = {}
+        self._shapes_wanted = False  # the last plan wanted sessions not built yet (`warming`)
+        self.changes = ChangeMap()
+        """Where the picture changed since the full detector last looked: its periodic runs look only there."""
+        self.followed_faces = 0
+        """Faces placed by `motion.follow` instead of a detector run (stats, tests)."""
+        self.looked: list[FullDetection] = []
+        """The full detections that landed with the last `update` (`unseen.UnseenChanges` uncovers what they saw)."""
+        self._look_soon = False
+
+    @property
+    def costs(self) -> DetectCosts:
+        return self._full.costs
+
+    @property
+    def warming(self) -> bool:
+        """Still warming up: no full detection has come in yet, or a crop or mosaic session is
+        wanted and not built yet. Frames made meanwhile say little about what a level costs (the watchdog
+        does not judge them)."""
+        return not self.book.started or self._warm.busy or self._shapes_wanted
+
+    @property
+    def call_thread(self):
+        return self._call.thread
+
+    def reset(self) -> None:
+        self.book.reset()
+        self._keys = {}
+        self._shapes_wanted = False
+        self._last_full_submit = None
+        self._look_soon = False
+        self.changes.reset()
+        # A new detector (pipeline rebuilt) has sessions and costs of its own: measured again.
+        self._warm = ShapeWarmer()
+        self._full.costs = DetectCosts()
+
+    def stop(self) -> None:
+        self._call.stop()
+
+    def look_soon(self) -> None:
+        """The picture changed where no face is known (`unseen`): the next `update` sends the full
+        detector to look (where it changed) as soon as it is free, without waiting until it is due."""
+        self._look_soon = True
+
+    def update(self, frame: Frame, frame_index: int, *, full_size: int, track_size: int, deadline_s: float = 1.0,
+               unsure: tuple[float, float] | None = None) -> FaceReport:
+        """Where the faces are in `frame`. `unsure`: the band (`unsure_band`) whose faces the periodic
+        full detections also report, as `FaceReport.unsure`; None: not looked for."""
+        result = self._full.take_result()
+        self.looked = [] if result is None else [result]
+        if result is not None and not result.ok:
+            self.changes.failed()
+        appeared = self.book.take_full(result) if result is not None else []
+        late = False
+        full_now = False
+        only_followed = False
+        if everyone := self.book.to_redetect:
+            # Tracked faces whose pixels only moved since the detector found them are where they
+            # moved to (`motion.follow`); the others, and the lost faces, are looked for below.
+            followed = self._follow(frame, everyone[: len(self.book.tracks)], frame_index)
+            followed += [None] * (len(everyone) - len(followed))
+            todo = [i for i, f in enumerate(followed) if f is None]
+            looked_for = [everyone[i] for i in todo]
+        else:
+            followed, todo, looked_for = [], [], []
+        if looked_for:
+            sizes, crop_shapes, unready = plan_shapes(looked_for, track_size, self._warm.ready)
+            self._shapes_wanted = bool(unready)
+            self._warm.build(unready, self.faces)
+            crops_ms = sum(self.costs.estimate(shape) for shape in crop_shapes)
+            full_shape = input_shape_for(frame.shape[:2], full_size)
+            full_ms = self.costs.estimate(full_shape)
+            # ... only where it can see every face looked for: one found at a finer size than
+            # this full detection's would be lost by it (the watchdog's low_res sizes).
+            use_full = full_ms < crops_ms and full_size >= self.book.finest_size
+            # The full detection's cost is measured by the FullDetector's own runs; the crops' is
+            # extrapolated until they ran, so now and then they are tried while it is.
+            if use_full and frame_index % PROBE_EVERY == 0 and self.costs.unmeasured(crop_shapes):
+                use_full = False
+            if use_full:
+                self.plans["full"] += 1
+                looked = self._full_here(frame, frame_index, looked_for, full_size, deadline_s)
+            else:
+                self.plans["crops"] += 1
+                looked = self._redetect(frame, looked_for, sizes, deadline_s)
+            found, here = looked
+            if found is None:
+                late = True  # a miss for this frame; the tracks are kept for the next one
+            else:
+                detected = found
+                found = list(followed)
+                for i, face in zip(todo, detected):
+                    found[i] = face
+                self._keep_keys(frame, [f for f in detected if f is not None], frame_index)
+                appeared += self.book.take_tracked(found, frame_index)[1]
+                if here is not None:  # this frame's own full detection: where every face is now
+                    appeared += self.book.take_full(here)
+                    self._last_full_submit, full_now = frame_index, True
+                    self.looked.append(here)
+        elif followed:  # every face looked for only moved: no detector run this frame
+            self.followed_frames += 1
+            only_followed = True
+            self._keep_keys(frame, [], frame_index)
+            appeared += self.book.take_tracked(list(followed), frame_index)[1]
+        due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
+        # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
+        # several faces, waiting for the next due detection would leave it covered that long.
+        if (due or self.book.needs_full or self._look_soon) and self._full.idle:
+            self._look_soon = False
+            self._look_for_new_faces(frame, frame_index, full_size, unsure)
+        return self.book.report(late=late, appeared=appeared, full=result is not None or full_now,
+                                followed=only_followed)
+
+    def _look_for_new_faces(self, frame: Frame, frame_index: int, full_size: int, unsure: tuple[float, float] | None = None) -> None:
+        """The full detection: where the picture changed since the last one looked (`changes`),
+        or nowhere when nothing did — but the whole frame when a face was lost (it may be
+        anywhere, and a crop cannot say where) or nothing is tracked yet."""
+        whole = self.book.needs_full or bool(self.book.lost)
+        small, scale = downscaled(frame, full_size)
+        look = self.changes.where_to_look(small, scale, self._warm.ready, whole=whole)
+        if self.changes.wanted is not None:  # a region shape without a session yet: built off the loop
+            self._warm.build([self.changes.wanted], self.faces)
+        if look is not None:
+            self._full.submit_downscaled(small, scale, frame_index, full_size, look, unsure)
+        self._last_full_submit = frame_index
+
+    def _follow(self, frame: Frame, tracks: list[Face], frame_index: int) -> list[Face | None]:
+        """Per tracked face: where it is if its pixels only moved since its key frame, else None."""
+        out: list[Face | None] = []
+        self._followed_keys = {}
+        if not self.follow_motion:
+            return [None] * len(tracks)
+        for face in tracks:
+            entry = self._keys.get(id(face))
+            moved = follow(frame, entry[1], face, frame_index) if entry is not None and entry[0] is face else None
+            if moved is not None:
+                assert entry is not None
+                self._followed_keys[id(moved)] = (moved, entry[1])
+            out.append(moved)
+        self.followed_faces += len(self._followed_keys)
+        return out
+
+    def _keep_keys(self, frame: Frame, detected: list[Face], frame_index: int) -> None:
+        """The key patches for the next frame: a new one for each face a detector found in this
+        frame, the same one for each face followed; every other is dropped (a full detection's
+        merge gives a track a new position: it is re-detected once before it is followed again)."""
+        keys = self._followed_keys
+        for face in detected:
+            key = key_patch(frame, face, frame_index)
+            if key is not None:
+                keys[id(face)] = (face, key)
+        self._keys, self._followed_keys = keys, {}
+
+    def _guarded(self, work: Callable[[], object], deadline_s: float):
+        """Run `work` on the tracker thread, waiting at most `deadline_s`: (value) or None (late or failed)."""
+        try:
+            done, value = self._call.call(work, deadline_s)
+        except Exception as exc:  # a failing detector is a miss for this frame, not a crash
+            self.errors += 1
+            if self.errors <= 3 or self.errors % 100 == 0:
+                log.error("face tracking failed (%d so far): %s", self.errors, exc)
+            return None
+        if not done:
+            self.late += 1
+            return None
+        return value
+
+    def _redetect(self, frame: Frame, faces: list[Face], sizes: list[int],
+                  deadline_s: float) -> tuple[list[Face | None] | None, None]:
+        runs = cut_runs(frame, faces, sizes, self._warm.ready)  # `sizes` as plan_shapes chose them
+        detect, costs = self.faces, self.costs
+        found_lists = self._guarded(lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs], deadline_s)
+        if found_lists is None:
+            return None, None
+        found: list[Face | None] = [None] * len(faces)
+        for run, dets in zip(runs, found_lists):
+            if run.mosaic is not None:
+                for i, face in zip(run.members, run.mosaic.split(dets)):
+                    found[i] = face
+            elif dets:
+                assert run.crop is not None
+                found[run.members[0]] = run.crop.to_frame(nearest_to_centre(dets, run.size))
+        return found, None
+
+    def _full_here(self, frame: Frame, frame_index: int, faces: list[Face], size: int,
+                   deadline_s: float) -> tuple[list[Face | None] | None, FullDetection | None]:
+        """One full detection of this frame (a downscaled private copy) instead of the crops;
+        each face looked for is the nearest detection that is the same face (`near`), or None."""
+        small, scale = downscaled(frame, size)
+        detect, costs = self.faces, self.costs
+        dets = self._guarded(lambda: timed_detect(detect, small, size, costs), deadline_s)
+        if dets is None:
+            return None, None
+        dets = [scaled(f, 1.0 / scale) for f in dets] if scale != 1.0 else dets
+        taken: set[int] = set()
+        found: list[Face | None] = []
+        for face in faces:
+            cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
+            candidates = [(((d.box[0] + d.box[2]) / 2 - cx) ** 2 + ((d.box[1] + d.box[3]) / 2 - cy) ** 2, j)
+                          for j, d in enumerate(dets) if j not in taken and near(d, face)]
+            if candidates:
+                j = min(candidates)[1]
+                taken.add(j)
+                found.append(dets[j])
+            else:
+                found.append(None)
+        return found, FullDetection(dets, frame_index, size)
