@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         engine_no_cc._source = engine._source  # same identity, no second embedding
         with contextlib.redirect_stdout(io.StringIO()):  # INSwapper prints its input shape
             reference = INSwapper(str(swapper_path), session=sessions.get(swapper_path))
-        source = InsightFace(embedding=engine.source.embedding)  # type: ignore[union-attr]
+        source = InsightFace(embedding=engine.parts.source.embedding)  # type: ignore[union-attr]
         det_name = args.detector.stem
 
         rows = []

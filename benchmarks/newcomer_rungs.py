@@ -149,7 +149,7 @@ def main() -> None:
                     engine = LiveEngine(cfg, source=open_source(str(path), cfg.camera, loop=True),
                                         sink_factory=lambda w, h, fps, s=sink: s, faces=build_face_pipeline(cfg)[0])
                     sink.engine = engine
-                    engine.watchdog.force(Level[level_name])
+                    engine.parts.watchdog.force(Level[level_name])
                     wanted = round(args.seconds * args.fps)
                     done = threading.Event()
 

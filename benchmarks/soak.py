@@ -145,12 +145,12 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(1.0)
             now = time.monotonic()
             rss, threads = proc_status()
-            sample = {"t": round(now - t_start, 1), "rss_mb": round(rss, 1), "threads": threads, "published": engine.stats.published}
+            sample = {"t": round(now - t_start, 1), "rss_mb": round(rss, 1), "threads": threads, "published": engine.parts.stats.published}
             samples.append(sample)
             if start_sample is None and now - t_start >= args.warmup_s:
                 start_sample = sample
             if now - minute_start_t >= 60.0 or now - t_start >= duration:
-                stats = engine.stats
+                stats = engine.parts.stats
                 count = latency_count(stats)
                 new = count - minute_start_lat
                 window = stats.latency_ms.recent(new)

@@ -293,10 +293,6 @@ class Config(Section):
     runtime: RuntimeConfig = RuntimeConfig()
     tray: TrayConfig = TrayConfig()
 
-    def changed_sections(self, other: "Config") -> set[str]:
-        """Names of the sections whose values differ — what a hot reload must restart."""
-        return {name for name in type(self).model_fields if getattr(self, name) != getattr(other, name)}
-
 
 def user_config_path() -> Path:
     """`~/.config/facelive/config.toml` on Linux, the platform equivalent elsewhere."""

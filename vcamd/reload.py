@@ -3,8 +3,8 @@
 A thread polls the file's content (a hash of its bytes: file timestamps are too coarse to tell two
 quick same-size saves apart, and a config file is a few KB). A change is loaded once it has
 settled — an editor saving in several steps, or fifty saves in a second, give one load — or after
-`max_delay_s` of continuous change at the latest. A valid file is diffed with the last good config
-and `on_change(new, changed_sections)` is called; an invalid one calls `on_error(err)` and the
+`max_delay_s` of continuous change at the latest. A valid file that differs from the last good config
+is handed to `on_change(new)` (the engine diffs it, once: `live.reconfigure.plan`); an invalid one calls `on_error(err)` and the
 last good config stays in force. The first valid load after an error calls `on_change` even when
 nothing differs (an empty set), so the engine clears its `config_error` in one place.
 
@@ -69,7 +69,7 @@ def dropped_settings(old: Config, new: Config) -> list[str]:
 
 
 class ConfigWatcher:
-    """Watch `path`; call `on_change(config, changed_sections)` or `on_error(ConfigError)`.
+    """Watch `path`; call `on_change(config)` or `on_error(ConfigError)`.
 
     Callbacks run on the watcher's thread, one at a time.
     `current` is the config the daemon runs with; when None, `start()` loads the file and raises
@@ -79,7 +79,7 @@ class ConfigWatcher:
     def __init__(
         self,
         path: Path,
-        on_change: Callable[[Config, set[str]], None],
+        on_change: Callable[[Config], None],
         on_error: Callable[[ConfigError], None],
         interval: float = 0.5,
         *,
@@ -191,7 +191,7 @@ class ConfigWatcher:
 
     def _load_and_keep(self, signature: Signature) -> ConfigError | None:
         """Load the file as it is now: keep it as the last good config (telling `on_change` what
-        changed), or report why it cannot be applied; returns that error, or None."""
+        differs), or report why it cannot be applied; returns that error, or None."""
         try:
             new = self._load(signature)
         except ConfigError as err:
@@ -214,14 +214,14 @@ class ConfigWatcher:
                 self._applied = _NEVER  # the next poll looks again
                 return self._error
         self._held = _NEVER
-        changed = new.changed_sections(self._last_good) if self._last_good is not None else set(Config.model_fields)
+        changed = self._last_good is None or new != self._last_good
         recovered = self._error is not None
         self._applied = signature
         self._error = None
         self._last_good = new
         if changed or recovered:
-            log.info("config %s reloaded: %s", self.path, ", ".join(sorted(changed)) or "no change (error cleared)")
-            self._call(self.on_change, new, changed)
+            log.info("config %s reloaded%s", self.path, "" if changed else ": no change (error cleared)")
+            self._call(self.on_change, new)
         if dropped:
             note = f"{self.path}: the edit removed {', '.join(dropped)}: the defaults apply there now"
             log.warning("%s", note)

@@ -35,7 +35,7 @@ class Running:
         self.result: dict = {}
         self.thread = threading.Thread(target=lambda: self.result.setdefault("stats", engine.run()), daemon=True)
         self.thread.start()
-        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
 
     def stop(self) -> dict:
         self.engine.request_quit()
@@ -73,7 +73,7 @@ def test_every_answer_is_the_state_after_the_change(start, other_face):
     engine = run.engine
     answer = engine.set_source_face(other_face)
     assert answer["source_face"] == str(other_face)  # the new face, not the one before
-    assert engine.faces.source.path == other_face
+    assert engine.parts.faces.source.path == other_face
     assert engine.set_quality(Level.low_res)["quality"] == "low_res"
     assert engine.set_quality(None)["quality"] == "auto"
     assert engine.toggle()["enabled"] is False
@@ -86,10 +86,10 @@ def test_set_face_with_a_group_photo_says_which_face_it_took(start, other_face, 
     group = assets / "images" / "solvay_conference_1927.png"
     answer = engine.set_source_face(group)
     assert answer["source_face"] == str(group)
-    assert answer["source_face_pick"] == engine.faces.source.which_face()
+    assert answer["source_face_pick"] == engine.parts.faces.source.which_face()
     # How many of the 29 the detector finds depends on the config's detection size; several, in any case.
-    assert engine.faces.source.faces_in_photo > 1
-    assert answer["source_face_pick"].startswith(f"the largest of the {engine.faces.source.faces_in_photo} faces in the photo (")
+    assert engine.parts.faces.source.faces_in_photo > 1
+    assert answer["source_face_pick"].startswith(f"the largest of the {engine.parts.faces.source.faces_in_photo} faces in the photo (")
     assert "source_face_pick" not in engine.set_source_face(other_face)  # one face: nothing to say
 
 
@@ -171,8 +171,8 @@ def test_a_face_chosen_while_models_load_survives_the_rebuild(start, live_config
     engine.reload_config()
     assert engine.set_source_face(other_face)["source_face"] == str(other_face)  # while the models load
     gate.set()
-    wait_for(lambda: built and engine.faces is built[0], what="the rebuilt pipeline installed")
-    wait_for(lambda: engine.faces.source is not None and engine.faces.source.path == other_face, what="the chosen face in the new pipeline")
+    wait_for(lambda: built and engine.parts.faces is built[0], what="the rebuilt pipeline installed")
+    wait_for(lambda: engine.parts.faces.source is not None and engine.parts.faces.source.path == other_face, what="the chosen face in the new pipeline")
     assert engine.status()["source_face"] == str(other_face)
     run.stop()
 
@@ -180,14 +180,14 @@ def test_a_face_chosen_while_models_load_survives_the_rebuild(start, live_config
 def test_photos_are_embedded_on_the_face_loader_thread(start, other_face):
     run = start()
     engine = run.engine
-    real = engine.faces.set_source_face
+    real = engine.parts.faces.set_source_face
     threads: list[str] = []
 
     def recording(path):
         threads.append(threading.current_thread().name)
         return real(path)
 
-    engine.faces.set_source_face = recording
+    engine.parts.faces.set_source_face = recording
     engine.set_source_face(other_face)
     assert threads == ["face-loader"]
     run.stop()
@@ -198,8 +198,8 @@ def test_status_is_a_snapshot_that_costs_the_loop_nothing(live_config, clip_20fp
     engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True),
                         sink_factory=lambda w, h, fps: recording_sink(), faces=face_engine_factory(cfg))
     calls = []
-    real = engine.stats.live_numbers
-    engine.stats.live_numbers = lambda **parts: calls.append(1) or real(**parts)
+    real = engine.parts.stats.live_numbers
+    engine.parts.stats.live_numbers = lambda **parts: calls.append(1) or real(**parts)
     for _ in range(200):
         engine.status()
     assert calls == []  # no statistics computed for a status request
@@ -262,7 +262,7 @@ def test_one_photo_lane_for_the_socket_the_page_and_the_engine(start, other_face
 
     run = start()
     engine = run.engine
-    real = engine.faces.set_source_face
+    real = engine.parts.faces.set_source_face
     reading, release = threading.Event(), threading.Event()
 
     def slow(path):
@@ -270,7 +270,7 @@ def test_one_photo_lane_for_the_socket_the_page_and_the_engine(start, other_face
         release.wait(30)
         return real(path)
 
-    engine.faces.set_source_face = slow
+    engine.parts.faces.set_source_face = slow
     def first_read() -> None:
         with contextlib.suppress(VcamdError):  # "still being read after 8 s" on a busy machine: fine here
             engine.set_source_face(other_face)

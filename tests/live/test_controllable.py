@@ -32,7 +32,7 @@ def test_status_toggle_quality_snapshot_reload_and_quit(tmp_path, live_config, c
     thread = threading.Thread(target=lambda: result.setdefault("stats", engine.run()), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 5, what="swapping")
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] >= 5, what="swapping")
         # status() is a snapshot the loop refreshes every few frames: wait for one with a rate in it.
         wait_for(lambda: engine.status()["fps"] > 0, what="a status snapshot with the frame rate")
         status = engine.status()
@@ -47,8 +47,8 @@ def test_status_toggle_quality_snapshot_reload_and_quit(tmp_path, live_config, c
         assert image.shape == (480, 640, 3)
 
         engine.set_enabled(False)
-        off = engine.stats.outcomes[Outcome.off]
-        wait_for(lambda: engine.stats.outcomes[Outcome.off] >= off + 5, what="raw frames while off")
+        off = engine.parts.stats.outcomes[Outcome.off]
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.off] >= off + 5, what="raw frames while off")
         engine.set_enabled(True)
 
         engine.set_quality(Level.frame_skip)
@@ -69,7 +69,7 @@ def test_status_toggle_quality_snapshot_reload_and_quit(tmp_path, live_config, c
         engine.reload_config()
         wait_for(lambda: engine.cfg.swap.on_miss == "blur", what="the reload")
         assert engine.status()["config_error"] is None
-        wait_for(lambda: engine.source.description.endswith("small.avi") and engine.reader.captured > 5, what="the new camera")
+        wait_for(lambda: engine.parts.source.description.endswith("small.avi") and engine.parts.reader.captured > 5, what="the new camera")
     finally:
         engine.request_quit()
         thread.join(10)
@@ -103,15 +103,15 @@ def test_withdrawn_consent_turns_swapping_off_at_once_and_refuses_on_and_set_fac
             engine.reload_config()
 
     try:
-        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
         data["swap"]["source_consent"] = False
         config_path.write_text(tomli_w.dumps(data))
         reload()
         wait_for(lambda: not engine.status()["enabled"], what="swapping off")
-        swapped = engine.stats.outcomes[Outcome.swapped]
-        off = engine.stats.outcomes[Outcome.off]
-        wait_for(lambda: engine.stats.outcomes[Outcome.off] >= off + 5, what="frames with swapping off")
-        assert engine.stats.outcomes[Outcome.swapped] == swapped
+        swapped = engine.parts.stats.outcomes[Outcome.swapped]
+        off = engine.parts.stats.outcomes[Outcome.off]
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.off] >= off + 5, what="frames with swapping off")
+        assert engine.parts.stats.outcomes[Outcome.swapped] == swapped
         assert "source_consent" in engine.status()["config_error"]
         for refused in (lambda: engine.set_enabled(True), engine.toggle,
                         lambda: engine.set_source_face(assets / "images" / "newton.png")):

@@ -155,13 +155,13 @@ def test_while_the_first_swap_runs_the_frame_is_covered_whole_and_the_faces_trac
     faces = first_swap_waits(face_engine_factory(cfg), ready=lambda: len(sink.times) >= held_frames)
     engine = make_engine(cfg, clip_20fps, faces, sink)
     updates: list[int] = []
-    update = engine.tracker.update
+    update = engine.parts.tracker.update
 
     def counted(frame, frame_index, **kw):
         updates.append(frame_index)
         return update(frame, frame_index, **kw)
 
-    engine.tracker.update = counted  # type: ignore[method-assign]
+    engine.parts.tracker.update = counted  # type: ignore[method-assign]
     stats = engine.run(max_frames=held_frames + 20)
     covered = [_covered_whole(f) for f in sink.frames]
     # Covered whole until the first swap landed — from the frame after the one whose faces went
@@ -243,7 +243,7 @@ def test_camera_lost_publishes_offline_frames_then_resumes(live_config, make_cli
     f = stats["frames"]
     assert f["offline"] >= 3  # the gap was filled with the offline frame, at the camera's rate
     assert f["processed"] > 20  # camera frames came back after the gap: it resumed by itself
-    assert engine.reader.times_lost >= 1 and engine.reader.reopen_attempts >= 1
+    assert engine.parts.reader.times_lost >= 1 and engine.parts.reader.reopen_attempts >= 1
     assert f["passthrough"] == 0
 
 
@@ -294,7 +294,7 @@ def test_the_watchdog_degrades_a_run_that_cannot_keep_its_budget(live_config, cl
     assert transitions[0]["after"] is not None and transitions[0]["after"]["frames"] == 5
     share = stats["degradation"]["level_share"]
     assert share["frame_skip"] > 0 and sum(share.values()) == pytest.approx(1.0, abs=0.01)
-    assert engine.watchdog.level is Level.frame_skip
+    assert engine.parts.watchdog.level is Level.frame_skip
 
 
 class FailingDetector:
@@ -381,9 +381,9 @@ def test_a_failed_start_releases_the_camera_and_the_tracker_thread(live_config, 
     engine = make_engine(cfg, clip_20fps, faces, recording_sink())
     with pytest.raises(RuntimeError, match="out of memory"):
         engine.run(max_frames=5)
-    assert engine.source._cap is None, "the camera was left open"
-    engine.tracker.call_thread.join(2.0)
-    assert not engine.tracker.call_thread.is_alive(), "the tracker thread was left running"
+    assert engine.parts.source._cap is None, "the camera was left open"
+    engine.parts.tracker.call_thread.join(2.0)
+    assert not engine.parts.tracker.call_thread.is_alive(), "the tracker thread was left running"
 
 
 class CallsOnSend:
@@ -495,7 +495,7 @@ def test_frames_skipped_by_a_replaced_camera_stay_counted_as_dropped(live_config
         faces=face_engine_factory(cfg),
         source_factory=lambda camera_cfg: SkippingCamera(0),
     )
-    engine.on_config_change(live_config(camera={"fps": 50.0, "width": 320}), {"camera"})
+    engine.on_config_change(live_config(camera={"fps": 50.0, "width": 320}))
     stats = engine.run(max_frames=5)
     assert stats["frames"]["captured"] >= 7 + 5
     assert stats["frames"]["dropped"] >= 7
@@ -552,18 +552,18 @@ def test_a_swapped_face_lost_by_the_tracker_among_several_is_a_miss_not_a_raw_fa
     outcomes: list = []
     armed_at: list[int] = []
     lost_at: list[int] = []
-    record = engine.stats.record_publish
+    record = engine.parts.stats.record_publish
 
     def record_and_arm(outcome, level, latency_ms):
         outcomes.append(outcome)
-        if not armed_at and outcome is Outcome.swapped and engine.worker.swaps >= 2 and len(engine.frames.targets) == 2:
+        if not armed_at and outcome is Outcome.swapped and engine.parts.worker.swaps >= 2 and len(engine.frames.targets) == 2:
             armed_at.append(len(outcomes))
             faces.armed.set()  # both faces are being swapped: now lose the grey one
-        elif armed_at and not lost_at and engine.tracker.book.lost:
+        elif armed_at and not lost_at and engine.parts.tracker.book.lost:
             lost_at.append(len(outcomes))  # this frame's report has the face lost
         record(outcome, level, latency_ms)
 
-    engine.stats.record_publish = record_and_arm
+    engine.parts.stats.record_publish = record_and_arm
     try:
         engine.run(max_frames=60)
     finally:

@@ -42,15 +42,15 @@ def test_enhancer_toggle_and_output_settings_apply_without_restart(
     thread = threading.Thread(target=lambda: result.setdefault("stats", engine.run()), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
 
         data["enhancer"]["enabled"] = True
         config_path.write_text(tomli_w.dumps(data))
         engine.reload_config()
         wait_for(lambda: faces.enhancer is not None, what="the enhancer to switch on")
-        assert engine.watchdog.enhancer_enabled
+        assert engine.parts.watchdog.enhancer_enabled
         # The next swaps come out of the enhancer: restored crops are in FFHQ-512 space.
-        wait_for(lambda: (r := engine.worker.latest()[0]) is not None and r.swapped and r.swapped[0].template == "ffhq",
+        wait_for(lambda: (r := engine.parts.worker.latest()[0]) is not None and r.swapped and r.swapped[0].template == "ffhq",
                  what="an enhanced swap")
         assert engine.status()["config_error"] is None
 
@@ -90,20 +90,20 @@ def test_a_models_change_loads_the_new_pipeline_in_the_background(
         cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True), sink_factory=lambda w, h, fps: sink,
         faces=face_engine_factory(cfg), config_path=config_path, pipeline_factory=pipeline_factory,
     )
-    first_faces = engine.faces
+    first_faces = engine.parts.faces
     result: dict = {}
     thread = threading.Thread(target=lambda: result.setdefault("stats", engine.run()), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
         # A missing model: reported, the running pipeline stays and keeps swapping.
         data["models"]["detector"] = str(tmp_path / "missing.onnx")
         config_path.write_text(tomli_w.dumps(data))
         engine.reload_config()
         wait_for(lambda: "missing.onnx" in (engine.status()["config_error"] or ""), what="the load error")
-        assert engine.faces is first_faces
-        swapped = engine.stats.outcomes[Outcome.swapped]
-        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] > swapped + 5, what="swapping on the old pipeline")
+        assert engine.parts.faces is first_faces
+        swapped = engine.parts.stats.outcomes[Outcome.swapped]
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] > swapped + 5, what="swapping on the old pipeline")
         # An unrelated edit while the models are still missing does not hide the problem.
         data["swap"]["on_miss"] = "blur"
         config_path.write_text(tomli_w.dumps(data))
@@ -114,12 +114,12 @@ def test_a_models_change_loads_the_new_pipeline_in_the_background(
         data["models"]["detector"] = str(assets / "models" / "scrfd_2.5g_kps.onnx")
         config_path.write_text(tomli_w.dumps(data))
         engine.reload_config()
-        wait_for(lambda: engine.faces is not first_faces, timeout_s=20, what="the new pipeline")
+        wait_for(lambda: engine.parts.faces is not first_faces, timeout_s=20, what="the new pipeline")
         assert built[-1].models.detector.endswith("scrfd_2.5g_kps.onnx")
         assert "scrfd_2.5g_kps.onnx" in engine.status()["providers"]
         assert engine.status()["config_error"] is None
-        swapped = engine.stats.outcomes[Outcome.swapped]
-        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] > swapped + 5, what="swapping on the new pipeline")
+        swapped = engine.parts.stats.outcomes[Outcome.swapped]
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] > swapped + 5, what="swapping on the new pipeline")
     finally:
         engine.request_quit()
         thread.join(10)
@@ -142,7 +142,7 @@ def test_a_face_chosen_at_run_time_survives_unrelated_edits_until_the_file_chang
     thread.start()
     chosen = assets / "images" / "solvay_conference_1927.png"
     try:
-        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] >= 3, what="swapping")
         engine.set_source_face(chosen)  # what `vcamd set-face` and the tray do
         wait_for(lambda: engine.status()["source_face"] == str(chosen), what="the chosen face")
 
@@ -150,14 +150,14 @@ def test_a_face_chosen_at_run_time_survives_unrelated_edits_until_the_file_chang
         config_path.write_text(tomli_w.dumps(data))
         engine.reload_config()
         wait_for(lambda: engine.cfg.swap.on_miss == "blur", what="the unrelated edit")
-        assert engine.status()["source_face"] == str(chosen) and engine.faces.source.path == chosen
+        assert engine.status()["source_face"] == str(chosen) and engine.parts.faces.source.path == chosen
 
         own_face = tmp_path / "me.png"
         own_face.write_bytes((assets / "images" / "newton.png").read_bytes())
         data["swap"]["source_face"] = str(own_face)  # the file's own face edited: the file wins
         config_path.write_text(tomli_w.dumps(data))
         engine.reload_config()
-        wait_for(lambda: engine.faces.source.path == own_face, what="the file's face")
+        wait_for(lambda: engine.parts.faces.source.path == own_face, what="the file's face")
         assert engine.status()["source_face"] == str(own_face)
     finally:
         engine.request_quit()
@@ -178,7 +178,7 @@ def test_a_config_change_that_fails_unexpectedly_does_not_end_the_stream(
     sink = recording_sink(keep_every=100)
     engine = make_engine(cfg, clip_20fps, faces, sink)
     new = live_config(swap={"source_face": str(assets / "images" / "crowd_selfie.jpg")})
-    engine.on_config_change(new, {"swap"})  # applied by the loop, between frames
+    engine.on_config_change(new)  # applied by the loop, between frames
     stats = engine.run(max_frames=10)
     assert stats["frames"]["published"] == 10
     assert "RUNTIME_EXCEPTION" in (engine.status()["config_error"] or "")
@@ -216,7 +216,7 @@ def test_a_pinned_quality_survives_an_edit_of_the_watchdog_section(live_config, 
     cfg = live_config()
     engine = make_engine(cfg, clip_20fps, face_engine_factory(cfg), recording_sink(keep_every=100))
     engine.set_quality(Level.low_res)
-    engine.on_config_change(live_config(watchdog={"budget_ms": 120.0}), {"watchdog"})
+    engine.on_config_change(live_config(watchdog={"budget_ms": 120.0}))
     engine.run(max_frames=3)
     assert engine.cfg.watchdog.budget_ms == 120.0  # the edit was applied
-    assert engine.status()["quality"] == "low_res" and engine.watchdog.level is Level.low_res
+    assert engine.status()["quality"] == "low_res" and engine.parts.watchdog.level is Level.low_res

@@ -86,14 +86,14 @@ def test_frames_keep_going_out_covered_while_the_models_load(live_config, clip_2
     thread = threading.Thread(target=lambda: result.setdefault("stats", engine.run()), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: engine.stats.outcomes[Outcome.blurred] >= 20, what="frames published while loading")
-        assert engine.faces is None
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.blurred] >= 20, what="frames published while loading")
+        assert engine.parts.faces is None
         # Every one covered (a camera stall on a starved machine would publish the offline card:
         # no face either; that it does not happen at start-up is measured by `vcamd bench`'s startup).
-        outcomes = {outcome for outcome, count in dict(engine.stats.outcomes).items() if count}
-        assert outcomes <= {Outcome.blurred, Outcome.offline}, engine.stats.outcomes
+        outcomes = {outcome for outcome, count in dict(engine.parts.stats.outcomes).items() if count}
+        assert outcomes <= {Outcome.blurred, Outcome.offline}, engine.parts.stats.outcomes
         gate.set()
-        wait_for(lambda: engine.stats.outcomes[Outcome.swapped] >= 3, what="swapping after the load")
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] >= 3, what="swapping after the load")
     finally:
         gate.set()
         engine.request_quit()
@@ -122,7 +122,7 @@ def test_open_publishes_the_starting_card_at_once_and_starts_loading(live_config
     engine.open()
     engine.open()  # once is enough: one card, one load
     assert sink.opened and len(sink.frames) == 1
-    np.testing.assert_array_equal(sink.frames[0], offline_frame(*engine.publisher.size, STARTING_MESSAGE))
+    np.testing.assert_array_equal(sink.frames[0], offline_frame(*engine.parts.publisher.size, STARTING_MESSAGE))
     assert engine.stats_json()["startup_ms"]["first_frame"] is not None
     assert asked.wait(30), "the models did not start loading at open()"
     engine.close()

@@ -168,10 +168,10 @@ def test_the_live_loop_asks_for_a_swap_only_when_the_tracker_looked_again_and_ne
 
     cfg = live_config()
     stats, sink, engine = run_live(cfg, clip_20fps, frames=40, keep_every=1)
-    slot = engine.worker.jobs
+    slot = engine.parts.worker.jobs
     jobs = slot.taken_count + slot.dropped + slot.depth  # every job handed in
-    assert engine.tracker.followed_frames >= 10
-    assert jobs <= 40 - engine.tracker.followed_frames + 1, f"{jobs} swap jobs for 40 frames"
+    assert engine.parts.tracker.followed_frames >= 10
+    assert jobs <= 40 - engine.parts.tracker.followed_frames + 1, f"{jobs} swap jobs for 40 frames"
     f = stats["frames"]
     assert f["passthrough"] == 0 and f["swapped"] >= 30
     raws = raw_face_regions(clip_20fps, face_engine_factory(cfg))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from pydantic import BaseModel
 
 from vcamd.config import Config
-from vcamd.live.reconfigure import TABLE, Apply, needs_rebuild, plan
+from vcamd.live.reconfigure import APPLY_ORDER, TABLE, Apply, Owner, needs_rebuild, plan
 
 
 def every_key(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -45,10 +46,20 @@ def test_plan_sorts_each_changed_key_by_how_it_takes_effect():
     assert changes.rebuild == {"models.swapper"}
     assert changes.live == {"detection.full_every", "watchdog.budget_ms", "runtime.log_level"}
     assert changes.restart == {"runtime.max_memory_gb", "tray.enabled"}
-    assert changes.sections == {"detection", "watchdog", "runtime"}
+    assert changes.owners == {Owner.tracker, Owner.watchdog, Owner.logging}
     assert plan(old, old) == type(changes)()
     assert needs_rebuild(old, new) and not needs_rebuild(old, Config.model_validate({"watchdog": {"budget_ms": 80.0}}))
-    assert TABLE["detection"]["threshold"] is Apply.rebuild and TABLE["swap"]["on_miss"] is Apply.live
+    assert TABLE["detection"]["threshold"].apply is Apply.rebuild and TABLE["swap"]["on_miss"].apply is Apply.live
+
+
+def test_every_row_names_its_owners_and_every_live_owner_has_its_turn():
+    for section, rows in TABLE.items():
+        for key, row in rows.items():
+            assert row.owners, f"{section}.{key} names no owner"
+            if row.apply is Apply.live:
+                assert set(row.owners) <= set(APPLY_ORDER), f"{section}.{key}: {row.owners} never applied"
+            else:
+                assert row.owners == ((Owner.pipeline,) if row.apply is Apply.rebuild else (Owner.restart,))
 
 
 def test_runtime_log_level_is_applied_live_unless_pinned(live_config, clip_20fps, face_engine_factory, recording_sink):
@@ -64,8 +75,143 @@ def test_runtime_log_level_is_applied_live_unless_pinned(live_config, clip_20fps
             engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True),
                                 sink_factory=lambda w, h, fps: recording_sink(), faces=face_engine_factory(cfg),
                                 log_level_pinned=pinned)
-            engine.on_config_change(live_config(runtime={"log_level": "error"}), {"runtime"})
+            engine.on_config_change(live_config(runtime={"log_level": "error"}))
             engine.run(max_frames=2)
             assert root.level == expected and engine.cfg.runtime.log_level == "error"
     finally:
         root.setLevel(before)
+
+
+# -- every live key, changed in a running engine --------------------------------------------------
+
+NEW_LIVE_VALUES: dict[tuple[str, str], object] = {
+    ("detection", "cover_threshold"): 0.25,
+    ("detection", "full_every"): 7,
+    ("swap", "enabled"): False,
+    ("swap", "source_face"): "another.png",  # a copy of the running photo (made below)
+    ("swap", "source_consent"): False,
+    ("swap", "others"): "show",
+    ("swap", "cover_changes"): False,
+    ("swap", "on_miss"): "blur",
+    ("swap", "max_result_age_s"): 2.5,
+    ("smoothing", "enabled"): False,
+    ("smoothing", "min_cutoff_hz"): 0.5,
+    ("smoothing", "beta"): 10.0,
+    ("enhancer", "enabled"): True,
+    ("enhancer", "strength"): 0.4,
+    ("camera", "device"): "another.avi",
+    ("camera", "width"): 320,
+    ("camera", "height"): 240,
+    ("camera", "fps"): 15.0,
+    ("camera", "mjpg"): False,
+    ("camera", "loop"): True,
+    ("camera", "reopen_interval_s"): 0.4,
+    ("camera", "stall_timeout_s"): 0.7,
+    ("virtual_camera", "name"): "Renamed Camera",
+    ("virtual_camera", "device"): "/dev/video9",
+    ("virtual_camera", "backend"): "v4l2loopback",
+    ("watchdog", "budget_ms"): 55.0,
+    ("watchdog", "window"): 9,
+    ("watchdog", "degrade_ratio"): 0.5,
+    ("watchdog", "recover_headroom"): 0.5,
+    ("watchdog", "recover_after_s"): 4.0,
+    ("watchdog", "cooldown_s"): 2.0,
+    ("watchdog", "lowres_scale"): 0.6,
+    ("watchdog", "swap_age_budget_ms"): 900.0,
+    ("disclosure", "badge"): False,
+    ("disclosure", "text"): "Deepfake",
+    ("disclosure", "corner"): "top-left",
+    ("preview", "port"): 8799,
+    ("preview", "jpeg_quality"): 60,
+    ("runtime", "log_level"): "warning",
+}
+
+
+def _runs_on(engine, owner: Owner, section: str, key: str):
+    """The value of [section] key that `owner`'s part is running with now."""
+    parts = engine.parts
+    if owner is Owner.watchdog:
+        return getattr(parts.watchdog.cfg, key)
+    if owner is Owner.tracker:
+        applied = parts.tracker.applied
+        return getattr(getattr(applied, section), key), applied.detection.full_every == parts.tracker.full_every
+    if owner is Owner.frames:
+        policy = engine.frames.policy
+        return getattr(policy.smoothing, key) if section == "smoothing" else getattr(policy, key)
+    if owner is Owner.publisher:
+        return getattr(getattr(parts.publisher.applied, section), key)
+    if owner is Owner.camera:
+        return getattr(parts.camera, key), parts.reader.source is parts.source
+    if owner is Owner.swapping:
+        return parts.enabled if key == "enabled" else not engine.settings.consent_withdrawn
+    if owner is Owner.source_face:
+        return parts.faces.source.path if parts.faces.source is not None else None
+    if owner is Owner.enhancer:
+        enhancer = parts.faces.enhancer
+        return parts.watchdog.enhancer_enabled if key == "enabled" else (enhancer.strength if enhancer is not None else None)
+    if owner is Owner.logging:
+        return logging.getLevelName(logging.getLogger().level).lower()
+    raise AssertionError(f"no probe for {owner}")
+
+
+def _expected(owner: Owner, section: str, key: str, value):
+    if owner is Owner.tracker:
+        return value, True
+    if owner is Owner.camera:
+        return value, True
+    return value
+
+
+def test_every_live_key_changed_in_a_running_engine_takes_effect(live_config, clip_20fps, face_engine_factory, recording_sink,
+                                                                  assets, tmp_path_factory, tmp_path):
+    """One key at a time (so a key that only worked because another key's owner ran is caught), on
+    a running engine, through the loop as a config edit arrives: each owner's part runs with the
+    new value afterwards, and the stream never stops."""
+    import shutil
+    import threading
+
+    from tests.support.waiting import wait_for
+    from vcamd.bench.standins import build_enhancer
+    from vcamd.config import config_from_dict
+    from vcamd.live.capture.sources import open_source
+    from vcamd.live.engine import LiveEngine
+
+    live_keys = {(s, k) for s, rows in TABLE.items() for k, row in rows.items() if row.apply is Apply.live}
+    assert live_keys == set(NEW_LIVE_VALUES), "give every live key a new value here"
+    enhancer = build_enhancer(tmp_path_factory.mktemp("enh") / "gfpgan_light.onnx")
+    another = tmp_path / "another.avi"
+    shutil.copy(clip_20fps, another)
+    cfg = live_config(models={"enhancer": str(enhancer)})
+    sinks = []
+    engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True),
+                        sink_factory=lambda w, h, fps: sinks.append(recording_sink(keep_every=1000)) or sinks[-1],
+                        faces=face_engine_factory(cfg), source_factory=lambda camera: open_source(str(another), camera, loop=True))
+    root, level = logging.getLogger(), logging.getLogger().level
+    thread = threading.Thread(target=engine.run, daemon=True)
+    thread.start()
+    data = cfg.model_dump(mode="json")
+    try:
+        wait_for(lambda: engine.parts.stats.published >= 3, what="the first frames")
+        for (section, key), value in NEW_LIVE_VALUES.items():
+            if (section, key) == ("swap", "source_face"):
+                value = tmp_path / str(value)
+                shutil.copy(assets / "images" / "newton.png", value)
+            if (section, key) == ("camera", "device"):
+                value = str(another)
+            data[section][key] = str(value) if isinstance(value, Path) else value
+            new = config_from_dict(data)
+            assert getattr(getattr(new, section), key) != getattr(getattr(engine.cfg, section), key), (section, key)
+            published = engine.parts.stats.published
+            engine.on_config_change(new)
+            for owner in TABLE[section][key].owners:
+                want = _expected(owner, section, key, getattr(getattr(new, section), key))
+                wait_for(lambda: _runs_on(engine, owner, section, key) == want, what=f"{section}.{key} applied by the {owner}",
+                         detail=lambda: f"runs on {_runs_on(engine, owner, section, key)!r}, want {want!r}")
+            wait_for(lambda: engine.parts.stats.published > published + 2, what=f"frames after {section}.{key}")
+        assert engine.status()["config_error"] is not None  # consent withdrawn is said, not hidden
+        assert len(sinks) >= 2, "the output was reopened for its sections"
+    finally:
+        engine.request_quit()
+        thread.join(10)
+        root.setLevel(level)
+    assert not thread.is_alive()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from vcamd.config import WatchdogConfig
+from vcamd.config import Config, WatchdogConfig
 from vcamd.live.measures.watchdog import HISTORY_CAP, Transition, TransitionResult, Watchdog
 from vcamd.quality import Level
 
@@ -144,17 +144,25 @@ def test_a_forced_level_pins_it_until_released():
     assert dog.level is Level.full
 
 
-def test_a_replacing_watchdog_carries_over_the_pin_the_switches_and_the_history():
+def test_new_thresholds_keep_the_pin_the_switches_and_the_history():
     clock = FakeClock()
-    old = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False, boost_enabled=True)
-    old.force(Level.low_res)
-    new = Watchdog(WatchdogConfig(budget_ms=60.0), clock)
-    new.carry_over_from(old)
-    assert new.level is Level.low_res and not new.automatic
-    assert (new.enhancer_enabled, new.boost_enabled) == (False, True)
-    assert [t.to_level for t in new.transitions] == [Level.low_res]
-    feed(new, clock, 5.0, 30 * 10)
-    assert new.level is Level.low_res  # still pinned under the new thresholds
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False, boost_enabled=True)
+    dog.force(Level.low_res)
+    dog.configure(Config(watchdog=WatchdogConfig(budget_ms=60.0, window=10)))
+    assert dog.cfg.budget_ms == 60.0 and dog.level is Level.low_res and not dog.automatic
+    assert (dog.enhancer_enabled, dog.boost_enabled) == (False, True)
+    assert [t.to_level for t in dog.transitions] == [Level.low_res]
+    feed(dog, clock, 5.0, 30 * 10)
+    assert dog.level is Level.low_res  # still pinned under the new thresholds
+
+
+def test_new_thresholds_measure_the_automatic_level_afresh():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock)
+    feed(dog, clock, 500.0, 30 * 10)  # far over budget: stepped down
+    assert dog.level is not Level.full
+    dog.configure(Config(watchdog=WatchdogConfig(budget_ms=1000.0)))
+    assert dog.level is Level.full and dog.automatic  # from the top, judged under the new budget
 
 
 def test_watchdog_history_stays_bounded():

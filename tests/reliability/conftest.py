@@ -463,8 +463,8 @@ class LiveRun:
     def counts(self) -> dict:
         from vcamd.types import Outcome
 
-        outcomes = self.engine.stats.outcomes
-        return {o.value: outcomes[o] for o in Outcome} | {"published": self.engine.stats.published}
+        outcomes = self.engine.parts.stats.outcomes
+        return {o.value: outcomes[o] for o in Outcome} | {"published": self.engine.parts.stats.published}
 
     def wait_for(self, predicate, timeout: float, what: str) -> None:
         """`support.waiting.wait_for`, failing at once when the engine has crashed."""

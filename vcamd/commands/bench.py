@@ -327,7 +327,7 @@ def run_live(cfg, clip: Path, frames: int, quality: str | None = None, on_engine
     if on_engine is not None:
         on_engine(engine)
     stats = engine.run(max_frames=frames)
-    return stats, engine.stats.stages_ms, build_s
+    return stats, engine.parts.stats.stages_ms, build_s
 
 
 def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
@@ -501,7 +501,7 @@ def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
     found: list[int] = []
 
     def count_faces(engine) -> None:
-        found.append(len(engine.faces.detect(_first_frame(clip), cfg.detection.size)))
+        found.append(len(engine.parts.faces.detect(_first_frame(clip), cfg.detection.size)))
 
     stats, stages, setup_s = run_live(cfg, clip, settings.frames, settings.quality, on_engine=count_faces)
     summary = summarise(stats, stages, settings, setup_s)

@@ -53,6 +53,7 @@ from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
 from vcamd.live.measures.stats import GpuSampler, LiveStats, count_misses
 from vcamd.live.measures.watchdog import Watchdog
 from vcamd.live.output.publisher import Publisher
+from vcamd.live.parts import LiveParts
 from vcamd.live.process import ProcessSettings
 from vcamd.live.settings import Settings
 from vcamd.live.swapworker import SwapWorker
@@ -111,19 +112,26 @@ class LiveEngine:
         the zero of the stats' `startup_ms` (default: now)."""
         if faces is None and pipeline_factory is None:
             raise ValueError("LiveEngine needs a face pipeline or a pipeline_factory to load one")
-        self.cfg = cfg
-        self.source = source
-        self.faces = faces  # None until the first pipeline is installed
-        self.providers = dict(providers or {})
         self.clock = clock
-        self.stats = LiveStats(clock)
-        self.slot = LatestFrame()
-        self.reader = CameraReader(source, self.slot, reopen_interval_s=cfg.camera.reopen_interval_s, clock=clock)
-        self.watchdog = Watchdog(cfg.watchdog, clock, enhancer_enabled=cfg.enhancer.enabled)
-        self.worker = SwapWorker(faces, self.stats, clock)  # type: ignore[arg-type]  # set before any job
-        self.full_detector = FullDetector(faces, self.stats, clock)  # type: ignore[arg-type]
-        self.tracker = LiveTracker(faces, self.full_detector, full_every=cfg.detection.full_every)  # type: ignore[arg-type]
-        self.publisher = Publisher(sink_factory, badge=badge or _load_badge(), placeholder=placeholder or _load_placeholder(), clock=clock)
+        stats = LiveStats(clock)
+        slot = LatestFrame()
+        full_detector = FullDetector(faces, stats, clock)  # type: ignore[arg-type]  # set before any job
+        self.parts = LiveParts(
+            clock=clock, stats=stats, slot=slot, source=source,
+            reader=CameraReader(source, slot, reopen_interval_s=cfg.camera.reopen_interval_s, clock=clock),
+            camera=cfg.camera,
+            watchdog=Watchdog(cfg.watchdog, clock, enhancer_enabled=cfg.enhancer.enabled),
+            worker=SwapWorker(faces, stats, clock),  # type: ignore[arg-type]
+            full_detector=full_detector,
+            tracker=LiveTracker(faces, full_detector, full_every=cfg.detection.full_every),  # type: ignore[arg-type]
+            publisher=Publisher(sink_factory, badge=badge or _load_badge(), placeholder=placeholder or _load_placeholder(), clock=clock),
+            faces=faces,  # None until the first pipeline is installed
+            enabled=cfg.swap.enabled,
+            providers=dict(providers or {}),
+        )
+        self.parts.tracker.configure(cfg)
+        self.parts.publisher.configure(cfg)
+        self.frames = FrameWork(self.parts, cfg, clock() if started_at is None else started_at)
         self._gpu = GpuSampler()
         # -- control plane
         self._commands = CommandQueue(self._refresh_status, lambda message: self.settings.problems.report("settings", message))
@@ -131,38 +139,31 @@ class LiveEngine:
         self._quit = threading.Event()
         self._fatal: BaseException | None = None  # ends run() with this error (models failed at start-up)
         self.photo_lane = PhotoLane()  # every surface's set-face: one photo decoded at a time
-        self.settings = Settings(self, tell=self._tell, file_cfg=file_cfg or cfg, config_path=config_path,
+        self.settings = Settings(self.parts, self.frames, cfg, tell=self._tell, file_cfg=file_cfg or cfg, config_path=config_path,
                                  source_factory=source_factory, pipeline_factory=pipeline_factory,
-                                 log_level_pinned=log_level_pinned)
+                                 log_level_pinned=log_level_pinned, on_first_pipeline=self._first_pipeline,
+                                 on_fatal=self.abort)
         # -- state the loop owns (read by other threads only through the status snapshot)
-        self.enabled = cfg.swap.enabled
         self._state = "starting"
         self._opened = False  # the camera and the output (open() or run())
         self._process = ProcessSettings()  # OpenCV's threads, the collector: applied by open(), restored at the end; the allocator's setting stays
         self._last_frame_at: float | None = None
-        self.frames = FrameWork(self, clock() if started_at is None else started_at)
-        self._status: dict[str, Any] = {}
         self._refresh_status()
+
+    @property
+    def cfg(self) -> Config:
+        """The config the engine runs on (`Settings` keeps it)."""
+        return self.settings.cfg
 
     @property
     def config_path(self) -> Path | None:
         return self.settings.config_path
 
-    def frame_size(self, cfg: Config) -> tuple[int, int]:
-        """The size frames are published at: the output's, once open; else the camera's."""
-        return self.publisher.size or self.source.frame_size or (cfg.camera.width, cfg.camera.height)
-
-    def install_pipeline(self, faces: FacePipeline, providers: dict[str, str]) -> None:
-        """Make `faces` the running face pipeline, between two frames (`Settings` decides when)."""
-        first = self.faces is None
-        self.faces = self.worker.faces = self.full_detector.faces = self.tracker.faces = faces
-        self.tracker.reset()
-        self.watchdog.boost_enabled = faces.boosts  # its rung is a step only when it boosts
-        self.providers = dict(providers)
-        if first:
-            log.info("face models ready %.0f ms after start", (self.clock() - self.frames.startup.started_at) * 1000.0)
-            if not self.has_source_face():
-                log.warning("%s; faces are covered (on_miss) until one is chosen", NO_SOURCE_FACE)
+    def _first_pipeline(self) -> None:
+        """The first face pipeline was installed (`Settings`): say so, and whether a face is missing."""
+        log.info("face models ready %.0f ms after start", (self.clock() - self.frames.startup.started_at) * 1000.0)
+        if not self.parts.has_source_face():
+            log.warning("%s; faces are covered (on_miss) until one is chosen", NO_SOURCE_FACE)
 
     def abort(self, error: BaseException) -> None:
         """End run() with `error` (the face models failed to load at start-up)."""
@@ -175,7 +176,7 @@ class LiveEngine:
 
     @property
     def sink(self) -> Sink | None:
-        return self.publisher.sink
+        return self.parts.publisher.sink
 
     # -- Controllable -----------------------------------------------------------------------------
     def status(self) -> dict:
@@ -188,12 +189,12 @@ class LiveEngine:
 
     def toggle(self) -> dict:
         """Swap on if off, off if on — decided by the loop, so two toggles never race."""
-        return self._ask(lambda: self.settings.switch_swapping(not self.enabled), "toggle")
+        return self._ask(lambda: self.settings.switch_swapping(not self.parts.enabled), "toggle")
 
     def set_source_face(self, path: Path) -> dict:
         """Read and embed the photo (face-loader thread), then make it the source face (loop).
         Raises FaceError on a bad image, before anything changes; returns the state after."""
-        path, faces = Path(path), self.faces
+        path, faces = Path(path), self.parts.faces
         self.settings.require_consent()  # withdrawn: refused before the photo is even read
         self.photo_lane.enter()  # PhotoLaneBusy when another surface's photo is being read
         try:
@@ -214,7 +215,7 @@ class LiveEngine:
         return {**status, "source_face_pick": which} if which else status
 
     def set_quality(self, level: Level | None) -> dict:
-        return self._ask(lambda: log_events([t] if (t := self.watchdog.force(level)) else []), "quality")
+        return self._ask(lambda: log_events([t] if (t := self.parts.watchdog.force(level)) else []), "quality")
 
     def reload_config(self) -> dict:
         """Re-read the config file now. A broken file raises its ConfigError (and is reported in
@@ -232,7 +233,7 @@ class LiveEngine:
         self._tell(self.settings.reload_file, "reload (SIGHUP)")
 
     def snapshot_png(self) -> bytes:
-        frame = self.publisher.last_published
+        frame = self.parts.publisher.last_published
         if frame is None:
             raise VcamdError("no frame has been published yet", fix="try again in a moment")
         ok, buf = cv2.imencode(".png", frame)
@@ -242,26 +243,23 @@ class LiveEngine:
 
     def latest_frame(self) -> Frame | None:
         """The frame last published (read-only: the caller must not draw on it)."""
-        return self.publisher.last_published
+        return self.parts.publisher.last_published
 
     def recent_transitions(self) -> list[dict]:
         """The watchdog's transitions with their reasons and measured results, oldest first."""
-        return self.watchdog.history()
+        return self.parts.watchdog.history()
 
     def set_badge(self, on: bool) -> dict:
         """Show or hide the "AI-altered" badge from the next frame on."""
         value = bool(on)
-        return self._ask(
-            lambda: setattr(self, "cfg", self.cfg.model_copy(update={"disclosure": self.cfg.disclosure.model_copy(update={"badge": value})})),
-            "badge",
-        )
+        return self._ask(lambda: self.settings.set_badge(value), "badge")
 
     def request_quit(self) -> None:
         self._quit.set()
-        self.slot.wake()
+        self.parts.slot.wake()
 
     # -- the config watcher (its thread) ----------------------------------------------------------
-    def on_config_change(self, new: Config, changed: set[str]) -> None:
+    def on_config_change(self, new: Config) -> None:
         """The watcher saw a valid file: applied between two frames."""
         self._tell(lambda: self.settings.file_valid(new), "config change")
 
@@ -276,24 +274,19 @@ class LiveEngine:
     # -- status -------------------------------------------------------------------------------------
     def _refresh_status(self) -> dict[str, Any]:
         source_face = self.cfg.swap.source_face
-        self._status = {
-            "enabled": self.enabled,
+        self._status = self.parts.status = {
+            "enabled": self.parts.enabled,
             "state": self._state,
-            "camera": self.reader.state.value,
-            "level": self.watchdog.level.name,
-            "quality": "auto" if self.watchdog.automatic else self.watchdog.level.name,
-            **self.stats.live_numbers(captured=self._captured(), dropped=self._dropped(), misses=self._misses()),
+            "camera": self.parts.reader.state.value,
+            "level": self.parts.watchdog.level.name,
+            "quality": "auto" if self.parts.watchdog.automatic else self.parts.watchdog.level.name,
+            **self.parts.stats.live_numbers(captured=self._captured(), dropped=self._dropped(), misses=self._misses()),
             "source_face": str(source_face) if source_face else None,
-            "providers": dict(self.providers),
+            "providers": dict(self.parts.providers),
             "config_error": self._config_error(),
-            "queue_depth": self.slot.depth,
+            "queue_depth": self.parts.slot.depth,
             "gpu": self._gpu.latest(),
         }
-        return self._status
-
-    @property
-    def current_status(self) -> dict[str, Any]:
-        """The status snapshot itself, not a copy (the loop's thread: the publisher draws from it)."""
         return self._status
 
     def _config_error(self) -> str | None:
@@ -302,12 +295,9 @@ class LiveEngine:
     def _missing_source_face(self) -> str | None:
         """Derived, not stored: swapping is on but there is no face to swap in (nothing leaks —
         the faces are held/obscured — but the user must be told why their face is not swapped)."""
-        if self.enabled and not self.has_source_face():
+        if self.parts.enabled and not self.parts.has_source_face():
             return NO_SOURCE_FACE
         return None
-
-    def has_source_face(self) -> bool:
-        return self.faces is None or self.faces.source is not None  # still loading: not known missing yet
 
     # -- the loop -----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -320,7 +310,7 @@ class LiveEngine:
         if self._opened:
             return
         self._open(load=False)
-        self.frames.send(self.publisher.starting_frame(), Outcome.starting, None)  # before the loading thread competes
+        self.frames.send(self.parts.publisher.starting_frame(), Outcome.starting, None)  # before the loading thread competes
         self._start_loading()
 
     def close(self) -> None:
@@ -334,15 +324,15 @@ class LiveEngine:
         self._process.apply()
         self._commands.start_looping()
         try:
-            self.reader.open_first()  # a bad source fails here, with its own message
-            if self.faces is not None:
-                warm_up_detector(self.faces, self.cfg, self.frame_size(self.cfg))
-            self.publisher.open(self.frame_size(self.cfg), self.source.fps)
+            self.parts.reader.open_first()  # a bad source fails here, with its own message
+            if self.parts.faces is not None:
+                warm_up_detector(self.parts.faces, self.cfg, self.parts.frame_size(self.cfg))
+            self.parts.publisher.open(self.parts.frame_size(self.cfg), self.parts.source.fps)
         except BaseException:
             # Nothing started yet: release the camera (its light goes off) and the tracker's thread.
             self._commands.stop_looping()
-            self.reader.stop()
-            self.tracker.stop()
+            self.parts.reader.stop()
+            self.parts.tracker.stop()
             self.settings.stop()
             self._process.restore()
             raise
@@ -351,7 +341,7 @@ class LiveEngine:
             self._start_loading()
 
     def _start_loading(self) -> None:
-        if self.faces is None:
+        if self.parts.faces is None:
             # The camera and the output are open: frames go out covered while the models load.
             log.info("loading the face models in the background; frames are covered until they are ready")
             self.settings.load_pipeline(self.cfg)
@@ -359,12 +349,12 @@ class LiveEngine:
     def _shut_down(self) -> None:
         self._state = "stopped"
         self._commands.stop_looping()
-        self.reader.stop()
-        self.worker.stop()
-        self.full_detector.stop()
-        self.tracker.stop()
+        self.parts.reader.stop()
+        self.parts.worker.stop()
+        self.parts.full_detector.stop()
+        self.parts.tracker.stop()
         self.settings.stop()
-        self.publisher.close()
+        self.parts.publisher.close()
         self._process.restore()
         self._refresh_status()
 
@@ -372,22 +362,22 @@ class LiveEngine:
         """Publish until `max_frames` frames went out or `request_quit()`; returns the stats JSON."""
         self._open()
         try:
-            self.reader.start()
-            self.worker.start()
-            self.full_detector.start()
+            self.parts.reader.start()
+            self.parts.worker.start()
+            self.parts.full_detector.start()
             self._gpu.start()
             self._process.freeze_heap()
-            self.stats.reset_clock()
+            self.parts.stats.reset_clock()
             self._last_frame_at = self.clock()  # "starting" until the camera's first frame
-            if self.faces is not None and not self.has_source_face():
+            if self.parts.faces is not None and not self.parts.has_source_face():
                 log.warning("%s; faces are covered (on_miss) until one is chosen", NO_SOURCE_FACE)
             self._refresh_status()
-            interval = 1.0 / max(1.0, self.source.fps)
+            interval = 1.0 / max(1.0, self.parts.source.fps)
             while not self._quit.is_set() and self._fatal is None:
-                if max_frames is not None and self.stats.published >= max_frames:
+                if max_frames is not None and self.parts.stats.published >= max_frames:
                     break
                 self._commands.run_pending()
-                captured = self.slot.take(timeout=interval)
+                captured = self.parts.slot.take(timeout=interval)
                 if captured is None:
                     self._maybe_offline()
                     continue
@@ -396,7 +386,7 @@ class LiveEngine:
                     self._state = "running"
                     self._refresh_status()
                 self.frames.process(captured)
-                if self.stats.published % STATUS_EVERY == 0:
+                if self.parts.stats.published % STATUS_EVERY == 0:
                     self._refresh_status()
         finally:
             self._shut_down()
@@ -405,46 +395,46 @@ class LiveEngine:
         return self.stats_json()
 
     def stats_json(self) -> dict:
-        return self.stats.to_json(
+        return self.parts.stats.to_json(
             captured=self._captured(),
             dropped=self._dropped(),
-            source_fps=self.source.fps,
-            transitions=self.watchdog.history(),
-            queue_depth_max=self.slot.max_depth,
-            providers=self.providers,
+            source_fps=self.parts.source.fps,
+            transitions=self.parts.watchdog.history(),
+            queue_depth_max=self.parts.slot.max_depth,
+            providers=self.parts.providers,
             gpu=self._gpu.stop(),
             misses=self._misses(),
-            camera_cpu_s=self.reader.cpu_s,
+            camera_cpu_s=self.parts.reader.cpu_s,
         ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap}
 
     def _captured(self) -> int:
-        return self.settings.replaced_captured + self.reader.captured + self.source.skipped
+        return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped
 
     def _misses(self):
-        return count_misses(reader=self.reader, tracker=self.tracker, full_detector=self.full_detector, swap_worker=self.worker)
+        return count_misses(reader=self.parts.reader, tracker=self.parts.tracker, full_detector=self.parts.full_detector, swap_worker=self.parts.worker)
 
     def _dropped(self) -> int:
         """Frames captured but never processed: replaced in the slot, or skipped by a file source
         that fell behind (also those of sources replaced on a camera change)."""
-        return self.slot.dropped + self.settings.replaced_skipped + self.source.skipped
+        return self.parts.slot.dropped + self.settings.replaced_skipped + self.parts.source.skipped
 
     def _maybe_offline(self) -> None:
         """No camera frame within one interval: publish a placeholder if the camera is gone or
         stalled — before its first frame, the "starting" card, up to FIRST_FRAME_GRACE_S (a camera
         that has not started yet is not offline)."""
         assert self._last_frame_at is not None
-        gone = self.reader.state is SourceState.offline
+        gone = self.parts.reader.state is SourceState.offline
         waited = self.clock() - self._last_frame_at
-        if not (gone or waited > self.cfg.camera.stall_timeout_s):
+        if not (gone or waited > self.parts.camera.stall_timeout_s):
             return
         if self._state == "starting" and not gone and waited <= FIRST_FRAME_GRACE_S:
-            self.frames.send(self.publisher.starting_frame(), Outcome.starting, None)
+            self.frames.send(self.parts.publisher.starting_frame(), Outcome.starting, None)
             return
         if self._state != "offline":
             log.warning("publishing the offline frame: camera %s", "lost" if gone else "stalled")
             self._state = "offline"
             self._refresh_status()
-        self.frames.send(self.publisher.offline_frame(), Outcome.offline, None)
+        self.frames.send(self.parts.publisher.offline_frame(), Outcome.offline, None)
 
 
 

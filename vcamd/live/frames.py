@@ -21,21 +21,20 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from vcamd.config import Others
+from vcamd.config import Config, OnMiss, Others, SmoothingConfig
 from vcamd.faces.following import FollowedFace
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
 from vcamd.live.output.obscure import obscure_frame
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking.facebook import FaceReport
-from vcamd.live.tracking.sizes import detect_sizes, unsure_band
 from vcamd.live.tracking.smoothing import FaceSmoother
 from vcamd.live.tracking.unseen import UnseenChanges
 from vcamd.quality import Level, rung
 from vcamd.types import Captured, Face, Frame, Outcome
 
 if TYPE_CHECKING:
-    from vcamd.live.engine import LiveEngine
+    from vcamd.live.parts import LiveParts
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +48,22 @@ FIRST_SWAP_TRACK_STRIDE = 4
 """While the first swap is computed (frames covered whole), the tracker runs on every 4th frame."""
 
 NO_SOURCE_FACE = "no source face is set — use `vcamd set-face PHOTO`, the tray's Source face menu, or [swap] source_face"
+
+
+@dataclass(frozen=True)
+class FramePolicy:
+    """The settings the loop applies to every frame (`FrameWork.configure`)."""
+
+    others: Others
+    cover_changes: bool
+    on_miss: OnMiss
+    max_result_age_s: float
+    smoothing: SmoothingConfig
+
+    @classmethod
+    def of(cls, cfg: Config) -> FramePolicy:
+        swap = cfg.swap
+        return cls(swap.others, swap.cover_changes, swap.on_miss, swap.max_result_age_s, cfg.smoothing)
 
 
 @dataclass
@@ -78,10 +93,11 @@ class Startup:
 
 
 class FrameWork:
-    """The loop's per-frame work for `engine`, and what it remembers from one frame to the next."""
+    """The loop's per-frame work on the engine's `parts`, and what it remembers from one frame to the next."""
 
-    def __init__(self, engine: LiveEngine, started_at: float) -> None:
-        self._engine = engine
+    def __init__(self, parts: LiveParts, cfg: Config, started_at: float) -> None:
+        self._parts = parts
+        self.policy = FramePolicy.of(cfg)
         self.startup = Startup(started_at)
         self._index = 0
         self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
@@ -95,19 +111,23 @@ class FrameWork:
         self.unseen = UnseenChanges()
         """Where the picture changed away from the known faces since a detection looked: covered."""
 
+    def configure(self, cfg: Config) -> None:
+        """Apply the per-frame policy's settings (from the next frame on)."""
+        self.policy = FramePolicy.of(cfg)
+
     def process(self, captured: Captured) -> None:
-        engine = self._engine
-        t_take = engine.clock()
-        engine.stats.record_stage("queue", (t_take - captured.t_capture) * 1000.0)
-        engine.stats.processed += 1
+        parts = self._parts
+        t_take = parts.clock()
+        parts.stats.record_stage("queue", (t_take - captured.t_capture) * 1000.0)
+        parts.stats.processed += 1
         frame = self._fit(captured.frame)
-        level = engine.watchdog.level
+        level = parts.watchdog.level
         self._index += 1
         stage_ms: dict[str, float] = {}
-        if not engine.enabled:
+        if not parts.enabled:
             self.send(frame, Outcome.off, captured.t_capture)
             return
-        if engine.faces is None:
+        if parts.faces is None:
             self.send_covered(frame, captured.t_capture)
             return
         thumb = self.unseen.remember(frame, self._index)  # before anything is drawn on it
@@ -127,55 +147,54 @@ class FrameWork:
         # 3. What changed away from those faces since a detection looked there is covered, and
         # looked at as soon as it holds still and the detector is free (`unseen`).
         unseen = (self.unseen.covers(thumb, report.faces + report.lost + report.unsure)
-                  if report.known and engine.cfg.swap.cover_changes else [])
+                  if report.known and self.policy.cover_changes else [])
         if unseen and self.unseen.settled:
-            engine.tracker.look_soon()
+            parts.tracker.look_soon()
 
         # 4. What each face gets: the latest swap at its current place, held, or obscured.
-        t2 = engine.clock()
-        result, failed = engine.worker.latest()
-        usable = result is not None and not failed and not engine.worker.stale(engine.clock(), engine.cfg.swap.max_result_age_s)
+        t2 = parts.clock()
+        result, failed = parts.worker.latest()
+        usable = result is not None and not failed and not parts.worker.stale(parts.clock(), self.policy.max_result_age_s)
         swaps = match_swaps(targets, result.faces, result.swapped) if usable and result is not None else [None] * len(targets)
         composed = compose(
-            Scene(frame=frame, enabled=True, on_miss=engine.cfg.swap.on_miss, known=report.known, targets=targets,
-                  swaps=swaps, lost=lost, held=engine.publisher.held, unsure=report.unsure, others=self._others,
+            Scene(frame=frame, enabled=True, on_miss=self.policy.on_miss, known=report.known, targets=targets,
+                  swaps=swaps, lost=lost, held=parts.publisher.held, unsure=report.unsure, others=self._others,
                   unseen=unseen),
-            self._pastes.paste_for(engine.faces.composite, frame, targets, swaps, still=report.followed and not lost and not report.unsure),
+            self._pastes.paste_for(parts.faces.composite, frame, targets, swaps, still=report.followed and not lost and not report.unsure),
         )
-        stage_ms["composite"] = (engine.clock() - t2) * 1000.0
-        engine.stats.record_stage("composite", stage_ms["composite"])
+        stage_ms["composite"] = (parts.clock() - t2) * 1000.0
+        parts.stats.record_stage("composite", stage_ms["composite"])
         swapped_at = result.t_capture if result is not None and any(s is not None for s in swaps) else None
         self.send(composed.frame, composed.outcome, captured.t_capture, stage_ms, composed=composed, targets=targets, swapped_at=swapped_at)
         # The loop's own time for this frame (take → published), the base of the overhead figure.
-        engine.stats.record_stage("loop", (engine.clock() - t_take) * 1000.0)
+        parts.stats.record_stage("loop", (parts.clock() - t_take) * 1000.0)
 
     def _locate_and_submit(self, frame: Frame, level: Level, t_capture: float,
                            stage_ms: dict[str, float]) -> tuple[FaceReport, list[Face], list[Face]]:
         """Where the faces are in this frame (the tracker), which to swap, which lost ones to cover
         (remembered for the frames that reuse them); their region handed to the swap worker."""
-        engine = self._engine
-        t0 = engine.clock()
-        report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s(),
-                                       unsure=unsure_band(engine.cfg))
-        self.unseen.looked(engine.tracker.looked)
-        report = replace(report, faces=self._steady.steady(report.faces, t_capture, engine.cfg.smoothing, report.appeared))
+        parts = self._parts
+        t0 = parts.clock()
+        report = parts.tracker.locate(frame, self._index, level, deadline_s=self._track_deadline_s())
+        self.unseen.looked(parts.tracker.looked)
+        report = replace(report, faces=self._steady.steady(report.faces, t_capture, self.policy.smoothing, report.appeared))
         targets, report = self._select(report, frame)
-        others = [f for f in report.faces if not any(f is t for t in targets)] if engine.cfg.swap.others is Others.obscure else []
+        others = [f for f in report.faces if not any(f is t for t in targets)] if self.policy.others is Others.obscure else []
         # Lost faces are covered when they were faces being swapped or covered (obscured
         # bystanders included); a bystander shown by choice (others = "show") stays alone.
         lost = lost_to_cover(report.lost, report.known, self.targets + self._covered_lost + self._others)
         self._report, self.targets, self._covered_lost, self._others = report, targets, lost, others
-        t1 = engine.clock()
+        t1 = parts.clock()
         stage_ms["detect"] = (t1 - t0) * 1000.0
-        engine.stats.record_stage("detect", stage_ms["detect"])
+        parts.stats.record_stage("detect", stage_ms["detect"])
         # The swap worker gets the newest face region (it never waits) — unless every face only
         # moved since the tracker last detected it (`FaceReport.followed`): the swap made for that
         # detection's frame is the same face, pasted below where it is now (the tracker detects
         # again, and a new swap is asked for, at least every few frames).
         if targets and report.known and not (report.followed and self._has_swap()):
             self._submit(frame, targets, level, t_capture)
-            stage_ms["submit"] = (engine.clock() - t1) * 1000.0
-            engine.stats.record_stage("submit", stage_ms["submit"])
+            stage_ms["submit"] = (parts.clock() - t1) * 1000.0
+            parts.stats.record_stage("submit", stage_ms["submit"])
         return report, targets, lost
 
     def _first_swap_running(self) -> bool:
@@ -187,13 +206,13 @@ class FrameWork:
         1.6 s alone, 2.2 s beside the tracker). Tracked that often, the faces are where they are
         when it lands (left alone for its 2 s, they were lost and looked for again: 2–3 frames
         later on screen), and the worker has their newest region to swap next."""
-        worker = self._engine.worker
+        worker = self._parts.worker
         result, failed = worker.latest()
         return result is None and not failed and not worker.idle
 
     def _has_swap(self) -> bool:
         """The swap worker has a usable result (a followed frame then needs no new swap)."""
-        result, failed = self._engine.worker.latest()
+        result, failed = self._parts.worker.latest()
         return result is not None and not failed
 
     def _select(self, report: FaceReport, frame: Frame) -> tuple[list[Face], FaceReport]:
@@ -201,7 +220,7 @@ class FrameWork:
         (e.g. the recognizer behind it) makes the positions unknown for this frame: covered, never
         shown raw."""
         try:
-            return self._follow.select(self._engine.faces, report.faces, frame, self._index), report
+            return self._follow.select(self._parts.faces, report.faces, frame, self._index), report
         except Exception as exc:
             log.error("face selection failed: %s", exc)
             return list(report.faces), FaceReport(known=False, faces=report.faces, lost=report.lost, appeared=report.appeared, full=report.full,
@@ -211,18 +230,18 @@ class FrameWork:
         """How long the loop waits for the tracker: TRACK_DEADLINE_FRAMES frame intervals. Long
         enough that a busy machine's slow frame is late rather than a miss; short enough that a
         hung detector costs the stream one short hiccup."""
-        return TRACK_DEADLINE_FRAMES / max(1.0, self._engine.source.fps)
+        return TRACK_DEADLINE_FRAMES / max(1.0, self._parts.source.fps)
 
     def _fit(self, frame: Frame) -> Frame:
         """Frames must keep the size the sink was opened with (a camera may reopen at another)."""
-        size = self._engine.publisher.size
+        size = self._parts.publisher.size
         assert size is not None
         if (frame.shape[1], frame.shape[0]) != size:
             return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
         return frame
 
     def _submit(self, frame: Frame, targets: list[Face], level: Level, t_capture: float) -> None:
-        if not self._engine.has_source_face():
+        if not self._parts.has_source_face():
             if not self._no_source_logged:
                 log.warning("%s; faces are covered until one is chosen", NO_SOURCE_FACE)
                 self._no_source_logged = True
@@ -231,7 +250,7 @@ class FrameWork:
         x0, y0, x1, y1 = region(frame, targets, SWAP_REGION_SCALE)
         crop = frame[y0:y1, x0:x1].copy()  # private copy: the loop keeps drawing on `frame`
         local = [_shift(f, x0, y0) for f in targets]
-        self._engine.worker.submit(SwapJob(crop, local, list(targets), level, t_capture))
+        self._parts.worker.submit(SwapJob(crop, local, list(targets), level, t_capture))
 
     def send_covered(self, frame: Frame, t_capture: float) -> None:
         """The whole frame obscured, without the face pipeline's per-frame work: no face pipeline
@@ -254,34 +273,34 @@ class FrameWork:
         swapped_at: float | None = None,
         judged: bool = True,
     ) -> None:
-        engine = self._engine
+        parts = self._parts
         if composed is not None and composed.fresh_badge:
             # held whole frames already carry the badge; off/passthrough/offline frames are not altered
-            t = engine.clock()
-            engine.publisher.badge(frame, engine.cfg.disclosure)
+            t = parts.clock()
+            parts.publisher.badge(frame)
             if stage_ms is not None:
-                stage_ms["badge"] = (engine.clock() - t) * 1000.0
-                engine.stats.record_stage("badge", stage_ms["badge"])
-        t_send = engine.clock()
-        engine.publisher.send(frame, engine.current_status)
-        now = engine.clock()
-        engine.stats.record_stage("publish", (now - t_send) * 1000.0)
+                stage_ms["badge"] = (parts.clock() - t) * 1000.0
+                parts.stats.record_stage("badge", stage_ms["badge"])
+        t_send = parts.clock()
+        parts.publisher.send(frame, parts.status)
+        now = parts.clock()
+        parts.stats.record_stage("publish", (now - t_send) * 1000.0)
         self.startup.published(now, swapped=composed is not None and FaceOutcome.swapped in composed.faces)
         if composed is not None:
             if composed.all_swapped:
-                engine.publisher.remember_good(frame, targets or [])
-            engine.stats.record_faces(composed.faces, None if swapped_at is None else (now - swapped_at) * 1000.0, composed.unsure_covered)
+                parts.publisher.remember_good(frame, targets or [])
+            parts.stats.record_faces(composed.faces, None if swapped_at is None else (now - swapped_at) * 1000.0, composed.unsure_covered)
         latency = None if t_capture is None else (now - t_capture) * 1000.0
-        engine.stats.record_publish(outcome, engine.watchdog.level, latency)
+        parts.stats.record_publish(outcome, parts.watchdog.level, latency)
         # The watchdog judges the face pipeline's cost: frames without it (swapping off, models still
         # loading, covered whole while the first swap runs) say nothing about it. Lowered by cheap
         # loading frames on a busy machine, the first detections would run at a lower size and miss
         # small faces never seen before.
         # Nor do the frames of the tracker's warm-up (sessions being built, the first full
         # detection not in yet): they took a group to low_res before it was measured at full.
-        if judged and latency is not None and outcome is not Outcome.off and engine.faces is not None:
+        if judged and latency is not None and outcome is not Outcome.off and parts.faces is not None:
             swap_age_ms = None if composed is None or swapped_at is None else (now - swapped_at) * 1000.0
-            log_events(engine.watchdog.observe(latency, stage_ms, warming=engine.tracker.warming, swap_age_ms=swap_age_ms))
+            log_events(parts.watchdog.observe(latency, stage_ms, warming=parts.tracker.warming, swap_age_ms=swap_age_ms))
 
 
 class PasteMemo:

@@ -7,7 +7,9 @@
   the running one keeps publishing meanwhile;
 * **restart** — takes effect at the next start of `vcamd run` (the user is told so).
 
-`tests/live/test_reconfigure.py` walks every field of `Config`, so a new key cannot be left out.
+Every row names its owner (`Owner`): the part that applies the key. `tests/live/test_reconfigure.py`
+walks every field of `Config`, so a new key cannot be left out, and changes every live key in a
+running engine to see each take effect.
 """
 
 from __future__ import annotations
@@ -27,39 +29,86 @@ class Apply(StrEnum):
     restart = "restart"
 
 
-L, B, R = Apply.live, Apply.rebuild, Apply.restart
+class Owner(StrEnum):
+    """Who applies a live key: each part applies its own settings (`configure(cfg)`), the others
+    are the engine's switches and the parts it replaces whole (`settings.Settings` runs them, in
+    `APPLY_ORDER`)."""
 
-TABLE: dict[str, dict[str, Apply]] = {
-    "models": {"dir": B, "detector": B, "recognizer": B, "swapper": B, "enhancer": B, "parser": B, "providers": B, "mirror": B, "threads": B},
+    camera = "camera"  # the source and its reader, reopened (`Settings`)
+    watchdog = "watchdog"  # `Watchdog.configure`: thresholds; a pinned level and the history stay
+    tracker = "tracker"  # `LiveTracker.configure`: full-detection cadence, detector sizes, unsure band
+    frames = "frames"  # `FrameWork.configure`: per-frame policy (others, cover_changes, on_miss, …)
+    publisher = "publisher"  # `Publisher.configure`: the badge, and the output reopened
+    swapping = "swapping"  # swap on/off and consent (`Settings`)
+    source_face = "source_face"  # the photo, embedded off the loop (`Settings`)
+    enhancer = "enhancer"  # the running pipeline's enhancer, and the watchdog told (`Settings`)
+    logging = "logging"  # the root logger's level, unless `-v` pinned it (`Settings`)
+    pipeline = "pipeline"  # rebuild rows: the face pipeline loaded anew (`loading.PipelineBuild`)
+    restart = "restart"  # restart rows: the next start of `vcamd run`
+
+
+APPLY_ORDER: tuple[Owner, ...] = (
+    Owner.camera, Owner.watchdog, Owner.tracker, Owner.frames,
+    # A withdrawal of consent (swapping) wins over [swap] enabled in the same edit; the photo is
+    # read after it, the enhancer after both.
+    Owner.swapping, Owner.source_face, Owner.enhancer, Owner.logging,
+    Owner.publisher,  # last: the output reopens with everything else applied
+)
+"""The order live owners apply an edit in (every live owner is here: tests check it)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """How one key takes effect, and who applies it."""
+
+    apply: Apply
+    owners: tuple[Owner, ...]
+
+
+def live(*owners: Owner) -> Row:
+    return Row(Apply.live, owners)
+
+
+REBUILD = Row(Apply.rebuild, (Owner.pipeline,))
+RESTART = Row(Apply.restart, (Owner.restart,))
+B, R = REBUILD, RESTART
+O = Owner
+
+TABLE: dict[str, dict[str, Row]] = {
+    "models": {k: B for k in ("dir", "detector", "recognizer", "swapper", "enhancer", "parser", "providers", "mirror", "threads")},
     # The detector is built with its size and threshold; full_every is the tracker's cadence, and
     # cover_threshold is asked of each full detection as it is submitted.
-    "detection": {"size": B, "threshold": B, "cover_threshold": L, "full_every": L, "track_size": B},
+    "detection": {"size": B, "threshold": B, "cover_threshold": live(O.tracker), "full_every": live(O.tracker), "track_size": B},
     "swap": {
-        "enabled": L,
-        "source_face": L,  # embedded off the loop, then used from the next swap
+        "enabled": live(O.swapping),
+        "source_face": live(O.source_face),  # embedded off the loop, then used from the next swap
         # Checked when the daemon starts, before any model is loaded; withdrawn (true → false)
         # while it runs: swapping off at once, and on/set-face refused until it is given back.
-        "source_consent": L,
+        "source_consent": live(O.swapping),
         "face_selection": B,  # "reference" needs the reference photo embedded at build
         "reference_face": B,
-        "others": L,  # read by the loop for every frame
-        "cover_changes": L,  # read by the loop for every frame
+        # Which faces are obscured, and whether the unsure band is asked of the detections.
+        "others": live(O.frames, O.tracker),
+        "cover_changes": live(O.frames),
         "mouth_mask": B,
         "color_correction": B,
-        "on_miss": L,
-        "max_result_age_s": L,
+        "on_miss": live(O.frames),
+        "max_result_age_s": live(O.frames),
         "pixel_boost": B,  # the face engine is built with it (and the watchdog told when it is installed)
     },
-    # Read by the loop for every frame it locates the faces in.
-    "smoothing": {"enabled": L, "min_cutoff_hz": L, "beta": L},
+    "smoothing": {"enabled": live(O.frames), "min_cutoff_hz": live(O.frames), "beta": live(O.frames)},
     "mask": {"regions": B, "min_visible": B},  # the face engine's parser is built with them
-    "enhancer": {"enabled": L, "strength": L},
-    "camera": {"device": L, "width": L, "height": L, "fps": L, "mjpg": L, "loop": L, "reopen_interval_s": L, "stall_timeout_s": L},
-    "virtual_camera": {"name": L, "device": L, "backend": L},
-    "watchdog": {k: L for k in ("budget_ms", "window", "degrade_ratio", "recover_headroom", "recover_after_s", "cooldown_s", "lowres_scale", "swap_age_budget_ms")},
-    "disclosure": {"badge": L, "text": L, "corner": L},
-    "preview": {"port": L, "jpeg_quality": L},
-    "runtime": {"max_memory_gb": R, "log_level": L},
+    "enhancer": {"enabled": live(O.enhancer), "strength": live(O.enhancer)},
+    "camera": {k: live(O.camera) for k in ("device", "width", "height", "fps", "mjpg", "loop", "reopen_interval_s", "stall_timeout_s")},
+    "virtual_camera": {"name": live(O.publisher), "device": live(O.publisher), "backend": live(O.publisher)},
+    "watchdog": {
+        **{k: live(O.watchdog) for k in ("budget_ms", "window", "degrade_ratio", "recover_headroom", "recover_after_s", "cooldown_s",
+                                          "swap_age_budget_ms")},
+        "lowres_scale": live(O.watchdog, O.tracker),  # the tracker's detector sizes at low_res
+    },
+    "disclosure": {"badge": live(O.publisher), "text": live(O.publisher), "corner": live(O.publisher)},
+    "preview": {"port": live(O.publisher), "jpeg_quality": live(O.publisher)},
+    "runtime": {"max_memory_gb": R, "log_level": live(O.logging)},
     "tray": {"enabled": R},
     # The control page is served beside the engine by `vcamd run`, started once with it.
     "panel": {"enabled": R, "port": R, "video_fps": R},
@@ -83,13 +132,12 @@ class Plan:
     rebuild: set[str] = field(default_factory=set)
     restart: set[str] = field(default_factory=set)
 
-    @property
-    def sections(self) -> set[str]:
-        """The sections with a live change."""
-        return {key.split(".", 1)[0] for key in self.live}
+    owners: set[Owner] = field(default_factory=set)
+    """The owners of the live changes: each applies the new config once."""
 
-    def live_in(self, section: str) -> bool:
-        return section in self.sections
+    @property
+    def changed(self) -> set[str]:
+        return self.live | self.rebuild | self.restart
 
 
 def changed_keys(old: Config, new: Config) -> Iterator[tuple[str, str]]:
@@ -102,7 +150,10 @@ def plan(old: Config, new: Config) -> Plan:
     """The changes from `old` to `new`, sorted by how they take effect."""
     out = Plan()
     for section, key in changed_keys(old, new):
-        getattr(out, TABLE[section][key].value).add(f"{section}.{key}")
+        row = TABLE[section][key]
+        getattr(out, row.apply.value).add(f"{section}.{key}")
+        if row.apply is Apply.live:
+            out.owners.update(row.owners)
     return out
 
 

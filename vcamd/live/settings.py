@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 from vcamd.config import CameraConfig, Config, load_config
 from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
-from vcamd.live.capture.reader import CameraReader
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.loading import FaceLoader, FacePipeline, Loaded, PipelineBuild, PipelineFactory, Tell
-from vcamd.live.measures.watchdog import Watchdog
+from vcamd.live.reconfigure import Owner
 from vcamd.sinks.registry import OUTPUT_SECTIONS
 
 if TYPE_CHECKING:
-    from vcamd.live.engine import LiveEngine
+    from vcamd.live.frames import FrameWork
+    from vcamd.live.parts import LiveParts
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,9 @@ class Settings:
 
     def __init__(
         self,
-        engine: LiveEngine,
+        parts: LiveParts,
+        frames: FrameWork,
+        cfg: Config,
         *,
         tell: Tell,
         file_cfg: Config,
@@ -68,8 +70,13 @@ class Settings:
         source_factory: Callable[[CameraConfig], FrameSource] | None,
         pipeline_factory: PipelineFactory | None,
         log_level_pinned: bool,
+        on_first_pipeline: Callable[[], None] = lambda: None,
+        on_fatal: Callable[[BaseException], None],
     ) -> None:
-        self._engine = engine
+        self._parts = parts
+        self._frames = frames
+        self.cfg = cfg
+        """The config the engine runs on: the file's, with what was chosen at run time."""
         self._tell = tell
         self.config_path = config_path
         self.problems = Problems()
@@ -77,15 +84,29 @@ class Settings:
         self._source_factory = source_factory
         self._build = PipelineBuild(pipeline_factory, tell) if pipeline_factory is not None else None
         self._log_level_pinned = log_level_pinned
+        self._on_first_pipeline = on_first_pipeline
+        self._on_fatal = on_fatal
         # A source face chosen at run time (`--face`, `vcamd set-face`, the tray) outlives edits of
         # other keys in the file; it gives way only when the file's own source_face is edited.
         self._file_cfg = file_cfg
-        cfg = engine.cfg
         self._face_override: Path | None = cfg.swap.source_face if cfg.swap.source_face != file_cfg.swap.source_face else None
         self._pipeline_cfg = cfg  # what the running face pipeline was built from (at start-up: is being)
         self.replaced_captured = 0  # frames captured by readers replaced on a camera change
         self.replaced_skipped = 0  # frames skipped by sources replaced on a camera change (dropped)
         self.consent_withdrawn = False  # [swap] source_consent went from true to false while running
+        self._swap_applied = cfg.swap
+        # Who applies each live key (`reconfigure.Owner`): the parts their own settings, the rest here.
+        self._appliers: dict[Owner, Callable[[Config], None]] = {
+            Owner.camera: self._restart_camera,
+            Owner.watchdog: lambda new: parts.watchdog.configure(new),
+            Owner.tracker: lambda new: parts.tracker.configure(new),
+            Owner.frames: frames.configure,
+            Owner.swapping: self._apply_swapping,
+            Owner.source_face: self._apply_source_face,
+            Owner.enhancer: self._apply_enhancer,
+            Owner.logging: self._apply_log_level,
+            Owner.publisher: self._apply_publisher,
+        }
 
     def stop(self) -> None:
         self.face_loader.stop()
@@ -104,7 +125,7 @@ class Settings:
         """A valid file: the broken-file problem is gone; apply what changed."""
         self.problems.clear("file")
         new = self._with_runtime_choices(file_cfg)
-        if new == self._engine.cfg and not reconfigure.needs_rebuild(self._pipeline_cfg, new):
+        if new == self.cfg and not reconfigure.needs_rebuild(self._pipeline_cfg, new):
             log.info("config file is valid; running settings unchanged")
             return
         self.apply(new)
@@ -131,47 +152,32 @@ class Settings:
 
     # -- applying a config --------------------------------------------------------------------------
     def apply(self, new: Config) -> None:
-        """Apply a changed config between two frames (the loop's thread), key by key as
-        `reconfigure.TABLE` says."""
-        engine = self._engine
-        plan = reconfigure.plan(engine.cfg, new)
+        """Apply a changed config between two frames (the loop's thread): one diff
+        (`reconfigure.plan`), then each owner of a changed live key applies the new config, in
+        `reconfigure.APPLY_ORDER`."""
+        plan = reconfigure.plan(self.cfg, new)
         # Against what the running pipeline was built from: after a failed load, every later edit
         # tries again (and keeps reporting the error) until the models load.
         rebuild = reconfigure.needs_rebuild(self._pipeline_cfg, new)
         if not rebuild:
-            if self._build is not None and engine.faces is not None:
+            if self._build is not None and self._parts.faces is not None:
                 self._build.cancel()  # an edit reverted while a load was in flight: drop it
             self.problems.clear("models")
         self._report_waiting(plan, rebuild)
-        if plan.live_in("camera") and self._source_factory is not None:
-            self._restart_camera(new)
-        if plan.live_in("watchdog"):
-            self._replace_watchdog(new)
-        if "detection.full_every" in plan.live:
-            engine.tracker.full_every = new.detection.full_every
-        if "swap.enabled" in plan.live:
-            engine.enabled = new.swap.enabled
-        if "swap.source_consent" in plan.live:
-            self._consent_changed(new.swap.source_consent)  # after [swap] enabled: a withdrawal wins
-        if "swap.source_face" in plan.live and new.swap.source_face is not None:
-            self.load_source_face(new.swap.source_face)
-        if plan.live_in("enhancer") and not rebuild:
-            self._apply_enhancer(new)
-        if "runtime.log_level" in plan.live and not self._log_level_pinned:
-            logging.getLogger().setLevel(new.runtime.log_level.upper())
+        self.cfg = new
+        for owner in reconfigure.APPLY_ORDER:
+            if owner in plan.owners:
+                self._appliers[owner](new)
         if rebuild and self._build is not None:
             log.info("loading the face pipeline for the new settings in the background")
             self.load_pipeline(new)
-        old_cfg, engine.cfg = engine.cfg, new
-        if any(plan.live_in(section) for section in OUTPUT_SECTIONS):
-            self._reopen_output(old_cfg)
-        log.info("config applied: changed %s", ", ".join(sorted(plan.live | plan.rebuild | plan.restart)) or "nothing")
+        log.info("config applied: changed %s", ", ".join(sorted(plan.changed)) or "nothing")
 
     def _report_waiting(self, plan: reconfigure.Plan, rebuild: bool) -> None:
         """Say which changes wait for a restart; those the user expected live are a problem."""
         waiting = sorted(plan.restart)
         cannot_rebuild = rebuild and self._build is None
-        cannot_reopen = plan.live_in("camera") and self._source_factory is None
+        cannot_reopen = Owner.camera in plan.owners and self._source_factory is None
         if cannot_rebuild:
             waiting.append("[models] and what the face engine is built with")
         if cannot_reopen:
@@ -183,30 +189,24 @@ class Settings:
             if cannot_rebuild or cannot_reopen:
                 self.problems.report("restart", message)
 
-    def _replace_watchdog(self, new: Config) -> None:
-        engine = self._engine
-        watchdog = Watchdog(new.watchdog, engine.clock)
-        watchdog.carry_over_from(engine.watchdog)  # switches, history and a pinned quality survive
-        engine.watchdog = watchdog
-
     # -- the face pipeline ------------------------------------------------------------------------
     def load_pipeline(self, cfg: Config) -> None:
         """Load the models for `cfg` in the background (seconds for a real swapper) while the engine
         keeps publishing; the new pipeline is installed between two frames when ready."""
         assert self._build is not None, "no pipeline factory"
-        if self._engine.faces is None:
+        if self._parts.faces is None:
             # Nothing runs yet: the newest load stands for the running pipeline, so an edit during
             # start-up is compared with what is loading (and a revert loads the first one again).
             self._pipeline_cfg = cfg
-        self._build.start(cfg, self._engine.frame_size(cfg), failed=self._pipeline_failed,
+        self._build.start(cfg, self._parts.frame_size(cfg), failed=self._pipeline_failed,
                           loaded=lambda ready: self._install_pipeline(ready, ready.built_from.swap.source_face))
 
     def _pipeline_failed(self, generation: int, exc: Exception) -> None:
         assert self._build is not None
         if not self._build.is_current(generation):
             return
-        if self._engine.faces is None:  # nothing loaded at start-up: `vcamd run` ends with this error
-            self._engine.abort(exc)
+        if self._parts.faces is None:  # nothing loaded at start-up: `vcamd run` ends with this error
+            self._on_fatal(exc)
             return
         message = f"new models not loaded, keeping the running ones: {exc}"
         self.problems.report("models", message)
@@ -217,8 +217,8 @@ class Settings:
         assert self._build is not None
         if not self._build.is_current(loaded.generation):
             return  # a newer edit is being loaded; this one is already out of date
-        engine = self._engine
-        wanted = engine.cfg.swap.source_face
+        parts = self._parts
+        wanted = self.cfg.swap.source_face
         if wanted is not None and wanted != face:
             # A face chosen while the models loaded: read it into the new pipeline first (off the loop).
             reading = self.face_loader.submit(lambda: loaded.faces.set_source_face(wanted))
@@ -226,10 +226,13 @@ class Settings:
                 lambda: self._install_pipeline(loaded, wanted if f.exception() is None else face), "models"))
             return
         self._pipeline_cfg = loaded.built_from
-        engine.install_pipeline(loaded.faces, loaded.providers)
+        first = parts.faces is None
+        parts.install_pipeline(loaded.faces, loaded.providers, self.cfg)
         self.problems.clear("models")
         # The last swap stays on screen until the new pipeline's first swap lands (no leak: compose covers).
-        engine.watchdog.enhancer_enabled = engine.cfg.enhancer.enabled
+        parts.watchdog.enhancer_enabled = self.cfg.enhancer.enabled
+        if first:
+            self._on_first_pipeline()
         log.info("face pipeline installed; providers: %s", loaded.providers)
 
     # -- consent ----------------------------------------------------------------------------------
@@ -241,7 +244,7 @@ class Settings:
             self.problems.clear("consent")
             log.info("[swap] source_consent = true: consent given again; swapping can be switched on")
             return
-        self._engine.enabled = False
+        self._parts.enabled = False
         self.problems.report("consent", CONSENT_WITHDRAWN)
         log.warning("%s", CONSENT_WITHDRAWN)
 
@@ -254,13 +257,13 @@ class Settings:
         """Swapping on or off (the loop's thread); on is refused while consent is withdrawn."""
         if on:
             self.require_consent()
-        self._engine.enabled = on
+        self._parts.enabled = on
 
     # -- the source face --------------------------------------------------------------------------
     def read_source_face(self, path: Path) -> Future:
         """Read and embed `path` into the running pipeline on the face-loader thread. Once read,
         the loop records it as the user's choice (also when the caller stopped waiting)."""
-        faces = self._engine.faces
+        faces = self._parts.faces
         if faces is None:
             raise VcamdError("the face models are still loading", fix="try again in a moment")
         loaded = self.face_loader.submit(lambda: faces.set_source_face(path))
@@ -271,19 +274,18 @@ class Settings:
         """The face is read: keep the running config in step with it (status shows it) and
         remember it as the user's choice over the file's. Until the first swap with the new face
         lands, the last swap stays on screen."""
-        engine = self._engine
         self.require_consent()  # withdrawn while the photo was read: it is not used
         self._face_override = path
         self.problems.clear("source_face")
-        engine.cfg = engine.cfg.model_copy(update={"swap": engine.cfg.swap.model_copy(update={"source_face": path})})
-        if loaded_into is not engine.faces:  # a rebuilt pipeline was installed meanwhile
+        self.cfg = self.cfg.model_copy(update={"swap": self.cfg.swap.model_copy(update={"source_face": path})})
+        if loaded_into is not self._parts.faces:  # a rebuilt pipeline was installed meanwhile
             self.load_source_face(path)
 
     def load_source_face(self, path: Path) -> None:
         """Read `path` into the running pipeline on the face-loader thread; problems are reported.
         Before the first pipeline is installed there is nothing to read into: the install reads the
         face the config names by then."""
-        faces: FacePipeline | None = self._engine.faces
+        faces: FacePipeline | None = self._parts.faces
         if faces is None:
             return
         loading = self.face_loader.submit(lambda: faces.set_source_face(path))
@@ -292,7 +294,7 @@ class Settings:
             error = f.exception()
             if error is None:
                 self._tell(lambda: self.problems.clear("source_face"), "source face")
-                if faces is not self._engine.faces:
+                if faces is not self._parts.faces:
                     self._tell(lambda: self.load_source_face(path), "source face")
             else:
                 self._tell(lambda: self.problems.report("source_face", f"[swap] source_face: {error}"), "source face")
@@ -302,9 +304,9 @@ class Settings:
     # -- the enhancer, the output, the camera -----------------------------------------------------
     def _apply_enhancer(self, new: Config) -> None:
         """Enhancer on/off/strength takes effect on the next frame (the model loads on first use)."""
-        engine, faces = self._engine, self._engine.faces
+        parts, faces = self._parts, self._parts.faces
         self.problems.clear("enhancer")
-        if faces is None:
+        if faces is None or reconfigure.needs_rebuild(self._pipeline_cfg, new):
             return  # the pipeline being loaded is built with [enhancer] as the config says by then
         try:
             faces.set_enhancer(new.enhancer.enabled, new.enhancer.strength)
@@ -312,30 +314,51 @@ class Settings:
             self.problems.report("enhancer", message := f"[enhancer]: {err}; keeping the enhancer off")
             log.error(message)
             faces.set_enhancer(False, new.enhancer.strength)
-            engine.watchdog.enhancer_enabled = False
+            parts.watchdog.enhancer_enabled = False
             return
-        engine.watchdog.enhancer_enabled = new.enhancer.enabled
+        parts.watchdog.enhancer_enabled = new.enhancer.enabled
 
-    def _reopen_output(self, old_cfg: Config) -> None:
-        """An output's section changed (`sinks.registry.OUTPUT_SECTIONS`: [virtual_camera],
-        [preview], …): reopen the output with the new settings. If the new one cannot open, go back
-        to the old settings so the output never vanishes."""
-        engine = self._engine
+    def _apply_swapping(self, new: Config) -> None:
+        """[swap] enabled and source_consent, each when it changed; a withdrawal of consent wins."""
+        before, self._swap_applied = self._swap_applied, new.swap
+        if new.swap.enabled != before.enabled:
+            self._parts.enabled = new.swap.enabled
+        if new.swap.source_consent != before.source_consent:
+            self._consent_changed(new.swap.source_consent)
+
+    def _apply_source_face(self, new: Config) -> None:
+        if new.swap.source_face is not None:
+            self.load_source_face(new.swap.source_face)
+
+    def _apply_log_level(self, new: Config) -> None:
+        if not self._log_level_pinned:
+            logging.getLogger().setLevel(new.runtime.log_level.upper())
+
+    def set_badge(self, on: bool) -> None:
+        """Show or hide the "AI-altered" badge from the next frame on (the tray, the control page)."""
+        self.apply(self.cfg.model_copy(update={"disclosure": self.cfg.disclosure.model_copy(update={"badge": on})}))
+
+    def _apply_publisher(self, new: Config) -> None:
+        """[disclosure] and the output sections (`sinks.registry.OUTPUT_SECTIONS`: [virtual_camera],
+        [preview], …): the publisher applies them. If a new output cannot open, go back to the old
+        output settings so the output never vanishes."""
+        publisher = self._parts.publisher
         self.problems.clear("output")
-        problem = engine.publisher.reopen()
-        if problem is None:
+        old = publisher.applied
+        problem = publisher.configure(new)
+        if problem is None or old is None:
             return
         self.problems.report("output", message := f"output settings: {problem}; keeping the previous output")
         log.error(message)
-        engine.cfg = engine.cfg.model_copy(update={section: getattr(old_cfg, section) for section in OUTPUT_SECTIONS})
-        if (again := engine.publisher.reopen()) is not None:
+        self.cfg = self.cfg.model_copy(update={section: getattr(old, section) for section in OUTPUT_SECTIONS})
+        if (again := publisher.configure(self.cfg)) is not None:
             log.error("the previous output does not open either: %s", again)
 
     def _restart_camera(self, new: Config) -> None:
         """Reopen the camera with the new [camera] settings; if it cannot be opened now, the
         reader keeps retrying every reopen_interval_s and the offline frame is published meanwhile."""
-        assert self._source_factory is not None
-        engine = self._engine
+        if self._source_factory is None:
+            return  # said in `_report_waiting`: [camera] takes effect after a restart
         self.problems.clear("camera")
         try:
             source = self._source_factory(new.camera)
@@ -343,17 +366,14 @@ class Settings:
             self.problems.report("camera", message := f"[camera]: {err}; keeping the current camera")
             log.error(message)
             return
-        skipped = engine.source.skipped
-        self.replaced_captured += engine.reader.captured + skipped
+        parts = self._parts
+        skipped = parts.source.skipped
+        self.replaced_captured += parts.reader.captured + skipped
         self.replaced_skipped += skipped
-        engine.reader.stop()
-        engine.source = source
-        engine.reader = CameraReader(source, engine.slot, reopen_interval_s=new.camera.reopen_interval_s, clock=engine.clock)
+        parts.replace_camera(source, new.camera)
         try:
-            engine.reader.open_first()
+            parts.reader.open_first()
         except VcamdError as err:
             log.warning("new camera not available yet (%s); retrying every %.1f s", err, new.camera.reopen_interval_s)
-        engine.reader.start()
-        engine.tracker.reset()
-        engine.publisher.forget_good()
+        parts.reader.start()
         log.info("camera reopened: %s", source.description)

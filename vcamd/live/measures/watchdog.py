@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
-from vcamd.config import WatchdogConfig
+from vcamd.config import Config, WatchdogConfig
 from vcamd.jsonable import to_jsonable
 from vcamd.quality import BEST, Level, adds_swap_work, higher, lower, lower_swap_work
 
@@ -122,13 +122,24 @@ class Watchdog:
         enhancer_enabled: bool = True,
         boost_enabled: bool = False,
     ) -> None:
-        self.cfg = cfg
         self._clock = clock
         self.enhancer_enabled = enhancer_enabled
         self.boost_enabled = boost_enabled
         """The running face pipeline swaps at a pixel boost (its rung is a step of its own)."""
-        self._level = BEST
         self._forced: Level | None = None
+        self.transitions: list[Transition] = []
+        self.results: list[TransitionResult] = []
+        self._measure_afresh(cfg)
+
+    def configure(self, cfg: Config) -> None:
+        """Apply an edit of [watchdog]: the new thresholds, and the level the watchdog decides is
+        measured afresh under them (from the top, as at start). What must survive stays: a level the
+        user pinned, the switches of the running pipeline and the history shown in the stats."""
+        self._measure_afresh(cfg.watchdog)
+
+    def _measure_afresh(self, cfg: WatchdogConfig) -> None:
+        self.cfg = cfg
+        self._level = BEST
         self._latencies: deque[float] = deque(maxlen=cfg.window)
         self._swap_ages: deque[float] = deque(maxlen=cfg.window)  # of the window's frames that showed a swapped face
         self._stages: dict[str, deque[float]] = {}
@@ -139,8 +150,6 @@ class Watchdog:
         """Per rung, its last window that kept the budget (see the module doc)."""
         self._fits_since: float | None = None
         self._failed_climbs = 0
-        self.transitions: list[Transition] = []
-        self.results: list[TransitionResult] = []
 
     # -- the level ------------------------------------------------------------------------------
     @property
@@ -161,14 +170,6 @@ class Watchdog:
             self._record(t)
             return t
         return None
-
-    def carry_over_from(self, old: "Watchdog") -> None:
-        """Take what must survive a reload of the thresholds from the watchdog this one replaces:
-        the switches of the running pipeline, the history shown in the stats and a level the user
-        pinned (it stays pinned). The measuring window starts afresh under the new thresholds."""
-        self.enhancer_enabled, self.boost_enabled = old.enhancer_enabled, old.boost_enabled
-        self.transitions, self.results = old.transitions, old.results
-        self._forced = old._forced
 
     # -- measurements -------------------------------------------------------------------------
     def observe(self, latency_ms: float, stage_ms: Mapping[str, float] | None = None, *,

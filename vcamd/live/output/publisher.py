@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from vcamd.config import DisclosureConfig
+from vcamd.config import Config
 from vcamd.errors import VcamdError
 from vcamd.live.output.compose import Held
 from vcamd.live.output.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
 from vcamd.sinks.base import Sink, SinkFactory
+from vcamd.sinks.registry import OUTPUT_SECTIONS
 from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,18 @@ class Publisher:
         self.failure_streak = 0  # consecutive failed sink writes (logged once per streak)
         self.last_published: Frame | None = None
         self.held: Held | None = None  # the last good output
+        self.applied: Config | None = None
+        """The config `configure` applied last: the badge drawn from its [disclosure], the output
+        opened with its output sections (the sink factory reads them)."""
+
+    def configure(self, cfg: Config) -> str | None:
+        """Apply the publisher's settings: [disclosure] from the next frame, and the output
+        reopened when one of its sections (`sinks.registry.OUTPUT_SECTIONS`) changed. Returns the
+        problem when the new output cannot open (the caller goes back to the old settings)."""
+        before, self.applied = self.applied, cfg
+        if before is None or all(getattr(before, s) == getattr(cfg, s) for s in OUTPUT_SECTIONS):
+            return None
+        return self.reopen()
 
     def open(self, size: tuple[int, int], fps: float) -> None:
         """Open the sink once, before the first frame; kept open for the whole run."""
@@ -71,7 +84,10 @@ class Publisher:
         if self.sink is not None:
             self.sink.close()
 
-    def badge(self, frame: Frame, disclosure: DisclosureConfig) -> None:
+    def badge(self, frame: Frame) -> None:
+        """Label `frame` as AI-altered, as [disclosure] says."""
+        assert self.applied is not None, "configure() first"
+        disclosure = self.applied.disclosure
         if disclosure.badge:
             self._badge(frame, disclosure.text, disclosure.corner.value)
 

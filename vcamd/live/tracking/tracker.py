@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.geometry import near
 from vcamd.live.tracking.changes import ChangeMap, downscaled
@@ -16,7 +17,9 @@ from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, cu
 from vcamd.live.tracking.facebook import FaceBook, FaceReport
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.motion import KeyPatch, follow, key_patch
+from vcamd.live.tracking.sizes import detect_sizes, unsure_band
 from vcamd.newest import BoundedCall
+from vcamd.quality import Level
 from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,22 @@ class LiveTracker:
         self.looked: list[FullDetection] = []
         """The full detections that landed with the last `update` (`unseen.UnseenChanges` uncovers what they saw)."""
         self._look_soon = False
+        self.applied: Config | None = None
+        """The config `configure` applied last: the detector sizes per level and the unsure band
+        `locate` asks for come from it."""
+
+    def configure(self, cfg: Config) -> None:
+        """Apply the tracker's settings: the full detections' cadence ([detection] full_every), the
+        detector sizes at each level ([detection] sizes, [watchdog] lowres_scale) and the unsure
+        band ([detection] cover_threshold, with the selection that decides whether it is asked)."""
+        self.applied = cfg
+        self.full_every = cfg.detection.full_every
+
+    def locate(self, frame: Frame, frame_index: int, level: Level, *, deadline_s: float) -> FaceReport:
+        """`update` at the detector sizes `level` asks for, with the unsure band, as configured."""
+        assert self.applied is not None, "configure() first"
+        return self.update(frame, frame_index, **detect_sizes(self.applied, level), deadline_s=deadline_s,
+                           unsure=unsure_band(self.applied))
 
     @property
     def costs(self) -> DetectCosts:
