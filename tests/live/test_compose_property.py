@@ -253,7 +253,7 @@ def simulate(pick, on_miss: OnMiss, steps: int) -> Run:
         raw = world.render()
         frame = raw.copy()
 
-        # -- the tracker (vcamd.live.tracking.LiveTracker.update, with the detectors simulated)
+        # -- the tracker (vcamd.live.tracking.tracker.LiveTracker.update, with the detectors simulated)
         appeared: list[Face] = []
         if kind in ("full", "region") and len(history) > delay:
             seen = history[-1 - delay]

@@ -1,14 +1,17 @@
 """The live engine: camera in, swapped frames out at the camera's cadence, whatever the model costs.
 
-`LiveEngine` owns the parts, runs the loop and is the control surface; each decision lives in its
-own module: `tracking` (where the faces are, which were lost), `swapworker` (the swap model),
-`compose` (the privacy rule: what each face gets), `publisher` (badge, sink, the frames kept),
-`reconfigure` (how each config key takes effect), `settings` (applying a config change to the
-running parts, the one owner of `config_error`), `loading` (models and photos loaded off the loop),
-`commands` (the loop's command queue), `newest` (the newest-wins hand-offs).
+`LiveEngine` builds the running parts (`parts.LiveParts`: one record the loop's `frames.FrameWork`
+and the `settings.Settings` take), runs the loop and is the control surface. The rooms, in the
+order a frame passes them: `capture/` (camera, reader, newest-frame slot), `tracking/` (where the
+faces are, which were lost, what changed unseen), `swapworker` (the swap model), `output/`
+(`compose`, the privacy rule; `obscure`; `publisher`: badge, sink, the frames kept), `measures/`
+(stats, the watchdog). Around them: `reconfigure` (how each config key takes effect, and which part
+applies it), `settings` (applying a config change, the one owner of `config_error`), `loading`
+(models and photos loaded off the loop), `commands` (the loop's command queue), `vcamd.newest`
+(the newest-wins hand-offs).
 
 Threads:
-* **camera-reader** (`sources.CameraReader`) writes the newest frame into a one-frame slot;
+* **camera-reader** (`capture.reader.CameraReader`) writes the newest frame into a one-frame slot;
 * **the loop** (`LiveEngine.run`, on the caller's thread) applies queued commands, takes the newest
   frame, asks the tracker where the faces are, hands the face region to the swap worker without
   waiting, composes (swapped / held / obscured per face), badges and publishes — one output frame

@@ -1,15 +1,9 @@
-"""Where the faces are in every frame, cheaply — and, as plainly, which faces the engine lost.
+"""Which faces the engine tracks, which it lost, and whether it knows where the faces are at all.
 
-The tracker's bookkeeping, pure (the detector thread is `full`, the tracker `tracker`):
-* `FullDetector` — full-frame detections on their own thread (`NewestWorker`): 50–200 ms on a CPU
-  must never hold up a published frame;
-* `FaceBook` — pure bookkeeping (no threads, no models): given what the detectors said, which faces
-  are tracked now, which were lost (and where they were last seen), which appeared, and whether
-  the face positions are known at all this frame;
-* `LiveTracker` — finds the known faces again in every frame (crops, tiled when many, or one
-  full detection of the frame when that costs less: `cropplan`), on a `BoundedCall` thread the
-  loop waits on for at most a deadline, and runs the periodic full detections, feeding
-  `FaceBook`; `update()` returns a `FaceReport`.
+`FaceBook` is the tracker's memory, pure (no threads, no models): given what the detectors said
+(the full detections of `full`, the crop re-detections of `tracker.LiveTracker`), which faces are
+tracked now, which were lost (and where they were last seen), which appeared, and whether the face
+positions are known at all this frame; `report()` gives the `FaceReport` the loop works from.
 
 A face is never silently forgotten: one the crop re-detection cannot find is *lost* (its last place
 kept, and looked for there again in every frame); a full detection that misses a tracked face leaves it tracked (the crop re-detection decides);

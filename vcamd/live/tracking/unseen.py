@@ -1,6 +1,6 @@
 """What changed away from the known faces since a detection looked there: covered until one does.
 
-Between two full detections the tracker only follows the faces it knows (`tracking`): a face that
+Between two full detections the tracker only follows the faces it knows (`tracker`): a face that
 comes in beside them — sliding in from the edge, or there at once — is in no one's crop, and
 until the next full detection lands (every `full_every` frames, plus its own time on its thread,
 and fewer and smaller at the watchdog's `low_res` and `frame_skip` rungs) the engine cannot say
