@@ -37,6 +37,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from vcamd.pipeline import build_face_engine
+
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
 RESOLUTIONS = ((640, 480), (1280, 720), (1920, 1080))
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
         sessions = _timed_sessions(list(cfg.models.providers), cfg.models.threads, inference)
-        engine = FaceEngine.from_config(cfg, sessions)
+        engine = build_face_engine(cfg, sessions)
         engine_no_cc = FaceEngine(engine.detector, engine.recognizer, engine.swapper, color_correction=False)
         engine_no_cc._source = engine._source  # same identity, no second embedding
         with contextlib.redirect_stdout(io.StringIO()):  # INSwapper prints its input shape

@@ -26,6 +26,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from vcamd.pipeline import build_face_engine
+
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
 
@@ -60,7 +62,7 @@ def main() -> None:
                 "swap": {"source_face": str(ASSETS / "images" / "newton.png"), "source_consent": True, **swap},
                 "enhancer": {"enabled": enhancer},
             })
-            return FaceEngine.from_config(cfg, sessions)
+            return build_face_engine(cfg, sessions)
 
         timed = engine(cost_parser, pixel_boost=256)
         rows = [(level.name, timed, level) for level in Level] + [("full+enhancer", engine(cost_parser, True, pixel_boost=256), Level.full)]

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import cv2
 
+from vcamd.pipeline import build_face_engine
+
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
 
@@ -60,7 +62,7 @@ def main() -> None:
                            "swapper": str(model), "providers": [args.providers], "threads": args.threads},
                 "swap": {"source_face": str(ASSETS / "images" / "newton.png"), "source_consent": True, "pixel_boost": size},
             })
-            return FaceEngine.from_config(cfg, sessions)
+            return build_face_engine(cfg, sessions)
 
         face = max(engine(128, identity).detect(frame), key=lambda f: f.area)
         print(f"1920x1080, face box {face.width:.0f} px, swapper: {'compute-equivalent (138 M params)' if args.compute_equivalent else 'light'} "

@@ -31,6 +31,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from vcamd.pipeline import build_face_engine
+
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
 
@@ -67,7 +69,6 @@ def make_clip(path: Path, width: int, height: int, fps: float, frames: int = 90)
 def build(args: argparse.Namespace, folder: Path):
     from vcamd.bench.standins import build_recognizer, build_swapper
     from vcamd.config import config_from_dict
-    from vcamd.faces.engine import FaceEngine
     from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.live.engine import LiveEngine
     from vcamd.runtime import Sessions
@@ -92,7 +93,7 @@ def build(args: argparse.Namespace, folder: Path):
         "soak",
     )
     sessions = Sessions(["cpu"], args.threads)
-    faces = FaceEngine.from_config(cfg, sessions)
+    faces = build_face_engine(cfg, sessions)
     sink = NullSink(width, height)
     engine = LiveEngine(
         cfg,

@@ -23,6 +23,7 @@ from vcamd.doctor import Status
 from vcamd.doctor.camera import OBS_MAC_DAL_PLUGIN, OBS_VIRTUALCAM_CLSID, UNITY_CAPTURE_CLSID
 from vcamd.doctor.providers import probe_providers
 from vcamd.doctor.results import ok
+from vcamd.pipeline import build_face_engine
 
 REPO = Path(__file__).resolve().parents[1]
 LOOPBACK_LOADED = Path("/sys/module/v4l2loopback").exists()
@@ -263,7 +264,6 @@ def models_config(files: dict[str, Path], **override: Path) -> ModelsConfig:
 
 def test_doctor_rejects_a_gfpgan_file_as_swapper_like_run(standin_models):
     from vcamd.errors import ModelError
-    from vcamd.faces.engine import FaceEngine
 
     good = Config(models=models_config(standin_models))
     assert [r.status for r in doctor.check_models(good)] == [Status.ok] * 3
@@ -274,7 +274,7 @@ def test_doctor_rejects_a_gfpgan_file_as_swapper_like_run(standin_models):
     assert "[models] swapper" in results["model swapper"].fix
     # `vcamd run` builds its pipeline with FaceEngine.from_config: the same file, the same refusal.
     with pytest.raises(ModelError, match="gfpgan_standin.onnx is not a face swapper vcamd knows"):
-        FaceEngine.from_config(wrong)
+        build_face_engine(wrong)
     swapped_roles = Config(models=models_config(standin_models, detector=standin_models["recognizer"]))
     detector = {r.name: r for r in doctor.check_models(swapped_roles)}["model detector"]
     assert detector.status is Status.fail and "is not an SCRFD detector" in detector.detail

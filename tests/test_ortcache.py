@@ -21,6 +21,7 @@ import pytest
 
 from vcamd import ortcache
 from vcamd.errors import ModelError
+from vcamd.pipeline import build_face_engine
 from vcamd.runtime import Sessions
 
 ALL = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -159,7 +160,6 @@ def test_swapping_keeps_the_swapper_s_graph_and_checking_a_file_does_not(cache, 
     """`vcamd run` / `vcamd swap` (FaceEngine.from_config) keep the swapper's optimised graph;
     `vcamd doctor`, `config check` and a download's verification only look at the file."""
     from vcamd.config import config_from_dict
-    from vcamd.faces.engine import FaceEngine
     from vcamd.modelcheck import check_signature
 
     swapper = tmp_path / "swapper.onnx"
@@ -171,7 +171,7 @@ def test_swapping_keeps_the_swapper_s_graph_and_checking_a_file_does_not(cache, 
                    "providers": ["cpu"], "threads": 1},
         "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True},
     })
-    levels = [FaceEngine.from_config(cfg).swapper.session.get_session_options().graph_optimization_level for _ in range(2)]
+    levels = [build_face_engine(cfg).swapper.session.get_session_options().graph_optimization_level for _ in range(2)]
     assert levels == [ALL, NONE] and entries(cache) == [".json", ".npz", ".onnx"]  # the graph, its key, emap
 
 

@@ -26,7 +26,7 @@ def check_signature(path: Path, role: str, sessions: Any = None) -> None:
     """Load `path` as the `role` model; raises ModelError naming the file and the fix when it is not one."""
     from vcamd.runtime import Sessions
 
-    loader = role_named(role).loader_class()  # the class `vcamd run` loads it with (FaceEngine.from_config)
+    loader = role_named(role).loader_class()  # the class `vcamd run` loads it with (FaceEngine.from_config, through vcamd.pipeline)
     sessions = sessions if sessions is not None else Sessions(["cpu"], threads=1)
     try:
         loader(path, sessions)

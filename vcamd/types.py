@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -55,3 +57,14 @@ class Outcome(StrEnum):
     off = "off"  # swapping turned off by the user: the raw frame, not a miss
     offline = "offline"  # the camera-offline placeholder (the camera lost or stalled)
     starting = "starting"  # the "Camera starting…" card, before the camera's first frame: not a miss
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """The model files a config uses, resolved before the face engine is built (`vcamd.modelstore`,
+    in `vcamd.pipeline`): the face engine opens files, it never looks them up."""
+
+    paths: Mapping[str, Path]
+    """Role → file, for every model the config uses (`modelstore.roles`)."""
+    enhancer: Callable[[], Path]
+    """The enhancer's file, looked up when it is switched on while running (it may be unused at start)."""

@@ -15,6 +15,7 @@ from vcamd.errors import ConfigError
 from vcamd.faces import boost
 from vcamd.faces.align import estimate_affine
 from vcamd.faces.engine import FaceEngine
+from vcamd.pipeline import build_face_engine
 from vcamd.quality import Level
 
 
@@ -43,7 +44,7 @@ def _engine(standins, assets: Path, sessions, pixel_boost: int, swapper: Path | 
         "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True,
                  "pixel_boost": pixel_boost, "color_correction": False},
     })
-    return FaceEngine.from_config(cfg, sessions)
+    return build_face_engine(cfg, sessions)
 
 
 def test_a_boosted_face_is_swapped_at_its_size_and_the_no_boost_rung_gives_it_up(standins, assets, sessions, newton, newton_face):

@@ -16,6 +16,7 @@ from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces.align import estimate_affine
 from vcamd.faces.blend import paste_region
 from vcamd.faces.engine import FaceEngine, require_consent
+from vcamd.pipeline import build_face_engine
 from vcamd.quality import Level
 from vcamd.types import Face, Frame
 
@@ -39,12 +40,12 @@ def _config(standins, assets: Path, **sections: dict) -> Config:  # type: ignore
 
 @pytest.fixture(scope="module")
 def engine(standins, assets, sessions) -> FaceEngine:  # type: ignore[no-untyped-def]
-    return FaceEngine.from_config(_config(standins, assets), sessions)
+    return build_face_engine(_config(standins, assets), sessions)
 
 
 @pytest.fixture(scope="module")
 def enhancing_engine(standins, assets, sessions) -> FaceEngine:  # type: ignore[no-untyped-def]
-    return FaceEngine.from_config(_config(standins, assets, enhancer={"enabled": True, "strength": 1.0}), sessions)
+    return build_face_engine(_config(standins, assets, enhancer={"enabled": True, "strength": 1.0}), sessions)
 
 
 def test_process_frame_swaps_the_face_and_touches_nothing_else(engine: FaceEngine, newton: Frame, newton_face: Face) -> None:
@@ -106,7 +107,7 @@ def test_enhanced_swaps_are_512_ffhq_crops(enhancing_engine: FaceEngine, newton:
 def test_source_face_is_embedded_once_and_again_only_when_it_changes(standins, assets, sessions, tmp_path: Path, newton: Frame) -> None:  # type: ignore[no-untyped-def]
     photo = tmp_path / "me.png"
     shutil.copy(assets / "images" / "newton.png", photo)
-    engine = FaceEngine.from_config(_config(standins, assets, swap={"source_face": str(photo)}), sessions)
+    engine = build_face_engine(_config(standins, assets, swap={"source_face": str(photo)}), sessions)
     first = engine.source
     assert first is not None
     assert engine.set_source_face(photo) is first  # same file: no new embedding
@@ -130,7 +131,7 @@ def test_a_bad_source_face_keeps_the_old_one(engine: FaceEngine, tmp_path: Path)
 
 def test_without_a_source_face_processing_is_refused(standins, assets, sessions, newton: Frame) -> None:  # type: ignore[no-untyped-def]
     cfg = _config(standins, assets, swap={"source_face": None})
-    engine = FaceEngine.from_config(cfg, sessions)
+    engine = build_face_engine(cfg, sessions)
     with pytest.raises(FaceError, match="no source face"):
         engine.process_frame(newton.copy())
 
@@ -140,7 +141,7 @@ def test_selection_all_swaps_every_face_and_reference_picks_the_matching_one(sta
     ys = [f.box[1] for f in solvay_largest_faces] + [f.box[3] for f in solvay_largest_faces]
     top, bottom = max(0, int(min(ys)) - 60), int(max(ys)) + 60
     strip = np.ascontiguousarray(solvay[top:bottom])
-    engine_all = FaceEngine.from_config(_config(standins, assets, swap={"face_selection": "all"}), sessions)
+    engine_all = build_face_engine(_config(standins, assets, swap={"face_selection": "all"}), sessions)
     faces = engine_all.detect(strip, 1280)
     assert len(faces) >= 3
     assert len(engine_all.select(faces, strip)) == len(faces)
@@ -152,14 +153,14 @@ def test_selection_all_swaps_every_face_and_reference_picks_the_matching_one(sta
     pad = int(wanted.width)
     reference = tmp_path / "reference.png"
     cv2.imwrite(str(reference), strip[max(0, y1 - pad) : y2 + pad, max(0, x1 - pad) : x2 + pad])
-    engine_ref = FaceEngine.from_config(_config(standins, assets, swap={"face_selection": "reference", "reference_face": str(reference)}), sessions)
+    engine_ref = build_face_engine(_config(standins, assets, swap={"face_selection": "reference", "reference_face": str(reference)}), sessions)
     picked = engine_ref.select(faces, strip)
     assert len(picked) == 1 and picked[0].box == wanted.box
 
 
 def test_reference_selection_without_a_reference_photo_is_a_config_error(standins, assets, sessions) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError, match="reference_face"):
-        FaceEngine.from_config(_config(standins, assets, swap={"face_selection": "reference"}), sessions)
+        build_face_engine(_config(standins, assets, swap={"face_selection": "reference"}), sessions)
 
 
 def test_consent_is_required(standins, assets) -> None:  # type: ignore[no-untyped-def]
@@ -196,7 +197,7 @@ def test_the_swapper_loads_on_its_own_thread_beside_the_rest(standins, assets) -
         warmed.set()
 
     cfg = _config(standins, assets)
-    engine = FaceEngine.from_config(cfg, Sessions(["cpu"], threads=0, wrap=wrap), warm_up=warm_up)
+    engine = build_face_engine(cfg, Sessions(["cpu"], threads=0, wrap=wrap), warm_up=warm_up)
     assert loaded_on[standins.swapper.name] == "swapper-load"
     assert loaded_on[standins.detector.name] == threading.current_thread().name
     # The swap worker's model leaves the loop a core, at the loop's priority: a lower one starved it
@@ -230,7 +231,7 @@ def test_a_model_that_fails_beside_the_others_is_the_one_error(standins, assets,
     path = _broken(tmp_path, f"broken_{broken}.onnx")
     cfg = _config(standins, assets, models={broken: str(path)})
     with pytest.raises(ModelError) as info:
-        FaceEngine.from_config(cfg, Sessions(["cpu"], threads=1))
+        build_face_engine(cfg, Sessions(["cpu"], threads=1))
     assert path.name in str(info.value) and "\n" not in info.value.message
 
 
@@ -244,6 +245,6 @@ def test_the_swapper_s_error_comes_before_the_source_face_s(standins, assets, tm
     cv2.imwrite(str(wall), np.full((200, 200, 3), 128, np.uint8))
     swapper = _broken(tmp_path, "broken_swapper.onnx")
     with pytest.raises(ModelError, match="broken_swapper.onnx"):
-        FaceEngine.from_config(_config(standins, assets, models={"swapper": str(swapper)}, swap={"source_face": str(wall)}), Sessions(["cpu"], threads=1))
+        build_face_engine(_config(standins, assets, models={"swapper": str(swapper)}, swap={"source_face": str(wall)}), Sessions(["cpu"], threads=1))
     with pytest.raises(FaceError, match="no face found in source face"):
-        FaceEngine.from_config(_config(standins, assets, swap={"source_face": str(wall)}), Sessions(["cpu"], threads=1))
+        build_face_engine(_config(standins, assets, swap={"source_face": str(wall)}), Sessions(["cpu"], threads=1))

@@ -7,6 +7,7 @@ import pytest
 
 from vcamd.errors import ModelError
 from vcamd.faces.enhance import ENHANCE_SIZE, Enhancer
+from vcamd.pipeline import build_face_engine
 from vcamd.types import Face, Frame
 
 
@@ -14,12 +15,11 @@ def test_enhanced_swap_changes_the_face_region_only(standins, assets, sessions, 
     from vcamd.config import config_from_dict
     from vcamd.faces.align import estimate_affine
     from vcamd.faces.blend import paste_region
-    from vcamd.faces.engine import FaceEngine
 
     models = {"detector": str(standins.detector), "recognizer": str(standins.recognizer), "swapper": str(standins.identity_swapper),
               "enhancer": str(standins.enhancer), "providers": ["cpu"], "threads": 1}
     swap = {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, "color_correction": False}
-    engine = FaceEngine.from_config(config_from_dict({"models": models, "swap": swap, "enhancer": {"enabled": True, "strength": 1.0}}), sessions)
+    engine = build_face_engine(config_from_dict({"models": models, "swap": swap, "enhancer": {"enabled": True, "strength": 1.0}}), sessions)
     frame = newton.copy()
     assert engine.process_frame(frame).swapped == 1
     region = paste_region(frame.shape, (ENHANCE_SIZE, ENHANCE_SIZE), estimate_affine(newton_face.kps, ENHANCE_SIZE, "ffhq"))

@@ -15,6 +15,7 @@ from vcamd.config import config_from_dict
 from vcamd.errors import ModelError
 from vcamd.faces.engine import FaceEngine
 from vcamd.faces.parse import FaceParser, region_mask
+from vcamd.pipeline import build_face_engine
 from vcamd.quality import Level
 from vcamd.types import Face, Frame
 
@@ -53,7 +54,7 @@ def _engine(standins, assets: Path, sessions, parser: Path | None, **mask) -> Fa
         "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True},
         "mask": mask,
     })
-    return FaceEngine.from_config(cfg, sessions)
+    return build_face_engine(cfg, sessions)
 
 
 def test_a_hand_in_front_of_the_face_stays_in_front_and_the_rest_is_swapped(standins, assets, sessions, parser_model, newton, newton_face):

@@ -14,8 +14,8 @@ from vcamd.errors import ModelError
 from vcamd.faces import specs
 from vcamd.faces.align import estimate_affine
 from vcamd.faces.blend import paste_region
-from vcamd.faces.engine import FaceEngine
 from vcamd.faces.specs import ENHANCER_CROP, SWAPPERS, CropSpec, SwapperSpec
+from vcamd.pipeline import build_face_engine
 from vcamd.types import Face, Frame
 
 SIMSWAP_LIKE = SwapperSpec("simswap_256_like", CropSpec("arcface", 224, 127.5, 127.5), "img", "id", 512, "emap")
@@ -55,10 +55,10 @@ def test_a_second_swapper_family_is_one_row(monkeypatch, tmp_path, standins, ass
         "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, "color_correction": False},
     })
     with pytest.raises(ModelError, match="is not a face swapper vcamd knows"):
-        FaceEngine.from_config(cfg, sessions)
+        build_face_engine(cfg, sessions)
 
     monkeypatch.setattr(specs, "SWAPPERS", (*SWAPPERS, SIMSWAP_LIKE))
-    engine = FaceEngine.from_config(cfg, sessions)
+    engine = build_face_engine(cfg, sessions)
     assert engine.swapper.spec is SIMSWAP_LIKE
     frame = newton.copy()
     result = engine.process_frame(frame)

@@ -15,9 +15,9 @@ import pytest
 
 from vcamd.config import FaceSelection, config_from_dict
 from vcamd.faces.detect import FaceDetector
-from vcamd.faces.engine import FaceEngine
 from vcamd.faces.following import IDENTITY_RETRY_FRAMES, RELEASE_FRAMES, FollowedFace
 from vcamd.faces.identity import Recognizer
+from vcamd.pipeline import build_face_engine
 from vcamd.runtime import Sessions
 from vcamd.types import Face, Frame
 
@@ -124,7 +124,7 @@ def test_vcamd_swap_obscures_the_faces_it_does_not_swap_unless_asked_to_show_the
                    "swapper": str(standins.swapper), "providers": ["cpu"], "threads": 1},
         "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, "others": others},
     })
-    engine = FaceEngine.from_config(cfg, sessions)
+    engine = build_face_engine(cfg, sessions)
     raw, (smaller, larger) = heads.frame(0.25, 0.72)
     frame = raw.copy()
     result = engine.process_frame(frame)  # a photo: the largest face is swapped

@@ -22,6 +22,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.waiting import wait_for
 
+from vcamd.pipeline import build_face_engine
+
 
 @pytest.fixture(scope="session")
 def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -500,7 +502,6 @@ def live(tmp_path: Path, assets: Path, standin_dir: Path, face_video: FaceVideo)
     the generated clip unless `source` is given; the sink is a RecordingSink unless given.
     Every run is stopped at teardown.
     """
-    from vcamd.faces.engine import FaceEngine
     from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.live.engine import LiveEngine
 
@@ -509,7 +510,7 @@ def live(tmp_path: Path, assets: Path, standin_dir: Path, face_video: FaceVideo)
     def start(*, source=None, sink=None, faults: dict | None = None, config=None, config_path=None, **sections):
         faults = faults if faults is not None else {}
         cfg = config or live_config(tmp_path, assets, standin_dir, face_video, **sections)
-        faces = FaceEngine.from_config(cfg, sessions=faulty_sessions(faults))
+        faces = build_face_engine(cfg, sessions=faulty_sessions(faults))
         source = source or VideoFileCamera(face_video.path, loop=True)
         sink = sink or RecordingSink(face_video)
         engine = LiveEngine(

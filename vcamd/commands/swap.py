@@ -59,7 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_swap(args: argparse.Namespace) -> int:
     from vcamd.config import load_config
-    from vcamd.faces.engine import FaceEngine, require_consent
+    from vcamd.faces.engine import require_consent
+    from vcamd.pipeline import build_face_engine
 
     cfg, _ = load_config(args.config)
     require_consent(cfg, args.i_have_consent)
@@ -74,10 +75,10 @@ def run_swap(args: argparse.Namespace) -> int:
         from vcamd.images import read_image
 
         frame = read_image(args.input, "input")
-        return _swap_image(FaceEngine.from_config(cfg), cfg, frame, args.input, args.output)
+        return _swap_image(build_face_engine(cfg), cfg, frame, args.input, args.output)
     capture, first = _open_video(args.input)
     try:
-        return _swap_video(FaceEngine.from_config(cfg), cfg, capture, first, args.input, args.output)
+        return _swap_video(build_face_engine(cfg), cfg, capture, first, args.input, args.output)
     finally:
         capture.release()
 

@@ -36,7 +36,7 @@ from vcamd.faces.blend import Blender, PasteRegion
 from vcamd.faces.specs import ENHANCER_CROP, CropSpec
 from vcamd.quality import BEST, Level, detect_size, rung
 from vcamd.threads import in_thread
-from vcamd.types import Face, Frame, Points
+from vcamd.types import Face, Frame, ModelFiles, Points
 
 if TYPE_CHECKING:
     from vcamd.faces.detect import FaceDetector
@@ -169,8 +169,10 @@ class FaceEngine:
         self._load_enhancer: Callable[[float], Enhancer] | None = None  # set by from_config
 
     @classmethod
-    def from_config(cls, cfg: Config, sessions: Sessions | None = None, *, warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
-        """Build every model from `[models]`, load `[swap] source_face` (and reference_face).
+    def from_config(cls, cfg: Config, files: ModelFiles, sessions: Sessions | None = None, *,
+                    warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
+        """Build every model of `files` (resolved from `[models]`: `vcamd.pipeline.build_face_engine`),
+        load `[swap] source_face` (and reference_face).
 
         The swapper — the long pole: seconds for inswapper's 554 MB, where the other models take
         a tenth of one — loads on its own `swapper-load` thread; beside it, on this one, the
@@ -184,14 +186,12 @@ class FaceEngine:
         from vcamd.faces.identity import Recognizer, load_source_identity
         from vcamd.faces.parse import FaceParser
         from vcamd.faces.swap import Swapper
-        from vcamd.modelstore.store import ModelStore
         from vcamd.runtime import Sessions
 
         if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is None:
             raise ConfigError("[swap]", ['face_selection = "reference" needs reference_face = "<photo of the person to swap>"'])
-        store = ModelStore.from_config(cfg.models)
         sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
-        paths = store.paths_in_use(cfg)  # every missing file named at once
+        paths = files.paths
         detector_path, recognizer_path, swapper_path = paths["detector"], paths["recognizer"], paths["swapper"]
         enhancer_path = paths.get("enhancer")
         parser_path = paths.get("parser")
@@ -231,7 +231,7 @@ class FaceEngine:
             parser=parser,
         )
         # Kept so a hot reload can switch the enhancer on without a restart (sessions are cached per file).
-        engine._load_enhancer = lambda strength: Enhancer(store.path_for(cfg.models.enhancer, "enhancer"), sessions, strength)
+        engine._load_enhancer = lambda strength: Enhancer(files.enhancer(), sessions, strength)
         if source is not None:
             engine._use_source(*source)
         engine._reference = reference

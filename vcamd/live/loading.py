@@ -30,6 +30,7 @@ from vcamd.errors import VcamdError
 from vcamd.faces.engine import StageTimer
 from vcamd.faces.identity import SourceIdentity
 from vcamd.live.tracking.sizes import all_detect_sizes
+from vcamd.pipeline import build_face_engine
 from vcamd.quality import Level
 from vcamd.types import Face, Frame
 
@@ -88,11 +89,10 @@ Tell = Callable[[Callable[[], None], str], None]
 def build_face_pipeline(cfg: Config, warm_up: WarmUp | None = None) -> tuple[FacePipeline, Callable[[], dict[str, str]]]:
     """The real face engine for `cfg` (`warm_up` runs beside the swapper's load), and a function
     telling which provider runs each model."""
-    from vcamd.faces.engine import FaceEngine
     from vcamd.runtime import Sessions
 
     sessions = Sessions(list(cfg.models.providers), cfg.models.threads)
-    return FaceEngine.from_config(cfg, sessions, warm_up=warm_up), sessions.active_providers
+    return build_face_engine(cfg, sessions, warm_up=warm_up), sessions.active_providers
 
 
 def load_face_pipeline(cfg: Config, warm_up: WarmUp | None = None) -> tuple[FacePipeline, dict[str, str]]:
