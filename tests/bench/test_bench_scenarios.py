@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from support.cli import one_clear_line, run_vcamd
 
+from vcamd.bench.report import format_table, target_rows
+from vcamd.bench.scenarios import median_pair, still_clip
+from vcamd.bench.settings import BenchSettings
 from vcamd.cli import main
-from vcamd.commands.bench import BenchSettings, format_table, median_pair, still_clip, target_rows
 
 
 def _settings(assets: Path, **overrides) -> BenchSettings:
@@ -150,7 +152,7 @@ def test_startup_rows_for_the_first_and_the_next_start_and_the_threads_said(asse
 def test_the_startup_scenario_writes_a_config_vcamd_run_reads_back() -> None:
     import tomllib
 
-    from vcamd.commands.bench import _toml
+    from vcamd.bench.scenarios import _toml
     from vcamd.config import Config, config_from_dict
 
     cfg = config_from_dict({"models": {"providers": ["cpu"], "threads": 1}, "swap": {"source_face": "/tmp/a \"quoted\" face.png"}}, "test")
@@ -177,7 +179,7 @@ def test_bench_refuses_a_json_path_it_could_only_fail_to_write_at_the_end(tmp_pa
 
 def test_the_bench_keeps_optimised_graphs_in_its_own_folder(tmp_path, monkeypatch) -> None:
     from vcamd import ortcache
-    from vcamd.commands.bench import _cache_dir
+    from vcamd.bench.scenarios import _cache_dir
 
     monkeypatch.delenv("VCAMD_CACHE_DIR", raising=False)
     users = ortcache.cache_dir()
@@ -200,7 +202,7 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_busy_processes_run_the_busy_loop_and_are_gone_after_the_block_even_when_it_fails() -> None:
-    from vcamd.commands.bench import busy_processes
+    from vcamd.bench.scenarios import busy_processes
 
     with busy_processes(2) as pids:
         assert len(set(pids)) == 2

@@ -1,0 +1,45 @@
+"""What one `vcamd bench` run is asked to do: the scenarios, the clip's size and length, the models,
+the load — shared by the scenarios (`scenarios`) and the printout (`report`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
+SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup", "call")
+DEFAULT_SCENARIOS = ("light", "inswapper")
+
+GROUP_PHOTO = "solvay_conference_1927.png"
+CALL_SWAP_CONVS = 8
+"""The call scenario's swapper: the light swap plus this many heavy convolutions (~0.37 s per face
+on one core here: `vcamd.bench.standins.build_swapper(heavy_convs=)`)."""
+BUSY_CODE = "while 1: pass"
+"""What a busy process of `--load` runs: one core's worth of CPU at normal priority."""
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    face: Path
+    detector: str
+    width: int
+    height: int
+    fps: float
+    frames: int
+    inswapper_frames: int
+    providers: list[str]
+    threads: int
+    fp16: bool
+    quality: str | None = None
+    group_photo: Path | None = None
+    rounds: int = 1
+    load: int = 0
+
+
+def settings_dict(s: BenchSettings) -> dict:
+    return {
+        "face": str(s.face), "detector": s.detector, "width": s.width, "height": s.height, "fps": s.fps,
+        "frames": s.frames, "inswapper_frames": s.inswapper_frames, "providers": s.providers, "threads": s.threads, "fp16": s.fp16,
+        "quality": s.quality, "group_photo": str(s.group_photo) if s.group_photo else None, "rounds": s.rounds,
+        "load": s.load,
+    }
