@@ -1,10 +1,13 @@
-"""Applies config changes to the running parts of the live engine, key by key as `reconfigure.TABLE` says.
+"""Applies config changes to the running parts of the live engine, as `reconfigure.TABLE` says.
 
-`reconfigure` decides how each key takes effect (live / rebuild / restart); this module does it, on
-the loop's thread, between two frames: the camera reopened, the output reopened (or kept, if the new
-settings do not open), the enhancer switched, the watchdog's thresholds replaced (its history and a
-pinned quality kept), a source photo embedded on the face-loader thread, and the face pipeline
-built in the background (`loading.PipelineBuild`) and installed when it is ready — at start-up too.
+`reconfigure` decides how each key takes effect (live / rebuild / restart) and which part owns it;
+this module keeps the running config, diffs an edit once (`reconfigure.plan`) and, on the loop's
+thread between two frames, hands the new config to each owner of a changed live key: the parts
+apply their own settings (`configure(cfg)`: watchdog, tracker, the frame policy, publisher); the
+owners kept here are the switches and whole replacements — the camera reopened, swapping and
+consent, a source photo embedded on the face-loader thread, the enhancer switched, the log level.
+The face pipeline is built in the background (`loading.PipelineBuild`) and installed when it is
+ready — at start-up too.
 
 It is also the one owner of `config_error` (`Problems`): each problem has a topic (broken file,
 models, camera, output, enhancer, source face, restart, settings); a failed model load stays
