@@ -114,14 +114,23 @@ def test_off_gives_the_tracker_s_faces_and_a_settled_still_face_keeps_its_object
 
 def test_the_engine_pastes_the_filtered_position(live_config, tmp_path, newton, newton_face, run_live):
     """A still face whose detections shimmer (the detector wrapped to jitter them by SHIMMER of the
-    face's width): the places the engine pastes the face at spread much less with smoothing on."""
+    face's width): with smoothing on, the places the engine pastes the face at move much less from
+    one frame to the next, and spread no more.
+
+    Both runs must see the same detections, so that only the smoothing differs between them: the
+    watchdog's budget is out of reach. On a busy machine it lowered the level in one run and not
+    the other (or halfway through one), and the detector at low_res places this face elsewhere —
+    its crops at 128 ~0.6 px to the right, the tracker's full-frame detection at 160 (chosen when
+    it costs less than the crops) 3.5 px higher — so the runs compared detector sizes, not the
+    filter (spread ratios 0.27–1.5 from run to run)."""
     from vcamd.bench.clips import write_sliding_clip
+    from vcamd.quality import Level
 
     x1, y1, x2, y2 = (int(v) for v in newton_face.box)
     pad = int(0.6 * newton_face.width)
     head = newton[max(0, y1 - pad) : y2 + pad, max(0, x1 - pad) : x2 + pad]
     clip = write_sliding_clip(tmp_path / "still.avi", head, size=(640, 480), fps=20.0, frames=10, step_px=0)
-    spread = {}
+    shimmer, spread = {}, {}
     for enabled in (False, True):
         rng = np.random.default_rng(9)
         pasted: list[Face] = []
@@ -136,9 +145,18 @@ def test_the_engine_pastes_the_filtered_position(live_config, tmp_path, newton, 
 
             return Wrapped(faces, detect=detect, composite=composite)
 
-        run_live(live_config(smoothing={"enabled": enabled}), clip, frames=600, wrap=wrap, until=lambda sink, p=pasted: len(p) >= 100)
+        cfg = live_config(smoothing={"enabled": enabled}, watchdog={"budget_ms": 1000.0})
+        _, _, engine = run_live(cfg, clip, frames=600, wrap=wrap, until=lambda sink, p=pasted: len(p) >= 100)
         assert len(pasted) >= 100
+        assert engine.parts.watchdog.level is Level.full  # the detector's sizes of the other run
         centres = np.array([centre(f) for f in pasted[20:]])
+        shimmer[enabled] = float(np.sqrt(np.mean(np.sum(np.diff(centres, axis=0) ** 2, axis=1))))
         spread[enabled] = float(np.linalg.norm(centres.std(axis=0)))
-    assert spread[False] > 0.2  # the shimmer is there to be filtered
-    assert spread[True] < 0.6 * spread[False], spread
+    assert shimmer[False] > 0.3  # px from one paste to the next (rms): the shimmer is there to be filtered
+    # The paste stands still: the steps from frame to frame are filtered away (0.20–0.26 of the
+    # raw ones here) ...
+    assert shimmer[True] < 0.5 * shimmer[False], shimmer
+    # ... not traded for a wander. With the filter's ~1 s time constant these 4 s hold only a few
+    # independent positions, so the spread's ratio varies more (0.35–0.56 here, 0.44–0.53 in a
+    # simulation of the filter alone).
+    assert spread[True] < 0.8 * spread[False], spread
