@@ -10,7 +10,7 @@ The camera (1280×720, lossless, looped every 4 s): Newton's head at 30 % of the
 frame; from second 1 to second 3 a second real person (the largest face of insightface's own
 `t1.jpg`) stands at 72 %. `vcamd run` publishes to an MP4 file through the real CLI with the
 stand-in swapper of the privacy tests (it puts a stranger's real face on every face it is given:
-tests/privacy/leaks.py); every published frame is then checked at the newcomer's place with the
+vcamd/bench/leaks.py); every published frame is then checked at the newcomer's place with the
 real MobileFaceNet: recognised as the newcomer (cosine above 0.3, and more than as the stranger)
 is a raw face published. Printed: the frames, the runs of raw frames, and one letter a frame
 (R raw, s swapped, . neither: covered, held, or no newcomer in view).

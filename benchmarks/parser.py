@@ -11,7 +11,7 @@ random weights) plus the crop's resize and the region mask at the pasted crop's 
 pixel boost), 256 (`[swap] pixel_boost = 256`, the rows by rung) or 512 (the enhancer's FFHQ crop,
 the last row). Newton at 720p, the light stand-in swapper and enhancer, one face; median of --frames runs per rung after one warm-up.
 
-`--image`: the camera frame with a synthetic gloved hand over the face (tests/faces/test_parse.py's),
+`--image`: the camera frame with a synthetic gloved hand over the face (vcamd.bench.hands, as tests/faces/test_parse.py),
 the swap pasted without a parser, and with the rule-based parser stand-in (skin by colour), side by side.
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
@@ -82,8 +81,7 @@ def main() -> None:
             print(f"{name:13} {swapped.size:>10}px {parse:14.1f} {swap:13.1f} {parse / swap:13.2f}")
 
         if args.image is not None:
-            sys.path.insert(0, str(REPO / "tests" / "faces"))
-            from test_parse import with_hand  # the tests' synthetic hand
+            from vcamd.bench.hands import with_hand  # the parser tests' synthetic hand
 
             face = max(timed.detect(newton), key=lambda f: f.area)
             camera, _hand = with_hand(newton, face, reach=0.35)

@@ -10,14 +10,13 @@ reported) and MobileFaceNet compares the obscured face with the raw one, aligned
 keypoints (pass: score < 0.5 and cosine ≤ 0.3). "baseline" is the cosine of the raw face with a
 0.75× resampled copy of itself: what a face the recogniser still knows scores. The last lines show
 the same measurement for the 16-px pixelation used before, and the cost per obscured pixel.
-The measurement code is tests/privacy/measure.py, the same one tests/privacy asserts with.
+The measurement code is vcamd/bench/obscured.py, the same one tests/privacy asserts with.
 Not a test: it prints numbers.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -28,33 +27,14 @@ REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
 
 
-def load_privacy_helper(name: str):
-    """A helper module of tests/privacy (`measure`, `leaks`), as its conftest registers it:
-    `privacy_NAME` (the tests are no package; benchmarks/newcomer.py uses this too)."""
-    spec = importlib.util.spec_from_file_location(f"privacy_{name}", REPO / "tests" / "privacy" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
 def leak_checkers(threads: int = 2):
-    """What the privacy benchmarks measure with (the leak tests' tools): `leaks`, both real SCRFD
-    detectors, the real MobileFaceNet, and the stranger the stand-in swapper pastes (crowd_selfie's
-    largest face) as (its aligned crop, its embedding)."""
-    import cv2
+    """What the privacy benchmarks measure with (the leak tests' tools, `vcamd.bench.leaks`): the
+    module, both real SCRFD detectors, the real MobileFaceNet, and the stranger the stand-in swapper
+    pastes (crowd_selfie's largest face) as (its aligned crop, its embedding)."""
+    from vcamd.bench import leaks
 
-    from vcamd.faces.detect import FaceDetector
-    from vcamd.faces.identity import Recognizer
-    from vcamd.runtime import Sessions
-
-    leaks = load_privacy_helper("leaks")
-    sessions = Sessions(["cpu"], threads=threads)
-    both = [FaceDetector(ASSETS / "models" / n, sessions) for n in ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")]
-    recognizer = Recognizer(ASSETS / "models" / "mobilefacenet.onnx", sessions)
-    crowd = cv2.imread(str(ASSETS / "images" / "crowd_selfie.jpg"))
-    stranger_face = max(both[1].detect(crowd), key=lambda f: f.area)
-    return leaks, both, recognizer, (leaks.aligned_crop(crowd, stranger_face), recognizer.embed(crowd, stranger_face))
+    both, recognizer = leaks.load_checkers(ASSETS / "models", threads)
+    return leaks, both, recognizer, leaks.stranger(ASSETS / "images", both[1], recognizer)
 
 
 def _row(result, detectors) -> str:
@@ -84,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if not ASSETS.is_dir():
         print(f"shared assets not found at {ASSETS}", file=sys.stderr)
         return 2
-    measure = load_privacy_helper("measure")
+    from vcamd.bench import obscured as measure
     from vcamd.live.output.obscure import obscure_region
 
     models = measure.load_models(ASSETS)

@@ -12,7 +12,7 @@ appears at once at 72 % for 2.7 s (the clip of tests/privacy/test_selection_e2e.
 while the models load, so the first choice of "largest" may fall on the larger face; the figures
 are also given from the first frame that shows the user swapped on. `vcamd run` publishes to an MP4 file through the real CLI with the
 stand-in swapper of the privacy tests (a stranger's real face on what it swaps:
-tests/privacy/leaks.py); every published frame is checked with the real MobileFaceNet at both
+vcamd/bench/leaks.py); every published frame is checked with the real MobileFaceNet at both
 places: recognised as the raw face there (cosine above 0.3, and more than as the stranger) is a
 raw face published. Printed: the counts, and two letters a frame (user, larger face: R raw,
 s swapped, . neither).

@@ -15,6 +15,7 @@ import plistlib
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,11 +45,13 @@ def unit_sections(text: str) -> configparser.ConfigParser:
     return parser
 
 
-def systemd_verify(unit: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    runtime = tmp_path / "verify-runtime"
-    runtime.mkdir(mode=0o700, exist_ok=True)
-    return subprocess.run(["systemd-analyze", "verify", "--user", str(unit)], capture_output=True, text=True,
-                          env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)}, timeout=60)
+def systemd_verify(unit: Path) -> subprocess.CompletedProcess[str]:
+    # A short runtime dir of its own: systemd reads the user's socket units (gpg-agent's) with
+    # their sockets in it, and a socket path over 108 bytes — under a deep pytest folder, e.g. a
+    # parallel worker's — is an error of those units, not of ours.
+    with tempfile.TemporaryDirectory(prefix="vrt-", dir="/tmp") as runtime:
+        return subprocess.run(["systemd-analyze", "verify", "--user", str(unit)], capture_output=True, text=True,
+                              env={**os.environ, "XDG_RUNTIME_DIR": runtime}, timeout=60)
 
 
 def test_packaged_files_are_the_repository_service_files():
@@ -84,12 +87,12 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
     for command in (service.daemon_command(tray=False), [str(odd_python), "-m", "vcamd", "run", "--no-tray"]):
         unit = tmp_path / "facelive.service"
         unit.write_text(service.render_unit(command))
-        done = systemd_verify(unit, tmp_path)
+        done = systemd_verify(unit)
         assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
     assert 'ExecStart="' + str(odd_python).replace("%", "%%") + '" -m vcamd run --no-tray' in unit.read_text()
     # The same verification does catch a broken unit (it is not a check that cannot fail).
     unit.write_text(unit.read_text().replace("Restart=on-failure", "Restart=on-failure\nRestartEvery=3"))
-    assert "Unknown key 'RestartEvery'" in systemd_verify(unit, tmp_path).stderr
+    assert "Unknown key 'RestartEvery'" in systemd_verify(unit).stderr
 
 
 def test_modprobe_and_modules_load_files():

@@ -240,7 +240,7 @@ def slow_4k_clip(tmp_path_factory, newton) -> Path:
     path = tmp_path_factory.mktemp("slow") / "uhd_120fps.avi"
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 120.0, (width, height))
     assert writer.isOpened()
-    for k in range(24):
+    for k in range(8):  # 30 reads loop it several times; each 4K noisy frame costs much to encode
         writer.write(cv2.add(np.roll(base, 16 * k, axis=1), noise))
     writer.release()
     return path

@@ -4,7 +4,7 @@ none of those frames shows the real face.
 The real CLI runs in a subprocess on a clip of Newton's face (a third of a 1280×720 frame high),
 with the models made slow to load (`VCAMD_TEST_MODEL_LOAD_DELAY_S`, read by `vcamd run`'s pipeline
 factory) and a file sink. Every published frame is checked with the real SCRFD (threshold 0.5) and
-MobileFaceNet as the leak tests do (tests/privacy/leaks.py, `find_leaks`). The stats must show frames
+MobileFaceNet as the leak tests do (vcamd/bench/leaks.py, `find_leaks`). The stats must show frames
 published before the first swap, and a first swap after them, so a run that loaded at once (or
 never swapped) cannot pass by accident.
 
@@ -21,11 +21,10 @@ import sys
 from pathlib import Path
 
 import cv2
-import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
 import pytest
 import tomli_w
 
-from vcamd.bench import standins
+from vcamd.bench import leaks, standins
 from vcamd.config import config_from_dict
 
 FPS = 15.0
@@ -52,12 +51,9 @@ def clip(work: Path, assets: Path, checkers):
 
 
 @pytest.fixture(scope="module")
-def swapper(work: Path, assets: Path, checkers) -> Path:
+def swapper(work: Path, stranger) -> Path:
     """Returns a stranger's real face (crowd_selfie.jpg's largest), as a perfect swapper would."""
-    both, _ = checkers
-    crowd = cv2.imread(str(assets / "images" / "crowd_selfie.jpg"))
-    stranger = max(both[1].detect(crowd), key=lambda f: f.area)
-    return leaks.build_identity_swapper(work / "stranger.onnx", leaks.aligned_crop(crowd, stranger))
+    return leaks.build_identity_swapper(work / "stranger.onnx", stranger[0])
 
 
 def _run(work: Path, name: str, clip, swapper: Path, assets: Path, on_miss: str) -> tuple[list, dict]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
 import pytest
 
+from vcamd.bench import leaks
 from vcamd.config import FaceSelection, config_from_dict
 from vcamd.faces.detect import FaceDetector
 from vcamd.faces.following import IDENTITY_RETRY_FRAMES, RELEASE_FRAMES, FollowedFace

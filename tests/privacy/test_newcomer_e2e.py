@@ -18,10 +18,9 @@ from pathlib import Path
 
 import cv2
 import insightface
-import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
 import pytest
 
-from vcamd.bench import standins
+from vcamd.bench import leaks, standins
 from vcamd.config import config_from_dict
 
 SIZE = (1280, 720)
@@ -37,7 +36,7 @@ SWAPPED_FACES = 40
 
 
 @pytest.fixture(scope="module")
-def scene(tmp_path_factory, assets: Path, checkers):
+def scene(tmp_path_factory, assets: Path, checkers, stranger):
     """(work folder, the clip with the newcomer's placements only, the stranger (crop, embedding))."""
     work = tmp_path_factory.mktemp("newcomer")
     both, recognizer = checkers
@@ -53,9 +52,6 @@ def scene(tmp_path_factory, assets: Path, checkers):
         frame = frames[CENTRES.index(centre)]
         placements += [p for p in leaks.placements_in(frame, both, recognizer) if p.face.box[0] > 0.5 * SIZE[0]]
     assert len(placements) >= 3, f"the newcomer should be found at several places of the slide, got {len(placements)}"
-    crowd = cv2.imread(str(assets / "images" / "crowd_selfie.jpg"))
-    stranger_face = max(both[1].detect(crowd), key=lambda f: f.area)
-    stranger = leaks.aligned_crop(crowd, stranger_face), recognizer.embed(crowd, stranger_face)
     clip = leaks.Clip(leaks.write_clip(work / "camera.avi", frames, FPS), SIZE, FPS, frames, placements)
     return work, clip, stranger
 

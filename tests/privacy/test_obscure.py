@@ -5,7 +5,7 @@ height) and on every one of the 29 faces of the Solvay photo (as is and at 720p)
 `obscure_region` on the face's head box, neither SCRFD model (scrfd_500m_kps, scrfd_2.5g_kps)
 finds a face there at 0.5, looking at the whole picture and at a close crop, and MobileFaceNet's
 cosine between the obscured and the raw face, aligned where the raw face was, is ≤ 0.3.
-How it is measured: tests/privacy/measure.py; the table: `python benchmarks/privacy.py`.
+How it is measured: vcamd/bench/obscured.py; the table: `python benchmarks/privacy.py`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vcamd.bench import obscured
 from vcamd.live.output.obscure import obscure_frame, obscure_region
 
 SCENES = (
@@ -24,40 +25,40 @@ EXPECTED_FACES = {"solvay_conference_1927.png": 29, "solvay_conference_1927.png 
 
 @pytest.mark.parametrize("scale", [1.6, 1.2], ids=["engine-head-box", "tight-head-box"])
 @pytest.mark.parametrize("scene", SCENES)
-def test_no_detector_finds_and_no_recogniser_knows_an_obscured_face(measure, privacy_models, privacy_scenes, scene, scale):
+def test_no_detector_finds_and_no_recogniser_knows_an_obscured_face(privacy_models, privacy_scenes, scene, scale):
     picture, faces = privacy_scenes[scene]
     assert len(faces) == EXPECTED_FACES.get(scene, 1), f"{scene}: the raw picture should show its faces"
-    result = measure.measure(privacy_models, scene, picture, faces, scale)
+    result = obscured.measure(privacy_models, scene, picture, faces, scale)
     print(f"\n{scene} head ×{scale}: max detector score {result.max_score}, max cosine {result.max_cosine:.3f}, "
           f"raw baseline ≥ {result.min_baseline:.2f}")
     # The recogniser does know these faces unobscured (the check can fail): a resampled copy of
     # the raw picture still matches each face well above the 0.3 line.
     assert result.min_baseline > 0.6
     for detector, score in result.max_score.items():
-        assert score < measure.DETECTION_THRESHOLD, f"{detector} still finds a face in an obscured region of {scene} ({score:.2f})"
+        assert score < obscured.DETECTION_THRESHOLD, f"{detector} still finds a face in an obscured region of {scene} ({score:.2f})"
     worst = max(range(len(faces)), key=lambda i: result.faces[i].cosine)
-    assert result.max_cosine <= measure.MAX_COSINE, f"face {worst} of {scene} still matches the raw face ({result.max_cosine:.2f})"
+    assert result.max_cosine <= obscured.MAX_COSINE, f"face {worst} of {scene} still matches the raw face ({result.max_cosine:.2f})"
 
 
-def test_the_measurement_catches_the_old_16px_pixelation(measure, privacy_models, privacy_scenes):
+def test_the_measurement_catches_the_old_16px_pixelation(privacy_models, privacy_scenes):
     """At 720p with the face a third of the frame high, 16-px blocks left a face SCRFD finds:
     the same measurement flags it, so the test above can fail."""
     picture, faces = privacy_scenes["newton, face 1/3 of 720p"]
-    result = measure.measure(privacy_models, "old", picture, faces, measure.ENGINE_HEAD_SCALE, measure.pixelate_16px)
-    assert max(result.max_score.values()) >= measure.DETECTION_THRESHOLD
+    result = obscured.measure(privacy_models, "old", picture, faces, obscured.ENGINE_HEAD_SCALE, obscured.pixelate_16px)
+    assert max(result.max_score.values()) >= obscured.DETECTION_THRESHOLD
 
 
-def test_a_whole_obscured_frame_shows_no_face(measure, privacy_models, privacy_scenes):
+def test_a_whole_obscured_frame_shows_no_face(privacy_models, privacy_scenes):
     """When the engine cannot say where the faces are it obscures all of the frame."""
     for scene in ("newton, face 1/3 of 720p", "newton, face 1/2 of 720p", "solvay_conference_1927.png @720p"):
         picture, faces = privacy_scenes[scene]
         covered = picture.copy()
         obscure_frame(covered)
         for name, detector in privacy_models.detectors.items():
-            found = [f for f in detector.detect(covered) if f.score >= measure.DETECTION_THRESHOLD]
+            found = [f for f in detector.detect(covered) if f.score >= obscured.DETECTION_THRESHOLD]
             assert not found, f"{name} finds {len(found)} face(s) in the obscured {scene}"
         cosines = [float(privacy_models.recognizer.embed(picture, f) @ privacy_models.recognizer.embed(covered, f)) for f in faces]
-        assert max(cosines) <= measure.MAX_COSINE
+        assert max(cosines) <= obscured.MAX_COSINE
 
 
 # -- what it touches and what it costs ---------------------------------------------------------

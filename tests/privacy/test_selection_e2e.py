@@ -4,7 +4,7 @@ the swap when a larger face comes into view, and that other face is obscured unl
 
 The real CLI (`vcamd run --source CLIP --loop --sink file:OUT.mp4`, `leaks.run_daemon_until`) on a
 clip made here from real photos, every published frame checked with the real SCRFD detector and
-MobileFaceNet (tests/privacy/leaks.py), the stand-in swapper putting a stranger's real face on what
+MobileFaceNet (vcamd/bench/leaks.py), the stand-in swapper putting a stranger's real face on what
 it swaps. The clip (1280×720, 15 fps, looped every PERIOD frames): the user (Newton, a face 146 px
 high) at 25 % of the width in every frame, alone in frames 0–104; a larger face (315 px: a face of
 crowd_selfie.jpg) slides in from the right edge (105–119), stays at 72 % (120–154), is gone
@@ -29,10 +29,9 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
 import pytest
 
-from vcamd.bench import standins
+from vcamd.bench import leaks, standins
 from vcamd.config import config_from_dict
 
 FPS = 15.0
@@ -89,14 +88,13 @@ def _read_code(frame: np.ndarray) -> int | None:
 
 
 @pytest.fixture(scope="module")
-def scene(tmp_path_factory, assets: Path, checkers):
+def scene(tmp_path_factory, assets: Path, checkers, stranger):
     """(work folder, clip, the user's placement, the other face's settled placement, the stranger's
     aligned crop and embedding)."""
     both, recognizer = checkers
     work = tmp_path_factory.mktemp("selection")
     crowd = cv2.imread(str(assets / "images" / "crowd_selfie.jpg"))
     crowd_faces = sorted(both[1].detect(crowd), key=lambda f: -f.area)
-    stranger = leaks.aligned_crop(crowd, crowd_faces[0]), recognizer.embed(crowd, crowd_faces[0])
     newton = cv2.imread(str(assets / "images" / "newton.png"))
     (newton_face,) = both[1].detect(newton)
     user, (ux, uy) = leaks.head_cut(newton, newton_face, HEIGHT / 5)

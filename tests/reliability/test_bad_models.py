@@ -161,11 +161,17 @@ def test_right_models_load(assets: Path, standin_dir: Path, newton) -> None:
         assert embedding.shape == (model.dim,) and abs(float(np.linalg.norm(embedding)) - 1.0) < 1e-4, recognizer.name
     swapper = load("swapper", standin_dir / "swapper.onnx")
     crop, _ = swapper.align(newton, face)
-    (swapped,) = swapper.swap([crop], swapper.latent(np.eye(swapper.spec.identity_dim, dtype=np.float32)[0]))
+    identities = np.eye(swapper.spec.identity_dim, dtype=np.float32)
+    (swapped,) = swapper.swap([crop], swapper.latent(identities[0]))
+    (other,) = swapper.swap([crop], swapper.latent(identities[1]))
     assert swapped.shape == crop.shape and swapped.dtype == np.uint8
+    # its job: the crop changed, and by the identity it was given
+    assert not np.array_equal(swapped, crop) and not np.array_equal(swapped, other)
     side = 512  # GFPGAN's FFHQ crop
-    restored = load("enhancer", standin_dir / "enhancer.onnx").restore(cv2.resize(newton, (side, side)))
+    face_in = cv2.resize(newton, (side, side))
+    restored = load("enhancer", standin_dir / "enhancer.onnx").restore(face_in)
     assert restored.shape == (side, side, 3) and restored.dtype == np.uint8
+    assert not np.array_equal(restored, face_in)  # its job: the face came back changed
 
 
 def test_external_data_pointing_outside_is_refused(tmp_path: Path, standin_dir: Path) -> None:

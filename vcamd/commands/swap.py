@@ -273,16 +273,17 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
         fps = 30.0
     total = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) or None
     height, width = first.shape[:2]
-    # Written under a fresh 0600 temporary name next to OUT and renamed when complete: no truncated
-    # OUT, no write through a symlink planted at OUT, private whatever the umask.
-    partial = private_temporary(output)
-    writer: cv2.VideoWriter | None = None
     from vcamd.faces.following import FollowedFace
 
     tally = VideoTally()
     follow = FollowedFace()
     ok, frame = True, first
-    try:  # from the writer's creation on (it takes milliseconds): a stop then removes the partial file
+    writer: cv2.VideoWriter | None = None
+    # Written under a fresh 0600 temporary name next to OUT and renamed when complete: no truncated
+    # OUT, no write through a symlink planted at OUT, private whatever the umask. Created as the
+    # `try` begins, nothing in between: a stop (SIGTERM) from the moment the file exists removes it.
+    partial = private_temporary(output)
+    try:
         writer = cv2.VideoWriter(str(partial), cv2.VideoWriter_fourcc(*VIDEO_OUTPUT_FOURCC[output.suffix.lower()]), fps, (width, height))
         if not writer.isOpened():
             raise VcamdError(f"cannot write video {output} (OpenCV's writer did not open)", fix="check the folder is writable and use .mp4")

@@ -297,12 +297,13 @@ def same_faces(a: list[Face], b: list[Face], sure_score: float) -> bool:
     """Whether two runs on one frame found the same faces: every face scoring at least
     `sure_score` in either has a face in the other overlapping it by SAME_FACE_IOU."""
     return all(
-        any(_iou(face.box, other.box) >= SAME_FACE_IOU for other in others)
+        any(iou(face.box, other.box) >= SAME_FACE_IOU for other in others)
         for faces, others in ((a, b), (b, a)) for face in faces if face.score >= sure_score
     )
 
 
-def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) boxes."""
     w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     inter = w * h

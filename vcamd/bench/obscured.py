@@ -1,7 +1,7 @@
 """How recognisable an obscured face still is, measured with the real SCRFD detectors and MobileFaceNet.
 
 One definition shared by tests/privacy/test_obscure.py and benchmarks/privacy.py (the table in
-docs/reliability.md). Not a test module: plain functions, no pytest.
+docs/reliability.md): plain functions, no pytest.
 
 For each face in a scene (found by either SCRFD detector at 0.5 on the raw picture):
 - the face's head box (the face box grown `scale`×, as the live engine does) is obscured;
@@ -24,7 +24,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vcamd.faces.detect import FaceDetector
+from vcamd.faces.detect import FaceDetector, iou
 from vcamd.faces.identity import Recognizer
 from vcamd.live.output.obscure import obscure_region
 from vcamd.runtime import Sessions
@@ -77,19 +77,13 @@ def portrait_scene(portrait: Frame, face: Face, face_fraction: float, size: tupl
     return cv2.warpAffine(image, m, (width, height), borderMode=cv2.BORDER_CONSTANT, borderValue=(grey, grey, grey))
 
 
-def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
-    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
-
 
 def find_faces(models: Models, scene: Frame) -> list[Face]:
     """Every face either detector finds at 0.5 (a face found by both counted once)."""
     faces: list[Face] = []
     for detector in models.detectors.values():
         for face in detector.detect(scene):
-            if face.score >= DETECTION_THRESHOLD and all(_iou(face.box, f.box) <= 0.5 for f in faces):
+            if face.score >= DETECTION_THRESHOLD and all(iou(face.box, f.box) <= 0.5 for f in faces):
                 faces.append(face)
     return faces
 
@@ -160,10 +154,10 @@ def best_detection_in(models: Models, picture: Frame, raw: Frame, faces: list[Fa
                 continue
             neighbours = [
                 g for g in (in_frame(f, ys, xs) for f in detector.detect(raw[ys, xs], size))
-                if all(_iou(g.box, face.box) < 0.3 for face in faces)
+                if all(iou(g.box, face.box) < 0.3 for face in faces)
             ]
             for face in found:
-                if not any(_iou(face.box, g.box) > 0.5 for g in neighbours):
+                if not any(iou(face.box, g.box) > 0.5 for g in neighbours):
                     best[name] = max(best[name], face.score)
     return best
 

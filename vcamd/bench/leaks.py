@@ -1,6 +1,7 @@
-"""Helpers for the end-to-end leak tests: camera clips with jumps and gaps, a stand-in swapper that
-puts a *different real person* on every face, and the check of every published frame with the real
-SCRFD detectors and MobileFaceNet. Not a test module.
+"""What the end-to-end leak tests (tests/privacy) and the privacy benchmarks (benchmarks/newcomer*.py,
+selection.py) share: the checkers (both real SCRFD detectors, the real MobileFaceNet, the stranger),
+camera clips with jumps and gaps, a stand-in swapper that puts a *different real person* on every
+face, `vcamd run` until it has shown enough, and the check of every published frame. No pytest.
 
 Why a different real person: the light stand-in swapper (vcamd.bench.standins) only tints the crop and
 inverts its centre, so what it returns is still, to a recogniser, more or less the person in the
@@ -24,19 +25,40 @@ from pathlib import Path
 import cv2
 import numpy as np
 import onnx
-import tomli_w
 from onnx import TensorProto, helper, numpy_helper
 
+from vcamd.bench.clips import BACKGROUND
 from vcamd.faces.align import estimate_affine, warp
-from vcamd.faces.detect import FaceDetector
+from vcamd.faces.detect import FaceDetector, iou
 from vcamd.faces.identity import Recognizer
+from vcamd.runtime import Sessions
 from vcamd.types import Face, Frame
 
 SWAP_SIZE = 128
-BACKGROUND = 110
 MAX_COSINE = 0.3
 """A published face matching the camera's person above this is a leak (same person ≈ 0.95,
 strangers ≈ 0.2; an obscured face ≤ 0.14, see docs/reliability.md)."""
+
+
+# -- the checkers -----------------------------------------------------------------------------------
+
+CHECK_DETECTORS = ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")
+
+
+def load_checkers(models: Path, threads: int = 2) -> tuple[list[FaceDetector], Recognizer]:
+    """(both real SCRFD models, the real MobileFaceNet) from the `models` folder: what the raw faces
+    are placed and every published frame is checked with."""
+    sessions = Sessions(["cpu"], threads=threads)
+    both = [FaceDetector(models / name, sessions) for name in CHECK_DETECTORS]
+    return both, Recognizer(models / "mobilefacenet.onnx", sessions)
+
+
+def stranger(images: Path, detector: FaceDetector, recognizer: Recognizer) -> tuple[Frame, np.ndarray]:
+    """The face the stand-in swapper puts on every face: crowd_selfie.jpg's largest (as `detector`
+    finds it), as (its aligned crop, its embedding)."""
+    crowd = cv2.imread(str(images / "crowd_selfie.jpg"))
+    face = max(detector.detect(crowd), key=lambda f: f.area)
+    return aligned_crop(crowd, face), recognizer.embed(crowd, face)
 
 
 # -- the stand-in swapper ------------------------------------------------------------------------
@@ -81,7 +103,7 @@ def build_identity_swapper(path: Path, stranger_crop: Frame, *, slow_convs: int 
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])],
         initializer=inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tests.privacy")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="vcamd.bench.leaks")
     model.ir_version = 8
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save_model(model, str(path))
@@ -164,7 +186,7 @@ def placements_in(frame: Frame, detectors: list[FaceDetector], recognizer: Recog
     least `min_width` px wide."""
     faces: list[Face] = []
     for detector in detectors:
-        faces += [f for f in detector.detect(frame) if f.score >= 0.5 and all(_iou(f.box, g.box) <= 0.5 for g in faces)]
+        faces += [f for f in detector.detect(frame) if f.score >= 0.5 and all(iou(f.box, g.box) <= 0.5 for g in faces)]
     return [Placement(f, recognizer.embed(frame, f)) for f in faces if f.width >= min_width]
 
 
@@ -219,6 +241,8 @@ def run_daemon_until(work: Path, name: str, cfg, clip: Clip, *, frames: int, swa
     `frames` published frames and `swapped_faces` swapped faces — conditions, never a clock: on a busy
     machine the models load and the first swaps land later, so the run is longer — then `vcamd quit`.
     Returns every published frame and the run's stats JSON."""
+    import tomli_w  # the `test` extra: only tests and benchmarks run this
+
     from vcamd.control.client import ControlClient
     from vcamd.control.protocol import ControlError, DaemonNotRunning
 
@@ -261,12 +285,6 @@ def run_daemon_until(work: Path, name: str, cfg, clip: Clip, *, frames: int, swa
 
 # -- the check -------------------------------------------------------------------------------------
 
-
-def _iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
-    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -324,7 +342,7 @@ def find_leaks(frames: list[Frame], placements: list[Placement], detectors: list
                 if one_person:
                     against = placements[:1]
                 else:
-                    against = [p for p in placements if _iou(face.box, p.face.box) > 0.3]
+                    against = [p for p in placements if iou(face.box, p.face.box) > 0.3]
                 if not against:
                     continue
                 embedding = recognizer.embed(frame, face)
