@@ -116,7 +116,8 @@ def test_a_models_change_loads_the_new_pipeline_in_the_background(
         engine.reload_config()
         wait_for(lambda: engine.parts.faces is not first_faces, timeout_s=20, what="the new pipeline")
         assert built[-1].models.detector.endswith("scrfd_2.5g_kps.onnx")
-        assert "scrfd_2.5g_kps.onnx" in engine.status()["providers"]
+        # The status snapshot is refreshed right after the install's command: wait for it, not a clock.
+        wait_for(lambda: "scrfd_2.5g_kps.onnx" in engine.status()["providers"], what="the new models' providers in status")
         assert engine.status()["config_error"] is None
         swapped = engine.parts.stats.outcomes[Outcome.swapped]
         wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] > swapped + 5, what="swapping on the new pipeline")

@@ -34,7 +34,10 @@ def test_run_publishes_n_frames_to_a_file_and_writes_the_stats(tmp_path, live_co
     assert stats["frames"]["published"] == 30 and stats["frames"]["passthrough"] == 0
     assert set(stats["latency_ms"]) == {"p50", "p95", "p99"}
     assert set(stats["degradation"]) == {"transitions", "level_share"}
-    assert "CPUExecutionProvider" in stats["providers"].values()
+    # The providers really in use, once the models are in. On a busy machine the 30 frames (1.5 s)
+    # may all go out covered while the models still load: then none is in use, and none is claimed.
+    providers = stats["providers"]
+    assert "CPUExecutionProvider" in providers.values() or (providers == {} and stats["startup_ms"]["first_swap"] is None), stats
     frames = read_video(out)
     assert len(frames) == 30
     # The disclosure badge sits in the bottom-right corner of swapped frames: the raw clip has
