@@ -28,7 +28,7 @@ from vcamd.live.output.compose import Composed, FaceOutcome, Scene, compose, los
 from vcamd.live.output.obscure import obscure_frame
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking.facebook import FaceReport
-from vcamd.live.tracking.sizes import detect_sizes, unsure_band
+from vcamd.live.tracking.sizes import detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.smoothing import FaceSmoother
 from vcamd.live.tracking.unseen import UnseenChanges
 from vcamd.quality import Level, rung
@@ -129,7 +129,7 @@ class FrameWork:
         unseen = (self.unseen.covers(thumb, report.faces + report.lost + report.unsure)
                   if report.known and engine.cfg.swap.cover_changes else [])
         if unseen and self.unseen.settled:
-            engine.tracker.look_soon()
+            engine.tracker.look_soon(vouch_size(engine.cfg))
 
         # 4. What each face gets: the latest swap at its current place, held, or obscured.
         t2 = engine.clock()
@@ -157,7 +157,7 @@ class FrameWork:
         t0 = engine.clock()
         report = engine.tracker.update(frame, self._index, **detect_sizes(engine.cfg, level), deadline_s=self._track_deadline_s(),
                                        unsure=unsure_band(engine.cfg))
-        self.unseen.looked(engine.tracker.looked)
+        self.unseen.looked(engine.tracker.looked, vouch_size(engine.cfg))
         report = replace(report, faces=self._steady.steady(report.faces, t_capture, engine.cfg.smoothing, report.appeared))
         targets, report = self._select(report, frame)
         others = [f for f in report.faces if not any(f is t for t in targets)] if engine.cfg.swap.others is Others.obscure else []

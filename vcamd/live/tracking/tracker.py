@@ -81,6 +81,7 @@ class LiveTracker:
         self.looked: list[FullDetection] = []
         """The full detections that landed with the last `update` (`unseen.UnseenChanges` uncovers what they saw)."""
         self._look_soon = False
+        self._look_size = 0  # the least input size the look asked for by `look_soon` runs at
 
     @property
     def costs(self) -> DetectCosts:
@@ -111,10 +112,13 @@ class LiveTracker:
     def stop(self) -> None:
         self._call.stop()
 
-    def look_soon(self) -> None:
+    def look_soon(self, size: int = 0) -> None:
         """The picture changed where no face is known (`unseen`): the next `update` sends the full
-        detector to look (where it changed) as soon as it is free, without waiting until it is due."""
+        detector to look (where it changed) as soon as it is free, without waiting until it is due,
+        at an input size of at least `size` (`sizes.vouch_size`: only such a look uncovers it; on
+        a reduced rung one look at the full size, then the rung's size again)."""
         self._look_soon = True
+        self._look_size = size
 
     def update(self, frame: Frame, frame_index: int, *, full_size: int, track_size: int, deadline_s: float = 1.0,
                unsure: tuple[float, float] | None = None) -> FaceReport:
@@ -180,8 +184,9 @@ class LiveTracker:
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
         # several faces, waiting for the next due detection would leave it covered that long.
         if (due or self.book.needs_full or self._look_soon) and self._full.idle:
+            size = max(full_size, self._look_size) if self._look_soon else full_size
             self._look_soon = False
-            self._look_for_new_faces(frame, frame_index, full_size, unsure)
+            self._look_for_new_faces(frame, frame_index, size, unsure)
         return self.book.report(late=late, appeared=appeared, full=result is not None or full_now,
                                 followed=only_followed)
 
