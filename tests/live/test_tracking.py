@@ -110,3 +110,34 @@ def test_a_detection_of_a_region_judges_only_the_faces_it_looked_at():
     book.take_full(FullDetection([left], frame_index=2 + LOST_KEEP_FRAMES, input_size=640))  # the whole frame: it is gone
     report = book.report(late=False, appeared=[], full=True)
     assert report.lost == [] and report.known
+
+
+def test_a_look_asked_for_by_unseen_runs_at_least_at_the_size_it_asks_for():
+    """`look_soon(size)`: on a reduced rung the look that may uncover a change runs at the full
+    size (`sizes.vouch_size`; one at the rung's size vouches for nothing), once; then the rung's again."""
+    from vcamd.live.tracking.cropplan import DetectCosts
+
+    class Full:  # the full detector's thread, idle: records the input size of each look submitted
+        idle, costs = True, DetectCosts()
+
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def take_result(self):
+            return None
+
+        def submit_downscaled(self, small, scale, frame_index, input_size, look=None, unsure=None) -> None:
+            self.sizes.append(input_size)
+
+    full = Full()
+    tracker = LiveTracker(None, full, full_every=1000)
+    frame = np.zeros((360, 640, 3), np.uint8)
+    try:
+        # Nothing tracked: a look at every frame (`FaceBook.needs_full`), at the rung's size ...
+        tracker.update(frame, 1, full_size=320, track_size=128)
+        tracker.look_soon(640)
+        tracker.update(frame, 2, full_size=320, track_size=128)  # ... but the one asked for: the full size
+        tracker.update(frame, 3, full_size=320, track_size=128)
+    finally:
+        tracker.stop()
+    assert full.sizes == [320, 640, 320]

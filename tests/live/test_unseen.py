@@ -105,3 +105,27 @@ def test_a_change_across_several_faces_zones_is_no_one_faces_motion():
     boxes = unseen.covers(unseen.remember(_frame((150, 100, 150)), 2), crowd)
     assert len(boxes) == 1 and _inside(boxes[0], 150, 100, 300, 250)
     assert unseen.covers(unseen.remember(_frame((205, 205, 10)), 3), crowd) == []  # inside one face's zone: its own
+
+
+def test_a_look_at_a_reduced_size_vouches_for_nothing():
+    """The reduced rungs' looks (half the input size) miss faces the full size finds: they uncover
+    nothing; before any look at the full size every cell reads as changed (covered, once positions
+    are known); a look at the full size then vouches as before."""
+    unseen, face = UnseenChanges(), _face(100, 100, 80)
+    unseen.remember(_frame((100, 100, 80)), 1)
+    unseen.looked([FullDetection([face], 1, 320)], vouch_size=640)
+    # Nothing vouched for yet: the whole picture is covered, even where nothing changed.
+    for index in (2, 3):
+        boxes = unseen.covers(unseen.remember(_frame((100, 100, 80)), index), [face])
+        assert boxes and _inside(boxes[0], 0, 0, W, H)
+    assert unseen.settled  # and still: the look at the full size is asked for at once
+    unseen.looked([FullDetection([face], 2, 640)], vouch_size=640)
+    assert unseen.covers(unseen.remember(_frame((100, 100, 80)), 3), [face]) == []
+    # Someone comes in; a same-frame look at the reduced size does not uncover them ...
+    unseen.remember(_frame((100, 100, 80), (500, 120, 60)), 4)
+    unseen.looked([FullDetection([face], 4, 320)], vouch_size=640)
+    boxes = unseen.covers(unseen.remember(_frame((100, 100, 80), (500, 120, 60)), 5), [face])
+    assert len(boxes) == 1 and _inside(boxes[0], 500, 120, 560, 180)
+    # ... one at the full size of a region around them does.
+    unseen.looked([FullDetection([face], 5, 640, region=Region(384, 0, 640, 256, 1.0))], vouch_size=640)
+    assert unseen.covers(unseen.remember(_frame((100, 100, 80), (500, 120, 60)), 6), [face]) == []

@@ -149,7 +149,7 @@ class FrameWork:
         unseen = (self.unseen.covers(thumb, report.faces + report.lost + report.unsure)
                   if report.known and self.policy.cover_changes else [])
         if unseen and self.unseen.settled:
-            parts.tracker.look_soon()
+            parts.tracker.look_soon(parts.tracker.vouch_size)
 
         # 4. What each face gets: the latest swap at its current place, held, or obscured.
         t2 = parts.clock()
@@ -176,7 +176,7 @@ class FrameWork:
         parts = self._parts
         t0 = parts.clock()
         report = parts.tracker.locate(frame, self._index, level, deadline_s=self._track_deadline_s())
-        self.unseen.looked(parts.tracker.looked)
+        self.unseen.looked(parts.tracker.looked, parts.tracker.vouch_size)
         report = replace(report, faces=self._steady.steady(report.faces, t_capture, self.policy.smoothing, report.appeared))
         targets, report = self._select(report, frame)
         others = [f for f in report.faces if not any(f is t for t in targets)] if self.policy.others is Others.obscure else []

@@ -5,13 +5,19 @@ the tracker, the warm-up and the full detections."""
 from __future__ import annotations
 
 from vcamd.config import Config, FaceSelection, Others
-from vcamd.quality import Level, detect_size
+from vcamd.quality import BEST, Level, detect_size
 
 
 def detect_sizes(cfg: Config, level: Level) -> dict[str, int]:
     """{"full_size", "track_size"}: the detector input sizes at `level`."""
     det, scale = cfg.detection, cfg.watchdog.lowres_scale
     return {"full_size": detect_size(det.size, level, scale), "track_size": detect_size(det.track_size, level, scale)}
+
+
+def vouch_size(cfg: Config) -> int:
+    """The input size a full detection must run at for what it looked at to count as seen
+    (`unseen`): the best rung's. A reduced rung's smaller input misses faces this one finds."""
+    return detect_sizes(cfg, BEST)["full_size"]
 
 
 def unsure_band(cfg: Config) -> tuple[float, float] | None:

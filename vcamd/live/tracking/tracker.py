@@ -17,7 +17,7 @@ from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, cu
 from vcamd.live.tracking.facebook import FaceBook, FaceReport
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.motion import KeyPatch, follow, key_patch
-from vcamd.live.tracking.sizes import detect_sizes, unsure_band
+from vcamd.live.tracking.sizes import detect_sizes, unsure_band, vouch_size
 from vcamd.newest import BoundedCall
 from vcamd.quality import Level
 from vcamd.types import Face, Frame
@@ -84,6 +84,7 @@ class LiveTracker:
         self.looked: list[FullDetection] = []
         """The full detections that landed with the last `update` (`unseen.UnseenChanges` uncovers what they saw)."""
         self._look_soon = False
+        self._look_size = 0  # the least input size the look asked for by `look_soon` runs at
         self.applied: Config | None = None
         """The config `configure` applied last: the detector sizes per level and the unsure band
         `locate` asks for come from it."""
@@ -100,6 +101,12 @@ class LiveTracker:
         assert self.applied is not None, "configure() first"
         return self.update(frame, frame_index, **detect_sizes(self.applied, level), deadline_s=deadline_s,
                            unsure=unsure_band(self.applied))
+
+    @property
+    def vouch_size(self) -> int:
+        """The detection size whose looks vouch for what they saw (`sizes.vouch_size`), as configured."""
+        assert self.applied is not None, "configure() first"
+        return vouch_size(self.applied)
 
     @property
     def costs(self) -> DetectCosts:
@@ -130,10 +137,13 @@ class LiveTracker:
     def stop(self) -> None:
         self._call.stop()
 
-    def look_soon(self) -> None:
+    def look_soon(self, size: int = 0) -> None:
         """The picture changed where no face is known (`unseen`): the next `update` sends the full
-        detector to look (where it changed) as soon as it is free, without waiting until it is due."""
+        detector to look (where it changed) as soon as it is free, without waiting until it is due,
+        at an input size of at least `size` (`sizes.vouch_size`: only such a look uncovers it; on
+        a reduced rung one look at the full size, then the rung's size again)."""
         self._look_soon = True
+        self._look_size = size
 
     def update(self, frame: Frame, frame_index: int, *, full_size: int, track_size: int, deadline_s: float = 1.0,
                unsure: tuple[float, float] | None = None) -> FaceReport:
@@ -199,8 +209,9 @@ class LiveTracker:
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
         # several faces, waiting for the next due detection would leave it covered that long.
         if (due or self.book.needs_full or self._look_soon) and self._full.idle:
+            size = max(full_size, self._look_size) if self._look_soon else full_size
             self._look_soon = False
-            self._look_for_new_faces(frame, frame_index, full_size, unsure)
+            self._look_for_new_faces(frame, frame_index, size, unsure)
         return self.book.report(late=late, appeared=appeared, full=result is not None or full_now,
                                 followed=only_followed)
 

@@ -18,7 +18,14 @@ it is there. The rule is "when you cannot say where the faces are, cover", so:
   changed rectangle only) — while it still moves, a look could not uncover it (the next frame
   differs from the one looked at again) and the periodic full detections find a face in it; the
   cells a completed look covered are refreshed from the frame it looked at: what it saw there is
-  vouched for, and uncovered.
+  vouched for, and uncovered;
+* only a look that ran at least as fine as the best rung's full detection (`sizes.vouch_size`)
+  vouches. The reduced rungs' looks (low_res, frame_skip: half the input size) still find the
+  faces they can — tracked and swapped — but miss the small ones and the ones cut by the frame's
+  edge that the full size finds: on a panning crowd at 320 px, a 65-px face at the bottom edge
+  was published raw in the very frame a detection had "looked at" (benchmarks/newcomer_rungs.py).
+  What changed stays covered there until a look at the vouching size lands (`look_soon` asks
+  for one at that size once the change holds still).
 
 A moving hand or body so costs a cover for as long as it moves plus one detection, and one extra
 detection each time it comes to rest; a still picture costs nothing. Pure: no threads, no models (the loop feeds it frames and the detections that landed).
@@ -53,6 +60,9 @@ noise in a cell mean stays under 2; a picture sliding 2 px a frame moves many by
 KEEP_FRAMES = 120
 """Thumbnails of this many recent frames are kept, for detections that land late (4 s at 30 fps;
 a detection of an older frame refreshes nothing, and the next one is asked for at once)."""
+
+UNVOUCHED = np.inf
+"""What a cell no vouching look has seen reads as: changed from anything (covered)."""
 
 Box = tuple[int, int, int, int]
 
@@ -92,12 +102,18 @@ class UnseenChanges:
         """The last `covers` answer's changed cells hold still since the frame before: a look now would uncover them."""
         self.tally = CoverTally()
 
-    def looked(self, detections: list[FullDetection]) -> None:
+    def looked(self, detections: list[FullDetection], vouch_size: int = 0) -> None:
         """Detections that landed: the cells each one wholly looked at now read as the frame it ran
-        on showed them (a failed run looked at nothing)."""
+        on showed them (a failed run looked at nothing). A detection at an input size under
+        `vouch_size` vouches for nothing (it misses faces the full size sees); while no look has
+        vouched yet, every cell reads as changed (`UNVOUCHED`): covered, positions known or not."""
         for detection in sorted(detections, key=lambda d: d.frame_index):
             thumb = self._thumbs.get(detection.frame_index)
             if not detection.ok or thumb is None:
+                continue
+            if detection.input_size < vouch_size:
+                if self._seen is None or self._seen.shape != thumb.shape:
+                    self._seen = np.full_like(thumb, UNVOUCHED)
                 continue
             if self._seen is None or self._seen.shape != thumb.shape:
                 if detection.region is not None:
