@@ -113,33 +113,27 @@ def higher(level: Level, *, enhancer_configured: bool = True, boost_configured: 
     return _neighbour(level, -1, enhancer_configured, boost_configured)
 
 
-def _swap_work(level: Level, enhancer_configured: bool, boost_configured: bool, shared_cpu: bool) -> tuple[bool, ...]:
-    """What a rung changes that makes the face on screen old: the swap worker's work per round (the
-    pixel boost's tiles per face, the enhancer) — and, when the swap model runs on the CPU the loop
-    runs on (`shared_cpu`), the loop's own detection work too: on a busy CPU every thread gets its
-    share, and each detection the loop skips is CPU time the swap model gets."""
+def _swap_work(level: Level, enhancer_configured: bool, boost_configured: bool) -> tuple[bool, bool]:
+    """What a rung changes in the swap worker's work per round (what makes the face on screen old):
+    the pixel boost's tiles per face and the enhancer."""
     r = LADDER[level]
-    swap = (r.pixel_boost and boost_configured, r.enhancer and enhancer_configured)
-    return (*swap, not r.reduced_detection, -r.frame_stride) if shared_cpu else swap
+    return (r.pixel_boost and boost_configured, r.enhancer and enhancer_configured)
 
 
-def lower_swap_work(level: Level, *, enhancer_configured: bool = True, boost_configured: bool = False,
-                    shared_cpu: bool = False) -> Level | None:
-    """The nearest rung down whose work behind the swap is less than `level`'s, or None (nothing
-    below makes a swap faster: without `shared_cpu`, the rungs below change only the loop's detection)."""
+def lower_swap_work(level: Level, *, enhancer_configured: bool = True, boost_configured: bool = False) -> Level | None:
+    """The nearest rung down whose swap work is less than `level`'s, or None (nothing below makes a
+    swap faster: the rungs below change only the loop's detection)."""
     order = list(Level)
-    now = _swap_work(level, enhancer_configured, boost_configured, shared_cpu)
+    now = _swap_work(level, enhancer_configured, boost_configured)
     for below in order[order.index(level) + 1:]:
-        if _less_work(_swap_work(below, enhancer_configured, boost_configured, shared_cpu), now):
+        if _less_work(_swap_work(below, enhancer_configured, boost_configured), now):
             return below
     return None
 
 
-def adds_swap_work(frm: Level, to: Level, *, enhancer_configured: bool = True, boost_configured: bool = False,
-                   shared_cpu: bool = False) -> bool:
-    """Whether going from `frm` to `to` adds work behind the swap (`_swap_work`)."""
-    return _less_work(_swap_work(frm, enhancer_configured, boost_configured, shared_cpu),
-                      _swap_work(to, enhancer_configured, boost_configured, shared_cpu))
+def adds_swap_work(frm: Level, to: Level, *, enhancer_configured: bool = True, boost_configured: bool = False) -> bool:
+    """Whether going from `frm` to `to` gives the swap worker more to do per round."""
+    return _less_work(_swap_work(frm, enhancer_configured, boost_configured), _swap_work(to, enhancer_configured, boost_configured))
 
 
 def _less_work(a: tuple, b: tuple) -> bool:

@@ -266,23 +266,6 @@ def test_an_old_face_without_an_enhancer_changes_nothing():
     assert dog.level is Level.full
 
 
-def test_an_old_face_on_a_shared_cpu_frees_the_loops_detection_rung_by_rung_and_climbs_back():
-    """The swap model on the cores the loop runs on (every model on the CPU): with no enhancer and no
-    boost left to cut, the loop's own detection is what competes with the swap — low_res, then
-    frame_skip — each step logged with its trigger; back up once the face is young again."""
-    clock = FakeClock()
-    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=False, swap_shares_cpu=True)
-    events = feed_ages(dog, clock, 4000.0, 30 * 10)
-    downs = [(t.from_level, t.to_level, t.reason) for t in events if isinstance(t, Transition)]
-    assert downs == [(Level.full, Level.low_res, "swap_age"), (Level.low_res, Level.frame_skip, "swap_age")]
-    assert "reason=swap_age" in dog.transitions[-1].log_line()
-    feed_ages(dog, clock, 1200.0, 30 * 10)  # on time, but not young enough to give the CPU back
-    assert dog.level is Level.frame_skip
-    events = feed_ages(dog, clock, 400.0, 30 * 15)
-    ups = [(t.from_level, t.to_level) for t in events if isinstance(t, Transition)]
-    assert ups == [(Level.frame_skip, Level.low_res), (Level.low_res, Level.full)]
-
-
 def test_a_young_face_or_a_budget_of_zero_never_steps_down():
     clock = FakeClock()
     young = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=True)

@@ -130,8 +130,8 @@ class LiveEngine:
             publisher=Publisher(sink_factory, badge=badge or _load_badge(), placeholder=placeholder or _load_placeholder(), clock=clock),
             faces=faces,  # None until the first pipeline is installed
             enabled=cfg.swap.enabled,
+            providers=dict(providers or {}),
         )
-        self.parts.use_providers(providers or {})
         self.parts.tracker.configure(cfg)
         self.parts.publisher.configure(cfg)
         self.frames = FrameWork(self.parts, cfg, clock() if started_at is None else started_at)

@@ -25,7 +25,6 @@ from vcamd.live.output.publisher import Publisher
 from vcamd.live.swapworker import SwapWorker
 from vcamd.live.tracking.full import FullDetector
 from vcamd.live.tracking.tracker import LiveTracker
-from vcamd.runtime import PROVIDER_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +72,7 @@ class LiveParts:
         self.tracker.reset()
         self.tracker.configure(cfg)
         self.watchdog.boost_enabled = faces.boosts
-        self.use_providers(providers)
-
-    def use_providers(self, providers: dict[str, str]) -> None:
-        """Record which provider runs each model; when all run on the CPU, the swap model shares
-        the loop's cores and the watchdog may free CPU for it from the loop's detection."""
         self.providers = dict(providers)
-        self.watchdog.swap_shares_cpu = bool(providers) and all(p == PROVIDER_NAMES["cpu"] for p in providers.values())
 
     def replace_camera(self, source: FrameSource, camera: CameraConfig) -> None:
         """Read `source` from now on, through a new reader into the same slot (the old reader is

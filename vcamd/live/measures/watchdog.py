@@ -121,15 +121,11 @@ class Watchdog:
         *,
         enhancer_enabled: bool = True,
         boost_enabled: bool = False,
-        swap_shares_cpu: bool = False,
     ) -> None:
         self._clock = clock
         self.enhancer_enabled = enhancer_enabled
         self.boost_enabled = boost_enabled
         """The running face pipeline swaps at a pixel boost (its rung is a step of its own)."""
-        self.swap_shares_cpu = swap_shares_cpu
-        """The swap model runs on the CPU the loop runs on: a face too old steps the loop's detection
-        down too (`quality.lower_swap_work`), once nothing in the swap itself is left to cut."""
         self._forced: Level | None = None
         self.transitions: list[Transition] = []
         self.results: list[TransitionResult] = []
@@ -238,18 +234,17 @@ class Watchdog:
                 self._failed_climbs += 1  # the memory was wrong: the next such climb waits twice as long
             return self._move(now, down, "over_budget", self._window_stats())
         ages = self._swap_age_stats()
-        shared = self.swap_shares_cpu
-        faster = lower_swap_work(self._level, enhancer_configured=enhancer, boost_configured=boost, shared_cpu=shared)
+        faster = lower_swap_work(self._level, enhancer_configured=enhancer, boost_configured=boost)
         if ages is not None and ages[1] > self.cfg.degrade_ratio and faster is not None:
             last = self.transitions[-1] if self.transitions else None
             if last is not None and last.to_level is self._level and adds_swap_work(last.from_level, self._level, enhancer_configured=enhancer,
-                                                                                     boost_configured=boost, shared_cpu=shared):
+                                                                                     boost_configured=boost):
                 self._failed_climbs += 1  # the climb made the face old again: the next one waits twice as long
             return self._move(now, faster, "swap_age", self._window_stats())
         up = higher(self._level, enhancer_configured=enhancer, boost_configured=boost)
         if up is None:
             return None
-        more_swap_work = adds_swap_work(self._level, up, enhancer_configured=enhancer, boost_configured=boost, shared_cpu=shared)
+        more_swap_work = adds_swap_work(self._level, up, enhancer_configured=enhancer, boost_configured=boost)
         if more_swap_work and not self._swap_age_headroom(ages):
             return None
         headroom_wait_s = self.cfg.recover_after_s * (2 ** min(self._failed_climbs, 8) if more_swap_work else 1)
