@@ -21,8 +21,8 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import privacy_leaks as leaks  # tests/privacy/leaks.py, registered by this folder's conftest
 
+from vcamd.bench import leaks
 from vcamd.config import OnMiss
 from vcamd.live.output.compose import Scene, compose
 from vcamd.live.tracking.full import FullDetection
