@@ -143,7 +143,9 @@ def _runs_on(engine, owner: Owner, section: str, key: str):
     if owner is Owner.camera:
         return getattr(parts.camera, key), parts.reader.source is parts.source
     if owner is Owner.swapping:
-        return parts.enabled if key == "enabled" else not engine.settings.consent_withdrawn
+        return parts.enabled
+    if owner is Owner.consent:
+        return not engine.settings.consent_withdrawn
     if owner is Owner.source_face:
         return parts.faces.source.path if parts.faces.source is not None else None
     if owner is Owner.enhancer:

@@ -184,7 +184,7 @@ class LiveEngine:
     # -- Controllable -----------------------------------------------------------------------------
     def status(self) -> dict:
         """The snapshot the loop refreshed last (every few frames and after each command)."""
-        return dict(self._status)
+        return dict(self.parts.status)
 
     def set_enabled(self, on: bool) -> dict:
         value = bool(on)
@@ -277,7 +277,7 @@ class LiveEngine:
     # -- status -------------------------------------------------------------------------------------
     def _refresh_status(self) -> dict[str, Any]:
         source_face = self.cfg.swap.source_face
-        self._status = self.parts.status = {
+        self.parts.status = {
             "enabled": self.parts.enabled,
             "state": self._state,
             "camera": self.parts.reader.state.value,
@@ -290,7 +290,7 @@ class LiveEngine:
             "queue_depth": self.parts.slot.depth,
             "gpu": self._gpu.latest(),
         }
-        return self._status
+        return self.parts.status
 
     def _config_error(self) -> str | None:
         return self.settings.problems.text() or self._missing_source_face()

@@ -39,7 +39,8 @@ class Owner(StrEnum):
     tracker = "tracker"  # `LiveTracker.configure`: full-detection cadence, detector sizes, unsure band
     frames = "frames"  # `FrameWork.configure`: per-frame policy (others, cover_changes, on_miss, …)
     publisher = "publisher"  # `Publisher.configure`: the badge, and the output reopened
-    swapping = "swapping"  # swap on/off and consent (`Settings`)
+    swapping = "swapping"  # swap on/off (`Settings`)
+    consent = "consent"  # consent withdrawn or given again (`Settings`)
     source_face = "source_face"  # the photo, embedded off the loop (`Settings`)
     enhancer = "enhancer"  # the running pipeline's enhancer, and the watchdog told (`Settings`)
     logging = "logging"  # the root logger's level, unless `-v` pinned it (`Settings`)
@@ -49,9 +50,9 @@ class Owner(StrEnum):
 
 APPLY_ORDER: tuple[Owner, ...] = (
     Owner.camera, Owner.watchdog, Owner.tracker, Owner.frames,
-    # A withdrawal of consent (swapping) wins over [swap] enabled in the same edit; the photo is
-    # read after it, the enhancer after both.
-    Owner.swapping, Owner.source_face, Owner.enhancer, Owner.logging,
+    # A withdrawal of consent wins over [swap] enabled in the same edit; the photo is read after
+    # both, the enhancer after it.
+    Owner.swapping, Owner.consent, Owner.source_face, Owner.enhancer, Owner.logging,
     Owner.publisher,  # last: the output reopens with everything else applied
 )
 """The order live owners apply an edit in (every live owner is here: tests check it)."""
@@ -84,7 +85,7 @@ TABLE: dict[str, dict[str, Row]] = {
         "source_face": live(O.source_face),  # embedded off the loop, then used from the next swap
         # Checked when the daemon starts, before any model is loaded; withdrawn (true → false)
         # while it runs: swapping off at once, and on/set-face refused until it is given back.
-        "source_consent": live(O.swapping),
+        "source_consent": live(O.consent),
         "face_selection": B,  # "reference" needs the reference photo embedded at build
         "reference_face": B,
         # Which faces are obscured, and whether the unsure band is asked of the detections.

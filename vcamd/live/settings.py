@@ -77,7 +77,6 @@ class Settings:
         on_fatal: Callable[[BaseException], None],
     ) -> None:
         self._parts = parts
-        self._frames = frames
         self.cfg = cfg
         """The config the engine runs on: the file's, with what was chosen at run time."""
         self._tell = tell
@@ -97,14 +96,14 @@ class Settings:
         self.replaced_captured = 0  # frames captured by readers replaced on a camera change
         self.replaced_skipped = 0  # frames skipped by sources replaced on a camera change (dropped)
         self.consent_withdrawn = False  # [swap] source_consent went from true to false while running
-        self._swap_applied = cfg.swap
         # Who applies each live key (`reconfigure.Owner`): the parts their own settings, the rest here.
         self._appliers: dict[Owner, Callable[[Config], None]] = {
             Owner.camera: self._restart_camera,
             Owner.watchdog: lambda new: parts.watchdog.configure(new),
             Owner.tracker: lambda new: parts.tracker.configure(new),
             Owner.frames: frames.configure,
-            Owner.swapping: self._apply_swapping,
+            Owner.swapping: self._apply_enabled,
+            Owner.consent: lambda new: self._consent_changed(new.swap.source_consent),
             Owner.source_face: self._apply_source_face,
             Owner.enhancer: self._apply_enhancer,
             Owner.logging: self._apply_log_level,
@@ -168,8 +167,10 @@ class Settings:
             self.problems.clear("models")
         self._report_waiting(plan, rebuild)
         self.cfg = new
+        # While a pipeline loads for this edit, it is built with [enhancer] as the edit says.
+        skipped = {Owner.enhancer} if rebuild else set()
         for owner in reconfigure.APPLY_ORDER:
-            if owner in plan.owners:
+            if owner in plan.owners - skipped:
                 self._appliers[owner](new)
         if rebuild and self._build is not None:
             log.info("loading the face pipeline for the new settings in the background")
@@ -309,7 +310,7 @@ class Settings:
         """Enhancer on/off/strength takes effect on the next frame (the model loads on first use)."""
         parts, faces = self._parts, self._parts.faces
         self.problems.clear("enhancer")
-        if faces is None or reconfigure.needs_rebuild(self._pipeline_cfg, new):
+        if faces is None:
             return  # the pipeline being loaded is built with [enhancer] as the config says by then
         try:
             faces.set_enhancer(new.enhancer.enabled, new.enhancer.strength)
@@ -321,13 +322,8 @@ class Settings:
             return
         parts.watchdog.enhancer_enabled = new.enhancer.enabled
 
-    def _apply_swapping(self, new: Config) -> None:
-        """[swap] enabled and source_consent, each when it changed; a withdrawal of consent wins."""
-        before, self._swap_applied = self._swap_applied, new.swap
-        if new.swap.enabled != before.enabled:
-            self._parts.enabled = new.swap.enabled
-        if new.swap.source_consent != before.source_consent:
-            self._consent_changed(new.swap.source_consent)
+    def _apply_enabled(self, new: Config) -> None:
+        self._parts.enabled = new.swap.enabled
 
     def _apply_source_face(self, new: Config) -> None:
         if new.swap.source_face is not None:
