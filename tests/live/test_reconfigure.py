@@ -82,6 +82,25 @@ def test_runtime_log_level_is_applied_live_unless_pinned(live_config, clip_20fps
         root.setLevel(before)
 
 
+def test_an_edit_cannot_switch_swapping_on_while_consent_is_withdrawn(live_config, clip_20fps, face_engine_factory, recording_sink):
+    from vcamd.live.capture.sources import open_source
+    from vcamd.live.engine import LiveEngine
+
+    cfg = live_config()
+    engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True),
+                        sink_factory=lambda w, h, fps: recording_sink(), faces=face_engine_factory(cfg))
+    engine.apply_config(live_config(swap={"source_consent": False}))
+    assert engine.parts.enabled is False
+    engine.apply_config(live_config(swap={"source_consent": False, "enabled": False}))
+    engine.apply_config(live_config(swap={"source_consent": False, "enabled": True}))
+    assert engine.parts.enabled is False and engine.settings.consent_withdrawn
+    engine.apply_config(live_config(swap={"source_consent": True, "enabled": True}))
+    assert engine.parts.enabled is False  # consent given again: swapping may be switched on, not switched on by it
+    engine.apply_config(live_config(swap={"source_consent": True, "enabled": False}))
+    engine.apply_config(live_config(swap={"source_consent": True, "enabled": True}))
+    assert engine.parts.enabled is True
+
+
 # -- every live key, changed in a running engine --------------------------------------------------
 
 NEW_LIVE_VALUES: dict[tuple[str, str], object] = {

@@ -323,7 +323,9 @@ class Settings:
         parts.watchdog.enhancer_enabled = new.enhancer.enabled
 
     def _apply_enabled(self, new: Config) -> None:
-        self._parts.enabled = new.swap.enabled
+        """[swap] enabled edited: on only while consent is not withdrawn (it stays off until
+        source_consent is true again, whichever way swapping is asked to go on)."""
+        self._parts.enabled = new.swap.enabled and not self.consent_withdrawn
 
     def _apply_source_face(self, new: Config) -> None:
         if new.swap.source_face is not None:
