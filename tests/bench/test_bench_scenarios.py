@@ -222,7 +222,11 @@ def test_bench_call_with_load_prints_quiet_and_loaded_runs_side_by_side_and_leav
     import json
 
     out = tmp_path / "call.json"
-    proc = run_vcamd("bench", "--face", assets / "images" / "newton.png", "--detector", assets / "models" / "scrfd_500m_kps.onnx",
+    # Paths as a user types them, relative to where vcamd runs: the runs' configs are written in a
+    # temporary folder, where a relative detector path used to name no file.
+    here = Path(os.path.relpath(assets))
+    assert not here.is_absolute()
+    proc = run_vcamd("bench", "--face", here / "images" / "newton.png", "--detector", here / "models" / "scrfd_500m_kps.onnx",
                      "--providers", "cpu", "--scenarios", "call", "--load", "1", "--rounds", "1", "--frames", "30",
                      "--resolution", "480p", "--json", out, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

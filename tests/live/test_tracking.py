@@ -141,3 +141,49 @@ def test_a_look_asked_for_by_unseen_runs_at_least_at_the_size_it_asks_for():
     finally:
         tracker.stop()
     assert full.sizes == [320, 640, 320]
+
+
+def test_a_face_lost_after_a_finer_detection_is_let_go_on_a_reduced_rung(live_config, face_engine_factory, newton):
+    """A face found at 640 and then lost while the watchdog is on low_res (full detections at 320)
+    could only be dropped by a look at 640 (`FaceBook.take_full`), and none came: its old place
+    stayed held — the last output's face frozen where nobody was — for as long as the rung lasted
+    (the call bench: 90–100 held frames after the clip's jump). Now, once it has been kept
+    LOST_KEEP_FRAMES, the tracker asks for one look at 640, which lets it go."""
+    from vcamd.live.tracking.cropplan import DetectCosts
+    from vcamd.live.tracking.facebook import LOST_KEEP_FRAMES
+
+    class Full:  # the full detector's thread, idle: each look submitted finds nothing (the picture is empty)
+        idle, costs = True, DetectCosts()
+
+        def __init__(self) -> None:
+            self.sizes: list[tuple[int, int]] = []  # (frame index, input size) of each look
+            self._result: FullDetection | None = None
+
+        def take_result(self) -> FullDetection | None:
+            result, self._result = self._result, None
+            return result
+
+        def submit_downscaled(self, small, scale, frame_index, input_size, look=None, unsure=None) -> None:
+            self.sizes.append((frame_index, input_size))
+            self._result = FullDetection([], frame_index=frame_index, input_size=input_size)
+
+    engine = face_engine_factory(live_config())
+    seen = np.full((480, 960, 3), 128, np.uint8)
+    seen[60:420, 40:400] = cv2.resize(newton, (360, 360))
+    found = engine.detect(seen, 640)
+    assert len(found) == 1
+    empty = np.full_like(seen, 128)  # the person jumped out of view
+    full = Full()
+    tracker = LiveTracker(engine, full, full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(found, frame_index=0, input_size=640))
+        lost_for = []
+        for index in range(1, LOST_KEEP_FRAMES + 5):
+            report = tracker.update(empty, index, full_size=320, track_size=160, deadline_s=5.0)
+            lost_for.append(bool(report.lost))
+    finally:
+        tracker.stop()
+    fine = [(i, size) for i, size in full.sizes if size == 640]
+    assert len(fine) == 1 and fine[0][0] >= 1 + LOST_KEEP_FRAMES, full.sizes
+    # Kept and covered for LOST_KEEP_FRAMES whatever the 320 looks said, let go after the 640 one.
+    assert all(lost_for[:LOST_KEEP_FRAMES]) and not lost_for[-1], lost_for

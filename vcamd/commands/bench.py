@@ -121,9 +121,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.json is not None:
         check_output_file(args.json, "--json")  # now, not after minutes of measuring
     width, height = RESOLUTIONS[args.resolution]
+    detector = args.detector or cfg.models.detector
+    if Path(detector).is_file():  # a path as typed: the runs' configs live in a temporary folder
+        detector = str(Path(detector).resolve())
     settings = BenchSettings(
-        face=Path(face),
-        detector=args.detector or cfg.models.detector,
+        face=Path(face).resolve(),
+        detector=detector,
         width=width,
         height=height,
         fps=args.fps,

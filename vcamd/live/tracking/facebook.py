@@ -234,6 +234,14 @@ class FaceBook:
         (0 when none): a full detection at less may not see it (small faces at low_res)."""
         return max((s.size for s in self._tracks + self._lost), default=0)
 
+    def finer_look_wanted(self, frame_index: int, size: int) -> int:
+        """The input size of the look that can drop a lost face kept LOST_KEEP_FRAMES already, when
+        detections at `size` cannot (0: none wanted). A face lost after a finer detection found it
+        (640, before the watchdog stepped to low_res's 320) is dropped only by a look at least that
+        fine (`take_full`); on a reduced rung none comes by itself, and the old place stays
+        covered — held, the last output's face frozen where nobody is any more — until the rung climbs."""
+        return max((s.size for s in self._lost if s.size > size and frame_index >= s.lost_at + LOST_KEEP_FRAMES), default=0)
+
     @property
     def to_redetect(self) -> list[Face]:
         """The faces the crop re-detection looks for in this frame: the tracks, then the lost

@@ -206,6 +206,8 @@ class LiveTracker:
             self._keep_keys(frame, [], frame_index)
             appeared += self.book.take_tracked(list(followed), frame_index)[1]
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
+        if finer := self.book.finer_look_wanted(frame_index, full_size):
+            self.look_soon(max(finer, self._look_size if self._look_soon else 0))
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
         # several faces, waiting for the next due detection would leave it covered that long.
         if (due or self.book.needs_full or self._look_soon) and self._full.idle:
