@@ -149,6 +149,7 @@ def test_a_face_lost_after_a_finer_detection_is_let_go_on_a_reduced_rung(live_co
     stayed held — the last output's face frozen where nobody was — for as long as the rung lasted
     (the call bench: 90–100 held frames after the clip's jump). Now, once it has been kept
     LOST_KEEP_FRAMES, the tracker asks for one look at 640, which lets it go."""
+    from vcamd.live.tracking.facebook import JUMP_FRAMES
     from vcamd.live.tracking.cropplan import DetectCosts
     from vcamd.live.tracking.facebook import LOST_KEEP_FRAMES
 
@@ -183,7 +184,51 @@ def test_a_face_lost_after_a_finer_detection_is_let_go_on_a_reduced_rung(live_co
             lost_for.append(bool(report.lost))
     finally:
         tracker.stop()
-    fine = [(i, size) for i, size in full.sizes if size == 640]
-    assert len(fine) == 1 and fine[0][0] >= 1 + LOST_KEEP_FRAMES, full.sizes
+    # 640 looks: the jump rule's, just after the loss (this detector is idle every frame), then one
+    # once the face has been kept LOST_KEEP_FRAMES; the rung's 320 in between.
+    fine = [i for i, size in full.sizes if size == 640]
+    assert fine == [*range(1, 2 + JUMP_FRAMES), 1 + LOST_KEEP_FRAMES], full.sizes
     # Kept and covered for LOST_KEEP_FRAMES whatever the 320 looks said, let go after the 640 one.
     assert all(lost_for[:LOST_KEEP_FRAMES]) and not lost_for[-1], lost_for
+
+
+def test_a_face_that_jumps_on_a_reduced_rung_frees_its_old_place_at_once(live_config, face_engine_factory, newton):
+    """A face found at 640 that jumps (a camera restarting its picture, a clip looping) just after
+    the watchdog stepped down: the look asked for at the loss ran at the rung's 320, too coarse for
+    the jump rule (`FaceBook.take_full`: a look at least as fine as the lost face's), so the old
+    place stayed held for LOST_KEEP_FRAMES at least — a frozen face where nobody was. Now that look
+    runs at 640 and the old place is free within JUMP_FRAMES."""
+    from vcamd.live.tracking.cropplan import DetectCosts
+    from vcamd.live.tracking.facebook import JUMP_FRAMES
+
+    engine = face_engine_factory(live_config())
+    before = np.full((480, 960, 3), 128, np.uint8)
+    before[60:420, 40:400] = cv2.resize(newton, (360, 360))
+    after = np.full_like(before, 128)
+    after[60:420, 560:920] = cv2.resize(newton, (360, 360))
+    (was,), (now,) = engine.detect(before, 640), engine.detect(after, 640)
+
+    class Full:  # the full detector's thread, idle: each look finds the face at its new place
+        idle, costs = True, DetectCosts()
+
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+            self._result: FullDetection | None = None
+
+        def take_result(self) -> FullDetection | None:
+            result, self._result = self._result, None
+            return result
+
+        def submit_downscaled(self, small, scale, frame_index, input_size, look=None, unsure=None) -> None:
+            self.sizes.append(input_size)
+            self._result = FullDetection([now], frame_index=frame_index, input_size=input_size)
+
+    full = Full()
+    tracker = LiveTracker(engine, full, full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection([was], frame_index=0, input_size=640))
+        reports = [tracker.update(after, index, full_size=320, track_size=160, deadline_s=5.0) for index in range(1, JUMP_FRAMES + 3)]
+    finally:
+        tracker.stop()
+    assert reports[0].lost and full.sizes[0] == 640, full.sizes
+    assert reports[-1].lost == [] and len(reports[-1].faces) == 1, reports[-1]

@@ -235,12 +235,16 @@ class FaceBook:
         return max((s.size for s in self._tracks + self._lost), default=0)
 
     def finer_look_wanted(self, frame_index: int, size: int) -> int:
-        """The input size of the look that can drop a lost face kept LOST_KEEP_FRAMES already, when
-        detections at `size` cannot (0: none wanted). A face lost after a finer detection found it
-        (640, before the watchdog stepped to low_res's 320) is dropped only by a look at least that
-        fine (`take_full`); on a reduced rung none comes by itself, and the old place stays
-        covered — held, the last output's face frozen where nobody is any more — until the rung climbs."""
-        return max((s.size for s in self._lost if s.size > size and frame_index >= s.lost_at + LOST_KEEP_FRAMES), default=0)
+        """The input size of the look that can let a lost face go when detections at `size` cannot
+        (0: none wanted). A face lost after a finer detection found it (640, before the watchdog
+        stepped to low_res's 320) is let go only by a look at least that fine (`take_full`): the
+        jump rule's look just after the loss, and the look that drops it once it has been kept
+        LOST_KEEP_FRAMES. On a reduced rung neither comes by itself, and the old place stays
+        covered — held, the last output's face frozen where nobody is any more — until the rung
+        climbs. Between the two the rung's own looks do (a finer one each frame would cost the
+        CPU the rung is there to save)."""
+        return max((s.size for s in self._lost if s.size > size
+                    and (frame_index - s.lost_at <= JUMP_FRAMES or frame_index >= s.lost_at + LOST_KEEP_FRAMES)), default=0)
 
     @property
     def to_redetect(self) -> list[Face]:

@@ -206,6 +206,7 @@ class LiveTracker:
             self._keep_keys(frame, [], frame_index)
             appeared += self.book.take_tracked(list(followed), frame_index)[1]
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
+        # A lost face a finer detection found (before a step down) is let go only by a look that fine.
         if finer := self.book.finer_look_wanted(frame_index, full_size):
             self.look_soon(max(finer, self._look_size if self._look_soon else 0))
         # A face that left its crop (turned, moved fast) is looked for everywhere at once: with
