@@ -148,10 +148,9 @@ def test_a_face_lost_after_a_finer_detection_is_let_go_on_a_reduced_rung(live_co
     could only be dropped by a look at 640 (`FaceBook.take_full`), and none came: its old place
     stayed held — the last output's face frozen where nobody was — for as long as the rung lasted
     (the call bench: 90–100 held frames after the clip's jump). Now, once it has been kept
-    LOST_KEEP_FRAMES, the tracker asks for one look at 640, which lets it go."""
-    from vcamd.live.tracking.facebook import JUMP_FRAMES
+    LOST_KEEP_FRAMES, the tracker asks for a look at 640 again, which lets it go."""
     from vcamd.live.tracking.cropplan import DetectCosts
-    from vcamd.live.tracking.facebook import LOST_KEEP_FRAMES
+    from vcamd.live.tracking.facebook import JUMP_FRAMES, LOST_KEEP_FRAMES
 
     class Full:  # the full detector's thread, idle: each look submitted finds nothing (the picture is empty)
         idle, costs = True, DetectCosts()
