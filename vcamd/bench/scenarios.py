@@ -209,7 +209,12 @@ def busy_processes(n: int):
     try:
         for _ in range(n):
             procs.append(subprocess.Popen([sys.executable, "-c", BUSY_CODE], process_group=0,
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+        for p in procs:  # each is in its loop once it wrote its byte; EOF instead: it never got there
+            started = p.stdout.read(1)
+            p.stdout.close()
+            if not started:
+                raise RuntimeError(f"a busy process ({sys.executable} -c ...) exited before its loop (exit code {p.wait()})")
         yield [p.pid for p in procs]
     finally:
         for p in procs:

@@ -14,8 +14,10 @@ GROUP_PHOTO = "solvay_conference_1927.png"
 CALL_SWAP_CONVS = 8
 """The call scenario's swapper: the light swap plus this many heavy convolutions (~0.37 s per face
 on one core here: `vcamd.bench.standins.build_swapper(heavy_convs=)`)."""
-BUSY_CODE = "while 1: pass"
-"""What a busy process of `--load` runs: one core's worth of CPU at normal priority."""
+BUSY_CODE = "import os; os.write(1, b'.'); os.close(1)\nwhile 1: pass"
+"""What a busy process of `--load` runs: one core's worth of CPU at normal priority. It writes one
+byte before the loop, so the bench starts measuring once the load is really there (a process just
+forked has not started Python yet)."""
 
 
 @dataclass(frozen=True)
