@@ -14,18 +14,24 @@ Scenarios (1280×720, lossless, looped, `--fps`):
   entering at the edges all the time).
 
 The engine runs in this process (`LiveEngine`, the real SCRFD-500M, the privacy tests' stand-in
-swapper that puts a stranger's real face on every face, on_miss blur) with its level pinned
+swapper that puts a stranger's real face on every face — on the crowd one from insightface's
+`t1.jpg`, the privacy tests' stranger being one of the crowd —, on_miss blur) with its level pinned
 (`Watchdog.force`, as `vcamd quality LEVEL` does). Each published frame is matched to the camera
 frame it was made from (the nearest on a small thumbnail), and checked with MobileFaceNet at every
 place the raw camera frame shows a face (other than Newton; crowd faces at least MIN_FACE_PX wide)
 by the privacy tests' rule (`leaks.recognised_as`; on the crowd `leaks.Crowd.identified`, see
 below). A recognised face is *unseen* when the engine
 tracked nothing there in that frame (no detection had looked at it: what `unseen` is for), a
-*bystander* otherwise (face_selection left it alone: largest/reference). Columns: published frames
-(after the first swap), frames with a recognisable unseen face, with a recognisable bystander,
+*swapped, identified* where it is a face being swapped (the stranger pasted, and the person still
+identified by what a swap leaves: hair, outline, the face's edge), a *bystander* otherwise (tracked,
+not swapped: obscured by face_selection, or covered as a miss). Columns: published frames (after
+the first swap), frames with a recognisable unseen face, with a recognisable bystander, with a
+swapped face still identified,
 frames with a recognisable face at least CAMERA_PIXELS of whose box is exactly as the camera gave
 it ("camera pixels"), with an `unseen` cover, the covered share of the frame (mean over covered
-frames, max), and the longest run of covered frames (ms at the camera's rate).
+frames, max), the longest run of covered frames (ms at the camera's rate), and the raw faces of
+the clip's frames not judged: those "recognised" even with the frame obscured whole (a face mostly
+past the frame's edge, whose aligned crop is mostly border whatever is shown).
 
 On the crowd a cosine alone does not tell: on its 40–140-px faces MobileFaceNet gives a wholly
 obscured face a cosine of 0.2–0.6 with the raw face, over the rule's 0.3, and about as much with
@@ -63,6 +69,7 @@ class Recorder:
         self.engine = None
         self.frames: list[np.ndarray] = []
         self.known: list[list] = []
+        self.targets: list[list] = []  # the faces being swapped, per frame
         self.swapping = False
         self.lock = threading.Lock()
 
@@ -82,6 +89,7 @@ class Recorder:
         if self.swapping:
             self.frames.append(frame.copy())
             self.known.append([] if report is None else list(report.faces) + list(report.lost) + list(report.unsure))
+            self.targets.append(list(work.targets))
 
 
 def scenarios(fps: float, leaks, detector):
@@ -89,10 +97,8 @@ def scenarios(fps: float, leaks, detector):
     def head(image, face_px):
         return leaks.head_cut(image, max(detector.detect(image), key=lambda f: f.area), face_px)
 
-    import insightface
-
     newton = head(cv2.imread(str(ASSETS / "images" / "newton.png")), HEIGHT / 3)
-    newcomer = head(cv2.imread(str(Path(insightface.__file__).parent / "data" / "images" / "t1.jpg")), HEIGHT / 4)
+    newcomer = head(insightface_image("t1.jpg"), HEIGHT / 4)
     second = round(fps)
     slide = [1.12 - 0.4 / (0.6 * fps) * i for i in range(round(0.6 * fps))]
     edge = [None] * second + slide + [0.72] * (2 * second - len(slide)) + [None] * second
@@ -103,6 +109,13 @@ def scenarios(fps: float, leaks, detector):
         "sudden": leaks.beside_frames(newton, newcomer, sudden, (WIDTH, HEIGHT)),
         "crowd": [np.ascontiguousarray(crowd[y : y + HEIGHT, x : x + WIDTH]) for x, y in crowd_pan(crowd)],
     }
+
+
+def insightface_image(name: str) -> np.ndarray:
+    """One of the sample photos insightface ships (people in none of the shared assets)."""
+    import insightface
+
+    return cv2.imread(str(Path(insightface.__file__).parent / "data" / "images" / name))
 
 
 def crowd_pan(crowd: np.ndarray) -> list[tuple[int, int]]:
@@ -133,32 +146,56 @@ def main() -> None:
     from vcamd.live.engine import LiveEngine
     from vcamd.live.geometry import near
     from vcamd.live.loading import build_face_pipeline
+    from vcamd.live.output.obscure import obscure_frame
     from vcamd.quality import Level
 
     leaks, both, recognizer, (stranger_crop, stranger) = leak_checkers(threads=1)
     clips = {name: frames for name, frames in scenarios(args.fps, leaks, both[1]).items() if name in args.scenarios}
 
-    print("| scenario | level | selection | frames | unseen raw | bystander raw | camera pixels | covered | share mean | share max | longest cover |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| scenario | level | selection | frames | unseen raw | bystander raw | swapped, identified | camera pixels | covered | share mean | share max | longest cover | not judged |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="vcamd-rungs-") as tmp:
         work = Path(tmp)
         swapper = leaks.build_identity_swapper(work / "stranger.onnx", stranger_crop)
+        # The crowd's swapper pastes someone not in it: the privacy tests' stranger is crowd_selfie's
+        # largest face, who on the crowd would be pasted onto herself (and her neighbours) and
+        # identified there as herself.
+        outsider_crop, outsider = leaks.stranger_from(insightface_image("t1.jpg"), both[1], recognizer)
+        crowd_swapper = leaks.build_identity_swapper(work / "outsider.onnx", outsider_crop)
         recognizer_standin = standins.build_recognizer(work / "recognizer.onnx")
         for name, frames in clips.items():
             path = leaks.write_clip(work / f"{name}.avi", frames, args.fps)
             thumbs = np.stack([small(f) for f in frames])
-            places: dict[int, list] = {}  # camera frame → the faces to check there (raw placements)
-            for i, frame in enumerate(frames):
-                found = leaks.placements_in(frame, both, recognizer, MIN_FACE_PX if name == "crowd" else 0.0)
-                # Newton (left of the middle) is tracked from the first frame: the newcomer's places only.
-                places[i] = found if name == "crowd" else [p for p in found if p.face.box[0] > 0.5 * WIDTH]
+            pasted = outsider if name == "crowd" else stranger
             if name == "crowd":  # the people a crowd face is identified among (see the module's doc)
                 photo = cv2.imread(str(ASSETS / "images" / "crowd_selfie.jpg"))
                 people, pan = leaks.Crowd.of(photo, both, recognizer), crowd_pan(photo)
+
+            def recognised(pixels, p, k, name=name) -> bool:
+                """The published `pixels` of camera frame `k` show the raw face `p` recognisably."""
+                embedding = recognizer.embed(pixels, p.face)
+                if name == "crowd":
+                    return people.identified(embedding, p, pan[k], pasted) is not None
+                return leaks.recognised_as(embedding, p.embedding, pasted) is not None
+
+            places: dict[int, list] = {}  # camera frame → the faces to check there (raw placements)
+            blind = 0
+            for i, frame in enumerate(frames):
+                found = leaks.placements_in(frame, both, recognizer, MIN_FACE_PX if name == "crowd" else 0.0)
+                # Newton (left of the middle) is tracked from the first frame: the newcomer's places only.
+                found = found if name == "crowd" else [p for p in found if p.face.box[0] > 0.5 * WIDTH]
+                # A place where the frame obscured whole is still "recognised" cannot be judged: a face
+                # mostly past the frame's edge, whose aligned crop is mostly the same black border raw
+                # or obscured (a crowd face cut by the bottom edge: 0.86 with nothing of it shown).
+                covered_whole = frame.copy()
+                obscure_frame(covered_whole)
+                places[i] = [p for p in found if not recognised(covered_whole, p, i)]
+                blind += len(found) - len(places[i])
             for level_name in args.levels:
                 for mode in args.modes:
                     cfg = config_from_dict({
-                        "models": {"detector": str(ASSETS / "models" / "scrfd_500m_kps.onnx"), "swapper": str(swapper),
+                        "models": {"detector": str(ASSETS / "models" / "scrfd_500m_kps.onnx"),
+                                   "swapper": str(crowd_swapper if name == "crowd" else swapper),
                                    "recognizer": str(recognizer_standin), "providers": ["cpu"], "threads": 1},
                         "swap": {"source_face": str(ASSETS / "images" / "newton.png"), "source_consent": True,
                                  "face_selection": mode, "on_miss": "blur"},
@@ -182,24 +219,23 @@ def main() -> None:
                     watcher.start()
                     engine.run()
                     done.set()
-                    unseen_raw = bystander_raw = camera_raw = 0
-                    for frame, known in zip(sink.frames, sink.known):
+                    unseen_raw = bystander_raw = swapped_raw = camera_raw = 0
+                    for frame, known, targets in zip(sink.frames, sink.known, sink.targets):
                         k = int(np.abs(thumbs - small(frame)).mean(axis=(1, 2, 3)).argmin())
                         unchanged = np.abs(frame.astype(np.int16) - frames[k]).max(axis=2) <= 2
                         kinds = set()
                         for p in places[k]:
-                            embedding = recognizer.embed(frame, p.face)
-                            if name == "crowd":
-                                recognised = people.identified(embedding, p, pan[k], stranger) is not None
-                            else:
-                                recognised = leaks.recognised_as(embedding, p.embedding, stranger) is not None
-                            if recognised:
-                                kinds.add("bystander" if any(near(p.face, f) for f in known) else "unseen")
+                            if recognised(frame, p, k):
+                                if any(near(p.face, f) for f in targets):
+                                    kinds.add("swapped")  # the stranger pasted, the person known by the rest
+                                else:
+                                    kinds.add("bystander" if any(near(p.face, f) for f in known) else "unseen")
                                 x0, y0, x1, y1 = (max(0, int(v)) for v in p.face.box)
                                 if unchanged[y0:y1, x0:x1].mean() >= CAMERA_PIXELS:
                                     kinds.add("camera")
                         unseen_raw += "unseen" in kinds
                         bystander_raw += "bystander" in kinds
+                        swapped_raw += "swapped" in kinds
                         camera_raw += "camera" in kinds
                     tally = getattr(getattr(engine.frames, "unseen", None), "tally", None)  # None: the engine before it
                     covered, share_max = (tally.covered, tally.share_max) if tally else (0, 0.0)
@@ -208,8 +244,8 @@ def main() -> None:
                     published = len(sink.frames)
                     sink.frames.clear()  # the engine freezes the garbage collector: free what is big now
                     sink.engine = None
-                    print(f"| {name} | {level_name} | {mode} | {published} | {unseen_raw} | {bystander_raw} | {camera_raw} | {covered} | "
-                          f"{mean:.1%} | {share_max:.1%} | {longest} ({longest / args.fps * 1000:.0f} ms) |", flush=True)
+                    print(f"| {name} | {level_name} | {mode} | {published} | {unseen_raw} | {bystander_raw} | {swapped_raw} | {camera_raw} | {covered} | "
+                          f"{mean:.1%} | {share_max:.1%} | {longest} ({longest / args.fps * 1000:.0f} ms) | {blind} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -55,10 +55,16 @@ def load_checkers(models: Path, threads: int = 2) -> tuple[list[FaceDetector], R
 
 def stranger(images: Path, detector: FaceDetector, recognizer: Recognizer) -> tuple[Frame, np.ndarray]:
     """The face the stand-in swapper puts on every face: crowd_selfie.jpg's largest (as `detector`
-    finds it), as (its aligned crop, its embedding)."""
-    crowd = cv2.imread(str(images / "crowd_selfie.jpg"))
-    face = max(detector.detect(crowd), key=lambda f: f.area)
-    return aligned_crop(crowd, face), recognizer.embed(crowd, face)
+    finds it), as (its aligned crop, its embedding). Not for a clip of that crowd, where she is
+    one of the people (`stranger_from` another photo there)."""
+    return stranger_from(cv2.imread(str(images / "crowd_selfie.jpg")), detector, recognizer)
+
+
+def stranger_from(photo: Frame, detector: FaceDetector, recognizer: Recognizer) -> tuple[Frame, np.ndarray]:
+    """`photo`'s largest face (as `detector` finds it) as (its aligned crop, its embedding): the
+    face a stand-in swapper pastes."""
+    face = max(detector.detect(photo), key=lambda f: f.area)
+    return aligned_crop(photo, face), recognizer.embed(photo, face)
 
 
 # -- the stand-in swapper ------------------------------------------------------------------------
