@@ -235,7 +235,8 @@ class WatchdogConfig(Section):
     swap_age_budget_ms: Annotated[float, Field(ge=0, le=60000)] = 1500.0
     """How old the swapped face on screen may be (publish time minus the capture time of the frame
     it was computed on). When more than `degrade_ratio` of the window's swapped frames show an older
-    one, step down to the next level with less swap work (`quality.lower_swap_work`); 0 = off."""
+    one, step down to the next level with less swap work (`quality.lower_swap_work`), then swap one
+    face per round (`Watchdog.faces_per_round`); 0 = off."""
 
 
 class Corner(StrEnum):

@@ -299,3 +299,63 @@ def test_a_climb_that_makes_the_face_old_again_waits_longer_each_time():
     assert len(downs) >= 3
     gaps = [b - a for a, b in zip(downs, downs[1:])]
     assert all(later > earlier for earlier, later in zip(gaps, gaps[1:])), gaps
+
+
+# ---- several faces, each old: one face swapped per round -------------------------------------------
+
+
+def feed_faces(dog: Watchdog, clock: FakeClock, age_ms, frames: int, faces: int) -> list:
+    """`frames` frames on time, each with `faces` faces to swap; the face shown is `age_ms(cap)` old
+    (cap: the watchdog's faces per round, None for every face) — one face a round is that many
+    times younger."""
+    events = []
+    for _ in range(frames):
+        clock.now += 1.0 / FPS
+        events.extend(dog.observe(20.0, swap_age_ms=age_ms(dog.faces_per_round), faces_to_swap=faces))
+    return events
+
+
+def test_several_old_faces_with_nothing_below_are_swapped_one_per_round_logged_and_given_back_once_young():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=False)
+    events = feed_faces(dog, clock, lambda cap: 3 * 1200.0 if cap is None else 500.0, 30 * 2, faces=3)
+    caps = [e for e in events if isinstance(e, Transition)]
+    assert [(t.from_level, t.to_level, t.reason, t.faces_per_round) for t in caps] == [(Level.full, Level.full, "swap_age", (None, 1))]
+    assert dog.faces_per_round == 1
+    assert "faces_per_round=all->1" in caps[0].log_line() and "swap_age_p95_ms=3600" in caps[0].log_line()
+    assert dog.history()[-1]["faces_per_round"] == {"from": "all", "to": "1"}
+    # The call app closes: the three faces would be young again (400 ms each).
+    events = feed_faces(dog, clock, lambda cap: 400.0 if cap is None else 150.0, 30 * 10, faces=3)
+    back = [e for e in events if isinstance(e, Transition)]
+    assert [(t.reason, t.faces_per_round) for t in back] == [("headroom", (1, None))]
+    assert dog.faces_per_round is None and "faces_per_round=1->all" in back[0].log_line()
+
+
+def test_one_old_face_is_not_capped_and_a_pinned_quality_swaps_every_face():
+    clock = FakeClock()
+    alone = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=False)
+    assert feed_faces(alone, clock, lambda cap: 4000.0, 30 * 10, faces=1) == []
+    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=False)
+    feed_faces(dog, clock, lambda cap: 4000.0, 30 * 2, faces=2)
+    assert dog.faces_per_round == 1
+    dog.force(Level.full)
+    assert dog.faces_per_round is None
+
+
+def test_the_enhancer_goes_first_and_comes_back_only_after_every_face_is_swapped_again():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=True)
+    feed_faces(dog, clock, lambda cap: 4000.0 if cap is None else 600.0, 30 * 4, faces=4)
+    assert [(t.to_level, t.faces_per_round) for t in dog.transitions] == [(Level.no_enhancer, (None, None)), (Level.no_enhancer, (None, 1))]
+    feed_faces(dog, clock, lambda cap: 300.0, 30 * 20, faces=4)
+    assert [(t.to_level, t.faces_per_round) for t in dog.transitions[2:]] == [(Level.no_enhancer, (1, None)), (Level.full, (None, None))]
+
+
+def test_giving_the_faces_back_when_that_makes_them_old_again_waits_longer_each_time():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=False)
+    feed_faces(dog, clock, lambda cap: 3000.0 if cap is None else 500.0, 30 * 120, faces=3)
+    caps = [t.time for t in dog.transitions if t.faces_per_round == (None, 1)]
+    assert len(caps) >= 3
+    gaps = [b - a for a, b in zip(caps, caps[1:])]
+    assert all(later > earlier for earlier, later in zip(gaps, gaps[1:])), gaps

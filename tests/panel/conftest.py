@@ -43,12 +43,15 @@ def wait() -> Callable[..., Any]:
 
 @pytest.fixture
 def watchdog_history() -> list[dict[str, Any]]:
-    """Transitions made by the real watchdog: 60 frames over budget, then fast frames."""
+    """Transitions made by the real watchdog: 60 frames over budget, fast frames until it is back
+    at full, then fast frames whose two faces are 4 s old (the enhancer off, then one face swapped
+    per round)."""
     now = [0.0]
     watchdog = Watchdog(WatchdogConfig(), lambda: now[0])
-    for i in range(200):
+    for i in range(420):
         now[0] += 0.04
-        watchdog.observe(90.0 if i < 60 else 12.0)
+        old = i >= 360
+        watchdog.observe(90.0 if i < 60 else 12.0, swap_age_ms=4000.0 if old else None, faces_to_swap=2 if old else 1)
     return watchdog.history()
 
 

@@ -72,8 +72,10 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
     assert page.text("#config-error") == f"Config problem: {engine.config_error}"
     assert "[swap] on_mis: unknown key" in page.text("#config-error")
     items = page.eval("[...document.querySelectorAll('#transitions li')].map((li) => li.textContent)")
-    assert len(items) == len(watchdog_history) == 4
-    assert items[0].startswith("frame_skip → low_res · headroom")  # newest first
+    assert len(items) == len(watchdog_history) == 8
+    assert items[0].startswith("faces per round all → 1 · swap_age · p95 12.0 ms, 0% over budget, face p95 4.0 s old")  # newest first
+    assert items[1].startswith("full → no_enhancer · swap_age")
+    assert items[2].startswith("no_enhancer → full · headroom")
     assert items[-1] == "full → no_enhancer · over_budget · p95 90.0 ms, 100% over budget → after: p95 90.0 ms"
     wait(lambda: len(panel.history.samples()) >= 60, "a full minute of samples")
     page.wait("document.getElementById('fps').textContent !== '–'", "fps shown")

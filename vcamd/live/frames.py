@@ -23,6 +23,7 @@ import numpy as np
 
 from vcamd.config import Config, OnMiss, Others, SmoothingConfig
 from vcamd.faces.following import FollowedFace
+from vcamd.live.geometry import near
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
 from vcamd.live.output.obscure import obscure_frame
@@ -102,6 +103,7 @@ class FrameWork:
         self._index = 0
         self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
         self.targets: list[Face] = []  # faces being swapped, as of the last processed frame
+        self._faces_to_swap = 0  # how many the selection wanted swapped (targets may hold fewer: faces_per_round)
         self._covered_lost: list[Face] = []  # lost faces covered in the last frame
         self._others: list[Face] = []  # faces face_selection does not swap, obscured ([swap] others)
         self._follow = FollowedFace()  # which face "largest" keeps swapping
@@ -179,7 +181,11 @@ class FrameWork:
         self.unseen.looked(parts.tracker.looked, parts.tracker.vouch_size)
         report = replace(report, faces=self._steady.steady(report.faces, t_capture, self.policy.smoothing, report.appeared))
         targets, report = self._select(report, frame)
-        others = [f for f in report.faces if not any(f is t for t in targets)] if self.policy.others is Others.obscure else []
+        self._faces_to_swap = len(targets)
+        targets, left_out = self._per_round(targets)
+        others = [f for f in report.faces if not any(f is t for t in targets) and not any(f is o for o in left_out)] \
+            if self.policy.others is Others.obscure else []
+        others += left_out  # faces to swap the round leaves out: obscured whatever [swap] others says
         # Lost faces are covered when they were faces being swapped or covered (obscured
         # bystanders included); a bystander shown by choice (others = "show") stays alone.
         lost = lost_to_cover(report.lost, report.known, self.targets + self._covered_lost + self._others)
@@ -196,6 +202,19 @@ class FrameWork:
             stage_ms["submit"] = (parts.clock() - t1) * 1000.0
             parts.stats.record_stage("submit", stage_ms["submit"])
         return report, targets, lost
+
+    def _per_round(self, targets: list[Face]) -> tuple[list[Face], list[Face]]:
+        """The faces to swap this round under the watchdog's `faces_per_round` (the face young
+        again when several made it old), and those left out. The face kept is the one kept last
+        frame, where it still is (no flicker between two faces of a size), else the largest."""
+        cap = self._parts.watchdog.faces_per_round
+        if cap is None or len(targets) <= cap:
+            return targets, []
+        before = self.targets
+        ranked = sorted(targets, key=lambda f: (not any(near(f, k) for k in before), -f.area))
+        kept = ranked[:cap]
+        return ([f for f in targets if any(f is k for k in kept)],
+                [f for f in targets if not any(f is k for k in kept)])
 
     def _first_swap_running(self) -> bool:
         """The swap worker is computing its first face and there is none to paste yet.
@@ -300,7 +319,8 @@ class FrameWork:
         # detection not in yet): they took a group to low_res before it was measured at full.
         if judged and latency is not None and outcome is not Outcome.off and parts.faces is not None:
             swap_age_ms = None if composed is None or swapped_at is None else (now - swapped_at) * 1000.0
-            log_events(parts.watchdog.observe(latency, stage_ms, warming=parts.tracker.warming, swap_age_ms=swap_age_ms))
+            log_events(parts.watchdog.observe(latency, stage_ms, warming=parts.tracker.warming, swap_age_ms=swap_age_ms,
+                                              faces_to_swap=self._faces_to_swap))
 
 
 class PasteMemo:

@@ -22,6 +22,12 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   with nothing below to make a swap faster nothing happens. A climb to a rung with more swap work
   also needs the window's swap age p95 under `swap_age_budget_ms × recover_headroom`, and after
   one that ran over the swap-age budget again the next waits twice as long, as for "fits";
+* **swap one face per round** (`faces_per_round`) when the face is still old with no rung below to
+  make a swap faster and the window's frames had several faces to swap: each round the swap
+  worker does one face, not N, so that face is N times younger; the others are obscured (the
+  frame work decides which face keeps the swap). Logged like a rung change (`faces_per_round=all->1`),
+  and given back first, once the face has stayed young (p95 under budget × `recover_headroom`)
+  for `recover_after_s` — twice as long after each give-back that made the face old again;
 * frames observed with `warming=True` (sessions still being built, the first detection not in
   yet) are not judged: a start-up's slow first frames say nothing about the level's cost;
 * never two transitions within `cooldown_s`, and after each one the window starts empty, so the
@@ -65,6 +71,9 @@ class Transition:
     to_level: Level
     reason: str  # "over_budget", "swap_age", "headroom", "fits" (the higher rung is known to fit the budget) or "manual"
     trigger: WindowStats
+    faces_per_round: tuple[int | None, int | None] = (None, None)
+    """(before, after) of `Watchdog.faces_per_round` (None: every face); equal unless this
+    transition capped or uncapped the faces swapped per round."""
 
     def log_line(self) -> str:
         """One structured line: key=value pairs a human and grep can both read."""
@@ -72,11 +81,18 @@ class Transition:
         stages = " ".join(f"{k}_p95_ms={v:.1f}" for k, v in sorted(t.stage_p95_ms.items()))
         if t.swap_age_p95_ms is not None:
             stages = f"swap_age_p95_ms={t.swap_age_p95_ms:.0f} swap_age_over={t.swap_age_over_share:.2f} {stages}"
+        faces = ""
+        if self.faces_per_round[0] != self.faces_per_round[1]:
+            faces = f"faces_per_round={_faces_name(self.faces_per_round[0])}->{_faces_name(self.faces_per_round[1])} "
         return (
             f"watchdog transition t={self.time:.3f} from={self.from_level.name} to={self.to_level.name} "
-            f"reason={self.reason} window={t.frames} p50_ms={t.p50_ms:.1f} p95_ms={t.p95_ms:.1f} "
+            f"reason={self.reason} {faces}window={t.frames} p50_ms={t.p50_ms:.1f} p95_ms={t.p95_ms:.1f} "
             f"over_budget={t.over_budget_share:.2f} {stages}".rstrip()
         )
+
+
+def _faces_name(cap: int | None) -> str:
+    return "all" if cap is None else str(cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +121,9 @@ def _percentile(ordered: list[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(ordered) - 1)
     return float(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo))
+
+_UNCHANGED = object()
+"""`Watchdog._move`'s default: the faces swapped per round stay as they are."""
 
 HISTORY_CAP = 1000
 """Transitions (and their results) kept for the stats JSON: a daemon that runs for days and keeps
@@ -150,11 +169,21 @@ class Watchdog:
         """Per rung, its last window that kept the budget (see the module doc)."""
         self._fits_since: float | None = None
         self._failed_climbs = 0
+        self._faces_cap: int | None = None  # faces swapped per round (None: every face)
+        self._most_faces = 0  # the most faces a frame of the window had to swap
+        self._young_since: float | None = None  # since when the swap age has had headroom
+        self._failed_uncaps = 0
 
     # -- the level ------------------------------------------------------------------------------
     @property
     def level(self) -> Level:
         return self._forced if self._forced is not None else self._level
+
+    @property
+    def faces_per_round(self) -> int | None:
+        """How many faces the swap worker gets per round (None: every face to swap). Capped only by
+        the swap-age rule (see the module doc); a quality the user pins swaps every face."""
+        return None if self._forced is not None else self._faces_cap
 
     @property
     def automatic(self) -> bool:
@@ -173,14 +202,16 @@ class Watchdog:
 
     # -- measurements -------------------------------------------------------------------------
     def observe(self, latency_ms: float, stage_ms: Mapping[str, float] | None = None, *,
-                warming: bool = False, swap_age_ms: float | None = None) -> list[WatchdogEvent]:
+                warming: bool = False, swap_age_ms: float | None = None, faces_to_swap: int = 1) -> list[WatchdogEvent]:
         """Record one published frame; returns what happened: usually nothing, else a transition
         and/or the measured result of the previous one (in that order of time). A frame made
         while the pipeline is `warming` up is not judged (nor kept in the window). `swap_age_ms`:
-        the age of the swapped face it showed, None when it showed none."""
+        the age of the swapped face it showed, None when it showed none. `faces_to_swap`: how many
+        faces the selection wanted swapped in it (before `faces_per_round`)."""
         if warming:
             return []
         self._latencies.append(float(latency_ms))
+        self._most_faces = max(self._most_faces, faces_to_swap)
         if swap_age_ms is not None:
             self._swap_ages.append(float(swap_age_ms))
         for name, ms in (stage_ms or {}).items():
@@ -234,18 +265,34 @@ class Watchdog:
                 self._failed_climbs += 1  # the memory was wrong: the next such climb waits twice as long
             return self._move(now, down, "over_budget", self._window_stats())
         ages = self._swap_age_stats()
+        old = ages is not None and ages[1] > self.cfg.degrade_ratio
+        if ages is not None and self._swap_age_headroom(ages):
+            if self._young_since is None:
+                self._young_since = now
+        else:
+            self._young_since = None
         faster = lower_swap_work(self._level, enhancer_configured=enhancer, boost_configured=boost)
-        if ages is not None and ages[1] > self.cfg.degrade_ratio and faster is not None:
+        if old and faster is not None:
             last = self.transitions[-1] if self.transitions else None
             if last is not None and last.to_level is self._level and adds_swap_work(last.from_level, self._level, enhancer_configured=enhancer,
                                                                                      boost_configured=boost):
                 self._failed_climbs += 1  # the climb made the face old again: the next one waits twice as long
             return self._move(now, faster, "swap_age", self._window_stats())
+        if old and self._faces_cap is None and self._most_faces > 1:
+            last = self.transitions[-1] if self.transitions else None
+            if last is not None and last.faces_per_round == (1, None):
+                self._failed_uncaps += 1  # giving the faces back made them old again: wait longer next time
+            return self._move(now, self._level, "swap_age", self._window_stats(), faces_per_round=1)
+        if self._faces_cap is not None:
+            # Every face swapped again comes before any rung with more swap work.
+            wait_s = self.cfg.recover_after_s * 2 ** min(self._failed_uncaps, 8)
+            if self._young_since is not None and now - self._young_since >= wait_s:
+                return self._move(now, self._level, "headroom", self._window_stats(), faces_per_round=None)
         up = higher(self._level, enhancer_configured=enhancer, boost_configured=boost)
         if up is None:
             return None
         more_swap_work = adds_swap_work(self._level, up, enhancer_configured=enhancer, boost_configured=boost)
-        if more_swap_work and not self._swap_age_headroom(ages):
+        if more_swap_work and (self._faces_cap is not None or not self._swap_age_headroom(ages)):
             return None
         headroom_wait_s = self.cfg.recover_after_s * (2 ** min(self._failed_climbs, 8) if more_swap_work else 1)
         if self._headroom_since is not None and now - self._headroom_since >= headroom_wait_s:
@@ -276,9 +323,13 @@ class Watchdog:
     def _cooled_down(self, now: float) -> bool:
         return self._last_transition_at is None or now - self._last_transition_at >= self.cfg.cooldown_s
 
-    def _move(self, now: float, to: Level, reason: str, window: WindowStats) -> Transition:
-        t = Transition(now, self._level, to, reason, window)
-        self._level = to
+    def _move(self, now: float, to: Level, reason: str, window: WindowStats, *,
+              faces_per_round: int | None | object = _UNCHANGED) -> Transition:
+        """To rung `to`; `faces_per_round`, when given, changes the faces swapped per round too."""
+        cap = self._faces_cap if faces_per_round is _UNCHANGED else faces_per_round
+        assert cap is None or isinstance(cap, int)
+        t = Transition(now, self._level, to, reason, window, (self._faces_cap, cap))
+        self._level, self._faces_cap = to, cap
         self._last_transition_at = now
         self._reset_window()
         self._awaiting_result = t
@@ -295,6 +346,8 @@ class Watchdog:
         self._stages.clear()
         self._headroom_since = None
         self._fits_since = None
+        self._young_since = None
+        self._most_faces = 0
 
     def _window_stats(self, stages: bool = True) -> WindowStats:
         lat = sorted(self._latencies)
@@ -318,6 +371,8 @@ class Watchdog:
                 "trigger": to_jsonable(asdict(t.trigger), digits=2),
             }
             r = results.get(id(t))
+            if t.faces_per_round[0] != t.faces_per_round[1]:
+                entry["faces_per_round"] = {"from": _faces_name(t.faces_per_round[0]), "to": _faces_name(t.faces_per_round[1])}
             entry["after"] = to_jsonable(asdict(r.after), digits=2) if r else None
             out.append(entry)
         return out

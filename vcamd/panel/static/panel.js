@@ -127,11 +127,12 @@ function renderTransitions(list, ladder) {
   }
   for (const t of list.slice().reverse()) {
     const li = document.createElement("li");
-    const down = ladder.indexOf(t.to) > ladder.indexOf(t.from);  // a step down the quality ladder
+    const faces = t.faces_per_round || null;  // the faces swapped per round changed, not the rung
+    const down = faces ? faces.to !== "all" : ladder.indexOf(t.to) > ladder.indexOf(t.from);  // a step down
     li.className = down ? "down" : "up";
     const trig = t.trigger || {};
     const after = t.after || null;
-    let line = `${t.from} → ${t.to} · ${t.reason}`;
+    let line = faces ? `faces per round ${faces.from} → ${faces.to} · ${t.reason}` : `${t.from} → ${t.to} · ${t.reason}`;
     if (typeof trig.p95_ms === "number") line += ` · p95 ${trig.p95_ms.toFixed(1)} ms`;
     if (typeof trig.over_budget_share === "number") line += `, ${(trig.over_budget_share * 100).toFixed(0)}% over budget`;
     if (typeof trig.swap_age_p95_ms === "number") line += `, face p95 ${(trig.swap_age_p95_ms / 1000).toFixed(1)} s old`;
