@@ -14,14 +14,9 @@ each place the camera showed the newcomer (`leaks.find_leaks`).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import cv2
-import insightface
 import pytest
 
-from vcamd.bench import leaks, standins
-from vcamd.config import config_from_dict
+from vcamd.bench import leaks
 
 SIZE = (1280, 720)
 FPS = 15.0
@@ -36,37 +31,24 @@ SWAPPED_FACES = 40
 
 
 @pytest.fixture(scope="module")
-def scene(tmp_path_factory, assets: Path, checkers, stranger):
-    """(work folder, the clip with the newcomer's placements only, the stranger (crop, embedding))."""
+def scene(tmp_path_factory, checkers, beside_heads):
+    """(work folder, the clip with the newcomer's placements only)."""
     work = tmp_path_factory.mktemp("newcomer")
     both, recognizer = checkers
-
-    def head(image, face_px):
-        return leaks.head_cut(image, max(both[1].detect(image), key=lambda f: f.area), face_px)
-
-    newton = head(cv2.imread(str(assets / "images" / "newton.png")), SIZE[1] / 3)
-    newcomer = head(cv2.imread(str(Path(insightface.__file__).parent / "data" / "images" / "t1.jpg")), SIZE[1] / 4)
-    frames = leaks.beside_frames(newton, newcomer, CENTRES, SIZE)
+    frames = leaks.beside_frames(*beside_heads(SIZE[1]), CENTRES, SIZE)
     placements = []
     for centre in dict.fromkeys(c for c in CENTRES if c is not None):  # each place once
         frame = frames[CENTRES.index(centre)]
         placements += [p for p in leaks.placements_in(frame, both, recognizer) if p.face.box[0] > 0.5 * SIZE[0]]
     assert len(placements) >= 3, f"the newcomer should be found at several places of the slide, got {len(placements)}"
     clip = leaks.Clip(leaks.write_clip(work / "camera.avi", frames, FPS), SIZE, FPS, frames, placements)
-    return work, clip, stranger
+    return work, clip
 
 
-def test_a_newcomer_beside_a_tracked_face_is_never_published_recognisable(scene, checkers, assets):
-    work, clip, stranger = scene
+def test_a_newcomer_beside_a_tracked_face_is_never_published_recognisable(scene, checkers, stranger, stranger_config):
+    work, clip = scene
     both, recognizer = checkers
-    cfg = config_from_dict({
-        "models": {"detector": str(assets / "models" / "scrfd_500m_kps.onnx"),
-                   "swapper": str(leaks.build_identity_swapper(work / "stranger.onnx", stranger[0])),
-                   "recognizer": str(standins.build_recognizer(work / "recognizer.onnx")), "providers": ["cpu"], "threads": 1},
-        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True, "face_selection": "all",
-                 "on_miss": "blur"},
-        "camera": {"reopen_interval_s": 0.3, "stall_timeout_s": 0.5},
-    })
+    cfg = stranger_config(work, swap={"face_selection": "all"})
     published, stats = leaks.run_daemon_until(work, "beside", cfg, clip, frames=PUBLISHED, swapped_faces=SWAPPED_FACES)
     assert stats["faces"]["swapped"] >= SWAPPED_FACES
     found = leaks.find_leaks(published, clip.placements, both[:1], recognizer, swapped_identity=stranger[1])
