@@ -238,3 +238,20 @@ def test_bench_call_with_load_prints_quiet_and_loaded_runs_side_by_side_and_leav
     assert [run["load"] for run in call["runs"]] == [0, 1]
     assert all(run["published"] == 30 and run["first_frame_ms"] is not None for run in call["runs"])
     assert len(call["load_pids"]) == 1 and not _running(call["load_pids"][0])
+
+
+def test_a_call_row_names_a_change_of_faces_per_round_apart_from_a_rung_change(assets) -> None:
+    from vcamd.bench.scenarios import call_row
+    from vcamd.config import WatchdogConfig
+    from vcamd.live.measures.watchdog import Watchdog
+
+    now = [0.0]
+    dog = Watchdog(WatchdogConfig(), lambda: now[0])
+    for _ in range(120):  # on time, two faces 4 s old: the enhancer off, then one face per round
+        now[0] += 1 / 30
+        dog.observe(12.0, swap_age_ms=4000.0, faces_to_swap=2)
+    stats = {"frames": {"published": 120, "swapped": 100}, "swap_age_ms": {}, "startup_ms": {"first_frame": 1.0, "first_swap": 2.0},
+             "fps": {"published": 30.0}, "latency_ms": {"p99": 20.0}, "stages_ms": {},
+             "degradation": {"level_share": {}, "transitions": dog.history()}, "command": "vcamd run"}
+    row = call_row(stats, _settings(assets))
+    assert row["transitions"] == ["full→no_enhancer (swap_age)", "faces per round all→1 (swap_age)"]

@@ -258,9 +258,16 @@ def call_row(stats: dict, settings: BenchSettings) -> dict:
         "latency_p99_ms": stats["latency_ms"]["p99"],
         "swap_model_ms_p50": stats["stages_ms"].get("swap", {}).get("p50", 0.0),
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v},
-        "transitions": [f"{t['from']}→{t['to']} ({t['reason']})" for t in stats["degradation"]["transitions"]],
+        "transitions": [_transition_text(t) for t in stats["degradation"]["transitions"]],
         "command": stats["command"],
     }
+
+
+def _transition_text(t: dict) -> str:
+    """One watchdog transition of the stats JSON: a rung change, or the faces swapped per round."""
+    faces = t.get("faces_per_round")
+    change = f"faces per round {faces['from']}→{faces['to']}" if faces else f"{t['from']}→{t['to']}"
+    return f"{change} ({t['reason']})"
 
 
 def _loadavg() -> str:
