@@ -171,16 +171,18 @@ def test_ctrl_c_stops_the_engine_and_the_tray(x_session, tray_process, wait_for,
         display.close()
 
 
-def test_the_icon_is_shown_without_using_the_event_loops_connection_from_another_thread(x_session, monkeypatch):
-    """pystray's `icon.visible = True` (called from its setup thread) sends its requests to the
-    event loop over the loop's own X connection; python-xlib can then lose the reply the loop is
-    waiting for, and one daemon start stayed blocked 60 s in a loaded suite run. `show_xorg_icon`
-    sends them over a connection of its own: the loop's connection is used by the loop alone."""
+def test_the_icon_is_shown_and_stopped_without_using_the_event_loops_connection_from_another_thread(x_session, monkeypatch):
+    """pystray's `icon.visible = True` and `icon.stop()` (called from its setup thread) send their
+    requests to the event loop over the loop's own X connection; python-xlib can then lose the
+    reply the loop is waiting for: one daemon start stayed blocked 60 s in a loaded suite run, and
+    this test's own stop once left the loop and the setup thread waiting for good. `show_xorg_icon`
+    and `stop_xorg_icon` send them over a connection of their own: the loop's connection is used
+    by the loop alone."""
     import threading
 
     from vcamd.tray import render_icon
     from vcamd.tray.backends import import_pystray
-    from vcamd.tray.xorg import XorgWaker, show_xorg_icon
+    from vcamd.tray.xorg import XorgWaker, show_xorg_icon, stop_xorg_icon
 
     monkeypatch.setenv("DISPLAY", x_session.display)
     monkeypatch.setenv("PYSTRAY_BACKEND", "xorg")
@@ -209,13 +211,17 @@ def test_the_icon_is_shown_without_using_the_event_loops_connection_from_another
     def setup(icon) -> None:
         try:
             show_xorg_icon(icon)
-            seen["visible"], seen["from_elsewhere"] = icon.visible, list(from_elsewhere)
+            seen["visible"] = icon.visible
         finally:
             threading.Thread(target=waker.wake_until, args=(ended,), daemon=True).start()
-            icon.stop()
+            stop_xorg_icon(icon)
+            seen["from_elsewhere"] = list(from_elsewhere)
+            setup_done.set()
 
+    setup_done = threading.Event()
     try:
         icon.run(setup=setup)
     finally:
         ended.set()
+    assert setup_done.wait(60), "the setup thread did not get past its stop"  # the loop may end first
     assert seen == {"visible": True, "from_elsewhere": []}

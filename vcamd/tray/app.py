@@ -41,7 +41,7 @@ from vcamd.tray.view import (
     render_icon,
     view_from_status,
 )
-from vcamd.tray.xorg import XorgIconWindow, XorgWaker, enable_xorg_clicks, is_xorg, show_xorg_icon
+from vcamd.tray.xorg import XorgIconWindow, XorgWaker, enable_xorg_clicks, is_xorg, show_xorg_icon, stop_icon
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -306,7 +306,7 @@ class TrayApp:
         icon = self._icon
         if icon is None:
             return
-        icon.stop()
+        stop_icon(icon)
         if self._waker is not None:
             self._waker.wake_until(self._loop_ended)
 
@@ -426,7 +426,7 @@ def run_tray(
             setup(app)
         except BaseException as exc:  # noqa: BLE001 — handed to the main thread below
             failure.append(exc)
-            icon.stop()
+            stop_icon(icon)
             return
         app.start_polling()
 

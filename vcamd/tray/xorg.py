@@ -2,8 +2,8 @@
 
 That backend has no pop-up menu: a left click runs the default item. Four problems of it (with
 python-xlib 0.33) are worked around here: clicks never delivered (`enable_xorg_clicks`), a stop
-that leaves the event loop blocked (`XorgWaker`), and icon updates and the first show that
-deadlock its connection (`XorgIconWindow`, `show_xorg_icon`). Xlib is imported lazily: it
+that leaves the event loop blocked (`XorgWaker`), and icon updates, the first show and the stop
+that deadlock its connection (`XorgIconWindow`, `show_xorg_icon`, `stop_xorg_icon`). Xlib is imported lazily: it
 connects to the X server.
 
 What the deadlocks share: pystray runs a call made from another thread (`icon.visible = True`
@@ -87,6 +87,9 @@ class XorgWaker:
 SHOW_TIMEOUT_S = 60.0
 """How long `show_xorg_icon` waits for pystray's event loop to have shown the icon."""
 
+STOP_TIMEOUT_S = 10.0
+"""How long `stop_xorg_icon` waits for pystray's event loop to have run its stop."""
+
 
 def show_xorg_icon(icon: Any, timeout_s: float = SHOW_TIMEOUT_S) -> None:
     """`icon.visible = True` on the xorg backend, from any thread, without using the icon's own X
@@ -95,20 +98,62 @@ def show_xorg_icon(icon: Any, timeout_s: float = SHOW_TIMEOUT_S) -> None:
     in a reply (`get_geometry`, repainting an Expose) for 60 s while the setter's message went
     out on the same connection (one daemon start in a loaded run of the whole suite), and the
     daemon never started its camera. Here the same two messages go over a connection of our own
-    and the loop's answers are read from pystray's own queue. Raises what the loop's call raised,
-    or TimeoutError."""
+    (`_run_on_loop`). Raises what the loop's call raised, or TimeoutError."""
+    if icon.visible:
+        return
+    _run_on_loop(icon, ("_update_icon", "_show") if not icon._icon_valid else ("_show",), timeout_s)
+    icon._visible = True  # what the setter records once `_show` ran
+
+
+def stop_xorg_icon(icon: Any, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """`icon.stop()` on the xorg backend, from any thread, without using the icon's own X
+    connection. pystray's `stop()` from another thread sends its `_stop` over that connection and
+    waits for the loop's answer without a timeout: in a loaded suite run the loop was repainting
+    (`get_geometry`) when the stop went out, lost its reply, and both threads waited for good.
+    On the loop's own thread (or before the loop runs) pystray's stop is called as it is. A loop
+    that does not answer within `timeout_s` is logged, not waited for: `XorgWaker` then wakes it,
+    and the caller goes on stopping."""
+    loop = getattr(icon, "_thread", None)
+    if loop is None or loop.ident == threading.get_ident():
+        icon.stop()
+        return
+    if not icon._running:
+        return
+    try:
+        _run_on_loop(icon, ("_stop",), timeout_s)
+    except TimeoutError as exc:
+        log.warning("tray: %s", exc)
+    # The rest of pystray's stop(): its setup thread given time to end, the icon marked stopped
+    # (else its __del__ stops it again, over the loop's connection, once the X server may be gone).
+    setup = getattr(icon, "_setup_thread", None)
+    if setup is not None and setup.ident != threading.get_ident():
+        setup.join(timeout=icon.SETUP_THREAD_TIMEOUT)
+    icon._running = False
+
+
+def stop_icon(icon: Any) -> None:
+    """Stop a pystray icon from any thread: the xorg backend's with `stop_xorg_icon`, the others'
+    as pystray does."""
+    if is_xorg(icon):
+        stop_xorg_icon(icon)
+    else:
+        icon.stop()
+
+
+def _run_on_loop(icon: Any, names: tuple[str, ...], timeout_s: float) -> None:
+    """Have pystray's xorg event loop run its implementations `names` (those its
+    `_rewrite_implementation` dispatches: `_show`, `_stop`, ...) one after the other, asked over an X
+    connection of our own; each answer is read from pystray's own queue. Raises what the loop's call
+    raised, or TimeoutError."""
     import queue
 
     from Xlib import X
     from Xlib.display import Display
     from Xlib.protocol.event import ClientMessage
 
-    if icon.visible:
-        return
     display = Display(icon._display.get_display_name())
     try:
-        # pystray's names for the loop's own implementations (`_rewrite_implementation`).
-        for name in ("_update_icon", "_show") if not icon._icon_valid else ("_show",):
+        for name in names:  # pystray's atom for each: `_rewrite_implementation`
             message = ClientMessage(window=icon._window.id, client_type=display.intern_atom(f"_PYSTRAY_{name.upper()}"),
                                     data=(32, [X.CurrentTime, 0, 0, 0, 0]))
             display.send_event(icon._window.id, message, event_mask=X.NoEventMask)
@@ -121,7 +166,6 @@ def show_xorg_icon(icon: Any, timeout_s: float = SHOW_TIMEOUT_S) -> None:
                 raise answer[1].with_traceback(answer[2])
     finally:
         display.close()
-    icon._visible = True  # what the setter records once `_show` ran
 
 
 class XorgIconWindow:
