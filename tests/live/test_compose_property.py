@@ -430,3 +430,18 @@ def test_faces_not_swapped_by_choice_are_obscured_under_the_swap_and_counted_apa
     assert (composed.frame[uy0:uy1, ux0:ux1] == GREEN).all()  # the swap on top of the neighbour's cover
     shown = compose(Scene(raw.copy(), True, on_miss, True, [user], [object()]), paste_green)
     assert (shown.frame[y0:y1, x0:x1] == raw[y0:y1, x0:x1]).all() and shown.others_covered == 0
+
+
+def test_a_frame_whose_only_face_is_obscured_as_another_counts_as_covered_not_raw():
+    """face_selection = "largest" with the followed face not found in this frame: the one face in
+    view is obscured as another's; the frame is counted blurred (it was covered), not passthrough
+    (the raw camera) — a loaded run of a models-change test counted two such frames as raw."""
+    rng = np.random.default_rng(6)
+    raw = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
+    other = Face(box=(190.0, 100.0, 290.0, 220.0), score=0.9, kps=np.zeros((5, 2), np.float32))
+    composed = compose(Scene(raw.copy(), True, OnMiss.blur, True, [], [], others=[other]), paste_green)
+    x0, y0, x1, y1 = (int(v) for v in other.box)
+    assert (composed.frame[y0:y1, x0:x1] != raw[y0:y1, x0:x1]).any(axis=2).mean() > 0.9  # obscured
+    assert composed.outcome is Outcome.blurred and composed.faces == [] and composed.fresh_badge
+    nobody = compose(Scene(raw.copy(), True, OnMiss.blur, True, [], []), paste_green)
+    assert nobody.outcome is Outcome.passthrough and (nobody.frame == raw).all()
