@@ -357,8 +357,10 @@ def test_frame_skip_keeps_an_unselected_face_a_passthrough_not_a_blur_every_othe
     live_config, clip_20fps, face_engine_factory, recording_sink
 ):
     """At frame_skip, skipped frames took `found` from the reused targets: faces present but none
-    selected (face_selection = reference, someone else) became a 'miss' — blurred — every other frame."""
-    cfg = live_config(swap={"on_miss": "blur"})
+    selected (face_selection = reference, someone else) became a 'miss' — blurred — every other frame.
+    `others = "show"`: the face left alone by choice (with the default "obscure" it is obscured,
+    and counted blurred, on every frame)."""
+    cfg = live_config(swap={"on_miss": "blur", "others": "show"})
     faces = Wrapped(face_engine_factory(cfg), select=lambda found, frame: [])
     sink = recording_sink(keep_every=100)
     engine = make_engine(cfg, clip_20fps, faces, sink)
