@@ -180,11 +180,10 @@ class FrameWork:
         report = parts.tracker.locate(frame, self._index, level, deadline_s=self._track_deadline_s())
         self.unseen.looked(parts.tracker.looked, parts.tracker.vouch_size)
         report = replace(report, faces=self._steady.steady(report.faces, t_capture, self.policy.smoothing, report.appeared))
-        targets, report = self._select(report, frame)
-        self._faces_to_swap = len(targets)
-        targets, left_out = self._per_round(targets)
-        others = [f for f in report.faces if not any(f is t for t in targets) and not any(f is o for o in left_out)] \
-            if self.policy.others is Others.obscure else []
+        wanted, report = self._select(report, frame)
+        self._faces_to_swap = len(wanted)
+        others = [f for f in report.faces if not any(f is w for w in wanted)] if self.policy.others is Others.obscure else []
+        targets, left_out = self._per_round(wanted)
         others += left_out  # faces to swap the round leaves out: obscured whatever [swap] others says
         # Lost faces are covered when they were faces being swapped or covered (obscured
         # bystanders included); a bystander shown by choice (others = "show") stays alone.

@@ -153,11 +153,7 @@ def compose(scene: Scene, paste: Paste) -> Composed:
     faces = [o for o in outcomes if o is not None] + lost_outcomes
     altered = (unsure_covered > 0 or bool(scene.others) or bool(scene.unseen and scene.on_miss is not OnMiss.passthrough)
                or any(o is not FaceOutcome.passthrough for o in faces))
-    # A frame whose only faces are obscured as others (the followed face out of view, or not yet
-    # told by identity) is a covered frame, not the raw camera: "nobody to swap" is for frames
-    # where nothing was covered.
-    outcome = Outcome.blurred if not faces and scene.others else _frame_outcome(faces)
-    return Composed(frame, outcome, faces, fresh_badge=altered,
+    return Composed(frame, _frame_outcome(faces, others_covered=bool(scene.others)), faces, fresh_badge=altered,
                     all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces), unsure_covered=unsure_covered,
                     others_covered=len(scene.others))
 
@@ -191,9 +187,11 @@ def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None) ->
     return outcomes
 
 
-def _frame_outcome(faces: list[FaceOutcome]) -> Outcome:
+def _frame_outcome(faces: list[FaceOutcome], *, others_covered: bool = False) -> Outcome:
     if not faces:
-        return Outcome.passthrough  # nobody to swap here
+        # Nobody to swap here. A frame whose only faces were obscured as others (the followed face
+        # out of view, or not yet told by identity) was covered, not the raw camera.
+        return Outcome.blurred if others_covered else Outcome.passthrough
     if FaceOutcome.passthrough in faces:
         return Outcome.passthrough
     if FaceOutcome.obscured in faces:
