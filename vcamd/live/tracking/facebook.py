@@ -14,6 +14,7 @@ lower detection size (the watchdog's low_res level) stay lost, never vanish.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,9 +39,14 @@ fps), whatever full detections say: a head turned away is not found by any detec
 still there and may be recognised in profile."""
 
 
-JUMP_FRAMES = 3
-"""A face that appears in a full detection of a frame at most this many frames after another face
-was lost is taken for that face having moved (see `FaceBook.take_full`)."""
+JUMP_FRAMES = 12
+"""A face that appears in the first whole look taken at or after another face's loss is taken for
+that face having moved (see `FaceBook.take_full`), when that look ran on a frame at most this many
+frames after the loss. Not the next three frames, as it was: the look asked for at the loss starts
+only when the full detector is free, and one in flight takes 100–300 ms on a loaded CPU, so in
+about one call-bench run of six the jump look ran on a frame 4–6 after the loss and the old place
+stayed held for LOST_KEEP_FRAMES (docs/reliability.md, "A jump missed while the full detector was
+busy")."""
 
 JUMP_SIZE_CHANGE = 0.35
 """... when their widths differ by at most this share of the lost face's width."""
@@ -77,6 +83,18 @@ class _Seen:
     face: Face
     size: int  # detector input size it was last found at by a full detection
     lost_at: int = -1  # frame index it was lost at (lost faces only)
+    jump_looked: bool = False  # the jump rule's look (the first whole, fine enough one after the loss) was taken
+
+
+def _jump_look_due(lost: _Seen, frame_index: int) -> bool:
+    """The jump rule's look for `lost` is still to come, for a frame at `frame_index`."""
+    return not lost.jump_looked and 0 <= frame_index - lost.lost_at <= JUMP_FRAMES
+
+
+def _is_jump_look(result: FullDetection, lost: _Seen) -> bool:
+    """`result` is the jump rule's look for `lost`: the first whole look after the loss, as fine as
+    the detection that last found it, on a frame at most JUMP_FRAMES after the loss."""
+    return result.whole and result.input_size >= lost.size and _jump_look_due(lost, result.frame_index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +191,14 @@ class FaceBook:
         matched: set[int] = set()
         tracks: list[_Seen] = []
         appeared: list[Face] = []
-        for face in result.faces:
+        # A face lost after the frame this detection ran on was looked for since, where it was, and
+        # not found: the detection's older picture of it says nothing about where it is now. Taken
+        # as found again, it put the track back at the old place, the crop missed it there a second
+        # time, and the look after that second loss came from a frame before it, so the jump rule
+        # never applied: the old place held for LOST_KEEP_FRAMES in about one call-bench run of
+        # six (docs/reliability.md, "A face lost after the frame a detection ran on").
+        faces = [f for f in result.faces if not any(s.lost_at > result.frame_index and near(f, s.face) for s in self._lost)]
+        for face in faces:
             j = next((i for i, s in enumerate(previous) if i not in matched and near(face, s.face)), None)
             if j is None:
                 appeared.append(face)
@@ -189,17 +214,18 @@ class FaceBook:
         # camera that restarted its picture), its old place is free again. Anything less clear
         # (two lost, two appeared) keeps every lost place covered. (A new face appearing just as
         # the only other one turns away would be taken for it: a limit of the bookkeeping.)
-        if len(appeared) == 1 and len(self._lost) == 1 and result.whole:
+        if len(appeared) == 1 and len(self._lost) == 1 and _is_jump_look(result, self._lost[0]):
             lost, face = self._lost[0], appeared[0]
-            if (0 <= result.frame_index - lost.lost_at <= JUMP_FRAMES and result.input_size >= lost.size
-                    and abs(face.width - lost.face.width) <= JUMP_SIZE_CHANGE * lost.face.width):
+            if abs(face.width - lost.face.width) <= JUMP_SIZE_CHANGE * lost.face.width:
                 self._lost = []
+        # Only the first such look can tell a jump: a face appearing later is someone else.
+        self._lost = [dataclasses.replace(s, jump_looked=True) if _is_jump_look(result, s) else s for s in self._lost]
         # A lost face is found again near a detected face; it is gone when a detection of a frame
         # LOST_KEEP_FRAMES after the loss, at least as fine as where it was last found, and looking
         # where it was, does not see it.
         self._lost = [
             s for s in self._lost
-            if not any(near(f, s.face) for f in result.faces)
+            if not any(near(f, s.face) for f in faces)
             and (result.frame_index < s.lost_at + LOST_KEEP_FRAMES or result.input_size < s.size or not result.covers(s.face))
         ]
         # Where the faces are is known again only from a look at the whole frame (a lost face may be anywhere).
@@ -244,7 +270,7 @@ class FaceBook:
         climbs. Between the two the rung's own looks do (a finer one each frame would cost the
         CPU the rung is there to save)."""
         return max((s.size for s in self._lost if s.size > size
-                    and (frame_index - s.lost_at <= JUMP_FRAMES or frame_index >= s.lost_at + LOST_KEEP_FRAMES)), default=0)
+                    and (_jump_look_due(s, frame_index) or frame_index >= s.lost_at + LOST_KEEP_FRAMES)), default=0)
 
     @property
     def to_redetect(self) -> list[Face]:
