@@ -342,6 +342,17 @@ def test_one_old_face_is_not_capped_and_a_pinned_quality_swaps_every_face():
     assert dog.faces_per_round is None
 
 
+def test_a_second_face_that_left_the_window_does_not_cap_the_one_still_there():
+    """The cap judges the frames of the window, as the latencies and the ages are: a second face
+    seen earlier (young then) and gone for a whole window does not make one old face "several"."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=False)
+    feed_faces(dog, clock, lambda cap: 500.0, 10, faces=2)  # a visitor, while the face is young
+    feed_faces(dog, clock, lambda cap: 500.0, 2 * dog.cfg.window, faces=1)  # gone for two windows
+    assert feed_faces(dog, clock, lambda cap: 4000.0, 30 * 10, faces=1) == []
+    assert dog.faces_per_round is None
+
+
 def test_the_enhancer_goes_first_and_comes_back_only_after_every_face_is_swapped_again():
     clock = FakeClock()
     dog = Watchdog(WatchdogConfig(swap_age_budget_ms=1500.0), clock, enhancer_enabled=True)

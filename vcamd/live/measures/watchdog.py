@@ -170,7 +170,7 @@ class Watchdog:
         self._fits_since: float | None = None
         self._failed_climbs = 0
         self._faces_cap: int | None = None  # faces swapped per round (None: every face)
-        self._most_faces = 0  # the most faces a frame of the window had to swap
+        self._faces_to_swap: deque[int] = deque(maxlen=cfg.window)  # per frame of the window, the faces it had to swap
         self._young_since: float | None = None  # since when the swap age has had headroom
         self._failed_uncaps = 0
 
@@ -211,7 +211,7 @@ class Watchdog:
         if warming:
             return []
         self._latencies.append(float(latency_ms))
-        self._most_faces = max(self._most_faces, faces_to_swap)
+        self._faces_to_swap.append(faces_to_swap)
         if swap_age_ms is not None:
             self._swap_ages.append(float(swap_age_ms))
         for name, ms in (stage_ms or {}).items():
@@ -278,7 +278,7 @@ class Watchdog:
                                                                                      boost_configured=boost):
                 self._failed_climbs += 1  # the climb made the face old again: the next one waits twice as long
             return self._move(now, faster, "swap_age", self._window_stats())
-        if old and self._faces_cap is None and self._most_faces > 1:
+        if old and self._faces_cap is None and max(self._faces_to_swap, default=0) > 1:
             last = self.transitions[-1] if self.transitions else None
             if last is not None and last.faces_per_round == (1, None):
                 self._failed_uncaps += 1  # giving the faces back made them old again: wait longer next time
@@ -347,7 +347,7 @@ class Watchdog:
         self._headroom_since = None
         self._fits_since = None
         self._young_since = None
-        self._most_faces = 0
+        self._faces_to_swap.clear()
 
     def _window_stats(self, stages: bool = True) -> WindowStats:
         lat = sorted(self._latencies)
