@@ -247,8 +247,8 @@ def test_a_face_that_jumps_while_the_full_detector_is_busy_frees_its_old_place_a
     """The look asked for at a jump starts only when the full detector is free: one in flight
     takes 100–300 ms on a loaded CPU. The first look after the loss finds the face at its new place
     and frees the old one, however many frames (up to JUMP_FRAMES) it waited. With the old rule
-    (a look of a frame at most 3 after the loss) the old place stayed held for LOST_KEEP_FRAMES:
-    the call bench's 35–40 held frames in about one run of six. A face appearing only at a later
+    (a look of a frame at most 3 after the loss) the old place stayed held for LOST_KEEP_FRAMES
+    once the detector was busy 3 frames or more. A face appearing only at a later
     look is not taken for the lost one (it may be someone else): the old place stays covered."""
     from vcamd.live.tracking.cropplan import DetectCosts
     from vcamd.live.tracking.facebook import JUMP_FRAMES

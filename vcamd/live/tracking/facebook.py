@@ -42,11 +42,10 @@ still there and may be recognised in profile."""
 JUMP_FRAMES = 12
 """A face that appears in the first whole look taken at or after another face's loss is taken for
 that face having moved (see `FaceBook.take_full`), when that look ran on a frame at most this many
-frames after the loss. Not the next three frames, as it was: the look asked for at the loss starts
-only when the full detector is free, and one in flight takes 100–300 ms on a loaded CPU, so in
-about one call-bench run of six the jump look ran on a frame 4–6 after the loss and the old place
-stayed held for LOST_KEEP_FRAMES (docs/reliability.md, "A jump missed while the full detector was
-busy")."""
+frames after the loss. The look asked for at the loss starts only when the full detector is free
+(one in flight takes 100–300 ms on a loaded CPU), so it may run on a frame several after the loss:
+a window of 3 frames missed it then (docs/reliability.md, "A face lost after the frame a
+detection ran on")."""
 
 JUMP_SIZE_CHANGE = 0.35
 """... when their widths differ by at most this share of the lost face's width."""
