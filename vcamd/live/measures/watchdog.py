@@ -75,15 +75,21 @@ class Transition:
     """(before, after) of `Watchdog.faces_per_round` (None: every face); equal unless this
     transition capped or uncapped the faces swapped per round."""
 
+    @property
+    def faces_per_round_change(self) -> tuple[str, str] | None:
+        """(before, after) of the faces swapped per round as the log and the stats name them
+        ("all", "1"); None when this transition left them as they were."""
+        before, after = self.faces_per_round
+        return None if before == after else (_faces_name(before), _faces_name(after))
+
     def log_line(self) -> str:
         """One structured line: key=value pairs a human and grep can both read."""
         t = self.trigger
         stages = " ".join(f"{k}_p95_ms={v:.1f}" for k, v in sorted(t.stage_p95_ms.items()))
         if t.swap_age_p95_ms is not None:
             stages = f"swap_age_p95_ms={t.swap_age_p95_ms:.0f} swap_age_over={t.swap_age_over_share:.2f} {stages}"
-        faces = ""
-        if self.faces_per_round[0] != self.faces_per_round[1]:
-            faces = f"faces_per_round={_faces_name(self.faces_per_round[0])}->{_faces_name(self.faces_per_round[1])} "
+        change = self.faces_per_round_change
+        faces = f"faces_per_round={change[0]}->{change[1]} " if change else ""
         return (
             f"watchdog transition t={self.time:.3f} from={self.from_level.name} to={self.to_level.name} "
             f"reason={self.reason} {faces}window={t.frames} p50_ms={t.p50_ms:.1f} p95_ms={t.p95_ms:.1f} "
@@ -371,8 +377,8 @@ class Watchdog:
                 "trigger": to_jsonable(asdict(t.trigger), digits=2),
             }
             r = results.get(id(t))
-            if t.faces_per_round[0] != t.faces_per_round[1]:
-                entry["faces_per_round"] = {"from": _faces_name(t.faces_per_round[0]), "to": _faces_name(t.faces_per_round[1])}
+            if change := t.faces_per_round_change:
+                entry["faces_per_round"] = {"from": change[0], "to": change[1]}
             entry["after"] = to_jsonable(asdict(r.after), digits=2) if r else None
             out.append(entry)
         return out
