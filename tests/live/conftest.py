@@ -120,14 +120,14 @@ def run_live(face_engine_factory, recording_sink):
     """Run the live engine on a video-file camera for `frames` published frames.
 
     Returns (stats JSON, the recording sink, the engine). `wrap` may wrap the face engine (to make
-    its swapper block or crash). With `until`, `frames` is only a cap: the run stops as soon as
+    its swapper block or crash); `before_run(engine)` is called once it is built. With `until`, `frames` is only a cap: the run stops as soon as
     `until(sink)` holds — for a condition whose frame count depends on how busy the machine is
     (how many detections fit in a second), never a guessed frame count."""
     from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
 
     def run(cfg: Config, clip: Path, *, frames: int, loop: bool = True, wrap=None, keep_every: int = 5,
-            until: Callable[[RecordingSink], bool] | None = None):
+            until: Callable[[RecordingSink], bool] | None = None, before_run: Callable[[object], None] | None = None):
         faces = face_engine_factory(cfg)
         if wrap is not None:
             faces = wrap(faces)
@@ -135,6 +135,8 @@ def run_live(face_engine_factory, recording_sink):
         engine = LiveEngine(
             cfg, source=open_source(str(clip), cfg.camera, loop=loop), sink_factory=lambda w, h, fps: sink, faces=faces,
         )
+        if before_run is not None:
+            before_run(engine)
         if until is None:
             return engine.run(max_frames=frames), sink, engine
         done = threading.Event()

@@ -3,6 +3,7 @@ without a detector run, precisely; a face that changed in any other way is re-de
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -167,15 +168,79 @@ def test_the_live_loop_asks_for_a_swap_only_when_the_tracker_looked_again_and_ne
     from tests.live.test_engine import leaks_raw_face, raw_face_regions
 
     cfg = live_config()
-    stats, sink, engine = run_live(cfg, clip_20fps, frames=40, keep_every=1)
-    slot = engine.parts.worker.jobs
-    jobs = slot.taken_count + slot.dropped + slot.depth  # every job handed in
+    handed: list[tuple[bool, bool]] = []  # per job handed in: (a followed frame, the worker idle with a swap to paste)
+
+    stats, sink, engine = run_live(cfg, clip_20fps, frames=40, keep_every=1, before_run=lambda e: _record_jobs(e, handed))
     assert engine.parts.tracker.followed_frames >= 10
-    assert jobs <= 40 - engine.parts.tracker.followed_frames + 1, f"{jobs} swap jobs for 40 frames"
+    # A followed frame hands a job in only while a swap is running (the newest frame for the next
+    # one, next test); an idle worker with a swap to paste gets none for a face that only moved.
+    assert not any(followed and idle for followed, idle in handed), handed
+    fresh = sum(1 for followed, _ in handed if not followed)
+    assert fresh <= 40 - engine.parts.tracker.followed_frames + 1, f"{fresh} swap jobs from detections for 40 frames"
     f = stats["frames"]
     assert f["passthrough"] == 0 and f["swapped"] >= 30
     raws = raw_face_regions(clip_20fps, face_engine_factory(cfg))
     assert not any(leaks_raw_face(frame, raws) for frame in sink.frames)
+
+
+def _record_jobs(engine, handed: list[tuple[bool, bool]]) -> None:
+    """Wrap the swap worker's `submit`: each job handed in, with whether the frame was followed
+    (the frame work's report for it) and whether the worker was idle with a result to paste."""
+    worker, frames = engine.parts.worker, engine.frames
+    submit = worker.submit
+
+    def recorded(job) -> None:
+        handed.append((frames._report.followed, worker.idle and worker.latest()[0] is not None))
+        submit(job)
+
+    worker.submit = recorded
+
+
+def test_while_a_swap_runs_the_job_waiting_for_it_is_the_newest_frame_followed_or_not(live_config, clip_20fps, run_live) -> None:
+    """A swap held (the first one after a swap landed) while the face slides: a followed frame's
+    job replaces the one waiting, and the job the worker takes once released is that frame's or
+    newer — not the last detection's, up to a few frames older (the face on screen that much
+    older for the whole next swap). Before, followed frames handed nothing in: never released."""
+    release, holding = threading.Event(), threading.Event()
+    engines: list = []
+
+    class Held:
+        def __init__(self, faces) -> None:
+            self._faces = faces
+
+        def __getattr__(self, name):
+            return getattr(self._faces, name)
+
+        def swap_faces(self, *args, **kw):
+            if engines and engines[0].parts.worker.latest()[0] is not None and not holding.is_set():
+                holding.set()
+                release.wait(30)
+            return self._faces.swap_faces(*args, **kw)
+
+    trigger: list[float] = []  # the followed frame whose job was handed in while the swap was held
+    taken: list[float] = []  # jobs the worker took after the release
+
+    def watch(engine) -> None:
+        engines.append(engine)
+        worker, frames = engine.parts.worker, engine.frames
+        submit, work = worker.submit, worker._work
+
+        def recorded(job) -> None:
+            if holding.is_set() and not release.is_set() and frames._report.followed:
+                trigger.append(job.t_capture)
+                release.set()
+            submit(job)
+
+        def working(job):
+            if release.is_set():
+                taken.append(job.t_capture)
+            return work(job)
+
+        worker.submit, worker._work = recorded, working
+
+    run_live(live_config(), clip_20fps, frames=400, wrap=Held, before_run=watch, until=lambda sink: bool(taken))
+    assert trigger, "no followed frame's job was handed in while a swap ran"
+    assert taken and taken[0] >= trigger[0]
 
 
 def test_a_still_face_gets_the_last_frames_paste_back_and_never_shows_raw(live_config, tmp_path, newton, run_live, face_engine_factory):

@@ -193,10 +193,13 @@ class FrameWork:
         stage_ms["detect"] = (t1 - t0) * 1000.0
         parts.stats.record_stage("detect", stage_ms["detect"])
         # The swap worker gets the newest face region (it never waits) — unless every face only
-        # moved since the tracker last detected it (`FaceReport.followed`): the swap made for that
-        # detection's frame is the same face, pasted below where it is now (the tracker detects
-        # again, and a new swap is asked for, at least every few frames).
-        if targets and report.known and not (report.followed and self._has_swap()):
+        # moved since the tracker last detected it (`FaceReport.followed`) and the worker is idle:
+        # the swap made for that detection's frame is the same face, pasted below where it is now
+        # (the tracker detects again, and a new swap is asked for, at least every few frames).
+        # While a swap runs, every frame's region replaces the job waiting for it, followed or
+        # not: the next swap starts on the newest frame, not on the last detection's, up to a
+        # few frames older (the face on screen is that much older for the whole next swap).
+        if targets and report.known and not (report.followed and self._has_swap() and self._parts.worker.idle):
             self._submit(frame, targets, level, t_capture)
             stage_ms["submit"] = (parts.clock() - t1) * 1000.0
             parts.stats.record_stage("submit", stage_ms["submit"])
