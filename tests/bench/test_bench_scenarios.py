@@ -166,7 +166,8 @@ def test_bench_refuses_frame_rates_and_counts_it_cannot_measure(assets):
     for bad, flag in ((("--fps", "0"), "--fps"), (("--fps", "nan"), "--fps"), (("--fps", "1e9"), "--fps"),
                       (("--scenarios", "inswapper", "--inswapper-frames", "0"), "--inswapper-frames"),
                       (("--threads", "-2"), "--threads"), (("--scenarios", "resolution", "--rounds", "0"), "--rounds"),
-                      (("--scenarios", "call", "--rounds", "0"), "--rounds"), (("--load", "-1"), "--load")):
+                      (("--scenarios", "call", "--rounds", "0"), "--rounds"), (("--load", "-1"), "--load"),
+                      (("--swap-ms", "0"), "--swap-ms"), (("--swap-ms", "nan"), "--swap-ms")):
         one_clear_line(run_vcamd(*base, *bad, timeout=30), flag)
 
 
@@ -228,7 +229,7 @@ def test_bench_call_with_load_prints_quiet_and_loaded_runs_side_by_side_and_leav
     assert not here.is_absolute()
     proc = run_vcamd("bench", "--face", here / "images" / "newton.png", "--detector", here / "models" / "scrfd_500m_kps.onnx",
                      "--providers", "cpu", "--scenarios", "call", "--load", "1", "--rounds", "1", "--frames", "30",
-                     "--resolution", "480p", "--json", out, timeout=600)
+                     "--resolution", "480p", "--swap-ms", "40", "--json", out, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     head = next(line for line in proc.stdout.splitlines() if line.startswith("measure"))
     assert head.index("quiet #1") < head.index("1 busy #1")
@@ -238,6 +239,27 @@ def test_bench_call_with_load_prints_quiet_and_loaded_runs_side_by_side_and_leav
     assert [run["load"] for run in call["runs"]] == [0, 1]
     assert all(run["published"] == 30 and run["first_frame_ms"] is not None for run in call["runs"])
     assert len(call["load_pids"]) == 1 and not _running(call["load_pids"][0])
+    # The swapper was built to the asked cost on this machine, and says what it measured.
+    assert call["swap_convs"] >= 1 and call["swap_ms"]["asked"] == 40 and call["swap_ms"]["measured"] > 0
+    assert f"{call['swap_convs']} heavy convolutions" in proc.stdout and "--swap-ms 40" in proc.stdout
+
+
+def test_the_call_swapper_gets_as_many_convolutions_as_make_the_asked_cost_here(tmp_path) -> None:
+    """`build_call_swapper` from what the light swap and the probe cost (a model's time here from
+    its number of heavy convolutions: 2 ms + 30 ms each, as if measured), then the built one timed."""
+    import re
+
+    from vcamd.bench.callswapper import MAX_CONVS, PROBE_CONVS, build_call_swapper, convs_for
+
+    def time_model(path: Path) -> float:
+        return 2.0 + 30.0 * int(re.search(r"swapper_call(\d+)", path.name).group(1))
+
+    built = build_call_swapper(tmp_path, 370.0, ["cpu"], 1, time_model=time_model)
+    assert built.convs == 12 and built.path.name == "swapper_call12.onnx" and built.path.is_file()
+    assert built.measured_ms == 362.0 and built.target_ms == 370.0
+    assert (tmp_path / f"swapper_call{PROBE_CONVS}.onnx").is_file()
+    assert convs_for(370.0, 2.0, 0.0) == MAX_CONVS  # a device where the probe costs nothing more
+    assert convs_for(10.0, 20.0, 5.0) == 1 and convs_for(1e6, 1.0, 1.0) == MAX_CONVS
 
 
 def test_a_call_row_names_a_change_of_faces_per_round_apart_from_a_rung_change(assets) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from vcamd.bench.settings import CALL_SWAP_CONVS, BenchSettings
+from vcamd.bench.settings import BenchSettings
 from vcamd.quality import BEST
 
 # Targets from the live-daemon issue (720p / 30 fps on a 2-core CPU).
@@ -212,7 +212,8 @@ def format_call_table(call: dict, settings: BenchSettings) -> str:
     threads = call.get("threads", settings.threads)
     title = (
         f"vcamd bench call — `vcamd run` at {settings.width}×{settings.height} @ {settings.fps:g} fps, {settings.frames} frames a run, "
-        f"swapper: light + {call.get('swap_convs', CALL_SWAP_CONVS)} heavy convolutions, ONNX Runtime threads {threads}"
+        f"swapper: light + {call['swap_convs']} heavy convolutions ({call['swap_ms']['measured']:.0f} ms a swap here, quiet; "
+        f"--swap-ms {call['swap_ms']['asked']:g}), ONNX Runtime threads {threads}"
         f"{' (all cores)' if threads == 0 else ''}, busy processes at normal priority: {settings.load}"
     )
     return "\n".join([title, fmt_line(head), fmt_line(["-" * w for w in widths]), *(fmt_line(b) for b in body)])

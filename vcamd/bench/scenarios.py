@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from vcamd.bench.report import TARGET_P99_BUDGET_MS
-from vcamd.bench.settings import BUSY_CODE, CALL_SWAP_CONVS, RESOLUTIONS, BenchSettings
+from vcamd.bench.settings import BUSY_CODE, RESOLUTIONS, BenchSettings
 from vcamd.quality import BEST, Level, worst
 
 log = logging.getLogger(__name__)
@@ -94,19 +94,19 @@ def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, in
     return path
 
 
-def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, face_selection: str | None = None):
+def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, face_selection: str | None = None,
+                    swapper: Path | None = None):
     """The config a scenario runs with: the bench's detector and providers, stand-in swapper
-    (light, or compute-equivalent for `inswapper`) and recognizer built in `tmpdir`, enhancer off."""
+    (light, compute-equivalent for `inswapper` and `startup`, or the one given) and recognizer
+    built in `tmpdir`, enhancer off."""
     from vcamd.bench.standins import build_recognizer, build_swapper
     from vcamd.config import config_from_dict
 
-    suffix = "_fp16" if settings.fp16 else ""
-    compute_equivalent = name in ("inswapper", "startup")
-    heavy_convs = CALL_SWAP_CONVS if name == "call" else 0
-    kind = "inswapper" if compute_equivalent else "call" if heavy_convs else "light"
-    swapper = tmpdir / f"swapper_{kind}{suffix}.onnx"
-    if not swapper.exists():
-        build_swapper(swapper, fp16=settings.fp16, compute_equivalent=compute_equivalent, heavy_convs=heavy_convs)
+    if swapper is None:
+        compute_equivalent = name in ("inswapper", "startup")
+        swapper = tmpdir / f"swapper_{'inswapper' if compute_equivalent else 'light'}{'_fp16' if settings.fp16 else ''}.onnx"
+        if not swapper.exists():
+            build_swapper(swapper, fp16=settings.fp16, compute_equivalent=compute_equivalent)
     recognizer = tmpdir / "recognizer.onnx"
     if not recognizer.exists():
         build_recognizer(recognizer)
@@ -227,8 +227,14 @@ def busy_processes(n: int):
 def run_call(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
     """`settings.rounds` runs of `vcamd run` with the call's swapper; with `settings.load`, each
     followed by one under that many busy processes (interleaved: the machine's own drift falls on
-    both). Each run: `call_row` of its stats, with /proc/loadavg before and after."""
-    cfg = scenario_config("call", settings, tmpdir, base)
+    both). Each run: `call_row` of its stats, with /proc/loadavg before and after. The swapper
+    costs `settings.swap_ms` a face here, measured before the first run (`callswapper`)."""
+    from vcamd.bench.callswapper import build_call_swapper
+
+    swapper = build_call_swapper(tmpdir, settings.swap_ms, settings.providers, settings.threads, fp16=settings.fp16)
+    log.info("bench: the call's swapper: light + %d heavy convolutions, %.0f ms a swap here (asked: %.0f)",
+             swapper.convs, swapper.measured_ms, swapper.target_ms)
+    cfg = scenario_config("call", settings, tmpdir, base, swapper=swapper.path)
     runs: list[dict] = []
     pids: list[int] = []
     for i in range(settings.rounds):
@@ -238,7 +244,8 @@ def run_call(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
                 pids += busy
                 stats = run_vcamd(cfg, settings, clip, tmpdir, "call")
             runs.append(call_row(stats, settings) | {"round": i + 1, "load": load, "loadavg": [before, _loadavg()]})
-    return {"runs": runs, "load_pids": pids, "threads": settings.threads, "swap_convs": CALL_SWAP_CONVS,
+    return {"runs": runs, "load_pids": pids, "threads": settings.threads, "swap_convs": swapper.convs,
+            "swap_ms": {"asked": swapper.target_ms, "measured": round(swapper.measured_ms, 1)},
             "command": runs[0]["command"] if runs else None}
 
 

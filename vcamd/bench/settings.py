@@ -11,9 +11,9 @@ SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup", "call")
 DEFAULT_SCENARIOS = ("light", "inswapper")
 
 GROUP_PHOTO = "solvay_conference_1927.png"
-CALL_SWAP_CONVS = 8
-"""The call scenario's swapper: the light swap plus this many heavy convolutions (~0.37 s per face
-on one core here: `vcamd.bench.standins.build_swapper(heavy_convs=)`)."""
+CALL_SWAP_MS = 370.0
+"""What the call scenario's swapper costs a face, quiet, as the run's swapper runs (`--swap-ms`):
+the swapper the call's targets were set for. Built to measure on each machine (`callswapper`)."""
 BUSY_CODE = "import os; os.write(1, b'.'); os.close(1)\nwhile 1: pass"
 """What a busy process of `--load` runs: one core's worth of CPU at normal priority. It writes one
 byte before the loop, so the bench starts measuring once the load is really there (a process just
@@ -36,6 +36,7 @@ class BenchSettings:
     group_photo: Path | None = None
     rounds: int = 1
     load: int = 0
+    swap_ms: float = CALL_SWAP_MS
 
 
 def settings_dict(s: BenchSettings) -> dict:
@@ -43,5 +44,5 @@ def settings_dict(s: BenchSettings) -> dict:
         "face": str(s.face), "detector": s.detector, "width": s.width, "height": s.height, "fps": s.fps,
         "frames": s.frames, "inswapper_frames": s.inswapper_frames, "providers": s.providers, "threads": s.threads, "fp16": s.fp16,
         "quality": s.quality, "group_photo": str(s.group_photo) if s.group_photo else None, "rounds": s.rounds,
-        "load": s.load,
+        "load": s.load, "swap_ms": s.swap_ms,
     }

@@ -20,8 +20,9 @@ frame at 30 fps, publishing to the null sink. Scenarios:
   compiles vcamd's modules from source). `--threads` applies (default 1; a user's default config
   has `[models] threads = 0`, every core): the title says which;
 * `call` — what a video call asks: `vcamd run` started as a user starts it (as `startup`), with a
-  swapper of a call's cost (`CALL_SWAP_CONVS` heavy convolutions: ~0.37 s per face on one core of
-  a small CPU), for `--frames` frames, in `--rounds` runs; with `--load N`, each run is followed
+  swapper of a call's cost (`--swap-ms`, default 370 ms a face: the light swap plus as many heavy
+  convolutions as take that long on this machine, measured quiet before the runs:
+  `vcamd.bench.callswapper`), for `--frames` frames, in `--rounds` runs; with `--load N`, each run is followed
   by one with N busy processes (`python -c 'while 1: pass'` at normal priority, the call app)
   for its whole length, killed after it whatever happens. Quiet and loaded runs print side by
   side: frames swapped after the first swap, swap age, first frame and first swap beside fps
@@ -42,7 +43,15 @@ import json
 import logging
 from pathlib import Path
 
-from vcamd.bench.settings import DEFAULT_SCENARIOS, GROUP_PHOTO, RESOLUTIONS, SCENARIOS, BenchSettings, settings_dict
+from vcamd.bench.settings import (
+    CALL_SWAP_MS,
+    DEFAULT_SCENARIOS,
+    GROUP_PHOTO,
+    RESOLUTIONS,
+    SCENARIOS,
+    BenchSettings,
+    settings_dict,
+)
 from vcamd.commands import add_config_option, check_output_file
 from vcamd.quality import Level
 
@@ -65,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"comma-separated, from: {', '.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)}). "
                         "groups: a 29-face group photo as a still camera with face_selection = \"all\"; "
                         "resolution: CPU-ms per frame at 1080p against 480p; call: `vcamd run` with a swapper of a call's "
-                        "cost (~0.37 s a face), swap age and start-up beside fps (with --load N: quiet and loaded runs side by side)")
+                        "cost (--swap-ms), swap age and start-up beside fps (with --load N: quiet and loaded runs side by side)")
     p.add_argument("--group-photo", type=Path, default=None, metavar="PHOTO",
                    help=f"the groups scenario's photo (default: {GROUP_PHOTO} next to --face)")
     p.add_argument("--quality", choices=[level.name for level in Level], default=None,
@@ -78,6 +87,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--load", type=int, default=0, metavar="N",
                    help="call: after each quiet run, one with N busy processes at normal priority "
                         "(python -c 'while 1: pass', the call app) for the run's length; quiet and loaded rows side by side (default 0: quiet only)")
+    p.add_argument("--swap-ms", type=float, default=CALL_SWAP_MS, metavar="MS",
+                   help=f"call: what the stand-in swapper costs a face on this machine, quiet (default {CALL_SWAP_MS:g}: the swapper the "
+                        "call's targets are for; built to measure before the runs, as CPUs differ 2× and more)")
     p.add_argument("--fps", type=float, default=30.0, help="the clip's (camera's) frame rate")
     p.add_argument("--frames", type=int, default=300, metavar="N", help="published frames measured per scenario")
     p.add_argument("--inswapper-frames", type=int, default=900, metavar="N",
@@ -116,6 +128,8 @@ def handle(args: argparse.Namespace) -> int:
         raise VcamdError(f"--rounds {args.rounds}: the resolution and call scenarios need at least one round", fix="use 1 or more, e.g. 3")
     if not 0 <= args.load <= 64:
         raise VcamdError(f"--load {args.load}: not a number of busy processes", fix="use 0 (quiet only) to 64, e.g. 2")
+    if not 10 <= args.swap_ms <= 10_000:  # also refuses NaN
+        raise VcamdError(f"--swap-ms {args.swap_ms:g}: not a swap's cost in milliseconds", fix="use 10 to 10000, e.g. 370")
     if args.threads < 0:
         raise VcamdError(f"--threads {args.threads}: cannot be negative", fix="use 0 (all cores) or a positive number")
     if args.json is not None:
@@ -139,6 +153,7 @@ def handle(args: argparse.Namespace) -> int:
         group_photo=args.group_photo or Path(face).parent / GROUP_PHOTO,
         rounds=args.rounds,
         load=args.load,
+        swap_ms=args.swap_ms,
     )
     if "groups" in scenarios and not settings.group_photo.is_file():
         raise VcamdError(f"--group-photo: {settings.group_photo} not found", fix="pass --group-photo PHOTO (a photo with many faces)")
