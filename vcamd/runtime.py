@@ -13,9 +13,11 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vcamd.cores import core_split
 from vcamd.errors import ModelError, VcamdError
 
 if TYPE_CHECKING:
@@ -142,22 +144,36 @@ class Sessions:
         get instead — the seam for fault injection in tests and for profiling."""
         self.providers = resolve_providers(list(providers or ["auto"]))
         self.threads = threads or os.cpu_count() or 1
+        self.core_split = core_split(threads)
+        """Where the swap worker's sessions run (`vcamd.cores`); None: on `helper_threads()` threads, unpinned."""
         self._wrap = wrap
         self._sessions: dict[tuple[Path, tuple[int, int] | None], _Slot] = {}
         self._active: dict[str, str] = {}
         self._lock = threading.Lock()  # guards the two dicts; a session is created under its own slot's lock
 
     def helper_threads(self) -> int:
-        """Intra-op threads of a `background` session: `threads`, less one core when that would take
-        every core — the loop keeps one whatever the swap model does."""
+        """Intra-op threads of a `background` session: one per core where the swap worker can
+        choose its cores (`core_split`: the pool keeps off the loop's core, the worker follows the
+        machine's load); elsewhere `threads`, less one core when that would take every core — the
+        loop keeps one whatever the swap model does."""
+        if self.core_split is not None:
+            return self.core_split.threads
         return helper_threads(self.threads, os.cpu_count() or 1)
 
-    def _options(self, threads: int, *, optimized: bool = False) -> "onnxruntime.SessionOptions":
+    def _background_pool(self) -> "_Pool":
+        """A swap worker's session: `helper_threads()`, its pool threads on the swapper's cores."""
+        threads = self.helper_threads()
+        split = self.core_split
+        return _Pool(threads, split.pool_affinities() if split is not None and threads > 1 else None)
+
+    def _options(self, pool: "_Pool", *, optimized: bool = False) -> "onnxruntime.SessionOptions":
         """`optimized`: for a graph ONNX Runtime already optimised (`vcamd.ortcache`): no more optimising."""
         import onnxruntime
 
         opts = onnxruntime.SessionOptions()
-        opts.intra_op_num_threads = threads
+        opts.intra_op_num_threads = pool.threads
+        if pool.affinities is not None:
+            opts.add_session_config_entry("session.intra_op_thread_affinities", pool.affinities)
         opts.inter_op_num_threads = 1
         level = onnxruntime.GraphOptimizationLevel
         opts.graph_optimization_level = level.ORT_DISABLE_ALL if optimized else level.ORT_ENABLE_ALL
@@ -171,7 +187,8 @@ class Sessions:
         graph kept on disk (`vcamd.ortcache`; built on the first load) — for the model a start waits
         for, the swapper. `background`: the model runs on a helper thread beside the publishing
         loop (the swap worker's swapper and enhancer): its session gets `helper_threads()`
-        intra-op threads, which leave the loop a core (with a pool on every core, a pool thread
+        intra-op threads, which leave the loop a core while the machine is quiet (`vcamd.cores`;
+        with an unpinned pool on every core, a pool thread
         took the loop's core: one 720p frame took 137 ms while inswapper ran). Not a lower
         priority: against a call app at normal priority a nice-10 swapper got a tenth of its share
         (the face 4–7 s old), and a pool mixing priorities waits in every operator for its
@@ -197,19 +214,19 @@ class Sessions:
         # leaves the slot empty (the next caller tries again and gets the error anew).
         with slot.lock:
             if slot.session is None:
-                threads = self.helper_threads() if background else self.threads
-                slot.session = self._create(path, input_hw, keep_optimized, threads)
+                pool = self._background_pool() if background else _Pool(self.threads)
+                slot.session = self._create(path, input_hw, keep_optimized, pool)
             return slot.session
 
-    def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool, threads: int) -> "onnxruntime.InferenceSession":
+    def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool, pool: "_Pool") -> "onnxruntime.InferenceSession":
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist", fix="download it with `vcamd models pull`, or fix the path in [models]")
         if input_hw is not None:
-            session = self._new_session(path, _with_input_size(path, input_hw), threads)
+            session = self._new_session(path, _with_input_size(path, input_hw), pool)
         elif keep_optimized:
-            session = self._from_optimized(path, threads)
+            session = self._from_optimized(path, pool)
         else:
-            session = self._new_session(path, str(path), threads)
+            session = self._new_session(path, str(path), pool)
         really = session.get_providers()[0]
         requested = self.providers[0]
         if really != requested:
@@ -225,10 +242,10 @@ class Sessions:
             self._active[path.name] = really
         return self._wrap(session, path) if self._wrap is not None else session
 
-    def _new_session(self, path: Path, source: str | bytes, threads: int, *, save_to: Path | None = None) -> "onnxruntime.InferenceSession":
+    def _new_session(self, path: Path, source: str | bytes, pool: "_Pool", *, save_to: Path | None = None) -> "onnxruntime.InferenceSession":
         import onnxruntime
 
-        opts = self._options(threads)
+        opts = self._options(pool)
         if save_to is not None:
             opts.optimized_model_filepath = str(save_to)
         try:
@@ -236,7 +253,7 @@ class Sessions:
         except Exception as exc:  # ORT's pybind exceptions share no useful base class but Exception
             raise _load_error(path, exc) from None
 
-    def _from_optimized(self, path: Path, threads: int) -> "onnxruntime.InferenceSession":
+    def _from_optimized(self, path: Path, pool: "_Pool") -> "onnxruntime.InferenceSession":
         """The session from the model's optimised graph kept on disk; on a miss (or an entry ONNX
         Runtime refuses) from the model itself, keeping its optimised graph for the next time. The
         cache never makes a load fail: a model's own error is the one raised."""
@@ -246,10 +263,10 @@ class Sessions:
 
         entry = ortcache.entry_for(path, self.providers, onnxruntime.__version__)
         if entry is None:
-            return self._new_session(path, str(path), threads)
+            return self._new_session(path, str(path), pool)
         if entry.ready():
             try:
-                session = onnxruntime.InferenceSession(str(entry.graph), sess_options=self._options(threads, optimized=True), providers=self.providers)
+                session = onnxruntime.InferenceSession(str(entry.graph), sess_options=self._options(pool, optimized=True), providers=self.providers)
             except Exception as exc:  # whatever ORT raises: the entry goes, the model is loaded itself
                 log.warning("%s: its kept optimised graph %s is unusable (%s); optimising the model again",
                             path.name, entry.graph, _first_line(exc))
@@ -259,12 +276,12 @@ class Sessions:
                 return session
         save_to = entry.begin()
         try:
-            session = self._new_session(path, str(path), threads, save_to=save_to)
+            session = self._new_session(path, str(path), pool, save_to=save_to)
         except ModelError:
             entry.abandon()
             if save_to is None:
                 raise
-            session = self._new_session(path, str(path), threads)  # the model's own error, if it has one; else writing the graph failed
+            session = self._new_session(path, str(path), pool)  # the model's own error, if it has one; else writing the graph failed
             log.warning("%s: could not write its optimised graph to %s; loaded without keeping it", path.name, save_to.parent)
             return session
         entry.commit()
@@ -279,6 +296,14 @@ class Sessions:
 def helper_threads(threads: int, cores: int) -> int:
     """`threads` for a model beside the loop, at most `cores - 1` (never below 1)."""
     return max(1, min(threads, cores - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class _Pool:
+    """A session's intra-op threads, and where ONNX Runtime pins them (`session.intra_op_thread_affinities`; None: nowhere)."""
+
+    threads: int
+    affinities: str | None = None
 
 
 class _Slot:

@@ -201,10 +201,15 @@ def test_the_swapper_loads_on_its_own_thread_beside_the_rest(standins, assets) -
     assert loaded_on[standins.swapper.name] == "swapper-load"
     assert loaded_on[standins.detector.name] == threading.current_thread().name
     # The swap worker's model leaves the loop a core, at the loop's priority: a lower one starved it
-    # against every other program (a call app) at normal priority.
+    # against every other program (a call app) at normal priority. Where threads can choose their
+    # cores its session has a thread per core, its pool pinned off the loop's (`vcamd.cores`).
+    from vcamd.cores import core_split
+
     cores = os.cpu_count() or 1
     assert intra_op[standins.detector.name] == cores
-    assert intra_op[standins.swapper.name] == max(1, cores - 1)
+    split = core_split(0)
+    assert intra_op[standins.swapper.name] == (split.threads if split is not None else max(1, cores - 1))
+    assert engine.core_split == split
     caller = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     assert niceness[standins.detector.name] == niceness[standins.swapper.name] == caller
     assert engine.source is not None and engine.process_frame(cv2.imread(str(assets / "images" / "newton.png"))).swapped == 1

@@ -39,6 +39,7 @@ from vcamd.threads import in_thread
 from vcamd.types import Face, Frame, ModelFiles, Points
 
 if TYPE_CHECKING:
+    from vcamd.cores import CoreSplit
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.following import FollowedFace
@@ -236,6 +237,12 @@ class FaceEngine:
             engine._use_source(*source)
         engine._reference = reference
         return engine
+
+    @property
+    def core_split(self) -> CoreSplit | None:
+        """Where the swap worker's models run (`vcamd.cores`): the swapper's, the enhancer's and
+        the parser's sessions come from one `Sessions`."""
+        return self.swapper.core_split
 
     @property
     def boosts(self) -> bool:

@@ -37,6 +37,8 @@ class Swapper:
         this model; not for a check of the file (`vcamd doctor`, a download's verification)."""
         self.path = Path(path)
         self.session = sessions.get(self.path, keep_optimized=keep_optimized, background=True)
+        self.core_split = sessions.core_split
+        """The cores the session's pool is pinned to, and its caller must follow (`vcamd.cores`)."""
         inputs = {i.name: i for i in self.session.get_inputs()}
         outputs = self.session.get_outputs()
         spec = swapper_spec_for({name: i.shape for name, i in inputs.items()})

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from vcamd.cores import CoreSplit, SwapperCores
 from vcamd.faces.engine import StageTimer
 from vcamd.live.measures.stats import LiveStats
 from vcamd.newest import NewestWorker
@@ -30,7 +31,8 @@ FLAT_CROP_STD = 2.0
 
 
 class Swapping(Protocol):
-    """The part of the face engine the worker uses."""
+    """The part of the face engine the worker uses (and, where it has one, its `core_split`:
+    the cores its models run on, `vcamd.cores`)."""
 
     def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[Any]: ...
 
@@ -66,6 +68,8 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
         self._usual_s: float | None = None  # moving average of a swap's duration
         self.swaps = 0
         self.errors = 0
+        self.cores = SwapperCores(clock)
+        """The worker's own cores: off the loop's while the machine is quiet (`vcamd.cores`)."""
 
     def latest(self) -> tuple[SwapResult | None, bool]:
         """The newest successful result, and whether the model failed after it."""
@@ -86,6 +90,8 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
             return now - self._job_started > 4.0 * (self._usual_s or 0.0)
 
     def _work(self, job: SwapJob) -> SwapResult | None:
+        split: CoreSplit | None = getattr(self.faces, "core_split", None)  # None: a pipeline that runs anywhere
+        self.cores.follow(split, first=self.results.latest()[0] is None)
         with self._lock:
             t0 = self._job_started = self._clock()
         timer = StageTimer()
