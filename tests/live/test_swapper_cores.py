@@ -107,6 +107,8 @@ def test_the_worker_takes_every_core_while_others_compete_and_leaves_the_loop_s_
     swap(QUIET_CORES * 0.5)
     assert not cores.every_core and pinned[-1] == split.swapper_cores and cores.changes == 2
     assert cores.every_core_s() == pytest.approx(now[0] - borrowed_at)
+    assert cores.to_json() == {"loop_core": 0, "swapper_cores": [1, 2, 3], "every_core_now": False,
+                               "every_core_s": round(now[0] - borrowed_at, 2), "changes": 2}
     calls = meter.calls
     now[0] += READ_EVERY_S / 2
     cores.follow(split)  # read at most every READ_EVERY_S: a fast GPU swap does not read /proc per frame
