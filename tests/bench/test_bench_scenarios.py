@@ -258,6 +258,13 @@ def test_the_call_swapper_gets_as_many_convolutions_as_make_the_asked_cost_here(
     assert built.convs == 12 and built.path.name == "swapper_call12.onnx" and built.path.is_file()
     assert built.measured_ms == 362.0 and built.target_ms == 370.0
     assert (tmp_path / f"swapper_call{PROBE_CONVS}.onnx").is_file()
+    # A probe that says 30 ms a convolution where many cost 25 each: refined from the built one.
+    def uneven(path: Path) -> float:
+        n = int(re.search(r"swapper_call(\d+)", path.name).group(1))
+        return 2.0 + (30.0 if n <= PROBE_CONVS else 25.0) * n
+
+    refined = build_call_swapper(tmp_path, 370.0, ["cpu"], 1, time_model=uneven)
+    assert refined.convs == 15 and refined.measured_ms == 377.0 and refined.path.name == "swapper_call15.onnx"
     assert convs_for(370.0, 2.0, 0.0) == MAX_CONVS  # a device where the probe costs nothing more
     assert convs_for(10.0, 20.0, 5.0) == 1 and convs_for(1e6, 1.0, 1.0) == MAX_CONVS
 
