@@ -5,10 +5,11 @@ The swap model runs beside the publishing loop. Quiet, a swapper thread on the l
 the next frame wait (one 720p frame took 137 ms while inswapper ran on every core), so the swap
 model keeps off one core: the loop's. Under competing load (a call app) that core is not the
 loop's anyway — the other programs take it — and the swapper, with one thread fewer than it
-could have, gets less than its fair share against them: with two busy processes on 2 cores the
-0.37-s call swapper took 0.65–0.75 s a face and showed a face 1.35–1.6 s old (p95), against
-0.50 s and 1.05 s on every core (docs/performance.md, "The swapper's cores follow the machine's
-load"). So the swap worker moves its thread onto every core while other programs use at least
+could have, gets less than its fair share against them. Where it was starved (two busy processes
+on 2 cores, the 0.37-s call swapper at 0.65–0.75 s a face) a thread per core made the face a third
+younger (age p95 1.05 s against 1.35–1.6 s); where the one thread got its share, it changed
+nothing measurable, quiet or loaded (docs/performance.md, "The call's swapper built to its cost,
+the swapper's cores, the newest frame"). So the swap worker moves its thread onto every core while other programs use at least
 `BUSY_CORES`, and back off the loop's core once they have used less than `QUIET_CORES` for
 `QUIET_HOLD_S`. The first swap of a start runs on every core too: until it lands the loop only
 covers the frame and tracks every few frames (`FrameWork._first_swap_running`), and the face is
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +91,8 @@ class OtherProgramsMeter:
         self._cores = cores
         self._clock = clock
         self._stat_path = stat_path
-        self._own_cpu_s = own_cpu_s or _process_cpu_s
-        self._tick_s = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+        self._own_cpu_s = own_cpu_s or time.process_time  # every thread of this process
+        self._tick_s = 1.0 / os.sysconf("SC_CLK_TCK")  # /proc/stat's unit
         self._last: tuple[float, float, float] | None = None  # (clock, busy s, own s)
 
     def read(self) -> float | None:
@@ -121,11 +123,6 @@ class OtherProgramsMeter:
         return ticks * self._tick_s
 
 
-def _process_cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
 class SwapperCores:
     """The swap worker's cores: `follow(split, first)` on the worker's thread before each swap pins
     it to the split's swapper cores, or to every core for a `first` swap and while other programs
@@ -139,7 +136,7 @@ class SwapperCores:
         self._pin = pin or pin_calling_thread
         self._split: CoreSplit | None = None
         self._meter: OtherProgramsMeter | None = None
-        self._read_at: float | None = None
+        self._read_at = 0.0  # when the meter was last read (set with each new split)
         self._quiet_since: float | None = None
         self.every_core = False
         """The swapper is on every core now (other programs compete)."""
@@ -160,7 +157,7 @@ class SwapperCores:
                 self._meter.read()  # the first reading only sets the zero
             if split is None and left is not None:
                 self._pin_to(left.every_core)  # a pipeline that runs anywhere: unpinned again
-        elif split is not None and self._meter is not None and now - (self._read_at or 0.0) >= READ_EVERY_S:
+        elif split is not None and self._meter is not None and now - self._read_at >= READ_EVERY_S:
             self._read_at = now
             self._judge(now, split, self._meter.read())
         if split is not None:

@@ -145,26 +145,21 @@ class Sessions:
         self.providers = resolve_providers(list(providers or ["auto"]))
         self.threads = threads or os.cpu_count() or 1
         self.core_split = core_split(threads)
-        """Where the swap worker's sessions run (`vcamd.cores`); None: on `helper_threads()` threads, unpinned."""
+        """Where the swap worker's sessions run (`vcamd.cores`); None: on `helper_threads` threads, unpinned."""
         self._wrap = wrap
         self._sessions: dict[tuple[Path, tuple[int, int] | None], _Slot] = {}
         self._active: dict[str, str] = {}
         self._lock = threading.Lock()  # guards the two dicts; a session is created under its own slot's lock
 
-    def helper_threads(self) -> int:
-        """Intra-op threads of a `background` session: one per core where the swap worker can
-        choose its cores (`core_split`: the pool keeps off the loop's core, the worker follows the
-        machine's load); elsewhere `threads`, less one core when that would take every core — the
-        loop keeps one whatever the swap model does."""
-        if self.core_split is not None:
-            return self.core_split.threads
-        return helper_threads(self.threads, os.cpu_count() or 1)
-
     def _background_pool(self) -> "_Pool":
-        """A swap worker's session: `helper_threads()`, its pool threads on the swapper's cores."""
-        threads = self.helper_threads()
+        """The pool of a `background` session: one thread per core where the swap worker can
+        choose its cores (`core_split`: the pool pinned off the loop's core, the worker following
+        the machine's load); elsewhere `threads`, less one core when that would take every core —
+        the loop keeps one whatever the swap model does."""
         split = self.core_split
-        return _Pool(threads, split.pool_affinities() if split is not None and threads > 1 else None)
+        if split is None:
+            return _Pool(helper_threads(self.threads, os.cpu_count() or 1))
+        return _Pool(split.threads, split.pool_affinities())
 
     def _options(self, pool: "_Pool", *, optimized: bool = False) -> "onnxruntime.SessionOptions":
         """`optimized`: for a graph ONNX Runtime already optimised (`vcamd.ortcache`): no more optimising."""
@@ -186,8 +181,8 @@ class Sessions:
         """The session for a model file, created once. `keep_optimized`: load it from its optimised
         graph kept on disk (`vcamd.ortcache`; built on the first load) — for the model a start waits
         for, the swapper. `background`: the model runs on a helper thread beside the publishing
-        loop (the swap worker's swapper and enhancer): its session gets `helper_threads()`
-        intra-op threads, which leave the loop a core while the machine is quiet (`vcamd.cores`;
+        loop (the swap worker's swapper and enhancer): its session's pool (`_background_pool`)
+        leaves the loop a core while the machine is quiet (`vcamd.cores`;
         with an unpinned pool on every core, a pool thread
         took the loop's core: one 720p frame took 137 ms while inswapper ran). Not a lower
         priority: against a call app at normal priority a nice-10 swapper got a tenth of its share

@@ -56,13 +56,15 @@ def build_call_swapper(folder: Path, target_ms: float, providers: list[str], thr
 
     light_ms = timed(build_swapper(folder / f"swapper_call0{suffix}.onnx", fp16=fp16))
     convs = convs_for(target_ms, light_ms, (timed(built(PROBE_CONVS)) - light_ms) / PROBE_CONVS)
-    measured_ms = timed(built(convs))
+    path = built(convs)
+    measured_ms = timed(path)
     # Once more from the built stand-in itself: its many convolutions say what one costs better
     # than the probe's few (a probe 10 % off left the stand-in at 327 ms for 370 asked).
     refined = convs_for(target_ms, light_ms, (measured_ms - light_ms) / convs)
     if refined != convs:
-        convs, measured_ms = refined, timed(built(refined))
-    return CallSwapper(built(convs), convs, target_ms, measured_ms)
+        convs, path = refined, built(refined)
+        measured_ms = timed(path)
+    return CallSwapper(path, convs, target_ms, measured_ms)
 
 
 def convs_for(target_ms: float, light_ms: float, per_conv_ms: float) -> int:
