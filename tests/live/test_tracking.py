@@ -299,6 +299,30 @@ def test_a_face_that_jumps_while_the_full_detector_is_busy_frees_its_old_place_a
     assert len(late.looks) >= 2 and reports[-1].lost, (late.looks, reports[-1])
 
 
+def test_a_whole_look_between_two_losses_does_not_say_where_the_second_face_went():
+    """Three faces; A is lost in its crop at frame 5, B at frame 7. A whole look at frame 6 finds A
+    again and shows B at its old place (B left after it): where B is now is not known, and the
+    frame must be covered whole — the look cleared it, and B's new place was published raw (the
+    compose property test found it, 22 faces in a group). The next whole look, at frame 8, does."""
+    from vcamd.live.tracking.facebook import FaceBook
+
+    def face(x: float) -> Face:
+        kps = np.array([[x + 30, 60], [x + 70, 60], [x + 50, 80], [x + 35, 100], [x + 65, 100]], np.float32)
+        return Face(box=(x, 30.0, x + 100.0, 140.0), score=0.9, kps=kps)
+
+    a, b, c = face(0.0), face(300.0), face(600.0)
+    book = FaceBook()
+    book.take_full(FullDetection([a, b, c], frame_index=0, input_size=640))
+    book.take_tracked([None, b, c], 5)  # A is lost
+    book.take_tracked([None, c, None], 7)  # B is lost (looked for: tracks b, c, then lost a)
+    assert [f.box[0] for f in book.tracks] == [600.0] and sorted(f.box[0] for f in book.lost) == [0.0, 300.0]
+    book.take_full(FullDetection([a, b, c], frame_index=6, input_size=640))
+    assert not book.report(late=False, appeared=[], full=True).known
+    b_now = face(900.0)
+    book.take_full(FullDetection([a, b_now, c], frame_index=8, input_size=640))
+    assert book.report(late=False, appeared=[], full=True).known
+
+
 def test_a_detection_of_a_frame_before_a_loss_does_not_find_the_lost_face_again_at_its_old_place():
     """The call bench's clip loops: the face jumps, and the crop re-detection loses it at its old
     place (frame 5). The full detection in flight then lands: it ran on frame 4, before the jump,

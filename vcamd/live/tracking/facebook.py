@@ -162,7 +162,7 @@ class FaceBook:
         self._tracks: list[_Seen] = []
         self._lost: list[_Seen] = []
         self._started = False  # a full detection has come in
-        self._unsure_since: int | None = None  # a face was lost in its crop at this frame index
+        self._unsure_since: int | None = None  # the newest frame index a face was lost in its crop at
         self._unsure: list[_Unsure] = []  # places scored in the unsure band (`_take_unsure`)
 
     @property
@@ -300,7 +300,10 @@ class FaceBook:
         lost_now += [_Seen(before.face, before.size, frame_index) for before, now in moved
                      if id(now) not in kept and not any(near(t.face, before.face) for t in self._tracks)]
         self._lost = still_lost + lost_now
-        if lost_now and self._unsure_since is None:
+        # Known again only from a whole look at a frame after the newest loss: a look at a frame
+        # between an earlier loss and this one cannot say where this face went (it showed the
+        # face still at its old place, now covered as lost, while it was somewhere new and raw).
+        if lost_now:
             self._unsure_since = frame_index
         # A lost face near a track (two tracks converged, a blink) is that track, not lost any more.
         self._lost = [s for s in self._lost if not any(near(t.face, s.face) for t in self._tracks)]
