@@ -150,8 +150,13 @@ def _tasks() -> set[str]:
     return set(os.listdir("/proc/self/task"))
 
 
-def _allowed(tid: str | int) -> set[int]:
-    for line in Path(f"/proc/self/task/{tid}/status").read_text().splitlines():
+def _allowed(tid: str | int) -> set[int] | None:
+    """A thread's cores; None for a thread that ended meanwhile (another test's, finishing)."""
+    try:
+        status = Path(f"/proc/self/task/{tid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    for line in status.splitlines():
         if line.startswith("Cpus_allowed_list:"):
             out: set[int] = set()
             for part in line.split(":", 1)[1].strip().split(","):
@@ -163,6 +168,8 @@ def _allowed(tid: str | int) -> set[int]:
 
 @needs_two_cores
 def test_a_swap_worker_session_has_a_thread_per_core_with_its_pool_off_the_loop_s_core(standins) -> None:
+    """The threads that appear while each session is created (other tests' threads may start or
+    end meanwhile in this process: only the pinned ones are counted)."""
     from vcamd.runtime import Sessions
 
     sessions = Sessions(["cpu"], threads=0)
@@ -170,12 +177,21 @@ def test_a_swap_worker_session_has_a_thread_per_core_with_its_pool_off_the_loop_
     assert split is not None
     before = _tasks()
     session = sessions.get(standins.swapper, background=True)
-    pool = _tasks() - before
+    new = _tasks() - before
     assert session.get_session_options().intra_op_num_threads == split.threads
-    assert len(pool) == split.threads - 1 and all(_allowed(tid) == split.swapper_cores for tid in pool)
+
+    def pinned() -> list[str]:
+        return [tid for tid in new if _allowed(tid) == split.swapper_cores]
+
+    # ONNX Runtime's pool threads pin themselves once they run: on a busy machine that may be just
+    # after the session is made. Waited for (a bound, not a timing: the condition ends it).
+    deadline = time.monotonic() + 30
+    while len(pinned()) < split.threads - 1 and time.monotonic() < deadline:
+        threading.Event().wait(0.01)
+    assert len(pinned()) == split.threads - 1, {t: _allowed(t) for t in new}
     before = _tasks()
     loop_session = sessions.get(standins.recognizer)  # the loop's models: unpinned, as before
-    assert all(_allowed(tid) == os.sched_getaffinity(0) for tid in _tasks() - before)
+    assert not any(_allowed(tid) == split.swapper_cores for tid in _tasks() - before)
     assert loop_session.get_session_options().intra_op_num_threads == sessions.threads
 
 
