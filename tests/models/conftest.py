@@ -77,26 +77,28 @@ def _make_handler(state: FileServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
+            # Each hit is recorded before its response goes out: a client that has the response
+            # then sees the hit (recorded after, a test on a busy machine read `hits` first).
             range_header = self.headers.get("Range")
             served = state.files.get(self.path)
             if served is None:
                 body = b"not found\n"
+                state.hits.append(Hit(self.path, range_header, 404, 0))
                 self.send_response(404)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-                state.hits.append(Hit(self.path, range_header, 404, 0))
                 return
             data, start, status = served.data, 0, 200
             match = re.fullmatch(r"bytes=(\d+)-", range_header or "")
             if match and served.honour_range:
                 start = int(match.group(1))
                 if start >= len(data):
+                    state.hits.append(Hit(self.path, range_header, 416, 0))
                     self.send_response(416)
                     self.send_header("Content-Range", f"bytes */{len(data)}")
                     self.send_header("Content-Length", "0")
                     self.end_headers()
-                    state.hits.append(Hit(self.path, range_header, 416, 0))
                     return
                 status = 206
             body = data[start:]
@@ -113,10 +115,10 @@ def _make_handler(state: FileServer) -> type[BaseHTTPRequestHandler]:
             if served.reset_after is not None and served.resets > 0:
                 served.resets -= 1
                 sent = body[: served.reset_after]
+                state.hits.append(Hit(self.path, range_header, status, len(sent)))
                 self.wfile.write(sent)
                 self.wfile.flush()
                 time.sleep(0.3)  # let the client read what was sent before the reset
-                state.hits.append(Hit(self.path, range_header, status, len(sent)))
                 # SO_LINGER 0 makes close() send RST: a dropped connection, not a clean end.
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 self.connection.close()
@@ -124,13 +126,13 @@ def _make_handler(state: FileServer) -> type[BaseHTTPRequestHandler]:
                 return
             if served.truncate_after is not None:
                 sent = body[: served.truncate_after]
+                state.hits.append(Hit(self.path, range_header, status, len(sent)))
                 self.wfile.write(sent)
                 self.wfile.flush()
-                state.hits.append(Hit(self.path, range_header, status, len(sent)))
                 self.close_connection = True
                 return
-            self.wfile.write(body)
             state.hits.append(Hit(self.path, range_header, status, len(body)))
+            self.wfile.write(body)
 
     return Handler
 
