@@ -153,10 +153,11 @@ def test_models_missing_corrupt_and_given_as_files(tmp_path, assets):
     results = {r.name: r for r in doctor.check_models(cfg)}
     assert set(results) == {"model detector", "model recognizer", "model swapper"}  # enhancer off: not needed
     assert results["model detector"].status is Status.fail and "damaged" in results["model detector"].detail
-    assert results["model detector"].fix == "delete it and run `vcamd models pull buffalo_l`"
+    # Both ways out: the pull, and the copy by hand (issue 42).
+    assert results["model detector"].fix == "delete it, then run `vcamd models pull buffalo_l`, or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
     assert results["model recognizer"].status is Status.ok and "not verified" in results["model recognizer"].detail
     assert results["model swapper"].status is Status.fail
-    assert results["model swapper"].fix == "vcamd models pull inswapper_128_fp16"
+    assert results["model swapper"].fix == "run `vcamd models pull inswapper_128_fp16`, or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
     typo = {r.name: r for r in doctor.check_models(Config(models=ModelsConfig(dir=models, swapper="inswaper")))}
     assert typo["model swapper"].status is Status.fail and "neither a manifest model" in typo["model swapper"].detail
 

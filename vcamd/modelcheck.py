@@ -20,6 +20,7 @@ from typing import Any
 from vcamd.config import Config
 from vcamd.errors import ModelError, VcamdError
 from vcamd.modelstore.roles import configured_models, role_named
+from vcamd.modelstore.wayout import ways_out
 
 
 def check_signature(path: Path, role: str, sessions: Any = None) -> None:
@@ -34,7 +35,7 @@ def check_signature(path: Path, role: str, sessions: Any = None) -> None:
         raise
     except Exception as exc:  # noqa: BLE001 — ONNX Runtime refuses a damaged file with its own errors
         raise ModelError(f"{path.name} cannot be loaded as the {role}: {type(exc).__name__}: {exc}",
-                         fix=f"fix [models] {role} in the config, or run `vcamd models pull`") from None
+                         fix=f"fix [models] {role} in the config, or get the file again: {ways_out()}") from None
 
 
 def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:

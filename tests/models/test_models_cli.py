@@ -48,7 +48,9 @@ def test_failing_pull_is_one_line_and_exit_2(config_file, file_server, vcamd_cli
     assert result.stderr.splitlines() == [
         f"vcamd: error: buffalo_l: download failed: HTTP 404 Not Found from {file_server.base}"
         "/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip"
-        " — check [models] mirror in the config; without a mirror, the file may have moved upstream (see models/README.md)"
+        " — check [models] mirror in the config (without one, the file may have moved upstream: see models/README.md), "
+        "then run `vcamd models pull buffalo_l` again, or copy it in by hand: `vcamd models list` says where each file "
+        "comes from and where it goes"
     ]
     assert result.stdout == "pulling the models the config uses: buffalo_l, inswapper_128_fp16\n"
     assert [h.path for h in file_server.hits] == ["/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip"]
@@ -102,7 +104,8 @@ def test_pull_unpublished_model_records_its_hash_then_verify_uses_it(config_file
     assert bad.returncode == 2
     assert f"SHA-256 MISMATCH: {_sha_of(models / 'gfpgan_1.4.onnx')}, expected {sha}" in bad.stdout
     assert bad.stderr.splitlines() == [
-        "vcamd: error: model check failed: gfpgan_1.4.onnx mismatch — run `vcamd models pull gfpgan_1.4` to download them again"
+        "vcamd: error: model check failed: gfpgan_1.4.onnx mismatch — run `vcamd models pull gfpgan_1.4` to download it again, "
+        "or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
     ]
 
 
@@ -176,7 +179,7 @@ def test_run_and_swap_name_every_missing_model_file_at_once(tmp_path, assets, vc
     assert result.stderr.splitlines() == [
         f"vcamd: error: 3 model files missing: {models / 'det_10g.onnx'} (buffalo_l); {models / 'w600k_r50.onnx'} "
         f"(buffalo_l); {models / 'inswapper_128_fp16.onnx'} (inswapper_128_fp16) — run `vcamd models pull buffalo_l "
-        "inswapper_128_fp16`, or copy them in by hand (`vcamd models list` says from where)"
+        "inswapper_128_fp16`, or copy them in by hand: `vcamd models list` says where each file comes from and where it goes"
     ]
 
 
@@ -187,5 +190,5 @@ def test_faces_names_its_missing_detector_with_the_by_hand_route(tmp_path, asset
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         f"vcamd: error: 1 model file missing: {tmp_path / 'models' / 'det_10g.onnx'} (buffalo_l) — run `vcamd models "
-        "pull buffalo_l`, or copy it in by hand (`vcamd models list` says from where)"
+        "pull buffalo_l`, or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
     ]

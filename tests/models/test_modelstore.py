@@ -163,8 +163,14 @@ def test_http_404_names_status_and_url(tmp_path, file_server, manifest_entry) ->
 
 def test_unreachable_server_is_a_model_error(tmp_path, manifest_entry) -> None:
     store = store_for(tmp_path, {"x": manifest_entry("http://127.0.0.1:9/x.onnx", "x.onnx", "a" * 64)})
-    with pytest.raises(ModelError, match=r"x: cannot reach 127\.0\.0\.1:9"):
+    with pytest.raises(ModelError, match=r"x: cannot reach 127\.0\.0\.1:9") as err:
         store.pull(["x"], progress=False)
+    # Offline, the fix names both ways out: the pull once the network is back, and the copy by
+    # hand with where `vcamd models list` says the file comes from and goes (issue 42).
+    assert err.value.fix == (
+        "check the network connection and [models] mirror in the config, then run `vcamd models pull x` again, "
+        "or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
+    )
 
 
 def test_dropped_connection_then_resume_with_range(tmp_path, file_server, blob, manifest_entry) -> None:
@@ -382,7 +388,7 @@ def test_path_for_names_the_missing_file_and_the_fix(tmp_path) -> None:
         store.path_for("buffalo_l", "recognizer")
     assert str(err.value) == (
         f"model file {tmp_path / 'models' / 'w600k_r50.onnx'} (buffalo_l, the recognizer) is missing"
-        " — run `vcamd models pull buffalo_l`, or fix [models] recognizer in the config"
+        " — run `vcamd models pull buffalo_l`, or copy it in by hand: `vcamd models list` says where each file comes from and where it goes (or fix [models] recognizer in the config)"
     )
     with pytest.raises(ModelError, match=r"\[models\] swapper = 'mine\.onnx': no such file.*inswapper_128_fp16, inswapper_128"):
         store.path_for("mine.onnx", "swapper")

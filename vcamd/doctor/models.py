@@ -8,6 +8,7 @@ from pathlib import Path
 from vcamd.config import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 from vcamd.errors import VcamdError
+from vcamd.modelstore.wayout import ways_out
 
 
 def check_models(cfg: Config) -> list[CheckResult]:
@@ -116,9 +117,8 @@ def _model_file_result(store: object, rows: list, role: str, value: str) -> Chec
     if row.status == "present":
         return _verify(store, value, role, name)
     if row.status == "corrupt":
-        return CheckResult(name, Status.fail, f"{value} is damaged ({row.path}: wrong size)",
-                           f"delete it and run `vcamd models pull {value}`")
-    return CheckResult(name, Status.fail, f"{value} is {row.status} ({row.path})", f"vcamd models pull {value}")
+        return CheckResult(name, Status.fail, f"{value} is damaged ({row.path}: wrong size)", ways_out([value], before="delete it, then "))
+    return CheckResult(name, Status.fail, f"{value} is {row.status} ({row.path})", ways_out([value]))
 
 
 def _verify(store: object, value: str, role: str, name: str) -> CheckResult:
@@ -133,5 +133,5 @@ def _verify(store: object, value: str, role: str, name: str) -> CheckResult:
         return ok(name, f"{value} present ({outcome.path}); no published hash, pinned sha256 {outcome.sha256[:12]}…")
     if outcome.status == "mismatch":
         return CheckResult(name, Status.fail, f"{value} is damaged ({outcome.path}: sha256 does not match)",
-                           f"delete it and run `vcamd models pull {value}`")
-    return CheckResult(name, Status.fail, f"{value} is {outcome.status} ({outcome.path})", f"vcamd models pull {value}")
+                           ways_out([value], before="delete it, then "))
+    return CheckResult(name, Status.fail, f"{value} is {outcome.status} ({outcome.path})", ways_out([value]))

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from vcamd.errors import FaceError, ModelError
 from vcamd.faces.align import Affine
 from vcamd.faces.specs import ORT_FLOAT_DTYPES, SWAPPERS, CropSpec, swapper_spec_for
+from vcamd.modelstore.wayout import ways_out
 from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
@@ -125,10 +126,10 @@ def _read_emap(path: Path, dim: int) -> npt.NDArray[np.float32]:
     try:
         emap = last_initializer(path)
     except OSError as exc:
-        raise ModelError(f"{path.name} is not a readable ONNX model ({exc.strerror or exc})", fix="re-download it with `vcamd models pull`") from None
+        raise ModelError(f"{path.name} is not a readable ONNX model ({exc.strerror or exc})", fix=ways_out(pull_note=" to download it again")) from None
     except WireError as exc:
         # Also `emap` stored as external data pointing outside the model's folder: never followed.
-        raise ModelError(f"{path.name}: cannot read its `emap` initializer ({exc})", fix="re-download it with `vcamd models pull`") from None
+        raise ModelError(f"{path.name}: cannot read its `emap` initializer ({exc})", fix=ways_out(pull_note=" to download it again")) from None
     if emap is None:
         raise ModelError(f"{path.name} has no initializers, so no `emap`", fix="use inswapper_128(.onnx / _fp16.onnx)")
     if emap.shape != (dim, dim):
