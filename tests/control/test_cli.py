@@ -33,12 +33,26 @@ def test_no_daemon_is_one_line_and_exit_3(runtime):
     assert vcamd(runtime, "off").returncode == 3
 
 
+def test_status_json_without_a_daemon_answers_in_json(runtime):
+    """A script piping `status --json` into jq got an empty stdout (issue 42): now a JSON answer
+    saying the daemon is not running, still exit 3, the one-line error on stderr."""
+    result = vcamd(runtime, "status", "--json")
+    assert result.returncode == 3
+    assert json.loads(result.stdout) == {
+        "running": False,
+        "error": f"FaceLive Camera is not running (no control socket at {runtime}/control.sock)",
+        "fix": "start it with `vcamd run`",
+    }
+    assert result.stderr.startswith("vcamd: error: FaceLive Camera is not running")
+
+
 @pytest.mark.parametrize("transport", ["unix", "tcp"])
 def test_status_json(engine, runtime, transport):
     with ControlServer(engine, runtime, transport=transport):
         result = vcamd(runtime, "status", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
+        "running": True,
         "enabled": True,
         "state": "running",
         "level": "full",
@@ -175,6 +189,27 @@ def test_status_table_with_a_plain_latency_and_no_quality_key(capsys):
         "Providers CPUExecutionProvider",
         "Config ok",
     ]
+
+
+def test_status_table_says_what_swapping_needs_each_with_its_fix(capsys, monkeypatch):
+    from vcamd.commands.control import print_status
+
+    monkeypatch.setenv("COLUMNS", "400")  # one row per need, not wrapped
+    needs = [
+        {"topic": "models", "label": "the face models", "what": "1 model file missing: /m/det_10g.onnx (buffalo_l)",
+         "fix": "run `vcamd models pull buffalo_l`, or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"},
+        {"topic": "face", "label": "a source face", "what": "no source face is set", "fix": "`vcamd set-face PHOTO`"},
+    ]
+    print_status({"enabled": False, "state": "running", "level": "full", "fps": 30.0, "latency_ms": 1.0, "source_face": None,
+                  "providers": {}, "config_error": None, "swap_needs": needs})
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert lines[:3] == [
+        "Face swap off (it needs the face models, a source face)",
+        "needs 1 model file missing: /m/det_10g.onnx (buffalo_l) — run `vcamd models pull buffalo_l`, or copy it in by hand: "
+        "`vcamd models list` says where each file comes from and where it goes",
+        "needs no source face is set — `vcamd set-face PHOTO`",
+    ]
+    assert not any("Swap needs" in line for line in lines)  # shown once, not again as a raw key
 
 
 def test_status_table_names_no_gpu_and_keeps_the_control_page_address_whole(capsys, monkeypatch):

@@ -246,6 +246,20 @@ def test_view_from_status_reads_the_engine_status_shape():
     assert view_from_status({"enabled": True, "state": "offline", "level": "full"}).state is TrayState.error
 
 
+def test_what_swapping_needs_is_in_the_status_item_and_the_notification():
+    from vcamd.live.readiness import FACE_MISSING, consent_missing
+
+    needs = [consent_missing(withdrawn=False).to_json(), FACE_MISSING.to_json()]
+    view = view_from_status({"enabled": False, "state": "running", "level": "full", "swap_needs": needs})
+    assert view.state is TrayState.off  # a step still to take, not an error
+    assert view.headline == "swap off: needs consent, a source face" and view.needs == ("consent", "a source face")
+    for need in needs:
+        assert f"To swap: {need['what']} — {need['fix']}" in view.detail.splitlines()
+    # On, yet unable to swap (the models failed to load while on): every frame covered, shown as an error.
+    on = view_from_status({"enabled": True, "state": "running", "level": "full", "swap_needs": needs[:1]})
+    assert on.state is TrayState.error and on.headline == "swap on, but it needs consent"
+
+
 def test_view_from_status_reads_a_reported_quality_and_rejects_bad_levels():
     view = view_from_status({"enabled": True, "state": "running", "level": 2, "quality": "low_res"})
     assert view.quality is Level.low_res and view.level is Level.low_res

@@ -94,6 +94,7 @@ function render(state) {
   const err = $("config-error");
   err.hidden = !s.config_error;
   err.textContent = s.config_error ? "Config problem: " + s.config_error : "";
+  renderNeeds(Array.isArray(s.swap_needs) ? s.swap_needs : [], on);
 
   const face = s.source_face ? String(s.source_face).split(/[\\/]/).pop() : "none";
   $("face-current").textContent = face;
@@ -101,6 +102,28 @@ function render(state) {
   // The server lists the levels in ladder order, best quality first (vcamd.quality).
   renderTransitions(state.transitions || [], (state.qualities || []).filter((q) => q !== "auto"));
   drawChart(state.history || [], state.history_span_s || 60);
+}
+
+// What swapping still needs (the models, consent, a source face), each with its fix: "on" is
+// refused with the same list.
+function renderNeeds(needs, on) {
+  const box = $("swap-needs");
+  box.hidden = !needs.length;
+  $("swap-needs-title").textContent = on ? "Swapping is on, every face covered, until it has:" : "Swapping stays off until it has:";
+  const key = JSON.stringify(needs);
+  if (box.dataset.key === key) return;  // unchanged: keep the user's text selection
+  box.dataset.key = key;
+  const list = $("swap-needs-list");
+  list.innerHTML = "";
+  for (const need of needs) {
+    const li = document.createElement("li");
+    li.appendChild(document.createTextNode(String(need.what || need.label || "?") + " — "));
+    const fix = document.createElement("span");
+    fix.className = "fix";
+    fix.textContent = String(need.fix || "");
+    li.appendChild(fix);
+    list.appendChild(li);
+  }
 }
 
 function renderRecent(faces) {
