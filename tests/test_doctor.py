@@ -76,6 +76,8 @@ def test_no_v4l2loopback_fails_with_the_modprobe_fix():
     assert "/etc/modprobe.d/facelive-v4l2loopback.conf" in result.fix
     assert "Secure Boot" in result.fix and "mokutil" in result.fix
     assert v4l2loopback.SECURE_BOOT_HINT in result.fix and v4l2loopback.RESTART_APPS_HINT in result.fix
+    assert v4l2loopback.CONTAINER_HINT in result.fix and "--sink preview" in result.fix  # modprobe cannot work in a container
+    assert "afterwards" not in result.fix and result.fix.count("restart Zoom") == 1  # said once, in one tense (issue 42)
 
 
 def fake_sysfs(tmp_path: Path, label: str) -> tuple[Path, Path]:
@@ -124,7 +126,9 @@ def test_invalid_config_fails_naming_the_key(tmp_path):
 def test_two_onnxruntime_builds_conflict():
     result = doctor.check_onnxruntime_install(["onnxruntime 1.32.0", "onnxruntime-gpu 1.32.0"])
     assert result.status is Status.fail and "2 ONNX Runtime builds" in result.detail
-    assert result.fix == "pip uninstall -y onnxruntime onnxruntime-gpu && pip install --force-reinstall onnxruntime-gpu"
+    # The venv's pip, not a bare `pip` that may install for another Python (issue 42).
+    pip = f"{sys.executable} -m pip"
+    assert result.fix == f"{pip} uninstall -y onnxruntime onnxruntime-gpu && {pip} install --force-reinstall onnxruntime-gpu"
     real = doctor.check_onnxruntime_install()
     assert real.status is Status.ok and real.detail.startswith("onnxruntime")  # this venv has one build
 
@@ -352,7 +356,8 @@ def test_onnxruntime_builds_per_platform():
     clash = doctor.check_onnxruntime_install(["onnxruntime 1.19.2", "onnxruntime-directml 1.19.2"], windows())
     assert clash.status is Status.fail
     assert "onnxruntime-directml must not sit beside the CPU onnxruntime" in clash.detail
-    assert clash.fix == "pip uninstall -y onnxruntime onnxruntime-directml && pip install --force-reinstall onnxruntime-directml"
+    pip = f"{sys.executable} -m pip"
+    assert clash.fix == f"{pip} uninstall -y onnxruntime onnxruntime-directml && {pip} install --force-reinstall onnxruntime-directml"
     assert "onnxruntime-directml" in doctor.check_onnxruntime_install([], windows()).fix
     assert "CoreML" in doctor.check_onnxruntime_install([], macos()).fix
     assert "onnxruntime-gpu" in doctor.check_onnxruntime_install([], LINUX).fix
@@ -364,10 +369,21 @@ def test_cpu_only_users_are_told_a_swap_takes_a_second():
         result = doctor.check_providers(ModelsConfig(), platform, available=cpu)
         assert result.status is Status.warn
         assert "a swap then takes seconds (1.6–4.8 s" in result.detail and "a live face needs a GPU" in result.detail
-        assert f"pip uninstall -y onnxruntime && pip install {gpu_build}" in result.fix
+        pip = f"{sys.executable} -m pip"
+        assert f"{pip} uninstall -y onnxruntime && {pip} install {gpu_build}" in result.fix
     mac = doctor.check_providers(ModelsConfig(), macos(), available=cpu)
     assert mac.status is Status.warn and "no CoreML" in mac.detail and "takes seconds" in mac.detail
     assert "pip install onnxruntime" in mac.fix
+
+
+def test_pip_in_a_fix_is_the_one_of_vcamds_own_python():
+    """A bare `pip` is often the system's or another venv's: the GPU build would land where vcamd
+    does not look (issue 42). A path with a space is quoted."""
+    venv = doctor.Platform("linux", {}, python="/home/me/face live/.venv/bin/python")
+    result = doctor.check_providers(ModelsConfig(), venv, available=["CPUExecutionProvider"])
+    assert result.fix.startswith('with a GPU: "/home/me/face live/.venv/bin/python" -m pip uninstall -y onnxruntime && '
+                                 '"/home/me/face live/.venv/bin/python" -m pip install onnxruntime-gpu')
+    assert " pip " not in result.fix.replace(" -m pip ", " ")
 
 
 def test_tray_check_per_platform_and_never_ok_without_a_menu(monkeypatch):

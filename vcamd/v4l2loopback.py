@@ -35,7 +35,11 @@ SECURE_BOOT_HINT = (
     "unsigned module: enrol the DKMS signing key (`sudo mokutil --import /var/lib/dkms/mok.pub`, reboot, confirm "
     "in the blue MOK screen) or turn Secure Boot off"
 )
-RESTART_APPS_HINT = "restart Zoom, Teams or the browser afterwards: apps list cameras only when they start"
+CONTAINER_HINT = (
+    "in a container (it has no kernel modules of its own) load the module on the host and pass /dev/video10 in, "
+    "or run without a virtual camera: `vcamd run --sink preview` (a local page) or `--sink file:out.mp4`"
+)
+RESTART_APPS_HINT = "restart Zoom, Teams or the browser once the camera is there: apps list cameras only when they start"
 
 
 # -- the packaged module options -----------------------------------------------------------------
@@ -175,7 +179,7 @@ def missing_configured_device_error(device: str, name: str) -> VcamdError:
 
 def load_fix() -> str:
     """Install, load now and at boot (the lines `vcamd service install` prints), then the notes."""
-    return " && ".join([INSTALL_MODULE, *load_commands()]) + f". {SECURE_BOOT_HINT}; then {RESTART_APPS_HINT}"
+    return " && ".join([INSTALL_MODULE, *load_commands()]) + f". If modprobe fails: {SECURE_BOOT_HINT}; {CONTAINER_HINT}. Then {RESTART_APPS_HINT}"
 
 
 def relabel_fix() -> str:

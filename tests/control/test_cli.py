@@ -256,3 +256,18 @@ def test_control_verbs_with_a_socket_path_too_long_for_af_unix_are_one_line(tmp_
 def test_set_face_with_a_folder_says_it_is_a_folder(tmp_path):
     proc = run_vcamd("set-face", tmp_path)
     one_clear_line(proc, str(tmp_path), "is a folder")
+
+
+def test_control_verbs_read_like_the_other_commands():
+    """`vcamd --help` lists every command in lower case; each verb's own --help opens with a
+    sentence (it read "turn face swapping on. Talks to …", issue 42)."""
+    from vcamd.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command")
+    listed = {choice.dest: choice.help for choice in commands._choices_actions}
+    for name in ("status", "on", "off", "toggle", "reload", "set-face", "quality", "snapshot", "quit"):
+        description = commands.choices[name].description
+        assert description[0].isupper() and description.endswith("Exit 3 when no daemon is running."), (name, description)
+        assert listed[name][0].islower(), (name, listed[name])
+    assert all(text[0].islower() for text in listed.values() if text), listed

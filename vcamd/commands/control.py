@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = verb("status", "show whether swapping is on (and what it still needs), fps, latency, quality level, config problems", _status)
     status.add_argument("--json", action="store_true",
                         help='print the status as JSON (with "running": false and the reason when no daemon runs; exit 3)')
-    verb("on", "turn face swapping on (refused, with what is missing and each fix, until the models, consent and a source face are there)",
+    verb("on", "turn face swapping on (refused, saying what is missing and how to get it, until the models, consent and a face are there)",
          lambda args: _switch(args, "on"))
     verb("off", "turn face swapping off (the camera passes through unchanged)", lambda args: _switch(args, "off"))
     verb("toggle", "turn face swapping on if off, off if on", lambda args: _switch(args, "toggle"))
