@@ -163,7 +163,7 @@ def missing_device_error(name: str, sysfs_root: Path = SYSFS) -> VcamdError:
             f"{reload_hint}create it with: {modprobe_command(name)} "
             f"(Debian/Ubuntu: `{INSTALL_MODULE}` if modprobe cannot find the module; {SECURE_BOOT_HINT}); "
             "run `vcamd service install` to make it permanent across reboots; "
-            f"or set [virtual_camera] device to an existing loopback device; {RESTART_APPS_HINT}"
+            f"or set [virtual_camera] device to an existing loopback device; {CONTAINER_HINT}; {RESTART_APPS_HINT}"
         ),
     )
 
