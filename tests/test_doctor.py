@@ -75,7 +75,7 @@ def test_no_v4l2loopback_fails_with_the_modprobe_fix():
     assert MODPROBE in result.fix
     assert "/etc/modprobe.d/facelive-v4l2loopback.conf" in result.fix
     assert "Secure Boot" in result.fix and "mokutil" in result.fix
-    assert v4l2loopback.SECURE_BOOT_HINT in result.fix and v4l2loopback.RESTART_APPS_HINT in result.fix
+    assert v4l2loopback.SECURE_BOOT_HINT[1:] in result.fix and v4l2loopback.RESTART_APPS_HINT in result.fix
     assert v4l2loopback.CONTAINER_HINT in result.fix and "--sink preview" in result.fix  # modprobe cannot work in a container
     assert "afterwards" not in result.fix and result.fix.count("restart Zoom") == 1  # said once, in one tense (issue 42)
 
@@ -182,6 +182,12 @@ def test_control_socket_not_running_then_running(short_dir, monkeypatch):
         controller.config_error = "[camera] fps = -1: must be > 0"
         result, _ = doctor.check_control_socket(runtime)
         assert result.status is Status.warn and "[camera] fps" in result.detail
+        # Swapping off for want of something: said, with where to read how to get it (issue 42).
+        controller.config_error, controller.enabled = None, False
+        controller.status = lambda: {**FakeEngine.status(controller), "swap_needs": [{"label": "the face models"}, {"label": "consent"}]}
+        result, _ = doctor.check_control_socket(runtime)
+        assert result.detail == ("running (running), swap off (it needs the face models, consent: `vcamd status` says how to get "
+                                 "each), control socket answers")
 
 
 def test_source_face_of_the_running_daemon_is_not_reported_as_missing(short_dir, tmp_path, monkeypatch, assets):
@@ -469,7 +475,7 @@ def test_doctor_names_a_camera_video_file_that_does_not_play_as_such(tmp_path):
     assert "not a playable video file" in result.detail and "plug in the webcam" not in result.fix, result
 
 
-def test_doctor_warns_that_run_refuses_without_consent(assets):
+def test_doctor_warns_that_run_keeps_swapping_off_without_consent(assets):
     from vcamd import doctor
     from vcamd.config import Config
     from vcamd.doctor import Status
@@ -477,3 +483,4 @@ def test_doctor_warns_that_run_refuses_without_consent(assets):
     cfg = Config.model_validate({"swap": {"source_face": str(assets / "images" / "newton.png")}})
     result = doctor.check_source_face(cfg)
     assert result.status is Status.warn and "source_consent" in result.detail and "source_consent = true" in result.fix
+    assert "keeps swapping off" in result.detail  # it no longer refuses to start (issue 42)

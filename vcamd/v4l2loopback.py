@@ -179,7 +179,7 @@ def missing_configured_device_error(device: str, name: str) -> VcamdError:
 
 def load_fix() -> str:
     """Install, load now and at boot (the lines `vcamd service install` prints), then the notes."""
-    return " && ".join([INSTALL_MODULE, *load_commands()]) + f". If modprobe fails: {SECURE_BOOT_HINT}; {CONTAINER_HINT}. Then {RESTART_APPS_HINT}"
+    return " && ".join([INSTALL_MODULE, *load_commands()]) + f". {SECURE_BOOT_HINT[:1].upper()}{SECURE_BOOT_HINT[1:]}; {CONTAINER_HINT}. Then {RESTART_APPS_HINT}"
 
 
 def relabel_fix() -> str:
