@@ -20,7 +20,7 @@ from typing import Any
 from vcamd.config import Config
 from vcamd.errors import ModelError, VcamdError
 from vcamd.modelstore.roles import configured_models, role_named
-from vcamd.modelstore.wayout import ways_out
+from vcamd.modelstore.wayout import how_to_get, ways_out
 
 
 def check_signature(path: Path, role: str, sessions: Any = None) -> None:
@@ -81,7 +81,7 @@ def identity_fit(recognizer: Path, swapper: Path) -> ModelError | None:
     return ModelError(
         f"[models] recognizer {recognizer.name} gives {shape[1]}-d face embeddings, but the swapper {swapper.name} "
         f"({spec.family}) takes {spec.identity_dim}-d ones: every swap would fail",
-        fix=f"set [models] recognizer to buffalo_l (ArcFace w600k_r50, {spec.identity_dim}-d; `vcamd models pull buffalo_l`)",
+        fix=f"set [models] recognizer to buffalo_l (ArcFace w600k_r50, {spec.identity_dim}-d; {how_to_get(['buffalo_l'])})",
     )
 
 

@@ -517,3 +517,29 @@ def test_zip_member_without_published_hash_that_is_no_model_of_its_role_leaves_n
         store.pull(["p"], progress=False)
     assert leftovers(store) == []
     assert "det.onnx" not in pins(store)
+
+
+def test_every_model_fix_in_the_code_names_both_ways_out() -> None:
+    """Issue 42: an offline `models pull` named only the network, doctor only the pull. Every fix
+    that sends the user to `vcamd models pull` must name the copy by hand too — through
+    `modelstore.wayout`, the one wording (a literal "models pull" in a fix would bypass it)."""
+    import ast
+
+    from vcamd.modelstore.wayout import how_to_get, ways_out
+
+    assert "vcamd models list" in ways_out() and "vcamd models pull" in ways_out()
+    assert "vcamd models list" in how_to_get(["x"]) and "`vcamd models pull x`" in how_to_get(["x"])
+    package = Path(__file__).resolve().parents[2] / "vcamd"
+    literal = []
+    for source in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "fix":
+                value = node.value
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "fix" for t in node.targets):
+                value = node.value
+            else:
+                continue
+            text = ast.unparse(value)
+            if "models pull" in text.replace("models pull --help", "") and "ways_out" not in text and "how_to_get" not in text:
+                literal.append(f"{source.relative_to(package)}:{value.lineno}: {text[:90]}")
+    assert not literal, "\n".join(literal)

@@ -8,7 +8,7 @@ from pathlib import Path
 from vcamd.config import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 from vcamd.errors import VcamdError
-from vcamd.modelstore.wayout import ways_out
+from vcamd.modelstore.wayout import how_to_get, ways_out
 
 
 def check_models(cfg: Config) -> list[CheckResult]:
@@ -95,7 +95,7 @@ def check_detector_shapes(cfg: Config) -> CheckResult | None:
             name, Status.warn,
             f"runs at its own input shape {w}×{h} only, the frame letterboxed into it ({detector.own_shape_reason}); "
             "it finds the faces, each full detection and tracking crop costs a full-size run",
-            "use an SCRFD export that takes any input size (`vcamd models pull` fetches one), or keep this one: it works, slower",
+            f"use an SCRFD export that takes any input size (buffalo_l's det_10g: {how_to_get(['buffalo_l'])}), or keep this one: it works, slower",
         )
     h, w = detector.input_shape(frame.shape[:2])
     compared = f"same faces as at its own shape on {cfg.swap.source_face}" if faces else "created and ran (no face in the probe to compare: set [swap] source_face)"

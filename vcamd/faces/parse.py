@@ -31,6 +31,7 @@ import numpy.typing as npt
 from vcamd.errors import ModelError
 from vcamd.faces.align import template_points
 from vcamd.faces.specs import CropSpec
+from vcamd.modelstore.wayout import how_to_get
 from vcamd.types import Frame
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class FaceParser:
         outputs = self.session.get_outputs()
         if list(inputs) != [INPUT_NAME] or list(inputs[INPUT_NAME][1:]) != [3, PARSER_SIZE, PARSER_SIZE] or len(outputs) != 1:
             raise ModelError(f"{self.path.name} is not a face parser (BiSeNet: input [1,3,512,512] named \"input\", one output)",
-                             fix="set [models] parser to bisenet_resnet_34 (`vcamd models pull bisenet_resnet_34`) or \"\" (off)")
+                             fix=f"set [models] parser to bisenet_resnet_34 ({how_to_get(['bisenet_resnet_34'])}) or \"\" (off)")
         self.regions = tuple(regions)
         self.min_visible = float(min_visible)
         self._cores: dict[tuple[str, int], npt.NDArray[np.bool_]] = {}

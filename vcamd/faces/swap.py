@@ -18,7 +18,7 @@ import numpy.typing as npt
 from vcamd.errors import FaceError, ModelError
 from vcamd.faces.align import Affine
 from vcamd.faces.specs import ORT_FLOAT_DTYPES, SWAPPERS, CropSpec, swapper_spec_for
-from vcamd.modelstore.wayout import ways_out
+from vcamd.modelstore.wayout import how_to_get, ways_out
 from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Swapper:
             raise ModelError(
                 f"{self.path.name} is not a face swapper vcamd knows (expected {known}, one image output; "
                 f"got inputs {got} and {len(outputs)} output(s))",
-                fix="set [models] swapper to inswapper_128_fp16 or inswapper_128 (`vcamd models pull`)",
+                fix=f"set [models] swapper to inswapper_128_fp16 or inswapper_128 ({how_to_get()})",
             )
         assert spec is not None
         self.spec = spec
@@ -135,6 +135,6 @@ def _read_emap(path: Path, dim: int) -> npt.NDArray[np.float32]:
     if emap.shape != (dim, dim):
         raise ModelError(
             f"{path.name}: the last initializer has shape {emap.shape}, not the {dim}×{dim} `emap` of inswapper_128",
-            fix="use inswapper_128(.onnx / _fp16.onnx) from `vcamd models pull`",
+            fix=f"use inswapper_128(.onnx / _fp16.onnx): {how_to_get()}",
         )
     return emap.astype(np.float32)

@@ -21,6 +21,15 @@ def pull_command(names: Iterable[str] = ()) -> str:
     return f"vcamd models pull {listed}" if listed else "vcamd models pull"
 
 
+def how_to_get(names: Iterable[str] = ()) -> str:
+    """Both ways, short, for a fix that names the model to use ("set [models] parser to X (…)").
+
+    >>> how_to_get(["gfpgan_1.4"])
+    '`vcamd models pull gfpgan_1.4`, or by hand as `vcamd models list` says'
+    """
+    return f"`{pull_command(names)}`, or by hand as `vcamd models list` says"
+
+
 def ways_out(names: Iterable[str] = (), *, files: int = 1, before: str = "", pull_note: str = "") -> str:
     """The fix for a model file that is missing, damaged or could not be downloaded: `before`
     (e.g. "check the network connection …, then "), then both ways — the pull (with `pull_note`,
