@@ -2,22 +2,39 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import socket
+import subprocess
+import sys
 
 import pytest
 
+NOBODY = 65534
 
-def as_another_user(port: int, request: bytes, uid: int = 65534) -> bytes:
-    """Send `request` to 127.0.0.1:`port` from a child process running as `uid`; its answer's first line."""
+
+def as_another_user(port: int, request: bytes, uid: int = NOBODY, *, bind: tuple[str, int] | None = None) -> bytes:
+    """Send `request` to 127.0.0.1:`port` from a child process running as `uid`; its answer's first line.
+
+    `bind`: the client's own address and port, chosen before connecting (another loopback address,
+    or an IPv6 socket's IPv4-mapped one, e.g. ("::ffff:127.0.0.2", PORT)): an IPv6 address connects
+    to the page's IPv4-mapped address."""
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:  # only system calls here: the parent has threads
         answer = b"no answer"
         try:
+            os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-            with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+            ipv6 = bind is not None and ":" in bind[0]
+            with socket.socket(socket.AF_INET6 if ipv6 else socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.settimeout(20)
+                if bind is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # over an earlier try's TIME_WAIT
+                    sock.bind(bind)
+                sock.connect(("::ffff:127.0.0.1" if ipv6 else "127.0.0.1", port))
                 sock.sendall(request)
                 answer = sock.recv(4096) or b"closed"
         except BaseException as exc:  # noqa: BLE001 (anything goes back to the parent as text)
@@ -32,5 +49,53 @@ def as_another_user(port: int, request: bytes, uid: int = 65534) -> bytes:
     return answer
 
 
+def read_as_another_user(path: str, uid: int = NOBODY) -> bytes:
+    """What a child process running as `uid` gets when it reads `path`: its bytes, or b"EXC <error>"."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # only system calls here: the parent has threads
+        answer = b""
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            fd = os.open(path, os.O_RDONLY)
+            answer = os.read(fd, 65536)
+        except BaseException as exc:  # noqa: BLE001
+            answer = f"EXC {type(exc).__name__}".encode()
+        finally:
+            os.write(write_end, answer)
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        answer = pipe.read()
+    os.waitpid(child, 0)
+    return answer
+
+
 needs_root = pytest.mark.skipif(not hasattr(os, "fork") or os.geteuid() != 0,
                                 reason="switching to another uid needs root")
+
+
+@functools.cache
+def can_run_as(uid: int = NOBODY) -> str | None:
+    """Why this test's Python cannot run vcamd as `uid` (not root, or the checkout is not readable
+    by that user), else None."""
+    from support.cli import as_user
+
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "switching to another uid needs root"
+    if shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is not installed"
+    probe = subprocess.run([*as_user(uid), sys.executable, "-c", "import vcamd.cli"], capture_output=True, text=True,
+                           timeout=60, cwd="/")
+    if probe.returncode != 0:
+        return f"uid {uid} cannot run this checkout's Python and vcamd: {probe.stderr.strip().splitlines()[-1:]}"
+    return None
+
+
+def skip_unless_runs_as(uid: int = NOBODY) -> None:
+    """pytest.skip (with its one reason) unless vcamd can be run as `uid` here."""
+    reason = can_run_as(uid)
+    if reason is not None:
+        pytest.skip(reason)
