@@ -176,14 +176,20 @@ def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg,
 def _open_output_page(engine, open_url) -> None:
     """The tray's "Open control page" when there is no control page: the output's own page, if it has one.
     The sink exists only once the engine runs, so its URL is read when the item is clicked. A page
-    that needs a login (the preview) is opened with a one-time address, never its token."""
+    that needs a login (the preview) is opened through a private file holding a one-time address
+    (`panel.login.login_page`), never with its token or a code on the opener's command line."""
     from vcamd.errors import VcamdError
 
     sink = engine.sink
     if sink is None or sink.url is None:
         raise VcamdError("the control page is not available in this session", fix="see [panel] in the config")
     login_url = getattr(sink, "login_url", None)
-    open_url(login_url() if login_url is not None else sink.url)
+    if login_url is None:
+        open_url(sink.url)
+        return
+    from vcamd.panel.login import login_page
+
+    open_url(login_page(login_url()))
 
 
 def _face_pipeline(cfg, warm_up):

@@ -3,7 +3,7 @@
 
 Routes (every one behind the rules of `vcamd.panel.security`):
 
-    GET  /                 the page (also /?code=ONE-TIME-CODE: sets the cookie, redirects to /)
+    GET  /                 the page (also /?code=ONE-TIME-CODE: sets the cookie, then moves on to /)
     GET  /panel.js, /panel.css
     GET  /stream.mjpg      live video (multipart/x-mixed-replace JPEGs)
     GET  /api/status       {"status": engine status, "badge", "history", "transitions", "recent_faces", "qualities"}
@@ -29,6 +29,7 @@ from vcamd.errors import VcamdError
 from vcamd.panel.faces import UploadTooLarge
 from vcamd.panel.gate import GUEST, OWNER, GatedHTTPServer
 from vcamd.panel.security import (
+    LOGGED_IN_PAGE,
     LOOPBACK,
     Refusal,
     bearer_token,
@@ -152,9 +153,9 @@ class PanelHandler(WireHandler):
         if not panel.access.redeem(code):
             return self._refuse(Refusal(HTTPStatus.UNAUTHORIZED, "this control page link was used already or is "
                                         "out of date (each one logs in once): open the page again with `vcamd panel`"), "/")
-        # The token goes into an HttpOnly cookie and out of the address bar (and the history).
-        self._reply(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", b"",
-                    {"Location": "/", "Set-Cookie": session_cookie(panel.token, panel.port)})
+        # The token goes into an HttpOnly cookie and out of the address bar (see LOGGED_IN_PAGE).
+        self._reply(HTTPStatus.OK, "text/html; charset=utf-8", LOGGED_IN_PAGE,
+                    {"Set-Cookie": session_cookie(panel.token, panel.port)})
 
     def _refuse(self, refusal: Refusal, route: str, extra: dict[str, str] | None = None) -> None:
         self.server.panel.refused(refusal.status)
