@@ -445,9 +445,30 @@ def test_deeply_nested_json_is_400_not_a_recursion_error(panel, engine, caplog):
     body = b"[" * 30_000 + b"]" * 30_000  # 60 KB: under the JSON size bound
     answer = raw_request(panel, f"POST /api/quality HTTP/1.0\r\nContent-Type: application/json\r\n"
                                 f"Content-Length: {len(body)}\r\n", body)
-    assert status_of(answer) == 400 and b"nested too deeply" in answer
+    assert status_of(answer) == 400 and b"nested more than 8 levels deep" in answer
     lines = panel_lines(caplog)
     assert len(lines) == 1 and lines[0].exc_info is None
+    assert engine.quality is None
+
+
+@pytest.mark.parametrize("body", [
+    b'{"level": ' + b"7" * 5000 + b"}",  # 500 "internal error" with a traceback before (int's digit limit)
+    b'{"level": 1e99999}',
+    b'{"level": NaN}',
+    b'{"level": "\\ud800"}',
+    b'{"a": ' * 20 + b"1" + b"}" * 20,
+    b"\xff\xfe",
+    b'"auto"',
+], ids=["5000-digit-int", "overflowing-float", "nan", "lone-surrogate", "nested-objects", "not-utf8", "not-an-object"])
+def test_every_hostile_json_body_is_one_400_line(panel, engine, caplog, body):
+    """Issue 36 item 2, the page's side: bounded as the control socket is (`vcamd.boundedjson`)."""
+    caplog.set_level("INFO", logger="vcamd.panel")
+    answer = raw_request(panel, f"POST /api/quality HTTP/1.0\r\nContent-Type: application/json\r\n"
+                                f"Content-Length: {len(body)}\r\n", body)
+    assert status_of(answer) == 400, answer
+    assert b"the request body " in answer and b"internal error" not in answer
+    lines = panel_lines(caplog)
+    assert len(lines) == 1 and lines[0].exc_info is None, [r.getMessage() for r in lines]
     assert engine.quality is None
 
 

@@ -264,7 +264,7 @@ class ControlServer:
         except ProtocolError as err:
             return encode_error(str(err)), True, None
         if self.transport == "tcp" and not (token is not None and self._token is not None
-                                            and hmac.compare_digest(token.encode(), self._token.encode())):
+                                            and hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self._token.encode())):
             log.warning("refused a control request without the right token")
             return encode_error(f"refused: missing or wrong token (it is in {self.endpoint_path})"), False, None
         if command is not Command.status:
@@ -302,7 +302,8 @@ class ControlServer:
 
 
 def _is_heavy(line: bytes) -> bool:
-    """Requests that decode a user's photo (up to 64 megapixels): served one at a time."""
+    """Requests that decode a user's photo (up to 64 megapixels): served one at a time. A line that
+    is not a request is not heavy: `_answer` tells its sender why."""
     try:
         command, _args, _token = decode_request(line)
     except ProtocolError:
