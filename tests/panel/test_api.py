@@ -396,3 +396,37 @@ def test_uploaded_faces_folder_is_private_even_if_it_existed(panel, http, assets
                   headers={"Content-Type": "image/png"})
     assert answer.status == 200
     assert stat.S_IMODE(panel.faces_dir.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("room", [0, 8 * 1024], ids=["no-room-at-all", "room-for-a-part"])
+def test_an_upload_to_a_full_data_folder_answers_what_happened(start_panel, engine, http, tiny_disk, caplog, room):
+    """Issue 36 item 3: an upload when the data folder's disk is full answered 500 "internal error"
+    with a traceback in the log. Now 507 naming the folder and the reason, one log line, nothing
+    left behind, the engine untouched — and once there is room, the same upload works."""
+    import logging
+
+    from vcamd.panel.faces import PART_PREFIX
+
+    faces = tiny_disk / "faces"
+    faces.mkdir(mode=0o700)
+    filler = tiny_disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:  # full
+        os.ftruncate(fd, max(0, os.fstat(fd).st_size - room))
+    finally:
+        os.close(fd)
+    panel = start_panel(faces_dir=faces)
+    photo = np.random.default_rng(3).integers(0, 256, (160, 160, 3), dtype=np.uint8)
+    body = cv2.imencode(".png", photo)[1].tobytes()  # noise: ~75 KB, more than the room left
+    caplog.set_level(logging.INFO, logger="vcamd.panel")
+    answer = http(panel, "POST", "/api/face?consent=yes&name=me.png", body=body, headers={"Content-Type": "image/png"})
+    assert answer.status == 507, (answer.status, answer.body)
+    assert answer.error.startswith(f"the photo could not be stored in {faces}: its disk is full — free some space")
+    assert [r.exc_info for r in caplog.records if r.name.startswith("vcamd.panel")] == [None]
+    assert engine.face_calls == 0 and not [p for p in faces.iterdir() if p.name.startswith(PART_PREFIX)]
+    filler.unlink()
+    answer = http(panel, "POST", "/api/face?consent=yes&name=me.png", body=body, headers={"Content-Type": "image/png"})
+    assert answer.status == 200 and engine.face_calls == 1  # stored and used this time

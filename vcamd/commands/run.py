@@ -130,6 +130,11 @@ def handle(args: argparse.Namespace) -> int:
         f"offline {f['offline']}, starting {f['starting']}; latency p50/p95/p99 {lat['p50']:.1f}/{lat['p95']:.1f}/{lat['p99']:.1f} ms; "
         f"{stats['cpu_ms_per_frame']:.1f} CPU-ms/frame"
     )
+    # An output that could not finish its work says so once closed: a recording whose disk filled
+    # up (`--sink file:`) is an error, not "published N frames".
+    failure = getattr(engine.sink, "failure", None)
+    if isinstance(failure, VcamdError):
+        raise failure
     return 2 if stats_lost else 0
 
 

@@ -14,6 +14,7 @@ and would otherwise get their photo back unchanged. A video reports how many fra
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import time
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 from vcamd.commands import add_config_option
 from vcamd.errors import VcamdError
 from vcamd.private_files import private_temporary, write_private_atomic
+from vcamd.videofile import VideoFile, check_video, disk_full_error, mount_point
 
 if TYPE_CHECKING:
     import cv2
@@ -156,7 +158,10 @@ def _swap_image(engine: FaceEngine, cfg: Config, frame: Frame, source: Path, out
     try:
         write_private_atomic(output, data.tobytes())  # 0600, renamed into place: never through a symlink
     except OSError as exc:
-        raise VcamdError(f"cannot write {output}: {exc.strerror}", fix="write to a folder you can write to, with free space") from None
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise disk_full_error("output", output) from None
+        raise VcamdError(f"cannot write {output}: {exc.strerror or exc} (in {output.parent}); nothing was put under its name",
+                         fix="write to a folder you can write to, with free space") from None
     print(f"swapped {swapped} face(s) in {source} → {output}")
     return 0
 
@@ -278,21 +283,18 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
     tally = VideoTally()
     follow = FollowedFace()
     ok, frame = True, first
-    writer: cv2.VideoWriter | None = None
-    # Written under a fresh 0600 temporary name next to OUT and renamed when complete: no truncated
-    # OUT, no write through a symlink planted at OUT, private whatever the umask. Created as the
-    # `try` begins, nothing in between: a stop (SIGTERM) from the moment the file exists removes it.
-    partial = private_temporary(output)
+    # Written under a fresh 0600 temporary name next to OUT, checked, and renamed when complete
+    # (`vcamd.videofile`): no truncated OUT, no write through a symlink planted at OUT, private
+    # whatever the umask, and a full disk is an error at once, not a file that plays nowhere.
+    video = VideoFile(output, fourcc=VIDEO_OUTPUT_FOURCC[output.suffix.lower()], fps=fps, size=(width, height), what="output")
+    video.open()
     try:
-        writer = cv2.VideoWriter(str(partial), cv2.VideoWriter_fourcc(*VIDEO_OUTPUT_FOURCC[output.suffix.lower()]), fps, (width, height))
-        if not writer.isOpened():
-            raise VcamdError(f"cannot write video {output} (OpenCV's writer did not open)", fix="check the folder is writable and use .mp4")
         with SwapProgress(total, Console(stderr=True)) as progress:
             while ok and frame is not None:
                 if frame.shape[:2] != (height, width):
                     raise VcamdError(f"input {source}: frame {tally.frames} is {frame.shape[1]}×{frame.shape[0]}, not {width}×{height}", fix="re-encode the video at one size")
                 tally.add(*_finish_frame(engine, cfg, frame, follow, tally.frames))
-                writer.write(frame)
+                video.write(frame)
                 progress.advance()
                 ok, frame = capture.read()
                 # A damaged stretch fails reads that later ones get past (MPEG-4); a file cut short
@@ -300,15 +302,10 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
                 while not ok and total and tally.frames + tally.unreadable < total:
                     tally.unreadable += 1
                     ok, frame = capture.read()
-        writer.release()
-        writer = None
-        if not partial.is_file() or partial.stat().st_size == 0:
-            partial.unlink(missing_ok=True)
-            raise VcamdError(f"writing {output} failed (nothing was written)", fix="check free disk space and that the folder is writable")
         if not tally.swapped:
-            partial.unlink(missing_ok=True)
             raise no_face_error(source, cfg, tally.unmatched, where="any frame of ")
-        sound = _keep_audio(partial, source, output)
+        complete = video.finish()
+        sound = _keep_audio(video, complete, source, tally.frames)
         missed = []
         if tally.without_face:
             missed.append(f"no face found in {tally.without_face} frame(s)")
@@ -331,36 +328,43 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
             )
         return 0
     except BaseException:
-        if writer is not None:
-            writer.release()
-        partial.unlink(missing_ok=True)  # gone already once renamed into place
+        video.discard()  # nothing once renamed into place
         raise
 
 
-def _keep_audio(partial: Path, source: Path, output: Path) -> str:
-    """Move the finished video into place with the input's sound; returns the summary's audio part.
-
-    When FFmpeg cannot copy the sound, the swapped video is still kept (it may have taken an hour)
-    and a warning says why it is silent.
-    """
+def _keep_audio(video: VideoFile, complete: Path, source: Path, frames: int) -> str:
+    """Move the finished, checked video into place with the input's sound; returns the summary's
+    audio part. When FFmpeg cannot copy the sound (or the result does not read back whole: a disk
+    that filled up meanwhile), the swapped video is still kept (it may have taken an hour) and a
+    warning says why it is silent."""
     from vcamd.audio import audio_track_count, mux_audio
 
+    output = video.path
     tracks = audio_track_count(source)
     if not tracks:
-        os.replace(partial, output)
+        video.commit(complete)
         return "the input has no audio"
-    muxed = private_temporary(output, "partial-audio")
     try:
-        kept = mux_audio(partial, source, muxed)
+        muxed = private_temporary(output, "partial-audio")
+    except OSError as exc:
+        video.commit(complete)
+        print(f"vcamd: warning: cannot add the sound ({exc.strerror or exc}); {output} has no sound", file=sys.stderr)
+        return "audio NOT kept (see the warning)"
+    try:
+        kept = mux_audio(complete, source, muxed)
+        problem = check_video(muxed, frames)
+        if problem is not None:
+            raise VcamdError(f"the video with its sound did not read back whole ({problem})",
+                             fix=f"free some space on {mount_point(output.parent if str(output.parent) else Path('.'))}")
     except VcamdError as err:
-        os.replace(partial, output)
+        muxed.unlink(missing_ok=True)
+        video.commit(complete)
         print(f"vcamd: warning: {err.message}; {output} has no sound ({err.fix})", file=sys.stderr)
         return "audio NOT kept (see the warning)"
     except BaseException:
-        partial.unlink(missing_ok=True)
         muxed.unlink(missing_ok=True)
         raise
-    os.replace(muxed, output)
-    partial.unlink(missing_ok=True)
+    video.commit(muxed)
+    complete.unlink(missing_ok=True)
     how = f"re-encoded to {kept.reencoded_to}" if kept.reencoded_to else "copied"
     return f"{kept.tracks} audio track(s) {how}"

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs
 
 from vcamd.control.protocol import parse_quality
 from vcamd.errors import VcamdError
-from vcamd.panel.faces import UploadTooLarge
+from vcamd.panel.faces import UploadNotStored, UploadTooLarge
 from vcamd.panel.gate import GUEST, OWNER, GatedHTTPServer
 from vcamd.panel.security import (
     LOGGED_IN_PAGE,
@@ -196,6 +196,10 @@ class PanelHandler(WireHandler):
         except UploadTooLarge as err:
             self._drain_body()
             return self._refuse(Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(err)), route)
+        except UploadNotStored as err:  # the data folder's disk is full (507), or it cannot be written (500)
+            self._body_left = err.unread
+            status = HTTPStatus.INSUFFICIENT_STORAGE if err.disk_full else HTTPStatus.INTERNAL_SERVER_ERROR
+            return self._refuse(Refusal(status, str(err)), route)
         except HttpError as err:
             return self._refuse(Refusal(err.status, str(err)), route)
         except PhotoLaneBusy as err:  # another surface's photo is being read: no queue of photos in memory
