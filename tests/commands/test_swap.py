@@ -367,3 +367,28 @@ def test_sigterm_during_a_video_swap_leaves_no_partial_file(tmp_path: Path, stan
     assert proc.returncode == 143, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "vcamd: stopped (SIGTERM)", err
     assert not list(tmp_path.glob(".out.partial*")) and not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["video", "photo"])
+def test_an_output_folder_that_cannot_hold_files_is_one_line(tmp_path: Path, standins, assets: Path, newton, kind) -> None:  # type: ignore[no-untyped-def]
+    """Issue 36 item 5: `--output` under /proc (a folder even root cannot create files in) ended in
+    a traceback for a video."""
+    config = _write_config(tmp_path, standins)
+    source = assets / "images" / "newton.png"
+    if kind == "video":
+        source = tmp_path / "in.mp4"
+        _make_video(source, newton, frames=3)
+    out = Path(f"/proc/facelive-swap-test.{'mp4' if kind == 'video' else 'png'}")
+    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "--input", source, "--output", out)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("vcamd: error:")]
+    assert len(errors) == 1 and str(out) in errors[0] and "/proc" in errors[0], done.stderr[-2000:]
+    assert not out.exists()
+
+
+def test_an_output_name_over_the_limit_is_one_line(tmp_path: Path, standins, assets: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / ("n" * 300 + ".png")
+    done = _vcamd("swap", "--config", _write_config(tmp_path, standins), "--face", assets / "images" / "newton.png",
+                  "--input", assets / "images" / "newton.png", "--output", out)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "cannot be used (File name too long)" in done.stderr

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -86,9 +87,9 @@ def run_swap(args: argparse.Namespace) -> int:
 
 
 def _input_kind(path: Path) -> str:
-    if not path.exists():
-        raise VcamdError(f"input {path} does not exist", fix="check the path given to --input")
-    if not path.is_file():
+    from vcamd.images import stat_given_path
+
+    if not stat.S_ISREG(stat_given_path(path, "input").st_mode):  # missing, NUL, name too long: one line
         raise VcamdError(f"input {path} is not a file", fix="give --input a photo or a video file")
     suffix = path.suffix.lower()
     if suffix in IMAGE_SUFFIXES:
@@ -107,15 +108,34 @@ def _check_output(output: Path, source: Path, kind: str) -> None:
         raise VcamdError(f"output {output}: a photo is written as a photo", fix=f"use one of {' '.join(sorted(IMAGE_SUFFIXES))}")
     if kind == "video" and suffix not in VIDEO_OUTPUT_FOURCC:
         raise VcamdError(f"output {output}: cannot write a video with extension {suffix or '(none)'!r}", fix=f"use one of {' '.join(sorted(VIDEO_OUTPUT_FOURCC))}")
-    if output.exists() and output.resolve() == source.resolve():
+    info = _stat_output(output)
+    if info is not None and os.path.samestat(info, os.stat(source)):
         raise VcamdError(f"output {output} is the input file", fix="write the result to a different file")
-    if output.is_dir():
+    if info is not None and stat.S_ISDIR(info.st_mode):
         raise VcamdError(f"output {output} is a folder", fix="give --output a file name")
     folder = output.parent if str(output.parent) else Path(".")
     if not folder.is_dir():
         raise VcamdError(f"output folder {folder} does not exist", fix="create it first or write somewhere else")
-    if not os.access(folder, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
+    if not os.access(folder, os.W_OK) or (info is not None and not os.access(output, os.W_OK)):
         raise VcamdError(f"output {output} is not writable (permission denied)", fix="write to a folder you can write to")
+
+
+def _stat_output(output: Path) -> os.stat_result | None:
+    """What is at --output now (None: nothing yet), or one line when the path itself cannot be one."""
+    from vcamd.images import shown_path
+
+    try:
+        return os.stat(output)
+    except FileNotFoundError:
+        return None
+    except ValueError:  # a NUL byte
+        raise VcamdError(f"output path {shown_path(output)} holds a NUL byte, which no file name can", fix="check --output") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise VcamdError(f"output folder {output.parent} is not a folder", fix="check --output") from None
+        raise VcamdError(f"output {shown_path(output)} cannot be used ({exc.strerror or exc})",
+                         fix="use a shorter name (at most 255 bytes a folder or file name)" if exc.errno == errno.ENAMETOOLONG
+                         else "write somewhere else") from None
 
 
 def _finish_frame(engine: FaceEngine, cfg: Config, frame: Frame, follow: FollowedFace | None = None, index: int = 0) -> tuple[int, int]:
