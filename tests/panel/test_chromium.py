@@ -268,5 +268,9 @@ def test_the_private_login_page_logs_the_browser_in(browser, panel, engine, newt
     page.wait("location.href === " + json.dumps(panel.base_url)
               + " && document.getElementById('state')?.textContent === 'running'", "the control page, logged in")
     assert page.eval("document.cookie") == ""  # the cookie is HttpOnly
+    # Issue 36 item 5: a group photo's pick is shown beside the face in use.
+    engine.source_face, engine.source_face_pick = Path("/faces/solvay.png"), "the largest of the 29 faces in the photo"
+    page.wait("document.getElementById('face-current').textContent === 'solvay.png — the largest of the 29 faces in the photo'",
+              "the face in use, with which face of the group photo was taken")
     page.goto(page_file.as_uri())  # the same file again: its code is used up
     page.wait("document.body?.innerText.includes('used already')", "the used code refused")

@@ -250,6 +250,15 @@ def test_view_from_status_reads_the_engine_status_shape():
     assert view_from_status({"enabled": True, "state": "offline", "level": "full"}).state is TrayState.error
 
 
+def test_the_status_detail_says_which_face_of_a_group_photo_was_taken():
+    pick = "the largest of the 29 faces in the photo (61×80 px at x=1107, y=190)"
+    view = view_from_status({"enabled": True, "state": "running", "level": "full", "source_face": "/f/solvay.png",
+                             "source_face_pick": pick})
+    assert f"Source face: /f/solvay.png\n  {pick}" in view.detail
+    assert "  the largest" not in view_from_status({"enabled": True, "state": "running", "source_face": "/f/me.png",
+                                                    "source_face_pick": None}).detail
+
+
 def test_view_from_status_reads_a_reported_quality_and_rejects_bad_levels():
     view = view_from_status({"enabled": True, "state": "running", "level": 2, "quality": "low_res"})
     assert view.quality is Level.low_res and view.level is Level.low_res
