@@ -22,6 +22,7 @@ from pathlib import Path
 
 import cv2
 
+from vcamd.diskspace import disk_is_full, full_disk_message
 from vcamd.errors import VcamdError
 from vcamd.private_files import private_temporary
 from vcamd.types import Frame
@@ -31,40 +32,9 @@ class VideoWriteError(VcamdError):
     """A video could not be written whole; nothing was put under its name."""
 
 
-def free_bytes(folder: Path) -> tuple[int, int] | None:
-    """(bytes this process may still write on the disk holding `folder`, its block size): root may
-    use the blocks kept back for it. None where the system cannot tell."""
-    try:
-        info = os.statvfs(folder)
-    except (OSError, AttributeError):  # AttributeError: no statvfs (Windows)
-        return None
-    blocks = info.f_bfree if hasattr(os, "geteuid") and os.geteuid() == 0 else info.f_bavail
-    return blocks * info.f_frsize, info.f_frsize
-
-
-def disk_is_full(folder: Path) -> bool:
-    """Whether the disk holding `folder` has less than one block left for this process."""
-    room = free_bytes(folder)
-    return room is not None and room[0] < max(room[1], 1)
-
-
-def mount_point(path: Path) -> Path:
-    """The mount point of the file system holding `path` (an existing folder)."""
-    path = path.resolve()
-    while not os.path.ismount(path) and path != path.parent:
-        path = path.parent
-    return path
-
-
 def disk_full_error(what: str, path: Path) -> VideoWriteError:
-    folder = _folder_of(path)
-    room = free_bytes(folder)
-    left = f"{room[0]} bytes free" if room is not None else "no space left"
-    return VideoWriteError(
-        f"{_named(what, path)}: the disk at {mount_point(folder)} (holding {folder}) is full ({left}); "
-        "the video was not written and nothing was put under its name",
-        fix=f"free some space on {mount_point(folder)}, or write the video to another disk",
-    )
+    message, fix = full_disk_message(_named(what, path), path, "the video")
+    return VideoWriteError(message, fix=fix)
 
 
 def check_video(path: Path, frames: int) -> str | None:

@@ -424,7 +424,7 @@ def test_an_upload_to_a_full_data_folder_answers_what_happened(start_panel, engi
     caplog.set_level(logging.INFO, logger="vcamd.panel")
     answer = http(panel, "POST", "/api/face?consent=yes&name=me.png", body=body, headers={"Content-Type": "image/png"})
     assert answer.status == 507, (answer.status, answer.body)
-    assert answer.error.startswith(f"the photo could not be stored in {faces}: its disk is full — free some space")
+    assert answer.error.startswith(f"the photo could not be stored in {faces}: its disk (at {tiny_disk}) is full — free some")
     assert [r.exc_info for r in caplog.records if r.name.startswith("vcamd.panel")] == [None]
     assert engine.face_calls == 0 and not [p for p in faces.iterdir() if p.name.startswith(PART_PREFIX)]
     filler.unlink()

@@ -158,8 +158,15 @@ def _snapshot(args: argparse.Namespace) -> int:
     try:
         write_private_atomic(out, image)  # 0600 (it shows a face); a symlink at `out` is replaced, not followed
     except OSError as exc:
+        import errno
+
         from vcamd.errors import VcamdError
 
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            from vcamd.diskspace import full_disk_message
+
+            message, fix = full_disk_message(str(out), out, "the snapshot")
+            raise VcamdError(message, fix=fix) from None
         raise VcamdError(f"cannot write {out}: {exc.strerror}", fix="choose a writable path") from None
     print(f"Saved {out} ({width}×{height})")
     return 0

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vcamd.commands import add_config_option
+from vcamd.diskspace import full_disk_message, mount_point
 from vcamd.errors import VcamdError
 from vcamd.private_files import private_temporary, write_private_atomic
-from vcamd.videofile import VideoFile, check_video, disk_full_error, mount_point
+from vcamd.videofile import VideoFile, check_video
 
 if TYPE_CHECKING:
     import cv2
@@ -179,7 +180,8 @@ def _swap_image(engine: FaceEngine, cfg: Config, frame: Frame, source: Path, out
         write_private_atomic(output, data.tobytes())  # 0600, renamed into place: never through a symlink
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise disk_full_error("output", output) from None
+            message, fix = full_disk_message(f"output {output}", output, "the photo")
+            raise VcamdError(message, fix=fix) from None
         raise VcamdError(f"cannot write {output}: {exc.strerror or exc} (in {output.parent}); nothing was put under its name",
                          fix="write to a folder you can write to, with free space") from None
     print(f"swapped {swapped} face(s) in {source} → {output}")

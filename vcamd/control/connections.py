@@ -243,7 +243,8 @@ class ConnectionLoop:
     def _admit(self, sock: socket.socket, now: float) -> None:
         try:
             refusal = self._refuse(sock)
-        except OSError:
+        except Exception:  # noqa: BLE001 — who is at the other end cannot be told: not served
+            log.warning("control socket: cannot tell who connected; the connection is closed", exc_info=True)
             sock.close()
             return
         sock.settimeout(SEND_TIMEOUT_S)  # reads happen only when the selector says data is there

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
+from vcamd.diskspace import mount_point
 from vcamd.errors import FaceError, VcamdError
 from vcamd.images import probe_image
 from vcamd.private_files import UnsafePathError, private_dir
@@ -126,7 +127,7 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
 def not_stored(exc: OSError, folder: Path, unread: int) -> UploadNotStored:
     """An OSError while storing an upload in `folder`, as what the page answers."""
     full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-    why = "its disk is full" if full else (exc.strerror or str(exc))
+    why = f"its disk (at {mount_point(folder)}) is full" if full else (exc.strerror or str(exc))
     return UploadNotStored(f"the photo could not be stored in {folder}: {why}",
                            fix="free some space on that disk, then upload it again" if full else
                            "check that the folder is writable, then upload it again",

@@ -328,6 +328,8 @@ def stranger(sock: socket.socket) -> str | None:
         uid = loopback_peer_uid(sock)
     except PeerUnknown as exc:
         return f"refused: whose connection this is cannot be told ({exc})"
+    except Exception as exc:  # noqa: BLE001 — an unreadable table refuses; it never ends the heads thread
+        return f"refused: whose connection this is cannot be told ({type(exc).__name__})"
     if uid is not None and uid != os.geteuid():
         return f"refused: uid {uid} is not this page's user"
     return None
