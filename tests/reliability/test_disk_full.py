@@ -14,6 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from support.configs import daemon_config, swap_config
 from support.video import read_video
 
 from vcamd.errors import ModelError
@@ -122,28 +123,6 @@ def test_a_recording_that_fits_is_kept_whole(tiny_disk: Path) -> None:
     assert len(read_video(out)) == 3
 
 
-def daemon_config(folder: Path, assets: Path, standin_dir: Path) -> Path:
-    config = folder / "config.toml"
-    config.write_text(f"""
-[models]
-detector = "{assets / 'models' / 'scrfd_500m_kps.onnx'}"
-recognizer = "{standin_dir / 'recognizer.onnx'}"
-swapper = "{standin_dir / 'swapper.onnx'}"
-enhancer = "{standin_dir / 'enhancer.onnx'}"
-providers = ["cpu"]
-threads = 1
-
-[detection]
-size = 320
-track_size = 128
-
-[swap]
-source_face = "{assets / 'images' / 'newton.png'}"
-source_consent = true
-""", encoding="utf-8")
-    return config
-
-
 def noise_video(path: Path, frames: int = 60) -> Path:
     """A camera clip whose frames do not compress (FFV1: the input itself is lossless and small enough)."""
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"FFV1"), 15.0, (320, 240))
@@ -167,23 +146,6 @@ def test_vcamd_run_recording_onto_a_full_disk_exits_with_one_line(tiny_disk: Pat
     assert result.returncode == 2, line
     assert not out.exists() and leftovers(tiny_disk) == ["filler"]
     assert result.stderr.count("Failed to write frame") <= 3, result.stderr[-2000:]  # stopped at once, no flood
-
-
-def swap_config(folder: Path, standins) -> Path:
-    config = folder / "swap.toml"
-    config.write_text(f"""
-[models]
-detector = "{standins.detector}"
-recognizer = "{standins.recognizer}"
-swapper = "{standins.swapper}"
-enhancer = "{standins.enhancer}"
-providers = ["cpu"]
-threads = 1
-
-[swap]
-source_consent = true
-""", encoding="utf-8")
-    return config
 
 
 def noisy_face_video(path: Path, image: np.ndarray, frames: int = 40) -> Path:
