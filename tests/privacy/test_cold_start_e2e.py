@@ -16,6 +16,7 @@ only the frames published while the models loaded are checked.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,21 +111,60 @@ def _run_failing(work: Path, assets: Path, swapper: Path, source: str, name: str
 def test_a_model_that_fails_to_load_in_the_background_keeps_every_frame_covered_and_says_why(work, assets, clip, checkers):
     """Loaded after the camera opened, a corrupt swapper ended `vcamd run` (exit 2) before issue 42.
     Now the daemon stays up: swapping was asked for, so every frame stays covered — none shows the
-    face — and the error is said once, naming the file and both ways to get it again."""
+    face — and the error is said once, naming the file and both ways to get it again. The run lasts
+    until the status says so and 30 frames went out (a condition: on a busy machine the load fails
+    later), then `vcamd quit`."""
     import json
+    import time
 
     from support.video import read_video
 
+    from vcamd.control.client import ControlClient
+    from vcamd.control.protocol import ControlError, DaemonNotRunning
+
     corrupt = work / "corrupt.onnx"
     corrupt.write_bytes(bytes(range(256)) * 64)
-    proc, out, stats_path = _run_failing(work, assets, corrupt, str(clip.path), "corrupt")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr
-    said = [line for line in proc.stderr.splitlines() if "the face models did not load" in line]
-    assert len(said) == 1 and str(corrupt) in said[0] and "vcamd models pull" in said[0] and "vcamd models list" in said[0], proc.stderr[-2000:]
+    cfg = config_from_dict({
+        "models": {"detector": str(assets / "models" / "scrfd_500m_kps.onnx"), "swapper": str(corrupt),
+                   "recognizer": str(assets / "models" / "mobilefacenet.onnx"), "providers": ["cpu"]},
+        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True},
+    })
+    config, out, stats_path, runtime = work / "corrupt.toml", work / "corrupt.mp4", work / "corrupt.json", work / "rt-corrupt"
+    config.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+    runtime.mkdir(mode=0o700)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip.path), "--loop", "--sink", f"file:{out}",
+         "--stats-json", str(stats_path), "--no-tray"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)},
+    )
+    client = ControlClient(runtime, timeout_s=30.0)
+    deadline = time.monotonic() + leaks.RUN_DEADLINE_S
+    try:
+        while True:
+            assert proc.poll() is None, f"the daemon ended by itself (exit {proc.returncode})"
+            try:
+                status = client.status()
+            except (DaemonNotRunning, ControlError):
+                status = {}
+            failed = [n for n in status.get("swap_needs", []) if "did not load" in n["what"]]
+            if failed and status["frames"]["published"] >= 30:
+                break
+            assert time.monotonic() < deadline, f"no load failure reported: {status.get('swap_needs')}"
+            time.sleep(0.2)
+        assert status["enabled"] is True and str(corrupt) in failed[0]["what"]
+        client.quit()
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr[-2000:]
+    assert "Traceback" not in stderr
+    said = [line for line in stderr.splitlines() if "the face models did not load" in line]
+    assert len(said) == 1 and str(corrupt) in said[0] and "vcamd models pull" in said[0] and "vcamd models list" in said[0], stderr[-2000:]
     frames = json.loads(stats_path.read_text())["frames"]
     assert frames["swapped"] == 0 and frames["off"] == 0 and frames["passthrough"] == 0, frames
-    assert frames["blurred"] + frames["starting"] + frames["offline"] == frames["published"] == 30, frames
+    assert frames["blurred"] + frames["starting"] + frames["offline"] == frames["published"] >= 30, frames
     both, recognizer = checkers
     published = read_video(out)
     assert not leaks.find_leaks(published, clip.placements, both, recognizer)
