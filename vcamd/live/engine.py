@@ -289,8 +289,14 @@ class LiveEngine:
             "config_error": self._config_error(),
             "queue_depth": self.parts.slot.depth,
             "gpu": self._gpu.latest(),
+            "server": self._server_status(),
         }
         return self.parts.status
+
+    def _server_status(self) -> dict[str, Any] | None:
+        """The Triton server the models run on (`[models] server`): its state, round trip, models; None: here."""
+        remote = getattr(self.parts.faces, "remote", None)
+        return remote.server_status() if remote is not None else None
 
     def _config_error(self) -> str | None:
         return self.settings.problems.text() or self._missing_source_face()
