@@ -28,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--instances", type=int, default=1, metavar="N", help="model instances running side by side (default 1)")
     p.add_argument("--pairing-bundle", type=Path, default=None, metavar="FILE",
                    help="where to write the clients' pairing bundle (default: the server's private folder)")
+    p.add_argument("--tls", action="store_true", help="mutual TLS on loopback too (beyond loopback it is always on)")
     p.add_argument("--new-pairing", action="store_true", help="make new certificates: clients paired before are refused")
     p.add_argument("--write-repository", type=Path, default=None, metavar="DIR",
                    help="write a Triton model repository (config.pbtxt, onnxruntime backend) for NVIDIA's Triton container and exit")
@@ -77,7 +78,7 @@ def handle(args: argparse.Namespace) -> int:
     from vcamd.remote.serve import ServeOptions, serve
 
     options = ServeOptions(_address(args.listen, "--listen"), max_batch=args.max_batch, queue_delay_us=args.queue_delay_us,
-                           instances=args.instances, renew_pairing=args.new_pairing, bundle=args.pairing_bundle)
+                           instances=args.instances, renew_pairing=args.new_pairing, tls=args.tls, bundle=args.pairing_bundle)
     try:
         serve(cfg, options, announce=lambda line: print(line, flush=True))
     except KeyboardInterrupt:

@@ -174,6 +174,8 @@ class ServeOptions:
     queue_delay_us: int = 0
     instances: int = 1
     renew_pairing: bool = False
+    tls: bool = False
+    """Mutual TLS on loopback too (beyond it always)."""
     bundle: Path | None = None
     """Where to write the client's pairing bundle (beyond loopback); None: the server's state folder."""
     state: Path | None = None
@@ -201,7 +203,7 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
     token = pairing.access_token(state)
     tls: dict[str, Any] = {}
     bundle_path = None
-    if not listen.loopback:
+    if options.tls or not listen.loopback:
         files, pair = pairing.server_credentials(state, renew=options.renew_pairing)
         tls = {"grpc_use_ssl": True, "grpc_use_ssl_mutual": True, "grpc_server_cert": files.certificate,
                "grpc_server_key": files.key, "grpc_root_cert": files.ca}
@@ -214,7 +216,7 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
     config = TritonConfig(grpc_address=listen.host, grpc_port=listen.port, http_address="127.0.0.1", http_port=free_loopback_port(),
                           allow_metrics=False, allow_gpu_metrics=False, allow_cpu_metrics=False, log_verbose=0, exit_timeout_secs=5, **tls)
     security = TritonSecurityConfig(access_token=token, restricted_endpoints=sorted(VALID_TRITON_ENDPOINTS - OPEN_ENDPOINTS))
-    with Triton(config=config, security_config=security) as triton:
+    with Triton(config=config, security_config=security, workspace=_fresh_workspace(listen)) as triton:
         for model in models:
             batching = ModelConfig(batching=True, max_batch_size=options.max_batch,
                                    batcher=DynamicBatcher(max_queue_delay_microseconds=options.queue_delay_us))
@@ -234,6 +236,26 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
         triton.run()
         announce(READY_LINE)
         triton.serve()
+
+
+def _fresh_workspace(listen: ServerAddress) -> Path:
+    """PyTriton's workspace (its copy of the server binaries, the model store, the sockets between
+    Triton's Python backend and this process): one per user and port, in a 0700 folder under the
+    temp dir — short, as Unix socket paths must be (108 bytes) — cleared at each start, so a server
+    killed without its clean-up leaves no second copy behind."""
+    import shutil
+    import tempfile
+
+    from vcamd.private_files import private_dir
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    parent = Path(tempfile.gettempdir()) / f"vcamd-serve-{uid}"
+    if parent.is_symlink():  # planted by another user in the shared temp dir: never followed, never cleared through
+        raise VcamdError(f"{parent} is a symbolic link; `vcamd serve` keeps its workspace there", fix=f"remove {parent}")
+    private_dir(parent)
+    path = parent / str(listen.port)
+    shutil.rmtree(path, ignore_errors=True)
+    return path
 
 
 def _batched(infer: Callable[..., dict[str, np.ndarray]]) -> Callable[..., Any]:
