@@ -40,6 +40,9 @@ CPU); a server that takes longer is stuck or cut off, and the faces are held or 
 PROBE_TIMEOUT_S = 1.0
 BACKOFF_S = (0.25, 0.5, 1.0)
 """Waits between two probes of an away server: short first (a blip), then at most 1 s."""
+MODEL_LOAD_WAIT_S = 60.0
+"""How long a server that is ready may still be loading the models this daemon uses (PyTriton
+loads them one by one after its server starts) before a missing one is an error, not a wait."""
 PROBE_EVERY_S = 2.0
 """While up: how often the probe measures the round trip (a tiny liveness call) and the models served."""
 ACCESS_HEADER = "triton-grpc-protocol-triton-access-token"
@@ -122,6 +125,8 @@ class ServerLink:
         self._serves: list[str] = []
         self._calls = 0
         self._failures = 0
+        self._wanted: set[str] = set()  # the models this daemon runs there: "up" waits until they are loaded
+        self._ready_since: float | None = None  # the server said ready (this time round), maybe not its models yet
         self._stop = threading.Event()
         self._wake = threading.Event()
         # The probe holds the link weakly: a link dropped with its face pipeline (a rebuild) ends its probe.
@@ -161,6 +166,12 @@ class ServerLink:
                 "calls": self._calls,
                 "failures": self._failures,
             }
+
+    def want(self, *models: str) -> None:
+        """Models this daemon runs on the server: after a restart it is up only once they are loaded
+        (or `MODEL_LOAD_WAIT_S` passed: then the call says which model it does not serve)."""
+        with self._lock:
+            self._wanted.update(models)
 
     def wait_up(self, timeout_s: float | None = None) -> bool:
         """Block until the server has been reached (True), or `timeout_s` passed (False)."""
@@ -233,14 +244,15 @@ class ServerLink:
     def _failed(self, exc: Exception, model: str | None) -> ModelError:
         code = str(exc.status() if callable(getattr(exc, "status", None)) else "")
         text = _message(exc)
-        if "NOT_FOUND" in code or "not found" in text.lower() or "unknown model" in text.lower():
+        transient = "no available versions" in text or "not ready" in text.lower()  # a server starting or stopping its models
+        if not transient and ("NOT_FOUND" in code or "not found" in text.lower() or "unknown model" in text.lower()):
             return ServerRefused(f"the Triton server at {self.address} does not serve {model!r} ({text})",
                                  fix=f"serve it there (`vcamd serve` with the same [models] value), or set [models] to a model it serves: "
                                      f"{', '.join(self._serves) or 'see `vcamd doctor`'}")
         if "PERMISSION_DENIED" in code or "UNAUTHENTICATED" in code or "restricted" in text.lower():
             return ServerRefused(f"the Triton server at {self.address} refused this client ({text})",
                                  fix="pair again: copy the bundle `vcamd serve` wrote and run `vcamd pair BUNDLE`")
-        if "INVALID_ARGUMENT" in code or "INTERNAL" in code or "UNKNOWN" in code and "connect" not in text.lower():
+        if not transient and ("INVALID_ARGUMENT" in code or "INTERNAL" in code or ("UNKNOWN" in code and "connect" not in text.lower())):
             return ModelError(f"the Triton server at {self.address} failed the call to {model!r}: {text}",
                               fix="see the server's log")
         self._went_away(text)
@@ -273,10 +285,14 @@ class ServerLink:
 
     def _probe_once(self) -> None:
         start = time.perf_counter()
+        with self._lock:
+            wanted = sorted(self._wanted)
         try:
             live = self._client.is_server_ready(headers=self._headers, client_timeout=PROBE_TIMEOUT_S)
             rtt = (time.perf_counter() - start) * 1000.0
             serves = self._index() if live else []
+            loading = [m for m in wanted if not self._client.is_model_ready(m, headers=self._headers, client_timeout=PROBE_TIMEOUT_S)] \
+                if live and not self.up else []
         except Exception as exc:  # noqa: BLE001 — whatever the channel raised: still away
             with self._lock:
                 was_up = self._up
@@ -288,8 +304,16 @@ class ServerLink:
         with self._lock:
             if not live:
                 self._retry += 1
+                self._ready_since = None
                 self._error = "the server is starting (not ready)"
                 return
+            if not self._up:
+                self._ready_since = self._ready_since if self._ready_since is not None else self._clock()
+                if loading and self._clock() - self._ready_since < MODEL_LOAD_WAIT_S:
+                    self._retry = 0  # loading: look again soon
+                    self._error = f"the server is loading {', '.join(loading)}"
+                    return
+                self._ready_since = None
             self._rtt_ms.append(rtt)
             self._serves = serves
             if not self._up:

@@ -69,11 +69,18 @@ class RemoteSession:
     def __init__(self, link: ServerLink, served: Served) -> None:
         self.link = link
         self.served = served
+        link.want(*self.models)
         if not link.up:
             log.info("waiting for the Triton server at %s to load the %s (%s)", link.address, served.role, served.name)
             link.wait_up()
         self._generation = link.generation
         self.signature = self._read_signature()
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The served models this session uses (a swapper: its `.emap` companion too)."""
+        name = self.served.name
+        return (name, name + EMAP_SUFFIX) if self.served.role == "swapper" else (name,)
 
     def _read_signature(self) -> Signature:
         inputs, outputs = self.link.metadata(self.served.name)
@@ -150,6 +157,7 @@ class FailoverSession:
         self._local_path = local_path
         self._remote: RemoteSession | None = None
         self._refused_generation: int | None = None  # the server's model did not match: not used until it comes back
+        link.want(served.name, *((served.name + EMAP_SUFFIX,) if served.role == "swapper" else ()))
         self._lock = threading.Lock()
         self.ran_remote = 0
         self.ran_local = 0
