@@ -158,3 +158,19 @@ def test_requests_of_several_clients_are_batched_by_the_server(triton, served_fi
     finally:
         for c in clients:
             c.close()
+
+
+def test_doctor_checks_the_server_and_what_it_serves(triton, served_files) -> None:
+    from support.triton import free_port
+
+    from vcamd.doctor.results import Status
+    from vcamd.doctor.server import check_server
+
+    good = check_server(served_files.config(server=triton.url))
+    assert good is not None and good.status is Status.ok, good
+    assert triton.url in good.detail and "ms round trip" in good.detail and "serves " in good.detail and "swapper" in good.detail
+    wrong = check_server(served_files.config(server=triton.url, swapper=str(served_files.enhancer)))
+    assert wrong is not None and wrong.status is Status.fail and "not a face swapper" in wrong.detail, wrong
+    away = check_server(served_files.config(server=f"grpc://127.0.0.1:{free_port()}"), reach_s=1.0)
+    assert away is not None and away.status is Status.fail and "does not answer" in away.detail and "vcamd serve" in away.fix
+    assert check_server(served_files.config()) is None
