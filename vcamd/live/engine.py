@@ -415,7 +415,7 @@ class LiveEngine:
             misses=self._misses(),
             camera_cpu_s=self.parts.reader.cpu_s,
         ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap,
-             "swapper_cores": self.parts.worker.cores.to_json()}
+             "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status()}
 
     def _captured(self) -> int:
         return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped
