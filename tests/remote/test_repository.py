@@ -31,7 +31,9 @@ def repository(served_files, tmp_path_factory) -> Path:
     done = subprocess.run([sys.executable, "-m", "vcamd", "serve", "--config", str(config), "--write-repository", str(out),
                            "--instances", "2"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "docker run" in done.stdout and "tritonserver --model-repository" in done.stdout
+    assert "docker run" in done.stdout and "tritonserver --model-repository" in done.stdout and "--grpc-use-ssl-mutual=true" in done.stdout
+    tls = folder / "models-tls"
+    assert all((tls / name).stat().st_mode & 0o077 == 0 for name in ("server.pem", "server.key", "ca.pem", "pairing.json"))
     return out
 
 

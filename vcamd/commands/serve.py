@@ -67,13 +67,23 @@ def handle(args: argparse.Namespace) -> int:
         if value < low:
             raise VcamdError(f"{flag} {value}: must be at least {low}")
     if args.write_repository is not None:
+        from vcamd.remote.pairing import server_credentials, write_bundle
         from vcamd.remote.repository import write_repository
+        from vcamd.remote.serve import public_address
 
-        written = write_repository(cfg, args.write_repository, max_batch=args.max_batch, instances=args.instances,
-                                   queue_delay_us=args.queue_delay_us)
-        print(f"wrote a Triton model repository to {args.write_repository}: {', '.join(written)}")
-        print(f"run it: docker run --gpus all --rm -p 8001:8001 -v {args.write_repository.resolve()}:/models "
-              "nvcr.io/nvidia/tritonserver:<YY.MM>-py3 tritonserver --model-repository=/models (README: with TLS)")
+        folder = args.write_repository
+        written = write_repository(cfg, folder, max_batch=args.max_batch, instances=args.instances, queue_delay_us=args.queue_delay_us)
+        # Mutual TLS for the container too: its certificates beside the repository, the clients' bundle with them.
+        tls = folder.parent / f"{folder.name}-tls"
+        files, pairing = server_credentials(tls, renew=args.new_pairing)
+        listen = _address(args.listen, "--listen")
+        bundle = write_bundle(pairing, public_address(listen), args.pairing_bundle or tls / "pairing.json")
+        print(f"wrote a Triton model repository to {folder}: {', '.join(written)}")
+        print(f"certificates for mutual TLS in {tls}; the clients' pairing bundle: {bundle} (`vcamd pair` it on each client)")
+        print(f"run it: docker run --gpus all --rm -p {listen.port}:8001 -v {folder.resolve()}:/models:ro -v {tls.resolve()}:/tls:ro "
+              "nvcr.io/nvidia/tritonserver:<YY.MM>-py3 tritonserver --model-repository=/models --allow-http=false "
+              "--allow-metrics=false --grpc-use-ssl=true --grpc-use-ssl-mutual=true --grpc-server-cert=/tls/server.pem "
+              "--grpc-server-key=/tls/server.key --grpc-root-cert=/tls/ca.pem")
         return 0
     from vcamd.remote.serve import ServeOptions, serve
 

@@ -161,6 +161,13 @@ def stub_library_path() -> str | None:
     return str(libdir)
 
 
+def public_address(listen: ServerAddress) -> ServerAddress:
+    """The address a client is told: the one listened on, or this machine's name for "every interface"."""
+    if listen.host in ("0.0.0.0", "::"):
+        return ServerAddress(socket.getfqdn() or socket.gethostname(), listen.port)
+    return listen
+
+
 def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -207,8 +214,7 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
         files, pair = pairing.server_credentials(state, renew=options.renew_pairing)
         tls = {"grpc_use_ssl": True, "grpc_use_ssl_mutual": True, "grpc_server_cert": files.certificate,
                "grpc_server_key": files.key, "grpc_root_cert": files.ca}
-        public = listen if listen.host not in ("0.0.0.0", "::") else ServerAddress(socket.getfqdn() or socket.gethostname(), listen.port)
-        bundle_path = pairing.write_bundle(pair, public, options.bundle or state / "pairing.json")
+        bundle_path = pairing.write_bundle(pair, public_address(listen), options.bundle or state / "pairing.json")
 
     from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
     from pytriton.triton import VALID_TRITON_ENDPOINTS, Triton, TritonConfig, TritonSecurityConfig
