@@ -174,3 +174,33 @@ def test_doctor_checks_the_server_and_what_it_serves(triton, served_files) -> No
     away = check_server(served_files.config(server=f"grpc://127.0.0.1:{free_port()}"), reach_s=1.0)
     assert away is not None and away.status is Status.fail and "does not answer" in away.detail and "vcamd serve" in away.fix
     assert check_server(served_files.config()) is None
+
+
+def test_vcamd_run_swaps_on_the_server_with_no_swapper_file_here(triton, served_files, assets, tmp_path) -> None:
+    """The camera machine keeps the detector and recognizer only: `vcamd run` with `[models] server`
+    and a swapper that exists on the server alone swaps every face there; the stats say where."""
+    import json
+
+    import cv2
+    from support.cli import run_vcamd
+
+    from vcamd.bench.leaks import write_clip
+
+    frame = np.zeros((480, 640, 3), np.uint8)
+    newton = cv2.imread(str(assets / "images" / "newton.png"))
+    frame[: min(480, newton.shape[0]), : min(640, newton.shape[1])] = newton[:480, :640]
+    clip = write_clip(tmp_path / "clip.mp4", [frame] * 60, 30.0)
+    config = tmp_path / "client.toml"
+    config.write_text(
+        f'[models]\ndetector = "{served_files.detector}"\nrecognizer = "{served_files.recognizer}"\n'
+        f'swapper = "/only/on/the/server/swapper.onnx"\nserver = "{triton.url}"\nproviders = ["cpu"]\nthreads = 1\n\n'
+        f'[swap]\nsource_face = "{assets / "images" / "newton.png"}"\nsource_consent = true\n\n[tray]\nenabled = false\n'
+    )
+    stats_path = tmp_path / "stats.json"
+    done = run_vcamd("run", "--config", config, "--source", clip, "--loop", "--sink", "null", "--frames", 150,
+                     "--stats-json", stats_path, "--no-tray", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stats = json.loads(stats_path.read_text())
+    assert stats["frames"]["swapped"] > 0 and stats["frames"]["passthrough"] == 0, stats["frames"]
+    assert stats["server"]["url"] == triton.url and stats["server"]["models"] == {"swapper": "swapper"}, stats["server"]
+    assert stats["server"]["calls"] > 0 and stats["server"]["rtt_ms"] is not None

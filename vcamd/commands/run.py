@@ -204,11 +204,11 @@ def _check_models_ready(cfg, *, capped: bool) -> None:
     from vcamd.config import FaceSelection
     from vcamd.images import read_image
     from vcamd.memory import check_all_fit
-    from vcamd.modelstore.store import ModelStore
+    from vcamd.pipeline import local_model_paths
 
-    paths = ModelStore.from_config(cfg.models).paths_in_use(cfg)
+    paths = local_model_paths(cfg)  # with [models] server, the models run there need no file here
     if capped:
-        check_all_fit(list(paths.values()), cfg.runtime.max_memory_gb)  # a clear message now rather than a MemoryError inside ONNX Runtime
+        check_all_fit(paths, cfg.runtime.max_memory_gb)  # a clear message now rather than a MemoryError inside ONNX Runtime
     if cfg.swap.source_face is not None:
         read_image(cfg.swap.source_face, "source face")
     if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is not None:
