@@ -204,3 +204,34 @@ def test_vcamd_run_swaps_on_the_server_with_no_swapper_file_here(triton, served_
     assert stats["frames"]["swapped"] > 0 and stats["frames"]["passthrough"] == 0, stats["frames"]
     assert stats["server"]["url"] == triton.url and stats["server"]["models"] == {"swapper": "swapper"}, stats["server"]
     assert stats["server"]["calls"] > 0 and stats["server"]["rtt_ms"] is not None
+
+
+def test_the_server_keeps_no_crop_or_latent_on_disk_or_in_its_log(client, triton, isolated_user_dirs) -> None:
+    """A crop and a latent of distinctive random bytes swapped through the server: none of the files
+    the server writes (its workspace, its user folders, its log, the Python backend's copies of
+    PyTriton's model) holds them afterwards."""
+    import os
+    import tempfile
+
+    remote, files = client
+    swapper = Swapper(files.paths["swapper"], remote)
+    rng = np.random.default_rng(99)
+    crop = rng.integers(0, 256, (128, 128, 3), dtype=np.uint8)
+    latent = rng.standard_normal((1, 512)).astype(np.float32)
+    latent /= np.linalg.norm(latent)
+    swapper.swap([crop], latent)
+    marks = [np.ascontiguousarray(crop[..., ::-1].transpose(2, 0, 1)).tobytes()[4096:4160], latent.tobytes()[256:320]]
+    roots = [Path(tempfile.gettempdir()) / f"vcamd-serve-{os.getuid()}" / str(triton.port), isolated_user_dirs, triton.log,
+             *Path(tempfile.gettempdir()).glob("folder*")]
+    checked = 0
+    for root in roots:
+        for path in [root] if root.is_file() else root.rglob("*"):
+            if not path.is_file() or path.is_symlink() or path.stat().st_size > 64 * 2**20:
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            checked += 1
+            assert not any(mark in data for mark in marks), f"{path} holds a crop or latent sent to the server"
+    assert checked > 10, "the server's files were not found where they were looked for"

@@ -43,15 +43,18 @@ KILLED_S = 5.0
 
 
 def run_remote(settings: BenchSettings, image, clip: Path, tmpdir: Path, base) -> dict:
-    from vcamd.bench.scenarios import scenario_config
+    """Every part, with `settings.load` busy processes running throughout (`--load`: a call's load)."""
+    from vcamd.bench.scenarios import busy_processes, scenario_config
 
     cfg = scenario_config("light", settings, tmpdir, base)
     server_cfg = _server_config(cfg, tmpdir / "serve.toml")
-    out: dict = {"swapper": Path(cfg.models.swapper).name}
-    out["hop"] = hop_cost(cfg, server_cfg, image, tmpdir)
-    out["daemons"] = many_daemons(cfg, server_cfg, settings, clip, tmpdir)
-    out["delay"] = added_delay(cfg, server_cfg, settings, clip, tmpdir)
-    out["killed"] = killed_server(cfg, settings, image, tmpdir)
+    out: dict = {"swapper": Path(cfg.models.swapper).name, "load": settings.load}
+    with busy_processes(settings.load) as pids:
+        out["load_pids"] = pids
+        out["hop"] = hop_cost(cfg, server_cfg, image, tmpdir)
+        out["daemons"] = many_daemons(cfg, server_cfg, settings, clip, tmpdir)
+        out["delay"] = added_delay(cfg, server_cfg, settings, clip, tmpdir)
+        out["killed"] = killed_server(cfg, settings, image, tmpdir)
     return out
 
 
@@ -393,38 +396,41 @@ def remote_rows(r: dict, settings: BenchSettings) -> list:
     """The issue's targets: the hop's cost, 50 ms of added round trip against local, the server killed."""
     from vcamd.bench.report import TARGET_FPS_RATIO, TARGET_P99_BUDGET_MS, TargetRow, _upper
 
-    rows = [_upper("remote", f"a swap through a loopback server − in-process, p50 ({r['swapper']})", r["hop"]["hop_ms"], TARGET_HOP_MS, " ms")]
+    scenario = f"remote, {r['load']} busy" if r.get("load") else "remote"
+
+    rows = [_upper(scenario, f"a swap through a loopback server − in-process, p50 ({r['swapper']})", r["hop"]["hop_ms"], TARGET_HOP_MS, " ms")]
     delay = r["delay"]
     if "skipped" in delay:
-        rows.append(TargetRow("remote", "50 ms added round trip", f"skipped: {delay['skipped']}", "", None, None))
+        rows.append(TargetRow(scenario, "50 ms added round trip", f"skipped: {delay['skipped']}", "", None, None))
     else:
         local = next(x for x in delay["rows"] if x["where"] == "local")
         far = next((x for x in delay["rows"] if x.get("added_rtt_ms") == TARGET_DELAY_RTT_MS and "skipped" not in x), None)
         if far is None:
-            rows.append(TargetRow("remote", "50 ms added round trip", "skipped", "", None, None))
+            rows.append(TargetRow(scenario, "50 ms added round trip", "skipped", "", None, None))
         else:
             ratio = far["published_fps"] / local["published_fps"]
             via = delay["how"].split()[0]
-            rows.append(TargetRow("remote", f"+50 ms RTT ({via}): published fps ÷ local's", f"{far['published_fps']:.1f} ÷ {local['published_fps']:.1f} = {ratio:.2f}×",
+            rows.append(TargetRow(scenario, f"+50 ms RTT ({via}): published fps ÷ local's", f"{far['published_fps']:.1f} ÷ {local['published_fps']:.1f} = {ratio:.2f}×",
                                   f"≥ {TARGET_FPS_RATIO:.2f}×", round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
-            rows.append(_upper("remote", f"+50 ms RTT ({via}): capture→publish p99", far["latency_p99_ms"], TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, " ms"))
+            rows.append(_upper(scenario, f"+50 ms RTT ({via}): capture→publish p99", far["latency_p99_ms"], TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, " ms"))
             limit = local["swap_age_ms"]["p95"] + TARGET_SWAP_AGE_EXTRA_MS
-            rows.append(_upper("remote", f"+50 ms RTT ({via}): swap age p95 (local {local['swap_age_ms']['p95']:.0f} + 60)", far["swap_age_ms"]["p95"], limit, " ms"))
+            rows.append(_upper(scenario, f"+50 ms RTT ({via}): swap age p95 (local {local['swap_age_ms']['p95']:.0f} + 60)", far["swap_age_ms"]["p95"], limit, " ms"))
     killed = r["killed"]
     if "skipped" in killed:
-        rows.append(TargetRow("remote", "server killed", f"skipped: {killed['skipped']}", "", None, None))
+        rows.append(TargetRow(scenario, "server killed", f"skipped: {killed['skipped']}", "", None, None))
     else:
         raw = killed["raw_face_frames"]
-        rows.append(TargetRow("remote", f"server killed, back {killed['killed_s']:.1f} s later: frames with a raw face (of {killed['checked_frames']})",
+        rows.append(TargetRow(scenario, f"server killed, back {killed['killed_s']:.1f} s later: frames with a raw face (of {killed['checked_frames']})",
                               str(raw), "= 0", None, raw == 0))
-        rows.append(_upper("remote", "swapping again after the server's return", killed["swaps_back_s"], TARGET_BACK_S, " s"))
+        rows.append(_upper(scenario, "swapping again after the server's return", killed["swaps_back_s"], TARGET_BACK_S, " s"))
     return rows
 
 
 def format_remote_table(r: dict, settings: BenchSettings) -> str:
     """The measurements behind the rows: the hop, the daemons against one server, the added delay."""
     hop = r["hop"]
-    lines = [f"remote: one face, {r['swapper']} — in-process p50 {hop['local']['p50']:.2f} ms (p95 {hop['local']['p95']:.2f}), "
+    load = f", {r['load']} busy processes throughout" if r.get("load") else ", quiet"
+    lines = [f"remote{load}: one face, {r['swapper']} — in-process p50 {hop['local']['p50']:.2f} ms (p95 {hop['local']['p95']:.2f}), "
              f"through the loopback server p50 {hop['remote']['p50']:.2f} ms (p95 {hop['remote']['p95']:.2f}); same output: {hop['same_output']}; "
              f"inside Triton per request: {hop['server_side_ms']}"]
     for row in r["daemons"]["rows"]:
