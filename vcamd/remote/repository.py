@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from vcamd.config import Config
-from vcamd.errors import ModelError, VcamdError
-from vcamd.remote.wire import EMAP_SUFFIX, SERVED_ROLES, Classes, CropPixels, Signature, served_name
+from vcamd.errors import VcamdError
+from vcamd.remote.wire import EMAP_SUFFIX, Classes, CropPixels, Signature
 
 OPSET = 17
 
@@ -31,33 +31,18 @@ OPSET = 17
 def write_repository(cfg: Config, folder: Path, *, max_batch: int = 8, instances: int = 1, queue_delay_us: int = 0,
                      kind: str = "KIND_GPU") -> list[str]:
     """Write the repository for `cfg`'s served roles into `folder`; returns the model names written."""
-    from vcamd.modelstore.roles import role_named
-    from vcamd.modelstore.store import ModelStore
+    from vcamd.remote.serve import load_served_roles
     from vcamd.runtime import Sessions
 
-    sessions = Sessions(["cpu"], threads=1)  # only to check each file with its role's loader
-    store = ModelStore.from_config(cfg.models)
-    wanted = [("swapper", cfg.models.swapper, True), ("enhancer", cfg.models.enhancer, cfg.enhancer.enabled),
-              ("parser", cfg.models.parser, True)]
     written: list[str] = []
-    for role, value, required in wanted:
-        if not value or role not in SERVED_ROLES:
-            continue
-        try:
-            path = store.path_for(value, role)
-        except ModelError:
-            if required:
-                raise
-            continue
-        loaded = role_named(role).loader_class()(path, sessions)  # the same signature check as `vcamd run`
-        session = getattr(loaded, "session", None) or getattr(loaded, "_session")
-        name = served_name(value)
-        model = _wrapped(path, role, session)
-        _write_model(folder / name, name, model, max_batch=max_batch, instances=instances, queue_delay_us=queue_delay_us, kind=kind)
-        written.append(name)
-        if role == "swapper":
-            emap_name = name + EMAP_SUFFIX
-            _write_model(folder / emap_name, emap_name, _emap_model(loaded.emap), max_batch=0, instances=1, queue_delay_us=0,
+    for item in load_served_roles(cfg, Sessions(["cpu"], threads=1)):  # a CPU session: only to check each file
+        model = _wrapped(Path(item.model.path), item.role, item.session)
+        _write_model(folder / item.name, item.name, model, max_batch=max_batch, instances=instances, queue_delay_us=queue_delay_us,
+                     kind=kind)
+        written.append(item.name)
+        if item.role == "swapper":
+            emap_name = item.name + EMAP_SUFFIX
+            _write_model(folder / emap_name, emap_name, _emap_model(item.model.emap), max_batch=0, instances=1, queue_delay_us=0,
                          kind="KIND_CPU")
             written.append(emap_name)
     return written

@@ -58,18 +58,26 @@ class ServedModel:
     batching: bool = True
 
 
-def served_models(cfg: Config, sessions: Any = None) -> list[ServedModel]:
-    """Load the roles `cfg` can serve with their own loader classes (their signature checks) and
-    describe each as Triton will serve it."""
+@dataclass(frozen=True)
+class LoadedRole:
+    """A role this machine serves: its model loaded by the role's own class (its signature checked)."""
+
+    role: str
+    name: str  # `wire.served_name` of its [models] value
+    model: Any  # Swapper, Enhancer or FaceParser
+    session: Any
+
+
+def load_served_roles(cfg: Config, sessions: Any) -> list[LoadedRole]:
+    """The swapper; the enhancer when it is on or its file is here; the parser when set — each
+    loaded with the class `vcamd run` loads it with, so a wrong file is refused with the same message."""
     from vcamd.modelstore.roles import role_named
     from vcamd.modelstore.store import ModelStore
-    from vcamd.runtime import Sessions
 
-    sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
     store = ModelStore.from_config(cfg.models)
     wanted = [("swapper", cfg.models.swapper, True), ("enhancer", cfg.models.enhancer, cfg.enhancer.enabled),
               ("parser", cfg.models.parser, True)]
-    models: list[ServedModel] = []
+    loaded: list[LoadedRole] = []
     for role, value, required in wanted:
         if not value or role not in SERVED_ROLES:
             continue
@@ -80,11 +88,22 @@ def served_models(cfg: Config, sessions: Any = None) -> list[ServedModel]:
                 raise
             log.info("not serving the %s: %s is not here", role, value)
             continue
-        loaded = role_named(role).loader_class()(path, sessions)
-        session = getattr(loaded, "session", None) or getattr(loaded, "_session")
-        models.append(_served(served_name(value), role, session))
-        if role == "swapper":
-            models.append(_served_emap(served_name(value) + EMAP_SUFFIX, loaded.emap))
+        model = role_named(role).loader_class()(path, sessions)
+        session = getattr(model, "session", None) or getattr(model, "_session")  # Enhancer keeps it private
+        loaded.append(LoadedRole(role, served_name(value), model, session))
+    return loaded
+
+
+def served_models(cfg: Config, sessions: Any = None) -> list[ServedModel]:
+    """Each role `cfg` serves, described as Triton will serve it (a swapper with its `.emap` companion)."""
+    from vcamd.runtime import Sessions
+
+    sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
+    models: list[ServedModel] = []
+    for item in load_served_roles(cfg, sessions):
+        models.append(_served(item.name, item.role, item.session))
+        if item.role == "swapper":
+            models.append(_served_emap(item.name + EMAP_SUFFIX, item.model.emap))
     return models
 
 

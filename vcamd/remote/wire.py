@@ -104,8 +104,20 @@ class Codec(Protocol):
         ...
 
 
+class _SameShape:
+    """A codec that keeps the tensor's shape (only its type changes on the wire)."""
+
+    __slots__ = ()
+
+    def shown(self, wire_shape: Sequence[Dim]) -> list[Dim]:
+        return list(wire_shape)
+
+    def wire_shape(self, shape: Sequence[Dim]) -> list[Dim]:
+        return list(shape)
+
+
 @dataclass(frozen=True, slots=True)
-class AsIs:
+class AsIs(_SameShape):
     """A tensor sent as it is (the source latent; any float tensor of a model served as it is)."""
 
     datatype: str
@@ -115,12 +127,6 @@ class AsIs:
 
     def from_wire(self, value: np.ndarray) -> np.ndarray:
         return value
-
-    def shown(self, wire_shape: Sequence[Dim]) -> list[Dim]:
-        return list(wire_shape)
-
-    def wire_shape(self, shape: Sequence[Dim]) -> list[Dim]:
-        return list(shape)
 
 
 def _pixels_out(crops: Sequence[np.ndarray]) -> np.ndarray:
@@ -141,7 +147,7 @@ def _finite(value: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True, slots=True)
-class CropPixels:
+class CropPixels(_SameShape):
     """An image tensor of a `CropSpec` (N×3×S×S, RGB, (x − mean) / std) as its uint8 pixels."""
 
     spec: CropSpec
@@ -153,15 +159,9 @@ class CropPixels:
     def from_wire(self, value: np.ndarray) -> np.ndarray:
         return self.spec.to_blob(_pixels_in(value))
 
-    def shown(self, wire_shape: Sequence[Dim]) -> list[Dim]:
-        return list(wire_shape)
-
-    def wire_shape(self, shape: Sequence[Dim]) -> list[Dim]:
-        return list(shape)
-
 
 @dataclass(frozen=True, slots=True)
-class ParserPixels:
+class ParserPixels(_SameShape):
     """The face parser's input (N×3×512², ImageNet normalisation) as its uint8 RGB pixels."""
 
     datatype: str = "UINT8"
@@ -176,12 +176,6 @@ class ParserPixels:
         from vcamd.faces.parse import to_blob
 
         return np.concatenate([to_blob(np.ascontiguousarray(item.transpose(1, 2, 0))) for item in np.asarray(value, np.uint8)])
-
-    def shown(self, wire_shape: Sequence[Dim]) -> list[Dim]:
-        return list(wire_shape)
-
-    def wire_shape(self, shape: Sequence[Dim]) -> list[Dim]:
-        return list(shape)
 
 
 @dataclass(frozen=True, slots=True)
