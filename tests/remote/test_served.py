@@ -235,3 +235,13 @@ def test_the_server_keeps_no_crop_or_latent_on_disk_or_in_its_log(client, triton
             checked += 1
             assert not any(mark in data for mark in marks), f"{path} holds a crop or latent sent to the server"
     assert checked > 10, "the server's files were not found where they were looked for"
+
+
+def test_doctor_with_the_enhancer_off_checks_the_swapper_alone(triton, served_files) -> None:
+    from vcamd.doctor.results import Status
+    from vcamd.doctor.server import check_server
+
+    cfg = served_files.config(server=triton.url)
+    cfg = cfg.model_copy(update={"enhancer": cfg.enhancer.model_copy(update={"enabled": False})})
+    result = check_server(cfg)
+    assert result is not None and result.status is Status.ok, result

@@ -27,10 +27,10 @@ def check_server(cfg: Config, daemon_status: dict | None = None, *, reach_s: flo
     from vcamd.runtime import Sessions
     from vcamd.types import ModelFiles
 
-    wanted = served_roles(cfg)
-    if not cfg.enhancer.enabled:
-        wanted.pop("enhancer", None)
-    files = ModelFiles(paths={role: Path(s.name) for role, s in wanted.items()}, enhancer=lambda: Path(wanted["enhancer"].name))
+    served = served_roles(cfg)
+    wanted = {role: s for role, s in served.items() if role != "enhancer" or cfg.enhancer.enabled}
+    enhancer = Path(served["enhancer"].name) if "enhancer" in served else Path("enhancer")
+    files = ModelFiles(paths={role: Path(s.name) for role, s in wanted.items()}, enhancer=lambda: enhancer)
     remote_cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"fallback": "none"})})
     try:
         remote = RemoteSessions(remote_cfg, Sessions(["cpu"], threads=1), files)

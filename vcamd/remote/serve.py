@@ -239,7 +239,8 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
     from pytriton.triton import VALID_TRITON_ENDPOINTS, Triton, TritonConfig, TritonSecurityConfig
 
     config = TritonConfig(grpc_address=listen.host, grpc_port=listen.port, http_address="127.0.0.1", http_port=free_loopback_port(),
-                          allow_metrics=False, allow_gpu_metrics=False, allow_cpu_metrics=False, log_verbose=0, exit_timeout_secs=5, **tls)
+                          allow_metrics=False, allow_gpu_metrics=False, allow_cpu_metrics=False, log_verbose=0, exit_timeout_secs=5,
+                          log_file=state / f"tritonserver-{listen.port}.log", **tls)  # Triton's own log: start-up tables, errors; never a tensor
     security = TritonSecurityConfig(access_token=token, restricted_endpoints=sorted(VALID_TRITON_ENDPOINTS - OPEN_ENDPOINTS))
     with Triton(config=config, security_config=security, workspace=_fresh_workspace(listen)) as triton:
         for model in models:
@@ -254,6 +255,7 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
                 strict=True,
             )
         served = ", ".join(m.name for m in models)
+        announce(f"Triton's own log: {state / f'tritonserver-{listen.port}.log'}")
         announce(f"serving {served} on {listen.url} ({'mutual TLS' if tls else 'loopback only'}; "
                  f"ONNX Runtime on {', '.join(providers)})")
         if bundle_path is not None:
