@@ -44,14 +44,16 @@ def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
     Models not downloaded yet are left out: `vcamd models pull` and `doctor` report those.
     """
     from vcamd.modelstore.store import ModelStore
+    from vcamd.remote.sessions import remote_placeholders
     from vcamd.runtime import Sessions
 
     store = ModelStore.from_config(cfg.models)
     absent = {(row.name, row.role) for row in store.list() if row.status in ("missing", "partial")}
+    elsewhere = remote_placeholders(cfg)  # run on the Triton server: `vcamd doctor` checks them there
     sessions = None
     problems: list[tuple[str, VcamdError]] = []
     for value, role in configured_models(cfg):
-        if (value, role) in absent:
+        if (value, role) in absent or role in elsewhere:
             continue
         try:
             path = store.path_for(value, role)

@@ -47,6 +47,10 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
                 out[name] = run_startup(settings, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
             elif name == "call":
                 out[name] = run_call(settings, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
+            elif name == "remote":
+                from vcamd.bench.remote import run_remote
+
+                out[name] = run_remote(settings, image, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
             else:
                 clip = sliding_clip(image, settings, tmpdir, (settings.width, settings.height))
                 out[name] = run_scenario(name, settings, clip, tmpdir, base)
@@ -193,19 +197,20 @@ def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict
             "command": following["command"], "stats": following, "first_start_stats": first}
 
 
-def run_vcamd(cfg, settings: BenchSettings, clip: Path, tmpdir: Path, name: str) -> dict:
+def run_vcamd(cfg, settings: BenchSettings, clip: Path, tmpdir: Path, name: str, prefix: tuple[str, ...] = ()) -> dict:
     """`vcamd run` with `cfg` on `clip` (a file camera, looped), null sink, `settings.frames`
-    frames, as a user starts it: its stats JSON, with the command under "command"."""
+    frames, as a user starts it: its stats JSON, with the command under "command". `prefix`: what
+    runs it (`ip netns exec NS`: inside a network namespace)."""
     import subprocess
     import sys
 
     config, stats_path = tmpdir / f"{name}.toml", tmpdir / f"{name}.json"
     config.write_text(_toml(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
-    command = [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip), "--loop",
+    command = [*prefix, sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip), "--loop",
                "--sink", "null", "--frames", str(settings.frames), "--stats-json", str(stats_path), "--no-tray"]
     # Its own runtime folder: a daemon already running here does not stop the measurement (and the
     # stand-in's optimised graph is kept in the bench's folder: `_cache_dir`).
-    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(tmpdir / "runtime")}
+    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(tmpdir / f"runtime-{name}")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode as an installed vcamd has it (see the module's doc)
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120 + 2 * settings.frames / settings.fps)
     by_hand = shlex.join(["env", f"VCAMD_RUNTIME_DIR={env['VCAMD_RUNTIME_DIR']}", f"VCAMD_CACHE_DIR={env.get('VCAMD_CACHE_DIR', '')}", *command])

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
-SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup", "call")
+SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup", "call", "remote")
 DEFAULT_SCENARIOS = ("light", "inswapper")
 
 GROUP_PHOTO = "solvay_conference_1927.png"

@@ -250,11 +250,16 @@ def print_status(status: dict[str, Any]) -> None:
     else:
         shown = ", ".join(str(p) for p in providers)
     table.add_row("Providers", escape(shown) or "–")
+    server = status.get("server")
+    if isinstance(server, dict):
+        from vcamd.doctor.server import describe
+
+        table.add_row("Server", escape(describe(server)))
     error = status.get("config_error")
     table.add_row("Config", f"[red]{escape(str(error))}[/] (running on the last good config)" if error else "ok")
     # panel_token is for scripts (`--json`), not for a screen someone may be looking at.
     known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "source_face_pick", "providers",
-             "config_error", "panel_url", "panel_token", "swap_needs"}
+             "config_error", "panel_url", "panel_token", "swap_needs", "server"}
     for key in sorted(set(status) - known):
         value = status[key]
         if value is None:

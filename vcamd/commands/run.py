@@ -221,14 +221,14 @@ def _check_models_ready(cfg, *, capped: bool) -> None:
     from vcamd.errors import ModelError
     from vcamd.images import read_image
     from vcamd.memory import check_all_fit
-    from vcamd.modelstore.store import ModelStore
+    from vcamd.pipeline import local_model_paths
 
     try:
-        paths = ModelStore.from_config(cfg.models).paths_in_use(cfg)
+        paths = local_model_paths(cfg)  # with [models] server, the models run there need no file here
     except ModelError:
-        paths = {}  # checked against the cap when they arrive: ONNX Runtime's MemoryError is then reported as a load failure
+        paths = []  # missing: the daemon starts with swapping off and says which (`live.readiness`)
     if capped and paths:
-        check_all_fit(list(paths.values()), cfg.runtime.max_memory_gb)  # a clear message now rather than a MemoryError inside ONNX Runtime
+        check_all_fit(paths, cfg.runtime.max_memory_gb)  # a clear message now rather than a MemoryError inside ONNX Runtime
     if cfg.swap.source_face is not None:
         read_image(cfg.swap.source_face, "source face")
     if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is not None:

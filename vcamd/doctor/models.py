@@ -20,9 +20,13 @@ def check_models(cfg: Config) -> list[CheckResult]:
     except VcamdError as err:
         return [CheckResult("models", Status.fail, str(err.message), err.fix or "see `vcamd models list`")]
     from vcamd.modelstore.roles import configured_models
+    from vcamd.remote.sessions import remote_placeholders
 
+    elsewhere = remote_placeholders(cfg)  # run on the Triton server: `check_server` checks them there
     results = []
     for value, role in configured_models(cfg):
+        if role in elsewhere:
+            continue
         result = _model_file_result(store, rows, role, value)
         if result.status is Status.ok:
             result = _signature_result(store, role, value, result)

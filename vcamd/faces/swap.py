@@ -19,6 +19,7 @@ from vcamd.errors import FaceError, ModelError
 from vcamd.faces.align import Affine
 from vcamd.faces.specs import ORT_FLOAT_DTYPES, SWAPPERS, CropSpec, swapper_spec_for
 from vcamd.modelstore.wayout import how_to_get, ways_out
+from vcamd.remote.wire import ServedElsewhere
 from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
@@ -68,7 +69,9 @@ class Swapper:
         self.batched = not (isinstance(batch, int) and batch > 0)
         """True when the batch dim is symbolic: several faces go through in one run."""
         dim = spec.identity_dim  # spec.latent_rule == "emap"
-        if keep_optimized:  # kept with the graph: a start that loads the kept graph leaves the model file unread
+        if isinstance(self.session, ServedElsewhere):  # the file is on a Triton server ([models] server): so is its emap
+            self.emap = self.session.initializer("emap", (dim, dim))
+        elif keep_optimized:  # kept with the graph: a start that loads the kept graph leaves the model file unread
             from vcamd.ortcache import kept_array
 
             self.emap = kept_array(self.path.expanduser().resolve(), "emap", lambda: _read_emap(self.path, dim), (dim, dim))

@@ -310,8 +310,14 @@ class LiveEngine:
             "swap_needs": [need.to_json() for need in self.settings.swap_needs()],
             "queue_depth": self.parts.slot.depth,
             "gpu": self._gpu.latest(),
+            "server": self._server_status(),
         }
         return self.parts.status
+
+    def _server_status(self) -> dict[str, Any] | None:
+        """The Triton server the models run on (`[models] server`): its state, round trip, models; None: here."""
+        remote = getattr(self.parts.faces, "remote", None)
+        return remote.server_status() if remote is not None else None
 
     # -- the loop -----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -416,7 +422,7 @@ class LiveEngine:
             misses=self._misses(),
             camera_cpu_s=self.parts.reader.cpu_s,
         ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap,
-             "swapper_cores": self.parts.worker.cores.to_json()}
+             "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status()}
 
     def _captured(self) -> int:
         return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped

@@ -124,14 +124,15 @@ def models_key(cfg: Config) -> Any:
 
 
 def look_at_model_files(cfg: Config) -> ModelFilesSeen:
-    """Whether every model file `cfg` uses is there (`vcamd.pipeline.model_files`: every missing
-    one named in one error, with both ways to get it). Touches the disk: never on the loop."""
-    from vcamd.pipeline import model_files
+    """Whether every model file `cfg` loads on this machine is there (`vcamd.pipeline`: every
+    missing one named in one error, with both ways to get it; a model run on the `[models] server`
+    needs no file here). Touches the disk: never on the loop."""
+    from vcamd.pipeline import local_model_paths
 
     key = models_key(cfg)
     try:
-        paths = model_files(cfg).paths
-        stamps = tuple((str(path), st.st_size, st.st_mtime_ns) for path in paths.values() for st in (path.stat(),))
+        paths = local_model_paths(cfg)
+        stamps = tuple((str(path), st.st_size, st.st_mtime_ns) for path in paths for st in (path.stat(),))
     except VcamdError as err:
         return ModelFilesSeen(key, err)
     except OSError as exc:  # removed between the two looks

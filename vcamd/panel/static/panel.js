@@ -26,6 +26,19 @@ function providers(v) {
   return String(v);
 }
 
+function server(v) {
+  // [models] server: the Triton server the swap runs on (vcamd.doctor.server.describe says the same in the terminal).
+  if (!v || typeof v !== "object") return "here (no Triton server)";
+  const parts = [v.url + " " + v.state];
+  if (typeof v.rtt_ms === "number") parts.push(v.rtt_ms.toFixed(1) + " ms round trip");
+  if (typeof v.call_ms === "number") parts.push(v.call_ms.toFixed(1) + " ms a call");
+  parts.push(v.tls ? "mutual TLS" : "loopback, plaintext");
+  if (Array.isArray(v.serves) && v.serves.length) parts.push("serves " + v.serves.join(", "));
+  if (v.state !== "up" && v.error) parts.push(String(v.error));
+  if (v.fallback) parts.push("fallback " + v.fallback);
+  return parts.join("; ");
+}
+
 function frames(f) {
   if (!f || typeof f !== "object") return "–";
   return ["published", "swapped", "held", "blurred", "passthrough", "dropped"]
@@ -91,6 +104,7 @@ function render(state) {
   $("latency-p95").textContent = text(latency(s, "p95"), 1, " ms");
   $("frames").textContent = frames(s.frames);
   $("providers").textContent = providers(s.providers);
+  $("server").textContent = server(s.server);
 
   const err = $("config-error");
   err.hidden = !s.config_error;
