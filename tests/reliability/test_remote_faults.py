@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from support.triton import TritonProcess
 
+from vcamd.tray.view import view_from_status
+
 from .test_live_faults import MAX_GAP_S, STEADY, check_no_leak
 
 pytestmark = pytest.mark.slow
@@ -44,6 +46,8 @@ def test_server_killed_mid_run_then_back(live, server) -> None:
     t_kill = time.monotonic()
     server.kill()
     run.wait_for(lambda: server_state(run) == "away", 10, "the status to show the server away")
+    # The tray's status item says so too, from the same status the daemon reports.
+    assert f"Server: {server.url} away" in view_from_status(run.engine.status()).detail
     # The outage lasts until held frames are seen (and at least a second): the faces are held, not raw.
     run.wait_for(lambda: run.counts()["held"] > before["held"] + 10 and time.monotonic() - t_kill > 1.0, 30,
                  "held frames while the server is dead")
@@ -55,6 +59,7 @@ def test_server_killed_mid_run_then_back(live, server) -> None:
     run.wait_for(lambda: run.counts()["swapped"] >= during["swapped"] + 10, 30, "swapping again after the server's return")
     gap = run.sink.max_gap(t_kill, t_back)
     assert server_state(run) == "up"
+    assert f"Server: {server.url} up" in view_from_status(run.engine.status()).detail
     stats = run.stop()
     check_no_leak(run, stats)
     assert gap < MAX_GAP_S, f"output paused {gap:.2f} s while the server was away"

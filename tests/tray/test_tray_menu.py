@@ -264,6 +264,17 @@ def test_what_swapping_needs_is_in_the_status_item_and_the_notification():
     assert on.state is TrayState.error and on.headline == "swap on, but it needs consent"
 
 
+def test_the_status_detail_says_where_the_swap_runs_when_a_server_runs_it():
+    server = {"url": "grpc://gpu-box:8001", "tls": True, "state": "away", "rtt_ms": None, "call_ms": None,
+              "serves": [], "error": "connection refused", "fallback": "none"}
+    detail = view_from_status({"enabled": True, "state": "running", "level": "full", "server": server}).detail
+    assert "Server: grpc://gpu-box:8001 away; mutual TLS; connection refused; fallback none" in detail.splitlines()
+    up = server | {"state": "up", "rtt_ms": 1.24, "serves": ["inswapper_128"], "error": None}
+    assert ("Server: grpc://gpu-box:8001 up; 1.2 ms round trip; mutual TLS; serves inswapper_128; fallback none"
+            in view_from_status({"enabled": True, "state": "running", "server": up}).detail.splitlines())
+    assert "Server:" not in view_from_status({"enabled": True, "state": "running", "server": None}).detail
+
+
 def test_the_status_detail_says_which_face_of_a_group_photo_was_taken():
     pick = "the largest of the 29 faces in the photo (61×80 px at x=1107, y=190)"
     view = view_from_status({"enabled": True, "state": "running", "level": "full", "source_face": "/f/solvay.png",

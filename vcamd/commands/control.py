@@ -18,6 +18,7 @@ from typing import Any
 
 from vcamd.private_files import write_private_atomic
 from vcamd.quality import quality_names  # standard library only: the parser must not import numpy
+from vcamd.remote.summary import describe_server  # standard library only, like quality
 
 ENDPOINT_HELP = (
     "Talks to the running daemon over its control socket in the user runtime dir "
@@ -252,9 +253,7 @@ def print_status(status: dict[str, Any]) -> None:
     table.add_row("Providers", escape(shown) or "–")
     server = status.get("server")
     if isinstance(server, dict):
-        from vcamd.doctor.server import describe
-
-        table.add_row("Server", escape(describe(server)))
+        table.add_row("Server", escape(describe_server(server)))
     error = status.get("config_error")
     table.add_row("Config", f"[red]{escape(str(error))}[/] (running on the last good config)" if error else "ok")
     # panel_token is for scripts (`--json`), not for a screen someone may be looking at.

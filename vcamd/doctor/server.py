@@ -9,6 +9,7 @@ from typing import Any
 from vcamd.config import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 from vcamd.errors import VcamdError
+from vcamd.remote.summary import describe_server
 
 NAME = "server"
 REACH_S = 5.0
@@ -54,25 +55,9 @@ def check_server(cfg: Config, daemon_status: dict | None = None, *, reach_s: flo
 
 
 def _from_status(status: dict[str, Any], how: str) -> CheckResult:
-    text = describe(status)
+    text = describe_server(status)
     if status.get("state") != "up":
         return CheckResult(NAME, Status.fail if how == "checked now" else Status.warn, f"{text} ({how})",
                            "start it, or check the network between the two machines")
     return ok(NAME, f"{text} ({how})")
 
-
-def describe(status: dict[str, Any]) -> str:
-    """One line: the server, its state and round trip, the link's security, what it serves."""
-    parts = [f"{status.get('url')} {status.get('state')}"]
-    if status.get("rtt_ms") is not None:
-        parts.append(f"{status['rtt_ms']:.1f} ms round trip")
-    if status.get("call_ms") is not None:
-        parts.append(f"{status['call_ms']:.1f} ms a call")
-    parts.append("mutual TLS" if status.get("tls") else "loopback, plaintext")
-    if status.get("serves"):
-        parts.append("serves " + ", ".join(status["serves"]))
-    if status.get("state") != "up" and status.get("error"):
-        parts.append(str(status["error"]))
-    if status.get("fallback"):
-        parts.append(f"fallback {status['fallback']}")
-    return "; ".join(parts)

@@ -15,6 +15,7 @@ from typing import Any
 from PIL import Image, ImageDraw
 
 from vcamd.quality import Level, is_degraded, label
+from vcamd.remote.summary import describe_server
 
 APP_TITLE = "FaceLive Camera"
 
@@ -152,6 +153,9 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         lines.append("Speed: " + ", ".join(numbers))
     if provider_text:
         lines.append(f"Runs on: {provider_text}")
+    server = status.get("server")
+    if isinstance(server, Mapping):  # [models] server: the swap runs on Triton elsewhere
+        lines.append(f"Server: {describe_server(server)}")
     for need in swap_needs:
         lines.append(f"To swap: {need.get('what', '?')} — {need.get('fix', '')}")
     if config_error:

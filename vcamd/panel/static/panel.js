@@ -27,7 +27,7 @@ function providers(v) {
 }
 
 function server(v) {
-  // [models] server: the Triton server the swap runs on (vcamd.doctor.server.describe says the same in the terminal).
+  // [models] server: the Triton server the swap runs on (vcamd.remote.summary.describe_server says the same in the terminal).
   if (!v || typeof v !== "object") return "here (no Triton server)";
   const parts = [v.url + " " + v.state];
   if (typeof v.rtt_ms === "number") parts.push(v.rtt_ms.toFixed(1) + " ms round trip");
