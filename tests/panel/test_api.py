@@ -21,6 +21,7 @@ from vcamd.control.server import ControlServer
 from vcamd.panel import WithPanelUrl, open_panel
 from vcamd.panel.history import StatusHistory
 from vcamd.quality import Level
+from vcamd.tray import RecentFaces
 
 
 def post(http, panel, path: str, payload: dict | None = None):
@@ -333,8 +334,8 @@ def test_the_trays_open_control_page_opens_a_private_login_page(panel, engine, h
 
 
 def test_old_login_pages_are_removed_as_new_ones_are_written(runtime_dir):
+    from vcamd.pages.security import CODE_TTL_S
     from vcamd.panel.login import login_page
-    from vcamd.panel.security import CODE_TTL_S
 
     first = login_page("http://127.0.0.1:1/?code=a", runtime_dir)
     second = login_page("http://127.0.0.1:1/?code=b", runtime_dir)
@@ -356,9 +357,10 @@ def test_vcamd_panel_without_a_page_or_a_daemon_says_so(engine, runtime_dir):
 
 
 def test_open_panel_follows_the_config(engine, tmp_path, http):
-    with open_panel(engine, config_from_dict({"panel": {"enabled": False}})) as served:
+    recent = RecentFaces(tmp_path / "recent_faces.json")
+    with open_panel(engine, config_from_dict({"panel": {"enabled": False}}), recent) as served:
         assert served is engine and "panel_url" not in served.status()
-    with open_panel(engine, config_from_dict({})) as served:
+    with open_panel(engine, config_from_dict({}), recent) as served:
         url = served.status()["panel_url"]
         assert url.startswith("http://127.0.0.1:") and "?" not in url and served.status()["panel_token"]
     with pytest.raises(OSError):  # closed with the block

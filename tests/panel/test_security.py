@@ -14,8 +14,8 @@ from urllib.parse import quote
 import pytest
 from support.users import as_another_user, needs_root
 
+from vcamd.pages.security import LOGGED_IN_PAGE
 from vcamd.panel.faces import MAX_UPLOAD_BYTES
-from vcamd.panel.security import LOGGED_IN_PAGE
 
 CHANGES = ["/api/on", "/api/off", "/api/toggle", "/api/quality", "/api/face", "/api/badge"]
 READS = ["/", "/panel.js", "/panel.css", "/api/status", "/stream.mjpg"]
@@ -103,7 +103,7 @@ def test_a_login_code_is_minted_only_for_the_token_holder(panel, http):
 
 
 def test_a_login_code_expires(panel, http, monkeypatch):
-    import vcamd.panel.security as security
+    import vcamd.pages.security as security
 
     path = panel.login_url().removeprefix(panel.base_url[:-1])
     monkeypatch.setattr(security, "CODE_TTL_S", -1.0)  # codes minted from now on are born expired

@@ -15,7 +15,7 @@ import pytest
 from support.users import as_another_user, needs_root
 
 from vcamd.errors import VcamdError
-from vcamd.panel.security import LOGGED_IN_PAGE
+from vcamd.pages.security import LOGGED_IN_PAGE
 from vcamd.quality import Level
 from vcamd.sinks.preview import MJPEG_BOUNDARY, PreviewSink
 

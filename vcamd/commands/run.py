@@ -101,16 +101,20 @@ def handle(args: argparse.Namespace) -> int:
         # loading, before the control page, the socket and the watcher are set up (and imported).
         engine.open()
         try:
+            from vcamd.config import user_state_dir
             from vcamd.control.server import ControlServer
             from vcamd.panel import open_panel
             from vcamd.reload import ConfigWatcher
+            from vcamd.tray import RecentFaces
 
+            # One list of recent source faces, shared by the page and the tray (the same file, one lock).
+            recent = RecentFaces(user_state_dir() / "recent_faces.json")
             # The control page runs whatever the sink; the socket's status then carries its "panel_url".
-            with open_panel(engine, cfg) as controllable, ControlServer(controllable), ConfigWatcher(
+            with open_panel(engine, cfg, recent) as controllable, ControlServer(controllable), ConfigWatcher(
                 watched, engine.on_config_change, engine.on_config_error,
                 current=file_cfg, missing_ok=config_path is None, on_note=engine.on_config_note,
             ):
-                stats = _run_with_optional_tray(engine, controllable, args, cfg, watched)
+                stats = _run_with_optional_tray(engine, controllable, args, cfg, watched, recent)
         finally:
             engine.close()  # when the run never started (its own end releases everything)
             _remove_partial_uploads()
@@ -151,14 +155,13 @@ def _remove_partial_uploads() -> None:
         sweep_partial_uploads(folder, including_ours=True)
 
 
-def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg, config_path) -> dict:
+def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg, config_path, recent) -> dict:
     """Run the engine; with a display, the tray icon owns the main thread and the engine runs beside it.
-    The tray drives `controllable`: the engine as the control socket serves it (with "panel_url")."""
+    The tray drives `controllable`: the engine as the control socket serves it (with "panel_url");
+    `recent` is the recent-faces list the control page shares."""
     if args.no_tray or not cfg.tray.enabled:
         return _run_engine(engine, args.frames)
-    from vcamd.config import user_state_dir
     from vcamd.tray import (
-        RecentFaces,
         open_with_desktop,
         run_engine_with_tray,
         tray_available,
@@ -168,7 +171,6 @@ def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg,
     if not available:
         log.info("no tray icon: %s (use --no-tray to silence this)", why)
         return _run_engine(engine, args.frames)
-    recent = RecentFaces(user_state_dir() / "recent_faces.json")
     if cfg.swap.source_face is not None:
         recent.add(cfg.swap.source_face)
     return run_engine_with_tray(

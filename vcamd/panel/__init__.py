@@ -2,9 +2,9 @@
 
 `server` (`PanelServer`: life cycle, what the API answers and does), `routes` (the routes and who
 may use them), `wire` (request bodies, answers, the MJPEG stream), `surface` (`open_panel`,
-`WithPanelUrl`), `security` (token, Host, Origin rules), `gate` (request heads, thread pools),
-`video` (one JPEG per frame for every viewer), `history` (the last minute of status for the
-chart), `faces` (uploads), `static/` (the page itself). `vcamd run` starts it with
+`WithPanelUrl`), `video` (one JPEG per frame for every viewer), `history` (the last minute of status for the
+chart), `faces` (uploads), `static/` (the page itself). Who may connect and the access rules
+are `vcamd.pages`' (shared with the preview sink). `vcamd run` starts it with
 `open_panel(engine, cfg)`.
 """
 

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from vcamd.errors import VcamdError
-from vcamd.panel.security import CODE_TTL_S
+from vcamd.pages.security import CODE_TTL_S
 
 ASK_TIMEOUT_S = 10.0
 

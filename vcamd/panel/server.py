@@ -2,7 +2,7 @@
 what the API answers and does); the routes are in `routes`, the HTTP exchange in `wire`.
 
 HTTP/1.0, one request per connection. A connection gets a thread only once its request head has
-arrived (within `head_timeout_s`), in the pool of its purpose (`vcamd.panel.gate`): at most
+arrived (within `head_timeout_s`), in the pool of its purpose (`vcamd.pages.gate`): at most
 `max_connections` with the token, `max_guests` without (the rest get 503 at once), so neither a
 forgotten tab nor a flood of idle or tokenless connections can pile up threads or starve the
 owner; an owner's client that stops reading or sending is dropped after `request_timeout_s`.
@@ -22,10 +22,10 @@ from vcamd.config import PanelConfig
 from vcamd.control.protocol import Controllable
 from vcamd.errors import FaceError, VcamdError
 from vcamd.jsonable import to_jsonable
+from vcamd.pages.security import LOOPBACK, PageAccess
 from vcamd.panel.faces import naming_upload, store_upload
 from vcamd.panel.history import StatusHistory
 from vcamd.panel.routes import PanelHTTPServer, load_static
-from vcamd.panel.security import LOOPBACK, PageAccess
 from vcamd.panel.video import JpegFeed
 from vcamd.panel.wire import HttpError
 from vcamd.quality import quality_names

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from vcamd.control.protocol import Controllable
-from vcamd.panel.server import PanelServer
+from vcamd.panel.server import PanelServer, RecentFaceList
 
 
 class WithPanelUrl:
@@ -44,18 +44,16 @@ class WithPanelUrl:
 
 
 @contextlib.contextmanager
-def open_panel(engine: Controllable, cfg: Any) -> Iterator[Controllable]:
+def open_panel(engine: Controllable, cfg: Any, recent_faces: RecentFaceList) -> Iterator[Controllable]:
     """For `vcamd run`: the control page while the block runs (unless [panel] enabled = false);
-    yields what the control socket should serve — the engine, with "panel_url" in its status."""
+    yields what the control socket should serve — the engine, with "panel_url" in its status.
+    `recent_faces` is the tray's list (the caller's: the page sits below the tray)."""
     if not cfg.panel.enabled:
         yield engine
         return
-    from vcamd.config import user_state_dir
     from vcamd.panel.faces import uploads_dir
-    from vcamd.tray import RecentFaces
 
-    panel = PanelServer(engine, cfg.panel, faces_dir=uploads_dir(),
-                        recent_faces=RecentFaces(user_state_dir() / "recent_faces.json"),
+    panel = PanelServer(engine, cfg.panel, faces_dir=uploads_dir(), recent_faces=recent_faces,
                         badge=cfg.disclosure.badge)
     with panel:
         yield WithPanelUrl(engine, panel)

@@ -15,9 +15,9 @@ from typing import Any
 from vcamd.boundedjson import JsonRefused, loads_bounded
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
+from vcamd.pages.gate import GatedHandler
+from vcamd.pages.security import SECURITY_HEADERS
 from vcamd.panel.faces import MAX_UPLOAD_BYTES
-from vcamd.panel.gate import GatedHandler
-from vcamd.panel.security import SECURITY_HEADERS
 from vcamd.panel.video import JpegFeed
 
 MAX_JSON_BYTES = 64 * 1024

@@ -1,7 +1,7 @@
 """`--sink preview`: a local page at http://127.0.0.1:PORT/ with the live output (MJPEG) and the live stats.
 
 The page itself is `preview_page.html` beside this module (packaged data). It shows the camera
-(the raw face while swapping is off), so it is kept like the control page (`vcamd.panel.security`):
+(the raw face while swapping is off), so it is kept like the control page (`vcamd.pages.security`):
 every request needs the per-start token, as `Authorization: Bearer TOKEN` or the HttpOnly cookie a
 browser gets by opening `login_url()` (a one-time code, never the token), handed to it in a private
 file (`vcamd.panel.login.login_page`), never on a command line.
@@ -29,8 +29,8 @@ from vcamd.config import Config, PreviewConfig
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
 from vcamd.newest import NewestSlot
-from vcamd.panel.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
-from vcamd.panel.security import LOGGED_IN_PAGE, SECURITY_HEADERS, PageAccess, check_fetch_site, session_cookie
+from vcamd.pages.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
+from vcamd.pages.security import LOGGED_IN_PAGE, SECURITY_HEADERS, PageAccess, check_fetch_site, session_cookie
 from vcamd.sinks.base import fit_to_size
 from vcamd.types import Frame
 
@@ -56,7 +56,7 @@ PAGE_HEADERS = {**SECURITY_HEADERS, "Content-Security-Policy": "frame-ancestors 
 
 
 class _PreviewServer(GatedHTTPServer):
-    """Owners (the token) and guests in pools of their own, as the control page's (`vcamd.panel.gate`)."""
+    """Owners (the token) and guests in pools of their own, as the control page's (`vcamd.pages.gate`)."""
 
     def __init__(self, address: tuple[str, int], sink: "PreviewSink") -> None:
         self.sink = sink
