@@ -19,6 +19,7 @@ import socket
 import struct
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 PROC_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 TCP_TIME_WAIT = "06"
@@ -40,14 +41,14 @@ def unix_peer_uid(conn: socket.socket) -> int | None:
     if hasattr(socket, "SO_PEERCRED"):  # Linux
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         _pid, uid, _gid = struct.unpack("3i", creds)
-        return uid
+        return int(uid)
     if sys.platform == "darwin" or "bsd" in sys.platform:
         try:
             raw = conn.getsockopt(_SOL_LOCAL, _LOCAL_PEERCRED, 256)
             _version, uid = _XUCRED.unpack_from(raw)
         except (OSError, struct.error):
             return None  # not run on these systems in CI: where it fails, the folder and file modes stand alone
-        return uid
+        return int(uid)
     return None
 
 
@@ -94,7 +95,7 @@ def _owner_in(lines: Iterable[str], *, local: Endpoint, remote: Endpoint) -> int
     return None
 
 
-def _endpoint(address: tuple) -> Endpoint:
+def _endpoint(address: tuple[Any, ...]) -> Endpoint:
     """A socket address (IPv4 or IPv6) as an IPv6 address and port: IPv4 as ::ffff:a.b.c.d."""
     host, port = address[0], int(address[1])
     ip = ipaddress.ip_address(host.split("%", 1)[0])

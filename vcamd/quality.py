@@ -136,7 +136,7 @@ def adds_swap_work(frm: Level, to: Level, *, enhancer_configured: bool = True, b
     return _less_work(_swap_work(frm, enhancer_configured, boost_configured), _swap_work(to, enhancer_configured, boost_configured))
 
 
-def _less_work(a: tuple, b: tuple) -> bool:
+def _less_work(a: tuple[bool, ...], b: tuple[bool, ...]) -> bool:
     """`a` does less than `b`: nowhere more, somewhere less."""
     return a != b and all(x <= y for x, y in zip(a, b))
 

@@ -198,9 +198,9 @@ class ConfigWatcher:
             self._report(err, signature)
             return err
         except Exception as exc:  # noqa: BLE001 — e.g. MemoryError under max_memory_gb: still a config_error
-            err = self._unexpected(exc)
-            self._report(err, signature)
-            return err
+            unexpected = self._unexpected(exc)
+            self._report(unexpected, signature)
+            return unexpected
         dropped = dropped_settings(self._last_good, new) if self._last_good is not None else []
         if dropped:
             now, first_sight = time.monotonic(), signature != self._held

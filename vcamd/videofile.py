@@ -74,7 +74,7 @@ class VideoFile:
             self.temporary = private_temporary(self.path)
         except OSError as exc:
             raise self._error(f"cannot create a file in {_folder_of(self.path)} ({exc.strerror or exc})") from None
-        writer = cv2.VideoWriter(str(self.temporary), cv2.VideoWriter_fourcc(*self._fourcc), self._fps, self._size)
+        writer = cv2.VideoWriter(str(self.temporary), cv2.VideoWriter.fourcc(*self._fourcc), self._fps, self._size)
         if not writer.isOpened():
             writer.release()
             full = disk_is_full(_folder_of(self.path))

@@ -33,8 +33,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
-from socketserver import ThreadingMixIn
-from typing import Any, BinaryIO
+from io import BufferedIOBase
+from socketserver import StreamRequestHandler, ThreadingMixIn
+from typing import TYPE_CHECKING, Any
 
 from vcamd.peers import PeerUnknown, loopback_peer_uid
 
@@ -276,7 +277,7 @@ class GatedHTTPServer(ThreadingHTTPServer):
 class BufferedHead:
     """The handler's rfile: first what the heads thread already read, then the socket."""
 
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+    def __init__(self, head: bytes, rest: BufferedIOBase) -> None:
         self._head = memoryview(head)
         self._at = 0
         self._rest = rest
@@ -308,17 +309,29 @@ class BufferedHead:
         self._rest.close()
 
 
-class GatedHandler:
+if TYPE_CHECKING:  # the mixin's partner, for the type checker: what `setup` and `self.server` are
+    _Handler = StreamRequestHandler
+else:
+    _Handler = object
+
+
+class GatedHandler(_Handler):
     """Mixed into the handler of a GatedHTTPServer (before BaseHTTPRequestHandler): the read
     timeout of the connection's purpose, and an rfile that starts with the head already read."""
 
     purpose = GUEST
+    server: GatedHTTPServer
+    request: socket.socket
 
     def setup(self) -> None:
-        head, self.purpose = self.server.admitted(self.request)  # type: ignore[attr-defined]
-        self.timeout = self.server.read_timeouts[self.purpose]  # type: ignore[attr-defined]
-        super().setup()  # type: ignore[misc]
-        self.rfile = BufferedHead(head, self.rfile)  # type: ignore[has-type]
+        head, self.purpose = self.server.admitted(self.request)
+        # Per connection on purpose (StreamRequestHandler.setup reads self.timeout); typeshed
+        # declares it a class variable, as most handlers set it once for all.
+        self.timeout = self.server.read_timeouts[self.purpose]  # type: ignore[misc]
+        super().setup()
+        # BufferedHead reads what http.server reads of an rfile (readline, read) and is not a whole
+        # BufferedIOBase (nor needs to be): the one place the two types meet.
+        self.rfile = BufferedHead(head, self.rfile)  # type: ignore[assignment]
 
 
 def stranger(sock: socket.socket) -> str | None:

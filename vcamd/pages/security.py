@@ -31,6 +31,7 @@ import hmac
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
@@ -73,7 +74,7 @@ class PageAccess:
     """Who may use a local page (the control page, the preview): its per-start token and the
     one-time codes that let a browser in without the token ever being on a command line."""
 
-    def __init__(self, clock=time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.token = secrets.token_urlsafe(32)
         self._clock = clock
         self._codes: dict[str, float] = {}  # code → when it stops being valid

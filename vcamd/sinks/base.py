@@ -21,7 +21,7 @@ Rules every sink keeps, because the loop is on the frame budget:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import cv2
 
@@ -56,4 +56,5 @@ def fit_to_size(frame: Frame, width: int, height: int) -> Frame:
     if (w, h) == (width, height):
         return frame
     shrinking = w * h > width * height
-    return cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
+    # cv2's stubs type every result as a generic array: a uint8 frame in is a uint8 frame out.
+    return cast(Frame, cv2.resize(frame, (width, height), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR))

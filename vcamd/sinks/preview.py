@@ -270,6 +270,8 @@ class PreviewSink:
                 if self.closed:
                     return
                 frame, self._pending = self._pending, None
+            if frame is None:  # cannot be: only `closed` ends the wait without a frame, and it returned
+                continue
             ok, buf = cv2.imencode(".jpg", frame, params)
             if ok:
                 self.jpegs_encoded += 1

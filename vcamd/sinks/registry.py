@@ -39,7 +39,8 @@ class SinkForm:
 
     def build(self, argument: str, cfg: Config, width: int, height: int, fps: float) -> Sink:
         module, _, cls = self.sink.partition(":")
-        return getattr(importlib.import_module(module), cls).from_spec(argument, cfg, width, height, fps)
+        sink: Sink = getattr(importlib.import_module(module), cls).from_spec(argument, cfg, width, height, fps)
+        return sink
 
 
 FORMS: tuple[SinkForm, ...] = (

@@ -59,7 +59,8 @@ def pyvirtualcam_camera(width: int, height: int, fps: float, device: str | None,
     except ImportError as exc:
         raise VcamdError(f"pyvirtualcam cannot be imported ({exc})", fix="reinstall vcamd: pip install pyvirtualcam") from None
     # BGR in: the backend converts straight to its native format, saving an RGB copy per frame.
-    return pyvirtualcam.Camera(width, height, fps, fmt=pyvirtualcam.PixelFormat.BGR, device=device, backend=backend)
+    camera: CameraLike = pyvirtualcam.Camera(width, height, fps, fmt=pyvirtualcam.PixelFormat.BGR, device=device, backend=backend)
+    return camera
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +145,10 @@ class VirtualCameraSink:
             if not Path(device).exists():
                 raise missing_configured_device_error(device, cfg.name)
             return device
-        device = find_loopback_device(cfg.name, self._sysfs)
-        if device is None:
+        found = find_loopback_device(cfg.name, self._sysfs)
+        if found is None:
             raise missing_device_error(cfg.name, self._sysfs)
-        return device
+        return found
 
     def open(self) -> None:
         with self._lock:
