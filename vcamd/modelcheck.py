@@ -22,14 +22,16 @@ from vcamd.errors import ModelError, VcamdError
 from vcamd.modelstore.roles import configured_models, role_named
 
 
-def check_signature(path: Path, role: str, sessions: Any = None) -> None:
-    """Load `path` as the `role` model; raises ModelError naming the file and the fix when it is not one."""
+def check_signature(path: Path, role: str, sessions: Any = None, *, family: str | None = None) -> None:
+    """Load `path` as the `role` model; raises ModelError naming the file and the fix when it is not one.
+    `family`: for a swapper, its family or model name (`[models] swapper_family`, a manifest name)
+    when the file's own name may not say it (a download's `.part`, a user's file)."""
     from vcamd.runtime import Sessions
 
     loader = role_named(role).loader_class()  # the class `vcamd run` loads it with (FaceEngine.from_config, through vcamd.pipeline)
     sessions = sessions if sessions is not None else Sessions(["cpu"], threads=1)
     try:
-        loader(path, sessions)
+        loader(path, sessions, family=family) if role == "swapper" and family else loader(path, sessions)
     except ModelError:
         raise
     except Exception as exc:  # noqa: BLE001 — ONNX Runtime refuses a damaged file with its own errors
@@ -55,7 +57,7 @@ def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
         try:
             path = store.path_for(value, role)
             sessions = sessions or Sessions(["cpu"], threads=1)
-            check_signature(path, role, sessions)
+            check_signature(path, role, sessions, family=cfg.models.swapper_family or None)
         except VcamdError as err:
             problems.append((role, err))
     return problems
