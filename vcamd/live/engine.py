@@ -257,6 +257,11 @@ class LiveEngine:
         value = bool(on)
         return self._ask(lambda: self.settings.set_badge(value), "badge")
 
+    def set_model(self, role: str, name: str) -> dict:
+        """Switch the swapper or the enhancer to the manifest's model `name` (`Settings.set_model`):
+        it loads in the background, the running one swapping meanwhile. Returns the state after."""
+        return self._ask(lambda: self.settings.set_model(str(role), str(name)), "model")
+
     def request_quit(self) -> None:
         self._quit.set()
         self.parts.slot.wake()
@@ -286,6 +291,7 @@ class LiveEngine:
             **self.parts.stats.live_numbers(captured=self._captured(), dropped=self._dropped(), misses=self._misses()),
             "source_face": str(source_face) if source_face else None,
             "providers": dict(self.parts.providers),
+            **self.settings.models_status(),
             "config_error": self._config_error(),
             "queue_depth": self.parts.slot.depth,
             "gpu": self._gpu.latest(),
