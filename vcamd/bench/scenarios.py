@@ -29,6 +29,11 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
     out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="vcamd-bench-") as tmp, _cache_dir(Path(tmp) / "optimized"):
         tmpdir = Path(tmp)
+        if settings.swappers or settings.enhancers:
+            from vcamd.bench.modeltimes import as_dict, time_models
+
+            log.info("bench: timing the models' compute-equivalent stand-ins")
+            out["models"] = {"rows": [as_dict(row) for row in time_models(settings, tmpdir, list(settings.swappers), list(settings.enhancers))]}
         for name in scenarios:
             log.info("bench: scenario %s", name)
             if name == "groups":
