@@ -161,9 +161,10 @@ class SwapConfig(Section):
     max_result_age_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     """Live: once the last swap is older than this while the model hangs (a swap runs > 4× its usual time), on_miss applies."""
     pixel_boost: Literal[128, 256, 512] = 128
-    """The side (px) each face is swapped at: above the swapper's 128, its crop is swapped as
-    (N/128)² polyphase tiles (one batch, (N/128)² times the model's work) and blended at N px —
-    a sharper face on a large camera picture. The watchdog gives it up first ("no_boost" rung)."""
+    """The side (px) each face is swapped at: above the swapper's own (inswapper's 128, most other
+    families' 256), its crop is swapped as (N/side)² polyphase tiles (one batch, (N/side)² times the
+    model's work) and blended at N px — a sharper face on a large camera picture. The watchdog gives
+    it up first ("no_boost" rung). A side N is not a multiple of (a 224-px .dfm model): no boost."""
     weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
     """How strongly the source identity is pushed (FaceFusion's face swapper weight), for the
     swappers that take an embedding: 0.5 = the source as it is; towards 0 the target's own identity
