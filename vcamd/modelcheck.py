@@ -67,7 +67,7 @@ def identity_fit(recognizer: Path, swapper: Path) -> ModelError | None:
     """Whether the recognizer's embedding has the size the swapper's family starts from: the
     error naming both models and the fix, or None when they fit — or when either graph is not
     one of its role (the role checks report that) or cannot be read."""
-    from vcamd.faces.specs import swapper_spec_for
+    from vcamd.faces.specs import swapper_candidates
     from vcamd.onnxwire import WireError, signature
 
     try:
@@ -75,7 +75,10 @@ def identity_fit(recognizer: Path, swapper: Path) -> ModelError | None:
         swapper_inputs, _ = signature(swapper)
     except (WireError, OSError):
         return None
-    spec = swapper_spec_for(swapper_inputs)
+    # The families these inputs could be (several share one signature, all from 512-d ArcFace);
+    # those that take the source face as an image, or none, do not start from the embedding.
+    found = [spec for spec in swapper_candidates(swapper_inputs) if spec.uses_embedding]
+    spec = found[0] if found else None
     shape = next(iter(embedding.values())) if len(embedding) == 1 else []
     if spec is None or len(shape) != 2 or not isinstance(shape[1], int) or shape[1] == spec.identity_dim:
         return None
