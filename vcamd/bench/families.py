@@ -502,18 +502,23 @@ def _gpen(g: _Graph, x: str, size: int) -> str:
     return g.op("Tanh", [_stylegan2_decoder(g, style, size, channels, feats)])
 
 
+def _vqgan_level(g: _Graph, x: str, cin: int, cout: int, hw: int, blocks: int) -> str:
+    """`blocks` VQGAN residual blocks (two 3×3 convolutions, a 1×1 skip where the width changes)."""
+    for _ in range(blocks):
+        y = g.conv(_relu(g, x), cin, cout, 3, hw)
+        y = g.conv(_relu(g, y), cout, cout, 3, hw)
+        x = g.op("Add", [y, x if cin == cout else g.conv(x, cin, cout, 1, hw, pad=0)])
+        cin = cout
+    return x
+
+
 def _vqgan_coder(g: _Graph, x: str, size: int, mults: tuple[int, ...], blocks: int) -> tuple[str, int, int]:
     """A VQGAN encoder (64 base channels × `mults`, `blocks` residual blocks a level, stride-2
     downsampling between levels): the latent, its channels and side."""
     cin, hw = 64, size
     x = g.conv(x, 3, cin, 3, hw)
     for i, m in enumerate(mults):
-        cout = 64 * m
-        for _ in range(blocks):
-            y = g.conv(_relu(g, x), cin, cout, 3, hw)
-            y = g.conv(_relu(g, y), cout, cout, 3, hw)
-            x = g.op("Add", [y, x if cin == cout else g.conv(x, cin, cout, 1, hw, pad=0)])
-            cin = cout
+        x, cin = _vqgan_level(g, x, cin, 64 * m, hw, blocks), 64 * m
         if i < len(mults) - 1:
             hw //= 2
             x = g.conv(x, cin, cin, 3, hw, stride=2)
@@ -522,12 +527,7 @@ def _vqgan_coder(g: _Graph, x: str, size: int, mults: tuple[int, ...], blocks: i
 
 def _vqgan_decoder(g: _Graph, x: str, cin: int, hw: int, size: int, mults: tuple[int, ...], blocks: int) -> str:
     for i, m in enumerate(reversed(mults)):
-        cout = 64 * m
-        for _ in range(blocks):
-            y = g.conv(_relu(g, x), cin, cout, 3, hw)
-            y = g.conv(_relu(g, y), cout, cout, 3, hw)
-            x = g.op("Add", [y, x if cin == cout else g.conv(x, cin, cout, 1, hw, pad=0)])
-            cin = cout
+        x, cin = _vqgan_level(g, x, cin, 64 * m, hw, blocks), 64 * m
         if i < len(mults) - 1:
             hw *= 2
             x = g.conv(g.upsample2(x), cin, cin, 3, hw)
