@@ -78,6 +78,12 @@ class ModelsConfig(Section):
     """Replaces the download host of every model URL (for users behind firewalls)."""
     threads: Annotated[int, Field(ge=0, le=256)] = 0
     """ONNX Runtime intra-op threads per session; 0 = number of cores."""
+    server: str = ""
+    """A Triton Inference Server running the swapper (and the enhancer and parser when set),
+    "grpc://HOST:PORT"; "" = here. Only aligned face crops and the source latent go there."""
+    fallback: Literal["none", "local"] = "none"
+    """While the server is away: "none" holds or obscures the faces (`[swap] on_miss`), "local"
+    runs the local models (their files must be here)."""
 
     @field_validator("providers")
     @classmethod
@@ -87,6 +93,13 @@ class ModelsConfig(Section):
         if "auto" in v and len(v) > 1:
             raise ValueError('"auto" cannot be combined with explicit providers')
         return v
+
+    @field_validator("server")
+    @classmethod
+    def _server_is_grpc(cls, v: str) -> str:
+        from vcamd.remote.address import ServerAddress
+
+        return ServerAddress.parse(v).url if v.strip() else ""
 
     @field_validator("mirror")
     @classmethod

@@ -92,6 +92,8 @@ class PanelEngine(FakeEngine):
                 "source_face_pick": self.source_face_pick,
                 "providers": {"scrfd_500m_kps.onnx": "CPUExecutionProvider", "inswapper_128.onnx": "CPUExecutionProvider"},
                 "config_error": self.config_error,
+                "server": {"url": "grpc://gpu-box:8001", "state": "up", "tls": True, "rtt_ms": 21.5, "call_ms": 27.25,
+                           "serves": ["inswapper_128", "inswapper_128.emap"], "error": None, "fallback": None},
                 "frames": {"published": 100 * n, "swapped": 97 * n, "held": 3 * n, "blurred": 0, "passthrough": 0},
             }
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -171,6 +171,9 @@ class FaceEngine:
         self._source: _Source | None = None
         self._reference: Embedding | None = None
         self._load_enhancer: Callable[[float, float], Enhancer] | None = None  # set by from_config
+        self.remote: Any = None
+        """The Triton server's sessions (`vcamd.remote.sessions.RemoteSessions`) when models run there
+        (`[models] server`; set by `vcamd.pipeline`): its `server_status()` is shown in the status."""
 
     @classmethod
     def from_config(cls, cfg: Config, files: ModelFiles, sessions: Sessions | None = None, *,

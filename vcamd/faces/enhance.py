@@ -20,6 +20,7 @@ import numpy as np
 
 from vcamd.errors import ModelError
 from vcamd.faces.specs import ENHANCER_CROP, ENHANCERS, ORT_FLOAT_DTYPES, CropSpec, EnhancerSpec, enhancer_spec_for
+from vcamd.modelstore.wayout import how_to_get
 from vcamd.types import Frame
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class Enhancer:
 
     def _check_signature(self) -> tuple[EnhancerSpec, str, type]:
         inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
-        fix = "set [models] enhancer to one from `vcamd models list` (gfpgan_1.4, codeformer, gpen_bfr_512, …) and `vcamd models pull` it"
+        fix = f"set [models] enhancer to one from `vcamd models list` (gfpgan_1.4, codeformer, gpen_bfr_512, …), then get it: {how_to_get()}"
         sizes = sorted({spec.crop.size for spec in ENHANCERS})
         expected = f"an `input` [1,3,S,S] (S = {', '.join(map(str, sizes))}; CodeFormer also a `weight`) and an image output of the same shape"
         images = [i for i in inputs if i.name != "weight"]

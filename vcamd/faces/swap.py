@@ -37,6 +37,8 @@ from vcamd.faces.specs import (
     family_named,
     swapper_candidates,
 )
+from vcamd.modelstore.wayout import how_to_get, ways_out
+from vcamd.remote.wire import ServedElsewhere
 from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
@@ -47,7 +49,7 @@ Latent = npt.NDArray[np.float32]
 """The swapper's `source` input for one identity: (1, D) float32 for the embedding families (one
 row per face once the target's embedding is blended in), (1, 3, s, s) for the image families."""
 
-SWAPPER_FIX = "set [models] swapper to a swapper from `vcamd models list` (e.g. inswapper_128_fp16) and `vcamd models pull` it"
+SWAPPER_FIX = f"set [models] swapper to a swapper from `vcamd models list` (e.g. inswapper_128_fp16), then get it: {how_to_get()}"
 
 
 def _signature_text(spec: SwapperSpec) -> str:
@@ -116,7 +118,7 @@ class EmbeddingConverter:
                 f"{self.path.name} is not an embedding converter (expected input `input` [1,512] and one output [1,D]; "
                 f"got inputs {[(i.name, i.shape) for i in inputs]}, outputs {[o.shape for o in outputs]})",
                 fix="set [models] converter to the swapper family's converter (crossface_ghost, crossface_simswap, "
-                    "crossface_hififace; `vcamd models pull NAME`), or \"\" for the family's own",
+                    f"crossface_hififace; {how_to_get(['NAME'])}), or \"\" for the family's own",
             )
         self.dim = int(out[1])
         self._dtype = ORT_FLOAT_DTYPES[inputs[0].type]
@@ -172,7 +174,9 @@ class Swapper:
         self.emap: npt.NDArray[np.float32] | None = None
         if spec.source.kind == "emap":
             dim = spec.identity_dim
-            if keep_optimized:  # kept with the graph: a start that loads the kept graph leaves the model file unread
+            if isinstance(self.session, ServedElsewhere):  # the file is on a Triton server ([models] server): so is its emap
+                self.emap = self.session.initializer("emap", (dim, dim))
+            elif keep_optimized:  # kept with the graph: a start that loads the kept graph leaves the model file unread
                 from vcamd.ortcache import kept_array
 
                 self.emap = kept_array(self.path.expanduser().resolve(), "emap", lambda: _read_emap(self.path, dim), (dim, dim))
@@ -185,7 +189,7 @@ class Swapper:
         if self.spec.source.kind == "converted" and self.converter is None:
             raise ModelError(
                 f"{self.path.name} ({self.spec.family}) takes its source identity through an embedding converter, and none is set",
-                fix=f"set [models] converter = {self.spec.converter!r} (`vcamd models pull {self.spec.converter}`), or \"\" with a "
+                fix=f"set [models] converter = {self.spec.converter!r} ({how_to_get([self.spec.converter])}), or \"\" with a "
                     "swapper named as its model (e.g. ghost_2_256) for its family's own",
             )
 
@@ -308,15 +312,15 @@ def _read_emap(path: Path, dim: int) -> npt.NDArray[np.float32]:
     try:
         emap = last_initializer(path)
     except OSError as exc:
-        raise ModelError(f"{path.name} is not a readable ONNX model ({exc.strerror or exc})", fix="re-download it with `vcamd models pull`") from None
+        raise ModelError(f"{path.name} is not a readable ONNX model ({exc.strerror or exc})", fix=ways_out(pull_note=" to download it again")) from None
     except WireError as exc:
         # Also `emap` stored as external data pointing outside the model's folder: never followed.
-        raise ModelError(f"{path.name}: cannot read its `emap` initializer ({exc})", fix="re-download it with `vcamd models pull`") from None
+        raise ModelError(f"{path.name}: cannot read its `emap` initializer ({exc})", fix=ways_out(pull_note=" to download it again")) from None
     if emap is None:
         raise ModelError(f"{path.name} has no initializers, so no `emap`", fix="use inswapper_128(.onnx / _fp16.onnx)")
     if emap.shape != (dim, dim):
         raise ModelError(
             f"{path.name}: the last initializer has shape {emap.shape}, not the {dim}×{dim} `emap` of inswapper_128",
-            fix="use inswapper_128(.onnx / _fp16.onnx) from `vcamd models pull`",
+            fix=f"use inswapper_128(.onnx / _fp16.onnx): {how_to_get()}",
         )
     return emap.astype(np.float32)

@@ -62,6 +62,8 @@ class TrayView:
     """(role, the running model) for the swapper and the enhancer."""
     model_choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(role, the models of that role in the models dir), what the menu can switch to."""
+    needs: tuple[str, ...] = ()
+    """What swapping still needs (status' `swap_needs`), a few words each: "the face models"."""
 
 
 STARTING_VIEW = TrayView(TrayState.off, False, None, None, None, "starting", "starting")
@@ -102,12 +104,16 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
     config_error = status.get("config_error")
     panel_url = status.get("panel_url") or None
     models, model_choices, loading = _models_of(status)
+    swap_needs = [n for n in status.get("swap_needs") or [] if isinstance(n, Mapping)]
+    needs = tuple(str(n.get("label") or n.get("what") or "?") for n in swap_needs)
 
     problem = None
     if state_text not in HEALTHY_STATES:
         problem = state_text
     if config_error:
         problem = f"config error: {config_error}"
+    if enabled and needs and not problem:
+        problem = f"swap on, but it needs {', '.join(needs)}"  # the models failed to load while on: every frame covered
 
     if problem:
         state = TrayState.error
@@ -122,6 +128,8 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         headline = f"swap on, degraded ({label(level).lower()})"
     elif state is TrayState.error:
         headline = problem or "error"
+    elif needs:
+        headline = f"swap off: needs {', '.join(needs)}"
     else:
         headline = f"swap {state.value}"
     fps = status.get("fps")
@@ -153,9 +161,11 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         lines.append(f"Loading: {loading} (the running model swaps until it is ready)")
     if provider_text:
         lines.append(f"Runs on: {provider_text}")
+    for need in swap_needs:
+        lines.append(f"To swap: {need.get('what', '?')} — {need.get('fix', '')}")
     if config_error:
         lines.append(f"Config error: {config_error}")
-    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url, headline, models, model_choices)
+    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url, headline, models, model_choices, needs)
 
 
 def _models_of(status: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, tuple[str, ...]], ...], str | None]:

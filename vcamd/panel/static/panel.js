@@ -26,6 +26,19 @@ function providers(v) {
   return String(v);
 }
 
+function server(v) {
+  // [models] server: the Triton server the swap runs on (vcamd.doctor.server.describe says the same in the terminal).
+  if (!v || typeof v !== "object") return "here (no Triton server)";
+  const parts = [v.url + " " + v.state];
+  if (typeof v.rtt_ms === "number") parts.push(v.rtt_ms.toFixed(1) + " ms round trip");
+  if (typeof v.call_ms === "number") parts.push(v.call_ms.toFixed(1) + " ms a call");
+  parts.push(v.tls ? "mutual TLS" : "loopback, plaintext");
+  if (Array.isArray(v.serves) && v.serves.length) parts.push("serves " + v.serves.join(", "));
+  if (v.state !== "up" && v.error) parts.push(String(v.error));
+  if (v.fallback) parts.push("fallback " + v.fallback);
+  return parts.join("; ");
+}
+
 function frames(f) {
   if (!f || typeof f !== "object") return "–";
   return ["published", "swapped", "held", "blurred", "passthrough", "dropped"]
@@ -91,10 +104,12 @@ function render(state) {
   $("latency-p95").textContent = text(latency(s, "p95"), 1, " ms");
   $("frames").textContent = frames(s.frames);
   $("providers").textContent = providers(s.providers);
+  $("server").textContent = server(s.server);
 
   const err = $("config-error");
   err.hidden = !s.config_error;
   err.textContent = s.config_error ? "Config problem: " + s.config_error : "";
+  renderNeeds(Array.isArray(s.swap_needs) ? s.swap_needs : [], on);
 
   renderModels(s);
 
@@ -134,6 +149,28 @@ function renderModels(s) {
   const swapper = (choices.swapper || []).find((c) => c.name === models.swapper);
   $("model-licence").textContent = (swapper ? swapper.name + ": " + swapper.license : "–")
     + (models.loading ? " · loading " + models.loading + "…" : "");
+}
+
+// What swapping still needs (the models, consent, a source face), each with its fix: "on" is
+// refused with the same list.
+function renderNeeds(needs, on) {
+  const box = $("swap-needs");
+  box.hidden = !needs.length;
+  $("swap-needs-title").textContent = on ? "Swapping is on, every face covered, until it has:" : "Swapping stays off until it has:";
+  const key = JSON.stringify(needs);
+  if (box.dataset.key === key) return;  // unchanged: keep the user's text selection
+  box.dataset.key = key;
+  const list = $("swap-needs-list");
+  list.innerHTML = "";
+  for (const need of needs) {
+    const li = document.createElement("li");
+    li.appendChild(document.createTextNode(String(need.what || need.label || "?") + " — "));
+    const fix = document.createElement("span");
+    fix.className = "fix";
+    fix.textContent = String(need.fix || "");
+    li.appendChild(fix);
+    list.appendChild(li);
+  }
 }
 
 // A group photo: which of its faces was taken (the largest), as the engine says.
