@@ -162,8 +162,14 @@ class Settings:
         return needs
 
     def _face_missing(self) -> bool:
+        """No source face, and the swapper needs one (a DeepFaceLab model swaps in its own trained
+        face: told from the config's swapper before the models load, from the model after)."""
         faces = self._parts.faces
-        return self.cfg.swap.source_face is None if faces is None else faces.source is None
+        if faces is None:
+            from vcamd.pipeline import has_own_identity
+
+            return self.cfg.swap.source_face is None and not has_own_identity(self.cfg)
+        return faces.source is None and faces.needs_source
 
     def start_swapping_off_if_not_ready(self) -> None:
         """At start: swapping stays off while something it needs is missing (said in the log)."""
