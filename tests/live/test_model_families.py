@@ -173,3 +173,23 @@ def test_a_model_not_downloaded_is_refused_at_once_and_nothing_changes(models_di
     with pytest.raises(VcamdError, match="did you mean"):
         engine.settings.set_model("swapper", "ghost_9_256")
     assert engine.cfg.models.swapper == FIRST
+
+
+def test_with_a_server_a_served_model_is_not_switched_here(models_dir: Path, assets: Path, clip: leaks.Clip):
+    """The server serves the models it was started with: a switch from the page or the tray is
+    refused at once with what to do there, and nothing changes (nothing is loaded, no server asked)."""
+    from vcamd.errors import VcamdError
+
+    cfg = config_from_dict({
+        "models": {"dir": str(models_dir), "detector": str(assets / "models" / "scrfd_500m_kps.onnx"),
+                   "recognizer": str(models_dir / "recognizer.onnx"), "swapper": FIRST, "enhancer": "gfpgan_1.4",
+                   "providers": ["cpu"], "threads": 1, "server": "grpc://127.0.0.1:1"},
+        "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True},
+    })
+    engine = LiveEngine(cfg, source=open_source(str(clip.path), cfg.camera, loop=True), sink_factory=lambda w, h, fps: KeepAll(),
+                        faces=None, pipeline_factory=load_face_pipeline)
+    for role, name in (("swapper", "ghost_2_256"), ("enhancer", "codeformer")):
+        with pytest.raises(VcamdError, match=rf"the {role} runs on the Triton server at grpc://127.0.0.1:1") as refused:
+            engine.settings.set_model(role, name)
+        assert f'[models] {role} = "{name}"' in (refused.value.fix or "")
+    assert engine.cfg.models.swapper == FIRST and engine.cfg.models.enhancer == "gfpgan_1.4"

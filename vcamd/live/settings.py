@@ -473,6 +473,14 @@ class Settings:
         if role not in MODEL_CHOICE_ROLES:
             raise VcamdError(f"models can be switched here for {' and '.join(MODEL_CHOICE_ROLES)}, not {role!r}",
                              fix="edit [models] in the config file for the others")
+        served = self.cfg.models.server and self.cfg.models.fallback != "local"
+        if served and getattr(self.cfg.models, role):  # (a local fallback has the files here: it switches as without a server)
+            raise VcamdError(
+                f"the {role} runs on the Triton server at {self.cfg.models.server}, which serves the one it was started with, "
+                f"not one chosen here",
+                fix=f"serve {name} there (`vcamd serve` with [models] {role} = \"{name}\"), then set [models] {role} = \"{name}\" "
+                    "in this config (or [models] server = \"\" to run it here)",
+            )
         store = ModelStore.from_config(self.cfg.models)
         entry = store.manifest.get(name)  # an unknown name: ModelError with the closest names
         if role not in entry.roles:
