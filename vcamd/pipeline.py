@@ -21,6 +21,29 @@ if TYPE_CHECKING:
     from vcamd.runtime import Sessions
 
 
+def converter_for(cfg: Config) -> str:
+    """The embedding converter `cfg` uses ("" = none): `[models] converter`, else — when the swapper's
+    family takes its identity through one (ghost, simswap, hififace) — the family's own, by its
+    manifest name. The family is `[models] swapper_family`, else the one the swapper's name names
+    (`ghost_2_256`, `/models/simswap_256.onnx`); a swapper known only by its inputs is told at load,
+    where a missing converter is said with its fix (`FaceEngine.from_config`)."""
+    from vcamd.faces.specs import family_named
+
+    if cfg.models.converter:
+        return cfg.models.converter
+    spec = family_named(cfg.models.swapper_family or cfg.models.swapper.replace("\\", "/").rsplit("/", 1)[-1])
+    return (spec.converter or "") if spec is not None and spec.source.kind == "converted" else ""
+
+
+def has_own_identity(cfg: Config) -> bool:
+    """Whether the configured swapper is, by its name or `[models] swapper_family`, one with its own
+    trained identity (a DeepFaceLab `.dfm` model): it swaps without a source photo."""
+    from vcamd.faces.specs import family_named
+
+    spec = family_named(cfg.models.swapper_family or cfg.models.swapper)
+    return spec is not None and spec.source.kind == "none"
+
+
 def model_files(cfg: Config) -> ModelFiles:
     """Every model file `cfg` uses (every missing one named in one ModelError), and how to find the
     enhancer's when it is switched on later. A model run on the server with no local copy stands

@@ -79,7 +79,7 @@ def test_served_models_are_checked_by_the_contract_code_of_their_role(client) ->
     # The server's enhancer asked for as a swapper: refused by Swapper's own check, as a local GFPGAN file is.
     with pytest.raises(ModelError, match="is not a face swapper vcamd knows"):
         Swapper(Path("enhancer"), remote)
-    with pytest.raises(ModelError, match="not a GFPGAN enhancer"):
+    with pytest.raises(ModelError, match="not a face enhancer"):
         Enhancer(Path("swapper"), remote)
 
 

@@ -34,6 +34,8 @@ def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
     """The live scenarios (light, inswapper) as one table, a column each; then a row per target of
     the groups and resolution scenarios: figure, target, ratio."""
     parts: list[str] = []
+    if (models := results.get("models")) is not None:
+        parts.append(format_models_table(models["rows"], settings))
     live = {k: v for k, v in results.items() if k in ("light", "inswapper")}
     if live:
         parts.append(format_live_table(live, settings))
@@ -229,3 +231,22 @@ def format_call_table(call: dict, settings: BenchSettings) -> str:
 
 def _call_label(load: int) -> str:
     return "quiet" if load == 0 else f"{load} busy"
+
+
+def format_models_table(rows: list[dict], settings: BenchSettings) -> str:
+    """`--swapper` / `--enhancer`: a row per model: its stand-in's size and compute, and the
+    median time a face here (quiet, and under `--load` when asked)."""
+    loaded = settings.load > 0
+    header = ["model", "family", "params", "GMAC", "file", "ms/face quiet"] + ([f"ms/face, {settings.load} busy"] if loaded else []) + ["layer list"]
+    table = [header]
+    for r in rows:
+        table.append([r["model"], r["family"], f"{r['params_m']:.1f} M", f"{r['gmac']:.1f}", f"{r['file_mb']:.0f} MB", f"{r['quiet_ms']:.0f}"]
+                     + ([f"{r['loaded_ms']:.0f}"] if loaded else []) + [("estimate: " if r["estimate"] and not r["layers"].startswith("estimate") else "")
+                                                                         + r["layers"]])
+    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line[:-1], widths)) + "  " + line[-1] for line in table]
+    threads = settings.threads
+    lines.append(f"compute-equivalent stand-ins (random weights), one face, median of {max(1, settings.rounds)} runs after one; "
+                 f"providers {','.join(settings.providers)}, ONNX Runtime threads {threads}{' (all cores)' if threads == 0 else ''}")
+    return "\n".join(lines)
+

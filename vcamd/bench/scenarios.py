@@ -37,6 +37,11 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
     image = read_image(settings.face, "bench face")
     out: dict[str, dict] = {}
     with _bench_folder() as tmpdir, _cache_dir(tmpdir / "optimized"):
+        if settings.swappers or settings.enhancers:
+            from vcamd.bench.modeltimes import as_dict, time_models
+
+            log.info("bench: timing the models' compute-equivalent stand-ins")
+            out["models"] = {"rows": [as_dict(row) for row in time_models(settings, tmpdir, list(settings.swappers), list(settings.enhancers))]}
         for name in scenarios:
             log.info("bench: scenario %s", name)
             if name == "groups":

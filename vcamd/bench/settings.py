@@ -41,6 +41,10 @@ class BenchSettings:
     rounds: int = 1
     load: int = 0
     swap_ms: float = CALL_SWAP_MS
+    swappers: tuple[str, ...] = ()
+    """`--swapper`: the swapper models whose compute-equivalent stand-ins are timed (`modeltimes`)."""
+    enhancers: tuple[str, ...] = ()
+    """`--enhancer`: the same for enhancer models."""
 
 
 def settings_dict(s: BenchSettings) -> dict:
@@ -48,5 +52,5 @@ def settings_dict(s: BenchSettings) -> dict:
         "face": str(s.face), "detector": s.detector, "width": s.width, "height": s.height, "fps": s.fps,
         "frames": s.frames, "inswapper_frames": s.inswapper_frames, "providers": s.providers, "threads": s.threads, "fp16": s.fp16,
         "quality": s.quality, "group_photo": str(s.group_photo) if s.group_photo else None, "rounds": s.rounds,
-        "load": s.load, "swap_ms": s.swap_ms,
+        "load": s.load, "swap_ms": s.swap_ms, "swappers": list(s.swappers), "enhancers": list(s.enhancers),
     }

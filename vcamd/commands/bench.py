@@ -30,6 +30,12 @@ frame at 30 fps, publishing to the null sink. Scenarios:
   side: frames swapped after the first swap, swap age, first frame and first swap beside fps
   and p99, with the machine's load average.
 
+`--swapper NAMES` / `--enhancer NAMES` (alone, or beside `--scenarios`): each named model's
+compute-equivalent stand-in — its family's layer list with random weights, `vcamd.bench.families` —
+timed a face through `Swapper` / `Enhancer` on the photo's face: parameters, GMAC, file size, median
+ms quiet (and with `--load N` busy processes), and where its layer list comes from
+(`vcamd.bench.modeltimes`).
+
 Printed for light/inswapper: published vs source fps, capture→publish p50/p95/p99, pipeline
 overhead per frame (everything but model inference), CPU-ms per published frame (all threads) and
 % of frames swapped, each against its target. For groups/resolution: one row per target with the
@@ -74,7 +80,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--detector", default=None, metavar="MODEL",
                    help="SCRFD detector: manifest name or .onnx path (default: [models] detector, buffalo_l's det_10g.onnx "
                         "unless the config says otherwise: the one `vcamd run` uses)")
-    p.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS), metavar="LIST",
+    p.add_argument("--swapper", default="", metavar="LIST",
+                   help="time these swapper models' compute-equivalent stand-ins a face (manifest names or families, "
+                        "deepfacelab for a .dfm model, or all); alone, no live scenario runs")
+    p.add_argument("--enhancer", default="", metavar="LIST",
+                   help="the same for enhancer models (gfpgan_1.4, codeformer, restoreformer_plus_plus, gpen_bfr_256 … 2048, or all)")
+    p.add_argument("--scenarios", default=None, metavar="LIST",
                    help=f"comma-separated, from: {', '.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)}). "
                         "groups: a 29-face group photo as a still camera with face_selection = \"all\"; "
                         "resolution: CPU-ms per frame at 1080p against 480p; call: `vcamd run` with a swapper of a call's "
@@ -88,7 +99,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resolution", choices=sorted(RESOLUTIONS), default="720p")
     p.add_argument("--rounds", type=int, default=3, metavar="N",
                    help="resolution: how many 480p/1080p pairs to run, interleaved; the figure is the pair with "
-                        "the median ratio; call: how many runs (quiet/loaded pairs with --load) (default 3)")
+                        "the median ratio; call: how many runs (quiet/loaded pairs with --load); --swapper/--enhancer: "
+                        "timed runs a model (median) (default 3)")
     p.add_argument("--load", type=int, default=0, metavar="N",
                    help="call: after each quiet run, one with N busy processes at normal priority "
                         "(python -c 'while 1: pass', the call app) for the run's length; quiet and loaded rows side by side (default 0: quiet only)")
@@ -119,9 +131,15 @@ def handle(args: argparse.Namespace) -> int:
     face = args.face or cfg.swap.source_face
     if face is None:
         raise VcamdError("vcamd bench needs a photo with a face", fix="pass --face PHOTO or set [swap] source_face")
+    from vcamd.bench.modeltimes import enhancer_models, swapper_models
+
+    swappers = swapper_models([s.strip() for s in args.swapper.split(",") if s.strip()]) if args.swapper.strip() else []
+    enhancers = enhancer_models([s.strip() for s in args.enhancer.split(",") if s.strip()]) if args.enhancer.strip() else []
+    if args.scenarios is None:  # the default scenarios, unless only models were asked for
+        args.scenarios = "" if swappers or enhancers else ",".join(DEFAULT_SCENARIOS)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = [s for s in scenarios if s not in SCENARIOS]
-    if unknown or not scenarios:
+    if unknown or not (scenarios or swappers or enhancers):
         raise VcamdError(f"--scenarios: unknown {', '.join(unknown) or '(none given)'}", fix=f"use a comma-separated list of {', '.join(SCENARIOS)}")
     if args.frames < 30:
         raise VcamdError(f"--frames {args.frames} is too few to measure", fix="use at least 30")
@@ -129,7 +147,7 @@ def handle(args: argparse.Namespace) -> int:
         raise VcamdError(f"--inswapper-frames {args.inswapper_frames} is too few to measure", fix="use at least 30")
     if not 0 < args.fps <= 240:  # also refuses NaN; a camera's range, as [camera] fps
         raise VcamdError(f"--fps {args.fps:g}: not a camera frame rate", fix="use a number above 0 and at most 240, e.g. 30")
-    if {"resolution", "call"} & set(scenarios) and args.rounds < 1:
+    if ({"resolution", "call"} & set(scenarios) or swappers or enhancers) and args.rounds < 1:
         raise VcamdError(f"--rounds {args.rounds}: the resolution and call scenarios need at least one round", fix="use 1 or more, e.g. 3")
     if not 0 <= args.load <= 64:
         raise VcamdError(f"--load {args.load}: not a number of busy processes", fix="use 0 (quiet only) to 64, e.g. 2")
@@ -160,6 +178,8 @@ def handle(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         load=args.load,
         swap_ms=args.swap_ms,
+        swappers=tuple(swappers),
+        enhancers=tuple(enhancers),
     )
     if "groups" in scenarios and settings.group_photo is not None and not settings.group_photo.is_file():
         raise VcamdError(f"--group-photo: {settings.group_photo} not found", fix="pass --group-photo PHOTO (a photo with many faces)")

@@ -137,6 +137,8 @@ def _pull(args: argparse.Namespace) -> int:
         paths = ", ".join(str(p) for p in result.paths)
         checked = "" if result.pinned else ", SHA-256 ok"
         print(f"{result.name}: {result.action}{checked}: {paths}")
+        if result.crc32:
+            print(f"{result.name}: CRC32 {result.crc32} matches the one its publisher gives ({store.manifest.entries[result.name].crc32_url})")
         for path, sha in result.pinned:
             print(
                 f"{result.name}: no published SHA-256 for {path.name}; recorded {sha} in {store.state_path} "

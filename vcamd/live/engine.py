@@ -274,6 +274,11 @@ class LiveEngine:
         value = bool(on)
         return self._ask(lambda: self.settings.set_badge(value), "badge")
 
+    def set_model(self, role: str, name: str) -> dict:
+        """Switch the swapper or the enhancer to the manifest's model `name` (`Settings.set_model`):
+        it loads in the background, the running one swapping meanwhile. Returns the state after."""
+        return self._ask(lambda: self.settings.set_model(str(role), str(name)), "model")
+
     def request_quit(self) -> None:
         self._quit.set()
         self.parts.slot.wake()
@@ -306,6 +311,7 @@ class LiveEngine:
             # A group photo: which face was taken, for every surface (socket, page, tray), not only set-face's answer.
             "source_face_pick": identity.which_face() if identity is not None else None,
             "providers": dict(self.parts.providers),
+            **self.settings.models_status(),
             "config_error": self.settings.problems.text(),
             "swap_needs": [need.to_json() for need in self.settings.swap_needs()],
             "queue_depth": self.parts.slot.depth,

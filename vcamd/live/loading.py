@@ -57,8 +57,13 @@ class FacePipeline(Protocol):
         """Read and embed the face in this photo and swap it in from now on (FaceError on a bad photo)."""
         ...
 
-    def set_enhancer(self, enabled: bool, strength: float) -> None:
-        """Switch the enhancer on/off or change its strength (VcamdError when it cannot load)."""
+    def set_enhancer(self, enabled: bool, strength: float, weight: float | None = None) -> None:
+        """Switch the enhancer on/off or change its strength and fidelity weight (VcamdError when it cannot load)."""
+        ...
+
+    @property
+    def needs_source(self) -> bool:
+        """False for a swapper with its own trained identity (a DeepFaceLab model): no photo needed."""
         ...
 
     @property

@@ -65,6 +65,8 @@ class PullResult:
     paths: tuple[Path, ...]
     pinned: tuple[tuple[Path, str], ...] = ()
     """(file, sha256) recorded now because the manifest publishes no hash for it."""
+    crc32: str = ""
+    """The publisher's CRC32 the download matched before its SHA-256 was pinned ("" = none checked)."""
 
 
 @dataclass(frozen=True)
@@ -281,8 +283,10 @@ class ModelStore:
                 refuse_symlink(path)
             expected = state.expected_sha(entry)
             have_zip = bool(entry.extract) and target.is_file() and expected and sha256_file(target) == expected
+            crc32 = ""
             if not have_zip:
-                sha = download(entry, target, expected, progress, url=self.url_for(entry), timeout_s=self.timeout_s, state_path=self.state_path)
+                sha, crc32 = download(entry, target, expected, progress, url=self.url_for(entry), timeout_s=self.timeout_s, state_path=self.state_path,
+                               crc32_url=mirror_url(entry.crc32_url, self.mirror) if entry.crc32_url else "")
                 if not expected:
                     state.pin(entry, sha, target)
                 else:
@@ -292,7 +296,7 @@ class ModelStore:
                 target.unlink(missing_ok=True)
                 state.forget(entry.file)
             write_state(self.dir, state)
-            return PullResult(entry.name, "downloaded", paths, tuple(state.new_pins))
+            return PullResult(entry.name, "downloaded", paths, tuple(state.new_pins), crc32)
 
     def _all_good(self, entry: ModelEntry, state: State) -> bool:
         """True when every installed file exists and matches its (published or pinned) hash."""
