@@ -29,12 +29,13 @@ from vcamd.modelstore.extract import extract
 from vcamd.modelstore.files import PART_SUFFIX, dir_error, refuse_symlink, sha256_file
 from vcamd.modelstore.locking import pull_lock
 from vcamd.modelstore.manifest import FileSpec, Manifest, ModelEntry, plain_file_name
+from vcamd.modelstore.roles import configured_models
 from vcamd.modelstore.verify import STATE_FILE, State, read_state, write_state
 from vcamd.modelstore.wayout import ways_out
 from vcamd.private_files import private_dir
 
 if TYPE_CHECKING:
-    from vcamd.config import ModelsConfig
+    from vcamd.config import Config, ModelsConfig
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,12 @@ class ModelStore:
                 fix=ways_out(missing.values(), files=len(missing)),
             )
         return [self.path_for(value, role) for value, role in wanted]
+
+    def paths_in_use(self, cfg: Config) -> dict[str, Path]:
+        """role → file for every model `cfg` uses (`roles.configured_models`), every missing file
+        named in one ModelError (`paths_for`)."""
+        wanted = configured_models(cfg)
+        return dict(zip((role for _, role in wanted), self.paths_for(wanted), strict=True))
 
     def _inside(self, file_name: str) -> Path:
         """`dir / file_name`, refusing anything that would land outside the models dir."""
