@@ -1,6 +1,8 @@
-"""The face engine for a config: its model files resolved (`vcamd.modelstore`), then the engine built
-(`vcamd.faces.engine`) — the one place the two floors meet, so `faces/` opens files and never
-looks them up. `vcamd run` (through `live.loading`) and `vcamd swap` build their engines here."""
+"""The face engine for a config: its model files resolved (`vcamd.modelstore`), the precision the
+swapper runs at decided (`vcamd.precision`: its checked int8 copy, where one is kept and wanted),
+then the engine built (`vcamd.faces.engine`) — the one place the floors meet, so `faces/` opens
+files and never looks them up. `vcamd run` (through `live.loading`) and `vcamd swap` build their
+engines here."""
 
 from __future__ import annotations
 
@@ -27,7 +29,20 @@ def model_files(cfg: Config) -> ModelFiles:
 
 def build_face_engine(cfg: Config, sessions: Sessions | None = None, *,
                       warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
-    """`FaceEngine.from_config` with the model files `cfg` names."""
+    """`FaceEngine.from_config` with the model files `cfg` names, the swapper on its checked int8
+    copy where `[models] precision` and the machine say so (found without hashing the model)."""
     from vcamd.faces.engine import FaceEngine
+    from vcamd.precision import swapper_choice
+    from vcamd.runtime import Sessions
 
-    return FaceEngine.from_config(cfg, model_files(cfg), sessions, warm_up=warm_up)
+    files = model_files(cfg)
+    sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
+    swapper = files.paths["swapper"]
+    precision = swapper_choice(cfg.models.precision, swapper, sessions.providers)
+    if precision.copy is not None:
+        sessions.run_copy(swapper, precision.copy)
+    engine = FaceEngine.from_config(cfg, files, sessions, warm_up=warm_up)
+    if precision.copy is not None and not sessions.runs_copy(swapper):  # the kept copy did not load (logged)
+        precision = precision.stays_float("its kept int8 copy does not load (see the log): the float model serves")
+    engine.precision = precision
+    return engine

@@ -76,6 +76,8 @@ class Status(LiveNumbers, total=False):
     quality: str  # "auto" or the level the user locked
     source_face: str | None  # path of the source photo
     providers: dict[str, str] | list[str]  # model file → ONNX Runtime provider really in use
+    precision: dict[str, str]  # model role → "float" or "int8", what it really runs at (`vcamd.precision`)
+    precision_why: dict[str, str]  # model role → why it runs at that precision (float where int8 was possible, int8's check)
     config_error: str | None  # the last config problem while running on the last good config
 
 

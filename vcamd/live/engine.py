@@ -286,6 +286,7 @@ class LiveEngine:
             **self.parts.stats.live_numbers(captured=self._captured(), dropped=self._dropped(), misses=self._misses()),
             "source_face": str(source_face) if source_face else None,
             "providers": dict(self.parts.providers),
+            **self._precision(),
             "config_error": self._config_error(),
             "queue_depth": self.parts.slot.depth,
             "gpu": self._gpu.latest(),
@@ -348,6 +349,8 @@ class LiveEngine:
             # The camera and the output are open: frames go out covered while the models load.
             log.info("loading the face models in the background; frames are covered until they are ready")
             self.settings.load_pipeline(self.cfg)
+        else:  # a pipeline built by the caller: its swapper's int8 copy, when it wants one, as for one loaded here
+            self.settings.int8.start(self.parts.faces, self.cfg)
 
     def _shut_down(self) -> None:
         self._state = "stopped"
@@ -409,7 +412,15 @@ class LiveEngine:
             misses=self._misses(),
             camera_cpu_s=self.parts.reader.cpu_s,
         ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap,
-             "swapper_cores": self.parts.worker.cores.to_json()}
+             "swapper_cores": self.parts.worker.cores.to_json(), **self._precision(),
+             "precision_changes": list(self.settings.int8.changes)}
+
+    def _precision(self) -> dict[str, dict[str, str]]:
+        """What each model of the running pipeline runs at ("float" or "int8", `vcamd.precision`) and
+        why, where there is something to say; empty while none runs (or a pipeline without models)."""
+        status = getattr(self.parts.faces, "precision_status", None)
+        runs, why = status() if status is not None else ({}, {})
+        return {"precision": runs, "precision_why": why}
 
     def _captured(self) -> int:
         return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped
