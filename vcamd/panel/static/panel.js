@@ -26,6 +26,13 @@ function providers(v) {
   return String(v);
 }
 
+// What each model runs at ("float" or "int8"), and why where the daemon says (precision_why).
+function precision(s) {
+  const runs = s.precision, why = s.precision_why || {};
+  if (!runs || typeof runs !== "object") return "–";
+  return Object.entries(runs).map(([model, p]) => model + ": " + p + (why[model] ? " — " + why[model] : "")).join("\n") || "–";
+}
+
 function frames(f) {
   if (!f || typeof f !== "object") return "–";
   return ["published", "swapped", "held", "blurred", "passthrough", "dropped"]
@@ -90,6 +97,7 @@ function render(state) {
   $("latency-p95").textContent = text(latency(s, "p95"), 1, " ms");
   $("frames").textContent = frames(s.frames);
   $("providers").textContent = providers(s.providers);
+  $("precision").textContent = precision(s);
 
   const err = $("config-error");
   err.hidden = !s.config_error;
