@@ -9,6 +9,10 @@ from pathlib import Path
 RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup", "call")
 DEFAULT_SCENARIOS = ("light", "inswapper")
+PRECISIONS = ("float", "int8")
+"""What `--precision` may list: the swapper in float, and its int8 copy (`vcamd.precision`)."""
+PRECISION_SCENARIOS = ("inswapper", "startup", "call")
+"""The scenarios that run once per `--precision`, side by side (the others: the swapper in float)."""
 
 GROUP_PHOTO = "solvay_conference_1927.png"
 CALL_SWAP_MS = 370.0
@@ -37,6 +41,7 @@ class BenchSettings:
     rounds: int = 1
     load: int = 0
     swap_ms: float = CALL_SWAP_MS
+    precisions: tuple[str, ...] = ("float",)
 
 
 def settings_dict(s: BenchSettings) -> dict:
@@ -44,5 +49,5 @@ def settings_dict(s: BenchSettings) -> dict:
         "face": str(s.face), "detector": s.detector, "width": s.width, "height": s.height, "fps": s.fps,
         "frames": s.frames, "inswapper_frames": s.inswapper_frames, "providers": s.providers, "threads": s.threads, "fp16": s.fp16,
         "quality": s.quality, "group_photo": str(s.group_photo) if s.group_photo else None, "rounds": s.rounds,
-        "load": s.load, "swap_ms": s.swap_ms,
+        "load": s.load, "swap_ms": s.swap_ms, "precisions": list(s.precisions),
     }
