@@ -27,8 +27,7 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
     base = base or Config()
     image = read_image(settings.face, "bench face")
     out: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="vcamd-bench-") as tmp, _cache_dir(Path(tmp) / "optimized"):
-        tmpdir = Path(tmp)
+    with _work_folder(settings.workdir) as tmpdir, _cache_dir(tmpdir / "optimized"):
         for name in scenarios:
             log.info("bench: scenario %s", name)
             if name == "groups":
@@ -46,6 +45,20 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
                 clip = sliding_clip(image, settings, tmpdir, (settings.width, settings.height))
                 out[name] = run_scenario(name, settings, clip, tmpdir, base)
     return out
+
+
+@contextlib.contextmanager
+def _work_folder(kept: Path | None):
+    """Where a run builds its stand-ins, clips, int8 copies and optimised graphs: `kept` (`--workdir`:
+    built once, reused by later runs — the 554 MB stand-in and its int8 copy take a minute or two),
+    else a temporary folder removed afterwards."""
+    if kept is not None:
+        from vcamd.private_files import private_dir
+
+        yield private_dir(kept)
+        return
+    with tempfile.TemporaryDirectory(prefix="vcamd-bench-") as tmp:
+        yield Path(tmp)
 
 
 @contextlib.contextmanager

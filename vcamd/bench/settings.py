@@ -42,6 +42,8 @@ class BenchSettings:
     load: int = 0
     swap_ms: float = CALL_SWAP_MS
     precisions: tuple[str, ...] = ("float",)
+    workdir: Path | None = None
+    """Where stand-ins, clips and int8 copies are built and kept for later runs; None: a temporary folder."""
 
 
 def settings_dict(s: BenchSettings) -> dict:
@@ -49,5 +51,5 @@ def settings_dict(s: BenchSettings) -> dict:
         "face": str(s.face), "detector": s.detector, "width": s.width, "height": s.height, "fps": s.fps,
         "frames": s.frames, "inswapper_frames": s.inswapper_frames, "providers": s.providers, "threads": s.threads, "fp16": s.fp16,
         "quality": s.quality, "group_photo": str(s.group_photo) if s.group_photo else None, "rounds": s.rounds,
-        "load": s.load, "swap_ms": s.swap_ms, "precisions": list(s.precisions),
+        "load": s.load, "swap_ms": s.swap_ms, "precisions": list(s.precisions), "workdir": str(s.workdir) if s.workdir else None,
     }
