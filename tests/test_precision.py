@@ -112,6 +112,7 @@ def test_a_models_sessions_run_its_copy_and_a_copy_that_does_not_load_leaves_the
     float_session = sessions.get(model, background=True)
     switched = sessions.copy_session(model, copy, background=True)
     assert switched is not float_session and sessions.runs_copy(model)
+    assert sessions.get(model, background=True) is switched  # the float session is no longer kept
     assert np.allclose(switched.run(None, feeds)[0], 0.25)
     with pytest.raises(Exception, match="broken.onnx"):
         Sessions(["cpu"], 1).copy_session(model, broken)

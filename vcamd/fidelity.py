@@ -8,18 +8,20 @@ shown: BGR uint8) are compared two ways:
   `Thresholds.identity_drop` below the float face's, and the int8 face must be the float face to the
   recogniser (cosine at least `Thresholds.same_face`).
 
-Why these numbers (measured on the real faces and recogniser of `../shared/assets`, 30 aligned
-128² face crops; docs/performance.md, "int8 on the CPU", has the commands):
+Why these numbers (`benchmarks/int8_thresholds.py`: the real faces of `../shared/assets`, 30
+aligned face crops, and the real MobileFaceNet; docs/performance.md, "int8 on the CPU"):
 
-* 35 dB is what a face crop already loses on its way to the other side of a call: the camera's
-  own MJPG at quality 75 leaves 35.0 dB on the worst crop (41.7 median), a 720p H.264 stream at
-  0.8 Mbps (the low end of a video call) 35.6 dB (37.0 median). An int8 copy held to 35 dB on its
-  worst face changes the face less than the transport does anyway.
-* 0.02 of cosine: the same crops after those codecs move by at most 0.0035 (JPEG q75) and 0.007
-  (0.8 Mbps) in the recogniser's space, while another person sits 0.6–0.8 away (a swap is judged
-  by 0.3–0.5 of cosine to its source). A drop of 0.02 is three times the codec's own wobble and a
-  thirtieth of what would make the face someone else's; 0.95 between the int8 and float faces is
-  the same bound from the other side (the codecs keep ≥ 0.993).
+* 35 dB is what a face crop already loses on its way to the other side of a call: a 720p H.264
+  stream at 0.8 Mbps (the low end of a video call) leaves the worst crop at 35.6 dB (37.0 median),
+  at 1.5 Mbps 37.8 dB; the camera's own MJPG at quality 75, 39.0 dB. An int8 copy held to 35 dB on
+  its worst face changes the face no more than the call's encoder does anyway (the two together:
+  at most ~3 dB below the encoder alone).
+* 0.02 of cosine: those transports move the recogniser's view of the same face by at most 0.007
+  (0.9930 at 0.8 Mbps, 0.9934 for JPEG at quality 75), while another person sits about 0.75 away
+  (the same face ≈ 0.95, different people ≈ 0.2: `../shared/assets/SOURCES.md`). A drop of 0.02
+  is three times the transport's own wobble and under a thirtieth of the way to someone else.
+  0.95 between the int8 and the float face: the transports keep ≥ 0.993, and 0.95 is where
+  SOURCES.md puts the same person.
 
 A copy that misses any threshold on any face never runs: the float model stays and the reason is
 shown (`vcamd.precision`).
