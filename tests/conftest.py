@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,3 +167,20 @@ def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     standins.build_recognizer(d / "w600k_standin.onnx")
     standins.build_enhancer(d / "gfpgan_standin.onnx")
     return d
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A real 256 KiB tmpfs at a private mount point, unmounted after the test (needs root and mount
+    permission; skipped cleanly otherwise): a disk that fills up."""
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)], capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)

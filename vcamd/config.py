@@ -325,7 +325,7 @@ def user_runtime_dir(*, uid: int | None = None, run_user: Path = RUN_USER, tmp: 
 
     On Linux it depends on the user id only, never on $XDG_RUNTIME_DIR (unset in cron and `su`):
     `/run/user/UID/facelive` when logind's `/run/user/UID` is a folder of the user's that no one
-    else can enter, else `/tmp/vcamd-UID` (created 0700 by the daemon, `control.server.secure_dir`).
+    else can enter, else `/tmp/vcamd-UID` (created 0700 by the daemon, `control.client.checked_runtime_dir`).
     An existing `/tmp/vcamd-UID` that is a symlink or another user's is refused here, so no verb
     talks to a socket someone else planted. Elsewhere, the platform's per-user folder
     (platformdirs: no XDG variables there). `$VCAMD_RUNTIME_DIR` overrides it all

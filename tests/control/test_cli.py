@@ -221,3 +221,43 @@ def test_control_verbs_with_a_socket_path_too_long_for_af_unix_are_one_line(tmp_
 def test_set_face_with_a_folder_says_it_is_a_folder(tmp_path):
     proc = run_vcamd("set-face", tmp_path)
     one_clear_line(proc, str(tmp_path), "is a folder")
+
+
+def test_status_table_says_which_face_of_a_group_photo_was_taken(capsys):
+    """Issue 36 item 5: only set-face's own answer said it; `vcamd status` showed the path alone."""
+    from vcamd.commands.control import print_status
+
+    pick = "the largest of the 29 faces in the photo (61×80 px at x=1107, y=190); crop the photo to one face to choose another"
+    print_status({"enabled": True, "state": "running", "level": "full", "fps": 30.0, "latency_ms": 20.0,
+                  "source_face": "/faces/solvay.png", "source_face_pick": pick, "providers": {}, "config_error": None})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Source face /faces/solvay.png the largest of the 29 faces in the photo (61×80 px at x=1107, y=190)" in out
+    assert "Source face pick" not in out  # one row, not a raw key
+
+
+@pytest.mark.parametrize("name, why", [
+    ("n" * 300 + ".png", "is too long for a file name"),
+    ("photo.png/inside", "a part of the path is a file, not a folder"),
+])
+def test_set_face_with_an_impossible_path_is_one_line(tmp_path, name, why):
+    """Issue 36 item 5: a name over the file-name limit ended in an OSError traceback."""
+    (tmp_path / "photo.png").write_bytes(b"png")
+    proc = run_vcamd("set-face", tmp_path / name)
+    one_clear_line(proc, why)
+
+
+def test_a_set_face_request_with_a_nul_byte_or_a_long_name_is_an_error_line_not_an_internal_error(runtime, tmp_path):
+    """Over the socket (a JSON string may hold \\u0000): "internal error: ValueError: embedded null
+    byte" before, and "OSError: File name too long" for a 300-byte name."""
+    from support.fakes import FakeEngine
+
+    from vcamd.control.client import ControlClient
+    from vcamd.control.protocol import ControlError
+
+    with ControlServer(FakeEngine(), runtime):
+        client = ControlClient(runtime)
+        for path, why in [(f"{tmp_path}/a\0b.png", "holds a NUL byte"), (f"{tmp_path}/{'n' * 300}.png", "too long for a file name")]:
+            with pytest.raises(ControlError) as err:
+                client.request("set_face", {"path": path})
+            assert why in str(err.value) and "internal error" not in str(err.value), str(err.value)
+        assert client.status()["state"] == "running"

@@ -69,6 +69,7 @@ class PanelEngine(FakeEngine):
         super().__init__(frame)
         self.status_calls = 0
         self.face_calls = 0
+        self.source_face_pick: str | None = None  # a group photo: which face the engine took
 
     def publish(self, frame: np.ndarray) -> None:
         with self._lock:
@@ -88,6 +89,7 @@ class PanelEngine(FakeEngine):
                 "latency_ms": {"p50": round(24 + 6 * math.sin(n / 5), 1), "p95": round(36 + 9 * math.sin(n / 5), 1),
                                "p99": 52.0},
                 "source_face": self.source_face,
+                "source_face_pick": self.source_face_pick,
                 "providers": {"scrfd_500m_kps.onnx": "CPUExecutionProvider", "inswapper_128.onnx": "CPUExecutionProvider"},
                 "precision": {"detector": "float", "swapper": "int8"},
                 "precision_why": {"swapper": "int8 copy checked against float: 8 faces: PSNR ≥ 41.2 dB (needs 35)"},

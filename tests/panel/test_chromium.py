@@ -255,3 +255,24 @@ def test_a_rebound_host_name_gets_nothing(browser, panel, engine):
     status = page.eval("fetch('/api/off', {method: 'POST'}).then((r) => r.status)")
     assert status == 403
     assert engine.enabled is True
+
+
+def test_the_private_login_page_logs_the_browser_in(browser, panel, engine, newton, tmp_path):
+    """Issue 36 item 1: `vcamd panel` and the tray hand the browser a 0600 file, not an address.
+    From that file:// page (another site, to the browser) the one-time code logs in and the page
+    opens with its Strict cookie — which a 303 after a cross-site login would not have sent."""
+    from vcamd.panel.login import login_page
+
+    engine.publish(newton.copy())
+    page_file = login_page(panel.login_url(), tmp_path / "rt")
+    page = browser().new_page()
+    page.goto(page_file.as_uri())
+    page.wait("location.href === " + json.dumps(panel.base_url)
+              + " && document.getElementById('state')?.textContent === 'running'", "the control page, logged in")
+    assert page.eval("document.cookie") == ""  # the cookie is HttpOnly
+    # Issue 36 item 5: a group photo's pick is shown beside the face in use.
+    engine.source_face, engine.source_face_pick = Path("/faces/solvay.png"), "the largest of the 29 faces in the photo"
+    page.wait("document.getElementById('face-current').textContent === 'solvay.png — the largest of the 29 faces in the photo'",
+              "the face in use, with which face of the group photo was taken")
+    page.goto(page_file.as_uri())  # the same file again: its code is used up
+    page.wait("document.body?.innerText.includes('used already')", "the used code refused")

@@ -79,13 +79,17 @@ def _reload(args: argparse.Namespace) -> int:
 
 
 def _set_face(args: argparse.Namespace) -> int:
+    import stat
+
     from vcamd.errors import FaceError
+    from vcamd.images import stat_given_path
 
     path = args.path.expanduser().resolve()
-    if path.is_dir():
+    info = stat_given_path(path, "source face")  # every way the path itself is wrong, as one line
+    if stat.S_ISDIR(info.st_mode):
         raise FaceError(f"source face {path} is a folder, not a photo", fix="give the path of a photo (PNG or JPEG) in it")
-    if not path.is_file():
-        raise FaceError(f"source face {path} does not exist", fix="give the path of a photo (PNG or JPEG)")
+    if not stat.S_ISREG(info.st_mode):
+        raise FaceError(f"source face {path} is not a file", fix="give the path of a photo (PNG or JPEG)")
     status = _client().set_source_face(path)
     print(f"Source face: {status.get('source_face') or path}")
     if status.get("source_face_pick"):
@@ -154,8 +158,15 @@ def _snapshot(args: argparse.Namespace) -> int:
     try:
         write_private_atomic(out, image)  # 0600 (it shows a face); a symlink at `out` is replaced, not followed
     except OSError as exc:
+        import errno
+
         from vcamd.errors import VcamdError
 
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            from vcamd.diskspace import full_disk_message
+
+            message, fix = full_disk_message(str(out), out, "the snapshot")
+            raise VcamdError(message, fix=fix) from None
         raise VcamdError(f"cannot write {out}: {exc.strerror}", fix="choose a writable path") from None
     print(f"Saved {out} ({width}×{height})")
     return 0
@@ -207,7 +218,9 @@ def print_status(status: dict[str, Any]) -> None:
     fps, latency = status.get("fps"), status.get("latency_ms")
     table.add_row("Frame rate", f"{fps:.1f} fps" if isinstance(fps, (int, float)) else "–")
     table.add_row("Latency", _latency_text(latency))
-    table.add_row("Source face", escape(str(status.get("source_face") or "(none set)")))
+    face = escape(str(status.get("source_face") or "(none set)"))
+    pick = status.get("source_face_pick")  # a group photo: which face was taken
+    table.add_row("Source face", f"{face}\n{escape(str(pick))}" if pick else face)
     providers = status.get("providers") or {}
     if isinstance(providers, dict):
         shown = ", ".join(f"{model}: {provider}" for model, provider in providers.items())
@@ -217,8 +230,8 @@ def print_status(status: dict[str, Any]) -> None:
     error = status.get("config_error")
     table.add_row("Config", f"[red]{escape(str(error))}[/] (running on the last good config)" if error else "ok")
     # panel_token is for scripts (`--json`), not for a screen someone may be looking at.
-    known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "providers", "config_error",
-             "panel_url", "panel_token"}
+    known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "source_face_pick", "providers",
+             "config_error", "panel_url", "panel_token"}
     for key in sorted(set(status) - known):
         value = status[key]
         if value is None:

@@ -130,6 +130,11 @@ def handle(args: argparse.Namespace) -> int:
         f"offline {f['offline']}, starting {f['starting']}; latency p50/p95/p99 {lat['p50']:.1f}/{lat['p95']:.1f}/{lat['p99']:.1f} ms; "
         f"{stats['cpu_ms_per_frame']:.1f} CPU-ms/frame"
     )
+    # An output that could not finish its work says so once closed: a recording whose disk filled
+    # up (`--sink file:`) is an error, not "published N frames".
+    failure = getattr(engine.sink, "failure", None)
+    if isinstance(failure, VcamdError):
+        raise failure
     return 2 if stats_lost else 0
 
 
@@ -176,14 +181,20 @@ def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg,
 def _open_output_page(engine, open_url) -> None:
     """The tray's "Open control page" when there is no control page: the output's own page, if it has one.
     The sink exists only once the engine runs, so its URL is read when the item is clicked. A page
-    that needs a login (the preview) is opened with a one-time address, never its token."""
+    that needs a login (the preview) is opened through a private file holding a one-time address
+    (`panel.login.login_page`), never with its token or a code on the opener's command line."""
     from vcamd.errors import VcamdError
 
     sink = engine.sink
     if sink is None or sink.url is None:
         raise VcamdError("the control page is not available in this session", fix="see [panel] in the config")
     login_url = getattr(sink, "login_url", None)
-    open_url(login_url() if login_url is not None else sink.url)
+    if login_url is None:
+        open_url(sink.url)
+        return
+    from vcamd.panel.login import login_page
+
+    open_url(login_page(login_url()))
 
 
 def _face_pipeline(cfg, warm_up):

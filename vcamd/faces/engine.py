@@ -123,11 +123,11 @@ class _Source:
 
 
 def _file_stamp(path: Path) -> tuple[Path, int, int]:
-    resolved = path.expanduser().resolve()
     try:
+        resolved = path.expanduser().resolve()
         st = resolved.stat()
-    except OSError:
-        return resolved, -1, -1  # read_image will say what is wrong with it
+    except (OSError, ValueError):  # missing, a NUL byte, a name over the limit, ...
+        return path, -1, -1  # read_image will say what is wrong with it
     return resolved, st.st_mtime_ns, st.st_size
 
 

@@ -207,15 +207,14 @@ class LiveEngine:
             raise
         loaded.add_done_callback(lambda _: self.photo_lane.leave())  # when the read ends, not when a wait gives up
         try:
-            identity = loaded.result(FACE_LOAD_WAIT_S)
+            loaded.result(FACE_LOAD_WAIT_S)
         except FutureTimeout:
             raise VcamdError(
                 f"the face in {path} is still being read after {FACE_LOAD_WAIT_S:g} s",
                 fix="it is used once read; check `vcamd status` in a moment",
             ) from None
-        status = self._ask(lambda: self.settings.record_source_face(path, faces), "set-face")
-        which = identity.which_face()  # a group photo: say which face was taken
-        return {**status, "source_face_pick": which} if which else status
+        # The state after: its "source_face_pick" says which face of a group photo was taken.
+        return self._ask(lambda: self.settings.record_source_face(path, faces), "set-face")
 
     def set_quality(self, level: Level | None) -> dict:
         return self._ask(lambda: log_events([t] if (t := self.parts.watchdog.force(level)) else []), "quality")
@@ -277,6 +276,7 @@ class LiveEngine:
     # -- status -------------------------------------------------------------------------------------
     def _refresh_status(self) -> dict[str, Any]:
         source_face = self.cfg.swap.source_face
+        identity = self.parts.faces.source if self.parts.faces is not None else None
         self.parts.status = {
             "enabled": self.parts.enabled,
             "state": self._state,
@@ -285,6 +285,8 @@ class LiveEngine:
             "quality": "auto" if self.parts.watchdog.automatic else self.parts.watchdog.level.name,
             **self.parts.stats.live_numbers(captured=self._captured(), dropped=self._dropped(), misses=self._misses()),
             "source_face": str(source_face) if source_face else None,
+            # A group photo: which face was taken, for every surface (socket, page, tray), not only set-face's answer.
+            "source_face_pick": identity.which_face() if identity is not None else None,
             "providers": dict(self.parts.providers),
             **self._precision(),
             "config_error": self._config_error(),

@@ -138,6 +138,8 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         f" ({'auto' if quality is None else 'fixed'})",
         f"Source face: {source_face or 'none'}",
     ]
+    if status.get("source_face_pick"):  # a group photo: which of its faces was taken
+        lines.append(f"  {status['source_face_pick']}")
     if numbers:
         lines.append("Speed: " + ", ".join(numbers))
     if provider_text:

@@ -64,8 +64,9 @@ function post(path, json) {
 
 async function act(request, done) {
   try {
-    render(await request());
-    say(done || "", false);
+    const state = await request();
+    render(state);
+    say(typeof done === "function" ? done(state) : (done || ""), false);
   } catch (e) {
     say(e.message, true);
   }
@@ -104,11 +105,16 @@ function render(state) {
   err.textContent = s.config_error ? "Config problem: " + s.config_error : "";
 
   const face = s.source_face ? String(s.source_face).split(/[\\/]/).pop() : "none";
-  $("face-current").textContent = face;
+  $("face-current").textContent = face + pickNote(s);
   renderRecent(state.recent_faces || []);
   // The server lists the levels in ladder order, best quality first (vcamd.quality).
   renderTransitions(state.transitions || [], (state.qualities || []).filter((q) => q !== "auto"));
   drawChart(state.history || [], state.history_span_s || 60);
+}
+
+// A group photo: which of its faces was taken (the largest), as the engine says.
+function pickNote(s) {
+  return s && s.source_face_pick ? " — " + s.source_face_pick : "";
 }
 
 function renderRecent(faces) {
@@ -220,11 +226,12 @@ function wire() {
     if (!file) return;
     act(() => api("/api/face?consent=yes&name=" + encodeURIComponent(file.name), {
       method: "POST", headers: { "Content-Type": file.type || "application/octet-stream" }, body: file,
-    }), "source face set: " + file.name);
+    }), (state) => "source face set: " + file.name + pickNote(state.status));
   });
   $("face-recent").addEventListener("click", () => {
     const path = $("recent").value;
-    if (path) act(() => post("/api/face", { recent: path, consent: $("consent").checked }), "source face set");
+    if (path) act(() => post("/api/face", { recent: path, consent: $("consent").checked }),
+      (state) => "source face set" + pickNote(state.status));
   });
   const video = $("video");
   video.addEventListener("load", () => { $("video-wait").hidden = true; });
