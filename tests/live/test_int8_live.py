@@ -163,7 +163,7 @@ def test_vcamd_run_shows_the_precision_in_status_and_stats(tmp_path, live_config
         return json.loads(answer.stdout) if answer.returncode == 0 else {}
 
     try:
-        wait_for(lambda: (status().get("precision") or {}).get("swapper") == "int8", timeout_s=180, poll_s=0.5,
+        wait_for(lambda: (status().get("precision") or {}).get("swapper") == "int8", timeout_s=180, poll_s=2.0,
                  what="`vcamd status --json` saying the swapper runs in int8")
         shown = status()
         assert shown["precision"]["recognizer"] == "float" and "PSNR" in shown["precision_why"]["swapper"]
