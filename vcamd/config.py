@@ -74,6 +74,12 @@ class ModelsConfig(Section):
     """The swapper on the CPU: "auto" runs its int8 copy where the CPU has int8 dot-product units and
     the copy passed the fidelity check on these weights (`vcamd.precision`); "float" never; "int8"
     also without those units. GPUs keep their float path."""
+    server: str = ""
+    """A Triton Inference Server running the swapper (and the enhancer and parser when set),
+    "grpc://HOST:PORT"; "" = here. Only aligned face crops and the source latent go there."""
+    fallback: Literal["none", "local"] = "none"
+    """While the server is away: "none" holds or obscures the faces (`[swap] on_miss`), "local"
+    runs the local models (their files must be here)."""
 
     @field_validator("providers")
     @classmethod
@@ -83,6 +89,13 @@ class ModelsConfig(Section):
         if "auto" in v and len(v) > 1:
             raise ValueError('"auto" cannot be combined with explicit providers')
         return v
+
+    @field_validator("server")
+    @classmethod
+    def _server_is_grpc(cls, v: str) -> str:
+        from vcamd.remote.address import ServerAddress
+
+        return ServerAddress.parse(v).url if v.strip() else ""
 
     @field_validator("mirror")
     @classmethod

@@ -138,12 +138,16 @@ class Choice:
 FLOAT = Choice("float", None)
 
 
-def choose(setting: str, provider: str, units: Int8Units, verdict: Verdict | None, copy: Path | None) -> Choice:
+def choose(setting: str, provider: str, units: Int8Units, verdict: Verdict | None, copy: Path | None, *,
+           server: str = "") -> Choice:
     """The swapper's precision for `[models] precision = setting` on `provider` (the one that really
     runs it), this CPU's `units`, and what is known of its int8 copy: the check's `verdict` and the
-    `copy` (None, None: never built for this model file)."""
+    `copy` (None, None: never built for this model file). With `server` (`[models] server`) the
+    swapper runs on that Triton server, as served: no int8 copy here."""
     if setting == "float":
         return FLOAT
+    if server:
+        return Choice("float", f"the Triton server at {server} runs it ([models] server), as served: int8 is for this CPU's integer units")
     if provider != CPU_PROVIDER:
         return Choice("float", f"{provider} runs it: a GPU keeps its float16/float32 path (int8 is for the CPU's integer units)")
     if setting == "auto" and not units.present:
@@ -159,15 +163,16 @@ def choose(setting: str, provider: str, units: Int8Units, verdict: Verdict | Non
     return Choice("int8", f"int8 copy checked against float: {verdict.summary}", copy=copy, verdict=verdict)
 
 
-def swapper_choice(setting: str, model: Path, providers: list[str]) -> Choice:
+def swapper_choice(setting: str, model: Path, providers: list[str], *, server: str = "") -> Choice:
     """`choose` for this machine: the provider a session of `model` will run on (the first of
     `providers`: `Sessions` warns when ONNX Runtime falls back), this CPU's units, and the int8 copy
-    kept for this model file (`vcamd.int8cache`; looked up without hashing the file)."""
+    kept for this model file (`vcamd.int8cache`; looked up without hashing the file). A swapper on
+    the Triton `server` has no local model file to look up."""
     from vcamd import int8cache
     from vcamd.quantize import build_key
 
-    if setting == "float":
-        return FLOAT
+    if setting == "float" or server:
+        return choose(setting, providers[0], Int8Units((), known=False), None, None, server=server)
     units = int8_units()
     kept = int8cache.lookup(model, build_key(needs_reduced_range(units)))
     return choose(setting, providers[0], units, kept.verdict if kept else None, kept.model if kept else None)

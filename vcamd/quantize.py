@@ -39,6 +39,7 @@ import numpy as np
 
 from vcamd.errors import ModelError
 from vcamd.fidelity import THRESHOLDS, FidelityReport, compare
+from vcamd.modelstore.wayout import ways_out
 
 if TYPE_CHECKING:
     from vcamd.faces.specs import SwapperSpec
@@ -272,7 +273,7 @@ def swapper_spec(model: Path) -> SwapperSpec:
     try:
         inputs, _ = signature(model)
     except (OSError, WireError) as exc:
-        raise ModelError(f"{model.name} is not a readable ONNX model ({exc})", fix="re-download it with `vcamd models pull`") from None
+        raise ModelError(f"{model.name} is not a readable ONNX model ({exc})", fix=ways_out(pull_note=" to download it again")) from None
     spec = swapper_spec_for(inputs)
     if spec is None:
         raise ModelError(f"{model.name} is not a face swapper vcamd knows; only the swapper has an int8 copy",

@@ -237,15 +237,19 @@ def test_stats_say_how_live_the_face_is_and_what_each_face_got(live_config, clip
     assert status["faces"] == faces and set(status["swap_age_ms"]) == {"p50", "p95"}
 
 
-def test_a_missing_source_face_is_logged_as_such_not_as_a_model_failure(live_config, clip_20fps, run_live, caplog):
+def test_without_a_source_face_swapping_starts_off_and_says_how_to_set_one(live_config, clip_20fps, run_live, caplog):
+    """Before issue 42 swapping started on with every face covered and "no source face" as a
+    config error; now it starts off and the status says what is missing and how to set it."""
     cfg = live_config(swap={"source_face": None})
     with caplog.at_level(logging.INFO):
         stats, _, engine = run_live(cfg, clip_20fps, frames=20)
     text = caplog.text
-    assert "no source face is set" in text
+    assert "no source face is set" in text and "vcamd set-face PHOTO" in text
     assert "swap model failed" not in text
-    assert stats["frames"]["swapped"] == 0 and stats["frames"]["passthrough"] == 0
-    assert "no source face" in engine.status()["config_error"]
+    assert stats["frames"]["swapped"] == 0 and stats["frames"]["passthrough"] == 0 and stats["frames"]["off"] == 20
+    status = engine.status()
+    assert status["config_error"] is None and not status["enabled"]
+    assert [need["topic"] for need in status["swap_needs"]] == ["face"]
 
 
 # ---- one photo lane for every surface (issue 27 item 3) ------------------------------------------

@@ -94,6 +94,8 @@ class PanelEngine(FakeEngine):
                 "precision": {"detector": "float", "swapper": "int8"},
                 "precision_why": {"swapper": "int8 copy checked against float: 8 faces: PSNR ≥ 41.2 dB (needs 35)"},
                 "config_error": self.config_error,
+                "server": {"url": "grpc://gpu-box:8001", "state": "up", "tls": True, "rtt_ms": 21.5, "call_ms": 27.25,
+                           "serves": ["inswapper_128", "inswapper_128.emap"], "error": None, "fallback": None},
                 "frames": {"published": 100 * n, "swapped": 97 * n, "held": 3 * n, "blurred": 0, "passthrough": 0},
             }
 

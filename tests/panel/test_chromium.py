@@ -70,6 +70,8 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
     assert page.text("#providers") == "scrfd_500m_kps.onnx: CPUExecutionProvider\ninswapper_128.onnx: CPUExecutionProvider"
     assert page.text("#precision") == ("detector: float\nswapper: int8 — int8 copy checked against float: 8 faces: "
                                        "PSNR ≥ 41.2 dB (needs 35)")
+    assert page.text("#server") == ("grpc://gpu-box:8001 up; 21.5 ms round trip; 27.3 ms a call; mutual TLS; "
+                                    "serves inswapper_128, inswapper_128.emap")
     assert page.eval("document.getElementById('config-error').hidden") is False
     assert page.text("#config-error") == f"Config problem: {engine.config_error}"
     assert "[swap] on_mis: unknown key" in page.text("#config-error")
@@ -125,6 +127,38 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
     page.wait("document.getElementById('message').textContent === 'source face set: newton.png'", "the upload's answer shown")
     page.wait(f"[...document.getElementById('recent').options].some((o) => o.value === {json.dumps(str(kept))})",
               "the face offered among the recent ones")
+
+
+def test_the_page_says_what_swapping_needs_and_why_on_is_refused(browser, start_panel, engine, wait):
+    """Issue 42: started without consent or a face, the page lists each missing piece with its
+    fix, and Swap on is answered with the same list (swapping stays off)."""
+    from vcamd.live.readiness import FACE_MISSING, SwapNotReady, consent_missing
+
+    needs = [consent_missing(withdrawn=False), FACE_MISSING]
+
+    class NotReady(type(engine)):
+        def status(self):
+            return {**super().status(), "swap_needs": [need.to_json() for need in needs]}
+
+        def set_enabled(self, on):
+            if on:
+                raise SwapNotReady(needs)
+            super().set_enabled(on)
+
+    engine.__class__ = NotReady
+    engine.enabled = False
+    panel = start_panel()
+    page = browser().new_page(1280, 900)
+    page.goto(panel.login_url())
+    page.wait("document.getElementById('swap-needs').hidden === false", "the missing pieces shown")
+    items = page.eval("[...document.querySelectorAll('#swap-needs-list li')].map((li) => li.textContent)")
+    assert items == [f"{need.what} — {need.fix}" for need in needs]
+    assert page.text("#swap-needs-title") == "Swapping stays off until it has:"
+    assert page.text("#swap") == "Swap on"
+    page.click("#swap")
+    page.wait("document.getElementById('message').className === 'message bad'", "the refusal shown")
+    assert page.text("#message") == str(SwapNotReady(needs))
+    assert engine.enabled is False and ("set_enabled", True) not in engine.calls
 
 
 ATTACK_PAGE = """<!doctype html>

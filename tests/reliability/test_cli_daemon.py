@@ -105,6 +105,7 @@ def test_run_with_a_camera_index_that_does_not_exist_says_one_line_and_lists_the
     result = vcamd_cli("run", "--config", config, "--source", "7", "--sink", "null", "--frames", "5", "--no-tray", timeout=90)
     line = refused(result, "cannot open camera 7", cameras_here())
     assert result.returncode == 2, line
+    assert "--source synthetic" in line  # the way on without a webcam (issue 42)
     opencv_noise = [ln for ln in result.stderr.splitlines() if "WARN" in ln or "VIDEOIO" in ln or ln.startswith(("[", ">"))]
     assert not opencv_noise, result.stderr
 

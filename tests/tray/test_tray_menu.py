@@ -250,6 +250,20 @@ def test_view_from_status_reads_the_engine_status_shape():
     assert view_from_status({"enabled": True, "state": "offline", "level": "full"}).state is TrayState.error
 
 
+def test_what_swapping_needs_is_in_the_status_item_and_the_notification():
+    from vcamd.live.readiness import FACE_MISSING, consent_missing
+
+    needs = [consent_missing(withdrawn=False).to_json(), FACE_MISSING.to_json()]
+    view = view_from_status({"enabled": False, "state": "running", "level": "full", "swap_needs": needs})
+    assert view.state is TrayState.off  # a step still to take, not an error
+    assert view.headline == "swap off: needs consent, a source face" and view.needs == ("consent", "a source face")
+    for need in needs:
+        assert f"To swap: {need['what']} — {need['fix']}" in view.detail.splitlines()
+    # On, yet unable to swap (the models failed to load while on): every frame covered, shown as an error.
+    on = view_from_status({"enabled": True, "state": "running", "level": "full", "swap_needs": needs[:1]})
+    assert on.state is TrayState.error and on.headline == "swap on, but it needs consent"
+
+
 def test_the_status_detail_says_which_face_of_a_group_photo_was_taken():
     pick = "the largest of the 29 faces in the photo (61×80 px at x=1107, y=190)"
     view = view_from_status({"enabled": True, "state": "running", "level": "full", "source_face": "/f/solvay.png",

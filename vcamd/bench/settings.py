@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
-SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup", "call")
+SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup", "call", "remote")
 DEFAULT_SCENARIOS = ("light", "inswapper")
 PRECISIONS = ("float", "int8")
 """What `--precision` may list: the swapper in float, and its int8 copy (`vcamd.precision`)."""
@@ -15,6 +15,9 @@ PRECISION_SCENARIOS = ("inswapper", "startup", "call")
 """The scenarios that run once per `--precision`, side by side (the others: the swapper in float)."""
 
 GROUP_PHOTO = "solvay_conference_1927.png"
+GROUP_FACES = 29
+"""Without a group photo, the groups scenario tiles this many copies of --face (as many faces as
+the 1927 Solvay photo the figures in docs/performance.md were measured on)."""
 CALL_SWAP_MS = 370.0
 """What the call scenario's swapper costs a face, quiet, as the run's swapper runs (`--swap-ms`):
 the swapper the call's targets were set for. Built to measure on each machine (`callswapper`)."""
@@ -38,6 +41,7 @@ class BenchSettings:
     fp16: bool
     quality: str | None = None
     group_photo: Path | None = None
+    """The groups scenario's photo; None: GROUP_FACES copies of `face` tiled (`clips.tiled_group`)."""
     rounds: int = 1
     load: int = 0
     swap_ms: float = CALL_SWAP_MS

@@ -3,7 +3,8 @@
 Each verb is one request over the daemon's control socket, found in the user runtime dir (e.g.
 /run/user/1000/facelive/control.sock, /tmp/vcamd-1000 without a login session: the same folder
 whatever the environment, see `config.user_runtime_dir`) or in `$VCAMD_RUNTIME_DIR` when that is set. With no daemon
-running every verb prints one line and exits 3.
+running every verb prints one line and exits 3 (`status --json` also prints a JSON answer saying so,
+`"running": false`, for the scripts that read it).
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ QUIT_WAIT_S = 15.0
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     def verb(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
-        parser = subparsers.add_parser(name, help=help_text, description=f"{help_text}. {ENDPOINT_HELP}")
+        # The short help reads as the other commands' (lower case, in `vcamd --help`'s list); the
+        # description is a sentence before the next one.
+        parser = subparsers.add_parser(name, help=help_text, description=f"{help_text[:1].upper()}{help_text[1:]}. {ENDPOINT_HELP}")
         parser.set_defaults(func=handler)
         return parser
 
-    status = verb("status", "show whether swapping is on, fps, latency, quality level, config problems", _status)
-    status.add_argument("--json", action="store_true", help="print the status as JSON")
-    verb("on", "turn face swapping on", lambda args: _switch(args, "on"))
+    status = verb("status", "show whether swapping is on (and what it still needs), fps, latency, quality level, config problems", _status)
+    status.add_argument("--json", action="store_true",
+                        help='print the status as JSON (with "running": false and the reason when no daemon runs; exit 3)')
+    verb("on", "turn face swapping on (refused, saying what is missing and how to get it, until the models, consent and a face are there)",
+         lambda args: _switch(args, "on"))
     verb("off", "turn face swapping off (the camera passes through unchanged)", lambda args: _switch(args, "off"))
     verb("toggle", "turn face swapping on if off, off if on", lambda args: _switch(args, "toggle"))
     verb("reload", "re-read the config file now (it is also reloaded on save)", _reload)
@@ -55,9 +60,19 @@ def _client() -> Any:
 
 
 def _status(args: argparse.Namespace) -> int:
-    status = _client().status()
+    from vcamd.control.protocol import DaemonNotRunning
+
+    try:
+        status = _client().status()
+    except DaemonNotRunning as err:
+        if not args.json:
+            raise
+        # A script reading the JSON (`jq .panel_token`) gets an answer, not an empty stdout.
+        print(json.dumps({"running": False, "error": err.message, "fix": err.fix}, indent=2, sort_keys=True))
+        print(f"vcamd: error: {err}", file=sys.stderr)
+        return err.exit_code
     if args.json:
-        print(json.dumps(status, indent=2, sort_keys=True))
+        print(json.dumps({"running": True, **status}, indent=2, sort_keys=True))
     else:
         print_status(status)
     return 0
@@ -205,7 +220,15 @@ def print_status(status: dict[str, Any]) -> None:
     table.add_column()
     state = escape(str(status.get("state", "unknown")))
     state_style = {"running": "green", "camera offline": "yellow", "error": "red"}.get(state, "")
-    table.add_row("Face swap", "[green]on[/]" if status.get("enabled") else "off")
+    needs = [n for n in status.get("swap_needs") or [] if isinstance(n, dict)]
+    labels = ", ".join(str(n.get("label") or "?") for n in needs)
+    if status.get("enabled"):
+        table.add_row("Face swap", f"[green]on[/]{escape(f' (every face covered: it needs {labels})') if needs else ''}")
+    else:
+        table.add_row("Face swap", f"off{escape(f' (it needs {labels})') if needs else ''}")
+    for need in needs:
+        # Each with its fix: `vcamd on` is refused with the same list.
+        table.add_row("  needs", f"[yellow]{escape(str(need.get('what', '?')))}[/] — {escape(str(need.get('fix', '')))}")
     table.add_row("State", f"[{state_style}]{state}[/]" if state_style else state)
     level = escape(str(status.get("level", "?")))
     quality = status.get("quality")
@@ -227,11 +250,16 @@ def print_status(status: dict[str, Any]) -> None:
     else:
         shown = ", ".join(str(p) for p in providers)
     table.add_row("Providers", escape(shown) or "–")
+    server = status.get("server")
+    if isinstance(server, dict):
+        from vcamd.doctor.server import describe
+
+        table.add_row("Server", escape(describe(server)))
     error = status.get("config_error")
     table.add_row("Config", f"[red]{escape(str(error))}[/] (running on the last good config)" if error else "ok")
     # panel_token is for scripts (`--json`), not for a screen someone may be looking at.
     known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "source_face_pick", "providers",
-             "config_error", "panel_url", "panel_token"}
+             "config_error", "panel_url", "panel_token", "swap_needs", "server"}
     for key in sorted(set(status) - known):
         value = status[key]
         if value is None:

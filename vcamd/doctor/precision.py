@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from vcamd.config import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 
@@ -24,6 +26,9 @@ def check_precision(cfg: Config, daemon_status: dict | None = None) -> CheckResu
     if isinstance(running, dict) and running.get("swapper"):
         why = ((daemon_status or {}).get("precision_why") or {}).get("swapper")
         return ok(NAME, f"{head}; the running daemon's swapper runs in {running['swapper']}" + (f" ({why})" if why else ""))
+    if cfg.models.server:  # served: no int8 copy here, and maybe no local file to look up
+        choice = swapper_choice(setting, Path(cfg.models.swapper), resolve_providers(list(cfg.models.providers)), server=cfg.models.server)
+        return ok(NAME, f"{head}; the swapper runs in float" + (f": {choice.why}" if choice.why else ""))
     try:
         swapper = ModelStore.from_config(cfg.models).path_for(cfg.models.swapper, "swapper")
         choice = swapper_choice(setting, swapper, resolve_providers(list(cfg.models.providers)))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -175,6 +175,9 @@ class FaceEngine:
         """The precision the swapper runs at, and why (`vcamd.precision`; set where it is decided, `vcamd.pipeline`)."""
         self.seen: SeenFaces | None = None
         """While the swapper's int8 copy waits for calibration faces: the crops it is given, kept (`vcamd.quantize`)."""
+        self.remote: Any = None
+        """The Triton server's sessions (`vcamd.remote.sessions.RemoteSessions`) when models run there
+        (`[models] server`; set by `vcamd.pipeline`): its `server_status()` is shown in the status."""
 
     @classmethod
     def from_config(cls, cfg: Config, files: ModelFiles, sessions: Sessions | None = None, *,

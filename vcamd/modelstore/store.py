@@ -31,6 +31,7 @@ from vcamd.modelstore.locking import pull_lock
 from vcamd.modelstore.manifest import FileSpec, Manifest, ModelEntry, plain_file_name
 from vcamd.modelstore.roles import configured_models
 from vcamd.modelstore.verify import STATE_FILE, State, read_state, write_state
+from vcamd.modelstore.wayout import ways_out
 from vcamd.private_files import private_dir
 
 if TYPE_CHECKING:
@@ -141,12 +142,12 @@ class ModelStore:
         if not path.is_file():
             raise ModelError(
                 f"model file {path} ({name_or_path}, the {role}) is missing",
-                fix=f"run `vcamd models pull {name_or_path}`, or fix [models] {role} in the config",
+                fix=f"{ways_out([name_or_path])} (or fix [models] {role} in the config)",
             )
         if spec.size is not None and (actual := path.stat().st_size) != spec.size:
             raise ModelError(
                 f"model file {path} is {actual:,} bytes, expected {spec.size:,}: incomplete or corrupt",
-                fix=f"run `vcamd models pull {name_or_path}` to download it again",
+                fix=ways_out([name_or_path], pull_note=" to download it again"),
             )
         return path
 
@@ -162,8 +163,7 @@ class ModelStore:
             files = "; ".join(f"{path} ({value})" for path, value in missing.items())
             raise ModelError(
                 f"{len(missing)} model file{'s' if len(missing) > 1 else ''} missing: {files}",
-                fix=f"run `vcamd models pull {' '.join(dict.fromkeys(missing.values()))}`, or copy "
-                    f"{'them' if len(missing) > 1 else 'it'} in by hand (`vcamd models list` says from where)",
+                fix=ways_out(missing.values(), files=len(missing)),
             )
         return [self.path_for(value, role) for value, role in wanted]
 

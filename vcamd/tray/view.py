@@ -58,6 +58,8 @@ class TrayView:
     headline: str = ""
     """The summary without the changing numbers (fps, ms): the Status menu item. A menu label that
     changed every second would rebuild the menu under the user's pointer (new dbusmenu ids)."""
+    needs: tuple[str, ...] = ()
+    """What swapping still needs (status' `swap_needs`), a few words each: "the face models"."""
 
 
 STARTING_VIEW = TrayView(TrayState.off, False, None, None, None, "starting", "starting")
@@ -97,12 +99,16 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
     source_face = Path(face) if face else None
     config_error = status.get("config_error")
     panel_url = status.get("panel_url") or None
+    swap_needs = [n for n in status.get("swap_needs") or [] if isinstance(n, Mapping)]
+    needs = tuple(str(n.get("label") or n.get("what") or "?") for n in swap_needs)
 
     problem = None
     if state_text not in HEALTHY_STATES:
         problem = state_text
     if config_error:
         problem = f"config error: {config_error}"
+    if enabled and needs and not problem:
+        problem = f"swap on, but it needs {', '.join(needs)}"  # the models failed to load while on: every frame covered
 
     if problem:
         state = TrayState.error
@@ -117,6 +123,8 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         headline = f"swap on, degraded ({label(level).lower()})"
     elif state is TrayState.error:
         headline = problem or "error"
+    elif needs:
+        headline = f"swap off: needs {', '.join(needs)}"
     else:
         headline = f"swap {state.value}"
     fps = status.get("fps")
@@ -144,9 +152,11 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         lines.append("Speed: " + ", ".join(numbers))
     if provider_text:
         lines.append(f"Runs on: {provider_text}")
+    for need in swap_needs:
+        lines.append(f"To swap: {need.get('what', '?')} — {need.get('fix', '')}")
     if config_error:
         lines.append(f"Config error: {config_error}")
-    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url, headline)
+    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url, headline, needs)
 
 
 # ---------------------------------------------------------------------------------------------

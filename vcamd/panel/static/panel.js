@@ -33,6 +33,19 @@ function precision(s) {
   return Object.entries(runs).map(([model, p]) => model + ": " + p + (why[model] ? " — " + why[model] : "")).join("\n") || "–";
 }
 
+function server(v) {
+  // [models] server: the Triton server the swap runs on (vcamd.doctor.server.describe says the same in the terminal).
+  if (!v || typeof v !== "object") return "here (no Triton server)";
+  const parts = [v.url + " " + v.state];
+  if (typeof v.rtt_ms === "number") parts.push(v.rtt_ms.toFixed(1) + " ms round trip");
+  if (typeof v.call_ms === "number") parts.push(v.call_ms.toFixed(1) + " ms a call");
+  parts.push(v.tls ? "mutual TLS" : "loopback, plaintext");
+  if (Array.isArray(v.serves) && v.serves.length) parts.push("serves " + v.serves.join(", "));
+  if (v.state !== "up" && v.error) parts.push(String(v.error));
+  if (v.fallback) parts.push("fallback " + v.fallback);
+  return parts.join("; ");
+}
+
 function frames(f) {
   if (!f || typeof f !== "object") return "–";
   return ["published", "swapped", "held", "blurred", "passthrough", "dropped"]
@@ -99,10 +112,12 @@ function render(state) {
   $("frames").textContent = frames(s.frames);
   $("providers").textContent = providers(s.providers);
   $("precision").textContent = precision(s);
+  $("server").textContent = server(s.server);
 
   const err = $("config-error");
   err.hidden = !s.config_error;
   err.textContent = s.config_error ? "Config problem: " + s.config_error : "";
+  renderNeeds(Array.isArray(s.swap_needs) ? s.swap_needs : [], on);
 
   const face = s.source_face ? String(s.source_face).split(/[\\/]/).pop() : "none";
   $("face-current").textContent = face + pickNote(s);
@@ -110,6 +125,28 @@ function render(state) {
   // The server lists the levels in ladder order, best quality first (vcamd.quality).
   renderTransitions(state.transitions || [], (state.qualities || []).filter((q) => q !== "auto"));
   drawChart(state.history || [], state.history_span_s || 60);
+}
+
+// What swapping still needs (the models, consent, a source face), each with its fix: "on" is
+// refused with the same list.
+function renderNeeds(needs, on) {
+  const box = $("swap-needs");
+  box.hidden = !needs.length;
+  $("swap-needs-title").textContent = on ? "Swapping is on, every face covered, until it has:" : "Swapping stays off until it has:";
+  const key = JSON.stringify(needs);
+  if (box.dataset.key === key) return;  // unchanged: keep the user's text selection
+  box.dataset.key = key;
+  const list = $("swap-needs-list");
+  list.innerHTML = "";
+  for (const need of needs) {
+    const li = document.createElement("li");
+    li.appendChild(document.createTextNode(String(need.what || need.label || "?") + " — "));
+    const fix = document.createElement("span");
+    fix.className = "fix";
+    fix.textContent = String(need.fix || "");
+    li.appendChild(fix);
+    list.appendChild(li);
+  }
 }
 
 // A group photo: which of its faces was taken (the largest), as the engine says.
