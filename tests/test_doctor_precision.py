@@ -70,6 +70,17 @@ def test_a_missing_swapper_leaves_the_decision_for_later(tmp_path, monkeypatch):
     assert result.status is Status.ok and "decided once it can load" in result.detail
 
 
+def test_a_swapper_on_the_triton_server_is_not_looked_up_here(swapper):
+    """`[models] server`: the swapper runs there as served, even where a checked copy is kept here
+    (for `fallback = "local"`'s file), and a swapper that exists only there is no error."""
+    _keep(swapper, passed=True)
+    for name in (str(swapper), "/only/on/the/server/swapper.onnx"):
+        cfg = Config.model_validate({"models": {"swapper": name, "providers": ["cpu"], "precision": "int8",
+                                                "server": "grpc://gpu-box:8001"}})
+        result = doctor.check_precision(cfg)
+        assert result.status is Status.ok and "runs in float" in result.detail and "Triton server at grpc://gpu-box:8001" in result.detail
+
+
 def test_the_doctor_lists_the_precision_row(swapper, monkeypatch):
     names = [r.name for r in doctor.run_checks(None)]
     assert "precision" in names and names.index("precision") == names.index("ONNX Runtime providers") + 1

@@ -50,6 +50,14 @@ def test_float_is_float_and_a_gpu_keeps_its_float_path():
         assert gpu.runs == "float" and not gpu.build and "CUDAExecutionProvider" in gpu.why
 
 
+def test_a_swapper_on_the_triton_server_runs_as_served_never_an_int8_copy_here():
+    units, copy = Int8Units(("avx512_vnni",)), Path("copy.onnx")
+    for setting in ("auto", "int8"):
+        served = choose(setting, CPU_PROVIDER, units, PASSED, copy, server="grpc://gpu-box:8001")
+        assert served.runs == "float" and not served.build and served.copy is None and "grpc://gpu-box:8001" in served.why
+    assert choose("float", CPU_PROVIDER, units, PASSED, copy, server="grpc://gpu-box:8001") == FLOAT
+
+
 def test_auto_wants_the_int8_units_and_int8_does_not():
     copy = Path("copy.onnx")
     assert choose("auto", CPU_PROVIDER, Int8Units(("avx512_vnni",)), PASSED, copy).runs == "int8"
