@@ -238,7 +238,7 @@ def test_doctor_command_with_a_broken_config(short_dir):
     assert "! tray icon: not available: no DISPLAY or WAYLAND_DISPLAY" in done.stdout
     assert "! daemon: FaceLive Camera is not running" in done.stdout
     assert "✓ package numpy" in done.stdout
-    assert lines[-1].startswith("19 checks:")
+    assert lines[-1].startswith("20 checks:")
     assert done.stderr == ""  # no OpenCV or ONNX Runtime noise on the terminal
 
 

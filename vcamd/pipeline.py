@@ -1,7 +1,8 @@
 """The face engine for a config: its model files resolved (`vcamd.modelstore`), its sessions made,
-then the engine built (`vcamd.faces.engine`) — the one place the floors meet, so `faces/` opens
-files and never looks them up. `vcamd run` (through `live.loading`) and `vcamd swap` build their
-engines here.
+the precision the swapper runs at decided (`vcamd.precision`: its checked int8 copy, where one is
+kept and wanted and the swapper runs here), then the engine built (`vcamd.faces.engine`) — the one
+place the floors meet, so `faces/` opens files and never looks them up. `vcamd run` (through
+`live.loading`) and `vcamd swap` build their engines here.
 
 Where a session is made: `make_sessions`. With `[models] server` the served roles run on a Triton
 server (`vcamd.remote.sessions.RemoteSessions`, standing where `vcamd.runtime.Sessions` stands)."""
@@ -90,12 +91,28 @@ def local_sessions(sessions: Any) -> Any:
 
 def build_face_engine(cfg: Config, sessions: Sessions | None = None, *,
                       warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
-    """`FaceEngine.from_config` with the model files `cfg` names, on `make_sessions`' sessions."""
+    """`FaceEngine.from_config` with the model files `cfg` names, on `make_sessions`' sessions; the
+    swapper on its checked int8 copy where `[models] precision` and the machine say so (found
+    without hashing the model) — only where ONNX Runtime runs it here: a served swapper stays as served."""
     from vcamd.faces.engine import FaceEngine
+    from vcamd.precision import swapper_choice
 
     files = model_files(cfg)
     made = make_sessions(cfg, files, sessions)
+    local = local_sessions(made)
+    swapper = files.paths["swapper"]
+    precision = swapper_choice(cfg.models.precision, swapper, local.providers, server=cfg.models.server)
+    if precision.copy is not None:
+        local.run_copy(swapper, precision.copy)
     engine = FaceEngine.from_config(cfg, files, made, warm_up=warm_up)
-    if made is not local_sessions(made):
+    if precision.copy is not None and not local.runs_copy(swapper):  # the kept copy did not load (logged)
+        precision = precision.stays_float("its kept int8 copy does not load (see the log): the float model serves")
+    if precision.build:
+        from vcamd.precision import family_has_int8, no_int8_for
+
+        if not family_has_int8(family := engine.swapper.spec.family):  # `vcamd.quantize` builds none for it
+            precision = precision.stays_float(no_int8_for(family))
+    engine.precision = precision
+    if made is not local:
         engine.remote = made
     return engine

@@ -21,6 +21,12 @@ frame at 30 fps, publishing to the null sink. Scenarios:
   as an installed vcamd has it, whatever PYTHONDONTWRITEBYTECODE says here (else every start
   compiles vcamd's modules from source). `--threads` applies (default 1; a user's default config
   has `[models] threads = 0`, every core): the title says which;
+* `--precision float,int8` (the default): `inswapper`, `startup` and `call` run once per precision,
+  side by side, interleaved (float then int8 in each round): the swapper's int8 copy is built and
+  checked against float before the first int8 run, as `vcamd models quantize` builds it
+  (calibrated on the bench's face and frames of its clip; `vcamd.quantize`), and kept in the
+  bench's temporary folder, so an int8 run starts on it as a user's daily start does. Printed: the
+  swap per face, the swap age and the first swap of each, and the int8 targets;
 * `call` — what a video call asks: `vcamd run` started as a user starts it (as `startup`), with a
   swapper of a call's cost (`--swap-ms`, default 370 ms a face: the light swap plus as many heavy
   convolutions as take that long on this machine, measured quiet before the runs:
@@ -56,6 +62,8 @@ from vcamd.bench.settings import (
     DEFAULT_SCENARIOS,
     GROUP_FACES,
     GROUP_PHOTO,
+    PRECISION_SCENARIOS,
+    PRECISIONS,
     RESOLUTIONS,
     SCENARIOS,
     BenchSettings,
@@ -116,6 +124,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="ONNX Runtime providers, e.g. cpu or cuda (default: [models] providers)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="ONNX Runtime intra-op threads per session (default 1: the live loop runs up to three models at once)")
+    p.add_argument("--precision", default=",".join(PRECISIONS), metavar="LIST",
+                   help=f"{', '.join(PRECISION_SCENARIOS)}: run once per precision, interleaved, side by side: float, and int8 (the "
+                        "swapper's int8 copy, built and checked against float before the runs, as `vcamd models quantize` does) "
+                        f"(default: {','.join(PRECISIONS)}; int8 needs the CPU provider)")
+    p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
+                   help="build the stand-in models, clips and int8 copies in DIR and keep them for the next runs "
+                        "(default: a temporary folder, removed afterwards; the inswapper-sized stand-in is 554 MB)")
     p.add_argument("--fp16", action="store_true", help="build the stand-in swappers with float16 weights and float32 inputs/output, like inswapper_128_fp16 (GPU)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON")
     p.set_defaults(func=handle)
@@ -155,6 +170,9 @@ def handle(args: argparse.Namespace) -> int:
         raise VcamdError(f"--swap-ms {args.swap_ms:g}: not a swap's cost in milliseconds", fix="use 10 to 10000, e.g. 370")
     if args.threads < 0:
         raise VcamdError(f"--threads {args.threads}: cannot be negative", fix="use 0 (all cores) or a positive number")
+    precisions = tuple(dict.fromkeys(p.strip() for p in args.precision.split(",") if p.strip()))
+    if not precisions or set(precisions) - set(PRECISIONS):
+        raise VcamdError(f"--precision {args.precision}: not a list of {' and '.join(PRECISIONS)}", fix="use float, int8 or float,int8")
     if args.json is not None:
         check_output_file(args.json, "--json")  # now, not after minutes of measuring
     width, height = RESOLUTIONS[args.resolution]
@@ -180,6 +198,8 @@ def handle(args: argparse.Namespace) -> int:
         swap_ms=args.swap_ms,
         swappers=tuple(swappers),
         enhancers=tuple(enhancers),
+        precisions=precisions,
+        workdir=args.workdir.resolve() if args.workdir else None,
     )
     if "groups" in scenarios and settings.group_photo is not None and not settings.group_photo.is_file():
         raise VcamdError(f"--group-photo: {settings.group_photo} not found", fix="pass --group-photo PHOTO (a photo with many faces)")

@@ -85,6 +85,8 @@ class Status(LiveNumbers, total=False):
     providers: dict[str, str] | list[str]  # model file → ONNX Runtime provider really in use
     models: dict[str, str | None]  # role → the running model ("swapper", "enhancer"), and "loading": the one loading or None
     model_choices: dict[str, list[dict[str, Any]]]  # role → [{"name", "license", "present"}]: what `model` can switch to
+    precision: dict[str, str]  # model role → "float" or "int8", what it really runs at (`vcamd.precision`)
+    precision_why: dict[str, str]  # model role → why it runs at that precision (float where int8 was possible, int8's check)
     config_error: str | None  # the last config problem while running on the last good config
 
 

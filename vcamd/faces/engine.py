@@ -34,6 +34,7 @@ from vcamd.faces import boost
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
 from vcamd.faces.specs import CropSpec
+from vcamd.precision import FLOAT, Choice
 from vcamd.quality import BEST, Level, detect_size, rung
 from vcamd.threads import in_thread
 from vcamd.types import Face, Frame, ModelFiles, Points
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
     from vcamd.faces.parse import FaceParser, FloatMask
     from vcamd.faces.swap import Latent, Swapper
+    from vcamd.quantize import CalibrationFaces, SeenFaces
     from vcamd.runtime import Sessions
 
 
@@ -171,6 +173,11 @@ class FaceEngine:
         self._source: _Source | None = None
         self._reference: Embedding | None = None
         self._load_enhancer: Callable[[float, float], Enhancer] | None = None  # set by from_config
+        self.sessions: Sessions | None = None  # set by from_config: where a swapper's int8 copy gets its session
+        self.precision: Choice = FLOAT
+        """The precision the swapper runs at, and why (`vcamd.precision`; set where it is decided, `vcamd.pipeline`)."""
+        self.seen: SeenFaces | None = None
+        """While the swapper's int8 copy waits for calibration faces: the crops it is given, kept (`vcamd.quantize`)."""
         self.remote: Any = None
         """The Triton server's sessions (`vcamd.remote.sessions.RemoteSessions`) when models run there
         (`[models] server`; set by `vcamd.pipeline`): its `server_status()` is shown in the status."""
@@ -248,6 +255,7 @@ class FaceEngine:
         )
         # Kept so a hot reload can switch the enhancer on without a restart (sessions are cached per file).
         engine._load_enhancer = lambda strength, weight: Enhancer(files.enhancer(), sessions, strength, weight)
+        engine.sessions = sessions
         if source is not None:
             engine._use_source(*source)
         engine._reference = reference
@@ -263,6 +271,37 @@ class FaceEngine:
     def boosts(self) -> bool:
         """Faces are swapped above the swapper's own size on the rungs with pixel boost."""
         return self.pixel_boost > self.swapper.crop.size
+
+    # ---- precision (`vcamd.precision`) ---------------------------------------------------------------
+
+    def precision_status(self) -> tuple[dict[str, str], dict[str, str]]:
+        """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
+        runs = {"detector": "float", "recognizer": "float", "swapper": self.precision.runs}
+        if self.enhancer is not None:
+            runs["enhancer"] = "float"
+        if self.parser is not None:
+            runs["parser"] = "float"
+        return runs, ({"swapper": self.precision.why} if self.precision.why else {})
+
+    def calibration_faces(self, seen: list[Frame]) -> CalibrationFaces:
+        """The int8 copy's calibration faces: the source photo's face, aligned to the swapper's crop,
+        and the crops the swapper was given (`seen`), with the source's embedding. FaceError
+        without a source face."""
+        from vcamd.images import read_image
+        from vcamd.quantize import CalibrationFaces
+
+        current = self._source
+        if current is None:
+            raise FaceError("no source face is set", fix="set one; the int8 copy is calibrated on it")
+        photo, _ = self.swapper.crop.align(read_image(current.identity.path, "source face"), current.identity.face.kps)
+        return CalibrationFaces([photo, *seen], current.identity.embedding)
+
+    def use_int8(self, session: object, precision: Choice) -> None:
+        """Run the swapper on its checked int8 copy's `session` from the next swap (the loop's thread,
+        between two frames: the swap worker reads the session once per run)."""
+        self.swapper.session = session  # type: ignore[assignment]
+        self.precision = precision
+        self.seen = None
 
     def set_enhancer(self, enabled: bool, strength: float, weight: float | None = None) -> None:
         """Switch the enhancer on/off or change its strength (and CodeFormer's fidelity `weight`)
@@ -386,11 +425,17 @@ class FaceEngine:
         k² polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`). `latent`:
         one source row for all, or one per face."""
         k = boost.factor(spec.size, self.swapper.crop.size)
+        seen = self.seen  # read once: the loop may stop recording meanwhile
         if k == 1:
+            if seen is not None:
+                seen.offer(crops)
             return self.swapper.swap(crops, latent)
         if latent is not None and latent.shape[0] > 1:  # one row per face: each of its tiles gets it
             latent = np.repeat(latent, k * k, axis=0)
-        tiles = self.swapper.swap([tile for crop in crops for tile in boost.split(crop, k)], latent)
+        tiles = [tile for crop in crops for tile in boost.split(crop, k)]
+        if seen is not None:
+            seen.offer(tiles)
+        tiles = self.swapper.swap(tiles, latent)
         return [boost.merge(tiles[i * k * k : (i + 1) * k * k], k) for i in range(len(crops))]
 
     def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame,

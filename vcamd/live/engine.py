@@ -312,6 +312,7 @@ class LiveEngine:
             "source_face_pick": identity.which_face() if identity is not None else None,
             "providers": dict(self.parts.providers),
             **self.settings.models_status(),
+            **self._precision(),
             "config_error": self.settings.problems.text(),
             "swap_needs": [need.to_json() for need in self.settings.swap_needs()],
             "queue_depth": self.parts.slot.depth,
@@ -371,6 +372,8 @@ class LiveEngine:
             # The camera and the output are open: frames go out (covered while swapping is on)
             # while the models load — or, without their files, while they are waited for.
             self.settings.load_pipeline(self.cfg)
+        else:  # a pipeline built by the caller: its swapper's int8 copy, when it wants one, as for one loaded here
+            self.settings.int8.start(self.parts.faces, self.cfg)
 
     def _shut_down(self) -> None:
         self._state = "stopped"
@@ -428,7 +431,15 @@ class LiveEngine:
             misses=self._misses(),
             camera_cpu_s=self.parts.reader.cpu_s,
         ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap,
-             "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status()}
+             "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status(), **self._precision(),
+             "precision_changes": list(self.settings.int8.changes)}
+
+    def _precision(self) -> dict[str, dict[str, str]]:
+        """What each model of the running pipeline runs at ("float" or "int8", `vcamd.precision`) and
+        why, where there is something to say; empty while none runs (or a pipeline without models)."""
+        status = getattr(self.parts.faces, "precision_status", None)
+        runs, why = status() if status is not None else ({}, {})
+        return {"precision": runs, "precision_why": why}
 
     def _captured(self) -> int:
         return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped

@@ -77,7 +77,7 @@ O = Owner
 
 TABLE: dict[str, dict[str, Row]] = {
     "models": {k: B for k in ("dir", "detector", "recognizer", "swapper", "swapper_family", "converter", "enhancer", "parser",
-                              "providers", "mirror", "threads", "server", "fallback")},
+                              "providers", "mirror", "threads", "precision", "server", "fallback")},  # precision: the swapper's session, float or its int8 copy
     # The detector is built with its size and threshold; full_every is the tracker's cadence, and
     # cover_threshold is asked of each full detection as it is submitted.
     "detection": {"size": B, "threshold": B, "cover_threshold": live(O.tracker), "full_every": live(O.tracker), "track_size": B},

@@ -29,7 +29,7 @@ from vcamd.config import CameraConfig, Config, load_config
 from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
 from vcamd.live.capture.sources import FrameSource
-from vcamd.live.loading import FaceLoader, FacePipeline, Loaded, PipelineBuild, PipelineFactory, Tell
+from vcamd.live.loading import FaceLoader, FacePipeline, Int8Upgrade, Loaded, PipelineBuild, PipelineFactory, Tell
 from vcamd.live.readiness import (
     CONSENT_FIX,
     FACE_MISSING,
@@ -105,6 +105,8 @@ class Settings:
         self.face_loader = FaceLoader()
         self._source_factory = source_factory
         self._build = PipelineBuild(pipeline_factory, tell) if pipeline_factory is not None else None
+        self.int8 = Int8Upgrade(tell, since_start=lambda: parts.clock() - frames.startup.started_at)
+        """The swapper's int8 copy, built and switched to in the background (`vcamd.precision`)."""
         self._log_level_pinned = log_level_pinned
         self._on_first_pipeline = on_first_pipeline
         # A source face chosen at run time (`--face`, `vcamd set-face`, the tray) outlives edits of
@@ -143,6 +145,7 @@ class Settings:
 
     def stop(self) -> None:
         self.face_loader.stop()
+        self.int8.stop()
         if self._model_watch is not None:
             self._model_watch.stop()
 
@@ -353,6 +356,7 @@ class Settings:
         self.problems.clear("models")
         # The last swap stays on screen until the new pipeline's first swap lands (no leak: compose covers).
         parts.watchdog.enhancer_enabled = self.cfg.enhancer.enabled
+        self.int8.start(loaded.faces, loaded.built_from)  # the swapper's int8 copy, when this pipeline wants one
         if first:
             self._on_first_pipeline()
         log.info("face pipeline installed; providers: %s", loaded.providers)

@@ -26,6 +26,13 @@ function providers(v) {
   return String(v);
 }
 
+// What each model runs at ("float" or "int8"), and why where the daemon says (precision_why).
+function precision(s) {
+  const runs = s.precision, why = s.precision_why || {};
+  if (!runs || typeof runs !== "object") return "–";
+  return Object.entries(runs).map(([model, p]) => model + ": " + p + (why[model] ? " — " + why[model] : "")).join("\n") || "–";
+}
+
 function server(v) {
   // [models] server: the Triton server the swap runs on (vcamd.remote.summary.describe_server says the same in the terminal).
   if (!v || typeof v !== "object") return "here (no Triton server)";
@@ -104,6 +111,7 @@ function render(state) {
   $("latency-p95").textContent = text(latency(s, "p95"), 1, " ms");
   $("frames").textContent = frames(s.frames);
   $("providers").textContent = providers(s.providers);
+  $("precision").textContent = precision(s);
   $("server").textContent = server(s.server);
 
   const err = $("config-error");
