@@ -238,7 +238,7 @@ def test_doctor_command_with_a_broken_config(short_dir):
     assert "! tray icon: not available: no DISPLAY or WAYLAND_DISPLAY" in done.stdout
     assert "! daemon: FaceLive Camera is not running" in done.stdout
     assert "✓ package numpy" in done.stdout
-    assert lines[-1].startswith("19 checks:")
+    assert lines[-1].startswith("20 checks:")
     assert done.stderr == ""  # no OpenCV or ONNX Runtime noise on the terminal
 
 
@@ -308,7 +308,7 @@ def test_config_check_rejects_a_model_in_the_wrong_role(standin_models, tmp_path
         f"{tmp_path / 'config.toml'}: [models] swapper: gfpgan_standin.onnx is not a face swapper vcamd knows "
         + wrong.stdout.split("is not a face swapper vcamd knows ", 1)[1].strip()
     ]
-    assert "set [models] swapper to inswapper_128_fp16" in wrong.stdout
+    assert "set [models] swapper to a swapper from `vcamd models list` (e.g. inswapper_128_fp16)" in wrong.stdout
     # A manifest model in the wrong role is refused by name, before any file is read.
     by_name = config_check({**standin_models, "swapper": "gfpgan_1.4"})
     assert by_name.returncode == 2 and "[models] swapper = 'gfpgan_1.4' is not a swapper model" in by_name.stdout

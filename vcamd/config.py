@@ -59,9 +59,17 @@ class ModelsConfig(Section):
     recognizer: str = "buffalo_l"
     """Manifest name (buffalo_l → w600k_r50.onnx) or a path to an ArcFace .onnx file."""
     swapper: str = "inswapper_128_fp16"
-    """inswapper_128_fp16, inswapper_128, or a path to an .onnx file."""
+    """A swapper from the manifest (inswapper_128_fp16, hyperswap_1a_256, ghost_2_256, simswap_256, …:
+    `vcamd models list`), or a path to an .onnx file or a DeepFaceLab .dfm model."""
+    swapper_family: str = ""
+    """The swapper's family (vcamd.faces.specs.SWAPPERS: inswapper_128, hyperswap_256, ghost_256, …);
+    "" = told from the model's name (the manifest's, or a file named like one) or its inputs."""
+    converter: str = ""
+    """The embedding converter of the ghost, simswap and hififace families (a manifest name or a
+    path); "" = the family's own (crossface_ghost, crossface_simswap, crossface_hififace)."""
     enhancer: str = "gfpgan_1.4"
-    """gfpgan_1.4 or a path to an .onnx file."""
+    """An enhancer from the manifest (gfpgan_1.4, gfpgan_1.3, codeformer, restoreformer_plus_plus,
+    gpen_bfr_512, …) or a path to an .onnx file."""
     parser: str = ""
     """Face parser (BiSeNet, 19 CelebAMask-HQ classes): a path to an .onnx file; "" = off. With
     one, the swapped face is pasted only where the parser sees the [mask] regions."""
@@ -70,6 +78,10 @@ class ModelsConfig(Section):
     """Replaces the download host of every model URL (for users behind firewalls)."""
     threads: Annotated[int, Field(ge=0, le=256)] = 0
     """ONNX Runtime intra-op threads per session; 0 = number of cores."""
+    precision: Literal["auto", "float", "int8"] = "auto"
+    """The swapper on the CPU: "auto" runs its int8 copy where the CPU has int8 dot-product units and
+    the copy passed the fidelity check on these weights (`vcamd.precision`); "float" never; "int8"
+    also without those units. GPUs keep their float path; a swapper on the `server` runs as served."""
     server: str = ""
     """A Triton Inference Server running the swapper (and the enhancer and parser when set),
     "grpc://HOST:PORT"; "" = here. Only aligned face crops and the source latent go there."""
@@ -166,9 +178,15 @@ class SwapConfig(Section):
     max_result_age_s: Annotated[float, Field(gt=0, le=600)] = 5.0
     """Live: once the last swap is older than this while the model hangs (a swap runs > 4× its usual time), on_miss applies."""
     pixel_boost: Literal[128, 256, 512] = 128
-    """The side (px) each face is swapped at: above the swapper's 128, its crop is swapped as
-    (N/128)² polyphase tiles (one batch, (N/128)² times the model's work) and blended at N px —
-    a sharper face on a large camera picture. The watchdog gives it up first ("no_boost" rung)."""
+    """The side (px) each face is swapped at: above the swapper's own (inswapper's 128, most other
+    families' 256), its crop is swapped as (N/side)² polyphase tiles (one batch, (N/side)² times the
+    model's work) and blended at N px — a sharper face on a large camera picture. The watchdog gives
+    it up first ("no_boost" rung). A side N is not a multiple of (a 224-px .dfm model): no boost."""
+    weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+    """How strongly the source identity is pushed (FaceFusion's face swapper weight), for the
+    swappers that take an embedding: 0.5 = the source as it is; towards 0 the target's own identity
+    is mixed in (35 % at 0), towards 1 pushed away from (35 % at 1). Off 0.5 the recognizer runs on
+    each swapped face too."""
 
 
 class SmoothingConfig(Section):
@@ -206,6 +224,9 @@ class MaskConfig(Section):
 class EnhancerConfig(Section):
     enabled: bool = False
     strength: Annotated[float, Field(ge=0.0, le=1.0)] = 0.8
+    weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
+    """CodeFormer's fidelity weight: 0 = the most restored, 1 = the most like the input (the other
+    enhancers have none)."""
 
 
 class CameraConfig(Section):
@@ -552,7 +573,7 @@ def _resolve_relative_paths(config: Config, base: Path, origin: str) -> Config:
 
     def fix_model(key: str, value: str) -> str:
         # A model is a manifest name ("buffalo_l") or a path to an .onnx file; only paths move.
-        if not ("/" in value or "\\" in value or value.endswith(".onnx")):
+        if not ("/" in value or "\\" in value or value.endswith((".onnx", ".dfm"))):
             return value
         fixed = fix(f"[models] {key}", Path(value))
         return str(fixed)

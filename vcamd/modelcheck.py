@@ -23,14 +23,16 @@ from vcamd.modelstore.roles import configured_models, role_named
 from vcamd.modelstore.wayout import how_to_get, ways_out
 
 
-def check_signature(path: Path, role: str, sessions: Any = None) -> None:
-    """Load `path` as the `role` model; raises ModelError naming the file and the fix when it is not one."""
+def check_signature(path: Path, role: str, sessions: Any = None, *, family: str | None = None) -> None:
+    """Load `path` as the `role` model; raises ModelError naming the file and the fix when it is not one.
+    `family`: for a swapper, its family or model name (`[models] swapper_family`, a manifest name)
+    when the file's own name may not say it (a download's `.part`, a user's file)."""
     from vcamd.runtime import Sessions
 
     loader = role_named(role).loader_class()  # the class `vcamd run` loads it with (FaceEngine.from_config, through vcamd.pipeline)
     sessions = sessions if sessions is not None else Sessions(["cpu"], threads=1)
     try:
-        loader(path, sessions)
+        loader(path, sessions, family=family) if role == "swapper" and family else loader(path, sessions)
     except ModelError:
         raise
     except Exception as exc:  # noqa: BLE001 — ONNX Runtime refuses a damaged file with its own errors
@@ -58,7 +60,7 @@ def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
         try:
             path = store.path_for(value, role)
             sessions = sessions or Sessions(["cpu"], threads=1)
-            check_signature(path, role, sessions)
+            check_signature(path, role, sessions, family=cfg.models.swapper_family or None)
         except VcamdError as err:
             problems.append((role, err))
     return problems
@@ -68,7 +70,7 @@ def identity_fit(recognizer: Path, swapper: Path) -> ModelError | None:
     """Whether the recognizer's embedding has the size the swapper's family starts from: the
     error naming both models and the fix, or None when they fit — or when either graph is not
     one of its role (the role checks report that) or cannot be read."""
-    from vcamd.faces.specs import swapper_spec_for
+    from vcamd.faces.specs import swapper_candidates
     from vcamd.onnxwire import WireError, signature
 
     try:
@@ -76,7 +78,10 @@ def identity_fit(recognizer: Path, swapper: Path) -> ModelError | None:
         swapper_inputs, _ = signature(swapper)
     except (WireError, OSError):
         return None
-    spec = swapper_spec_for(swapper_inputs)
+    # The families these inputs could be (several share one signature, all from 512-d ArcFace);
+    # those that take the source face as an image, or none, do not start from the embedding.
+    found = [spec for spec in swapper_candidates(swapper_inputs) if spec.uses_embedding]
+    spec = found[0] if found else None
     shape = next(iter(embedding.values())) if len(embedding) == 1 else []
     if spec is None or len(shape) != 2 or not isinstance(shape[1], int) or shape[1] == spec.identity_dim:
         return None

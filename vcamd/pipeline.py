@@ -1,7 +1,8 @@
 """The face engine for a config: its model files resolved (`vcamd.modelstore`), its sessions made,
-then the engine built (`vcamd.faces.engine`) — the one place the floors meet, so `faces/` opens
-files and never looks them up. `vcamd run` (through `live.loading`) and `vcamd swap` build their
-engines here.
+the precision the swapper runs at decided (`vcamd.precision`: its checked int8 copy, where one is
+kept and wanted and the swapper runs here), then the engine built (`vcamd.faces.engine`) — the one
+place the floors meet, so `faces/` opens files and never looks them up. `vcamd run` (through
+`live.loading`) and `vcamd swap` build their engines here.
 
 Where a session is made: `make_sessions`. With `[models] server` the served roles run on a Triton
 server (`vcamd.remote.sessions.RemoteSessions`, standing where `vcamd.runtime.Sessions` stands)."""
@@ -19,6 +20,29 @@ if TYPE_CHECKING:
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.engine import FaceEngine
     from vcamd.runtime import Sessions
+
+
+def converter_for(cfg: Config) -> str:
+    """The embedding converter `cfg` uses ("" = none): `[models] converter`, else — when the swapper's
+    family takes its identity through one (ghost, simswap, hififace) — the family's own, by its
+    manifest name. The family is `[models] swapper_family`, else the one the swapper's name names
+    (`ghost_2_256`, `/models/simswap_256.onnx`); a swapper known only by its inputs is told at load,
+    where a missing converter is said with its fix (`FaceEngine.from_config`)."""
+    from vcamd.faces.specs import family_named
+
+    if cfg.models.converter:
+        return cfg.models.converter
+    spec = family_named(cfg.models.swapper_family or cfg.models.swapper.replace("\\", "/").rsplit("/", 1)[-1])
+    return (spec.converter or "") if spec is not None and spec.source.kind == "converted" else ""
+
+
+def has_own_identity(cfg: Config) -> bool:
+    """Whether the configured swapper is, by its name or `[models] swapper_family`, one with its own
+    trained identity (a DeepFaceLab `.dfm` model): it swaps without a source photo."""
+    from vcamd.faces.specs import family_named
+
+    spec = family_named(cfg.models.swapper_family or cfg.models.swapper)
+    return spec is not None and spec.source.kind == "none"
 
 
 def model_files(cfg: Config) -> ModelFiles:
@@ -67,12 +91,28 @@ def local_sessions(sessions: Any) -> Any:
 
 def build_face_engine(cfg: Config, sessions: Sessions | None = None, *,
                       warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
-    """`FaceEngine.from_config` with the model files `cfg` names, on `make_sessions`' sessions."""
+    """`FaceEngine.from_config` with the model files `cfg` names, on `make_sessions`' sessions; the
+    swapper on its checked int8 copy where `[models] precision` and the machine say so (found
+    without hashing the model) — only where ONNX Runtime runs it here: a served swapper stays as served."""
     from vcamd.faces.engine import FaceEngine
+    from vcamd.precision import swapper_choice
 
     files = model_files(cfg)
     made = make_sessions(cfg, files, sessions)
+    local = local_sessions(made)
+    swapper = files.paths["swapper"]
+    precision = swapper_choice(cfg.models.precision, swapper, local.providers, server=cfg.models.server)
+    if precision.copy is not None:
+        local.run_copy(swapper, precision.copy)
     engine = FaceEngine.from_config(cfg, files, made, warm_up=warm_up)
-    if made is not local_sessions(made):
+    if precision.copy is not None and not local.runs_copy(swapper):  # the kept copy did not load (logged)
+        precision = precision.stays_float("its kept int8 copy does not load (see the log): the float model serves")
+    if precision.build:
+        from vcamd.precision import family_has_int8, no_int8_for
+
+        if not family_has_int8(family := engine.swapper.spec.family):  # `vcamd.quantize` builds none for it
+            precision = precision.stays_float(no_int8_for(family))
+    engine.precision = precision
+    if made is not local:
         engine.remote = made
     return engine

@@ -150,7 +150,9 @@ class Sessions:
         self._wrap = wrap
         self._sessions: dict[tuple[Path, tuple[int, int] | None], _Slot] = {}
         self._active: dict[str, str] = {}
-        self._lock = threading.Lock()  # guards the two dicts; a session is created under its own slot's lock
+        self._copies: dict[Path, Path] = {}
+        """Model file → the int8 copy its sessions run instead (`run_copy`)."""
+        self._lock = threading.Lock()  # guards the dicts; a session is created under its own slot's lock
 
     def _background_pool(self) -> "_Pool":
         """The pool of a `background` session: one thread per core where the swap worker can
@@ -191,6 +193,36 @@ class Sessions:
         slowest thread (docs/performance.md, "A call's worth of load")."""
         return self._get(Path(path), None, keep_optimized, background)
 
+    def run_copy(self, model: Path | str, copy: Path) -> None:
+        """Sessions of `model` made from now on run `copy` instead: its int8 copy, checked against it
+        (`vcamd.precision` decides, `vcamd.int8cache` keeps it). Callers keep naming (and reading)
+        the model file itself; `runs_copy` says whether the copy really loaded."""
+        with self._lock:
+            self._copies[Path(model).expanduser().resolve()] = Path(copy)
+
+    def runs_copy(self, model: Path | str) -> bool:
+        """Whether `model`'s sessions run its int8 copy (False too when the copy failed to load)."""
+        with self._lock:
+            return Path(model).expanduser().resolve() in self._copies
+
+    def copy_session(self, model: Path | str, copy: Path, *, background: bool = False) -> "onnxruntime.InferenceSession":
+        """A new session of `model`'s int8 copy `copy` (with `get`'s pool for `background`), for a
+        running model to switch to; from now on `model`'s sessions run the copy, and the float
+        session is no longer kept here (554 MB for inswapper: freed once its user lets go of it).
+        Raises ModelError when the copy cannot be loaded (nothing changes then)."""
+        path = Path(model).expanduser().resolve()
+        pool = self._background_pool() if background else _Pool(self.threads)
+        session = self._new_session(Path(copy), str(copy), pool)
+        self._record(path, session.get_providers()[0], None)
+        session = self._wrap(session, path) if self._wrap is not None else session
+        with self._lock:
+            self._copies[path] = Path(copy)
+            slot = self._sessions.get((path, None))
+        if slot is not None:
+            with slot.lock:
+                slot.session = session
+        return session
+
     def get_resized(self, path: Path | str, input_hw: tuple[int, int]) -> "onnxruntime.InferenceSession":
         """A session for a fully convolutional model whose graph fixes its input size (e.g. an
         SCRFD exported at 640²), rewritten to take `input_hw` (height, width) instead.
@@ -217,13 +249,33 @@ class Sessions:
     def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool, pool: "_Pool") -> "onnxruntime.InferenceSession":
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist", fix=f"{ways_out()} (or fix the path in [models])")
+        copy = self._copies.get(path) if input_hw is None else None
+        session = self._from_copy(path, copy, pool) if copy is not None else None
+        if session is None:
+            session = self._from_model(path, input_hw, keep_optimized, pool)
+        self._record(path, session.get_providers()[0], input_hw)
+        return self._wrap(session, path) if self._wrap is not None else session
+
+    def _from_model(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool, pool: "_Pool") -> "onnxruntime.InferenceSession":
         if input_hw is not None:
-            session = self._new_session(path, _with_input_size(path, input_hw), pool)
-        elif keep_optimized:
-            session = self._from_optimized(path, pool)
-        else:
-            session = self._new_session(path, str(path), pool)
-        really = session.get_providers()[0]
+            return self._new_session(path, _with_input_size(path, input_hw), pool)
+        if keep_optimized:
+            return self._from_optimized(path, pool)
+        return self._new_session(path, str(path), pool)
+
+    def _from_copy(self, path: Path, copy: Path, pool: "_Pool") -> "onnxruntime.InferenceSession | None":
+        """The session of `path`'s int8 copy; None when the copy does not load — the model itself
+        serves then (said in the log; `runs_copy` is False after)."""
+        try:
+            return self._new_session(copy, str(copy), pool)
+        except ModelError as exc:
+            log.warning("%s: its int8 copy %s does not load (%s); the float model serves", path.name, copy, exc)
+            with self._lock:
+                self._copies.pop(path, None)
+            return None
+
+    def _record(self, path: Path, really: str, input_hw: tuple[int, int] | None) -> None:
+        """Say which provider really runs a new session (a warning when ONNX Runtime fell back)."""
         requested = self.providers[0]
         if really != requested:
             log.warning(
@@ -236,7 +288,6 @@ class Sessions:
             log.debug("%s (input %d×%d) runs on %s", path.name, input_hw[1], input_hw[0], really)
         with self._lock:
             self._active[path.name] = really
-        return self._wrap(session, path) if self._wrap is not None else session
 
     def _new_session(self, path: Path, source: str | bytes, pool: "_Pool", *, save_to: Path | None = None) -> "onnxruntime.InferenceSession":
         import onnxruntime

@@ -232,13 +232,17 @@ def test_bench_call_with_load_prints_quiet_and_loaded_runs_side_by_side_and_leav
                      "--resolution", "480p", "--swap-ms", "40", "--json", out, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     head = next(line for line in proc.stdout.splitlines() if line.startswith("measure"))
-    assert head.index("quiet #1") < head.index("1 busy #1")
+    # Interleaved: float and int8 side by side, quiet then loaded.
+    assert head.index("quiet float #1") < head.index("quiet int8 #1") < head.index("1 busy float #1") < head.index("1 busy int8 #1")
     for measure in ("swap age p50 / p95", "first frame / first swap", "published fps / p99", "load average before → after"):
         assert any(line.startswith(measure) for line in proc.stdout.splitlines()), proc.stdout
     call = json.loads(out.read_text())["results"]["call"]
-    assert [run["load"] for run in call["runs"]] == [0, 1]
+    assert [(run["load"], run["precision"]) for run in call["runs"]] == [(0, "float"), (0, "int8"), (1, "float"), (1, "int8")]
+    # What each run's swapper really ran at (a short loaded run may end before the models are in).
+    assert all(run["ran"] in (run["precision"], "not loaded") for run in call["runs"]) and call["int8_copy"]["passed"]
+    assert "int8 copy of swapper_call" in proc.stdout
     assert all(run["published"] == 30 and run["first_frame_ms"] is not None for run in call["runs"])
-    assert len(call["load_pids"]) == 1 and not _running(call["load_pids"][0])
+    assert len(call["load_pids"]) == 2 and not any(_running(pid) for pid in call["load_pids"])
     # The swapper was built to the asked cost on this machine, and says what it measured.
     assert call["swap_convs"] >= 1 and call["swap_ms"]["asked"] == 40 and call["swap_ms"]["measured"] > 0
     assert f"{call['swap_convs']} heavy convolutions" in proc.stdout and "--swap-ms 40" in proc.stdout
@@ -284,6 +288,57 @@ def test_a_call_row_names_a_change_of_faces_per_round_apart_from_a_rung_change(a
              "degradation": {"level_share": {}, "transitions": dog.history()}, "command": "vcamd run"}
     row = call_row(stats, _settings(assets))
     assert row["transitions"] == ["full→no_enhancer (swap_age)", "faces per round all→1 (swap_age)"]
+
+
+# ---- float and int8 side by side ------------------------------------------------------------------
+
+
+def _live(swap_ms: float, ran: str, p95: float) -> dict:
+    return {"swap_model_ms_p50": swap_ms, "ran": ran, "swap_age_ms": {"p50": p95 / 2, "p95": p95}}
+
+
+def test_int8_targets_are_the_swap_per_face_ratio_in_one_run_the_swap_age_and_the_daily_start(assets: Path) -> None:
+    results = {
+        "inswapper": _live(1620.0, "float", 2900.0), "inswapper_int8": _live(470.0, "int8", 940.0),
+        "startup_int8": {"startup_ms": {"first_frame": 410.0, "first_swap": 1620.0}, "first_start_ms": {"first_frame": 500.0, "first_swap": 2000.0},
+                         "ran": "int8", "threads": 0},
+    }
+    rows = [r for r in target_rows(results, _settings(assets)) if "int8" in r.measure]
+    ratio, age, first_frame, first_swap = rows
+    assert ratio.figure == "1620 ÷ 470 ms = 3.45×" and ratio.target == "≥ 3.0×" and ratio.met
+    assert age.figure == "940.0 ms" and age.target == "≤ 1000.0 ms" and age.met
+    assert first_frame.met and first_swap.figure == "1620.0 ms" and first_swap.target == "≤ 1500.0 ms" and first_swap.met is False
+    assert "daily start" in first_swap.measure
+    slow = target_rows({"inswapper": _live(1600.0, "float", 2900.0), "inswapper_int8": _live(800.0, "float", 2000.0)}, _settings(assets))
+    assert slow[0].met is False and "(float ran)" in slow[0].measure  # a copy that did not run is said, never counted as int8
+
+
+def test_the_call_int8_targets_take_the_worst_loaded_int8_run(assets: Path) -> None:
+    def run(precision: str, load: int, p95: float, share: float) -> dict:
+        return {"precision": precision, "load": load, "round": 1, "swap_age_ms": {"p50": p95 / 2, "p95": p95},
+                "swapped_after_first_swap": share, "fps_ratio": 0.99, "latency_p99_ms": 40.0}
+
+    runs = [run("float", 0, 700.0, 0.99), run("int8", 0, 300.0, 0.99), run("float", 2, 1700.0, 0.9), run("int8", 2, 800.0, 0.97),
+            run("int8", 2, 1100.0, 0.96)]
+    rows = target_rows({"call": {"runs": runs}}, _settings(assets))
+    age, swapped, fps, p99 = rows
+    assert age.figure == "1100.0 ms" and age.met is False and "int8, 2 busy, worst of 2" in age.measure
+    assert swapped.figure == "96.0 %" and swapped.met and fps.met and p99.met
+
+
+def test_the_int8_copy_is_said_once_with_its_check(assets: Path) -> None:
+    copy = {"model": "swapper_inswapper.onnx", "passed": True, "summary": "8 faces: PSNR ≥ 50.1 dB (needs 35)", "build_s": 61.0,
+            "faces": 8, "units": "avx512_vnni", "recipe": "every Conv/MatMul/Gemm in int8", "float_ms": 1610.0, "int8_ms": 480.0}
+    live = {"source_fps": 30.0, "published_fps": 30.0, "fps_ratio": 1.0, "latency_ms": {"p50": 10.0, "p95": 15.0, "p99": 20.0},
+            "overhead_ms_per_frame": 2.0, "cpu_ms_per_frame": 50.0, "swapped_share": 0.9, "swap_model_ms_p50": 1600.0, "detect_ms_p50": 9.0,
+            "levels": {"full": 1.0}, "stats": {"providers": {"a.onnx": "CPUExecutionProvider"}}, "swap_age_ms": {"p50": 1900.0, "p95": 2800.0}}
+    text = format_table({"inswapper": live | {"ran": "float"}, "inswapper_int8": live | {"ran": "int8", "int8_copy": copy},
+                         "startup_int8": {"startup_ms": {"first_frame": 1.0, "first_swap": 2.0}, "ran": "int8", "int8_copy": copy}},
+                        _settings(assets))
+    assert text.count("int8 copy of swapper_inswapper.onnx") == 1 and "avx512_vnni): passed: 8 faces" in text
+    head = next(line for line in text.splitlines() if line.startswith("measure"))
+    assert head.index("inswapper") < head.index("inswapper int8")
+    assert any(line.startswith("swapper ran") and "float" in line and "int8" in line for line in text.splitlines())
 
 
 def test_groups_without_a_group_photo_tiles_the_face_into_29(tmp_path: Path, assets: Path) -> None:

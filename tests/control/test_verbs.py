@@ -25,3 +25,7 @@ def test_rows_turn_wire_args_into_call_args():
         VERBS[Command.quality].call_args({"level": 2})
     with pytest.raises(ProtocolError, match="relative"):
         VERBS[Command.set_face].call_args({"path": "face.png"})
+    assert VERBS[Command.model].call_args({"role": "swapper", "name": "ghost_1_256"}) == ("swapper", "ghost_1_256")
+    for bad in ({"role": "parser", "name": "x"}, {"role": "enhancer"}, {"role": "swapper", "name": ""}):
+        with pytest.raises(ProtocolError, match="model needs"):
+            VERBS[Command.model].call_args(bad)

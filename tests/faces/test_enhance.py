@@ -55,7 +55,7 @@ def test_enhance_aligned_mixes_by_strength_in_crop_space(standins, sessions, new
 
 
 def test_a_model_with_the_wrong_signature_is_a_model_error(standins, sessions) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ModelError, match=r"swapper\.onnx is not a GFPGAN enhancer.*\[models\] enhancer"):
+    with pytest.raises(ModelError, match=r"swapper\.onnx is not a face enhancer.*\[models\] enhancer"):
         Enhancer(standins.swapper, sessions)
-    with pytest.raises(ModelError, match=r"recognizer\.onnx is not a GFPGAN enhancer.*\[1,3,512,512\]"):
+    with pytest.raises(ModelError, match=r"recognizer\.onnx is not a face enhancer.*\[1,3,S,S\].*got input \[1, 3, 112, 112\]"):
         Enhancer(standins.recognizer, sessions)

@@ -118,6 +118,7 @@ NEW_LIVE_VALUES: dict[tuple[str, str], object] = {
     ("smoothing", "beta"): 10.0,
     ("enhancer", "enabled"): True,
     ("enhancer", "strength"): 0.4,
+    ("enhancer", "weight"): 0.8,
     ("camera", "device"): "another.avi",
     ("camera", "width"): 320,
     ("camera", "height"): 240,
@@ -169,7 +170,9 @@ def _runs_on(engine, owner: Owner, section: str, key: str):
         return parts.faces.source.path if parts.faces.source is not None else None
     if owner is Owner.enhancer:
         enhancer = parts.faces.enhancer
-        return parts.watchdog.enhancer_enabled if key == "enabled" else (enhancer.strength if enhancer is not None else None)
+        if key == "enabled":
+            return parts.watchdog.enhancer_enabled
+        return getattr(enhancer, key) if enhancer is not None else None
     if owner is Owner.logging:
         return logging.getLevelName(logging.getLogger().level).lower()
     raise AssertionError(f"no probe for {owner}")

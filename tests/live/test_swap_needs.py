@@ -185,6 +185,20 @@ def test_without_a_source_face_it_runs_swapping_off_until_one_is_set(daemon, liv
     run.stop()
 
 
+def test_a_deepfacelab_model_needs_no_source_face(daemon, live_config, tmp_path):
+    """A `.dfm` swaps in its own trained face: no source face is missing, before its load or after."""
+    from vcamd.bench.families import build_family_swapper
+    from vcamd.faces.specs import family_named
+
+    dfm = build_family_swapper(tmp_path / "own_identity.dfm", family_named("own_identity.dfm").sized(224))
+    run = daemon(live_config(models={"swapper": str(dfm)}, swap={"source_face": None}))
+    engine = run.engine
+    assert "face" not in topics(engine)  # before the models loaded: told from the config
+    wait_for(lambda: run.outcomes().get(Outcome.swapped, 0) >= 3, what="the .dfm model swapping without a source face")
+    assert topics(engine) == [] and engine.status()["enabled"] is True
+    run.stop()
+
+
 def test_every_missing_piece_is_listed_and_on_names_them_all(daemon, live_config, incoming):
     run = daemon(live_config(models=incoming["models"], swap={"source_consent": False, "source_face": None}))
     engine = run.engine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
 import pytest
@@ -71,25 +72,28 @@ def test_unknown_name_is_one_line_and_exit_2(config_file, vcamd_cli) -> None:
     result = vcamd_cli("models", "pull", "inswapper_256", "--config", str(config_file))
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
-        "vcamd: error: unknown model 'inswapper_256'; the manifest has inswapper_128_fp16, inswapper_128, buffalo_l, "
-        "gfpgan_1.4, bisenet_resnet_34 — run `vcamd models list` to see them"
+        "vcamd: error: unknown model 'inswapper_256'; did you mean inswapper_128 or inswapper_128_fp16 or simswap_256? "
+        "— run `vcamd models list` to see them"
     ]
 
 
 def test_pull_unpublished_model_records_its_hash_then_verify_uses_it(config_file, file_server, enhancer_onnx, vcamd_cli) -> None:
     data, sha = enhancer_onnx(300_000)
     file_server.serve(GFPGAN_PATH, data)
+    crc = format(zlib.crc32(data), "08x")
+    file_server.serve(GFPGAN_PATH.replace(".onnx", ".hash"), crc.encode())  # FaceFusion's CRC32 beside the model
     models = config_file.parent / "models"
 
     pulled = vcamd_cli("models", "pull", "gfpgan_1.4", "--config", str(config_file))
     assert pulled.returncode == 0, pulled.stderr
     assert f"gfpgan_1.4: downloaded: {models / 'gfpgan_1.4.onnx'}\n" in pulled.stdout
+    assert f"gfpgan_1.4: CRC32 {crc} matches the one its publisher gives" in pulled.stdout
     assert f"no published SHA-256 for gfpgan_1.4.onnx; recorded {sha} in {models / 'vcamd-models.json'}" in pulled.stdout
     assert (models / "gfpgan_1.4.onnx").read_bytes() == data
 
     again = vcamd_cli("models", "pull", "gfpgan_1.4", "--config", str(config_file))
     assert f"gfpgan_1.4: already present, SHA-256 ok: {models / 'gfpgan_1.4.onnx'}\n" in again.stdout
-    assert len(file_server.hits) == 1
+    assert [hit.path for hit in file_server.hits] == [GFPGAN_PATH, GFPGAN_PATH.replace(".onnx", ".hash")]  # pinned: not fetched again
 
     listed = vcamd_cli("models", "list", "--config", str(config_file))
     assert [line.split()[2] for line in listed.stdout.splitlines() if line.startswith("gfpgan_1.4 ")] == ["verified"]

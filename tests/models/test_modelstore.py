@@ -47,7 +47,7 @@ def test_packaged_manifest_is_the_repo_manifest_and_covers_the_config_defaults()
     packaged = REPO / "vcamd" / "data" / "manifest.toml"
     assert packaged.resolve() == (REPO / "models" / "manifest.toml").resolve()
     manifest = Manifest.packaged()
-    assert set(manifest.entries) == {"inswapper_128_fp16", "inswapper_128", "buffalo_l", "gfpgan_1.4", "bisenet_resnet_34"}
+    assert {"inswapper_128_fp16", "inswapper_128", "buffalo_l", "gfpgan_1.4", "bisenet_resnet_34"} <= set(manifest.entries)
     defaults = ModelsConfig()
     for role in ("detector", "recognizer", "swapper", "enhancer"):
         name = getattr(defaults, role)
@@ -63,6 +63,22 @@ def test_packaged_manifest_is_the_repo_manifest_and_covers_the_config_defaults()
         assert entry.url.startswith(("https://huggingface.co/", "https://github.com/deepinsight/insightface/releases/"))
         assert entry.url.endswith("/" + entry.file)
         assert entry.license
+        # No SHA-256 published: FaceFusion's CRC32 beside the file checks the first download.
+        assert entry.sha256 or entry.crc32_url == entry.url.removesuffix(".onnx") + ".hash" or entry.role == "parser"
+
+
+def test_every_model_family_has_its_models_in_the_manifest_and_every_manifest_model_a_family() -> None:
+    """One row per family (vcamd/faces/specs.py) names its models; the manifest downloads each of
+    them, and each swapper or enhancer there is a model of one family (its file named as the model)."""
+    from vcamd.faces.specs import ENHANCERS, SWAPPERS, family_named
+
+    manifest = Manifest.packaged()
+    by_role = {role: {name for name, e in manifest.entries.items() if e.role == role} for role in ("swapper", "enhancer", "converter")}
+    assert by_role["swapper"] == {model for spec in SWAPPERS for model in spec.models}
+    assert by_role["enhancer"] == {model for spec in ENHANCERS for model in spec.models}
+    assert by_role["converter"] == {spec.converter for spec in SWAPPERS if spec.converter}
+    for name in by_role["swapper"]:
+        assert family_named(manifest.get(name).file) is family_named(name) is not None
 
 
 def test_default_dir_is_user_data_dir_models_and_config_dir_wins(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def test_the_packaged_manifest_uses_only_the_tables_roles_and_has_a_default_for_
     # Every role the config names a model for by default has that model in the manifest; a role
     # that is off unless named (the face parser: "") has none.
     named_by_default = [role for role in ROLES if ModelsConfig.model_fields[role.key].default]
-    assert [role.name for role in ROLES if role not in named_by_default] == ["parser"]
+    assert [role.name for role in ROLES if role not in named_by_default] == ["converter", "parser"]
     assert all(manifest.default_for(role.name) for role in named_by_default)
 
 

@@ -92,7 +92,7 @@ def test_proven_length_but_not_a_model_of_its_role_is_refused(tmp_path, file_ser
     data = (assets / "models" / "mobilefacenet.onnx").read_bytes()
     url = file_server.serve("/gfp.onnx", data)
     store = store_for(tmp_path, {"gfp": manifest_entry(url, "gfp.onnx", "", role="enhancer")})
-    with pytest.raises(ModelError, match=r"gfp: the [\d,]+ bytes from .* are not a usable enhancer model \(.*not a GFPGAN enhancer"):
+    with pytest.raises(ModelError, match=r"gfp: the [\d,]+ bytes from .* are not a usable enhancer model \(.*not a face enhancer"):
         store.pull(["gfp"], progress=False)
     assert everything_in(store.dir) == [] and pins(store.dir) == {}
 
@@ -203,3 +203,29 @@ def test_a_successful_pull_leaves_no_lock_file(tmp_path, file_server, enhancer_o
     store = store_for(tmp_path, {"gfp": manifest_entry(file_server.serve("/gfp.onnx", data), "gfp.onnx", "", role="enhancer")})
     store.pull(["gfp"], progress=False)
     assert everything_in(store.dir) == ["gfp.onnx"]
+
+
+def test_the_published_crc32_checks_a_first_download(tmp_path, file_server, enhancer_onnx, manifest_entry, caplog) -> None:
+    """No SHA-256 published: FaceFusion's `.hash` beside the model (its CRC32) decides before the
+    SHA-256 is pinned — a different file is deleted; no `.hash` to be had is said, and the other
+    proofs (length, loading as its role) still decide."""
+    import zlib
+
+    data, sha = enhancer_onnx(200_000)
+    url = file_server.serve("/m/gfp.onnx", data)
+    right = file_server.serve("/m/gfp.hash", format(zlib.crc32(data), "08x").encode())
+    wrong = file_server.serve("/m/other.hash", b"deadbeef\n")
+    store = store_for(tmp_path, {"gfp": manifest_entry(url, "gfp.onnx", "", role="enhancer", crc32_url=wrong),
+                                 "ok": manifest_entry(url, "ok.onnx", "", role="enhancer", crc32_url=right),
+                                 "unpublished": manifest_entry(url, "unpublished.onnx", "", role="enhancer",
+                                                               crc32_url=url.replace("gfp.onnx", "missing.hash"))})
+    with pytest.raises(ModelError, match=rf"gfp: the file's CRC32 is {format(zlib.crc32(data), '08x')}, but .*/m/other.hash publishes deadbeef"):
+        store.pull(["gfp"], progress=False)
+    assert everything_in(store.dir) == [] and pins(store.dir) == {}
+
+    [ok] = store.pull(["ok"], progress=False)
+    assert ok.crc32 == format(zlib.crc32(data), "08x") and ok.pinned == ((store.dir / "ok.onnx", sha),)
+
+    [unchecked] = store.pull(["unpublished"], progress=False)
+    assert unchecked.crc32 == "" and unchecked.pinned == ((store.dir / "unpublished.onnx", sha),)
+    assert "no published CRC32 from" in caplog.text and "not checked against its published CRC32" in caplog.text

@@ -400,6 +400,26 @@ def test_uploaded_faces_folder_is_private_even_if_it_existed(panel, http, assets
     assert stat.S_IMODE(panel.faces_dir.stat().st_mode) == 0o700
 
 
+def test_a_model_is_switched_from_the_page(panel, engine, http):
+    answer = post(http, panel, "/api/model", {"role": "swapper", "name": "ghost_1_256"})
+    assert answer.status == 200 and engine.calls[-1] == ("set_model", ["swapper", "ghost_1_256"])
+    for bad in ({"role": "detector", "name": "buffalo_l"}, {"role": "swapper"}, {"role": "swapper", "name": 3}):
+        refused = post(http, panel, "/api/model", bad)
+        assert refused.status == 400 and refused.error.startswith("model needs {")
+    assert engine.calls[-1] == ("set_model", ["swapper", "ghost_1_256"])
+
+
+def test_a_model_the_engine_refuses_is_said_on_the_page(panel, engine, http, monkeypatch):
+    from vcamd.errors import ModelError
+
+    def missing(role, name):
+        raise ModelError(f"1 model file missing: /m/{name}.onnx ({name})", fix=f"run `vcamd models pull {name}`")
+
+    monkeypatch.setattr(engine, "set_model", missing)
+    answer = post(http, panel, "/api/model", {"role": "swapper", "name": "simswap_256"})
+    assert answer.status == 400 and "vcamd models pull simswap_256" in answer.error
+
+
 @pytest.mark.parametrize("room", [0, 8 * 1024], ids=["no-room-at-all", "room-for-a-part"])
 def test_an_upload_to_a_full_data_folder_answers_what_happened(start_panel, engine, http, tiny_disk, caplog, room):
     """Issue 36 item 3: an upload when the data folder's disk is full answered 500 "internal error"

@@ -68,6 +68,8 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
               "the live video, without the waiting note over it")
     assert page.text("#swap") == "Swap off" and page.text("#swap-state") == "swap on"
     assert page.text("#providers") == "scrfd_500m_kps.onnx: CPUExecutionProvider\ninswapper_128.onnx: CPUExecutionProvider"
+    assert page.text("#precision") == ("detector: float\nswapper: int8 — int8 copy checked against float: 8 faces: "
+                                       "PSNR ≥ 41.2 dB (needs 35)")
     assert page.text("#server") == ("grpc://gpu-box:8001 up; 21.5 ms round trip; 27.3 ms a call; mutual TLS; "
                                     "serves inswapper_128, inswapper_128.emap")
     assert page.eval("document.getElementById('config-error').hidden") is False

@@ -108,11 +108,16 @@ WRONG_SIGNATURES: dict[str, tuple[list, list, dict]] = {
     "detector-three-outputs": ([("input.1", [1, 3, 640, 640])], [("a", [1, 1]), ("b", [1, 4]), ("c", [1, 10])], {}),
     "enhancer-256": ([("input", [1, 3, 256, 256])], [("output", [1, 3, 256, 256])], {}),
     "rank-2-input": ([("x", [1, 512])], [("y", [1, 512])], {}),
+    # Four swapper families take exactly this (hyperswap, ghost, simswap, hififace): a file not named
+    # as its model, with no [models] swapper_family, is refused rather than guessed.
+    "swapper-256-no-family": ([("target", [1, 3, 256, 256]), ("source", [1, 512])], [("output", [1, 3, 256, 256])], {}),
+    "dfm-one-output": ([("in_face:0", [1, 224, 224, 3])], [("out", [1, 224, 224, 3])], {}),
 }
 
 # Which loader legitimately accepts which signature (everything else must be refused).
 ACCEPTED = {
     ("recognizer", "vector-out"),  # a real 112² → [1,512] net: exactly a recognizer's signature
+    ("enhancer", "enhancer-256"),  # GPEN-BFR-256's signature
 }
 
 

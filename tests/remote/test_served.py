@@ -79,7 +79,7 @@ def test_served_models_are_checked_by_the_contract_code_of_their_role(client) ->
     # The server's enhancer asked for as a swapper: refused by Swapper's own check, as a local GFPGAN file is.
     with pytest.raises(ModelError, match="is not a face swapper vcamd knows"):
         Swapper(Path("enhancer"), remote)
-    with pytest.raises(ModelError, match="not a GFPGAN enhancer"):
+    with pytest.raises(ModelError, match="not a face enhancer"):
         Enhancer(Path("swapper"), remote)
 
 
@@ -204,6 +204,9 @@ def test_vcamd_run_swaps_on_the_server_with_no_swapper_file_here(triton, served_
     assert stats["frames"]["swapped"] > 0 and stats["frames"]["passthrough"] == 0, stats["frames"]
     assert stats["server"]["url"] == triton.url and stats["server"]["models"] == {"swapper": "swapper"}, stats["server"]
     assert stats["server"]["calls"] > 0 and stats["server"]["rtt_ms"] is not None
+    # The served swapper runs as served: no int8 copy of it is built or looked for here ([models] precision = "auto").
+    assert stats["precision"]["swapper"] == "float" and triton.url in stats["precision_why"]["swapper"], stats["precision_why"]
+    assert stats["precision_changes"] == []
 
 
 def test_the_server_keeps_no_crop_or_latent_on_disk_or_in_its_log(client, triton, isolated_user_dirs) -> None:

@@ -102,6 +102,11 @@ class FakeEngine:
             self.log("set_badge", on)
             self.badge = on
 
+    def set_model(self, role: str, name: str) -> None:
+        with self._lock:
+            self.log("set_model", [role, name])
+            self.models = {**getattr(self, "models", {}), role: name}
+
     def request_quit(self) -> None:
         self.log("request_quit")
         self.quit_requested.set()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from vcamd.errors import VcamdError
 from vcamd.quality import Level
 from vcamd.tray import (
     STATE_COLOURS,
@@ -397,3 +398,33 @@ def test_the_menu_is_rebuilt_only_when_what_it_shows_changes(app, controller):
     app.run(Command(Verb.enable, False))
     app.draw()
     assert icon.rebuilds == 2 and item(app.menu(), "Swap off").checked is True
+
+
+def test_the_model_menus_offer_the_models_there_and_switch_through_the_engine(controller, notes, pystray_without_display):
+    from vcamd.tray.view import build_menu, view_from_status
+
+    status = {"enabled": True, "state": "running", "level": "full",
+              "models": {"swapper": "inswapper_128_fp16", "enhancer": "gfpgan_1.4", "loading": "ghost_1_256"},
+              "model_choices": {"swapper": [{"name": "inswapper_128_fp16", "license": "nc", "present": True},
+                                            {"name": "ghost_1_256", "license": "Apache-2.0", "present": True},
+                                            {"name": "simswap_256", "license": "nc", "present": False}],
+                                "enhancer": [{"name": "gfpgan_1.4", "license": "Apache-2.0", "present": False}]}}
+    view = view_from_status(status)
+    by_label = {e.label: e for e in build_menu(view, [])}
+    swappers = {e.label: (e.checked, e.command) for e in by_label["Swap model"].submenu}
+    assert swappers == {"inswapper_128_fp16": (True, Command(Verb.model, ("swapper", "inswapper_128_fp16"))),
+                        "ghost_1_256": (False, Command(Verb.model, ("swapper", "ghost_1_256")))}  # not the one not downloaded
+    assert "Enhancer model" not in by_label  # none of them there: no menu
+    assert "Loading: ghost_1_256" in view.detail and "Swapper: inswapper_128_fp16" in view.detail
+    assert "Swap model" not in {e.label for e in build_menu(view_from_status({"enabled": True}), [])}  # an engine without models
+
+    app = TrayApp(controller, notify=notes, run_in_background=lambda fn: fn())
+    app.run(Command(Verb.model, ("swapper", "ghost_1_256")))
+    assert controller.calls[-1] == ("set_model", ["swapper", "ghost_1_256"])
+
+    def refuse(role, name):
+        raise VcamdError(f"model file {name}.onnx is missing", fix=f"run `vcamd models pull {name}`")
+
+    controller.set_model = refuse
+    app.run(Command(Verb.model, ("swapper", "simswap_256")))
+    assert notes[-1][0] == "Cannot switch the swapper to simswap_256" and "vcamd models pull simswap_256" in notes[-1][1]

@@ -28,15 +28,24 @@ TARGET_SWAP_AGE_P95_MS = 1500.0
 TARGET_SWAPPED_AFTER_FIRST = 0.90
 TARGET_CALL_FIRST_FRAME_MS = 1000.0
 TARGET_CALL_FIRST_SWAP_MS = 4000.0
+# Targets from the int8 issue: the swapper's int8 copy on the CPU, 720p, 2 cores.
+TARGET_INT8_SPEEDUP = 3.0  # swap per face, float ÷ int8, in the same run (compute-equivalent inswapper)
+TARGET_INT8_SWAP_AGE_P95_MS = 1000.0  # quiet (inswapper) and under two busy processes (call)
+TARGET_INT8_FIRST_SWAP_MS = 1500.0  # daily start (graph cache warm), compute-equivalent inswapper
+TARGET_INT8_SWAPPED_AFTER_FIRST = 0.95  # call, two busy processes
+LIVE_COLUMNS = ("light", "inswapper", "inswapper_int8")
 
 
 def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
     """The live scenarios (light, inswapper) as one table, a column each; then a row per target of
     the groups and resolution scenarios: figure, target, ratio."""
     parts: list[str] = []
-    live = {k: v for k, v in results.items() if k in ("light", "inswapper")}
+    if (models := results.get("models")) is not None:
+        parts.append(format_models_table(models["rows"], settings))
+    live = {k: results[k] for k in LIVE_COLUMNS if k in results}
     if live:
         parts.append(format_live_table(live, settings))
+    parts += [int8_copy_line(r["int8_copy"]) for r in _int8_results(results)]
     targets = target_rows(results, settings)
     if targets:
         parts.append(format_target_rows(targets, settings))
@@ -46,7 +55,7 @@ def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
         from vcamd.bench.remote import format_remote_table
 
         parts.append(format_remote_table(remote, settings))
-    if (st := results.get("startup")) is not None:
+    if (st := results.get("startup", results.get("startup_int8"))) is not None:
         threads = st.get("threads", settings.threads)
         parts.append(
             f"startup: ONNX Runtime threads {threads}{' (all cores)' if threads == 0 else ''} (--threads; a user's default "
@@ -54,6 +63,26 @@ def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
             f"swapper and keeps its graph, the next start loads it; bytecode written and read as an installed vcamd has it"
         )
     return "\n\n".join(parts)
+
+
+def _int8_results(results: dict[str, dict]) -> list[dict]:
+    """The results that say how their int8 copy was built and checked, once per copy."""
+    seen: set[str] = set()
+    out = []
+    for r in results.values():
+        copy = r.get("int8_copy") if isinstance(r, dict) else None
+        if copy and copy["model"] not in seen:
+            seen.add(copy["model"])
+            out.append(r)
+    return out
+
+
+def int8_copy_line(copy: dict) -> str:
+    """How the int8 runs' copy was built and what its check said."""
+    verdict = "passed" if copy["passed"] else "FAILED (its runs ran the float model)"
+    speed = f"; the check's own swaps: float {copy['float_ms']:.0f} ms, int8 {copy['int8_ms']:.0f} ms a face" if copy.get("float_ms") else ""
+    return (f"int8 copy of {copy['model']} ({copy.get('recipe') or '-'}; calibrated and checked on {copy['faces']} faces, "
+            f"built in {copy['build_s']:.0f} s; CPU int8 units: {copy['units']}): {verdict}: {copy['summary']}{speed}")
 
 
 @dataclass(frozen=True)
@@ -109,6 +138,7 @@ def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[Targe
                     rows.append(TargetRow("startup", label, "n/a (never)", f"≤ {limit:.0f} ms", None, False))
                 else:
                     rows.append(_upper("startup", label, value, limit, " ms"))
+    rows += int8_target_rows(results, settings)
     if (r := results.get("resolution")) is not None:
         ratio = r["cpu_ratio"]
         rounds = r.get("round_ratios") or []
@@ -132,6 +162,40 @@ def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[Targe
         from vcamd.bench.remote import remote_rows
 
         rows += remote_rows(remote, settings)
+    return rows
+
+
+def int8_target_rows(results: dict[str, dict], settings: BenchSettings) -> list[TargetRow]:
+    """The int8 issue's targets: swap per face float ÷ int8 in the same run and the quiet swap age
+    (inswapper), the daily start's first frame and first swap (startup), and under load the swap
+    age, the frames swapped, fps and p99 of the worst loaded int8 run (call)."""
+    rows: list[TargetRow] = []
+    floats, int8 = results.get("inswapper"), results.get("inswapper_int8")
+    if int8 is not None:
+        if floats is not None and int8["swap_model_ms_p50"] > 0:
+            ratio = floats["swap_model_ms_p50"] / int8["swap_model_ms_p50"]
+            rows.append(TargetRow("inswapper", f"swap per face, float ÷ int8 ({int8['ran']} ran), same run",
+                                  f"{floats['swap_model_ms_p50']:.0f} ÷ {int8['swap_model_ms_p50']:.0f} ms = {ratio:.2f}×",
+                                  f"≥ {TARGET_INT8_SPEEDUP:.1f}×", round(ratio / TARGET_INT8_SPEEDUP, 2), ratio >= TARGET_INT8_SPEEDUP))
+        if (p95 := int8.get("swap_age_ms", {}).get("p95")) is not None:
+            rows.append(_upper("inswapper", f"swap age p95, int8 ({int8['ran']} ran), quiet", p95, TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
+    if (st := results.get("startup_int8")) is not None:
+        for measure, key, limit in (("first frame", "first_frame", TARGET_FIRST_FRAME_MS), ("first swap", "first_swap", TARGET_INT8_FIRST_SWAP_MS)):
+            value, label = st["startup_ms"][key], f"{measure} (daily start, int8: {st['ran']} ran), ms from process start"
+            rows.append(TargetRow("startup", label, "n/a (never)", f"≤ {limit:.0f} ms", None, False) if value is None
+                        else _upper("startup", label, value, limit, " ms"))
+    loaded = [r for r in (results.get("call") or {}).get("runs", []) if r.get("precision") == "int8" and r["load"] > 0]
+    if loaded:
+        of = f"int8, {loaded[0]['load']} busy, worst of {len(loaded)}"
+        rows.append(_upper("call", f"swap age p95 ({of})", max(r["swap_age_ms"]["p95"] for r in loaded), TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
+        shares = [r["swapped_after_first_swap"] for r in loaded]
+        rows.append(_lower_share("call", f"frames swapped after the first swap ({of})", None if None in shares else min(shares),
+                                 TARGET_INT8_SWAPPED_AFTER_FIRST, "no swap in a run"))
+        ratio = min(r["fps_ratio"] for r in loaded)
+        rows.append(TargetRow("call", f"published / camera fps ({of})", f"{ratio:.2f}×", f"≥ {TARGET_FPS_RATIO:.2f}×",
+                              round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
+        rows.append(_upper("call", f"capture→publish p99 ({of})", max(r["latency_p99_ms"] for r in loaded),
+                           TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, " ms"))
     return rows
 
 
@@ -169,11 +233,14 @@ def format_live_table(results: dict[str, dict], settings: BenchSettings) -> str:
     row("CPU-ms/frame", lambda r: f"{r['cpu_ms_per_frame']:.1f}", f"≤ {TARGET_CPU_MS:.0f} (light)")
     row("frames swapped", lambda r: f"{100 * r['swapped_share']:.1f} %", f"≥ {100 * TARGET_SWAPPED:.0f} % (light)")
     row("swap model p50 ms", lambda r: f"{r['swap_model_ms_p50']:.1f}")
+    row("swap age p50 / p95 ms", lambda r: "/".join(f"{r['swap_age_ms'][k]:.0f}" if r.get("swap_age_ms", {}).get(k) is not None else "-"
+                                                       for k in ("p50", "p95")))
+    row("swapper ran", lambda r: r.get("ran", "float"))
     row("detect/track p50 ms", lambda r: f"{r['detect_ms_p50']:.1f}")
     row("watchdog levels", lambda r: ", ".join(f"{k} {v:.0%}" for k, v in r["levels"].items()) or "-")
     row("providers", lambda r: ", ".join(sorted(set(r["stats"]["providers"].values()))) or "-")
 
-    head = ["measure", *names, "target"]
+    head = ["measure", *(name.replace("_", " ") for name in names), "target"]
     body = [[label, *cells, target] for label, cells, target in rows]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
     fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
@@ -210,10 +277,11 @@ def format_call_table(call: dict, settings: BenchSettings) -> str:
         ("published fps / p99", lambda r: f"{r['published_fps']:.1f} ({r['fps_ratio']:.2f}×) / {r['latency_p99_ms']:.0f} ms",
          f"≥ {TARGET_FPS_RATIO:.2f}× / ≤ {TARGET_P99_BUDGET_MS + interval:.0f} ms"),
         ("swap model p50", lambda r: f"{r['swap_model_ms_p50']:.0f} ms", ""),
+        ("swapper ran", lambda r: r.get("ran", "float"), ""),
         ("watchdog levels", lambda r: ", ".join(f"{k} {v:.0%}" for k, v in r["levels"].items()) or "-", ""),
         ("load average before → after", lambda r: f"{r['loadavg'][0].split()[0]} → {r['loadavg'][1].split()[0]}", ""),
     ]
-    head = ["measure", *(f"{_call_label(r['load'])} #{r['round']}" for r in runs), "target (loaded)"]
+    head = ["measure", *(f"{_call_label(r['load'])} {r.get('precision', 'float')} #{r['round']}" for r in runs), "target (loaded)"]
     body = [[label, *(fmt(r) for r in runs), target] for label, fmt, target in rows]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
     fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
@@ -229,3 +297,22 @@ def format_call_table(call: dict, settings: BenchSettings) -> str:
 
 def _call_label(load: int) -> str:
     return "quiet" if load == 0 else f"{load} busy"
+
+
+def format_models_table(rows: list[dict], settings: BenchSettings) -> str:
+    """`--swapper` / `--enhancer`: a row per model: its stand-in's size and compute, and the
+    median time a face here (quiet, and under `--load` when asked)."""
+    loaded = settings.load > 0
+    header = ["model", "family", "params", "GMAC", "file", "ms/face quiet"] + ([f"ms/face, {settings.load} busy"] if loaded else []) + ["layer list"]
+    table = [header]
+    for r in rows:
+        table.append([r["model"], r["family"], f"{r['params_m']:.1f} M", f"{r['gmac']:.1f}", f"{r['file_mb']:.0f} MB", f"{r['quiet_ms']:.0f}"]
+                     + ([f"{r['loaded_ms']:.0f}"] if loaded else []) + [("estimate: " if r["estimate"] and not r["layers"].startswith("estimate") else "")
+                                                                         + r["layers"]])
+    widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line[:-1], widths)) + "  " + line[-1] for line in table]
+    threads = settings.threads
+    lines.append(f"compute-equivalent stand-ins (random weights), one face, median of {max(1, settings.rounds)} runs after one; "
+                 f"providers {','.join(settings.providers)}, ONNX Runtime threads {threads}{' (all cores)' if threads == 0 else ''}")
+    return "\n".join(lines)
+

@@ -36,7 +36,12 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
     base = base or Config()
     image = read_image(settings.face, "bench face")
     out: dict[str, dict] = {}
-    with _bench_folder() as tmpdir, _cache_dir(tmpdir / "optimized"):
+    with _work_folder(settings.workdir) as tmpdir, _cache_dir(tmpdir / "optimized"):
+        if settings.swappers or settings.enhancers:
+            from vcamd.bench.modeltimes import as_dict, time_models
+
+            log.info("bench: timing the models' compute-equivalent stand-ins")
+            out["models"] = {"rows": [as_dict(row) for row in time_models(settings, tmpdir, list(settings.swappers), list(settings.enhancers))]}
         for name in scenarios:
             log.info("bench: scenario %s", name)
             if name == "groups":
@@ -44,9 +49,12 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
             elif name == "resolution":
                 out[name] = run_resolution(settings, image, tmpdir, base)
             elif name == "startup":
-                out[name] = run_startup(settings, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
+                out.update(run_startup(settings, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base))
             elif name == "call":
                 out[name] = run_call(settings, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
+            elif name == "inswapper":
+                clip = sliding_clip(image, settings, tmpdir, (settings.width, settings.height))
+                out.update(run_per_precision(name, settings, clip, tmpdir, base))
             elif name == "remote":
                 from vcamd.bench.remote import run_remote
 
@@ -55,6 +63,20 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
                 clip = sliding_clip(image, settings, tmpdir, (settings.width, settings.height))
                 out[name] = run_scenario(name, settings, clip, tmpdir, base)
     return out
+
+
+@contextlib.contextmanager
+def _work_folder(kept: Path | None):
+    """Where a run builds its stand-ins, clips, int8 copies and optimised graphs: `kept` (`--workdir`:
+    built once, reused by later runs — the 554 MB stand-in and its int8 copy take a minute or two),
+    else the bench's temporary folder (`_bench_folder`)."""
+    if kept is not None:
+        from vcamd.private_files import private_dir
+
+        yield private_dir(kept)
+        return
+    with _bench_folder() as folder:
+        yield folder
 
 
 @contextlib.contextmanager
@@ -122,10 +144,11 @@ def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, in
 
 
 def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, face_selection: str | None = None,
-                    swapper: Path | None = None):
+                    swapper: Path | None = None, precision: str = "float"):
     """The config a scenario runs with: the bench's detector and providers, stand-in swapper
     (light, compute-equivalent for `inswapper` and `startup`, or the one given) and recognizer
-    built in `tmpdir`, enhancer off."""
+    built in `tmpdir`, enhancer off, the swapper at `precision` ("int8": its int8 copy, once
+    `prepare_int8` built it)."""
     from vcamd.bench.standins import build_recognizer, build_swapper
     from vcamd.config import config_from_dict
 
@@ -140,7 +163,7 @@ def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, f
     data = base.model_dump(mode="json")
     data["models"].update(
         detector=settings.detector, swapper=str(swapper), recognizer=str(recognizer),
-        providers=settings.providers, threads=settings.threads,
+        providers=settings.providers, threads=settings.threads, precision=precision,
     )
     data["swap"].update(source_face=str(settings.face), source_consent=True, enabled=True)
     if face_selection is not None:
@@ -178,23 +201,94 @@ def run_live(cfg, clip: Path, frames: int, quality: str | None = None, on_engine
     return stats, engine.parts.stats.stages_ms, build_s
 
 
-def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
+def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base, precision: str = "float") -> dict:
     t0 = time.monotonic()
-    cfg = scenario_config(name, settings, tmpdir, base)
+    cfg = scenario_config(name, settings, tmpdir, base, precision=precision)
     build_s = time.monotonic() - t0
     frames = settings.inswapper_frames if name == "inswapper" else settings.frames
     stats, stages, warm_s = run_live(cfg, clip, frames, settings.quality)
     return summarise(stats, stages, settings, build_s + warm_s)
 
 
-def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
+def precision_key(scenario: str, precision: str) -> str:
+    """Where a scenario's results for one precision go: float under the scenario's own name (as
+    before precisions), int8 beside it ("inswapper_int8")."""
+    return scenario if precision == "float" else f"{scenario}_{precision}"
+
+
+def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Path, base) -> dict:
+    """Build and check the int8 copy of a bench swapper before its int8 runs, as `vcamd models
+    quantize` does: calibrated on the bench's face photo and frames of its clip (the frames a
+    camera shows), checked against float by the bench's recogniser; kept in the bench's cache
+    folder, where the int8 runs find it. Returns what the printout says of it."""
+    import cv2
+
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.faces.identity import Recognizer
+    from vcamd.precision import int8_units, needs_reduced_range
+    from vcamd.quantize import CALIBRATION_FACES, build_checked, faces_from_images
+    from vcamd.runtime import Sessions
+
+    cfg = scenario_config("int8", settings, tmpdir, base, swapper=swapper)
+    sessions = Sessions(["cpu"], settings.threads)
+    detector = FaceDetector(cfg.models.detector, sessions, cfg.detection.size, cfg.detection.threshold)
+    recognizer = Recognizer(cfg.models.recognizer, sessions)
+    frames = []
+    capture = cv2.VideoCapture(str(clip))
+    while len(frames) < CALIBRATION_FACES - 1:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        if int(capture.get(cv2.CAP_PROP_POS_FRAMES)) % int(settings.fps // 2 or 1) == 0:  # two a second: different moments
+            frames.append(frame)
+    capture.release()
+    from vcamd.images import read_image
+    from vcamd.quantize import swapper_spec
+
+    spec = swapper_spec(swapper)
+    faces = faces_from_images([read_image(settings.face, "bench face"), *frames], detector, recognizer, spec.crop, limit=CALIBRATION_FACES)
+    units = int8_units()
+    built = build_checked(swapper, recognizer.path, faces, providers=["cpu"], threads=settings.threads, reduce_range=needs_reduced_range(units))
+    log.info("bench: the int8 copy of %s: %s", swapper.name, built.kept.verdict.summary)
+    best = next((a for a in built.attempts if a.report.passed), built.attempts[-1] if built.attempts else None)
+    return {"model": swapper.name, "passed": built.passed, "summary": built.kept.verdict.summary, "build_s": round(built.seconds, 1),
+            "faces": len(faces.crops), "units": units.describe(), "recipe": best.recipe.name if best else None,
+            "float_ms": round(best.float_ms, 1) if best else None, "int8_ms": round(best.int8_ms, 1) if best else None}
+
+
+def run_per_precision(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict[str, dict]:
+    """The live scenario `name` once per `settings.precisions`, float then int8 (the int8 copy built
+    and checked first: `prepare_int8`): results by `precision_key`, with the copy's check under
+    "int8_copy" of the int8 one."""
+    out: dict[str, dict] = {}
+    for precision in settings.precisions:
+        check = prepare_int8(settings, Path(scenario_config(name, settings, tmpdir, base).models.swapper), clip, tmpdir, base) \
+            if precision == "int8" else None
+        out[precision_key(name, precision)] = run_scenario(name, settings, clip, tmpdir, base, precision) | ({"int8_copy": check} if check else {})
+    return out
+
+
+def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict[str, dict]:
     """`vcamd run` in a subprocess, as a user starts it, with the compute-equivalent inswapper
-    stand-in (built once into `tmpdir`): its stats' `startup_ms` (from the process start)."""
-    cfg = scenario_config("startup", settings, tmpdir, base)
-    first, following = (run_vcamd(cfg, settings, clip, tmpdir, "startup") for _ in ("first", "next"))
-    return {"startup_ms": following["startup_ms"], "first_start_ms": first["startup_ms"], "threads": settings.threads,
-            "swapper_mb": round(Path(cfg.models.swapper).stat().st_size / 1e6),
-            "command": following["command"], "stats": following, "first_start_stats": first}
+    stand-in (built once into `tmpdir`): its stats' `startup_ms` (from the process start). Per
+    precision, interleaved (float first start, int8 first start, float next start, int8 next
+    start); the int8 copy is built before (`prepare_int8`), so its first start is a first start
+    with the copy kept. Results by `precision_key`."""
+    cfgs = {p: scenario_config("startup", settings, tmpdir, base, precision=p) for p in settings.precisions}
+    checks = {p: prepare_int8(settings, Path(cfg.models.swapper), clip, tmpdir, base) for p, cfg in cfgs.items() if p == "int8"}
+    runs: dict[str, list[dict]] = {p: [] for p in cfgs}
+    for _ in ("first", "next"):
+        for precision, cfg in cfgs.items():
+            runs[precision].append(run_vcamd(cfg, settings, clip, tmpdir, f"startup_{precision}"))
+    out = {}
+    for precision, (first, following) in runs.items():
+        out[precision_key("startup", precision)] = {
+            "startup_ms": following["startup_ms"], "first_start_ms": first["startup_ms"], "threads": settings.threads,
+            "swapper_mb": round(Path(cfgs[precision].models.swapper).stat().st_size / 1e6), "precision": precision,
+            "ran": swapper_ran(following),
+            "command": following["command"], "stats": following, "first_start_stats": first,
+        } | ({"int8_copy": checks[precision]} if precision in checks else {})
+    return out
 
 
 def run_vcamd(cfg, settings: BenchSettings, clip: Path, tmpdir: Path, name: str, prefix: tuple[str, ...] = ()) -> dict:
@@ -267,19 +361,21 @@ def run_call(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
     swapper = build_call_swapper(tmpdir, settings.swap_ms, settings.providers, settings.threads, fp16=settings.fp16)
     log.info("bench: the call's swapper: light + %d heavy convolutions, %.0f ms a swap here (asked: %.0f)",
              swapper.convs, swapper.measured_ms, swapper.target_ms)
-    cfg = scenario_config("call", settings, tmpdir, base, swapper=swapper.path)
+    cfgs = {p: scenario_config("call", settings, tmpdir, base, swapper=swapper.path, precision=p) for p in settings.precisions}
+    check = prepare_int8(settings, swapper.path, clip, tmpdir, base) if "int8" in cfgs else None
     runs: list[dict] = []
     pids: list[int] = []
     for i in range(settings.rounds):
         for load in (0, settings.load) if settings.load else (0,):
-            before = _loadavg()
-            with busy_processes(load) as busy:
-                pids += busy
-                stats = run_vcamd(cfg, settings, clip, tmpdir, "call")
-            runs.append(call_row(stats, settings) | {"round": i + 1, "load": load, "loadavg": [before, _loadavg()]})
+            for precision, cfg in cfgs.items():
+                before = _loadavg()
+                with busy_processes(load) as busy:
+                    pids += busy
+                    stats = run_vcamd(cfg, settings, clip, tmpdir, f"call_{precision}")
+                runs.append(call_row(stats, settings) | {"round": i + 1, "load": load, "loadavg": [before, _loadavg()], "precision": precision})
     return {"runs": runs, "load_pids": pids, "threads": settings.threads, "swap_convs": swapper.convs,
             "swap_ms": {"asked": swapper.target_ms, "measured": round(swapper.measured_ms, 1)},
-            "command": runs[0]["command"] if runs else None}
+            "command": runs[0]["command"] if runs else None} | ({"int8_copy": check} if check else {})
 
 
 def call_row(stats: dict, settings: BenchSettings) -> dict:
@@ -297,10 +393,17 @@ def call_row(stats: dict, settings: BenchSettings) -> dict:
         "published_fps": stats["fps"]["published"],
         "latency_p99_ms": stats["latency_ms"]["p99"],
         "swap_model_ms_p50": stats["stages_ms"].get("swap", {}).get("p50", 0.0),
+        "ran": swapper_ran(stats),
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v},
         "transitions": [_transition_text(t) for t in stats["degradation"]["transitions"]],
         "command": stats["command"],
     }
+
+
+def swapper_ran(stats: dict) -> str:
+    """What the swapper ran at by the end of a run (its stats JSON): "float", "int8", or "not
+    loaded" (the run ended before the models were in)."""
+    return (stats.get("precision") or {}).get("swapper") or "not loaded"
 
 
 def _transition_text(t: dict) -> str:
@@ -354,6 +457,8 @@ def summarise(stats: dict, stages: dict, settings: BenchSettings, setup_s: float
         "camera_cpu_ms_per_frame": stats.get("camera_cpu_ms_per_frame", 0.0),
         "swapped_share": round(stats["frames"]["swapped"] / published, 3),
         "swap_model_ms_p50": stats["stages_ms"].get("swap", {}).get("p50", 0.0),
+        "swap_age_ms": stats.get("swap_age_ms", {}),
+        "ran": swapper_ran(stats),
         "detect_ms_p50": stats["stages_ms"].get("detect", {}).get("p50", 0.0),
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v},
         "transitions": len(stats["degradation"]["transitions"]),

@@ -9,6 +9,10 @@ from pathlib import Path
 RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 SCENARIOS = ("light", "inswapper", "groups", "resolution", "startup", "call", "remote")
 DEFAULT_SCENARIOS = ("light", "inswapper")
+PRECISIONS = ("float", "int8")
+"""What `--precision` may list: the swapper in float, and its int8 copy (`vcamd.precision`)."""
+PRECISION_SCENARIOS = ("inswapper", "startup", "call")
+"""The scenarios that run once per `--precision`, side by side (the others: the swapper in float)."""
 
 GROUP_PHOTO = "solvay_conference_1927.png"
 GROUP_FACES = 29
@@ -41,6 +45,13 @@ class BenchSettings:
     rounds: int = 1
     load: int = 0
     swap_ms: float = CALL_SWAP_MS
+    swappers: tuple[str, ...] = ()
+    """`--swapper`: the swapper models whose compute-equivalent stand-ins are timed (`modeltimes`)."""
+    enhancers: tuple[str, ...] = ()
+    """`--enhancer`: the same for enhancer models."""
+    precisions: tuple[str, ...] = ("float",)
+    workdir: Path | None = None
+    """Where stand-ins, clips and int8 copies are built and kept for later runs; None: a temporary folder."""
 
 
 def settings_dict(s: BenchSettings) -> dict:
@@ -48,5 +59,6 @@ def settings_dict(s: BenchSettings) -> dict:
         "face": str(s.face), "detector": s.detector, "width": s.width, "height": s.height, "fps": s.fps,
         "frames": s.frames, "inswapper_frames": s.inswapper_frames, "providers": s.providers, "threads": s.threads, "fp16": s.fp16,
         "quality": s.quality, "group_photo": str(s.group_photo) if s.group_photo else None, "rounds": s.rounds,
-        "load": s.load, "swap_ms": s.swap_ms,
+        "load": s.load, "swap_ms": s.swap_ms, "swappers": list(s.swappers), "enhancers": list(s.enhancers),
+        "precisions": list(s.precisions), "workdir": str(s.workdir) if s.workdir else None,
     }

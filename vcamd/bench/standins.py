@@ -408,3 +408,35 @@ def _gfpgan_layers(g: _Graph, x: str) -> str:
         hw *= 2
         y = g.upsample2(y)
     return g.op("Tanh", [rgb])
+
+
+SPIKE = 4000.0
+"""The constant `build_unquantizable_swapper` adds in one corner pixel: an activation range of
+0–4000, whose 8-bit step (~16) is larger than a whole [0, 1] face."""
+
+
+def build_unquantizable_swapper(path: Path | str) -> Path:
+    """A swapper whose int8 copy cannot pass the fidelity check: the light swap through three 1×1
+    identity convolutions, the middle one on the swap plus a constant spike of `SPIKE` in one
+    corner pixel (taken off again after it). In float the output is the light swap's; in 8 bits
+    that convolution's input and output span 0–4000, so the face is rounded away. The spike sits
+    in the middle convolution, which every recipe quantises (`vcamd.quantize.RECIPES` may keep the
+    first and last in float)."""
+    g = _Graph()
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, LATENT_DIM])
+    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])
+    spike = np.zeros((1, 3, SWAP_SIZE, SWAP_SIZE), np.float32)
+    spike[..., :2, :2] = SPIKE
+    identity = np.eye(3, dtype=np.float32).reshape(3, 3, 1, 1)
+
+    def same(x: str) -> str:
+        return g.op("Conv", [x, g.const(identity, "identity"), g.const(np.zeros(3, np.float32), "b")], kernel_shape=[1, 1])
+
+    x = same(_light_swap(g, "target", "source"))
+    spike_name = g.const(spike, "spike")
+    x = g.op("Sub", [same(g.op("Add", [x, spike_name])), spike_name])
+    x = g.op("Clip", [same(x), g.const(np.array(0.0, np.float32), "lo"), g.const(np.array(1.0, np.float32), "hi")])
+    g.nodes.append(helper.make_node("Identity", [x], ["output"]))
+    g.inits.append(numpy_helper.from_array(_emap(np.random.default_rng(1234)), "emap"))  # must stay last
+    return _save(g.model([target, source], [output], "unquantizable_swapper_standin"), path)

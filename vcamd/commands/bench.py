@@ -21,6 +21,12 @@ frame at 30 fps, publishing to the null sink. Scenarios:
   as an installed vcamd has it, whatever PYTHONDONTWRITEBYTECODE says here (else every start
   compiles vcamd's modules from source). `--threads` applies (default 1; a user's default config
   has `[models] threads = 0`, every core): the title says which;
+* `--precision float,int8` (the default): `inswapper`, `startup` and `call` run once per precision,
+  side by side, interleaved (float then int8 in each round): the swapper's int8 copy is built and
+  checked against float before the first int8 run, as `vcamd models quantize` builds it
+  (calibrated on the bench's face and frames of its clip; `vcamd.quantize`), and kept in the
+  bench's temporary folder, so an int8 run starts on it as a user's daily start does. Printed: the
+  swap per face, the swap age and the first swap of each, and the int8 targets;
 * `call` — what a video call asks: `vcamd run` started as a user starts it (as `startup`), with a
   swapper of a call's cost (`--swap-ms`, default 370 ms a face: the light swap plus as many heavy
   convolutions as take that long on this machine, measured quiet before the runs:
@@ -29,6 +35,12 @@ frame at 30 fps, publishing to the null sink. Scenarios:
   for its whole length, killed after it whatever happens. Quiet and loaded runs print side by
   side: frames swapped after the first swap, swap age, first frame and first swap beside fps
   and p99, with the machine's load average.
+
+`--swapper NAMES` / `--enhancer NAMES` (alone, or beside `--scenarios`): each named model's
+compute-equivalent stand-in — its family's layer list with random weights, `vcamd.bench.families` —
+timed a face through `Swapper` / `Enhancer` on the photo's face: parameters, GMAC, file size, median
+ms quiet (and with `--load N` busy processes), and where its layer list comes from
+(`vcamd.bench.modeltimes`).
 
 Printed for light/inswapper: published vs source fps, capture→publish p50/p95/p99, pipeline
 overhead per frame (everything but model inference), CPU-ms per published frame (all threads) and
@@ -50,6 +62,8 @@ from vcamd.bench.settings import (
     DEFAULT_SCENARIOS,
     GROUP_FACES,
     GROUP_PHOTO,
+    PRECISION_SCENARIOS,
+    PRECISIONS,
     RESOLUTIONS,
     SCENARIOS,
     BenchSettings,
@@ -74,7 +88,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--detector", default=None, metavar="MODEL",
                    help="SCRFD detector: manifest name or .onnx path (default: [models] detector, buffalo_l's det_10g.onnx "
                         "unless the config says otherwise: the one `vcamd run` uses)")
-    p.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS), metavar="LIST",
+    p.add_argument("--swapper", default="", metavar="LIST",
+                   help="time these swapper models' compute-equivalent stand-ins a face (manifest names or families, "
+                        "deepfacelab for a .dfm model, or all); alone, no live scenario runs")
+    p.add_argument("--enhancer", default="", metavar="LIST",
+                   help="the same for enhancer models (gfpgan_1.4, codeformer, restoreformer_plus_plus, gpen_bfr_256 … 2048, or all)")
+    p.add_argument("--scenarios", default=None, metavar="LIST",
                    help=f"comma-separated, from: {', '.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)}). "
                         "groups: a 29-face group photo as a still camera with face_selection = \"all\"; "
                         "resolution: CPU-ms per frame at 1080p against 480p; call: `vcamd run` with a swapper of a call's "
@@ -88,7 +107,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--resolution", choices=sorted(RESOLUTIONS), default="720p")
     p.add_argument("--rounds", type=int, default=3, metavar="N",
                    help="resolution: how many 480p/1080p pairs to run, interleaved; the figure is the pair with "
-                        "the median ratio; call: how many runs (quiet/loaded pairs with --load) (default 3)")
+                        "the median ratio; call: how many runs (quiet/loaded pairs with --load); --swapper/--enhancer: "
+                        "timed runs a model (median) (default 3)")
     p.add_argument("--load", type=int, default=0, metavar="N",
                    help="call: after each quiet run, one with N busy processes at normal priority "
                         "(python -c 'while 1: pass', the call app) for the run's length; quiet and loaded rows side by side (default 0: quiet only)")
@@ -104,6 +124,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="ONNX Runtime providers, e.g. cpu or cuda (default: [models] providers)")
     p.add_argument("--threads", type=int, default=1, metavar="N",
                    help="ONNX Runtime intra-op threads per session (default 1: the live loop runs up to three models at once)")
+    p.add_argument("--precision", default=",".join(PRECISIONS), metavar="LIST",
+                   help=f"{', '.join(PRECISION_SCENARIOS)}: run once per precision, interleaved, side by side: float, and int8 (the "
+                        "swapper's int8 copy, built and checked against float before the runs, as `vcamd models quantize` does) "
+                        f"(default: {','.join(PRECISIONS)}; int8 needs the CPU provider)")
+    p.add_argument("--workdir", type=Path, default=None, metavar="DIR",
+                   help="build the stand-in models, clips and int8 copies in DIR and keep them for the next runs "
+                        "(default: a temporary folder, removed afterwards; the inswapper-sized stand-in is 554 MB)")
     p.add_argument("--fp16", action="store_true", help="build the stand-in swappers with float16 weights and float32 inputs/output, like inswapper_128_fp16 (GPU)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON")
     p.set_defaults(func=handle)
@@ -119,9 +146,15 @@ def handle(args: argparse.Namespace) -> int:
     face = args.face or cfg.swap.source_face
     if face is None:
         raise VcamdError("vcamd bench needs a photo with a face", fix="pass --face PHOTO or set [swap] source_face")
+    from vcamd.bench.modeltimes import enhancer_models, swapper_models
+
+    swappers = swapper_models([s.strip() for s in args.swapper.split(",") if s.strip()]) if args.swapper.strip() else []
+    enhancers = enhancer_models([s.strip() for s in args.enhancer.split(",") if s.strip()]) if args.enhancer.strip() else []
+    if args.scenarios is None:  # the default scenarios, unless only models were asked for
+        args.scenarios = "" if swappers or enhancers else ",".join(DEFAULT_SCENARIOS)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = [s for s in scenarios if s not in SCENARIOS]
-    if unknown or not scenarios:
+    if unknown or not (scenarios or swappers or enhancers):
         raise VcamdError(f"--scenarios: unknown {', '.join(unknown) or '(none given)'}", fix=f"use a comma-separated list of {', '.join(SCENARIOS)}")
     if args.frames < 30:
         raise VcamdError(f"--frames {args.frames} is too few to measure", fix="use at least 30")
@@ -129,7 +162,7 @@ def handle(args: argparse.Namespace) -> int:
         raise VcamdError(f"--inswapper-frames {args.inswapper_frames} is too few to measure", fix="use at least 30")
     if not 0 < args.fps <= 240:  # also refuses NaN; a camera's range, as [camera] fps
         raise VcamdError(f"--fps {args.fps:g}: not a camera frame rate", fix="use a number above 0 and at most 240, e.g. 30")
-    if {"resolution", "call"} & set(scenarios) and args.rounds < 1:
+    if ({"resolution", "call"} & set(scenarios) or swappers or enhancers) and args.rounds < 1:
         raise VcamdError(f"--rounds {args.rounds}: the resolution and call scenarios need at least one round", fix="use 1 or more, e.g. 3")
     if not 0 <= args.load <= 64:
         raise VcamdError(f"--load {args.load}: not a number of busy processes", fix="use 0 (quiet only) to 64, e.g. 2")
@@ -137,6 +170,9 @@ def handle(args: argparse.Namespace) -> int:
         raise VcamdError(f"--swap-ms {args.swap_ms:g}: not a swap's cost in milliseconds", fix="use 10 to 10000, e.g. 370")
     if args.threads < 0:
         raise VcamdError(f"--threads {args.threads}: cannot be negative", fix="use 0 (all cores) or a positive number")
+    precisions = tuple(dict.fromkeys(p.strip() for p in args.precision.split(",") if p.strip()))
+    if not precisions or set(precisions) - set(PRECISIONS):
+        raise VcamdError(f"--precision {args.precision}: not a list of {' and '.join(PRECISIONS)}", fix="use float, int8 or float,int8")
     if args.json is not None:
         check_output_file(args.json, "--json")  # now, not after minutes of measuring
     width, height = RESOLUTIONS[args.resolution]
@@ -160,6 +196,10 @@ def handle(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         load=args.load,
         swap_ms=args.swap_ms,
+        swappers=tuple(swappers),
+        enhancers=tuple(enhancers),
+        precisions=precisions,
+        workdir=args.workdir.resolve() if args.workdir else None,
     )
     if "groups" in scenarios and settings.group_photo is not None and not settings.group_photo.is_file():
         raise VcamdError(f"--group-photo: {settings.group_photo} not found", fix="pass --group-photo PHOTO (a photo with many faces)")

@@ -124,7 +124,7 @@ def _quality(args: argparse.Namespace) -> int:
     return 0
 
 
-STATUS_LABELS = {"gpu": "GPU"}
+STATUS_LABELS = {"gpu": "GPU", "precision_why": "Precision, why"}
 """Status keys whose row label is not the key itself, capitalised."""
 
 

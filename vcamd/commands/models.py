@@ -1,9 +1,10 @@
-"""`vcamd models list|pull|verify`: the model files in the models dir."""
+"""`vcamd models list|pull|verify|quantize`: the model files in the models dir, and the swapper's int8 copy."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vcamd.commands import add_config_option
@@ -41,6 +42,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument("names", nargs="*", metavar="NAME", help="manifest names (default: every model present)")
     add_config_option(verify)
     verify.set_defaults(func=_verify)
+
+    quantize = actions.add_parser(
+        "quantize",
+        help="build the swapper's int8 copy now and print its fidelity check against the float model",
+        description="Build an int8 copy of the swapper (ONNX Runtime's static quantisation, calibrated on the faces in "
+                    "--face photos), check it against the float model on those faces (PSNR and the recogniser's identity), "
+                    "and keep it beside the optimised graphs. `vcamd run` builds it by itself on first use; this does it "
+                    "now and shows the figures. [models] precision says when it runs.",
+    )
+    quantize.add_argument("model", nargs="?", metavar="MODEL", help="the swapper: manifest name or .onnx path (default: [models] swapper)")
+    quantize.add_argument("--face", type=Path, action="append", default=None, metavar="PHOTO",
+                          help="a photo to calibrate on; repeat for more (the first one's largest face is the source; "
+                               "default: [swap] source_face)")
+    quantize.add_argument("--again", action="store_true", help="build and check again even when a copy (or a verdict) is kept")
+    add_config_option(quantize)
+    quantize.set_defaults(func=_quantize)
 
 
 def _store(args: argparse.Namespace) -> tuple[ModelStore, Config]:
@@ -137,6 +154,8 @@ def _pull(args: argparse.Namespace) -> int:
         paths = ", ".join(str(p) for p in result.paths)
         checked = "" if result.pinned else ", SHA-256 ok"
         print(f"{result.name}: {result.action}{checked}: {paths}")
+        if result.crc32:
+            print(f"{result.name}: CRC32 {result.crc32} matches the one its publisher gives ({store.manifest.entries[result.name].crc32_url})")
         for path, sha in result.pinned:
             print(
                 f"{result.name}: no published SHA-256 for {path.name}; recorded {sha} in {store.state_path} "
@@ -175,3 +194,74 @@ def _verify(args: argparse.Namespace) -> int:
         raise ModelError(f"model check failed: {what}",
                          fix=ways_out([r.name for r in bad], files=len(bad), pull_note=f" to download {it} again"))
     return 0
+
+
+def _quantize(args: argparse.Namespace) -> int:
+    from vcamd.errors import ModelError, VcamdError
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.faces.identity import Recognizer
+    from vcamd.precision import choose, int8_units, needs_reduced_range
+    from vcamd.quantize import CALIBRATION_FACES, build_checked, build_key, faces_from_photos, swapper_spec
+    from vcamd.runtime import Sessions
+
+    store, config = _store(args)
+    model = store.path_for(args.model or config.models.swapper, "swapper").resolve()
+    photos = args.face or ([config.swap.source_face] if config.swap.source_face else [])
+    if not photos:
+        raise VcamdError("vcamd models quantize needs photos of faces to calibrate on", fix="pass --face PHOTO (or set [swap] source_face)")
+    spec = swapper_spec(model)  # a ModelError for a model that is not a swapper: only the swapper has an int8 copy
+    units = int8_units()
+    reduce_range = needs_reduced_range(units)
+    sessions = Sessions(["cpu"], config.models.threads)
+    detector = FaceDetector(store.path_for(config.models.detector, "detector"), sessions, config.detection.size, config.detection.threshold)
+    recognizer = Recognizer(store.path_for(config.models.recognizer, "recognizer"), sessions)
+    faces = faces_from_photos([Path(p) for p in photos], detector, recognizer, spec.crop, limit=CALIBRATION_FACES)
+    count = f"{len(faces.crops)} face{'s' if len(faces.crops) != 1 else ''}"
+    print(f"{model.name}: int8 copy calibrated and checked on {count} from {', '.join(Path(p).name for p in photos)}"
+          + (" (more faces, more --face photos, make the check sturdier)" if len(faces.crops) < 4 else ""))
+    print(f"  this CPU's int8 dot-product units: {units.describe()}" + ("; weights in 7 bits (x86 without VNNI)" if reduce_range else ""))
+    if args.again:
+        _forget_copy(model, build_key(reduce_range))
+    built = build_checked(model, recognizer.path, faces, providers=["cpu"], threads=config.models.threads, reduce_range=reduce_range,
+                          say=lambda line: print(f"  {line}", flush=True))
+    if not built.attempts:
+        print(f"  already built and checked ({built.kept.record.get('built_at', '?')}): {built.kept.verdict.summary}")
+        print("  (--again builds and checks it again)")
+    for attempt in built.attempts:
+        _print_attempt(attempt)
+    kept = built.kept
+    choice = choose(config.models.precision, "CPUExecutionProvider", units, kept.verdict, kept.model)
+    if kept.verdict.passed:
+        print(f"passed: kept at {kept.model}")
+    else:
+        print(f"failed: {kept.verdict.summary}")
+    print(f"with [models] precision = \"{config.models.precision}\" on the CPU the swapper runs in {choice.runs}"
+          + (f": {choice.why}" if choice.runs == "float" and choice.why else ""))
+    if not kept.verdict.passed:
+        sys.stdout.flush()
+        raise ModelError(f"the int8 copy of {model.name} failed the fidelity check: the float model stays",
+                         fix="nothing to do: vcamd runs the float model; the figures above say how far the int8 copy is off")
+    return 0
+
+
+def _print_attempt(attempt) -> None:
+    report = attempt.report
+    t = report.thresholds
+    print(f"  {attempt.recipe.name}: float {attempt.float_ms:.0f} ms a face, int8 {attempt.int8_ms:.0f} ms ({attempt.speedup:.1f}× faster)")
+    print("    face   PSNR dB   to source float / int8 (drop)   int8 vs float")
+    for i, f in enumerate(report.faces, 1):
+        print(f"    {i:>4}   {f.psnr_db:7.1f}   {f.float_to_source:.3f} / {f.int8_to_source:.3f} ({f.identity_drop:+.3f})      {f.int8_to_float:.3f}")
+    print(f"    needs: PSNR ≥ {t.psnr_db:g} dB on every face, a drop of at most {t.identity_drop:g}, int8 vs float ≥ {t.same_face:g}"
+          f" → {'passed' if report.passed else 'failed: ' + '; '.join(report.failures())}")
+
+
+def _forget_copy(model, key: str) -> None:
+    """--again: the kept copy and verdict of this model file go first (a new build replaces them)."""
+    import contextlib
+
+    from vcamd import int8cache
+
+    entry = int8cache.Entry(int8cache.sha256_of(model), key)
+    for path in (entry.verdict_file, entry.model):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()

@@ -64,13 +64,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_swap(args: argparse.Namespace) -> int:
     from vcamd.config import load_config
     from vcamd.faces.engine import require_consent
-    from vcamd.pipeline import build_face_engine
+    from vcamd.pipeline import build_face_engine, has_own_identity
 
     cfg, _ = load_config(args.config)
     require_consent(cfg, args.i_have_consent)
     if args.face is not None:
         cfg = cfg.model_copy(update={"swap": cfg.swap.model_copy(update={"source_face": args.face})})
-    if cfg.swap.source_face is None:
+    if cfg.swap.source_face is None and not has_own_identity(cfg):  # a DeepFaceLab model swaps in its own trained face
         raise VcamdError("no source face to swap in", fix="pass --face PHOTO or set [swap] source_face in the config")
     kind = _input_kind(args.input)
     _check_output(args.output, args.input, kind)

@@ -12,6 +12,8 @@ Commands and their args/results:
     set_face   {"path": "/abs/face.png"}    → the status dict
     quality    {"level": "auto" | a level name from `vcamd.quality.LADDER`}
                                             → the status dict ("auto" unlocks: the watchdog decides)
+    model      {"role": "swapper" | "enhancer", "name": a manifest model of that role}
+                                            → the status dict (the model loads in the background)
     reload                                  → the status dict
     snapshot                                → {"png_base64": "..."}  (PNG of the current output)
     quit                                    → {"quitting": true}     (answered before the daemon stops)
@@ -65,6 +67,7 @@ class Command(StrEnum):
     toggle = "toggle"
     set_face = "set_face"
     quality = "quality"
+    model = "model"
     reload = "reload"
     snapshot = "snapshot"
     quit = "quit"
@@ -80,6 +83,10 @@ class Status(LiveNumbers, total=False):
     quality: str  # "auto" or the level the user locked
     source_face: str | None  # path of the source photo
     providers: dict[str, str] | list[str]  # model file → ONNX Runtime provider really in use
+    models: dict[str, str | None]  # role → the running model ("swapper", "enhancer"), and "loading": the one loading or None
+    model_choices: dict[str, list[dict[str, Any]]]  # role → [{"name", "license", "present"}]: what `model` can switch to
+    precision: dict[str, str]  # model role → "float" or "int8", what it really runs at (`vcamd.precision`)
+    precision_why: dict[str, str]  # model role → why it runs at that precision (float where int8 was possible, int8's check)
     config_error: str | None  # the last config problem while running on the last good config
 
 
@@ -120,6 +127,11 @@ class Controllable(Protocol):
 
     def set_badge(self, on: bool) -> None:
         """Show or hide the "AI-altered" disclosure badge."""
+        ...
+
+    def set_model(self, role: str, name: str) -> None:
+        """Use the manifest's model `name` for `role` (swapper or enhancer), loaded in the
+        background while the running one keeps swapping (VcamdError when it is not there)."""
         ...
 
     def request_quit(self) -> None:
@@ -185,6 +197,13 @@ def _face_path(args: dict[str, Any]) -> tuple[Path]:
     return (path,)
 
 
+def _model_choice(args: dict[str, Any]) -> tuple[str, str]:
+    role, name = args.get("role"), args.get("name")
+    if role not in ("swapper", "enhancer") or not isinstance(name, str) or not name:
+        raise ProtocolError('model needs args {"role": "swapper" | "enhancer", "name": MODEL}', fix="see `vcamd models list` for the names")
+    return role, name
+
+
 def _quality_level(args: dict[str, Any]) -> tuple[Level | None]:
     level = args.get("level")
     if not isinstance(level, str):
@@ -207,6 +226,7 @@ VERBS: dict[Command, Verb] = {
     Command.toggle: Verb("toggle"),  # the engine flips its own current state, as one step
     Command.set_face: Verb("set_source_face", _face_path),
     Command.quality: Verb("set_quality", _quality_level),
+    Command.model: Verb("set_model", _model_choice),
     Command.reload: Verb("reload_config"),
 }
 """The changes, each answered with the state the target returned after applying it (else its

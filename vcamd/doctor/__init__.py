@@ -17,6 +17,7 @@ from vcamd.doctor.daemon import check_control_socket
 from vcamd.doctor.models import check_detector_shapes, check_models, check_models_fit
 from vcamd.doctor.packages import PACKAGES, check_onnxruntime_install, check_package
 from vcamd.doctor.platform import Platform
+from vcamd.doctor.precision import check_precision
 from vcamd.doctor.providers import check_providers
 from vcamd.doctor.results import CheckResult, Status, exit_code, report
 from vcamd.doctor.server import check_server
@@ -24,7 +25,7 @@ from vcamd.doctor.tray import check_tray
 
 __all__ = [
     "CheckResult", "Platform", "Status", "check_camera", "check_config", "check_control_socket", "check_detector_shapes",
-    "check_models", "check_models_fit", "check_onnxruntime_install", "check_package", "check_providers",
+    "check_models", "check_models_fit", "check_onnxruntime_install", "check_package", "check_precision", "check_providers",
     "check_server", "check_source_face", "check_tray", "check_virtual_camera", "exit_code", "report", "run_checks",
 ]
 
@@ -38,6 +39,7 @@ def run_checks(config_path: Path | None, platform: Platform | None = None) -> li
     results += [check_package(p) for p in PACKAGES]
     results.append(check_onnxruntime_install(platform=platform))
     results.append(check_providers(cfg.models, platform))
+    results.append(check_precision(cfg, daemon_status))
     results += check_models(cfg)
     results += [r for r in (check_models_fit(cfg), check_detector_shapes(cfg), check_server(cfg, daemon_status)) if r is not None]
     results.append(check_source_face(cfg, daemon_status))

@@ -29,17 +29,17 @@ def check_models(cfg: Config) -> list[CheckResult]:
             continue
         result = _model_file_result(store, rows, role, value)
         if result.status is Status.ok:
-            result = _signature_result(store, role, value, result)
+            result = _signature_result(store, role, value, result, cfg)
         results.append(result)
     return results
 
 
-def _signature_result(store: object, role: str, value: str, found: CheckResult) -> CheckResult:
+def _signature_result(store: object, role: str, value: str, found: CheckResult, cfg: Config) -> CheckResult:
     """The file is there: load it as `vcamd run` does, so a model in the wrong role fails here too."""
     from vcamd.modelcheck import check_signature
 
     try:
-        check_signature(store.path_for(value, role), role)  # type: ignore[attr-defined]
+        check_signature(store.path_for(value, role), role, family=cfg.models.swapper_family or None)  # type: ignore[attr-defined]
     except VcamdError as err:
         return CheckResult(found.name, Status.fail, err.message, err.fix or f"fix [models] {role} in the config")
     return found

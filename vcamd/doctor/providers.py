@@ -62,7 +62,8 @@ def _load_failure(stderr: str) -> str:
     return ""
 
 
-CPU_ONLY = ("CPU only: a swap then takes seconds (1.6–4.8 s measured on 2-core machines, docs/performance.md), "
+CPU_ONLY = ("CPU only: a swap then takes seconds (1.6–4.8 s measured on 2-core machines, docs/performance.md; "
+            "about 3.5× less with the swapper's int8 copy, see the precision row), "
             "so the swapped face is refreshed that rarely; a live face needs a GPU")
 
 

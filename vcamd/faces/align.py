@@ -1,7 +1,11 @@
 """Similarity transforms between a face's 5 keypoints and the crop templates the models expect.
 
-Three crops are used: ArcFace 112 (recognizer), ArcFace-128 (inswapper: the 112 template shifted
-8 px right, exactly like insightface's `norm_crop2(img, kps, 128)`) and FFHQ 512 (GFPGAN).
+"arcface" is insightface's rule: ArcFace 112 (recognizer) and, at multiples of 128, the 112 template
+shifted 8 px right (inswapper: `norm_crop2(img, kps, 128)`). "ffhq" is FFHQ 512 (GFPGAN). The other
+swapper and enhancer families name FaceFusion's templates (`UNIT_TEMPLATES`: points as fractions of
+the crop side, scaled by the crop size): arcface_112_v1 (simswap, ghost), arcface_112_v2 (the
+ArcFace 112 points, blendswap's source), arcface_128 (hyperswap, gpen_bfr_256), ffhq_512 (uniface,
+blendswap), mtcnn_512 (hififace) and dfl_whole_face (DeepFaceLab models).
 A transform M maps frame coordinates to crop coordinates; `invert_affine(M)` maps back.
 """
 
@@ -16,7 +20,7 @@ import numpy.typing as npt
 
 from vcamd.types import Frame, Points
 
-Template = Literal["arcface", "ffhq"]
+Template = Literal["arcface", "ffhq", "arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "dfl_whole_face"]
 
 ARCFACE_112: Points = np.array(
     [[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366], [41.5493, 92.3655], [70.7299, 92.2041]],
@@ -30,6 +34,27 @@ FFHQ_512: Points = np.array(
 )
 """The FFHQ 5-point template in a 512×512 crop (what GFPGAN was trained on)."""
 
+ARCFACE_112_V1: Points = np.array(
+    [[39.730, 51.138], [72.270, 51.138], [56.000, 68.493], [42.463, 87.010], [69.537, 87.010]],
+    dtype=np.float32,
+)
+"""The older, left-right symmetric ArcFace template in a 112×112 crop (SimSwap's and GHOST's crops;
+FaceFusion's arcface_112_v1 is these points / 112)."""
+
+UNIT_TEMPLATES: dict[str, Points] = {
+    "arcface_112_v1": ARCFACE_112_V1 / np.float32(112.0),
+    "arcface_112_v2": ARCFACE_112 / np.float32(112.0),
+    "arcface_128": (ARCFACE_112 + np.array([8.0, 0.0], np.float32)) / np.float32(128.0),
+    "ffhq_512": FFHQ_512 / np.float32(512.0),
+    # The two below are published only as fractions of the crop side (FaceFusion's face_helper).
+    "mtcnn_512": np.array([[0.36562865, 0.46733799], [0.63305391, 0.46585885], [0.50019127, 0.61942959],
+                           [0.39032951, 0.77598822], [0.61178945, 0.77476328]], dtype=np.float32),
+    "dfl_whole_face": np.array([[0.35342266, 0.39285716], [0.62797622, 0.39285716], [0.48660713, 0.54017860],
+                                [0.38839287, 0.68750011], [0.59821427, 0.68750011]], dtype=np.float32),
+}
+"""FaceFusion's named templates as fractions of the crop side: at size S the points are these × S
+(whatever S is: a 256-px arcface_128 crop is the 128 one scaled by 2, shift included)."""
+
 Affine = npt.NDArray[np.float32]
 """2×3 float32 matrix mapping frame points (x, y, 1) to crop points."""
 
@@ -39,12 +64,14 @@ def template_points(size: int, template: Template = "arcface") -> Points:
 
     ArcFace follows insightface's rule: sizes that are multiples of 112 scale the 112 template;
     multiples of 128 scale it by size/128 and shift it 8·size/128 px right (inswapper's 128 crop).
-    FFHQ scales the 512 template by size/512.
+    FFHQ scales the 512 template by size/512; the named templates of `UNIT_TEMPLATES` scale by size.
     """
     if template == "ffhq":
         return FFHQ_512 * np.float32(size / 512.0)
+    if template in UNIT_TEMPLATES:
+        return UNIT_TEMPLATES[template] * np.float32(size)
     if template != "arcface":
-        raise ValueError(f"unknown alignment template {template!r}; expected 'arcface' or 'ffhq'")
+        raise ValueError(f"unknown alignment template {template!r}; expected 'arcface', 'ffhq' or one of {', '.join(UNIT_TEMPLATES)}")
     if size % 112 == 0:
         return ARCFACE_112 * np.float32(size / 112.0)
     if size % 128 == 0:

@@ -12,9 +12,9 @@ slower than a camera frame:
 A `SwappedFace` holds only an aligned crop and which template it is aligned to, nothing about the
 frame it came from, so it can be pasted again wherever the face has moved since.
 
-Where the enhancer runs: the swapped 128² crop is pasted (colour-corrected) into the face's
-FFHQ-aligned 512² crop taken from the frame, and GFPGAN restores that 512² crop. The result is a
-SwappedFace in FFHQ-512 space, composited like any other.
+Where the enhancer runs: the swapped crop is pasted (colour-corrected) into the face's crop in the
+enhancer's geometry taken from the frame (GFPGAN: FFHQ-aligned 512²), and the enhancer restores
+that crop. The result is a SwappedFace in the enhancer's space, composited like any other.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces import boost
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
-from vcamd.faces.specs import ENHANCER_CROP, CropSpec
+from vcamd.faces.specs import CropSpec
+from vcamd.precision import FLOAT, Choice
 from vcamd.quality import BEST, Level, detect_size, rung
 from vcamd.threads import in_thread
 from vcamd.types import Face, Frame, ModelFiles, Points
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
     from vcamd.faces.parse import FaceParser, FloatMask
     from vcamd.faces.swap import Latent, Swapper
+    from vcamd.quantize import CalibrationFaces, SeenFaces
     from vcamd.runtime import Sessions
 
 
@@ -64,7 +66,7 @@ class SwappedFace:
     """A swapped face as an aligned crop, ready to be composited at any position of that face.
 
     `template`/`crop` size say how the crop is aligned: the swapper's crop (inswapper: "arcface"
-    128²) or the enhancer's ("ffhq" 512², restored). `kps` are the keypoints it was made from.
+    128²) or the enhancer's (GFPGAN: "ffhq" 512², restored). `kps` are the keypoints it was made from.
     """
 
     crop: Frame
@@ -75,14 +77,12 @@ class SwappedFace:
     shown: bool = True
     """False: the face parser saw too little of the face (a hand over it, a turned head): not to be
     pasted at all — the face is held or obscured like a face that could not be swapped."""
+    enhanced: bool = False
+    """Restored by the enhancer (its colours were matched before restoring)."""
 
     @property
     def size(self) -> int:
         return int(self.crop.shape[0])
-
-    @property
-    def enhanced(self) -> bool:
-        return self.template == ENHANCER_CROP.template and self.size == ENHANCER_CROP.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +116,7 @@ class _Source:
     """The current source identity and its swapper latent, replaced as one object (thread-safe read)."""
 
     identity: SourceIdentity
-    latent: Latent
+    latent: Latent | None  # None: a model with its own trained identity takes no source input
     stamp: tuple[Path, int, int]  # resolved path, mtime_ns, size: re-embed only when these change
 
 
@@ -146,6 +146,7 @@ class FaceEngine:
         lowres_scale: float = 0.5,
         pixel_boost: int = 128,
         parser: FaceParser | None = None,
+        weight: float = 0.5,
     ) -> None:
         self.detector = detector
         self.recognizer = recognizer
@@ -156,18 +157,27 @@ class FaceEngine:
         self.others = Others(others)  # for `process_frame`; the live loop reads [swap] others for every frame
         self.lowres_scale = lowres_scale
         swap_side = swapper.crop.size
-        self.pixel_boost = pixel_boost if pixel_boost > swap_side else swap_side
+        # A boost the swapper's side does not divide (a 224-px DeepFaceLab model, a 256 boost) is
+        # no boost: the face is swapped at the model's own size.
+        self.pixel_boost = pixel_boost if pixel_boost > swap_side and pixel_boost % swap_side == 0 else swap_side
         """The side (px) a face is swapped at on the rungs with pixel boost (`faces/boost.py`)."""
-        boost.factor(self.pixel_boost, swap_side)  # a size the swapper's crop does not divide is refused here
+        self.weight = float(weight)
+        """`[swap] weight`: how the target face's own identity is mixed into the source's
+        (`specs.blend_identity`; 0.5 = the source as it is, and no per-face recognizer run)."""
         # Swapped crops → frame: colour-matched to the frame's face, mouth kept when asked.
         self._blend_swap = Blender(swap_side, mouth_mask=mouth_mask, color_correction=color_correction)
         # Swapped crop → the face's FFHQ enhancer crop, before GFPGAN (the mouth is kept later).
         self._blend_into_enhance = Blender(swap_side, mouth_mask=False, color_correction=color_correction)
-        # Restored crops → frame: colours were matched before restoring.
-        self._blend_enhanced = Blender(ENHANCER_CROP.size, mouth_mask=mouth_mask, color_correction=False)
+        # Restored crops → frame: colours were matched before restoring (one Blender for every enhancer size).
+        self._blend_enhanced = Blender(enhancer.crop.size if enhancer is not None else 512, mouth_mask=mouth_mask, color_correction=False)
         self._source: _Source | None = None
         self._reference: Embedding | None = None
-        self._load_enhancer: Callable[[float], Enhancer] | None = None  # set by from_config
+        self._load_enhancer: Callable[[float, float], Enhancer] | None = None  # set by from_config
+        self.sessions: Sessions | None = None  # set by from_config: where a swapper's int8 copy gets its session
+        self.precision: Choice = FLOAT
+        """The precision the swapper runs at, and why (`vcamd.precision`; set where it is decided, `vcamd.pipeline`)."""
+        self.seen: SeenFaces | None = None
+        """While the swapper's int8 copy waits for calibration faces: the crops it is given, kept (`vcamd.quantize`)."""
         self.remote: Any = None
         """The Triton server's sessions (`vcamd.remote.sessions.RemoteSessions`) when models run there
         (`[models] server`; set by `vcamd.pipeline`): its `server_status()` is shown in the status."""
@@ -189,7 +199,7 @@ class FaceEngine:
         from vcamd.faces.enhance import Enhancer
         from vcamd.faces.identity import Recognizer, load_source_identity
         from vcamd.faces.parse import FaceParser
-        from vcamd.faces.swap import Swapper
+        from vcamd.faces.swap import EmbeddingConverter, Swapper
         from vcamd.runtime import Sessions
 
         if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is None:
@@ -199,14 +209,22 @@ class FaceEngine:
         detector_path, recognizer_path, swapper_path = paths["detector"], paths["recognizer"], paths["swapper"]
         enhancer_path = paths.get("enhancer")
         parser_path = paths.get("parser")
-        swapper_loaded = in_thread(lambda: Swapper(swapper_path, sessions, keep_optimized=True), "swapper-load")
+        converter_path = paths.get("converter")
+
+        def load_swapper() -> Swapper:
+            converter = EmbeddingConverter(converter_path, sessions) if converter_path is not None else None
+            swapper = Swapper(swapper_path, sessions, family=cfg.models.swapper_family or None, converter=converter, keep_optimized=True)
+            swapper.require_converter()
+            return swapper
+
+        swapper_loaded = in_thread(load_swapper, "swapper-load")
         detector = FaceDetector(detector_path, sessions, cfg.detection.size, cfg.detection.threshold)
         recognizer = Recognizer(recognizer_path, sessions)
         enhancer = source = reference = parser = None
         later: Exception | None = None  # an error of a part listed after the swapper waits for the swapper's own
         try:
             if enhancer_path is not None:
-                enhancer = Enhancer(enhancer_path, sessions, cfg.enhancer.strength)
+                enhancer = Enhancer(enhancer_path, sessions, cfg.enhancer.strength, cfg.enhancer.weight)
             if parser_path is not None:
                 parser = FaceParser(parser_path, sessions, cfg.mask.regions, cfg.mask.min_visible)
             if cfg.swap.source_face is not None:
@@ -233,9 +251,11 @@ class FaceEngine:
             lowres_scale=cfg.watchdog.lowres_scale,
             pixel_boost=cfg.swap.pixel_boost,
             parser=parser,
+            weight=cfg.swap.weight,
         )
         # Kept so a hot reload can switch the enhancer on without a restart (sessions are cached per file).
-        engine._load_enhancer = lambda strength: Enhancer(files.enhancer(), sessions, strength)
+        engine._load_enhancer = lambda strength, weight: Enhancer(files.enhancer(), sessions, strength, weight)
+        engine.sessions = sessions
         if source is not None:
             engine._use_source(*source)
         engine._reference = reference
@@ -252,18 +272,52 @@ class FaceEngine:
         """Faces are swapped above the swapper's own size on the rungs with pixel boost."""
         return self.pixel_boost > self.swapper.crop.size
 
-    def set_enhancer(self, enabled: bool, strength: float) -> None:
-        """Switch the enhancer on/off or change its strength (hot reload); it applies from the next
-        swap. The model is loaded the first time it is switched on. Raises ModelError when missing."""
+    # ---- precision (`vcamd.precision`) ---------------------------------------------------------------
+
+    def precision_status(self) -> tuple[dict[str, str], dict[str, str]]:
+        """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
+        runs = {"detector": "float", "recognizer": "float", "swapper": self.precision.runs}
+        if self.enhancer is not None:
+            runs["enhancer"] = "float"
+        if self.parser is not None:
+            runs["parser"] = "float"
+        return runs, ({"swapper": self.precision.why} if self.precision.why else {})
+
+    def calibration_faces(self, seen: list[Frame]) -> CalibrationFaces:
+        """The int8 copy's calibration faces: the source photo's face, aligned to the swapper's crop,
+        and the crops the swapper was given (`seen`), with the source's embedding. FaceError
+        without a source face."""
+        from vcamd.images import read_image
+        from vcamd.quantize import CalibrationFaces
+
+        current = self._source
+        if current is None:
+            raise FaceError("no source face is set", fix="set one; the int8 copy is calibrated on it")
+        photo, _ = self.swapper.crop.align(read_image(current.identity.path, "source face"), current.identity.face.kps)
+        return CalibrationFaces([photo, *seen], current.identity.embedding)
+
+    def use_int8(self, session: object, precision: Choice) -> None:
+        """Run the swapper on its checked int8 copy's `session` from the next swap (the loop's thread,
+        between two frames: the swap worker reads the session once per run)."""
+        self.swapper.session = session  # type: ignore[assignment]
+        self.precision = precision
+        self.seen = None
+
+    def set_enhancer(self, enabled: bool, strength: float, weight: float | None = None) -> None:
+        """Switch the enhancer on/off or change its strength (and CodeFormer's fidelity `weight`)
+        (hot reload); it applies from the next swap. The model is loaded the first time it is
+        switched on. Raises ModelError when missing."""
         if not enabled:
             self.enhancer = None
             return
         if self.enhancer is not None:
             self.enhancer.strength = float(strength)
+            if weight is not None:
+                self.enhancer.weight = float(weight)
             return
         if self._load_enhancer is None:
             raise VcamdError("this face engine was built without an enhancer loader", fix="restart `vcamd run`")
-        self.enhancer = self._load_enhancer(strength)
+        self.enhancer = self._load_enhancer(strength, 0.5 if weight is None else weight)
 
     # ---- identities (once per photo, never per frame) -------------------------------------------
 
@@ -284,8 +338,13 @@ class FaceEngine:
         return self._use_source(stamp, load_source_identity(path, self.detector, self.recognizer, "source face"))
 
     def _use_source(self, stamp: tuple[Path, int, int], identity: SourceIdentity) -> SourceIdentity:
-        self._source = _Source(identity, self.swapper.latent(identity.embedding), stamp)
+        self._source = _Source(identity, self.swapper.source_for(identity), stamp)
         return identity
+
+    @property
+    def needs_source(self) -> bool:
+        """False for a swapper with its own trained identity (DeepFaceLab): it swaps without a photo."""
+        return self.swapper.needs_source
 
     def set_reference_face(self, path: Path | str) -> None:
         """With selection "reference": swap the face most like the one in this photo."""
@@ -293,7 +352,10 @@ class FaceEngine:
 
         self._reference = load_source_identity(path, self.detector, self.recognizer, "reference face").embedding
 
-    def _latent(self) -> Latent:
+    def _latent(self) -> Latent | None:
+        """The swapper's source input; None for a swapper that takes none. FaceError when one is needed and not set."""
+        if not self.swapper.needs_source:
+            return None
         current = self._source
         if current is None:
             raise FaceError("no source face is set", fix="set [swap] source_face in the config, or pass --face PHOTO")
@@ -339,6 +401,9 @@ class FaceEngine:
             source = for_warps(frame, len(faces), spec.size)
             aligned = [spec.align(source, face.kps) for face in faces]
         with timer("swap"):
+            if latent is not None and self.weight != 0.5 and self.swapper.spec.source.blend != "none":
+                # `[swap] weight`: each face's own identity mixed into the source's (one recognizer run a face).
+                latent = np.concatenate([self.swapper.blended(latent, self.recognizer.embed_raw(frame, face), self.weight) for face in faces])
             crops = self._swap(spec, [crop for crop, _ in aligned], latent)
         if enhancer is None or not rung(level).enhancer or not faces:
             swapped = [SwappedFace(crop, spec.template, face.kps) for crop, face in zip(crops, faces)]
@@ -347,7 +412,7 @@ class FaceEngine:
         else:
             with timer("enhance"):
                 made = [self._enhanced(enhancer, source, face, crop, original, m) for crop, face, (original, m) in zip(crops, faces, aligned)]
-            swapped, originals, out_spec = [sw for sw, _ in made], [original for _, original in made], ENHANCER_CROP
+            swapped, originals, out_spec = [sw for sw, _ in made], [original for _, original in made], enhancer.crop
         parser = self.parser  # read once, like the enhancer
         if parser is None or not faces:
             return swapped
@@ -355,13 +420,22 @@ class FaceEngine:
             parsed = parser.parse(originals, out_spec)
         return [replace(sw, keep=p.mask, shown=parser.shown(p)) for sw, p in zip(swapped, parsed)]
 
-    def _swap(self, spec: CropSpec, crops: list[Frame], latent: Latent) -> list[Frame]:
+    def _swap(self, spec: CropSpec, crops: list[Frame], latent: Latent | None) -> list[Frame]:
         """The swapped crops at `spec`'s size: the swapper's own, or — pixel boost — each face's
-        k² polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`)."""
+        k² polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`). `latent`:
+        one source row for all, or one per face."""
         k = boost.factor(spec.size, self.swapper.crop.size)
+        seen = self.seen  # read once: the loop may stop recording meanwhile
         if k == 1:
+            if seen is not None:
+                seen.offer(crops)
             return self.swapper.swap(crops, latent)
-        tiles = self.swapper.swap([tile for crop in crops for tile in boost.split(crop, k)], latent)
+        if latent is not None and latent.shape[0] > 1:  # one row per face: each of its tiles gets it
+            latent = np.repeat(latent, k * k, axis=0)
+        tiles = [tile for crop in crops for tile in boost.split(crop, k)]
+        if seen is not None:
+            seen.offer(tiles)
+        tiles = self.swapper.swap(tiles, latent)
         return [boost.merge(tiles[i * k * k : (i + 1) * k * k], k) for i in range(len(crops))]
 
     def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame,
@@ -369,12 +443,12 @@ class FaceEngine:
         """Put the swapped crop into the face's FFHQ enhancer crop and restore that (`frame`: the
         frame as `swap_faces` cuts its crops from, see `align.for_warps`); with the camera's own
         FFHQ crop (what the face parser looks at)."""
-        canvas, m_enhance = ENHANCER_CROP.align(frame, face.kps)
+        canvas, m_enhance = enhancer.crop.align(frame, face.kps)
         camera = canvas.copy() if self.parser is not None else canvas
         # enhancer-crop pixel → frame → swap-crop pixel: the swap crop's matrix seen from the enhancer crop.
         m_inner = _compose(m_swap, invert_affine(m_enhance))
         self._blend_into_enhance.paste(canvas, swapped, m_inner, original_crop=original)
-        return SwappedFace(enhancer.enhance_aligned(canvas), ENHANCER_CROP.template, face.kps), camera
+        return SwappedFace(enhancer.enhance_aligned(canvas), enhancer.crop.template, face.kps, enhanced=True), camera
 
     def composite(self, frame: Frame, swapped: SwappedFace, face: Face, *, original_crop: Frame | None = None) -> PasteRegion | None:
         """Paste a swapped crop into `frame` (in place) at this face's current keypoints.

@@ -86,12 +86,23 @@ class Recognizer:
 
     def embed_crop(self, crop: Frame) -> Embedding:
         """Embedding of an already aligned 112×112 BGR crop."""
+        raw = self.embed_crop_raw(crop)
+        return raw / np.float32(np.linalg.norm(raw))
+
+    def embed_raw(self, frame: Frame, face: Face) -> Embedding:
+        """The recognizer's output for the face before L2 normalisation (what the embedding
+        converters and the ghost family's identity blend take)."""
+        crop, _ = self.crop.align(frame, face.kps)
+        return self.embed_crop_raw(crop)
+
+    def embed_crop_raw(self, crop: Frame) -> Embedding:
+        """`embed_raw` of an already aligned 112×112 BGR crop; FaceError when it is empty."""
         blob = self.crop.to_blob([crop])
         raw = self.session.run(None, {self.input_name: blob})[0].reshape(-1).astype(np.float32)
         norm = float(np.linalg.norm(raw))
         if not np.isfinite(norm) or norm == 0.0:
             raise FaceError("the recognizer returned an empty embedding for this face", fix="use a clearer, larger face")
-        return raw / np.float32(norm)
+        return raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +113,10 @@ class SourceIdentity:
     embedding: Embedding
     face: Face
     faces_in_photo: int = 1
+    raw_embedding: Embedding | None = None
+    """The recognizer's output before L2 normalisation (the embedding converters take it)."""
+    photo: Frame | None = None
+    """The photo itself, read-only (the swappers that take the source face as an image cut it from here)."""
 
     def which_face(self) -> str | None:
         """Which face of a group photo was taken, in words; None for a photo of one face."""
@@ -129,7 +144,10 @@ def load_source_identity(path: Path | str, detector: FaceDetector, recognizer: R
             fix="use a photo with one clearly visible, roughly frontal face (at least ~60 px wide)",
         )
     face = largest_face(faces)
-    identity = SourceIdentity(path=path, embedding=recognizer.embed(image, face), face=face, faces_in_photo=len(faces))
+    raw = recognizer.embed_raw(image, face)
+    image.setflags(write=False)
+    identity = SourceIdentity(path=path, embedding=raw / np.float32(np.linalg.norm(raw)), face=face, faces_in_photo=len(faces),
+                              raw_embedding=raw, photo=image)
     if (which := identity.which_face()) is not None:
         log.info("%s: using %s", path, which)
     return identity

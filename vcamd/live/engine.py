@@ -274,6 +274,11 @@ class LiveEngine:
         value = bool(on)
         return self._ask(lambda: self.settings.set_badge(value), "badge")
 
+    def set_model(self, role: str, name: str) -> dict:
+        """Switch the swapper or the enhancer to the manifest's model `name` (`Settings.set_model`):
+        it loads in the background, the running one swapping meanwhile. Returns the state after."""
+        return self._ask(lambda: self.settings.set_model(str(role), str(name)), "model")
+
     def request_quit(self) -> None:
         self._quit.set()
         self.parts.slot.wake()
@@ -306,6 +311,8 @@ class LiveEngine:
             # A group photo: which face was taken, for every surface (socket, page, tray), not only set-face's answer.
             "source_face_pick": identity.which_face() if identity is not None else None,
             "providers": dict(self.parts.providers),
+            **self.settings.models_status(),
+            **self._precision(),
             "config_error": self.settings.problems.text(),
             "swap_needs": [need.to_json() for need in self.settings.swap_needs()],
             "queue_depth": self.parts.slot.depth,
@@ -365,6 +372,8 @@ class LiveEngine:
             # The camera and the output are open: frames go out (covered while swapping is on)
             # while the models load — or, without their files, while they are waited for.
             self.settings.load_pipeline(self.cfg)
+        else:  # a pipeline built by the caller: its swapper's int8 copy, when it wants one, as for one loaded here
+            self.settings.int8.start(self.parts.faces, self.cfg)
 
     def _shut_down(self) -> None:
         self._state = "stopped"
@@ -422,7 +431,15 @@ class LiveEngine:
             misses=self._misses(),
             camera_cpu_s=self.parts.reader.cpu_s,
         ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap,
-             "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status()}
+             "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status(), **self._precision(),
+             "precision_changes": list(self.settings.int8.changes)}
+
+    def _precision(self) -> dict[str, dict[str, str]]:
+        """What each model of the running pipeline runs at ("float" or "int8", `vcamd.precision`) and
+        why, where there is something to say; empty while none runs (or a pipeline without models)."""
+        status = getattr(self.parts.faces, "precision_status", None)
+        runs, why = status() if status is not None else ({}, {})
+        return {"precision": runs, "precision_why": why}
 
     def _captured(self) -> int:
         return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped

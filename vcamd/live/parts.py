@@ -61,8 +61,9 @@ class LiveParts:
         return self.publisher.size or self.source.frame_size or (cfg.camera.width, cfg.camera.height)
 
     def has_source_face(self) -> bool:
-        """A source face is set — or the models are still loading (not known missing yet)."""
-        return self.faces is None or self.faces.source is not None
+        """A source face is set — or the models are still loading (not known missing yet), or the
+        swapper needs none (a DeepFaceLab model's own identity)."""
+        return self.faces is None or self.faces.source is not None or not self.faces.needs_source
 
     def install_pipeline(self, faces: FacePipeline, providers: dict[str, str], cfg: Config) -> None:
         """Make `faces` (built from `cfg`) the running face pipeline, between two frames: every part

@@ -76,8 +76,8 @@ B, R = REBUILD, RESTART
 O = Owner
 
 TABLE: dict[str, dict[str, Row]] = {
-    "models": {k: B for k in ("dir", "detector", "recognizer", "swapper", "enhancer", "parser", "providers", "mirror", "threads",
-                                 "server", "fallback")},
+    "models": {k: B for k in ("dir", "detector", "recognizer", "swapper", "swapper_family", "converter", "enhancer", "parser",
+                              "providers", "mirror", "threads", "precision", "server", "fallback")},  # precision: the swapper's session, float or its int8 copy
     # The detector is built with its size and threshold; full_every is the tracker's cadence, and
     # cover_threshold is asked of each full detection as it is submitted.
     "detection": {"size": B, "threshold": B, "cover_threshold": live(O.tracker), "full_every": live(O.tracker), "track_size": B},
@@ -97,10 +97,11 @@ TABLE: dict[str, dict[str, Row]] = {
         "on_miss": live(O.frames),
         "max_result_age_s": live(O.frames),
         "pixel_boost": B,  # the face engine is built with it (and the watchdog told when it is installed)
+        "weight": B,  # the face engine is built with it
     },
     "smoothing": {"enabled": live(O.frames), "min_cutoff_hz": live(O.frames), "beta": live(O.frames)},
     "mask": {"regions": B, "min_visible": B},  # the face engine's parser is built with them
-    "enhancer": {"enabled": live(O.enhancer), "strength": live(O.enhancer)},
+    "enhancer": {"enabled": live(O.enhancer), "strength": live(O.enhancer), "weight": live(O.enhancer)},
     "camera": {k: live(O.camera) for k in ("device", "width", "height", "fps", "mjpg", "loop", "reopen_interval_s", "stall_timeout_s")},
     "virtual_camera": {"name": live(O.publisher), "device": live(O.publisher), "backend": live(O.publisher)},
     "watchdog": {

@@ -29,7 +29,7 @@ from vcamd.config import CameraConfig, Config, load_config
 from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
 from vcamd.live.capture.sources import FrameSource
-from vcamd.live.loading import FaceLoader, FacePipeline, Loaded, PipelineBuild, PipelineFactory, Tell
+from vcamd.live.loading import FaceLoader, FacePipeline, Int8Upgrade, Loaded, PipelineBuild, PipelineFactory, Tell
 from vcamd.live.readiness import (
     CONSENT_FIX,
     FACE_MISSING,
@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from vcamd.live.parts import LiveParts
 
 log = logging.getLogger(__name__)
+
+
+MODEL_CHOICE_ROLES = ("swapper", "enhancer")
+"""The roles whose model the page and the tray switch (`Settings.set_model`)."""
 
 
 class Problems:
@@ -101,12 +105,18 @@ class Settings:
         self.face_loader = FaceLoader()
         self._source_factory = source_factory
         self._build = PipelineBuild(pipeline_factory, tell) if pipeline_factory is not None else None
+        self.int8 = Int8Upgrade(tell, since_start=lambda: parts.clock() - frames.startup.started_at)
+        """The swapper's int8 copy, built and switched to in the background (`vcamd.precision`)."""
         self._log_level_pinned = log_level_pinned
         self._on_first_pipeline = on_first_pipeline
         # A source face chosen at run time (`--face`, `vcamd set-face`, the tray) outlives edits of
         # other keys in the file; it gives way only when the file's own source_face is edited.
         self._file_cfg = file_cfg
         self._face_override: Path | None = cfg.swap.source_face if cfg.swap.source_face != file_cfg.swap.source_face else None
+        # Models chosen at run time (the page, the tray: `set_model`): [models] key → value, each
+        # kept over edits of other keys until the file's own value of that key changes.
+        self._model_override: dict[str, str] = {}
+        self._model_choices: dict[str, list[dict[str, Any]]] | None = None  # read from the models dir on first ask
         self._pipeline_cfg = cfg  # what the running face pipeline was built from (at start-up: is being)
         self.replaced_captured = 0  # frames captured by readers replaced on a camera change
         self.replaced_skipped = 0  # frames skipped by sources replaced on a camera change (dropped)
@@ -135,6 +145,7 @@ class Settings:
 
     def stop(self) -> None:
         self.face_loader.stop()
+        self.int8.stop()
         if self._model_watch is not None:
             self._model_watch.stop()
 
@@ -154,8 +165,14 @@ class Settings:
         return needs
 
     def _face_missing(self) -> bool:
+        """No source face, and the swapper needs one (a DeepFaceLab model swaps in its own trained
+        face: told from the config's swapper before the models load, from the model after)."""
         faces = self._parts.faces
-        return self.cfg.swap.source_face is None if faces is None else faces.source is None
+        if faces is None:
+            from vcamd.pipeline import has_own_identity
+
+            return self.cfg.swap.source_face is None and not has_own_identity(self.cfg)
+        return faces.source is None and faces.needs_source
 
     def start_swapping_off_if_not_ready(self) -> None:
         """At start: swapping stays off while something it needs is missing (said in the log)."""
@@ -225,9 +242,15 @@ class Settings:
         previous, self._file_cfg = self._file_cfg, file_cfg
         if file_cfg.swap.source_face != previous.swap.source_face:
             self._face_override = None
+        for key in list(self._model_override):
+            if getattr(file_cfg.models, key) != getattr(previous.models, key):
+                del self._model_override[key]
+        new = file_cfg
+        if self._model_override:
+            new = new.model_copy(update={"models": new.models.model_copy(update=self._model_override)})
         if self._face_override is None:
-            return file_cfg
-        return file_cfg.model_copy(update={"swap": file_cfg.swap.model_copy(update={"source_face": self._face_override})})
+            return new
+        return new.model_copy(update={"swap": new.swap.model_copy(update={"source_face": self._face_override})})
 
     # -- applying a config --------------------------------------------------------------------------
     def apply(self, new: Config) -> None:
@@ -324,6 +347,7 @@ class Settings:
                 lambda: self._install_pipeline(loaded, wanted if f.exception() is None else face), "models"))
             return
         self._pipeline_cfg = loaded.built_from
+        self._model_choices = None  # a file pulled meanwhile shows up
         first = parts.faces is None
         parts.install_pipeline(loaded.faces, loaded.providers, self.cfg)
         self._loading, self._load_failed = False, None
@@ -332,6 +356,7 @@ class Settings:
         self.problems.clear("models")
         # The last swap stays on screen until the new pipeline's first swap lands (no leak: compose covers).
         parts.watchdog.enhancer_enabled = self.cfg.enhancer.enabled
+        self.int8.start(loaded.faces, loaded.built_from)  # the swapper's int8 copy, when this pipeline wants one
         if first:
             self._on_first_pipeline()
         log.info("face pipeline installed; providers: %s", loaded.providers)
@@ -418,7 +443,7 @@ class Settings:
         if faces is None:
             return  # the pipeline being loaded is built with [enhancer] as the config says by then
         try:
-            faces.set_enhancer(new.enhancer.enabled, new.enhancer.strength)
+            faces.set_enhancer(new.enhancer.enabled, new.enhancer.strength, new.enhancer.weight)
         except VcamdError as err:
             self.problems.report("enhancer", message := f"[enhancer]: {err}; keeping the enhancer off")
             log.error(message)
@@ -439,6 +464,54 @@ class Settings:
     def _apply_log_level(self, new: Config) -> None:
         if not self._log_level_pinned:
             logging.getLogger().setLevel(new.runtime.log_level.upper())
+
+    # -- the models chosen at run time ------------------------------------------------------------
+    def set_model(self, role: str, name: str) -> None:
+        """Use the manifest's model `name` for `role` ("swapper" or "enhancer") from now on: the new
+        face pipeline loads in the background while the running one keeps swapping, and is
+        installed between two frames (no frame shows a raw face meanwhile). Kept over edits of
+        other keys until the file's own value changes. VcamdError (with the pull to run) for a
+        model that is not there; nothing changes then."""
+        from vcamd.modelstore.store import ModelStore
+
+        if role not in MODEL_CHOICE_ROLES:
+            raise VcamdError(f"models can be switched here for {' and '.join(MODEL_CHOICE_ROLES)}, not {role!r}",
+                             fix="edit [models] in the config file for the others")
+        served = self.cfg.models.server and self.cfg.models.fallback != "local"
+        if served and getattr(self.cfg.models, role):  # (a local fallback has the files here: it switches as without a server)
+            raise VcamdError(
+                f"the {role} runs on the Triton server at {self.cfg.models.server}, which serves the one it was started with, "
+                f"not one chosen here",
+                fix=f"serve {name} there (`vcamd serve` with [models] {role} = \"{name}\"), then set [models] {role} = \"{name}\" "
+                    "in this config (or [models] server = \"\" to run it here)",
+            )
+        store = ModelStore.from_config(self.cfg.models)
+        entry = store.manifest.get(name)  # an unknown name: ModelError with the closest names
+        if role not in entry.roles:
+            raise VcamdError(f"{name} is not a {role} (it is a {entry.role})", fix=f"choose a {role} from `vcamd models list`")
+        update = {role: name}
+        if role == "swapper":  # the model's name says its family and converter
+            update |= {"swapper_family": "", "converter": ""}
+        new = self.cfg.model_copy(update={"models": self.cfg.models.model_copy(update=update)})
+        store.paths_in_use(new)  # a file (or its converter) not downloaded: said now, with its pull
+        self._model_override |= update
+        self._model_choices = None
+        log.info("%s %s chosen at run time; loading it in the background", role, name)
+        self.apply(new)
+
+    def models_status(self) -> dict[str, Any]:
+        """What the status says of the models: the ones running, the one loading (None when none
+        is), and the manifest's choices per role with licence and whether the file is there."""
+        running = self._pipeline_cfg.models
+        wanted = self.cfg.models
+        loading = [getattr(wanted, role) for role in MODEL_CHOICE_ROLES if getattr(wanted, role) != getattr(running, role)]
+        if self._model_choices is None:
+            self._model_choices = _model_choices(wanted)
+        return {
+            "models": {**{role: getattr(running, role) for role in MODEL_CHOICE_ROLES},
+                       "loading": ", ".join(loading) if loading and reconfigure.needs_rebuild(self._pipeline_cfg, self.cfg) else None},
+            "model_choices": self._model_choices,
+        }
 
     def set_badge(self, on: bool) -> None:
         """Show or hide the "AI-altered" badge from the next frame on (the tray, the control page)."""
@@ -483,3 +556,17 @@ class Settings:
             log.warning("new camera not available yet (%s); retrying every %.1f s", err, new.camera.reopen_interval_s)
         parts.reader.start()
         log.info("camera reopened: %s", source.description)
+
+
+def _model_choices(models: Any) -> dict[str, list[dict[str, Any]]]:
+    """role → the manifest's models of that role: name, licence, whether the file is in the models
+    dir (a broken models dir or manifest: no choices, the running models stay)."""
+    from vcamd.modelstore.store import ModelStore
+
+    try:
+        rows = ModelStore.from_config(models).list()
+    except VcamdError as err:
+        log.warning("the models to choose from could not be listed: %s", err)
+        return {role: [] for role in MODEL_CHOICE_ROLES}
+    return {role: [{"name": row.name, "license": row.license, "present": row.status in ("present", "verified")}
+                   for row in rows if row.role == role] for role in MODEL_CHOICE_ROLES}

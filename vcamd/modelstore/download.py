@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from vcamd.errors import ModelError
 from vcamd.modelcheck import check_signature
-from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, fsync, open_for_write, refuse_symlink, sha256_file
+from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, crc32_file, fsync, open_for_write, refuse_symlink, sha256_file
 from vcamd.modelstore.manifest import ModelEntry
 from vcamd.modelstore.progress import progress_bar
 from vcamd.modelstore.wayout import ways_out
@@ -24,13 +24,15 @@ from vcamd.modelstore.wayout import ways_out
 log = logging.getLogger(__name__)
 
 
-def download(entry: ModelEntry, target: Path, expected_sha: str, progress: bool, *, url: str, timeout_s: float, state_path: Path) -> str:
-    """Fetch `entry` into `target` via `target.part`; returns the SHA-256 of what was written.
+def download(entry: ModelEntry, target: Path, expected_sha: str, progress: bool, *, url: str, timeout_s: float, state_path: Path,
+             crc32_url: str = "") -> tuple[str, str]:
+    """Fetch `entry` into `target` via `target.part`; returns the SHA-256 of what was written and
+    the published CRC32 it matched ("" when none was checked).
 
     Nothing reaches `target` unless it is proven whole: by its (published or pinned) hash, or —
     with no hash to check — by a byte count the server or the manifest vouches for plus an
-    ONNX load with the role's signature check. `state_path` is named when a pinned hash does not
-    match.
+    ONNX load with the role's signature check, and by its published CRC32 where there is one
+    (`crc32_url`, already mirrored). `state_path` is named when a pinned hash does not match.
     """
     import requests
 
@@ -107,16 +109,58 @@ def download(entry: ModelEntry, target: Path, expected_sha: str, progress: bool,
             f"{entry.name}: the file from {url} does not match {source} ({what}); it was deleted",
             fix=ways_out([entry.name], pull_note=" again (if it repeats, the server or [models] mirror serves a different file)"),
         )
-    if not expected_sha:
-        _prove_unpinned(entry, part, got, size_proven, url)
+    crc32 = _prove_unpinned(entry, part, got, size_proven, url, crc32_url, timeout_s) if not expected_sha else ""
     fsync(part)
     os.replace(part, target)
-    return sha
+    return sha, crc32
 
 
-def _prove_unpinned(entry: ModelEntry, part: Path, got: int, size_proven: bool, url: str) -> None:
-    """No hash to check: the byte count must be vouched for and the file must load as a model
-    of its role; otherwise the download is deleted (nothing pinned, nothing installed)."""
+CRC32_RE = re.compile(r"^[0-9a-f]{8}$")
+
+
+def published_crc32(url: str, timeout_s: float) -> str | None:
+    """The CRC32 published at `url` (8 hex digits, FaceFusion's `.hash`), or None when it cannot be
+    had (unreachable, an HTTP error, not a CRC32): the reason is logged."""
+    import requests
+
+    try:
+        resp = requests.get(url, headers={"Accept-Encoding": "identity", "User-Agent": "vcamd"}, timeout=(10.0, timeout_s))
+        with resp:
+            if resp.status_code != 200:
+                log.warning("no published CRC32 from %s (HTTP %d)", url, resp.status_code)
+                return None
+            text = resp.content[:64].decode("ascii", "replace").strip().lower()
+    except requests.RequestException as exc:
+        log.warning("no published CRC32 from %s (%s)", url, _reason(exc))
+        return None
+    if not CRC32_RE.match(text):
+        log.warning("%s is not a CRC32 (8 hex digits); not checked against it", url)
+        return None
+    return text
+
+
+def _check_crc32(entry: ModelEntry, part: Path, crc32_url: str, timeout_s: float) -> str:
+    """A download with no SHA-256 to check, against the CRC32 its publisher gives: a mismatch
+    deletes it. No CRC32 to be had: said, and the other proofs (size, the role's load) decide.
+    Returns the CRC32 matched, or ""."""
+    published = published_crc32(crc32_url, timeout_s)
+    if published is None:
+        log.warning("%s: not checked against its published CRC32; checked by its size and by loading it", entry.name)
+        return ""
+    got = crc32_file(part)
+    if got != published:
+        part.unlink()
+        raise ModelError(
+            f"{entry.name}: the file's CRC32 is {got}, but {crc32_url} publishes {published}; the download was deleted",
+            fix=ways_out([entry.name], pull_note=" again (if it repeats, the server or [models] mirror serves a different file)"),
+        )
+    return got
+
+
+def _prove_unpinned(entry: ModelEntry, part: Path, got: int, size_proven: bool, url: str, crc32_url: str, timeout_s: float) -> str:
+    """No SHA-256 to check: the byte count must be vouched for, the CRC32 match the published one
+    (where there is one: `crc32_url`) and the file load as a model of its role; otherwise the
+    download is deleted (nothing pinned, nothing installed). Returns the CRC32 matched, or ""."""
     if not size_proven:
         part.unlink()
         raise ModelError(
@@ -125,16 +169,18 @@ def _prove_unpinned(entry: ModelEntry, part: Path, got: int, size_proven: bool, 
             "nothing was installed",
             fix=ways_out([entry.name], before="remove or change [models] mirror for a server that sends Content-Length, then "),
         )
+    crc32 = _check_crc32(entry, part, crc32_url, timeout_s) if crc32_url else ""
     if entry.extract:
-        return  # a pack: each member is checked (CRC, size, role) as it is extracted
+        return crc32  # a pack: each member is checked (CRC, size, role) as it is extracted
     try:
-        check_signature(part, entry.role)
+        check_signature(part, entry.role, family=entry.name)  # its file name is a `.part`: the family by the model's name
     except ModelError as err:
         part.unlink()
         raise ModelError(
             f"{entry.name}: the {got:,} bytes from {url} are not a usable {entry.role} model ({err.message}); nothing was installed",
             fix=ways_out([entry.name], pull_note=" again (if it repeats, the server or [models] mirror serves a broken file)"),
         ) from None
+    return crc32
 
 
 def _receive(entry: ModelEntry, resp: Any, part: Path, offset: int, progress: bool, url: str) -> None:

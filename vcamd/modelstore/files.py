@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zlib
 from pathlib import Path
 from typing import BinaryIO
 
@@ -50,6 +51,15 @@ def sha256_file(path: Path) -> str:
         while chunk := handle.read(CHUNK_BYTES):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def crc32_file(path: Path) -> str:
+    """The file's CRC32 as 8 lowercase hex digits (how FaceFusion publishes its models' `.hash`)."""
+    crc = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            crc = zlib.crc32(chunk, crc)
+    return format(crc, "08x")
 
 
 def fsync(path: Path) -> None:

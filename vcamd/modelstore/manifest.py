@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from vcamd.errors import ModelError
 from vcamd.modelstore.roles import ROLE_NAMES
@@ -74,12 +74,17 @@ class ModelEntry(FileSpec):
     url: str
     license: str
     default: bool = False
+    crc32_url: str = ""
+    """Where the file's CRC32 is published (FaceFusion's `<model>.hash`: 8 hex digits), for a model
+    whose SHA-256 is not: the first download is checked against it before its SHA-256 is pinned."""
     extract: dict[str, FileSpec] = {}
     """For a zip pack: role → the member to extract. The zip itself is deleted afterwards."""
 
-    @field_validator("url")
+    @field_validator("url", "crc32_url")
     @classmethod
-    def _url_is_http(cls, v: str) -> str:
+    def _url_is_http(cls, v: str, info: ValidationInfo) -> str:
+        if info.field_name == "crc32_url" and not v:
+            return v
         parts = urlsplit(v)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("must be an http:// or https:// URL")
@@ -166,8 +171,13 @@ class Manifest:
         try:
             return self.entries[name]
         except KeyError:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(self.entries), n=3, cutoff=0.6)
             raise ModelError(
-                f"unknown model {name!r}; the manifest has {', '.join(self.entries)}",
+                f"unknown model {name!r}; "
+                + (f"did you mean {' or '.join(close)}?" if close else f"the manifest has {', '.join(list(self.entries)[:8])}"
+                   + (f" and {len(self.entries) - 8} more" if len(self.entries) > 8 else "")),
                 fix="run `vcamd models list` to see them",
             ) from None
 

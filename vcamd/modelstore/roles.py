@@ -23,23 +23,39 @@ class Role:
     """"module:Class" whose constructor `(path, sessions)` loads the model and checks its signature."""
     enabled_by: str | None = None
     """Optional roles: the config switch ("section.key") that turns the model on; None = always used."""
+    value_from: str | None = None
+    """"module:function" giving the model `cfg` uses for this role ("" = none), for a role whose
+    model follows from another's (the swapper's embedding converter); None = `[models] KEY`."""
 
     def loader_class(self) -> Any:
-        module, _, name = self.loader.partition(":")
-        return getattr(importlib.import_module(module), name)
+        return _named(self.loader)
+
+    def value(self, cfg: Any) -> str:
+        """The model (a manifest name or a path) `cfg` names for this role; "" = none."""
+        return str(_named(self.value_from)(cfg)) if self.value_from is not None else getattr(cfg.models, self.key)
 
     def in_use(self, cfg: Any) -> bool:
         """Whether `cfg` (a `vcamd.config.Config`) uses this role's model."""
+        if self.value_from is not None:
+            return bool(self.value(cfg))
         if self.enabled_by is None:
             return True
         section, _, key = self.enabled_by.partition(".")
         return bool(getattr(getattr(cfg, section), key))
 
 
+def _named(target: str) -> Any:
+    """The object a "module:name" string names (imported on use: this module stays light)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 ROLES: tuple[Role, ...] = (
     Role("detector", "detector", "vcamd.faces.detect:FaceDetector"),
     Role("recognizer", "recognizer", "vcamd.faces.identity:Recognizer"),
     Role("swapper", "swapper", "vcamd.faces.swap:Swapper"),
+    # The ghost, simswap and hififace swappers' embedding converter: `[models] converter`, or the family's own.
+    Role("converter", "converter", "vcamd.faces.swap:EmbeddingConverter", value_from="vcamd.pipeline:converter_for"),
     Role("enhancer", "enhancer", "vcamd.faces.enhance:Enhancer", enabled_by="enhancer.enabled"),
     Role("parser", "parser", "vcamd.faces.parse:FaceParser", enabled_by="models.parser"),  # "" = off
 )
@@ -63,4 +79,4 @@ def roles_in_use(cfg: Any) -> list[Role]:
 
 def configured_models(cfg: Any) -> list[tuple[str, str]]:
     """(the `[models]` value, role name) for every model `cfg` needs, in table order."""
-    return [(getattr(cfg.models, role.key), role.name) for role in roles_in_use(cfg)]
+    return [(role.value(cfg), role.name) for role in roles_in_use(cfg)]

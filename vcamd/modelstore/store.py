@@ -29,12 +29,13 @@ from vcamd.modelstore.extract import extract
 from vcamd.modelstore.files import PART_SUFFIX, dir_error, refuse_symlink, sha256_file
 from vcamd.modelstore.locking import pull_lock
 from vcamd.modelstore.manifest import FileSpec, Manifest, ModelEntry, plain_file_name
+from vcamd.modelstore.roles import configured_models
 from vcamd.modelstore.verify import STATE_FILE, State, read_state, write_state
 from vcamd.modelstore.wayout import ways_out
 from vcamd.private_files import private_dir
 
 if TYPE_CHECKING:
-    from vcamd.config import ModelsConfig
+    from vcamd.config import Config, ModelsConfig
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class PullResult:
     paths: tuple[Path, ...]
     pinned: tuple[tuple[Path, str], ...] = ()
     """(file, sha256) recorded now because the manifest publishes no hash for it."""
+    crc32: str = ""
+    """The publisher's CRC32 the download matched before its SHA-256 was pinned ("" = none checked)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,12 @@ class ModelStore:
                 fix=ways_out(missing.values(), files=len(missing)),
             )
         return [self.path_for(value, role) for value, role in wanted]
+
+    def paths_in_use(self, cfg: Config) -> dict[str, Path]:
+        """role → file for every model `cfg` uses (`roles.configured_models`), every missing file
+        named in one ModelError (`paths_for`)."""
+        wanted = configured_models(cfg)
+        return dict(zip((role for _, role in wanted), self.paths_for(wanted), strict=True))
 
     def _inside(self, file_name: str) -> Path:
         """`dir / file_name`, refusing anything that would land outside the models dir."""
@@ -281,8 +290,10 @@ class ModelStore:
                 refuse_symlink(path)
             expected = state.expected_sha(entry)
             have_zip = bool(entry.extract) and target.is_file() and expected and sha256_file(target) == expected
+            crc32 = ""
             if not have_zip:
-                sha = download(entry, target, expected, progress, url=self.url_for(entry), timeout_s=self.timeout_s, state_path=self.state_path)
+                sha, crc32 = download(entry, target, expected, progress, url=self.url_for(entry), timeout_s=self.timeout_s, state_path=self.state_path,
+                               crc32_url=mirror_url(entry.crc32_url, self.mirror) if entry.crc32_url else "")
                 if not expected:
                     state.pin(entry, sha, target)
                 else:
@@ -292,7 +303,7 @@ class ModelStore:
                 target.unlink(missing_ok=True)
                 state.forget(entry.file)
             write_state(self.dir, state)
-            return PullResult(entry.name, "downloaded", paths, tuple(state.new_pins))
+            return PullResult(entry.name, "downloaded", paths, tuple(state.new_pins), crc32)
 
     def _all_good(self, entry: ModelEntry, state: State) -> bool:
         """True when every installed file exists and matches its (published or pinned) hash."""

@@ -10,6 +10,7 @@ Routes (every one behind the rules of `vcamd.panel.security`):
     POST /api/on, /api/off, /api/toggle
     POST /api/quality      {"level": "auto" | a level name of `vcamd.quality.LADDER`}
     POST /api/badge        {"on": true | false}
+    POST /api/model        {"role": "swapper" | "enhancer", "name": a manifest model of that role}
     POST /api/login-code   {"url": "http://127.0.0.1:PORT/?code=…"}: a one-time address for a browser
     POST /api/face         the photo's bytes as the body, ?consent=yes[&name=FILE.jpg]
                            or {"recent": "/path/from/recent_faces", "consent": true}
@@ -52,7 +53,7 @@ STATIC_FILES = {
     "/panel.js": ("panel.js", "text/javascript; charset=utf-8"),
     "/panel.css": ("panel.css", "text/css; charset=utf-8"),
 }
-CHANGES = ("/api/on", "/api/off", "/api/toggle", "/api/quality", "/api/badge", "/api/face", "/api/login-code")
+CHANGES = ("/api/on", "/api/off", "/api/toggle", "/api/quality", "/api/badge", "/api/model", "/api/face", "/api/login-code")
 ROUTES: dict[str, frozenset[str]] = {
     **{path: frozenset({"GET"}) for path in (*STATIC_FILES, "/stream.mjpg", "/api/status")},
     **{path: frozenset({"POST"}) for path in CHANGES},
@@ -187,6 +188,13 @@ class PanelHandler(WireHandler):
                     if not isinstance(on, bool):
                         raise HttpError(HTTPStatus.BAD_REQUEST, 'badge needs {"on": true} or {"on": false}')
                     panel.set_badge(on)
+                case "/api/model":
+                    body = self._json_body(headers, length)
+                    role, name = body.get("role"), body.get("name")
+                    if role not in ("swapper", "enhancer") or not isinstance(name, str) or not name:
+                        raise HttpError(HTTPStatus.BAD_REQUEST, 'model needs {"role": "swapper" | "enhancer", "name": MODEL}',
+                                        fix="the names are in `vcamd models list`")
+                    panel.target.set_model(role, name)
                 case "/api/face":
                     self._face(params, headers, length)
                 case "/api/login-code":

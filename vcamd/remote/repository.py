@@ -40,7 +40,7 @@ def write_repository(cfg: Config, folder: Path, *, max_batch: int = 8, instances
         _write_model(folder / item.name, item.name, model, max_batch=max_batch, instances=instances, queue_delay_us=queue_delay_us,
                      kind=kind)
         written.append(item.name)
-        if item.role == "swapper":
+        if item.role == "swapper" and item.model.emap is not None:  # inswapper's; the other families have none
             emap_name = item.name + EMAP_SUFFIX
             _write_model(folder / emap_name, emap_name, _emap_model(item.model.emap), max_batch=0, instances=1, queue_delay_us=0,
                          kind="KIND_CPU")
@@ -167,7 +167,7 @@ def _write_model(folder: Path, name: str, model: Any, *, max_batch: int, instanc
         shape = [d.dim_value if d.HasField("dim_value") else -1 for d in value.type.tensor_type.shape.dim]
         return shape[1:] if batching else shape
 
-    types = {1: "TYPE_FP32", 10: "TYPE_FP16", 2: "TYPE_UINT8", 7: "TYPE_INT64"}
+    types = {1: "TYPE_FP32", 10: "TYPE_FP16", 2: "TYPE_UINT8", 7: "TYPE_INT64", 11: "TYPE_FP64"}
     for value in inputs:
         config.input.add(name=value.name, data_type=types[value.type.tensor_type.elem_type], dims=dims(value))
     for value in graph.output:

@@ -6,8 +6,8 @@ function bound to it, running the model file through ONNX Runtime with this mach
 of every client that arrive while the model is busy (dynamic batching) and hands them to the
 function as one batch.
 
-What is served: the swapper (and its `.emap` companion, the rows of its identity projection: the
-client makes the latent itself), the enhancer when its file is here, the parser when set — each
+What is served: the swapper (and, for inswapper, its `.emap` companion, the rows of its identity
+projection: the client makes the latent itself), the enhancer when its file is here, the parser when set — each
 under its `wire.served_name`, with its image tensors as uint8 pixels (`vcamd.remote.wire`). The
 loaders are the same classes `vcamd run` uses (`Swapper`, `Enhancer`, `FaceParser`), so a wrong
 file is refused here with the same message.
@@ -88,7 +88,9 @@ def load_served_roles(cfg: Config, sessions: Any) -> list[LoadedRole]:
                 raise
             log.info("not serving the %s: %s is not here", role, value)
             continue
-        model = role_named(role).loader_class()(path, sessions)
+        # The swapper with the family the config names: a shared signature is told apart so, as `vcamd run` does.
+        extra = {"family": cfg.models.swapper_family or None} if role == "swapper" else {}
+        model = role_named(role).loader_class()(path, sessions, **extra)
         session = getattr(model, "session", None) or getattr(model, "_session")  # Enhancer keeps it private
         loaded.append(LoadedRole(role, served_name(value), model, session))
     return loaded
@@ -102,7 +104,7 @@ def served_models(cfg: Config, sessions: Any = None) -> list[ServedModel]:
     models: list[ServedModel] = []
     for item in load_served_roles(cfg, sessions):
         models.append(_served(item.name, item.role, item.session))
-        if item.role == "swapper":
+        if item.role == "swapper" and item.model.emap is not None:  # inswapper's; the other families have none
             models.append(_served_emap(item.name + EMAP_SUFFIX, item.model.emap))
     return models
 
@@ -126,11 +128,17 @@ def _served(name: str, role: str, session: Any) -> ServedModel:
             results = [np.concatenate([p[k] for p in parts]) for k in range(len(out_names))]
         return {n: sig.codec(n).to_wire(np.asarray(r)) for n, r in zip(out_names, results, strict=True)}
 
+    # Triton batches along every tensor's first dimension: a tensor with no other (a DeepFaceLab
+    # model's `morph_value:0` [1]) is not a batch of anything, so that model is served unbatched,
+    # each tensor with its whole shape.
+    batching = all(len(a.shape) > 1 for a in [*inputs, *outputs])
+
     def tensors(args: list[Arg]) -> list[tuple[str, type, tuple[int, ...]]]:
         return [(a.name, wire_dtype(sig.codec(a.name)),
-                 tuple(d if isinstance(d, int) and d > 0 else -1 for d in sig.codec(a.name).wire_shape(a.shape)[1:])) for a in args]
+                 tuple(d if isinstance(d, int) and d > 0 else -1 for d in sig.codec(a.name).wire_shape(a.shape)[1 if batching else 0:]))
+                for a in args]
 
-    return ServedModel(name, role, tensors(inputs), tensors(outputs), infer)
+    return ServedModel(name, role, tensors(inputs), tensors(outputs), infer, batching=batching)
 
 
 def _served_emap(name: str, emap: np.ndarray) -> ServedModel:
@@ -146,7 +154,8 @@ def _served_emap(name: str, emap: np.ndarray) -> ServedModel:
 
 
 def _ort_numpy(ort_type: str) -> type:
-    return {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8, "tensor(int64)": np.int64}[ort_type]
+    return {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(uint8)": np.uint8, "tensor(int64)": np.int64,
+            "tensor(double)": np.float64}[ort_type]
 
 
 # ---- the server -------------------------------------------------------------------------------------

@@ -78,9 +78,9 @@ class RemoteSession:
 
     @property
     def models(self) -> tuple[str, ...]:
-        """The served models this session uses (a swapper: its `.emap` companion too)."""
-        name = self.served.name
-        return (name, name + EMAP_SUFFIX) if self.served.role == "swapper" else (name,)
+        """The served model this session uses. A swapper's `.emap` companion (inswapper's alone: the
+        other families have none) is wanted once the swapper asks for it (`initializer`)."""
+        return (self.served.name,)
 
     def _read_signature(self) -> Signature:
         inputs, outputs = self.link.metadata(self.served.name)
@@ -112,6 +112,7 @@ class RemoteSession:
         if name != "emap":
             raise ModelError(f"the server does not serve the {name!r} of {self.served.name}", fix="run the model locally")
         model = self.served.name + EMAP_SUFFIX
+        self.link.want(model)  # after a restart of the server, up only once this one is loaded too
         rows = emap_rows(shape[0])
         got = self.link.infer(model, [("row", rows, "INT64")], ["emap"])["emap"]
         emap = np.asarray(got, np.float32)
@@ -157,7 +158,7 @@ class FailoverSession:
         self._local_path = local_path
         self._remote: RemoteSession | None = None
         self._refused_generation: int | None = None  # the server's model did not match: not used until it comes back
-        link.want(served.name, *((served.name + EMAP_SUFFIX,) if served.role == "swapper" else ()))
+        link.want(served.name)  # and its `.emap` once asked for (`RemoteSession.initializer`)
         self._lock = threading.Lock()
         self.ran_remote = 0
         self.ran_local = 0
@@ -212,7 +213,7 @@ class FailoverSession:
             from vcamd.faces.swap import _read_emap
 
             spec = swapper_spec_for({a.name: a.shape for a in self.local.get_inputs()})
-            if spec is not None:
+            if spec is not None and spec.source.kind == "emap":  # only inswapper's latent goes through an emap
                 dim = spec.identity_dim
                 if not np.allclose(remote.initializer("emap", (dim, dim)), _read_emap(self._local_path, dim), atol=1e-6):
                     raise ModelError(f"the server's {self.served.name} is another export than the local {self._local_path.name} "

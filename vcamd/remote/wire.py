@@ -12,7 +12,8 @@ float32 it is (2 KB; fp16 would change the swap). A model served as it is (Trito
 backend: `vcamd serve --write-repository`) has float tensors on the wire: they travel as they are.
 
 Which tensor is an image is the role's business (`ROLE_CODECS`), decided from the model's
-signature by the same contract code (`swapper_spec_for`).
+signature alone by the same contract code (`swapper_spec_for`, `enhancer_spec_for`), so both ends
+decide alike; a signature several swapper families share travels as the floats it is.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from vcamd.errors import ModelError
-from vcamd.faces.specs import ENHANCER_CROP, CropSpec, swapper_spec_for
+from vcamd.faces.specs import CropSpec, enhancer_spec_for, swapper_spec_for
 
 Dim = int | str | None
 """A tensor dimension as ONNX Runtime shows it: a size, or a name / None where it is free."""
@@ -34,10 +35,12 @@ Dim = int | str | None
 BATCH = "batch"
 """How a served model's free batch dimension (Triton's -1) is shown."""
 
-ORT_TYPES = {"FP32": "tensor(float)", "FP16": "tensor(float16)", "UINT8": "tensor(uint8)", "INT64": "tensor(int64)"}
+ORT_TYPES = {"FP32": "tensor(float)", "FP16": "tensor(float16)", "UINT8": "tensor(uint8)", "INT64": "tensor(int64)",
+             "FP64": "tensor(double)"}
 """Triton's datatype names → ONNX Runtime's type strings."""
 
-NUMPY_TYPES: dict[str, type[np.generic]] = {"FP32": np.float32, "FP16": np.float16, "UINT8": np.uint8, "INT64": np.int64}
+NUMPY_TYPES: dict[str, type[np.generic]] = {"FP32": np.float32, "FP16": np.float16, "UINT8": np.uint8, "INT64": np.int64,
+                                         "FP64": np.float64}  # CodeFormer's fidelity `weight`
 TRITON_TYPES = {np.dtype(t).str: name for name, t in NUMPY_TYPES.items()}
 
 EMAP_SUFFIX = ".emap"
@@ -214,18 +217,28 @@ others travel as they are)."""
 
 
 def _swapper_codecs(inputs: Names, outputs: Names) -> dict[str, Codec]:
+    # Only a family its signature alone names: both ends must pick the same codec from what both
+    # see, and a shared signature (the 256² embedding families: hyperswap, ghost, simswap, hififace)
+    # is told apart by the client's config, which the server does not have. Those, a DeepFaceLab
+    # model (NHWC BGR, three outputs) and an image source travel as the floats they are.
     spec = swapper_spec_for(dict(inputs))
-    if spec is None or len(outputs) != 1:
-        return {}  # not a swapper: its own check says so, with the fix
-    pixels = CropPixels(spec.crop)
-    return {spec.target_input: pixels, next(iter(outputs)): pixels}
+    if spec is None or spec.layout != "nchw" or len(outputs) != 1:
+        return {}  # not a swapper (its own check says so, with the fix), or one that travels as floats
+    return {spec.target_input: CropPixels(spec.crop), next(iter(outputs)): CropPixels(spec.out_crop)}
 
 
 def _enhancer_codecs(inputs: Names, outputs: Names) -> dict[str, Codec]:
-    if len(inputs) != 1 or len(outputs) != 1:
+    images = [name for name in inputs if name != "weight"]  # CodeFormer's fidelity weight travels as it is
+    if len(images) != 1 or len(outputs) != 1:
         return {}
-    pixels = CropPixels(ENHANCER_CROP)
-    return {next(iter(inputs)): pixels, next(iter(outputs)): pixels}
+    side = list(inputs[images[0]])[2:3]
+    if not side or not isinstance(side[0], int) or side[0] <= 0:
+        return {}  # a free side: which family (and so which side) only its name says, which the ends may name apart
+    spec = enhancer_spec_for(side[0], set(inputs))
+    if spec is None:
+        return {}  # not an enhancer vcamd knows: Enhancer's own check says so, with the fix
+    pixels = CropPixels(spec.crop)  # the family's own side: GPEN-BFR 256 to 2048
+    return {images[0]: pixels, next(iter(outputs)): pixels}
 
 
 def _parser_codecs(inputs: Names, outputs: Names) -> dict[str, Codec]:

@@ -147,6 +147,10 @@ class TrayApp:
             self.choose_face()
         elif verb is Verb.quality:
             self.set_quality(arg)
+        elif verb is Verb.model:
+            role, name = arg
+            # In the background: the check of the model's files must not hold the menu's thread.
+            self._run_in_background(lambda: self._act(f"switch the {role} to {name}", lambda: self.controller.set_model(role, name)))
         elif verb is Verb.open_panel:
             self.open_panel()
         elif verb is Verb.edit_config:

@@ -59,6 +59,10 @@ class TrayView:
     headline: str = ""
     """The summary without the changing numbers (fps, ms): the Status menu item. A menu label that
     changed every second would rebuild the menu under the user's pointer (new dbusmenu ids)."""
+    models: tuple[tuple[str, str], ...] = ()
+    """(role, the running model) for the swapper and the enhancer."""
+    model_choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(role, the models of that role in the models dir), what the menu can switch to."""
     needs: tuple[str, ...] = ()
     """What swapping still needs (status' `swap_needs`), a few words each: "the face models"."""
 
@@ -100,6 +104,7 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
     source_face = Path(face) if face else None
     config_error = status.get("config_error")
     panel_url = status.get("panel_url") or None
+    models, model_choices, loading = _models_of(status)
     swap_needs = [n for n in status.get("swap_needs") or [] if isinstance(n, Mapping)]
     needs = tuple(str(n.get("label") or n.get("what") or "?") for n in swap_needs)
 
@@ -151,6 +156,10 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         lines.append(f"  {status['source_face_pick']}")
     if numbers:
         lines.append("Speed: " + ", ".join(numbers))
+    for role, name in models:
+        lines.append(f"{role.capitalize()}: {name}")
+    if loading:
+        lines.append(f"Loading: {loading} (the running model swaps until it is ready)")
     if provider_text:
         lines.append(f"Runs on: {provider_text}")
     server = status.get("server")
@@ -160,7 +169,21 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         lines.append(f"To swap: {need.get('what', '?')} — {need.get('fix', '')}")
     if config_error:
         lines.append(f"Config error: {config_error}")
-    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url, headline, needs)
+    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url, headline, models, model_choices, needs)
+
+
+def _models_of(status: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, tuple[str, ...]], ...], str | None]:
+    """(role, running model), (role, models there to switch to) and the model loading, from the
+    status' `models` and `model_choices` (left out by engines that do not report them)."""
+    models = status.get("models") if isinstance(status.get("models"), Mapping) else {}
+    choices = status.get("model_choices") if isinstance(status.get("model_choices"), Mapping) else {}
+    running = tuple((role, Path(str(models[role])).name if models.get(role) else "") for role in MODEL_ROLES if models.get(role))
+    present = tuple(
+        (role, tuple(str(c["name"]) for c in choices.get(role, []) if isinstance(c, Mapping) and c.get("present") and c.get("name")))
+        for role in MODEL_ROLES
+    )
+    loading = models.get("loading")
+    return running, tuple((role, names) for role, names in present if names), str(loading) if loading else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,6 +198,7 @@ class Verb(StrEnum):
     face = "face"
     choose_face = "choose_face"
     quality = "quality"
+    model = "model"
     open_panel = "open_panel"
     edit_config = "edit_config"
     show_status = "show_status"
@@ -207,6 +231,9 @@ class MenuEntry:
 SEPARATOR = MenuEntry("- - - -")
 
 TOGGLE_LABEL = "Switch the swap"
+MODEL_ROLES = ("swapper", "enhancer")
+MODEL_MENU_LABELS = {"swapper": "Swap model", "enhancer": "Enhancer model"}
+"""The model submenus: the models of each role in the models dir (`vcamd models pull` adds more)."""
 OPEN_PANEL_LABEL = "Open control page"
 
 
@@ -224,6 +251,12 @@ def build_menu(view: TrayView, faces: Sequence[Path]) -> tuple[MenuEntry, ...]:
         MenuEntry(label(level), Command(Verb.quality, level), checked=view.quality == level, radio=True)
         for level in Level
     )
+    running = dict(view.models)
+    model_menus = tuple(
+        MenuEntry(MODEL_MENU_LABELS[role], submenu=tuple(
+            MenuEntry(name, Command(Verb.model, (role, name)), checked=running.get(role) == name, radio=True) for name in names))
+        for role, names in view.model_choices
+    )
     return (
         MenuEntry(TOGGLE_LABEL, Command(Verb.toggle), default=True, visible=False),
         MenuEntry("Swap on", Command(Verb.enable, True), checked=view.enabled, radio=True),
@@ -231,6 +264,7 @@ def build_menu(view: TrayView, faces: Sequence[Path]) -> tuple[MenuEntry, ...]:
         MenuEntry("Source face", submenu=face_items + (SEPARATOR, MenuEntry("Choose…", Command(Verb.choose_face))) if face_items
                   else (MenuEntry("Choose…", Command(Verb.choose_face)),)),
         MenuEntry("Quality", submenu=quality_items),
+        *model_menus,
         SEPARATOR,
         MenuEntry(OPEN_PANEL_LABEL, Command(Verb.open_panel)),
         MenuEntry("Edit config", Command(Verb.edit_config)),

@@ -26,6 +26,13 @@ function providers(v) {
   return String(v);
 }
 
+// What each model runs at ("float" or "int8"), and why where the daemon says (precision_why).
+function precision(s) {
+  const runs = s.precision, why = s.precision_why || {};
+  if (!runs || typeof runs !== "object") return "–";
+  return Object.entries(runs).map(([model, p]) => model + ": " + p + (why[model] ? " — " + why[model] : "")).join("\n") || "–";
+}
+
 function server(v) {
   // [models] server: the Triton server the swap runs on (vcamd.remote.summary.describe_server says the same in the terminal).
   if (!v || typeof v !== "object") return "here (no Triton server)";
@@ -104,6 +111,7 @@ function render(state) {
   $("latency-p95").textContent = text(latency(s, "p95"), 1, " ms");
   $("frames").textContent = frames(s.frames);
   $("providers").textContent = providers(s.providers);
+  $("precision").textContent = precision(s);
   $("server").textContent = server(s.server);
 
   const err = $("config-error");
@@ -111,12 +119,44 @@ function render(state) {
   err.textContent = s.config_error ? "Config problem: " + s.config_error : "";
   renderNeeds(Array.isArray(s.swap_needs) ? s.swap_needs : [], on);
 
+  renderModels(s);
+
   const face = s.source_face ? String(s.source_face).split(/[\\/]/).pop() : "none";
   $("face-current").textContent = face + pickNote(s);
   renderRecent(state.recent_faces || []);
   // The server lists the levels in ladder order, best quality first (vcamd.quality).
   renderTransitions(state.transitions || [], (state.qualities || []).filter((q) => q !== "auto"));
   drawChart(state.history || [], state.history_span_s || 60);
+}
+
+// The swapper and enhancer choices: the manifest's models of each role (one not downloaded yet is
+// listed but disabled: `vcamd models pull NAME` first); the running one selected, the one loading
+// said beside it.
+function renderModels(s) {
+  const models = s.models || {};
+  const choices = s.model_choices || {};
+  for (const role of ["swapper", "enhancer"]) {
+    const select = $("model-" + role);
+    const list = choices[role] || [];
+    const running = models[role];
+    const key = JSON.stringify([list, running]);
+    if (select.dataset.key !== key) {
+      select.dataset.key = key;
+      select.innerHTML = "";
+      const names = list.map((c) => c.name);
+      if (running && !names.includes(running)) select.add(new Option(String(running).split(/[\\/]/).pop(), running));
+      for (const c of list) {
+        const option = new Option(c.present ? c.name : c.name + " (not downloaded)", c.name);
+        option.disabled = !c.present;
+        option.title = c.license;
+        select.add(option);
+      }
+    }
+    if (document.activeElement !== select && running) select.value = running;
+  }
+  const swapper = (choices.swapper || []).find((c) => c.name === models.swapper);
+  $("model-licence").textContent = (swapper ? swapper.name + ": " + swapper.license : "–")
+    + (models.loading ? " · loading " + models.loading + "…" : "");
 }
 
 // What swapping still needs (the models, consent, a source face), each with its fix: "on" is
@@ -241,6 +281,10 @@ function wire() {
     act(() => post(on ? "/api/off" : "/api/on"), on ? "swapping off: the camera passes through" : "swapping on");
   });
   $("quality").addEventListener("change", (ev) => act(() => post("/api/quality", { level: ev.target.value }), "quality set"));
+  for (const role of ["swapper", "enhancer"]) {
+    $("model-" + role).addEventListener("change", (ev) => act(() => post("/api/model", { role: role, name: ev.target.value }),
+      ev.target.value + " loading; the current " + role + " swaps until it is ready"));
+  }
   $("badge").addEventListener("change", (ev) => act(() => post("/api/badge", { on: ev.target.checked }),
     ev.target.checked ? "badge shown" : "badge hidden"));
   const consentNeeded = () => {
