@@ -5,7 +5,7 @@ may use them), `wire` (request bodies, answers, the MJPEG stream), `surface` (`o
 `WithPanelUrl`), `video` (one JPEG per frame for every viewer), `history` (the last minute of status for the
 chart), `faces` (uploads), `static/` (the page itself). Who may connect and the access rules
 are `vcamd.pages`' (shared with the preview sink). `vcamd run` starts it with
-`open_panel(engine, cfg)`.
+`open_panel(engine, cfg, recent_faces)`.
 """
 
 from vcamd.panel.server import PanelServer
