@@ -112,6 +112,14 @@ class FrameWork:
         self._no_source_logged = False
         self.unseen = UnseenChanges()
         """Where the picture changed away from the known faces since a detection looked: covered."""
+        self._cpu = parts.stats.cpu.loop  # the loop's CPU by stage: marked as each stage ends
+        # ... and the threads this work hands frames to, read through `parts` (a part replaced by a
+        # reload is followed): each one's CPU is one stage of the frame.
+        ledger = parts.stats.cpu
+        ledger.watch("camera-reader", "camera: read + decode", lambda: parts.reader.cpu_s)
+        ledger.watch("face-tracker", "crop detection (tracker thread)", lambda: parts.tracker.cpu_s)
+        ledger.watch("full-detector", "full detection", lambda: parts.full_detector.cpu_s)
+        ledger.watch("swap-worker", "swap: align, model, crops", lambda: parts.worker.cpu_s)
 
     def configure(self, cfg: Config) -> None:
         """Apply the per-frame policy's settings (from the next frame on)."""
@@ -119,6 +127,7 @@ class FrameWork:
 
     def process(self, captured: Captured) -> None:
         parts = self._parts
+        self._cpu.begin()
         t_take = parts.clock()
         parts.stats.record_stage("queue", (t_take - captured.t_capture) * 1000.0)
         parts.stats.processed += 1
@@ -133,6 +142,7 @@ class FrameWork:
             self.send_covered(frame, captured.t_capture)
             return
         thumb = self.unseen.remember(frame, self._index)  # before anything is drawn on it
+        self._cpu.mark("cover changes")
         if self._first_swap_running():
             if self._index % FIRST_SWAP_TRACK_STRIDE == 0:
                 self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
@@ -152,6 +162,7 @@ class FrameWork:
                   if report.known and self.policy.cover_changes else [])
         if unseen and self.unseen.settled:
             parts.tracker.look_soon(parts.tracker.vouch_size)
+        self._cpu.mark("cover changes")
 
         # 4. What each face gets: the latest swap at its current place, held, or obscured.
         t2 = parts.clock()
@@ -166,6 +177,7 @@ class FrameWork:
         )
         stage_ms["composite"] = (parts.clock() - t2) * 1000.0
         parts.stats.record_stage("composite", stage_ms["composite"])
+        self._cpu.mark("composite")
         swapped_at = result.t_capture if result is not None and any(s is not None for s in swaps) else None
         self.send(composed.frame, composed.outcome, captured.t_capture, stage_ms, composed=composed, targets=targets, swapped_at=swapped_at)
         # The loop's own time for this frame (take → published), the base of the overhead figure.
@@ -178,6 +190,7 @@ class FrameWork:
         parts = self._parts
         t0 = parts.clock()
         report = parts.tracker.locate(frame, self._index, level, deadline_s=self._track_deadline_s())
+        self._cpu.mark("track")
         self.unseen.looked(parts.tracker.looked, parts.tracker.vouch_size)
         report = replace(report, faces=self._steady.steady(report.faces, t_capture, self.policy.smoothing, report.appeared))
         wanted, report = self._select(report, frame)
@@ -192,6 +205,7 @@ class FrameWork:
         t1 = parts.clock()
         stage_ms["detect"] = (t1 - t0) * 1000.0
         parts.stats.record_stage("detect", stage_ms["detect"])
+        self._cpu.mark("smooth, select")
         # The swap worker gets the newest face region (it never waits) — unless every face only
         # moved since the tracker last detected it (`FaceReport.followed`) and the worker is idle:
         # the swap made for that detection's frame is the same face, pasted below where it is now
@@ -203,6 +217,7 @@ class FrameWork:
             self._submit(frame, targets, level, t_capture)
             stage_ms["submit"] = (parts.clock() - t1) * 1000.0
             parts.stats.record_stage("submit", stage_ms["submit"])
+            self._cpu.mark("swap hand-off")
         return report, targets, lost
 
     def _per_round(self, targets: list[Face]) -> tuple[list[Face], list[Face]]:
@@ -279,6 +294,7 @@ class FrameWork:
         running. Whatever on_miss says: `passthrough` is the user's opt-out for a running swapper's
         misses, not for the seconds before any swap exists. The watchdog does not judge the frame."""
         obscure_frame(frame)
+        self._cpu.mark("composite")
         self.send(frame, Outcome.blurred, t_capture, composed=Composed(frame, Outcome.blurred, [], fresh_badge=True, all_swapped=False),
                   judged=False)
 
@@ -302,8 +318,10 @@ class FrameWork:
             if stage_ms is not None:
                 stage_ms["badge"] = (parts.clock() - t) * 1000.0
                 parts.stats.record_stage("badge", stage_ms["badge"])
+            self._cpu.mark("badge")
         t_send = parts.clock()
         parts.publisher.send(frame, parts.status)
+        self._cpu.mark("publish")
         now = parts.clock()
         parts.stats.record_stage("publish", (now - t_send) * 1000.0)
         self.startup.published(now, swapped=composed is not None and FaceOutcome.swapped in composed.faces)
@@ -323,6 +341,7 @@ class FrameWork:
             swap_age_ms = None if composed is None or swapped_at is None else (now - swapped_at) * 1000.0
             log_events(parts.watchdog.observe(latency, stage_ms, warming=parts.tracker.warming, swap_age_ms=swap_age_ms,
                                               faces_to_swap=self._faces_to_swap))
+        self._cpu.mark("stats, watchdog")
 
 
 class PasteMemo:

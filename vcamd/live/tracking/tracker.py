@@ -123,6 +123,11 @@ class LiveTracker:
     def call_thread(self):
         return self._call.thread
 
+    @property
+    def cpu_s(self) -> float:
+        """The crop re-detection thread's CPU time since it started (`newest.NewestWorker.cpu_s`)."""
+        return self._call.cpu_s
+
     def reset(self) -> None:
         self.book.reset()
         self._keys = {}
