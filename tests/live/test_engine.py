@@ -584,7 +584,7 @@ def test_a_swapped_face_lost_by_the_tracker_among_several_is_a_miss_not_a_raw_fa
 
     def record_and_arm(outcome, level, latency_ms):
         outcomes.append(outcome)
-        if not armed_at and outcome is Outcome.swapped and engine.parts.worker.swaps >= 2 and len(engine.frames.targets) == 2:
+        if not armed_at and outcome is Outcome.swapped and engine.parts.worker.swaps >= 1 and len(engine.frames.targets) == 2:
             armed_at.append(len(outcomes))
             faces.armed.set()  # both faces are being swapped: now lose the grey one
         elif armed_at and not lost_at and engine.parts.tracker.book.lost:

@@ -1,0 +1,77 @@
+"""`swapbook.SwapBook`: the newest swap per face, merged from the worker's results, and which faces'
+swaps are out of date."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vcamd.live.swapbook import KEEP_UNMATCHED, REFRESH_S, SwapBook
+from vcamd.quality import Level
+from vcamd.types import Face
+
+
+def _face(x: float, y: float = 50.0, size: float = 40.0) -> Face:
+    return Face(box=(x, y, x + size, y + size), score=0.9, kps=np.zeros((5, 2), np.float32))
+
+
+@dataclass(frozen=True)
+class Result:
+    faces: list[Face]
+    swapped: list[object]
+    t_capture: float
+    frame_index: int
+    level: Level = Level.full
+    maker: tuple = field(default_factory=lambda: (PIPELINE, SOURCE))
+
+
+PIPELINE, SOURCE = object(), object()
+MAKER = (PIPELINE, SOURCE)
+
+
+def test_a_result_for_some_faces_replaces_their_swaps_and_keeps_the_others():
+    book = SwapBook()
+    left, middle, right = _face(0), _face(100), _face(200)
+    book.merge(Result([left, middle, right], ["L1", "M1", "R1"], 1.0, 10))
+    book.merge(Result([_face(102)], ["M2"], 2.0, 20))  # only the middle face changed
+    assert [s.swapped for s in book.match([left, _face(101), right])] == ["L1", "M2", "R1"]
+    book.merge(Result([_face(102)], ["M3"], 3.0, 30))
+    book.merge(book._merged)  # the same result again: taken once
+    assert [s.swapped for s in book.match([left, middle, right])] == ["L1", "M3", "R1"]
+
+
+def test_a_swap_is_current_while_its_face_only_moved_since_its_frame():
+    book = SwapBook()
+    face = _face(0)
+    book.merge(Result([face], ["s"], 1.0, 10))
+    (swap,) = book.match([face])
+    assert SwapBook.current(swap, 10, Level.full, MAKER, now=1.5)  # stable since the swap's frame
+    assert SwapBook.current(swap, 4, Level.full, MAKER, now=1.5)  # ... or since before it
+    assert not SwapBook.current(swap, 11, Level.full, MAKER, now=1.5)  # changed after it was made
+    assert not SwapBook.current(swap, 10, Level.full, MAKER, now=1.0 + REFRESH_S + 0.01)  # made again now and then
+    assert not SwapBook.current(None, 0, Level.full, MAKER, now=1.0)
+
+
+def test_another_pipeline_source_face_or_swap_work_makes_it_out_of_date_detection_rungs_do_not():
+    book = SwapBook()
+    face = _face(0)
+    book.merge(Result([face], ["s"], 1.0, 10, level=Level.no_enhancer))
+    (swap,) = book.match([face])
+    assert SwapBook.current(swap, 10, Level.low_res, MAKER, now=1.1)  # low_res swaps as no_enhancer does
+    assert SwapBook.current(swap, 10, Level.frame_skip, MAKER, now=1.1)
+    assert not SwapBook.current(swap, 10, Level.full, MAKER, now=1.1)  # the enhancer is back on
+    assert not SwapBook.current(swap, 10, Level.no_enhancer, (object(), SOURCE), now=1.1)  # a rebuilt pipeline
+    assert not SwapBook.current(swap, 10, Level.no_enhancer, (PIPELINE, object()), now=1.1)  # another source face
+
+
+def test_a_swap_no_face_matches_goes_after_keep_unmatched_frames():
+    book = SwapBook()
+    gone, stays = _face(0), _face(300)
+    book.merge(Result([gone, stays], ["g", "s"], 1.0, 1))
+    for _ in range(KEEP_UNMATCHED - 1):
+        book.match([stays])
+    assert [s.swapped for s in book.match([gone, stays])] == ["g", "s"]  # back in time: its swap is still there
+    for _ in range(KEEP_UNMATCHED):
+        book.match([stays])
+    assert [None if s is None else s.swapped for s in book.match([_face(0), stays])] == [None, "s"]
