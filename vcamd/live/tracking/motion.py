@@ -74,6 +74,13 @@ class KeyPatch:
     y0: int
     factor: int  # frame pixels per patch pixel
     frame_index: int
+    due: int = -1
+    """The frame index from which the detector looks at the face again whatever its pixels say
+    (-1: frame_index + REDETECT_EVERY)."""
+
+    @property
+    def redetect_at(self) -> int:
+        return self.due if self.due >= 0 else self.frame_index + REDETECT_EVERY
 
     @property
     def side(self) -> int:
@@ -123,9 +130,10 @@ def _cut(frame: Frame, x0: int, y0: int, n: int, factor: int) -> np.ndarray | No
     return np.ascontiguousarray(box[::factor, ::factor])
 
 
-def key_patch(frame: Frame, face: Face, frame_index: int) -> KeyPatch | None:
-    """The key patch of a face the detector just found in `frame` (None near the frame's edge or
-    for a tiny face: those are always re-detected)."""
+def key_patch(frame: Frame, face: Face, frame_index: int, due: int = -1) -> KeyPatch | None:
+    """The key patch of a face the detector just found in `frame` (None for a tiny face, or one
+    whose square is larger than the frame: those are always re-detected). `due`: the frame index
+    from which the detector looks at it again whatever its pixels say (default: REDETECT_EVERY on)."""
     geometry = _geometry(face, frame.shape[:2])
     if geometry is None:
         return None
@@ -133,7 +141,7 @@ def key_patch(frame: Frame, face: Face, frame_index: int) -> KeyPatch | None:
     patch = _cut(frame, x0, y0, n, factor)
     if patch is None:
         return None
-    return KeyPatch(face, patch, x0, y0, factor, frame_index)
+    return KeyPatch(face, patch, x0, y0, factor, frame_index, due)
 
 
 _WINDOWS: dict[int, np.ndarray] = {}
@@ -160,7 +168,7 @@ def follow(frame: Frame, key: KeyPatch, last: Face, frame_index: int, *, backsto
     module doc), else None (re-detect it). `last` is where it was reported in the previous frame.
     `backstop=False` answers whether the pixels only moved even when the detector is due to look
     again (REDETECT_EVERY): the tracker re-detects the face then, and knows it did not change."""
-    if backstop and frame_index - key.frame_index >= REDETECT_EVERY:
+    if backstop and frame_index >= key.redetect_at:
         return None
     n, factor = key.patch.shape[0], key.factor
     box = _face_box(key)

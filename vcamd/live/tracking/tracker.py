@@ -208,7 +208,8 @@ class LiveTracker:
                 found = list(followed)
                 for i, face in zip(todo, detected):
                     found[i] = face
-                self._keep_keys(frame, [f for f in detected if f is not None], frame_index)
+                self._keep_keys(frame, [(f, self._on_cycle(everyone[i], frame_index)) for i, f in zip(todo, detected) if f is not None],
+                                frame_index)
                 self._keep_stable(found, since_before, unchanged, frame_index)
                 appeared += self.book.take_tracked(found, frame_index)[1]
                 if here is not None:  # this frame's own full detection: where every face is now
@@ -218,7 +219,7 @@ class LiveTracker:
         elif followed:  # every face looked for only moved: no detector run this frame
             self.followed_frames += 1
             only_followed = True
-            self._keep_keys(frame, [], frame_index)
+            self._keep_keys(frame, [], frame_index)  # every face followed: the same keys
             self._keep_stable(list(followed), since_before, unchanged, frame_index)
             appeared += self.book.take_tracked(list(followed), frame_index)[1]
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
@@ -281,7 +282,7 @@ class LiveTracker:
             moved = follow(frame, entry[1], face, frame_index)
             if moved is not None:
                 self._followed_keys[id(moved)] = (moved, entry[1])
-            elif frame_index - entry[1].frame_index >= REDETECT_EVERY:  # the backstop: looked at again all the same
+            elif frame_index >= entry[1].redetect_at:  # the backstop: looked at again all the same
                 unchanged.append(follow(frame, entry[1], face, frame_index, backstop=False) is not None)
                 out.append(None)
                 continue
@@ -290,12 +291,27 @@ class LiveTracker:
         self.followed_faces += len(self._followed_keys)
         return out, unchanged
 
-    def _keep_keys(self, frame: Frame, detected: list[Face], frame_index: int) -> None:
+    def _on_cycle(self, face: Face, frame_index: int) -> bool:
+        """Whether the detector looks at `face` now because its key's cycle came round (not because
+        its pixels changed, or it has no key yet)."""
+        entry = self._keys.get(id(face))
+        return entry is not None and entry[0] is face and frame_index >= entry[1].redetect_at
+
+    def _keep_keys(self, frame: Frame, detected: list[tuple[Face, bool]], frame_index: int) -> None:
         """The key patches for the next frame: a new one for each face a detector found in this
-        frame, the same one for each face followed; every other is dropped."""
+        frame, the same one for each face followed; every other is dropped.
+
+        The detector looks at a followed face again every REDETECT_EVERY frames whatever its pixels
+        say. Faces keyed together (a group's first detection; a change of light that made every
+        face look again) would all be due on the same frame — a mosaic of the whole group and every
+        face pasted anew on one frame in REDETECT_EVERY: the spikes a 29-face group's latency had.
+        Their next look is spread over the next REDETECT_EVERY frames instead; a face looked at
+        because its cycle came round (`detected`'s flag) keeps its place in the cycle."""
         keys = self._followed_keys
-        for face in detected:
-            key = key_patch(frame, face, frame_index)
+        spread_out = [face for face, on_cycle in detected if not on_cycle]
+        spread = {id(face): k * REDETECT_EVERY // len(spread_out) for k, face in enumerate(spread_out)} if len(spread_out) > 1 else {}
+        for face, _ in detected:
+            key = key_patch(frame, face, frame_index, frame_index + REDETECT_EVERY - spread.get(id(face), 0))
             if key is not None:
                 keys[id(face)] = (face, key)
         self._keys, self._followed_keys = keys, {}
