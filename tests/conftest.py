@@ -7,7 +7,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,24 +40,33 @@ _register_support()
 
 from support import assets as test_assets  # noqa: E402  (registered just above)
 
-ASSETS_FOUND = pytest.StashKey["test_assets.Found | test_assets.Missing"]()
-
 
 @pytest.fixture(scope="session")
-def assets(request: pytest.FixtureRequest) -> Path:
+def assets() -> Path:
     """Real SCRFD detectors, a face-embedding net and real photos (read-only), from
     `$VCAMD_TEST_ASSETS`, `../shared/assets` or the user cache (see support/assets.py); the tests
-    that need them skip without them (fail under `VCAMD_REQUIRE_TEST_ASSETS=1`, as in `.ci/run`)."""
+    that need them skip without them (fail under `VCAMD_REQUIRE_TEST_ASSETS=1`, as in `.ci/run`),
+    their skips reported here, as one line of the summary (`pytest_runtest_makereport`)."""
     found = test_assets.locate(os.environ, SHARED_ASSETS, ASSETS_CACHE)
-    request.config.stash[ASSETS_FOUND] = found
     return test_assets.require_or_skip(found, os.environ)
 
 
-def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    """The skipped tests' reason once, in the summary a plain `pytest -q` prints."""
-    found = config.stash.get(ASSETS_FOUND, None)
-    if isinstance(found, test_assets.Missing):
-        terminalreporter.write_line(found.line(), yellow=True)
+ASSETS_FIXTURE_PLACE = (__file__, next(n for n, line in enumerate(Path(__file__).read_text(encoding="utf-8").splitlines())
+                                       if line.startswith("def assets(")))
+"""Where the skips for missing assets are reported: the `assets` fixture (file, 0-based line)."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Every skip for missing assets is reported at the `assets` fixture, not at its test: pytest's
+    summary folds skips of one place and reason into one line ("SKIPPED [669] tests/conftest.py:…:
+    test assets not found …, so … skip: how to get them") instead of one line per test."""
+    outcome = yield
+    report = outcome.get_result()
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3 and str(longrepr[2]).startswith(
+            ("Skipped: " + test_assets.SKIP_PREFIX, test_assets.SKIP_PREFIX)):
+        report.longrepr = (ASSETS_FIXTURE_PLACE[0], ASSETS_FIXTURE_PLACE[1], longrepr[2])
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -166,3 +177,20 @@ def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     standins.build_recognizer(d / "w600k_standin.onnx")
     standins.build_enhancer(d / "gfpgan_standin.onnx")
     return d
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A real 256 KiB tmpfs at a private mount point, unmounted after the test (needs root and mount
+    permission; skipped cleanly otherwise): a disk that fills up."""
+    mount_point = tmp_path / "tiny"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount_point)], capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)

@@ -75,7 +75,9 @@ def test_no_v4l2loopback_fails_with_the_modprobe_fix():
     assert MODPROBE in result.fix
     assert "/etc/modprobe.d/facelive-v4l2loopback.conf" in result.fix
     assert "Secure Boot" in result.fix and "mokutil" in result.fix
-    assert v4l2loopback.SECURE_BOOT_HINT in result.fix and v4l2loopback.RESTART_APPS_HINT in result.fix
+    assert v4l2loopback.SECURE_BOOT_HINT[1:] in result.fix and v4l2loopback.RESTART_APPS_HINT in result.fix
+    assert v4l2loopback.CONTAINER_HINT in result.fix and "--sink preview" in result.fix  # modprobe cannot work in a container
+    assert "afterwards" not in result.fix and result.fix.count("restart Zoom") == 1  # said once, in one tense (issue 42)
 
 
 def fake_sysfs(tmp_path: Path, label: str) -> tuple[Path, Path]:
@@ -124,7 +126,9 @@ def test_invalid_config_fails_naming_the_key(tmp_path):
 def test_two_onnxruntime_builds_conflict():
     result = doctor.check_onnxruntime_install(["onnxruntime 1.32.0", "onnxruntime-gpu 1.32.0"])
     assert result.status is Status.fail and "2 ONNX Runtime builds" in result.detail
-    assert result.fix == "pip uninstall -y onnxruntime onnxruntime-gpu && pip install --force-reinstall onnxruntime-gpu"
+    # The venv's pip, not a bare `pip` that may install for another Python (issue 42).
+    pip = f"{sys.executable} -m pip"
+    assert result.fix == f"{pip} uninstall -y onnxruntime onnxruntime-gpu && {pip} install --force-reinstall onnxruntime-gpu"
     real = doctor.check_onnxruntime_install()
     assert real.status is Status.ok and real.detail.startswith("onnxruntime")  # this venv has one build
 
@@ -153,10 +157,11 @@ def test_models_missing_corrupt_and_given_as_files(tmp_path, assets):
     results = {r.name: r for r in doctor.check_models(cfg)}
     assert set(results) == {"model detector", "model recognizer", "model swapper"}  # enhancer off: not needed
     assert results["model detector"].status is Status.fail and "damaged" in results["model detector"].detail
-    assert results["model detector"].fix == "delete it and run `vcamd models pull buffalo_l`"
+    # Both ways out: the pull, and the copy by hand (issue 42).
+    assert results["model detector"].fix == "delete it, then run `vcamd models pull buffalo_l`, or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
     assert results["model recognizer"].status is Status.ok and "not verified" in results["model recognizer"].detail
     assert results["model swapper"].status is Status.fail
-    assert results["model swapper"].fix == "vcamd models pull inswapper_128_fp16"
+    assert results["model swapper"].fix == "run `vcamd models pull inswapper_128_fp16`, or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
     typo = {r.name: r for r in doctor.check_models(Config(models=ModelsConfig(dir=models, swapper="inswaper")))}
     assert typo["model swapper"].status is Status.fail and "neither a manifest model" in typo["model swapper"].detail
 
@@ -177,6 +182,12 @@ def test_control_socket_not_running_then_running(short_dir, monkeypatch):
         controller.config_error = "[camera] fps = -1: must be > 0"
         result, _ = doctor.check_control_socket(runtime)
         assert result.status is Status.warn and "[camera] fps" in result.detail
+        # Swapping off for want of something: said, with where to read how to get it (issue 42).
+        controller.config_error, controller.enabled = None, False
+        controller.status = lambda: {**FakeEngine.status(controller), "swap_needs": [{"label": "the face models"}, {"label": "consent"}]}
+        result, _ = doctor.check_control_socket(runtime)
+        assert result.detail == ("running (running), swap off (it needs the face models, consent: `vcamd status` says how to get "
+                                 "each), control socket answers")
 
 
 def test_source_face_of_the_running_daemon_is_not_reported_as_missing(short_dir, tmp_path, monkeypatch, assets):
@@ -351,7 +362,8 @@ def test_onnxruntime_builds_per_platform():
     clash = doctor.check_onnxruntime_install(["onnxruntime 1.19.2", "onnxruntime-directml 1.19.2"], windows())
     assert clash.status is Status.fail
     assert "onnxruntime-directml must not sit beside the CPU onnxruntime" in clash.detail
-    assert clash.fix == "pip uninstall -y onnxruntime onnxruntime-directml && pip install --force-reinstall onnxruntime-directml"
+    pip = f"{sys.executable} -m pip"
+    assert clash.fix == f"{pip} uninstall -y onnxruntime onnxruntime-directml && {pip} install --force-reinstall onnxruntime-directml"
     assert "onnxruntime-directml" in doctor.check_onnxruntime_install([], windows()).fix
     assert "CoreML" in doctor.check_onnxruntime_install([], macos()).fix
     assert "onnxruntime-gpu" in doctor.check_onnxruntime_install([], LINUX).fix
@@ -363,10 +375,21 @@ def test_cpu_only_users_are_told_a_swap_takes_a_second():
         result = doctor.check_providers(ModelsConfig(), platform, available=cpu)
         assert result.status is Status.warn
         assert "a swap then takes seconds (1.6–4.8 s" in result.detail and "a live face needs a GPU" in result.detail
-        assert f"pip uninstall -y onnxruntime && pip install {gpu_build}" in result.fix
+        pip = f"{sys.executable} -m pip"
+        assert f"{pip} uninstall -y onnxruntime && {pip} install {gpu_build}" in result.fix
     mac = doctor.check_providers(ModelsConfig(), macos(), available=cpu)
     assert mac.status is Status.warn and "no CoreML" in mac.detail and "takes seconds" in mac.detail
     assert "pip install onnxruntime" in mac.fix
+
+
+def test_pip_in_a_fix_is_the_one_of_vcamds_own_python():
+    """A bare `pip` is often the system's or another venv's: the GPU build would land where vcamd
+    does not look (issue 42). A path with a space is quoted."""
+    venv = doctor.Platform("linux", {}, python="/home/me/face live/.venv/bin/python")
+    result = doctor.check_providers(ModelsConfig(), venv, available=["CPUExecutionProvider"])
+    assert result.fix.startswith('with a GPU: "/home/me/face live/.venv/bin/python" -m pip uninstall -y onnxruntime && '
+                                 '"/home/me/face live/.venv/bin/python" -m pip install onnxruntime-gpu')
+    assert " pip " not in result.fix.replace(" -m pip ", " ")
 
 
 def test_tray_check_per_platform_and_never_ok_without_a_menu(monkeypatch):
@@ -452,7 +475,7 @@ def test_doctor_names_a_camera_video_file_that_does_not_play_as_such(tmp_path):
     assert "not a playable video file" in result.detail and "plug in the webcam" not in result.fix, result
 
 
-def test_doctor_warns_that_run_refuses_without_consent(assets):
+def test_doctor_warns_that_run_keeps_swapping_off_without_consent(assets):
     from vcamd import doctor
     from vcamd.config import Config
     from vcamd.doctor import Status
@@ -460,3 +483,4 @@ def test_doctor_warns_that_run_refuses_without_consent(assets):
     cfg = Config.model_validate({"swap": {"source_face": str(assets / "images" / "newton.png")}})
     result = doctor.check_source_face(cfg)
     assert result.status is Status.warn and "source_consent" in result.detail and "source_consent = true" in result.fix
+    assert "keeps swapping off" in result.detail  # it no longer refuses to start (issue 42)

@@ -19,7 +19,7 @@ from vcamd.modelcheck import identity_fit
 
 MISFIT = ("[models] recognizer mobilefacenet.onnx gives 128-d face embeddings, but the swapper {swapper} "
           "(inswapper_128) takes 512-d ones: every swap would fail")
-FIX = "set [models] recognizer to buffalo_l (ArcFace w600k_r50, 512-d; `vcamd models pull buffalo_l`)"
+FIX = "set [models] recognizer to buffalo_l (ArcFace w600k_r50, 512-d; `vcamd models pull buffalo_l`, or by hand as `vcamd models list` says)"
 
 
 @pytest.fixture(scope="module")

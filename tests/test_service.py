@@ -341,12 +341,13 @@ def service_env(tmp_path: Path) -> dict[str, str]:
 
 def test_service_install_says_the_started_daemon_needs_consent_in_the_config(tmp_path):
     # The installed entry runs `vcamd run` without --i-have-consent: with no consent in the user
-    # config it stops at once (exit 2, no restart) — install must say so instead of looking done.
+    # config it runs with swapping off (and refuses `vcamd on`) — install must say so instead of
+    # looking done.
     env = service_env(tmp_path)
     proc = run_cli("service", "install", env=env)
     assert proc.returncode == 0, proc.stderr
     config = tmp_path / "config" / "facelive" / "config.toml"
-    assert "source_consent = true" in proc.stdout and str(config) in proc.stdout
+    assert "source_consent = true" in proc.stdout and str(config) in proc.stdout and "swapping off" in proc.stdout
     config.parent.mkdir(parents=True)
     config.write_text("[swap]\nsource_consent = true\n")
     proc = run_cli("service", "install", env=env)

@@ -128,3 +128,49 @@ def test_ci_requires_the_assets() -> None:
     """`.ci/run` turns the skip into a failure, so CI cannot pass without the real assets."""
     ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
     assert "export VCAMD_REQUIRE_TEST_ASSETS=1" in ci
+
+
+def test_no_download_when_told_so(tmp_path: Path, server: str) -> None:
+    """`VCAMD_TEST_ASSETS_DOWNLOAD=0`: the network is left alone (an offline run, or one that must
+    not reach out); a complete cache from an earlier download is still used."""
+    assets = _assets(server)
+    cache = tmp_path / "cache"
+    found = test_assets.locate({"VCAMD_TEST_ASSETS_DOWNLOAD": "0"}, tmp_path / "no-shared", cache, assets, timeout_s=5)
+    assert isinstance(found, Missing) and "no download ($VCAMD_TEST_ASSETS_DOWNLOAD=0)" in found.line()
+    assert not cache.exists() or not any(p.is_file() for p in cache.rglob("*")), "downloaded although told not to"
+    assert isinstance(test_assets.locate({}, tmp_path / "no-shared", cache, assets, timeout_s=5), Found)  # the server works
+    again = test_assets.locate({"VCAMD_TEST_ASSETS_DOWNLOAD": "no"}, tmp_path / "no-shared", cache, assets, timeout_s=5)
+    assert again == Found(cache, "the user cache (downloaded earlier, SHA-256 checked)")
+
+
+def test_without_the_assets_their_skips_are_one_line_of_the_summary(tmp_path: Path) -> None:
+    """Issue 42: a newcomer without the assets read one 400-character skip line per test (433 of
+    them). The real conftest, in a checkout with no ../shared beside it and downloads off: the
+    tests needing the assets skip under ONE line saying what is skipped and how to get them."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parent
+    checkout = tmp_path / "fresh" / "tests"  # no tmp_path / "shared" beside "fresh"
+    shutil.copytree(tests / "support", checkout / "support")
+    shutil.copy(tests / "conftest.py", checkout / "conftest.py")
+    # Three tests in three places (pytest folds skips of one place by itself), one without assets.
+    (checkout / "test_three.py").write_text(
+        "".join(f"def test_needs_{n}(assets):\n    assert assets.is_dir()\n\n\n" for n in "abc")
+        + "def test_does_not():\n    assert True\n", encoding="utf-8")
+    env = {**os.environ, "VCAMD_TEST_ASSETS": str(tmp_path / "empty"), "VCAMD_TEST_ASSETS_DOWNLOAD": "0",
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("VCAMD_REQUIRE_TEST_ASSETS", None)
+    (tmp_path / "empty").mkdir()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-ra", "--import-mode=importlib", "-p", "no:cacheprovider",
+                           "--rootdir", str(checkout.parent), str(checkout)], capture_output=True, text=True, env=env,
+                          cwd=checkout.parent, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert len(skipped) == 1, done.stdout
+    assert skipped[0].startswith("SKIPPED [3] tests/conftest.py:"), skipped[0]
+    for says in ("test assets not found", "no download ($VCAMD_TEST_ASSETS_DOWNLOAD=0)", "set $VCAMD_TEST_ASSETS", "../shared/assets"):
+        assert says in skipped[0], skipped[0]
+    assert "1 passed, 3 skipped" in done.stdout

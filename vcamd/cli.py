@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "panel",
     "service",
     "doctor",
+    "serve",
 )
 
 

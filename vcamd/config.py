@@ -70,6 +70,12 @@ class ModelsConfig(Section):
     """Replaces the download host of every model URL (for users behind firewalls)."""
     threads: Annotated[int, Field(ge=0, le=256)] = 0
     """ONNX Runtime intra-op threads per session; 0 = number of cores."""
+    server: str = ""
+    """A Triton Inference Server running the swapper (and the enhancer and parser when set),
+    "grpc://HOST:PORT"; "" = here. Only aligned face crops and the source latent go there."""
+    fallback: Literal["none", "local"] = "none"
+    """While the server is away: "none" holds or obscures the faces (`[swap] on_miss`), "local"
+    runs the local models (their files must be here)."""
 
     @field_validator("providers")
     @classmethod
@@ -79,6 +85,13 @@ class ModelsConfig(Section):
         if "auto" in v and len(v) > 1:
             raise ValueError('"auto" cannot be combined with explicit providers')
         return v
+
+    @field_validator("server")
+    @classmethod
+    def _server_is_grpc(cls, v: str) -> str:
+        from vcamd.remote.address import ServerAddress
+
+        return ServerAddress.parse(v).url if v.strip() else ""
 
     @field_validator("mirror")
     @classmethod
@@ -321,7 +334,7 @@ def user_runtime_dir(*, uid: int | None = None, run_user: Path = RUN_USER, tmp: 
 
     On Linux it depends on the user id only, never on $XDG_RUNTIME_DIR (unset in cron and `su`):
     `/run/user/UID/facelive` when logind's `/run/user/UID` is a folder of the user's that no one
-    else can enter, else `/tmp/vcamd-UID` (created 0700 by the daemon, `control.server.secure_dir`).
+    else can enter, else `/tmp/vcamd-UID` (created 0700 by the daemon, `control.client.checked_runtime_dir`).
     An existing `/tmp/vcamd-UID` that is a symlink or another user's is refused here, so no verb
     talks to a socket someone else planted. Elsewhere, the platform's per-user folder
     (platformdirs: no XDG variables there). `$VCAMD_RUNTIME_DIR` overrides it all

@@ -6,6 +6,9 @@ what to do: missing, a folder, empty, not an image, animated, absurdly large, un
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,15 +35,46 @@ class ImageHeader:
     format: str  # Pillow's name: "JPEG", "PNG", ...
 
 
+def stat_given_path(path: Path, what: str = "image") -> os.stat_result:
+    """`os.stat` of a path a user gave (a photo, `vcamd swap`'s input), or FaceError saying what is
+    wrong with the path itself:
+    it does not exist, holds a NUL byte or text no file name can hold, has a name over the file
+    system's limit, or cannot be looked at (permission)."""
+    shown = shown_path(path)
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise FaceError(f"{what} {shown} does not exist", fix="check the path") from None
+    except UnicodeEncodeError:
+        raise FaceError(f"{what} path {shown} is not a valid file name (it holds text no file name can)",
+                        fix="check the path") from None
+    except ValueError:  # "embedded null byte"
+        raise FaceError(f"{what} path {shown} holds a NUL byte, which no file name can", fix="check the path") from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise FaceError(f"{what} path {shown} is too long for a file name ({exc.strerror})",
+                            fix="use a shorter name (at most 255 bytes a folder or file name)") from None
+        if exc.errno == errno.ENOTDIR:
+            raise FaceError(f"{what} {shown} does not exist (a part of the path is a file, not a folder)",
+                            fix="check the path") from None
+        raise FaceError(f"{what} {shown} cannot be read ({exc.strerror or exc})",
+                        fix="check the path and its permissions") from None
+
+
+def shown_path(path: Path | str, limit: int = 160) -> str:
+    """A path as a one-line message may show it: a NUL as \\0, cut to `limit` characters."""
+    text = str(path).replace("\0", "\\0").encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def probe_image(path: Path | str, what: str = "image") -> ImageHeader:
     """Every check `read_image` makes before decoding — from the file and its header only, so a
     decompression bomb, an animation or a non-image costs no memory — or FaceError saying why not."""
     path = Path(path).expanduser()
-    if not path.exists():
-        raise FaceError(f"{what} {path} does not exist", fix="check the path")
-    if path.is_dir():
+    info = stat_given_path(path, what)
+    if stat.S_ISDIR(info.st_mode):
         raise FaceError(f"{what} {path} is a folder, not an image file", fix="give the path of a photo")
-    size = path.stat().st_size
+    size = info.st_size
     if size == 0:
         raise FaceError(f"{what} {path} is empty (0 bytes)", fix="give a JPEG or PNG photo")
     if size > MAX_FILE_BYTES:

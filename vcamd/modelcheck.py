@@ -20,6 +20,7 @@ from typing import Any
 from vcamd.config import Config
 from vcamd.errors import ModelError, VcamdError
 from vcamd.modelstore.roles import configured_models, role_named
+from vcamd.modelstore.wayout import how_to_get, ways_out
 
 
 def check_signature(path: Path, role: str, sessions: Any = None) -> None:
@@ -34,7 +35,7 @@ def check_signature(path: Path, role: str, sessions: Any = None) -> None:
         raise
     except Exception as exc:  # noqa: BLE001 — ONNX Runtime refuses a damaged file with its own errors
         raise ModelError(f"{path.name} cannot be loaded as the {role}: {type(exc).__name__}: {exc}",
-                         fix=f"fix [models] {role} in the config, or run `vcamd models pull`") from None
+                         fix=f"fix [models] {role} in the config, or get the file again: {ways_out()}") from None
 
 
 def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
@@ -43,14 +44,16 @@ def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
     Models not downloaded yet are left out: `vcamd models pull` and `doctor` report those.
     """
     from vcamd.modelstore.store import ModelStore
+    from vcamd.remote.sessions import remote_placeholders
     from vcamd.runtime import Sessions
 
     store = ModelStore.from_config(cfg.models)
     absent = {(row.name, row.role) for row in store.list() if row.status in ("missing", "partial")}
+    elsewhere = remote_placeholders(cfg)  # run on the Triton server: `vcamd doctor` checks them there
     sessions = None
     problems: list[tuple[str, VcamdError]] = []
     for value, role in configured_models(cfg):
-        if (value, role) in absent:
+        if (value, role) in absent or role in elsewhere:
             continue
         try:
             path = store.path_for(value, role)
@@ -80,7 +83,7 @@ def identity_fit(recognizer: Path, swapper: Path) -> ModelError | None:
     return ModelError(
         f"[models] recognizer {recognizer.name} gives {shape[1]}-d face embeddings, but the swapper {swapper.name} "
         f"({spec.family}) takes {spec.identity_dim}-d ones: every swap would fail",
-        fix=f"set [models] recognizer to buffalo_l (ArcFace w600k_r50, {spec.identity_dim}-d; `vcamd models pull buffalo_l`)",
+        fix=f"set [models] recognizer to buffalo_l (ArcFace w600k_r50, {spec.identity_dim}-d; {how_to_get(['buffalo_l'])})",
     )
 
 

@@ -55,21 +55,38 @@ class UnsafePathError(OSError, VcamdError):
         return VcamdError.__str__(self)
 
 
-def private_dir(path: Path | str) -> Path:
-    """Create `path` (and missing parents) as 0700 folders; make an existing one of ours 0700.
+def private_dir(path: Path | str, *, tighten: bool = True) -> Path:
+    """Create `path` (and missing parents) as 0700 folders, or check an existing one (`check_private_dir`).
 
-    For the folders the app owns (state, models, log folder). Refuses a path that is not a
-    folder or belongs to another user: chmod-ing theirs would not make our files private.
+    For the folders the app keeps its files in (state, models, log folder, runtime). A folder made
+    here is 0700 whatever the umask. An existing folder is refused when it is not a folder, is
+    another user's, or other users can write to it (a shared folder such as /tmp: vcamd never
+    changes its mode, which would lock every other user out of it). `tighten`: the app's own
+    folders, which an older vcamd left 0755, lose their read bits for others; folders the user
+    chose (VCAMD_RUNTIME_DIR) are never changed (tighten=False).
     """
     path = Path(path)
     _make_missing_parents(path)
     try:
         os.mkdir(path, DIR_MODE)
+        created = True
     except FileExistsError:
-        pass
+        created = False
     if not _POSIX:
         return path  # Windows: per-user app-data folders are private by ACL
-    info = os.stat(path)  # a symlinked folder (models on another disk) is fine when it is ours
+    info = check_private_dir(path)
+    if stat.S_IMODE(info.st_mode) != DIR_MODE and (created or tighten):
+        os.chmod(path, DIR_MODE)  # ours and shut to others already: only their read bits go
+    return path
+
+
+def check_private_dir(path: Path | str) -> os.stat_result:
+    """An existing folder (a symlink to one is followed) of the user's that no other user can write
+    to, else UnsafePathError saying which and why. Changes nothing. Its stat is returned."""
+    path = Path(path)
+    info = os.stat(path)
+    if not _POSIX:
+        return info
     if not stat.S_ISDIR(info.st_mode):
         raise UnsafePathError(errno.ENOTDIR, f"{path} is not a folder", str(path))
     if info.st_uid != os.geteuid():
@@ -79,9 +96,16 @@ def private_dir(path: Path | str) -> Path:
             str(path),
             "remove it, or choose a folder of yours",
         )
-    if stat.S_IMODE(info.st_mode) != DIR_MODE:
-        os.chmod(path, DIR_MODE)
-    return path
+    mode = stat.S_IMODE(info.st_mode)
+    if others_can_write(info):
+        raise UnsafePathError(
+            errno.EPERM,
+            f"{path} can be written by other users (mode {mode:04o}), so files there cannot be kept private; "
+            "vcamd does not change the mode of a folder it did not create",
+            str(path),
+            f"choose a folder only you can write (mkdir -m 700 FOLDER), or, if {path} is yours alone, chmod go-w {path}",
+        )
+    return info
 
 
 def private_parent(path: Path | str) -> None:
@@ -175,6 +199,33 @@ def private_temporary(path: Path | str, tag: str = "partial") -> Path:
         finally:
             os.close(fd)
         return temporary
+
+
+def others_can_write(info: os.stat_result) -> bool:
+    """Whether a user other than this one may write to the file or folder `info` describes: its
+    mode lets everyone, or a group that holds someone else."""
+    mode = stat.S_IMODE(info.st_mode)
+    return bool(mode & 0o002) or bool(mode & 0o020 and not _group_is_yours_alone(info.st_gid))
+
+
+def _group_is_yours_alone(gid: int) -> bool:
+    """Whether the group `gid` holds no other user (a "user private group", as umask 002 systems give
+    every user): then a group-writable folder is writable by the user alone."""
+    import grp
+    import pwd
+
+    try:
+        group = grp.getgrgid(gid)
+    except KeyError:
+        return False
+    me = os.geteuid()
+    try:
+        my_name = pwd.getpwuid(me).pw_name
+    except KeyError:
+        return False
+    if any(member != my_name for member in group.gr_mem):
+        return False
+    return all(user.pw_uid == me for user in pwd.getpwall() if user.pw_gid == gid)
 
 
 def _make_missing_parents(path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from vcamd.cores import core_split
 from vcamd.errors import ModelError, VcamdError
+from vcamd.modelstore.wayout import ways_out
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -215,7 +216,7 @@ class Sessions:
 
     def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool, pool: "_Pool") -> "onnxruntime.InferenceSession":
         if not path.is_file():
-            raise ModelError(f"model file {path} does not exist", fix="download it with `vcamd models pull`, or fix the path in [models]")
+            raise ModelError(f"model file {path} does not exist", fix=f"{ways_out()} (or fix the path in [models])")
         if input_hw is not None:
             session = self._new_session(path, _with_input_size(path, input_hw), pool)
         elif keep_optimized:
@@ -315,7 +316,7 @@ def _load_error(path: Path, exc: Exception) -> ModelError:
     if kind in ("InvalidProtobuf", "InvalidGraph", "NoSuchFile", "NotImplemented") or "Protobuf" in str(exc):
         return ModelError(
             f"model file {path} cannot be loaded by ONNX Runtime ({_first_line(exc)}); it is corrupt, truncated or not an ONNX model",
-            fix="re-download it with `vcamd models pull NAME` (or `vcamd models verify` to check the hashes)",
+            fix=ways_out(pull_note=" to download it again (`vcamd models verify` checks the hashes)"),
         )
     return ModelError(
         f"ONNX Runtime could not create a session for {path.name} ({kind}: {_first_line(exc)})",
@@ -331,9 +332,9 @@ def _with_input_size(path: Path, input_hw: tuple[int, int]) -> bytes:
     try:
         return with_input_size(path.read_bytes(), input_hw)
     except OSError as exc:
-        raise ModelError(f"model file {path} cannot be read ({exc.strerror or exc})", fix="re-download it with `vcamd models pull NAME`") from None
+        raise ModelError(f"model file {path} cannot be read ({exc.strerror or exc})", fix=ways_out(pull_note=" to download it again")) from None
     except WireError as exc:
-        raise ModelError(f"model file {path} is not a readable ONNX model ({_first_line(exc)})", fix="re-download it with `vcamd models pull NAME`") from None
+        raise ModelError(f"model file {path} is not a readable ONNX model ({_first_line(exc)})", fix=ways_out(pull_note=" to download it again")) from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -110,7 +110,7 @@ def windows_command_line(command: Sequence[str], log_file: PureWindowsPath | Pat
     """The cmd.exe line the start-up script runs: the daemon, with its stderr appended to `log_file`.
 
     python.exe, not pythonw.exe: pythonw has no stderr at all, so an error before logging starts
-    (an invalid config, no consent) would vanish. The script hides cmd's console window instead.
+    (an invalid config) would vanish. The script hides cmd's console window instead.
     `cmd /c ""prog" args 2>>"log""`: cmd strips the outer pair of quotes and runs the rest.
     """
     inner = subprocess.list2cmdline([str(word) for word in command]) + f' 2>>"{log_file}"'

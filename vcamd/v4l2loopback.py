@@ -35,7 +35,11 @@ SECURE_BOOT_HINT = (
     "unsigned module: enrol the DKMS signing key (`sudo mokutil --import /var/lib/dkms/mok.pub`, reboot, confirm "
     "in the blue MOK screen) or turn Secure Boot off"
 )
-RESTART_APPS_HINT = "restart Zoom, Teams or the browser afterwards: apps list cameras only when they start"
+CONTAINER_HINT = (
+    "in a container (it has no kernel modules of its own) load the module on the host and pass /dev/video10 in, "
+    "or run without a virtual camera: `vcamd run --sink preview` (a local page) or `--sink file:out.mp4`"
+)
+RESTART_APPS_HINT = "restart Zoom, Teams or the browser once the camera is there: apps list cameras only when they start"
 
 
 # -- the packaged module options -----------------------------------------------------------------
@@ -159,7 +163,7 @@ def missing_device_error(name: str, sysfs_root: Path = SYSFS) -> VcamdError:
             f"{reload_hint}create it with: {modprobe_command(name)} "
             f"(Debian/Ubuntu: `{INSTALL_MODULE}` if modprobe cannot find the module; {SECURE_BOOT_HINT}); "
             "run `vcamd service install` to make it permanent across reboots; "
-            f"or set [virtual_camera] device to an existing loopback device; {RESTART_APPS_HINT}"
+            f"or set [virtual_camera] device to an existing loopback device; {CONTAINER_HINT}; {RESTART_APPS_HINT}"
         ),
     )
 
@@ -175,7 +179,7 @@ def missing_configured_device_error(device: str, name: str) -> VcamdError:
 
 def load_fix() -> str:
     """Install, load now and at boot (the lines `vcamd service install` prints), then the notes."""
-    return " && ".join([INSTALL_MODULE, *load_commands()]) + f". {SECURE_BOOT_HINT}; then {RESTART_APPS_HINT}"
+    return " && ".join([INSTALL_MODULE, *load_commands()]) + f". {SECURE_BOOT_HINT[:1].upper()}{SECURE_BOOT_HINT[1:]}; {CONTAINER_HINT}. Then {RESTART_APPS_HINT}"
 
 
 def relabel_fix() -> str:

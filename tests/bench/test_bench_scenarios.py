@@ -314,3 +314,71 @@ def test_a_call_row_names_a_change_of_faces_per_round_apart_from_a_rung_change(a
              "degradation": {"level_share": {}, "transitions": dog.history()}, "command": "vcamd run"}
     row = call_row(stats, _settings(assets))
     assert row["transitions"] == ["full→no_enhancer (swap_age)", "faces per round all→1 (swap_age)"]
+
+
+def test_groups_without_a_group_photo_tiles_the_face_into_29(tmp_path: Path, assets: Path) -> None:
+    """A newcomer has no group photo beside their face photo (issue 42): the scenario plays 29
+    copies of --face instead of refusing, and the real detector finds them."""
+    from vcamd.bench.clips import tiled_group
+    from vcamd.bench.settings import GROUP_FACES
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.images import read_image
+    from vcamd.live.capture.sources import VideoFileCamera
+    from vcamd.runtime import Sessions
+
+    settings = _settings(assets, group_photo=None)
+    crowd = tiled_group(read_image(settings.face, "bench face"), GROUP_FACES, (1280, 720))
+    clip = still_clip(crowd, settings, tmp_path, (1280, 720))
+    camera = VideoFileCamera(clip, loop=False)
+    camera.open()
+    try:
+        first = camera.read()
+    finally:
+        camera.close()
+    faces = FaceDetector(settings.detector, Sessions(["cpu"], 1)).detect(first)
+    assert len(faces) == GROUP_FACES == 29
+
+
+def test_a_bad_detector_is_blamed_on_where_it_came_from(assets: Path, tmp_path: Path, capsys) -> None:
+    """`--detector` typed wrong said "[models] detector" (issue 42): the flag is named now, and
+    the config's own detector, when it is the bad one, is named as such with the flag as a way out."""
+    face = str(assets / "images" / "newton.png")
+    assert main(["bench", "--face", face, "--detector", str(tmp_path / "nothere.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"vcamd: error: --detector {tmp_path / 'nothere.onnx'}: no such file") and "[models]" not in err
+    assert main(["bench", "--face", face, "--detector", str(assets / "models" / "mobilefacenet.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "--detector" in err and "not an SCRFD detector" in err and "[models] detector" not in err
+    config = tmp_path / "config.toml"
+    config.write_text(f'[models]\ndir = "{tmp_path / "models"}"\n', encoding="utf-8")
+    assert main(["bench", "--config", str(config), "--face", face]) == 2
+    err = capsys.readouterr().err
+    assert "det_10g.onnx (buffalo_l, the detector) is missing" in err and "vcamd models pull buffalo_l" in err
+    assert "copy it in by hand" in err and "or pass --detector PATH.onnx" in err
+
+
+def test_a_failed_vcamd_run_prints_the_command_to_run_by_hand_and_keeps_its_files(tmp_path: Path, assets: Path) -> None:
+    """`--scenarios startup` failed with "run the same vcamd run by hand" and no command (issue
+    42); now the error holds the exact command, and the bench's folder stays for it."""
+    import subprocess
+
+    from vcamd.bench.scenarios import RunFailed, _bench_folder, run_vcamd, scenario_config, sliding_clip
+    from vcamd.config import Config
+    from vcamd.images import read_image
+
+    settings = _settings(assets, frames=0)  # `vcamd run --frames 0` refuses: a failure to reproduce
+    with pytest.raises(RunFailed) as failed, _bench_folder() as folder:
+        cfg = scenario_config("light", settings, folder, Config())
+        clip = sliding_clip(read_image(settings.face, "face"), settings, folder, (320, 240))
+        run_vcamd(cfg, settings, clip, folder, "startup")
+    assert "--frames 0: must be a positive number of frames" in str(failed.value)
+    command = failed.value.fix.removeprefix("run it by hand to see all it says: ").split(" — ")[0]
+    assert folder.is_dir() and str(folder) in failed.value.fix  # kept for the command
+    by_hand = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=60)
+    assert by_hand.returncode == 2 and "--frames 0: must be a positive number of frames" in by_hand.stderr
+    import shutil
+
+    shutil.rmtree(folder)
+    with _bench_folder() as gone:
+        pass
+    assert not gone.exists()  # removed when nothing failed

@@ -10,33 +10,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from support.configs import swap_config
 from support.video import read_video
 
 from vcamd.badge import badge_box
-
-
-def _write_config(folder: Path, standins, *, consent: bool = True, badge: bool = True) -> Path:  # type: ignore[no-untyped-def]
-    path = folder / "config.toml"
-    path.write_text(
-        f"""
-[models]
-detector = "{standins.detector}"
-recognizer = "{standins.recognizer}"
-swapper = "{standins.swapper}"
-enhancer = "{standins.enhancer}"
-providers = ["cpu"]
-threads = 1
-
-[swap]
-source_consent = {str(consent).lower()}
-
-[disclosure]
-badge = {str(badge).lower()}
-corner = "bottom-right"
-""",
-        encoding="utf-8",
-    )
-    return path
 
 
 def _vcamd(*args: object) -> subprocess.CompletedProcess[str]:
@@ -55,7 +32,7 @@ def _make_video(path: Path, image: np.ndarray, frames: int = 20, fps: float = 12
 
 
 def test_swap_a_photo(tmp_path: Path, standins, assets: Path, newton, newton_face) -> None:  # type: ignore[no-untyped-def]
-    config = _write_config(tmp_path, standins)
+    config = swap_config(tmp_path, standins)
     out = tmp_path / "out.png"
     done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "--input", assets / "images" / "newton.png", "--output", out)
     assert done.returncode == 0, done.stderr
@@ -82,7 +59,7 @@ def swapped_video(tmp_path_factory: pytest.TempPathFactory, standins, assets: Pa
     """One `vcamd swap` of a 20-frame clip, output not a terminal: the video test and the progress
     test read the same run (each run costs a process start and a model load)."""
     folder = tmp_path_factory.mktemp("swapped_video")
-    config = _write_config(folder, standins, badge=False)
+    config = swap_config(folder, standins, badge=False)
     source, out = folder / "in.mp4", folder / "out.mp4"
     _make_video(source, newton)
     done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", source, "-o", out)
@@ -110,7 +87,7 @@ def test_swap_a_video_keeps_frames_fps_and_size(swapped_video: SwappedVideo) -> 
 
 
 def test_refuses_without_consent(tmp_path: Path, standins, assets: Path) -> None:  # type: ignore[no-untyped-def]
-    config = _write_config(tmp_path, standins, consent=False)
+    config = swap_config(tmp_path, standins, consent=False)
     out = tmp_path / "out.png"
     args = ("swap", "--config", config, "--face", assets / "images" / "newton.png", "-i", assets / "images" / "newton.png", "-o", out)
     done = _vcamd(*args)
@@ -136,7 +113,7 @@ def test_refuses_without_consent(tmp_path: Path, standins, assets: Path) -> None
     ids=["missing", "text-file", "corrupt-png", "corrupt-mp4", "folder", "no-output-dir", "photo-to-video"],
 )
 def test_bad_files_are_one_line_errors(tmp_path: Path, standins, assets: Path, make_input, output_name: str, expected: str) -> None:  # type: ignore[no-untyped-def]
-    config = _write_config(tmp_path, standins)
+    config = swap_config(tmp_path, standins)
     source = make_input(tmp_path)
     if source == Path("NEWTON"):
         source = assets / "images" / "newton.png"
@@ -191,7 +168,7 @@ def _decoded_audio(path: Path) -> tuple[np.ndarray, int]:
 
 
 def test_swap_a_video_keeps_its_sound(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
-    config = _write_config(tmp_path, standins, badge=False)
+    config = swap_config(tmp_path, standins, badge=False)
     source = tmp_path / "talk.mp4"
     seconds = _make_video_with_tone(source, newton)
     out = tmp_path / "out.mp4"
@@ -210,7 +187,7 @@ def test_swap_a_video_keeps_its_sound(tmp_path: Path, standins, assets: Path, ne
 
 
 def test_swap_to_avi_reencodes_the_sound_it_cannot_copy(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
-    config = _write_config(tmp_path, standins, badge=False)
+    config = swap_config(tmp_path, standins, badge=False)
     source = tmp_path / "talk.mp4"
     seconds = _make_video_with_tone(source, newton, frames=12)
     out = tmp_path / "out.avi"
@@ -234,7 +211,7 @@ def test_video_progress_bar_on_a_terminal(tmp_path: Path, standins, assets: Path
     import os
     import pty
 
-    config = _write_config(tmp_path, standins, badge=False)
+    config = swap_config(tmp_path, standins, badge=False)
     source = tmp_path / "in.mp4"
     _make_video(source, newton)
     main, child = pty.openpty()
@@ -259,7 +236,7 @@ def test_video_progress_bar_on_a_terminal(tmp_path: Path, standins, assets: Path
 
 
 def test_photo_without_a_face_is_an_error(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
-    config = _write_config(tmp_path, standins)
+    config = swap_config(tmp_path, standins)
     empty = tmp_path / "wall.png"
     cv2.imwrite(str(empty), cv2.resize(newton[:50, :200], (400, 100)))  # a corner of the portrait: no face
     out = tmp_path / "out.png"
@@ -272,7 +249,7 @@ def test_photo_without_a_face_is_an_error(tmp_path: Path, standins, assets: Path
 
 
 def test_video_summary_counts_frames_without_a_face(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
-    config = _write_config(tmp_path, standins, badge=False)
+    config = swap_config(tmp_path, standins, badge=False)
     source = tmp_path / "in.mp4"
     height, width = newton.shape[:2]
     writer = cv2.VideoWriter(str(source), cv2.VideoWriter_fourcc(*"mp4v"), 12.0, (width, height))
@@ -306,7 +283,7 @@ def _damage_middle(path: Path) -> None:
 
 def test_a_damaged_video_says_how_many_frames_were_read_and_exits_non_zero(tmp_path: Path, standins, assets: Path, newton) -> None:  # type: ignore[no-untyped-def]
     """Before: exit 0 and "swapped faces in 41 of 41 frame(s)" for a file of 150 frames."""
-    config = _write_config(tmp_path, standins, badge=False)
+    config = swap_config(tmp_path, standins, badge=False)
     source = tmp_path / "in.mp4"
     small = cv2.resize(newton, (newton.shape[1] // 2, newton.shape[0] // 2))
     _make_video(source, small, frames=60)
@@ -325,7 +302,7 @@ def test_swap_output_is_private_and_never_written_through_a_symlink(tmp_path: Pa
     """Before: written through a link planted at OUT (the victim's file overwritten), 0666 under umask 000."""
     import os
 
-    config = _write_config(tmp_path, standins, badge=False)
+    config = swap_config(tmp_path, standins, badge=False)
     source = tmp_path / "in.mp4"
     _make_video(source, cv2.resize(newton, (newton.shape[1] // 2, newton.shape[0] // 2)), frames=6)
     for name, given in (("out.png", assets / "images" / "newton.png"), ("out.mp4", source)):
@@ -346,7 +323,7 @@ def test_sigterm_during_a_video_swap_leaves_no_partial_file(tmp_path: Path, stan
     import signal
     import time
 
-    config = _write_config(tmp_path, standins, badge=False)
+    config = swap_config(tmp_path, standins, badge=False)
     source = tmp_path / "in.mp4"
     _make_video(source, newton, frames=400)
     out = tmp_path / "out.mp4"
@@ -367,3 +344,28 @@ def test_sigterm_during_a_video_swap_leaves_no_partial_file(tmp_path: Path, stan
     assert proc.returncode == 143, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "vcamd: stopped (SIGTERM)", err
     assert not list(tmp_path.glob(".out.partial*")) and not out.exists()
+
+
+@pytest.mark.parametrize("kind", ["video", "photo"])
+def test_an_output_folder_that_cannot_hold_files_is_one_line(tmp_path: Path, standins, assets: Path, newton, kind) -> None:  # type: ignore[no-untyped-def]
+    """Issue 36 item 5: `--output` under /proc (a folder even root cannot create files in) ended in
+    a traceback for a video."""
+    config = swap_config(tmp_path, standins)
+    source = assets / "images" / "newton.png"
+    if kind == "video":
+        source = tmp_path / "in.mp4"
+        _make_video(source, newton, frames=3)
+    out = Path(f"/proc/facelive-swap-test.{'mp4' if kind == 'video' else 'png'}")
+    done = _vcamd("swap", "--config", config, "--face", assets / "images" / "newton.png", "--input", source, "--output", out)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("vcamd: error:")]
+    assert len(errors) == 1 and str(out) in errors[0] and "/proc" in errors[0], done.stderr[-2000:]
+    assert not out.exists()
+
+
+def test_an_output_name_over_the_limit_is_one_line(tmp_path: Path, standins, assets: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / ("n" * 300 + ".png")
+    done = _vcamd("swap", "--config", swap_config(tmp_path, standins), "--face", assets / "images" / "newton.png",
+                  "--input", assets / "images" / "newton.png", "--output", out)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "cannot be used (File name too long)" in done.stderr

@@ -11,6 +11,7 @@ import pytest
 from vcamd.audio import audio_track_count, mux_audio
 from vcamd.commands.swap import _keep_audio
 from vcamd.errors import VcamdError
+from vcamd.videofile import VideoFile
 
 
 def _tone_clip(path: Path, seconds: float = 1.0, rate: int = 16000) -> None:
@@ -60,7 +61,8 @@ def test_when_the_sound_cannot_be_kept_the_swapped_video_still_is(tmp_path: Path
     partial = tmp_path / ".out.partial-1.mp4"
     partial.write_bytes(b"swapped frames FFmpeg cannot read back" * 10)
     out = tmp_path / "out.mp4"
-    summary = _keep_audio(partial, clip, out)
+    video = VideoFile(out, fourcc="mp4v", fps=30.0, size=(64, 48), what="output")
+    summary = _keep_audio(video, partial, clip, frames=10)
     assert summary == "audio NOT kept (see the warning)"
     assert out.read_bytes().startswith(b"swapped frames") and not partial.exists()
     warning = capsys.readouterr().err

@@ -141,10 +141,6 @@ def request_line() -> Callable[..., bytes]:
     return make
 
 
-NOBODY_UID = 65534
-NOBODY_GID = 65534
-
-
 @pytest.fixture
 def as_nobody() -> Callable[[Callable[[], bytes]], bytes]:
     """Run `fn` in a forked child that has dropped to uid/gid 65534 (nobody); return its bytes.
@@ -153,30 +149,8 @@ def as_nobody() -> Callable[[Callable[[], bytes]], bytes]:
     """
     import os
 
+    from support.users import NOBODY, in_child_as
+
     if os.geteuid() != 0:
         pytest.skip("needs root to impersonate another user (setuid to nobody)")
-
-    def run(fn: Callable[[], bytes]) -> bytes:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child: drop privileges, run, report, exit without pytest's cleanup
-            try:
-                os.close(read_end)
-                os.setgroups([])
-                os.setgid(NOBODY_GID)
-                os.setuid(NOBODY_UID)
-                try:
-                    result = fn()
-                except Exception as exc:
-                    result = f"EXC {type(exc).__name__}: {exc}".encode()
-                os.write(write_end, result)
-            finally:
-                os._exit(0)
-        os.close(write_end)
-        chunks = []
-        with os.fdopen(read_end, "rb") as reader:
-            chunks.append(reader.read())
-        os.waitpid(pid, 0)
-        return b"".join(chunks)
-
-    return run
+    return lambda fn: in_child_as(NOBODY, fn)

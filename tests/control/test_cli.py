@@ -33,12 +33,26 @@ def test_no_daemon_is_one_line_and_exit_3(runtime):
     assert vcamd(runtime, "off").returncode == 3
 
 
+def test_status_json_without_a_daemon_answers_in_json(runtime):
+    """A script piping `status --json` into jq got an empty stdout (issue 42): now a JSON answer
+    saying the daemon is not running, still exit 3, the one-line error on stderr."""
+    result = vcamd(runtime, "status", "--json")
+    assert result.returncode == 3
+    assert json.loads(result.stdout) == {
+        "running": False,
+        "error": f"FaceLive Camera is not running (no control socket at {runtime}/control.sock)",
+        "fix": "start it with `vcamd run`",
+    }
+    assert result.stderr.startswith("vcamd: error: FaceLive Camera is not running")
+
+
 @pytest.mark.parametrize("transport", ["unix", "tcp"])
 def test_status_json(engine, runtime, transport):
     with ControlServer(engine, runtime, transport=transport):
         result = vcamd(runtime, "status", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
+        "running": True,
         "enabled": True,
         "state": "running",
         "level": "full",
@@ -177,6 +191,27 @@ def test_status_table_with_a_plain_latency_and_no_quality_key(capsys):
     ]
 
 
+def test_status_table_says_what_swapping_needs_each_with_its_fix(capsys, monkeypatch):
+    from vcamd.commands.control import print_status
+
+    monkeypatch.setenv("COLUMNS", "400")  # one row per need, not wrapped
+    needs = [
+        {"topic": "models", "label": "the face models", "what": "1 model file missing: /m/det_10g.onnx (buffalo_l)",
+         "fix": "run `vcamd models pull buffalo_l`, or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"},
+        {"topic": "face", "label": "a source face", "what": "no source face is set", "fix": "`vcamd set-face PHOTO`"},
+    ]
+    print_status({"enabled": False, "state": "running", "level": "full", "fps": 30.0, "latency_ms": 1.0, "source_face": None,
+                  "providers": {}, "config_error": None, "swap_needs": needs})
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert lines[:3] == [
+        "Face swap off (it needs the face models, a source face)",
+        "needs 1 model file missing: /m/det_10g.onnx (buffalo_l) — run `vcamd models pull buffalo_l`, or copy it in by hand: "
+        "`vcamd models list` says where each file comes from and where it goes",
+        "needs no source face is set — `vcamd set-face PHOTO`",
+    ]
+    assert not any("Swap needs" in line for line in lines)  # shown once, not again as a raw key
+
+
 def test_status_table_names_no_gpu_and_keeps_the_control_page_address_whole(capsys, monkeypatch):
     from vcamd.commands.control import print_status
 
@@ -221,3 +256,58 @@ def test_control_verbs_with_a_socket_path_too_long_for_af_unix_are_one_line(tmp_
 def test_set_face_with_a_folder_says_it_is_a_folder(tmp_path):
     proc = run_vcamd("set-face", tmp_path)
     one_clear_line(proc, str(tmp_path), "is a folder")
+
+
+def test_control_verbs_read_like_the_other_commands():
+    """`vcamd --help` lists every command in lower case; each verb's own --help opens with a
+    sentence (it read "turn face swapping on. Talks to …", issue 42)."""
+    from vcamd.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command")
+    listed = {choice.dest: choice.help for choice in commands._choices_actions}
+    for name in ("status", "on", "off", "toggle", "reload", "set-face", "quality", "snapshot", "quit"):
+        description = commands.choices[name].description
+        assert description[0].isupper() and description.endswith("Exit 3 when no daemon is running."), (name, description)
+        assert listed[name][0].islower(), (name, listed[name])
+    assert all(text[0].islower() for text in listed.values() if text), listed
+
+
+def test_status_table_says_which_face_of_a_group_photo_was_taken(capsys):
+    """Issue 36 item 5: only set-face's own answer said it; `vcamd status` showed the path alone."""
+    from vcamd.commands.control import print_status
+
+    pick = "the largest of the 29 faces in the photo (61×80 px at x=1107, y=190); crop the photo to one face to choose another"
+    print_status({"enabled": True, "state": "running", "level": "full", "fps": 30.0, "latency_ms": 20.0,
+                  "source_face": "/faces/solvay.png", "source_face_pick": pick, "providers": {}, "config_error": None})
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Source face /faces/solvay.png the largest of the 29 faces in the photo (61×80 px at x=1107, y=190)" in out
+    assert "Source face pick" not in out  # one row, not a raw key
+
+
+@pytest.mark.parametrize("name, why", [
+    ("n" * 300 + ".png", "is too long for a file name"),
+    ("photo.png/inside", "a part of the path is a file, not a folder"),
+])
+def test_set_face_with_an_impossible_path_is_one_line(tmp_path, name, why):
+    """Issue 36 item 5: a name over the file-name limit ended in an OSError traceback."""
+    (tmp_path / "photo.png").write_bytes(b"png")
+    proc = run_vcamd("set-face", tmp_path / name)
+    one_clear_line(proc, why)
+
+
+def test_a_set_face_request_with_a_nul_byte_or_a_long_name_is_an_error_line_not_an_internal_error(runtime, tmp_path):
+    """Over the socket (a JSON string may hold \\u0000): "internal error: ValueError: embedded null
+    byte" before, and "OSError: File name too long" for a 300-byte name."""
+    from support.fakes import FakeEngine
+
+    from vcamd.control.client import ControlClient
+    from vcamd.control.protocol import ControlError
+
+    with ControlServer(FakeEngine(), runtime):
+        client = ControlClient(runtime)
+        for path, why in [(f"{tmp_path}/a\0b.png", "holds a NUL byte"), (f"{tmp_path}/{'n' * 300}.png", "too long for a file name")]:
+            with pytest.raises(ControlError) as err:
+                client.request("set_face", {"path": path})
+            assert why in str(err.value) and "internal error" not in str(err.value), str(err.value)
+        assert client.status()["state"] == "running"

@@ -90,7 +90,24 @@ def test_set_face_with_a_group_photo_says_which_face_it_took(start, other_face, 
     # How many of the 29 the detector finds depends on the config's detection size; several, in any case.
     assert engine.parts.faces.source.faces_in_photo > 1
     assert answer["source_face_pick"].startswith(f"the largest of the {engine.parts.faces.source.faces_in_photo} faces in the photo (")
-    assert "source_face_pick" not in engine.set_source_face(other_face)  # one face: nothing to say
+    # Issue 36 item 5: not only in set-face's answer — the status every surface reads says it too
+    # (`vcamd status`, the control page's upload answer and its poll, the tray).
+    assert engine.status()["source_face_pick"] == answer["source_face_pick"]
+    assert engine.set_source_face(other_face)["source_face_pick"] is None  # one face: nothing to say
+    assert engine.status()["source_face_pick"] is None
+
+
+@pytest.mark.parametrize("name, why", [("a\0b.png", "holds a NUL byte"), ("n" * 300 + ".png", "too long for a file name")])
+def test_set_face_with_an_impossible_path_says_what_is_wrong_with_it(start, tmp_path, name, why):
+    """Issue 36 item 5: the live engine answered "internal error" (ValueError: embedded null byte;
+    OSError: File name too long); the old face stays."""
+    from vcamd.errors import FaceError
+
+    engine = start().engine
+    before = engine.status()["source_face"]
+    with pytest.raises(FaceError, match=why):
+        engine.set_source_face(tmp_path / name)
+    assert engine.status()["source_face"] == before
 
 
 def test_toggles_from_two_threads_never_cancel_out(start):
@@ -220,15 +237,19 @@ def test_stats_say_how_live_the_face_is_and_what_each_face_got(live_config, clip
     assert status["faces"] == faces and set(status["swap_age_ms"]) == {"p50", "p95"}
 
 
-def test_a_missing_source_face_is_logged_as_such_not_as_a_model_failure(live_config, clip_20fps, run_live, caplog):
+def test_without_a_source_face_swapping_starts_off_and_says_how_to_set_one(live_config, clip_20fps, run_live, caplog):
+    """Before issue 42 swapping started on with every face covered and "no source face" as a
+    config error; now it starts off and the status says what is missing and how to set it."""
     cfg = live_config(swap={"source_face": None})
     with caplog.at_level(logging.INFO):
         stats, _, engine = run_live(cfg, clip_20fps, frames=20)
     text = caplog.text
-    assert "no source face is set" in text
+    assert "no source face is set" in text and "vcamd set-face PHOTO" in text
     assert "swap model failed" not in text
-    assert stats["frames"]["swapped"] == 0 and stats["frames"]["passthrough"] == 0
-    assert "no source face" in engine.status()["config_error"]
+    assert stats["frames"]["swapped"] == 0 and stats["frames"]["passthrough"] == 0 and stats["frames"]["off"] == 20
+    status = engine.status()
+    assert status["config_error"] is None and not status["enabled"]
+    assert [need["topic"] for need in status["swap_needs"]] == ["face"]
 
 
 # ---- one photo lane for every surface (issue 27 item 3) ------------------------------------------

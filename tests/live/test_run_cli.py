@@ -48,16 +48,42 @@ def test_run_publishes_n_frames_to_a_file_and_writes_the_stats(tmp_path, live_co
     assert np.abs(corner - 110).max() > 60
 
 
-def test_run_refuses_without_consent_and_says_why(tmp_path, live_config, clip_20fps):
+def test_run_without_consent_starts_with_swapping_off_and_says_why(tmp_path, live_config, clip_20fps):
+    """Before issue 42 `vcamd run` refused to start without consent; it runs now, swapping off,
+    and says what to do — consent in the config, or on the command line."""
     config = tmp_path / "config.toml"
     write_config(config, live_config(swap={"source_consent": False}))
-    proc = vcamd("run", "--config", config, "--source", clip_20fps, "--sink", "null", "--frames", 5)
-    assert proc.returncode == 2
-    assert "consent" in proc.stderr and "--i-have-consent" in proc.stderr
-    assert "Traceback" not in proc.stderr
-    # ... and runs once the user confirms it on the command line.
-    proc = vcamd("run", "--config", config, "--source", clip_20fps, "--sink", "null", "--frames", 5, "--i-have-consent")
+    proc = vcamd("run", "--config", config, "--source", clip_20fps, "--sink", "null", "--frames", 5, "--no-tray")
     assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "no consent for the source face yet" in proc.stderr and "--i-have-consent" in proc.stderr
+    assert "swapped 0," in proc.stdout and "swapping off " in proc.stdout
+    # ... and swaps from the start once the user confirms it on the command line.
+    stats_path = tmp_path / "stats.json"
+    proc = vcamd("run", "--config", config, "--source", clip_20fps, "--sink", "null", "--frames", 5, "--no-tray",
+                 "--i-have-consent", "--stats-json", stats_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no consent" not in proc.stderr
+    assert json.loads(stats_path.read_text())["frames"]["off"] == 0
+
+
+def test_run_without_models_face_or_consent_shows_the_plumbing(tmp_path):
+    """A newcomer's first `vcamd run`: no models pulled, no face, no consent, no webcam. The
+    synthetic camera goes to the output file with swapping off, and the log says each of the three
+    missing pieces with its fix (the models with both ways to get them)."""
+    config = tmp_path / "config.toml"
+    config.write_text('[models]\ndir = "models"\n', encoding="utf-8")
+    out = tmp_path / "out.mp4"
+    proc = vcamd("run", "--config", config, "--source", "synthetic", "--sink", f"file:{out}", "--frames", 30, "--no-tray")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "published 30 frames" in proc.stdout and "swapped 0," in proc.stdout
+    needs = proc.stderr[proc.stderr.index("to switch it on, it needs:"):]
+    assert "3 model files missing" in needs and "`vcamd models pull buffalo_l inswapper_128_fp16`" in needs
+    assert "copy them in by hand: `vcamd models list` says where each file comes from and where it goes" in needs
+    assert "no consent for the source face yet" in needs and "no source face is set" in needs
+    frames = read_video(out)
+    assert len(frames) == 30
 
 
 def test_run_names_a_bad_source(tmp_path, live_config):

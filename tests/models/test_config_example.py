@@ -152,3 +152,11 @@ def test_config_init_writes_the_example_and_refuses_to_overwrite(tmp_path, vcamd
 
     forced = vcamd_cli("config", "init", "--force", env=env)
     assert forced.returncode == 0 and target.read_text() == EXAMPLE.read_text()
+
+
+def test_the_panel_comment_says_where_the_token_is() -> None:
+    """Issue 36 item 5: the example said panel_url carries the access token; it is a plain address
+    (the token is panel_token, for scripts, over the private socket)."""
+    panel = EXAMPLE.read_text(encoding="utf-8").split("[panel]", 1)[1].split("\n[", 1)[0]
+    assert "with the access token as \"panel_url\"" not in panel
+    assert '"panel_url", no secret in it' in panel.replace("\n# ", " ") and '"panel_token"' in panel

@@ -163,8 +163,14 @@ def test_http_404_names_status_and_url(tmp_path, file_server, manifest_entry) ->
 
 def test_unreachable_server_is_a_model_error(tmp_path, manifest_entry) -> None:
     store = store_for(tmp_path, {"x": manifest_entry("http://127.0.0.1:9/x.onnx", "x.onnx", "a" * 64)})
-    with pytest.raises(ModelError, match=r"x: cannot reach 127\.0\.0\.1:9"):
+    with pytest.raises(ModelError, match=r"x: cannot reach 127\.0\.0\.1:9") as err:
         store.pull(["x"], progress=False)
+    # Offline, the fix names both ways out: the pull once the network is back, and the copy by
+    # hand with where `vcamd models list` says the file comes from and goes (issue 42).
+    assert err.value.fix == (
+        "check the network connection and [models] mirror in the config, then run `vcamd models pull x` again, "
+        "or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
+    )
 
 
 def test_dropped_connection_then_resume_with_range(tmp_path, file_server, blob, manifest_entry) -> None:
@@ -382,7 +388,7 @@ def test_path_for_names_the_missing_file_and_the_fix(tmp_path) -> None:
         store.path_for("buffalo_l", "recognizer")
     assert str(err.value) == (
         f"model file {tmp_path / 'models' / 'w600k_r50.onnx'} (buffalo_l, the recognizer) is missing"
-        " — run `vcamd models pull buffalo_l`, or fix [models] recognizer in the config"
+        " — run `vcamd models pull buffalo_l`, or copy it in by hand: `vcamd models list` says where each file comes from and where it goes (or fix [models] recognizer in the config)"
     )
     with pytest.raises(ModelError, match=r"\[models\] swapper = 'mine\.onnx': no such file.*inswapper_128_fp16, inswapper_128"):
         store.path_for("mine.onnx", "swapper")
@@ -511,3 +517,29 @@ def test_zip_member_without_published_hash_that_is_no_model_of_its_role_leaves_n
         store.pull(["p"], progress=False)
     assert leftovers(store) == []
     assert "det.onnx" not in pins(store)
+
+
+def test_every_model_fix_in_the_code_names_both_ways_out() -> None:
+    """Issue 42: an offline `models pull` named only the network, doctor only the pull. Every fix
+    that sends the user to `vcamd models pull` must name the copy by hand too — through
+    `modelstore.wayout`, the one wording (a literal "models pull" in a fix would bypass it)."""
+    import ast
+
+    from vcamd.modelstore.wayout import how_to_get, ways_out
+
+    assert "vcamd models list" in ways_out() and "vcamd models pull" in ways_out()
+    assert "vcamd models list" in how_to_get(["x"]) and "`vcamd models pull x`" in how_to_get(["x"])
+    package = Path(__file__).resolve().parents[2] / "vcamd"
+    literal = []
+    for source in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "fix":
+                value = node.value
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "fix" for t in node.targets):
+                value = node.value
+            else:
+                continue
+            text = ast.unparse(value)
+            if "models pull" in text.replace("models pull --help", "") and "ways_out" not in text and "how_to_get" not in text:
+                literal.append(f"{source.relative_to(package)}:{value.lineno}: {text[:90]}")
+    assert not literal, "\n".join(literal)

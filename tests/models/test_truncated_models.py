@@ -58,7 +58,7 @@ def test_cli_half_of_gfpgan_without_content_length_is_refused_and_nothing_stays(
     assert everything_in(models) == []  # no model, no .part, no empty lock file
     assert pins(models) == {}
     verified = vcamd_cli("models", "verify", "--config", str(config_file))
-    assert (verified.returncode, verified.stdout) == (0, f"no model files in {models}; get them with `vcamd models pull`\n")
+    assert (verified.returncode, verified.stdout) == (0, f"no model files in {models}; to get them, run `vcamd models pull`, or copy them in by hand: `vcamd models list` says where each file comes from and where it goes\n")
 
 
 def test_whole_file_without_content_length_is_still_unproven_for_an_unpublished_model(
@@ -182,7 +182,8 @@ def test_cli_verify_reports_the_invalid_pinned_file_in_one_line(config_file, enh
     assert result.returncode == 2
     assert "gfpgan_1.4 (enhancer)" in result.stdout and "NOT A USABLE MODEL" in result.stdout
     assert result.stderr.splitlines() == [
-        "vcamd: error: model check failed: gfpgan_1.4.onnx invalid — run `vcamd models pull gfpgan_1.4` to download them again"
+        "vcamd: error: model check failed: gfpgan_1.4.onnx invalid — run `vcamd models pull gfpgan_1.4` to download it again, "
+        "or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
     ]
 
 

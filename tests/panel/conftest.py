@@ -69,6 +69,7 @@ class PanelEngine(FakeEngine):
         super().__init__(frame)
         self.status_calls = 0
         self.face_calls = 0
+        self.source_face_pick: str | None = None  # a group photo: which face the engine took
 
     def publish(self, frame: np.ndarray) -> None:
         with self._lock:
@@ -88,8 +89,11 @@ class PanelEngine(FakeEngine):
                 "latency_ms": {"p50": round(24 + 6 * math.sin(n / 5), 1), "p95": round(36 + 9 * math.sin(n / 5), 1),
                                "p99": 52.0},
                 "source_face": self.source_face,
+                "source_face_pick": self.source_face_pick,
                 "providers": {"scrfd_500m_kps.onnx": "CPUExecutionProvider", "inswapper_128.onnx": "CPUExecutionProvider"},
                 "config_error": self.config_error,
+                "server": {"url": "grpc://gpu-box:8001", "state": "up", "tls": True, "rtt_ms": 21.5, "call_ms": 27.25,
+                           "serves": ["inswapper_128", "inswapper_128.emap"], "error": None, "fallback": None},
                 "frames": {"published": 100 * n, "swapped": 97 * n, "held": 3 * n, "blurred": 0, "passthrough": 0},
             }
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from support.users import read_as_another_user
 
 from vcamd.config import PanelConfig, config_from_dict
 from vcamd.control.client import ControlClient
@@ -91,7 +92,7 @@ def test_json_changes_need_json(panel, engine, http):
                   headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert answer.status == 415 and engine.badge is True
     answer = http(panel, "POST", "/api/quality", body=b"{not json", headers={"Content-Type": "application/json"})
-    assert answer.status == 400 and answer.error == "the request body is not valid JSON"
+    assert answer.status == 400 and answer.error.startswith("the request body is not valid JSON (")
 
 
 def test_an_engine_failure_is_a_500_with_its_reason_not_a_dead_page(panel, engine, http, monkeypatch):
@@ -268,9 +269,30 @@ def run_vcamd(runtime: Path, *args: str, env: dict[str, str] | None = None):
                           env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime), **(env or {})})
 
 
-def test_vcamd_panel_gives_the_browser_a_one_time_url_and_never_the_token(panel, engine, runtime_dir, tmp_path, http):
-    """Issue 27 item 1: the browser's command line (and xdg-open's) is readable by every local
-    user in /proc/PID/cmdline, and so is its environment to root; the token goes in neither."""
+def address_in_login_page(page: Path) -> str:
+    """The one-time address a login page (`vcamd.panel.login.login_page`) moves the browser on to."""
+    import html
+    import re
+
+    found = re.search(r'http-equiv="refresh" content="0;url=([^"]+)"', page.read_text())
+    assert found, page.read_text()
+    return html.unescape(found.group(1))
+
+
+def check_private_login_page(page: Path, folder: Path) -> None:
+    """0600, the user's, in the private runtime folder; another local user cannot read it."""
+    info = page.stat()
+    assert page.parent == folder and page.name.startswith("login-") and page.suffix == ".html"
+    assert stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid == os.geteuid()
+    if os.geteuid() == 0:
+        assert read_as_another_user(str(page)).startswith(b"EXC PermissionError")
+
+
+def test_vcamd_panel_puts_nothing_secret_on_the_browsers_command_line(panel, engine, runtime_dir, tmp_path, http):
+    """Issue 27 item 1, issue 36 item 1: the browser's command line (and xdg-open's) is readable by
+    every local user in /proc/PID/cmdline, and so is its environment to root. Neither the token nor
+    a one-time code (another user could redeem it first) goes there: the browser is handed a file
+    only the user can read, which carries the one-time address."""
     opened, environment = tmp_path / "opened.txt", tmp_path / "environ.txt"
     fake_browser = tmp_path / "browser.sh"
     fake_browser.write_text(f'#!/bin/sh\nprintf "%s" "$*" > {opened}\nenv > {environment}\n')
@@ -281,25 +303,46 @@ def test_vcamd_panel_gives_the_browser_a_one_time_url_and_never_the_token(panel,
         assert printed.stdout.strip().startswith(f"{panel.base_url}?code=")
         shown = run_vcamd(runtime_dir, "panel", env={"BROWSER": f"{fake_browser} %s"})
         assert shown.returncode == 0, shown.stderr
-        url = opened.read_text()
+        argv = opened.read_text()
+    assert argv.startswith("file:///") and "code=" not in argv and panel.token not in argv
+    page = Path(argv.removeprefix("file://"))
+    check_private_login_page(page, runtime_dir)
+    url = address_in_login_page(page)
     assert url.startswith(f"{panel.base_url}?code=") and url != printed.stdout.strip()  # a new code each time
-    assert panel.token not in url and panel.token not in environment.read_text()
+    assert panel.token not in page.read_text() and panel.token not in environment.read_text()
     assert panel.token not in printed.stdout + shown.stdout + shown.stderr
-    # The URL the browser got really opens the page — once.
+    # The address in the file really opens the page — once.
     path = url.split(str(panel.port), 1)[1]
-    assert http(panel, "GET", path, auth=None).status == 303
+    assert http(panel, "GET", path, auth=None).status == 200
     assert http(panel, "GET", path, auth=None).status == 401
 
 
-def test_the_trays_open_control_page_gets_a_one_time_url(panel, engine, http):
+def test_the_trays_open_control_page_opens_a_private_login_page(panel, engine, http, runtime_dir, monkeypatch):
     from vcamd.tray import TrayApp
 
-    opened: list[str] = []
+    monkeypatch.setenv("VCAMD_RUNTIME_DIR", str(runtime_dir))
+    opened: list[Path] = []
     app = TrayApp(WithPanelUrl(engine, panel), open_url=opened.append, notify=lambda *a: None,
                   run_in_background=lambda fn: fn())
     app.open_panel()
-    assert len(opened) == 1 and opened[0].startswith(f"{panel.base_url}?code=") and panel.token not in opened[0]
-    assert http(panel, "GET", opened[0].split(str(panel.port), 1)[1], auth=None).status == 303
+    [page] = opened
+    check_private_login_page(page, runtime_dir)
+    url = address_in_login_page(page)
+    assert url.startswith(f"{panel.base_url}?code=") and panel.token not in page.read_text()
+    assert http(panel, "GET", url.split(str(panel.port), 1)[1], auth=None).status == 200
+
+
+def test_old_login_pages_are_removed_as_new_ones_are_written(runtime_dir):
+    from vcamd.panel.login import login_page
+    from vcamd.panel.security import CODE_TTL_S
+
+    first = login_page("http://127.0.0.1:1/?code=a", runtime_dir)
+    second = login_page("http://127.0.0.1:1/?code=b", runtime_dir)
+    assert first != second and first.exists()
+    old = time.time() - CODE_TTL_S - 5  # the code inside is worthless by now
+    os.utime(first, (old, old))
+    third = login_page("http://127.0.0.1:1/?code=c", runtime_dir)
+    assert not first.exists() and second.exists() and third.exists()
 
 
 def test_vcamd_panel_without_a_page_or_a_daemon_says_so(engine, runtime_dir):
@@ -353,3 +396,37 @@ def test_uploaded_faces_folder_is_private_even_if_it_existed(panel, http, assets
                   headers={"Content-Type": "image/png"})
     assert answer.status == 200
     assert stat.S_IMODE(panel.faces_dir.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("room", [0, 8 * 1024], ids=["no-room-at-all", "room-for-a-part"])
+def test_an_upload_to_a_full_data_folder_answers_what_happened(start_panel, engine, http, tiny_disk, caplog, room):
+    """Issue 36 item 3: an upload when the data folder's disk is full answered 500 "internal error"
+    with a traceback in the log. Now 507 naming the folder and the reason, one log line, nothing
+    left behind, the engine untouched — and once there is room, the same upload works."""
+    import logging
+
+    from vcamd.panel.faces import PART_PREFIX
+
+    faces = tiny_disk / "faces"
+    faces.mkdir(mode=0o700)
+    filler = tiny_disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:  # full
+        os.ftruncate(fd, max(0, os.fstat(fd).st_size - room))
+    finally:
+        os.close(fd)
+    panel = start_panel(faces_dir=faces)
+    photo = np.random.default_rng(3).integers(0, 256, (160, 160, 3), dtype=np.uint8)
+    body = cv2.imencode(".png", photo)[1].tobytes()  # noise: ~75 KB, more than the room left
+    caplog.set_level(logging.INFO, logger="vcamd.panel")
+    answer = http(panel, "POST", "/api/face?consent=yes&name=me.png", body=body, headers={"Content-Type": "image/png"})
+    assert answer.status == 507, (answer.status, answer.body)
+    assert answer.error.startswith(f"the photo could not be stored in {faces}: its disk (at {tiny_disk}) is full — free some")
+    assert [r.exc_info for r in caplog.records if r.name.startswith("vcamd.panel")] == [None]
+    assert engine.face_calls == 0 and not [p for p in faces.iterdir() if p.name.startswith(PART_PREFIX)]
+    filler.unlink()
+    answer = http(panel, "POST", "/api/face?consent=yes&name=me.png", body=body, headers={"Content-Type": "image/png"})
+    assert answer.status == 200 and engine.face_calls == 1  # stored and used this time

@@ -68,6 +68,8 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
               "the live video, without the waiting note over it")
     assert page.text("#swap") == "Swap off" and page.text("#swap-state") == "swap on"
     assert page.text("#providers") == "scrfd_500m_kps.onnx: CPUExecutionProvider\ninswapper_128.onnx: CPUExecutionProvider"
+    assert page.text("#server") == ("grpc://gpu-box:8001 up; 21.5 ms round trip; 27.3 ms a call; mutual TLS; "
+                                    "serves inswapper_128, inswapper_128.emap")
     assert page.eval("document.getElementById('config-error').hidden") is False
     assert page.text("#config-error") == f"Config problem: {engine.config_error}"
     assert "[swap] on_mis: unknown key" in page.text("#config-error")
@@ -123,6 +125,38 @@ def test_the_page_shows_the_daemon_and_drives_it(browser, start_panel, engine, n
     page.wait("document.getElementById('message').textContent === 'source face set: newton.png'", "the upload's answer shown")
     page.wait(f"[...document.getElementById('recent').options].some((o) => o.value === {json.dumps(str(kept))})",
               "the face offered among the recent ones")
+
+
+def test_the_page_says_what_swapping_needs_and_why_on_is_refused(browser, start_panel, engine, wait):
+    """Issue 42: started without consent or a face, the page lists each missing piece with its
+    fix, and Swap on is answered with the same list (swapping stays off)."""
+    from vcamd.live.readiness import FACE_MISSING, SwapNotReady, consent_missing
+
+    needs = [consent_missing(withdrawn=False), FACE_MISSING]
+
+    class NotReady(type(engine)):
+        def status(self):
+            return {**super().status(), "swap_needs": [need.to_json() for need in needs]}
+
+        def set_enabled(self, on):
+            if on:
+                raise SwapNotReady(needs)
+            super().set_enabled(on)
+
+    engine.__class__ = NotReady
+    engine.enabled = False
+    panel = start_panel()
+    page = browser().new_page(1280, 900)
+    page.goto(panel.login_url())
+    page.wait("document.getElementById('swap-needs').hidden === false", "the missing pieces shown")
+    items = page.eval("[...document.querySelectorAll('#swap-needs-list li')].map((li) => li.textContent)")
+    assert items == [f"{need.what} — {need.fix}" for need in needs]
+    assert page.text("#swap-needs-title") == "Swapping stays off until it has:"
+    assert page.text("#swap") == "Swap on"
+    page.click("#swap")
+    page.wait("document.getElementById('message').className === 'message bad'", "the refusal shown")
+    assert page.text("#message") == str(SwapNotReady(needs))
+    assert engine.enabled is False and ("set_enabled", True) not in engine.calls
 
 
 ATTACK_PAGE = """<!doctype html>
@@ -253,3 +287,24 @@ def test_a_rebound_host_name_gets_nothing(browser, panel, engine):
     status = page.eval("fetch('/api/off', {method: 'POST'}).then((r) => r.status)")
     assert status == 403
     assert engine.enabled is True
+
+
+def test_the_private_login_page_logs_the_browser_in(browser, panel, engine, newton, tmp_path):
+    """Issue 36 item 1: `vcamd panel` and the tray hand the browser a 0600 file, not an address.
+    From that file:// page (another site, to the browser) the one-time code logs in and the page
+    opens with its Strict cookie — which a 303 after a cross-site login would not have sent."""
+    from vcamd.panel.login import login_page
+
+    engine.publish(newton.copy())
+    page_file = login_page(panel.login_url(), tmp_path / "rt")
+    page = browser().new_page()
+    page.goto(page_file.as_uri())
+    page.wait("location.href === " + json.dumps(panel.base_url)
+              + " && document.getElementById('state')?.textContent === 'running'", "the control page, logged in")
+    assert page.eval("document.cookie") == ""  # the cookie is HttpOnly
+    # Issue 36 item 5: a group photo's pick is shown beside the face in use.
+    engine.source_face, engine.source_face_pick = Path("/faces/solvay.png"), "the largest of the 29 faces in the photo"
+    page.wait("document.getElementById('face-current').textContent === 'solvay.png — the largest of the 29 faces in the photo'",
+              "the face in use, with which face of the group photo was taken")
+    page.goto(page_file.as_uri())  # the same file again: its code is used up
+    page.wait("document.body?.innerText.includes('used already')", "the used code refused")

@@ -15,6 +15,7 @@ import pytest
 from support.users import as_another_user, needs_root
 
 from vcamd.panel.faces import MAX_UPLOAD_BYTES
+from vcamd.panel.security import LOGGED_IN_PAGE
 
 CHANGES = ["/api/on", "/api/off", "/api/toggle", "/api/quality", "/api/face", "/api/badge"]
 READS = ["/", "/panel.js", "/panel.css", "/api/status", "/stream.mjpg"]
@@ -59,8 +60,10 @@ def test_the_login_url_sets_a_strict_httponly_cookie_and_carries_no_token(panel,
     url = panel.login_url()
     assert panel.token not in url  # what goes on the opener's command line is not the token
     answer = http(panel, "GET", url.removeprefix(panel.base_url[:-1]), auth=None)
-    assert answer.status == 303
-    assert answer.headers["Location"] == "/"  # the code leaves the address bar
+    assert answer.status == 200 and answer.body == LOGGED_IN_PAGE
+    # The code leaves the address bar by a visit of the page's own to "/" (a 303 would carry a
+    # cross-site login's origin along, and the browser would withhold the Strict cookie).
+    assert b'http-equiv="refresh" content="0;url=/"' in answer.body
     cookie = answer.headers["Set-Cookie"]
     attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
     assert {"httponly", "path"} <= attributes
@@ -76,7 +79,7 @@ def test_a_login_url_works_once_and_is_worthless_afterwards(panel, engine, http)
     """Issue 27 item 1: the address handed to the browser (on a command line every local user can
     read) must not be a lasting secret. Once the browser used it, another user replaying it gets nothing."""
     path = panel.login_url().removeprefix(panel.base_url[:-1])
-    assert http(panel, "GET", path, auth=None).status == 303  # the user's browser
+    assert http(panel, "GET", path, auth=None).status == 200  # the user's browser
     replay = http(panel, "GET", path, auth=None)  # the other user, who read the command line
     assert replay.status == 401 and "Set-Cookie" not in replay.headers
     assert b"used already" in replay.body
@@ -96,7 +99,7 @@ def test_a_login_code_is_minted_only_for_the_token_holder(panel, http):
     answer = http(panel, "POST", "/api/login-code")  # Bearer: a script, or `vcamd panel`
     assert answer.status == 200 and answer.json()["url"].startswith(f"{panel.base_url}?code=")
     assert http(panel, "POST", "/api/login-code", auth=None).status == 401
-    assert http(panel, "GET", answer.json()["url"].removeprefix(panel.base_url[:-1]), auth=None).status == 303
+    assert http(panel, "GET", answer.json()["url"].removeprefix(panel.base_url[:-1]), auth=None).status == 200
 
 
 def test_a_login_code_expires(panel, http, monkeypatch):
@@ -106,7 +109,7 @@ def test_a_login_code_expires(panel, http, monkeypatch):
     monkeypatch.setattr(security, "CODE_TTL_S", -1.0)  # codes minted from now on are born expired
     late = panel.login_url().removeprefix(panel.base_url[:-1])
     assert http(panel, "GET", late, auth=None).status == 401
-    assert http(panel, "GET", path, auth=None).status == 303  # the earlier one is still live
+    assert http(panel, "GET", path, auth=None).status == 200  # the earlier one is still live
 
 
 def test_an_old_login_url_is_refused(panel, http):
@@ -442,9 +445,30 @@ def test_deeply_nested_json_is_400_not_a_recursion_error(panel, engine, caplog):
     body = b"[" * 30_000 + b"]" * 30_000  # 60 KB: under the JSON size bound
     answer = raw_request(panel, f"POST /api/quality HTTP/1.0\r\nContent-Type: application/json\r\n"
                                 f"Content-Length: {len(body)}\r\n", body)
-    assert status_of(answer) == 400 and b"nested too deeply" in answer
+    assert status_of(answer) == 400 and b"nested more than 8 levels deep" in answer
     lines = panel_lines(caplog)
     assert len(lines) == 1 and lines[0].exc_info is None
+    assert engine.quality is None
+
+
+@pytest.mark.parametrize("body", [
+    b'{"level": ' + b"7" * 5000 + b"}",  # 500 "internal error" with a traceback before (int's digit limit)
+    b'{"level": 1e99999}',
+    b'{"level": NaN}',
+    b'{"level": "\\ud800"}',
+    b'{"a": ' * 20 + b"1" + b"}" * 20,
+    b"\xff\xfe",
+    b'"auto"',
+], ids=["5000-digit-int", "overflowing-float", "nan", "lone-surrogate", "nested-objects", "not-utf8", "not-an-object"])
+def test_every_hostile_json_body_is_one_400_line(panel, engine, caplog, body):
+    """Issue 36 item 2, the page's side: bounded as the control socket is (`vcamd.boundedjson`)."""
+    caplog.set_level("INFO", logger="vcamd.panel")
+    answer = raw_request(panel, f"POST /api/quality HTTP/1.0\r\nContent-Type: application/json\r\n"
+                                f"Content-Length: {len(body)}\r\n", body)
+    assert status_of(answer) == 400, answer
+    assert b"the request body " in answer and b"internal error" not in answer
+    lines = panel_lines(caplog)
+    assert len(lines) == 1 and lines[0].exc_info is None, [r.getMessage() for r in lines]
     assert engine.quality is None
 
 
@@ -483,7 +507,7 @@ def test_another_local_user_is_refused_even_with_the_token_or_a_code(panel, engi
 def test_the_peer_uid_of_a_loopback_connection_is_read_from_the_socket_table():
     import os
 
-    from vcamd.panel.gate import loopback_peer_uid
+    from vcamd.peers import loopback_peer_uid
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -495,3 +519,76 @@ def test_the_peer_uid_of_a_loopback_connection_is_read_from_the_socket_table():
                 assert loopback_peer_uid(accepted) == expected
                 assert loopback_peer_uid(accepted, tables=("/nonexistent",)) is None
         assert client.fileno() == -1
+
+
+def table_address(host: str, port: int) -> str:
+    """An address as /proc/net/tcp* prints it: each 32-bit word in host byte order, then the port."""
+    import ipaddress
+    import struct
+
+    raw = ipaddress.ip_address(host).packed
+    words = struct.unpack(f"={len(raw) // 4}I", raw)
+    return "".join(f"{word:08X}" for word in words) + f":{port:04X}"
+
+
+def table_row(local: tuple[str, int], remote: tuple[str, int], uid: int, state: str = "01") -> str:
+    return (f"   0: {table_address(*local)} {table_address(*remote)} {state} 00000000:00000000 00:00000000 "
+            f"00000000 {uid:>5}        0 4242 1 0000000000000000 20 4 30 10 -1\n")
+
+
+HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+
+
+@pytest.mark.parametrize("mapped", [False, True], ids=["tcp", "tcp6-ipv4-mapped"])
+def test_the_peer_is_found_by_the_whole_connection_not_by_its_port(tmp_path, mapped):
+    """Issue 36 item 1: another user's socket bound to the owner's client port on another loopback
+    address (127.0.0.2, or an IPv6 socket's ::ffff:127.0.0.2) was taken for the owner's, whose row
+    came first in the table. Only the row with both ends of this very connection counts."""
+    from vcamd.peers import PeerUnknown, loopback_peer_uid
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        family = socket.AF_INET6 if mapped else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as client:
+            client.bind(("::ffff:127.0.0.2" if mapped else "127.0.0.2", 0))
+            client.connect(("::ffff:127.0.0.1" if mapped else "127.0.0.1", server.getsockname()[1]))
+            accepted, _ = server.accept()
+            with accepted:
+                page, theirs = accepted.getsockname(), accepted.getpeername()
+                assert theirs[0] == "127.0.0.2"
+                port = theirs[1]
+                prefix = "::ffff:" if mapped else ""
+                owner_row = table_row(("127.0.0.1", port), page, uid=1000)  # the owner's own connection, same port
+                stranger_row = table_row((prefix + "127.0.0.2", port), (prefix + page[0], page[1]), uid=4242)
+                tcp, tcp6 = tmp_path / "tcp", tmp_path / "tcp6"
+                tcp.write_text(HEADER + owner_row + ("" if mapped else stranger_row))
+                tcp6.write_text(HEADER + (stranger_row if mapped else ""))
+                assert loopback_peer_uid(accepted, tables=(str(tcp), str(tcp6))) == 4242
+                # The same ports in a closed leftover (TIME_WAIT, uid 0) or with the ends swapped are not it.
+                tcp.write_text(HEADER + owner_row + table_row(page, ("127.0.0.2", port), uid=0)
+                               + table_row(("127.0.0.2", port), page, uid=0, state="06"))
+                tcp6.write_text(HEADER)
+                with pytest.raises(PeerUnknown):
+                    loopback_peer_uid(accepted, tables=(str(tcp), str(tcp6)))
+
+
+@needs_root
+@pytest.mark.parametrize("prefix", ["", "::ffff:"], ids=["ipv4", "ipv6-ipv4-mapped"])
+def test_another_user_on_the_owners_client_port_is_refused(panel, engine, prefix):
+    """Issue 36 item 1, end to end: the owner keeps the live video open; another user binds that
+    connection's port number on another loopback address and asks the page with the token (read
+    anywhere): refused, every time."""
+    host = f"127.0.0.1:{panel.port}"
+    video = socket.create_connection(("127.0.0.1", panel.port), timeout=30)
+    try:
+        video.sendall(f"GET /stream.mjpg HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer {panel.token}\r\n\r\n".encode())
+        assert video.recv(64).startswith(b"HTTP/1.0 200")  # the owner's connection is in the table now
+        port = video.getsockname()[1]
+        request = f"POST /api/off HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer {panel.token}\r\n\r\n".encode()
+        # Each try from another loopback address: one connection's leftover (TIME_WAIT) blocks its exact ends.
+        answers = [as_another_user(panel.port, request, bind=(f"{prefix}127.0.0.{n}", port)) for n in range(2, 10)]
+        assert all(a.startswith(b"HTTP/1.0 403 ") for a in answers), answers
+        assert engine.enabled is True
+    finally:
+        video.close()

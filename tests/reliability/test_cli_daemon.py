@@ -11,39 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-
-def daemon_config(tmp_path: Path, assets: Path, standin_dir: Path, source_face: Path | None = None, extra: str = "") -> Path:
-    face = source_face or assets / "images" / "newton.png"
-    config = tmp_path / "config.toml"
-    config.write_text(
-        f"""
-[models]
-dir = "{tmp_path / 'models'}"
-detector = "{assets / 'models' / 'scrfd_500m_kps.onnx'}"
-recognizer = "{standin_dir / 'recognizer.onnx'}"
-swapper = "{standin_dir / 'swapper.onnx'}"
-enhancer = "{standin_dir / 'enhancer.onnx'}"
-providers = ["cpu"]
-threads = 1
-
-[detection]
-size = 320
-track_size = 128
-
-[swap]
-source_face = "{face}"
-source_consent = true
-
-[preview]
-port = 0
-
-[tray]
-enabled = false
-{extra}
-"""
-    )
-    return config
+from support.configs import daemon_config
 
 
 @pytest.fixture
@@ -137,6 +105,7 @@ def test_run_with_a_camera_index_that_does_not_exist_says_one_line_and_lists_the
     result = vcamd_cli("run", "--config", config, "--source", "7", "--sink", "null", "--frames", "5", "--no-tray", timeout=90)
     line = refused(result, "cannot open camera 7", cameras_here())
     assert result.returncode == 2, line
+    assert "--source synthetic" in line  # the way on without a webcam (issue 42)
     opencv_noise = [ln for ln in result.stderr.splitlines() if "WARN" in ln or "VIDEOIO" in ln or ln.startswith(("[", ">"))]
     assert not opencv_noise, result.stderr
 

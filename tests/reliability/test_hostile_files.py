@@ -71,6 +71,27 @@ def test_private_dir_creates_0700_and_tightens_an_existing_folder_of_ours(tmp_pa
     assert mode(loose) == 0o700
 
 
+@pytest.mark.parametrize("shared", [0o777, 0o1777, 0o703])
+def test_private_dir_never_changes_a_folder_others_can_write(tmp_path: Path, shared: int) -> None:
+    """Issue 36 item 4: [models] dir = /tmp (or any shared folder) was chmod-ed to 0700, locking
+    every other user out of it. A folder others can write is refused, named, and left as it is."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(shared)
+    with pytest.raises(UnsafePathError, match=r"can be written by other users") as err:
+        private_dir(folder)
+    assert str(folder) in str(err.value) and "mkdir -m 700" in str(err.value)
+    assert mode(folder) == shared
+
+
+def test_private_dir_leaves_a_folder_the_user_chose_as_it_is(tmp_path: Path) -> None:
+    chosen = tmp_path / "chosen"
+    chosen.mkdir()
+    chosen.chmod(0o755)
+    private_dir(chosen, tighten=False)
+    assert mode(chosen) == 0o755
+
+
 def test_private_dir_refuses_a_file_in_its_place(tmp_path: Path) -> None:
     (tmp_path / "state").write_text("x")
     with pytest.raises(UnsafePathError, match="is not a folder"):

@@ -103,15 +103,19 @@ class _Engine:
         self.sink = sink
 
 
-def test_the_tray_opens_the_page_of_a_sink_that_has_one(make_config):
-    opened: list[str] = []
+def test_the_tray_opens_the_page_of_a_sink_that_has_one(make_config, tmp_path, monkeypatch):
+    monkeypatch.setenv("VCAMD_RUNTIME_DIR", str(tmp_path / "rt"))
+    opened: list = []
     preview = open_sink("preview", make_config(preview={"port": 0}), 64, 48, 30.0)
     preview.open()
     try:
         _open_output_page(_Engine(preview), opened.append)
-        # A one-time login address, never the token: the opener's command line is readable by every local user.
-        assert opened[0].startswith(f"{preview.url}?code=") and preview.url.startswith("http://127.0.0.1:")
-        assert preview.access.token not in opened[0]
+        # A private page holding a one-time login address: neither the token nor a code goes on the
+        # opener's command line, which every local user can read.
+        page = opened[0]
+        assert page.parent == tmp_path / "rt" and oct(page.stat().st_mode & 0o777) == "0o600"
+        assert f'content="0;url={preview.url}?code=' in page.read_text() and preview.url.startswith("http://127.0.0.1:")
+        assert preview.access.token not in page.read_text()
     finally:
         preview.close()
     for engine in (_Engine(None), _Engine(NullSink(64, 48)), _Engine(preview)):  # not running yet, no page, closed

@@ -370,6 +370,7 @@ def test_linux_missing_device_fix_has_the_module_package_secure_boot_and_app_res
     assert "Secure Boot" in fix and "mokutil --import" in fix
     assert "restart Zoom, Teams or the browser" in fix
     assert SECURE_BOOT_HINT in fix and RESTART_APPS_HINT in fix  # the same hints `vcamd doctor` gives
+    assert "--sink preview" in fix  # and the way on without the module (a container, issue 42)
     assert "OBS" not in fix
 
 

@@ -1,8 +1,11 @@
 """Where the tests' real models and photos come from, in this order: `$VCAMD_TEST_ASSETS`, then
 `../shared/assets` beside the checkout, then a user cache filled from the files' public addresses
 and checked against the SHA-256 pinned below (the files are never committed to this repository).
-With none of the three the tests that need them skip with one line saying how to get them; with
-`VCAMD_REQUIRE_TEST_ASSETS=1` (set by `.ci/run`) they fail instead, so CI cannot pass by skipping.
+With none of the three the tests that need them skip, all under one line of the summary saying
+what is skipped and how to get them (`conftest.pytest_runtest_makereport` gives their skips one
+place, which pytest folds into one line); with `VCAMD_REQUIRE_TEST_ASSETS=1` (set by `.ci/run`)
+they fail instead, so CI cannot pass by skipping. `VCAMD_TEST_ASSETS_DOWNLOAD=0` leaves the network
+alone (an offline machine, or a run that must not reach out).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import pytest
 
 ENV_DIR = "VCAMD_TEST_ASSETS"
 ENV_REQUIRE = "VCAMD_REQUIRE_TEST_ASSETS"
+ENV_DOWNLOAD = "VCAMD_TEST_ASSETS_DOWNLOAD"
+"""Set to 0 (or no, off, false): never download the assets; without a local copy the tests skip."""
 FETCH_TIMEOUT_S = 30
 
 
@@ -51,6 +56,9 @@ HOW_TO_GET = (
     f"set ${ENV_DIR} to a folder holding them, or place them in ../shared/assets, or let the tests "
     "download them (needs access to raw.githubusercontent.com); list and hashes in tests/support/assets.py"
 )
+WHAT_NEEDS_THEM = "the tests with real models and photos (two SCRFD detectors, a face embedding net, three photos; 14 MB)"
+SKIP_PREFIX = "test assets not found"
+"""How every skip for missing assets starts (the conftest gathers them under one line by it)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ class Missing:
     reasons: tuple[str, ...]
 
     def line(self) -> str:
-        return f"test assets not found ({'; '.join(self.reasons)}): {HOW_TO_GET}"
+        return f"{SKIP_PREFIX} ({'; '.join(self.reasons)}), so {WHAT_NEEDS_THEM} skip: {HOW_TO_GET}"
 
 
 def sha256_of(path: Path) -> str:
@@ -98,14 +106,18 @@ def fetch(asset: Asset, cache: Path, timeout_s: float = FETCH_TIMEOUT_S) -> Path
     return target
 
 
+def _cached(cache: Path, asset: Asset) -> bool:
+    path = cache / asset.path
+    return path.is_file() and sha256_of(path) == asset.sha256
+
+
 def from_cache(cache: Path, assets: tuple[Asset, ...], timeout_s: float = FETCH_TIMEOUT_S) -> str | None:
     """Fill `cache` with whatever it lacks or holds with the wrong hash; None when it is complete,
     else why not (the first download that failed)."""
     for asset in assets:
-        path = cache / asset.path
-        if path.is_file() and sha256_of(path) == asset.sha256:
+        if _cached(cache, asset):
             continue
-        path.unlink(missing_ok=True)
+        (cache / asset.path).unlink(missing_ok=True)
         try:
             fetch(asset, cache, timeout_s)
         except (OSError, ValueError) as exc:  # URLError and timeouts are OSErrors
@@ -122,10 +134,16 @@ def locate(env: dict[str, str] | os._Environ, shared: Path, cache: Path,
         absent = absent_from(folder, assets)
         if not absent:
             return Found(folder, f"${ENV_DIR}")
-        reasons.append(f"${ENV_DIR}={folder} lacks {', '.join(absent)}")
+        lacks = f"all {len(assets)} files" if len(absent) == len(assets) else ", ".join(absent)
+        reasons.append(f"${ENV_DIR}={folder} lacks {lacks}")
     if not absent_from(shared, assets):
         return Found(shared, "../shared/assets")
     reasons.append(f"no {shared}")
+    if env.get(ENV_DOWNLOAD, "").strip().lower() in ("0", "no", "off", "false"):
+        if not [a for a in assets if not _cached(cache, a)]:
+            return Found(cache, "the user cache (downloaded earlier, SHA-256 checked)")
+        reasons.append(f"no download (${ENV_DOWNLOAD}={env[ENV_DOWNLOAD]})")
+        return Missing(tuple(reasons))
     failure = from_cache(cache, assets, timeout_s)
     if failure is None:
         return Found(cache, "the user cache (downloaded, SHA-256 checked)")

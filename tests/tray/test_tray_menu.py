@@ -192,7 +192,8 @@ def test_status_and_quit(app, controller, notes):
     assert controller.calls[-1] == ("request_quit", None)
 
 
-def test_control_page_and_config_actions_call_through(controller, notes, pystray_without_display):
+def test_control_page_and_config_actions_call_through(controller, notes, pystray_without_display, tmp_path, monkeypatch):
+    monkeypatch.setenv("VCAMD_RUNTIME_DIR", str(tmp_path / "rt"))  # where the private login page goes
     opened = []
     app = TrayApp(controller, open_preview=lambda: opened.append("preview"), edit_config=lambda: opened.append("config"),
                   open_url=lambda url: opened.append(url), notify=notes, run_in_background=lambda fn: fn())
@@ -200,7 +201,10 @@ def test_control_page_and_config_actions_call_through(controller, notes, pystray
     item(app.menu(), "Edit config")(None)
     controller.panel_url = "http://127.0.0.1:8790/"
     item(app.menu(), "Open control page")(None)  # a one-time login address, minted at the click
-    assert opened == ["preview", "config", "http://127.0.0.1:8790/?code=one-time"]
+    # A private page that moves on to the one-time address, never the address on a command line.
+    assert opened[:2] == ["preview", "config"] and len(opened) == 3
+    assert opened[2].parent == tmp_path / "rt" and "code=" not in str(opened[2])
+    assert 'content="0;url=http://127.0.0.1:8790/?code=one-time"' in opened[2].read_text()
     bare = TrayApp(controller, notify=notes)
     item(bare.menu(), "Edit config")(None)
     assert "vcamd config init" in notes[-1][1]
@@ -244,6 +248,40 @@ def test_view_from_status_reads_the_engine_status_shape():
                              "providers": {}, "config_error": None})
     assert view.state is TrayState.on and view.summary == "swap on · 0 fps · 38 ms"
     assert view_from_status({"enabled": True, "state": "offline", "level": "full"}).state is TrayState.error
+
+
+def test_what_swapping_needs_is_in_the_status_item_and_the_notification():
+    from vcamd.live.readiness import FACE_MISSING, consent_missing
+
+    needs = [consent_missing(withdrawn=False).to_json(), FACE_MISSING.to_json()]
+    view = view_from_status({"enabled": False, "state": "running", "level": "full", "swap_needs": needs})
+    assert view.state is TrayState.off  # a step still to take, not an error
+    assert view.headline == "swap off: needs consent, a source face" and view.needs == ("consent", "a source face")
+    for need in needs:
+        assert f"To swap: {need['what']} — {need['fix']}" in view.detail.splitlines()
+    # On, yet unable to swap (the models failed to load while on): every frame covered, shown as an error.
+    on = view_from_status({"enabled": True, "state": "running", "level": "full", "swap_needs": needs[:1]})
+    assert on.state is TrayState.error and on.headline == "swap on, but it needs consent"
+
+
+def test_the_status_detail_says_where_the_swap_runs_when_a_server_runs_it():
+    server = {"url": "grpc://gpu-box:8001", "tls": True, "state": "away", "rtt_ms": None, "call_ms": None,
+              "serves": [], "error": "connection refused", "fallback": "none"}
+    detail = view_from_status({"enabled": True, "state": "running", "level": "full", "server": server}).detail
+    assert "Server: grpc://gpu-box:8001 away; mutual TLS; connection refused; fallback none" in detail.splitlines()
+    up = server | {"state": "up", "rtt_ms": 1.24, "serves": ["inswapper_128"], "error": None}
+    assert ("Server: grpc://gpu-box:8001 up; 1.2 ms round trip; mutual TLS; serves inswapper_128; fallback none"
+            in view_from_status({"enabled": True, "state": "running", "server": up}).detail.splitlines())
+    assert "Server:" not in view_from_status({"enabled": True, "state": "running", "server": None}).detail
+
+
+def test_the_status_detail_says_which_face_of_a_group_photo_was_taken():
+    pick = "the largest of the 29 faces in the photo (61×80 px at x=1107, y=190)"
+    view = view_from_status({"enabled": True, "state": "running", "level": "full", "source_face": "/f/solvay.png",
+                             "source_face_pick": pick})
+    assert f"Source face: /f/solvay.png\n  {pick}" in view.detail
+    assert "  the largest" not in view_from_status({"enabled": True, "state": "running", "source_face": "/f/me.png",
+                                                    "source_face_pick": None}).detail
 
 
 def test_view_from_status_reads_a_reported_quality_and_rejects_bad_levels():

@@ -27,6 +27,24 @@ def fitted_frame(image: Frame, size: tuple[int, int]) -> Frame:
     return frame
 
 
+def tiled_group(image: Frame, count: int, size: tuple[int, int]) -> Frame:
+    """`count` copies of a one-face photo in a grid on a `size` (width, height) frame, every other
+    one mirrored: the groups scenario's crowd when the user has no group photo (`--group-photo`)."""
+    width, height = size
+    cols = max(1, int(np.ceil(np.sqrt(count * width / height))))
+    rows = int(np.ceil(count / cols))
+    cell_w, cell_h = width // cols, height // rows
+    frame = np.full((height, width, 3), BACKGROUND, np.uint8)
+    scale = min(cell_w / image.shape[1], cell_h / image.shape[0]) * 0.95
+    face = cv2.resize(image, (max(1, int(image.shape[1] * scale)), max(1, int(image.shape[0] * scale))), interpolation=cv2.INTER_AREA)
+    fh, fw = face.shape[:2]
+    for n in range(count):
+        row, col = divmod(n, cols)
+        y, x = row * cell_h + (cell_h - fh) // 2, col * cell_w + (cell_w - fw) // 2
+        frame[y : y + fh, x : x + fw] = face if n % 2 == 0 else face[:, ::-1]
+    return frame
+
+
 def write_sliding_clip(
     path: Path,
     image: Frame,

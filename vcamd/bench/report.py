@@ -46,6 +46,10 @@ def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
         parts.append(format_target_rows(targets, settings))
     if (call := results.get("call")) is not None:
         parts.append(format_call_table(call, settings))
+    if (remote := results.get("remote")) is not None:
+        from vcamd.bench.remote import format_remote_table
+
+        parts.append(format_remote_table(remote, settings))
     if cpu := format_cpu_table(results):
         parts.append(cpu)
     if (st := results.get("startup")) is not None:
@@ -132,6 +136,10 @@ def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[Targe
                 f"{r['cpu_ms_1080p'] - r['camera_cpu_ms_1080p']:.1f} ÷ {r['cpu_ms_480p'] - r['camera_cpu_ms_480p']:.1f} = {own:.2f}×",
                 "(count)", None, None,
             ))
+    if (remote := results.get("remote")) is not None:
+        from vcamd.bench.remote import remote_rows
+
+        rows += remote_rows(remote, settings)
     return rows
 
 

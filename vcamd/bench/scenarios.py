@@ -9,15 +9,24 @@ import contextlib
 import json
 import logging
 import os
+import shlex
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
 from vcamd.bench.report import TARGET_P99_BUDGET_MS
 from vcamd.bench.settings import BUSY_CODE, CROWD_RESOLUTION, RESOLUTIONS, BenchSettings
+from vcamd.errors import VcamdError
 from vcamd.quality import BEST, Level, worst
 
 log = logging.getLogger(__name__)
+
+
+class RunFailed(VcamdError):
+    """A scenario's `vcamd run` failed: the error says the exact command to run by hand, and the
+    bench's folder (its config, clip and stand-in models) is kept for it."""
+
 
 def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> dict[str, dict]:
     """Run each scenario; returns scenario → summary (and the full stats JSON under "stats")."""
@@ -27,8 +36,7 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
     base = base or Config()
     image = read_image(settings.face, "bench face")
     out: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="vcamd-bench-") as tmp, _cache_dir(Path(tmp) / "optimized"):
-        tmpdir = Path(tmp)
+    with _bench_folder() as tmpdir, _cache_dir(tmpdir / "optimized"):
         for name in scenarios:
             log.info("bench: scenario %s", name)
             if name == "groups":
@@ -41,10 +49,29 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
                 out[name] = run_startup(settings, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
             elif name == "call":
                 out[name] = run_call(settings, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
+            elif name == "remote":
+                from vcamd.bench.remote import run_remote
+
+                out[name] = run_remote(settings, image, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
             else:
                 clip = sliding_clip(image, settings, tmpdir, (settings.width, settings.height))
                 out[name] = run_scenario(name, settings, clip, tmpdir, base)
     return out
+
+
+@contextlib.contextmanager
+def _bench_folder():
+    """The bench's temporary folder (clips, configs, stand-in models), removed at the end — unless a
+    scenario's `vcamd run` failed: its error names the command to run by hand, which needs them."""
+    folder = Path(tempfile.mkdtemp(prefix="vcamd-bench-"))
+    try:
+        yield folder
+    except RunFailed:
+        raise
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -173,27 +200,33 @@ def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict
             "command": following["command"], "stats": following, "first_start_stats": first}
 
 
-def run_vcamd(cfg, settings: BenchSettings, clip: Path, tmpdir: Path, name: str) -> dict:
+def run_vcamd(cfg, settings: BenchSettings, clip: Path, tmpdir: Path, name: str, prefix: tuple[str, ...] = ()) -> dict:
     """`vcamd run` with `cfg` on `clip` (a file camera, looped), null sink, `settings.frames`
-    frames, as a user starts it: its stats JSON, with the command under "command"."""
+    frames, as a user starts it: its stats JSON, with the command under "command". `prefix`: what
+    runs it (`ip netns exec NS`: inside a network namespace)."""
     import subprocess
     import sys
 
-    from vcamd.errors import VcamdError
-
     config, stats_path = tmpdir / f"{name}.toml", tmpdir / f"{name}.json"
     config.write_text(_toml(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
-    command = [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip), "--loop",
+    command = [*prefix, sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip), "--loop",
                "--sink", "null", "--frames", str(settings.frames), "--stats-json", str(stats_path), "--no-tray"]
     # Its own runtime folder: a daemon already running here does not stop the measurement (and the
     # stand-in's optimised graph is kept in the bench's folder: `_cache_dir`).
-    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(tmpdir / "runtime")}
+    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(tmpdir / f"runtime-{name}")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode as an installed vcamd has it (see the module's doc)
     proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120 + 2 * settings.frames / settings.fps)
+    by_hand = shlex.join(["env", f"VCAMD_RUNTIME_DIR={env['VCAMD_RUNTIME_DIR']}", f"VCAMD_CACHE_DIR={env.get('VCAMD_CACHE_DIR', '')}", *command])
+    fix = f"run it by hand to see all it says: {by_hand} — its config, clip and models stay in {tmpdir} until you delete that folder"
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise VcamdError(f"bench {name}: vcamd run failed: {last}", fix="run the same `vcamd run` by hand to see why")
-    return json.loads(stats_path.read_text(encoding="utf-8")) | {"command": " ".join(command)}
+        raise RunFailed(f"bench {name}: vcamd run failed (exit {proc.returncode}): {last}", fix=fix)
+    stats = json.loads(stats_path.read_text(encoding="utf-8"))
+    not_loaded = [line for line in proc.stderr.splitlines() if "did not load" in line]
+    if stats["startup_ms"].get("first_swap") is None and not_loaded:
+        # `vcamd run` keeps running (covered) when its models fail to load: no swap to time.
+        raise RunFailed(f"bench {name}: vcamd run swapped nothing: {not_loaded[-1]}", fix=fix)
+    return stats | {"command": " ".join(command)}
 
 
 @contextlib.contextmanager
@@ -334,25 +367,34 @@ def summarise(stats: dict, stages: dict, settings: BenchSettings, setup_s: float
 
 
 def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
-    """The group photo as a still 720p (--resolution) camera, every face swapped."""
-    assert settings.group_photo is not None
-    return run_still_faces(settings, tmpdir, base, settings.group_photo, (settings.width, settings.height))
+    """The group photo as a still 720p (--resolution) camera, every face swapped; without one,
+    GROUP_FACES copies of the --face photo tiled."""
+    from vcamd.bench.clips import tiled_group
+    from vcamd.bench.settings import GROUP_FACES
+    from vcamd.images import read_image
+
+    size = (settings.width, settings.height)
+    if settings.group_photo is not None:
+        photo = read_image(settings.group_photo, "group photo")
+        return run_still_faces(settings, tmpdir, base, photo, str(settings.group_photo), size, "still")
+    photo = tiled_group(read_image(settings.face, "bench face"), GROUP_FACES, size)
+    return run_still_faces(settings, tmpdir, base, photo, f"{GROUP_FACES} copies of {settings.face.name}", size, "still")
 
 
 def run_crowd(settings: BenchSettings, tmpdir: Path, base) -> dict:
     """The crowd photo (100+ faces) as a still 1080p camera, every face swapped."""
-    assert settings.crowd_photo is not None
-    return run_still_faces(settings, tmpdir, base, settings.crowd_photo, RESOLUTIONS[CROWD_RESOLUTION])
-
-
-def run_still_faces(settings: BenchSettings, tmpdir: Path, base, photo_path: Path, size: tuple[int, int]) -> dict:
-    """`photo_path` as a still camera of `size`, `face_selection = "all"`, light swapper: the
-    summary, the faces the detector finds in the clip's frame, and the shares of frames at full
-    quality and with every face swapped or held."""
     from vcamd.images import read_image
 
-    photo = read_image(photo_path, "group photo")
-    clip = still_clip(photo, settings, tmpdir, size, name=photo_path.stem)
+    assert settings.crowd_photo is not None
+    photo = read_image(settings.crowd_photo, "crowd photo")
+    return run_still_faces(settings, tmpdir, base, photo, str(settings.crowd_photo), RESOLUTIONS[CROWD_RESOLUTION], "crowd")
+
+
+def run_still_faces(settings: BenchSettings, tmpdir: Path, base, photo, group: str, size: tuple[int, int], name: str) -> dict:
+    """`photo` (`group` names it) as a still camera of `size`, `face_selection = "all"`, light
+    swapper: the summary, the faces the detector finds in the clip's frame, and the shares of
+    frames at full quality and with every face swapped or held."""
+    clip = still_clip(photo, settings, tmpdir, size, name=name)
     cfg = scenario_config("groups", settings, tmpdir, base, face_selection="all")
     found: list[int] = []
 
@@ -365,6 +407,7 @@ def run_still_faces(settings: BenchSettings, tmpdir: Path, base, photo_path: Pat
     published = max(1, frames["published"])
     summary["size"] = list(size)
     summary["faces_found"] = found[0] if found else None
+    summary["group"] = group
     summary["every_face_share"] = round((frames["swapped"] + frames["held"]) / published, 3)
     per_face = stats.get("faces")
     if isinstance(per_face, dict) and {"swapped", "held", "obscured"} <= set(per_face):

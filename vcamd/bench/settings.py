@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
-SCENARIOS = ("light", "inswapper", "groups", "crowd", "resolution", "startup", "call")
+SCENARIOS = ("light", "inswapper", "groups", "crowd", "resolution", "startup", "call", "remote")
 DEFAULT_SCENARIOS = ("light", "inswapper")
 
 GROUP_PHOTO = "solvay_conference_1927.png"
+GROUP_FACES = 29
+"""Without a group photo, the groups scenario tiles this many copies of --face (as many faces as
+the 1927 Solvay photo the figures in docs/performance.md were measured on)."""
 CROWD_PHOTO = "crowd_selfie.jpg"
 CROWD_RESOLUTION = "1080p"
 """The crowd scenario's camera: 100+ small faces are a 1080p camera's case (at 720p most are too small to find)."""
@@ -37,6 +40,7 @@ class BenchSettings:
     fp16: bool
     quality: str | None = None
     group_photo: Path | None = None
+    """The groups scenario's photo; None: GROUP_FACES copies of `face` tiled (`clips.tiled_group`)."""
     crowd_photo: Path | None = None
     rounds: int = 1
     load: int = 0

@@ -7,8 +7,9 @@ frame at 30 fps, publishing to the null sink. Scenarios:
 * `light`     — a cheap stand-in swapper (a few ops), so the loop's own cost shows;
 * `inswapper` — the compute-equivalent inswapper_128 stand-in (same layers, random weights; built
   at run time in a temporary folder), which costs what the real model costs;
-* `groups` — a 29-face group photo as a still camera, `face_selection = "all"`, light swapper;
-* `crowd` — a crowd photo (100+ small faces) as a still 1080p camera, the same way;
+* `groups` — a 29-face group photo as a still camera, `face_selection = "all"`, light swapper
+  (`--group-photo`; without one, 29 copies of `--face` tiled: `bench.clips.tiled_group`);
+* `crowd` — a crowd photo (100+ small faces) as a still 1080p camera, the same way (`--crowd-photo`);
 * `resolution` — the light scenario at 480p and at 1080p (watchdog pinned at full), in
   `--rounds` interleaved pairs: the figure is the pair with the median ratio (one pair is at the
   mercy of the machine's speed between its two runs: 1.26–1.43× in five single pairs here);
@@ -16,6 +17,7 @@ frame at 30 fps, publishing to the null sink. Scenarios:
   inswapper stand-in, the clip as a file camera, null sink, `--frames N --stats-json`), twice: how
   long from the process start until the first frame is published and until the first swapped face,
   at the first start (the swapper optimised by ONNX Runtime and its graph kept: `vcamd.ortcache`)
+  — a `vcamd run` that fails names the command to run by hand, its temporary folder kept for it —
   and at the next start (every later one: the kept graph loaded). Python writes and reads bytecode
   as an installed vcamd has it, whatever PYTHONDONTWRITEBYTECODE says here (else every start
   compiles vcamd's modules from source). `--threads` applies (default 1; a user's default config
@@ -50,6 +52,7 @@ from vcamd.bench.settings import (
     CALL_SWAP_MS,
     CROWD_PHOTO,
     DEFAULT_SCENARIOS,
+    GROUP_FACES,
     GROUP_PHOTO,
     RESOLUTIONS,
     SCENARIOS,
@@ -73,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--face", type=Path, default=None, metavar="PHOTO",
                    help="photo with one face: the clip's content and the source face (default: [swap] source_face)")
     p.add_argument("--detector", default=None, metavar="MODEL",
-                   help="SCRFD detector: manifest name or .onnx path (default: [models] detector)")
+                   help="SCRFD detector: manifest name or .onnx path (default: [models] detector, buffalo_l's det_10g.onnx "
+                        "unless the config says otherwise: the one `vcamd run` uses)")
     p.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS), metavar="LIST",
                    help=f"comma-separated, from: {', '.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)}). "
                         "groups: a 29-face group photo as a still camera with face_selection = \"all\"; "
@@ -81,7 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "resolution: CPU-ms per frame at 1080p against 480p; call: `vcamd run` with a swapper of a call's "
                         "cost (--swap-ms), swap age and start-up beside fps (with --load N: quiet and loaded runs side by side)")
     p.add_argument("--group-photo", type=Path, default=None, metavar="PHOTO",
-                   help=f"the groups scenario's photo (default: {GROUP_PHOTO} next to --face)")
+                   help=f"the groups scenario's photo (default: {GROUP_PHOTO} next to --face if it is there, "
+                        f"else {GROUP_FACES} copies of --face tiled)")
     p.add_argument("--crowd-photo", type=Path, default=None, metavar="PHOTO",
                    help=f"the crowd scenario's photo (default: {CROWD_PHOTO} next to --face)")
     p.add_argument("--quality", choices=[level.name for level in Level], default=None,
@@ -145,6 +150,7 @@ def handle(args: argparse.Namespace) -> int:
     detector = args.detector or cfg.models.detector
     if Path(detector).is_file():  # a path as typed: the runs' configs live in a temporary folder
         detector = str(Path(detector).resolve())
+    neighbour = Path(face).parent / GROUP_PHOTO
     settings = BenchSettings(
         face=Path(face).resolve(),
         detector=detector,
@@ -157,16 +163,17 @@ def handle(args: argparse.Namespace) -> int:
         threads=args.threads,
         fp16=args.fp16,
         quality=args.quality,
-        group_photo=args.group_photo or Path(face).parent / GROUP_PHOTO,
+        group_photo=args.group_photo or (neighbour if neighbour.is_file() else None),
         crowd_photo=args.crowd_photo or Path(face).parent / CROWD_PHOTO,
         rounds=args.rounds,
         load=args.load,
         swap_ms=args.swap_ms,
     )
-    if "groups" in scenarios and not settings.group_photo.is_file():
+    if "groups" in scenarios and settings.group_photo is not None and not settings.group_photo.is_file():
         raise VcamdError(f"--group-photo: {settings.group_photo} not found", fix="pass --group-photo PHOTO (a photo with many faces)")
     if "crowd" in scenarios and not settings.crowd_photo.is_file():
         raise VcamdError(f"--crowd-photo: {settings.crowd_photo} not found", fix="pass --crowd-photo PHOTO (a photo with a hundred faces)")
+    check_detector(detector, cfg, from_flag=args.detector is not None)  # now, not after the stand-ins are built
     results = run_benchmark(settings, scenarios, base=cfg)
     print(format_table(results, settings))
     if args.json is not None:
@@ -175,3 +182,26 @@ def handle(args: argparse.Namespace) -> int:
         private_parent(args.json)  # 0600 like --stats-json, never through a symlink
         write_private_atomic(args.json, json.dumps({"settings": settings_dict(settings), "results": results}, indent=2) + "\n")
     return 0
+
+
+def check_detector(value: str, cfg, *, from_flag: bool) -> None:
+    """The detector the runs will use is there and is a detector; a bad one is blamed on where it
+    came from: `--detector` as typed, or `[models] detector` in the config."""
+    from vcamd.errors import VcamdError
+    from vcamd.modelcheck import check_signature
+    from vcamd.modelstore.store import ModelStore
+
+    store = ModelStore.from_config(cfg.models)
+    known = ", ".join(n for n, e in store.manifest.entries.items() if "detector" in e.roles)
+    try:
+        check_signature(store.path_for(value, "detector"), "detector")
+    except VcamdError as err:
+        if not from_flag:
+            raise VcamdError(err.message, fix=f"{err.fix}; or pass --detector PATH.onnx") from None
+        entry = store.manifest.entries.get(value)
+        if entry is not None and "detector" in entry.roles:
+            raise  # a manifest detector whose file is missing or damaged: its error names the file and both ways to get it
+        why = err.message.removeprefix(f"[models] detector = {value!r}").lstrip(": ")
+        raise VcamdError(f"--detector {value}{' ' if why.startswith('is ') else ': '}{why}",
+                         fix=f"give --detector a detector from the manifest ({known}; `vcamd models list`) "
+                             "or the path of an SCRFD .onnx detector with keypoints") from None

@@ -3,7 +3,8 @@
 Each verb is one request over the daemon's control socket, found in the user runtime dir (e.g.
 /run/user/1000/facelive/control.sock, /tmp/vcamd-1000 without a login session: the same folder
 whatever the environment, see `config.user_runtime_dir`) or in `$VCAMD_RUNTIME_DIR` when that is set. With no daemon
-running every verb prints one line and exits 3.
+running every verb prints one line and exits 3 (`status --json` also prints a JSON answer saying so,
+`"running": false`, for the scripts that read it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from vcamd.private_files import write_private_atomic
 from vcamd.quality import quality_names  # standard library only: the parser must not import numpy
+from vcamd.remote.summary import describe_server  # standard library only, like quality
 
 ENDPOINT_HELP = (
     "Talks to the running daemon over its control socket in the user runtime dir "
@@ -27,13 +29,17 @@ QUIT_WAIT_S = 15.0
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     def verb(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
-        parser = subparsers.add_parser(name, help=help_text, description=f"{help_text}. {ENDPOINT_HELP}")
+        # The short help reads as the other commands' (lower case, in `vcamd --help`'s list); the
+        # description is a sentence before the next one.
+        parser = subparsers.add_parser(name, help=help_text, description=f"{help_text[:1].upper()}{help_text[1:]}. {ENDPOINT_HELP}")
         parser.set_defaults(func=handler)
         return parser
 
-    status = verb("status", "show whether swapping is on, fps, latency, quality level, config problems", _status)
-    status.add_argument("--json", action="store_true", help="print the status as JSON")
-    verb("on", "turn face swapping on", lambda args: _switch(args, "on"))
+    status = verb("status", "show whether swapping is on (and what it still needs), fps, latency, quality level, config problems", _status)
+    status.add_argument("--json", action="store_true",
+                        help='print the status as JSON (with "running": false and the reason when no daemon runs; exit 3)')
+    verb("on", "turn face swapping on (refused, saying what is missing and how to get it, until the models, consent and a face are there)",
+         lambda args: _switch(args, "on"))
     verb("off", "turn face swapping off (the camera passes through unchanged)", lambda args: _switch(args, "off"))
     verb("toggle", "turn face swapping on if off, off if on", lambda args: _switch(args, "toggle"))
     verb("reload", "re-read the config file now (it is also reloaded on save)", _reload)
@@ -55,9 +61,19 @@ def _client() -> Any:
 
 
 def _status(args: argparse.Namespace) -> int:
-    status = _client().status()
+    from vcamd.control.protocol import DaemonNotRunning
+
+    try:
+        status = _client().status()
+    except DaemonNotRunning as err:
+        if not args.json:
+            raise
+        # A script reading the JSON (`jq .panel_token`) gets an answer, not an empty stdout.
+        print(json.dumps({"running": False, "error": err.message, "fix": err.fix}, indent=2, sort_keys=True))
+        print(f"vcamd: error: {err}", file=sys.stderr)
+        return err.exit_code
     if args.json:
-        print(json.dumps(status, indent=2, sort_keys=True))
+        print(json.dumps({"running": True, **status}, indent=2, sort_keys=True))
     else:
         print_status(status)
     return 0
@@ -79,13 +95,17 @@ def _reload(args: argparse.Namespace) -> int:
 
 
 def _set_face(args: argparse.Namespace) -> int:
+    import stat
+
     from vcamd.errors import FaceError
+    from vcamd.images import stat_given_path
 
     path = args.path.expanduser().resolve()
-    if path.is_dir():
+    info = stat_given_path(path, "source face")  # every way the path itself is wrong, as one line
+    if stat.S_ISDIR(info.st_mode):
         raise FaceError(f"source face {path} is a folder, not a photo", fix="give the path of a photo (PNG or JPEG) in it")
-    if not path.is_file():
-        raise FaceError(f"source face {path} does not exist", fix="give the path of a photo (PNG or JPEG)")
+    if not stat.S_ISREG(info.st_mode):
+        raise FaceError(f"source face {path} is not a file", fix="give the path of a photo (PNG or JPEG)")
     status = _client().set_source_face(path)
     print(f"Source face: {status.get('source_face') or path}")
     if status.get("source_face_pick"):
@@ -154,8 +174,15 @@ def _snapshot(args: argparse.Namespace) -> int:
     try:
         write_private_atomic(out, image)  # 0600 (it shows a face); a symlink at `out` is replaced, not followed
     except OSError as exc:
+        import errno
+
         from vcamd.errors import VcamdError
 
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            from vcamd.diskspace import full_disk_message
+
+            message, fix = full_disk_message(str(out), out, "the snapshot")
+            raise VcamdError(message, fix=fix) from None
         raise VcamdError(f"cannot write {out}: {exc.strerror}", fix="choose a writable path") from None
     print(f"Saved {out} ({width}×{height})")
     return 0
@@ -194,7 +221,15 @@ def print_status(status: dict[str, Any]) -> None:
     table.add_column()
     state = escape(str(status.get("state", "unknown")))
     state_style = {"running": "green", "camera offline": "yellow", "error": "red"}.get(state, "")
-    table.add_row("Face swap", "[green]on[/]" if status.get("enabled") else "off")
+    needs = [n for n in status.get("swap_needs") or [] if isinstance(n, dict)]
+    labels = ", ".join(str(n.get("label") or "?") for n in needs)
+    if status.get("enabled"):
+        table.add_row("Face swap", f"[green]on[/]{escape(f' (every face covered: it needs {labels})') if needs else ''}")
+    else:
+        table.add_row("Face swap", f"off{escape(f' (it needs {labels})') if needs else ''}")
+    for need in needs:
+        # Each with its fix: `vcamd on` is refused with the same list.
+        table.add_row("  needs", f"[yellow]{escape(str(need.get('what', '?')))}[/] — {escape(str(need.get('fix', '')))}")
     table.add_row("State", f"[{state_style}]{state}[/]" if state_style else state)
     level = escape(str(status.get("level", "?")))
     quality = status.get("quality")
@@ -207,18 +242,23 @@ def print_status(status: dict[str, Any]) -> None:
     fps, latency = status.get("fps"), status.get("latency_ms")
     table.add_row("Frame rate", f"{fps:.1f} fps" if isinstance(fps, (int, float)) else "–")
     table.add_row("Latency", _latency_text(latency))
-    table.add_row("Source face", escape(str(status.get("source_face") or "(none set)")))
+    face = escape(str(status.get("source_face") or "(none set)"))
+    pick = status.get("source_face_pick")  # a group photo: which face was taken
+    table.add_row("Source face", f"{face}\n{escape(str(pick))}" if pick else face)
     providers = status.get("providers") or {}
     if isinstance(providers, dict):
         shown = ", ".join(f"{model}: {provider}" for model, provider in providers.items())
     else:
         shown = ", ".join(str(p) for p in providers)
     table.add_row("Providers", escape(shown) or "–")
+    server = status.get("server")
+    if isinstance(server, dict):
+        table.add_row("Server", escape(describe_server(server)))
     error = status.get("config_error")
     table.add_row("Config", f"[red]{escape(str(error))}[/] (running on the last good config)" if error else "ok")
     # panel_token is for scripts (`--json`), not for a screen someone may be looking at.
-    known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "providers", "config_error",
-             "panel_url", "panel_token"}
+    known = {"enabled", "state", "level", "quality", "fps", "latency_ms", "source_face", "source_face_pick", "providers",
+             "config_error", "panel_url", "panel_token", "swap_needs", "server"}
     for key in sorted(set(status) - known):
         value = status[key]
         if value is None:

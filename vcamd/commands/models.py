@@ -149,11 +149,14 @@ def _pull(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from vcamd.errors import ModelError
+    from vcamd.modelstore.wayout import ways_out
 
     store, _ = _store(args)
     results = store.verify(args.names or None)
     if not results:
-        print(f"no model files in {store.dir}; get them with `vcamd models pull`")
+        from vcamd.modelstore.wayout import ways_out
+
+        print(f"no model files in {store.dir}; to get them, {ways_out(files=2)}")
         return 0
     for r in results:
         detail = {
@@ -166,8 +169,9 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"{r.name} ({r.role}): {r.path}: {detail}")
     bad = [r for r in results if r.status in ("mismatch", "missing", "invalid")]
     if bad:
-        names = " ".join(dict.fromkeys(r.name for r in bad))
         what = ", ".join(f"{r.path.name} {r.status}" for r in bad)
         sys.stdout.flush()
-        raise ModelError(f"model check failed: {what}", fix=f"run `vcamd models pull {names}` to download them again")
+        it = "them" if len(bad) > 1 else "it"
+        raise ModelError(f"model check failed: {what}",
+                         fix=ways_out([r.name for r in bad], files=len(bad), pull_note=f" to download {it} again"))
     return 0

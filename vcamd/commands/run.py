@@ -23,7 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="run the live camera: swap your face and publish it as the virtual camera",
         description="Capture the camera, swap the face live and publish the result to a sink "
-        "(the 'FaceLive Camera' virtual camera by default). Stops on Ctrl-C, `vcamd quit`, or after --frames.",
+        "(the 'FaceLive Camera' virtual camera by default). Stops on Ctrl-C, `vcamd quit`, or after --frames. "
+        "Without the models, a source face or consent it starts with swapping off and says what is missing "
+        "(`vcamd status`, the control page, the tray); `vcamd on` works once they are there, without a restart.",
     )
     add_config_option(p)
     p.add_argument("--source", default=None, metavar="S",
@@ -46,9 +48,9 @@ def handle(args: argparse.Namespace) -> int:
     from vcamd.config import load_config, user_config_path
     from vcamd.control.client import ControlClient
     from vcamd.errors import VcamdError
-    from vcamd.faces.engine import require_consent
     from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
+    from vcamd.live.readiness import look_at_model_files
     from vcamd.logs import setup_logging
     from vcamd.memory import apply_memory_cap
     from vcamd.sinks.registry import open_sink
@@ -61,7 +63,6 @@ def handle(args: argparse.Namespace) -> int:
     file_cfg = cfg  # as the file says it; the watcher diffs later edits against this
     if args.face is not None:
         cfg = cfg.model_copy(update={"swap": cfg.swap.model_copy(update={"source_face": args.face.expanduser().resolve()})})
-    require_consent(cfg, args.i_have_consent)  # before any model is loaded
     setup_logging("debug" if args.verbose else cfg.runtime.log_level)
     if ControlClient().is_running():
         raise VcamdError("FaceLive Camera is already running", fix="stop it with `vcamd quit`, or drive it with `vcamd on/off/status`")
@@ -85,6 +86,9 @@ def handle(args: argparse.Namespace) -> int:
         file_cfg=file_cfg,
         log_level_pinned=bool(args.verbose),  # -v pins debug for the whole run
         started_at=started_at,
+        # Without consent, a face or the model files, it runs with swapping off and says why.
+        consent_given=cfg.swap.source_consent or args.i_have_consent,
+        look_at_models=look_at_model_files,
     )
     watched = config_path or user_config_path()
     # SIGTERM (service stop) ends the run like Ctrl-C: the sink is closed and stats are written.
@@ -127,9 +131,14 @@ def handle(args: argparse.Namespace) -> int:
     print(
         f"published {f['published']} frames at {stats['fps']['published']:.1f} fps (source {stats['fps']['source']:.1f}); "
         f"swapped {f['swapped']}, held {f['held']}, blurred {f['blurred']}, passthrough {f['passthrough']}, "
-        f"offline {f['offline']}, starting {f['starting']}; latency p50/p95/p99 {lat['p50']:.1f}/{lat['p95']:.1f}/{lat['p99']:.1f} ms; "
+        f"swapping off {f['off']}, offline {f['offline']}, starting {f['starting']}; latency p50/p95/p99 {lat['p50']:.1f}/{lat['p95']:.1f}/{lat['p99']:.1f} ms; "
         f"{stats['cpu_ms_per_frame']:.1f} CPU-ms/frame"
     )
+    # An output that could not finish its work says so once closed: a recording whose disk filled
+    # up (`--sink file:`) is an error, not "published N frames".
+    failure = getattr(engine.sink, "failure", None)
+    if isinstance(failure, VcamdError):
+        raise failure
     return 2 if stats_lost else 0
 
 
@@ -176,14 +185,20 @@ def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg,
 def _open_output_page(engine, open_url) -> None:
     """The tray's "Open control page" when there is no control page: the output's own page, if it has one.
     The sink exists only once the engine runs, so its URL is read when the item is clicked. A page
-    that needs a login (the preview) is opened with a one-time address, never its token."""
+    that needs a login (the preview) is opened through a private file holding a one-time address
+    (`panel.login.login_page`), never with its token or a code on the opener's command line."""
     from vcamd.errors import VcamdError
 
     sink = engine.sink
     if sink is None or sink.url is None:
         raise VcamdError("the control page is not available in this session", fix="see [panel] in the config")
     login_url = getattr(sink, "login_url", None)
-    open_url(login_url() if login_url is not None else sink.url)
+    if login_url is None:
+        open_url(sink.url)
+        return
+    from vcamd.panel.login import login_page
+
+    open_url(login_page(login_url()))
 
 
 def _face_pipeline(cfg, warm_up):
@@ -199,16 +214,21 @@ def _face_pipeline(cfg, warm_up):
 
 
 def _check_models_ready(cfg, *, capped: bool) -> None:
-    """What a user can fix, found before the camera opens (cheap: no model is loaded): every model
-    file exists, they fit the memory cap, the photos the config names can be read."""
+    """What a user can fix, found before the camera opens (cheap: no model is loaded): the model
+    files there fit the memory cap, the photos the config names can be read. Missing model files
+    do not stop the start: the daemon runs with swapping off and says which (`live.readiness`)."""
     from vcamd.config import FaceSelection
+    from vcamd.errors import ModelError
     from vcamd.images import read_image
     from vcamd.memory import check_all_fit
-    from vcamd.modelstore.store import ModelStore
+    from vcamd.pipeline import local_model_paths
 
-    paths = ModelStore.from_config(cfg.models).paths_in_use(cfg)
-    if capped:
-        check_all_fit(list(paths.values()), cfg.runtime.max_memory_gb)  # a clear message now rather than a MemoryError inside ONNX Runtime
+    try:
+        paths = local_model_paths(cfg)  # with [models] server, the models run there need no file here
+    except ModelError:
+        paths = []  # missing: the daemon starts with swapping off and says which (`live.readiness`)
+    if capped and paths:
+        check_all_fit(paths, cfg.runtime.max_memory_gb)  # a clear message now rather than a MemoryError inside ONNX Runtime
     if cfg.swap.source_face is not None:
         read_image(cfg.swap.source_face, "source face")
     if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is not None:

@@ -41,8 +41,9 @@ def _install(args: argparse.Namespace) -> int:
 
 
 def _config_steps() -> list[str]:
-    """What the user config must say for the started daemon not to stop at once: the service
-    runs `vcamd run` without --i-have-consent, reading only the user config file."""
+    """What the user config must say for the started daemon to swap: the service runs `vcamd run`
+    without --i-have-consent, reading only the user config file (without consent it runs with
+    swapping off; with an invalid config it stops at once)."""
     from vcamd.config import load_config, user_config_path
     from vcamd.errors import ConfigError
 
@@ -54,7 +55,8 @@ def _config_steps() -> list[str]:
     steps = []
     if not cfg.swap.source_consent:
         steps.append(f"set `source_consent = true` under [swap] in {path} once you have the consent of the person "
-                     "in the source photo (`vcamd config init` creates the file): without it the started daemon refuses to swap and stops")
+                     "in the source photo (`vcamd config init` creates the file): without it the started daemon runs with swapping off "
+                     "and refuses `vcamd on`")
     return steps
 
 

@@ -14,7 +14,9 @@ and would otherwise get their photo back unchanged. A video reports how many fra
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -23,8 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vcamd.commands import add_config_option
+from vcamd.diskspace import full_disk_message, mount_point
 from vcamd.errors import VcamdError
 from vcamd.private_files import private_temporary, write_private_atomic
+from vcamd.videofile import VideoFile, check_video
 
 if TYPE_CHECKING:
     import cv2
@@ -84,9 +88,9 @@ def run_swap(args: argparse.Namespace) -> int:
 
 
 def _input_kind(path: Path) -> str:
-    if not path.exists():
-        raise VcamdError(f"input {path} does not exist", fix="check the path given to --input")
-    if not path.is_file():
+    from vcamd.images import stat_given_path
+
+    if not stat.S_ISREG(stat_given_path(path, "input").st_mode):  # missing, NUL, name too long: one line
         raise VcamdError(f"input {path} is not a file", fix="give --input a photo or a video file")
     suffix = path.suffix.lower()
     if suffix in IMAGE_SUFFIXES:
@@ -105,15 +109,34 @@ def _check_output(output: Path, source: Path, kind: str) -> None:
         raise VcamdError(f"output {output}: a photo is written as a photo", fix=f"use one of {' '.join(sorted(IMAGE_SUFFIXES))}")
     if kind == "video" and suffix not in VIDEO_OUTPUT_FOURCC:
         raise VcamdError(f"output {output}: cannot write a video with extension {suffix or '(none)'!r}", fix=f"use one of {' '.join(sorted(VIDEO_OUTPUT_FOURCC))}")
-    if output.exists() and output.resolve() == source.resolve():
+    info = _stat_output(output)
+    if info is not None and os.path.samestat(info, os.stat(source)):
         raise VcamdError(f"output {output} is the input file", fix="write the result to a different file")
-    if output.is_dir():
+    if info is not None and stat.S_ISDIR(info.st_mode):
         raise VcamdError(f"output {output} is a folder", fix="give --output a file name")
     folder = output.parent if str(output.parent) else Path(".")
     if not folder.is_dir():
         raise VcamdError(f"output folder {folder} does not exist", fix="create it first or write somewhere else")
-    if not os.access(folder, os.W_OK) or (output.exists() and not os.access(output, os.W_OK)):
+    if not os.access(folder, os.W_OK) or (info is not None and not os.access(output, os.W_OK)):
         raise VcamdError(f"output {output} is not writable (permission denied)", fix="write to a folder you can write to")
+
+
+def _stat_output(output: Path) -> os.stat_result | None:
+    """What is at --output now (None: nothing yet), or one line when the path itself cannot be one."""
+    from vcamd.images import shown_path
+
+    try:
+        return os.stat(output)
+    except FileNotFoundError:
+        return None
+    except ValueError:  # a NUL byte
+        raise VcamdError(f"output path {shown_path(output)} holds a NUL byte, which no file name can", fix="check --output") from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            raise VcamdError(f"output folder {output.parent} is not a folder", fix="check --output") from None
+        raise VcamdError(f"output {shown_path(output)} cannot be used ({exc.strerror or exc})",
+                         fix="use a shorter name (at most 255 bytes a folder or file name)" if exc.errno == errno.ENAMETOOLONG
+                         else "write somewhere else") from None
 
 
 def _finish_frame(engine: FaceEngine, cfg: Config, frame: Frame, follow: FollowedFace | None = None, index: int = 0) -> tuple[int, int]:
@@ -156,7 +179,11 @@ def _swap_image(engine: FaceEngine, cfg: Config, frame: Frame, source: Path, out
     try:
         write_private_atomic(output, data.tobytes())  # 0600, renamed into place: never through a symlink
     except OSError as exc:
-        raise VcamdError(f"cannot write {output}: {exc.strerror}", fix="write to a folder you can write to, with free space") from None
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            message, fix = full_disk_message(f"output {output}", output, "the photo")
+            raise VcamdError(message, fix=fix) from None
+        raise VcamdError(f"cannot write {output}: {exc.strerror or exc} (in {output.parent}); nothing was put under its name",
+                         fix="write to a folder you can write to, with free space") from None
     print(f"swapped {swapped} face(s) in {source} → {output}")
     return 0
 
@@ -278,21 +305,18 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
     tally = VideoTally()
     follow = FollowedFace()
     ok, frame = True, first
-    writer: cv2.VideoWriter | None = None
-    # Written under a fresh 0600 temporary name next to OUT and renamed when complete: no truncated
-    # OUT, no write through a symlink planted at OUT, private whatever the umask. Created as the
-    # `try` begins, nothing in between: a stop (SIGTERM) from the moment the file exists removes it.
-    partial = private_temporary(output)
+    # Written under a fresh 0600 temporary name next to OUT, checked, and renamed when complete
+    # (`vcamd.videofile`): no truncated OUT, no write through a symlink planted at OUT, private
+    # whatever the umask, and a full disk is an error at once, not a file that plays nowhere.
+    video = VideoFile(output, fourcc=VIDEO_OUTPUT_FOURCC[output.suffix.lower()], fps=fps, size=(width, height), what="output")
+    video.open()
     try:
-        writer = cv2.VideoWriter(str(partial), cv2.VideoWriter_fourcc(*VIDEO_OUTPUT_FOURCC[output.suffix.lower()]), fps, (width, height))
-        if not writer.isOpened():
-            raise VcamdError(f"cannot write video {output} (OpenCV's writer did not open)", fix="check the folder is writable and use .mp4")
         with SwapProgress(total, Console(stderr=True)) as progress:
             while ok and frame is not None:
                 if frame.shape[:2] != (height, width):
                     raise VcamdError(f"input {source}: frame {tally.frames} is {frame.shape[1]}×{frame.shape[0]}, not {width}×{height}", fix="re-encode the video at one size")
                 tally.add(*_finish_frame(engine, cfg, frame, follow, tally.frames))
-                writer.write(frame)
+                video.write(frame)
                 progress.advance()
                 ok, frame = capture.read()
                 # A damaged stretch fails reads that later ones get past (MPEG-4); a file cut short
@@ -300,15 +324,10 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
                 while not ok and total and tally.frames + tally.unreadable < total:
                     tally.unreadable += 1
                     ok, frame = capture.read()
-        writer.release()
-        writer = None
-        if not partial.is_file() or partial.stat().st_size == 0:
-            partial.unlink(missing_ok=True)
-            raise VcamdError(f"writing {output} failed (nothing was written)", fix="check free disk space and that the folder is writable")
         if not tally.swapped:
-            partial.unlink(missing_ok=True)
             raise no_face_error(source, cfg, tally.unmatched, where="any frame of ")
-        sound = _keep_audio(partial, source, output)
+        complete = video.finish()
+        sound = _keep_audio(video, complete, source, tally.frames)
         missed = []
         if tally.without_face:
             missed.append(f"no face found in {tally.without_face} frame(s)")
@@ -331,36 +350,43 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
             )
         return 0
     except BaseException:
-        if writer is not None:
-            writer.release()
-        partial.unlink(missing_ok=True)  # gone already once renamed into place
+        video.discard()  # nothing once renamed into place
         raise
 
 
-def _keep_audio(partial: Path, source: Path, output: Path) -> str:
-    """Move the finished video into place with the input's sound; returns the summary's audio part.
-
-    When FFmpeg cannot copy the sound, the swapped video is still kept (it may have taken an hour)
-    and a warning says why it is silent.
-    """
+def _keep_audio(video: VideoFile, complete: Path, source: Path, frames: int) -> str:
+    """Move the finished, checked video into place with the input's sound; returns the summary's
+    audio part. When FFmpeg cannot copy the sound (or the result does not read back whole: a disk
+    that filled up meanwhile), the swapped video is still kept (it may have taken an hour) and a
+    warning says why it is silent."""
     from vcamd.audio import audio_track_count, mux_audio
 
+    output = video.path
     tracks = audio_track_count(source)
     if not tracks:
-        os.replace(partial, output)
+        video.commit(complete)
         return "the input has no audio"
-    muxed = private_temporary(output, "partial-audio")
     try:
-        kept = mux_audio(partial, source, muxed)
+        muxed = private_temporary(output, "partial-audio")
+    except OSError as exc:
+        video.commit(complete)
+        print(f"vcamd: warning: cannot add the sound ({exc.strerror or exc}); {output} has no sound", file=sys.stderr)
+        return "audio NOT kept (see the warning)"
+    try:
+        kept = mux_audio(complete, source, muxed)
+        problem = check_video(muxed, frames)
+        if problem is not None:
+            raise VcamdError(f"the video with its sound did not read back whole ({problem})",
+                             fix=f"free some space on {mount_point(output.parent if str(output.parent) else Path('.'))}")
     except VcamdError as err:
-        os.replace(partial, output)
+        muxed.unlink(missing_ok=True)
+        video.commit(complete)
         print(f"vcamd: warning: {err.message}; {output} has no sound ({err.fix})", file=sys.stderr)
         return "audio NOT kept (see the warning)"
     except BaseException:
-        partial.unlink(missing_ok=True)
         muxed.unlink(missing_ok=True)
         raise
-    os.replace(muxed, output)
-    partial.unlink(missing_ok=True)
+    video.commit(muxed)
+    complete.unlink(missing_ok=True)
     how = f"re-encoded to {kept.reencoded_to}" if kept.reencoded_to else "copied"
     return f"{kept.tracks} audio track(s) {how}"

@@ -3,13 +3,22 @@
 One short connection per request. The endpoint is found in the runtime dir (`runtime_dir()`,
 overridable with `VCAMD_RUNTIME_DIR`): the Unix socket `control.sock` where AF_UNIX exists, else
 `control.json` (loopback TCP port + token).
+
+Nothing is sent to a daemon that may not be the user's own: the runtime dir must be a folder of
+the user's that no other user can write or swap out (`checked_runtime_dir`, the rule the daemon
+follows too), the socket file the user's, and the process listening on it the user's — the kernel
+says who is at the other end of a Unix socket (`vcamd.peers.unix_peer_uid`), asked before the
+request goes out. So a `control.sock` another user planted in a shared folder is never believed.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import json
+import os
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +36,8 @@ from vcamd.control.protocol import (
     runtime_dir,
     unix_sockets_available,
 )
+from vcamd.peers import unix_peer_uid
+from vcamd.private_files import UnsafePathError, check_private_dir, others_can_write, private_dir
 from vcamd.quality import AUTO, Level
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -43,6 +54,8 @@ class Endpoint:
     token: str | None = None
 
     def connect(self, timeout_s: float) -> socket.socket:
+        """A connected socket — for a Unix socket, only once the kernel says the listening process
+        is the user's (`ForeignDaemon` otherwise, before anything is sent)."""
         if self.kind == "unix":
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             target: Any = str(self.path)
@@ -55,6 +68,8 @@ class Endpoint:
             while True:
                 try:
                     sock.connect(target)
+                    if self.kind == "unix":
+                        refuse_foreign_peer(sock, self.path)
                     return sock
                 except BlockingIOError:
                     # A Unix socket whose listen backlog is full refuses at once instead of waiting.
@@ -64,6 +79,60 @@ class Endpoint:
         except BaseException:
             sock.close()
             raise
+
+
+class RuntimeDirError(ControlError):
+    """The runtime dir (or the socket in it) is not safely the user's: nothing is sent there."""
+
+
+class ForeignDaemon(ControlError):
+    """The process listening on the control socket is another user's."""
+
+
+def refuse_foreign_peer(sock: socket.socket, path: Path) -> None:
+    """Raise ForeignDaemon unless the process listening at `path` is the user's (where the system
+    can tell: Linux SO_PEERCRED, macOS/BSD LOCAL_PEERCRED; elsewhere the folder checks stand alone)."""
+    uid = unix_peer_uid(sock)
+    if uid is not None and uid != os.geteuid():
+        raise ForeignDaemon(f"the control socket {path} is held by another user's process (uid {uid}); nothing was sent to it",
+                            fix="remove that socket, and set VCAMD_RUNTIME_DIR to a private folder of yours (or unset it)")
+
+
+def checked_runtime_dir(directory: Path, *, create: bool = False) -> Path:
+    """`directory` as the control endpoint's folder, or RuntimeDirError saying why not: a folder of
+    the user's (not a symlink) that no other user can write, inside a parent no other user can swap
+    it out of (the user's or root's, and shared only with the sticky bit, as /tmp). `create` (the
+    daemon): a missing folder is made 0700; an existing one is used as it is — its mode is never
+    changed (VCAMD_RUNTIME_DIR=/tmp must not make /tmp private for everyone). Without `create` (the
+    CLI) a missing folder means no daemon: DaemonNotRunning."""
+    if os.name != "posix":
+        if create:
+            directory.mkdir(parents=True, exist_ok=True)  # Windows: the per-user app-data dir is private by ACL
+        return directory
+    fix = "set VCAMD_RUNTIME_DIR to a private folder of yours (mkdir -m 700 FOLDER), or unset it"
+    try:
+        if create:
+            private_dir(directory, tighten=False)
+        info = os.lstat(directory)
+        if stat.S_ISLNK(info.st_mode):
+            raise RuntimeDirError(f"the runtime folder {directory} is a symlink; vcamd only uses a real folder of yours", fix=fix)
+        check_private_dir(directory)
+        parent = os.stat(directory.parent)
+    except FileNotFoundError:
+        raise not_running(default_endpoint_path(directory)) from None
+    except UnsafePathError as err:
+        raise RuntimeDirError(f"the runtime folder {err.message}", fix=fix) from None
+    except OSError as exc:
+        why = "permission denied: it is inside a folder of another user" if exc.errno == errno.EACCES else exc.strerror or exc
+        raise RuntimeDirError(f"cannot use the runtime folder {directory} ({why})", fix=fix) from None
+    uid = os.geteuid()
+    if parent.st_uid not in (uid, 0):
+        raise RuntimeDirError(f"the runtime folder's parent {directory.parent} belongs to another user (uid {parent.st_uid}), "
+                              "who could swap the folder for theirs", fix=fix)
+    if others_can_write(parent) and not parent.st_mode & stat.S_ISVTX:
+        raise RuntimeDirError(f"the runtime folder's parent {directory.parent} can be written by other users without the "
+                              "sticky bit, so they could swap the folder for theirs", fix=fix)
+    return directory
 
 
 def not_running(where: Path, why: str = "no control socket at") -> DaemonNotRunning:
@@ -76,15 +145,35 @@ def default_endpoint_path(directory: Path) -> Path:
 
 
 def find_endpoint(directory: Path | None = None) -> Endpoint:
-    """The endpoint published in `directory` (default: the runtime dir); DaemonNotRunning if none."""
-    directory = directory if directory is not None else runtime_dir()
+    """The endpoint published in `directory` (default: the runtime dir); DaemonNotRunning if none,
+    RuntimeDirError when the folder or the socket file is not safely the user's."""
+    directory = checked_runtime_dir(directory if directory is not None else runtime_dir())
     sock_path = directory / SOCKET_NAME
-    if unix_sockets_available() and sock_path.exists():
+    if unix_sockets_available() and _own_socket(sock_path):
         return Endpoint("unix", sock_path)
     tcp_path = directory / TCP_ENDPOINT_NAME
     if tcp_path.exists():
         return read_tcp_endpoint(tcp_path)
     raise not_running(default_endpoint_path(directory))
+
+
+def _own_socket(path: Path) -> bool:
+    """Whether a socket file of the user's is at `path` (False: nothing there); RuntimeDirError for
+    anything else there."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise RuntimeDirError(f"cannot look at the control socket {path} ({exc.strerror or exc})",
+                              fix="set VCAMD_RUNTIME_DIR to a private folder of yours, or unset it") from None
+    if not stat.S_ISSOCK(info.st_mode):
+        raise RuntimeDirError(f"{path} is not a socket (vcamd publishes its control socket there)",
+                              fix="remove it, or set VCAMD_RUNTIME_DIR to another folder of yours")
+    if os.name == "posix" and info.st_uid != os.geteuid():
+        raise RuntimeDirError(f"the control socket {path} belongs to another user (uid {info.st_uid}); nothing was sent to it",
+                              fix="remove it, and set VCAMD_RUNTIME_DIR to a private folder of yours (or unset it)")
+    return True
 
 
 def read_tcp_endpoint(path: Path) -> Endpoint:
@@ -160,8 +249,11 @@ class ControlClient:
         return decode_response(line)
 
     def is_running(self) -> bool:
+        """Whether a daemon of the user's answers; RuntimeDirError (the folder cannot be used) is raised."""
         try:
             return answers(find_endpoint(self.directory), min(self.timeout_s, 2.0))
+        except RuntimeDirError:
+            raise
         except (DaemonNotRunning, ControlError):
             return False
 

@@ -180,7 +180,7 @@ class ConnectionLoop:
                     elif key.data == "wake":
                         self._drain_wake()
                     elif key.data in self._waiting:  # not dropped or evicted earlier in this round
-                        self._read(key.data)
+                        self._read_guarded(key.data)
                 now = time.monotonic()
                 self._expire(now)
                 self._resume_accepting_when_due(now)
@@ -243,7 +243,8 @@ class ConnectionLoop:
     def _admit(self, sock: socket.socket, now: float) -> None:
         try:
             refusal = self._refuse(sock)
-        except OSError:
+        except Exception:  # noqa: BLE001 — who is at the other end cannot be told: not served
+            log.warning("control socket: cannot tell who connected; the connection is closed", exc_info=True)
             sock.close()
             return
         sock.settimeout(SEND_TIMEOUT_S)  # reads happen only when the selector says data is there
@@ -274,6 +275,15 @@ class ConnectionLoop:
             self._drop(conn)
             return
         self._waiting.add(conn)
+
+    def _read_guarded(self, conn: _Connection) -> None:
+        """`_read`; a fault in one connection drops that connection, never the selector thread."""
+        try:
+            self._read(conn)
+        except Exception:  # noqa: BLE001
+            log.exception("control: reading a request failed unexpectedly")
+            _say_and_close(conn.sock, encode_error("internal error while reading the request"), read_first=False)
+            self._forget(conn)
 
     def _read(self, conn: _Connection) -> None:
         try:
@@ -359,7 +369,17 @@ class ConnectionLoop:
             if job is None or self._closing.is_set():
                 return
             conn, (kind, line) = job
-            self._serve(conn, kind, line)
+            self._guarded(conn, lambda: self._serve(conn, kind, line))
+
+    def _guarded(self, conn: _Connection, work: Callable[[], None]) -> None:
+        """Run one request's work on a worker; whatever it raises is answered with one error line
+        and the connection closed — the worker itself never dies (three that did, on three
+        malformed lines, left the socket answering nobody while the daemon ran on)."""
+        try:
+            work()
+        except Exception as exc:  # noqa: BLE001 — the class of fault is "anything", by design
+            log.exception("control request failed unexpectedly")
+            self._finish(conn, encode_error(f"internal error: {type(exc).__name__}: {exc}"), keep_open=False)
 
     def _serve(self, conn: _Connection, kind: str, line: bytes) -> None:
         if kind != "line":
@@ -386,7 +406,8 @@ class ConnectionLoop:
             job = self._heavy.get()
             if job is None or self._closing.is_set():
                 return
-            self._answer_and_finish(*job)
+            conn, line = job
+            self._guarded(conn, lambda: self._answer_and_finish(conn, line))
 
     def _answer_and_finish(self, conn: _Connection, line: bytes) -> None:
         response, keep_open, after = self._answer(line)
@@ -402,7 +423,10 @@ class ConnectionLoop:
             except OSError:
                 delivered = False  # the client went away (or did not read for SEND_TIMEOUT_S)
         if after is not None:
-            after()  # even when the client hung up without reading: `vcamd quit; exit` must still stop it
+            try:
+                after()  # even when the client hung up without reading: `vcamd quit; exit` must still stop it
+            except Exception:  # noqa: BLE001 — answered already; the connection still goes back
+                log.exception("control: the action after an answer failed")
         if delivered and keep_open and not self._closing.is_set():
             self._returned.put(conn)
         else:

@@ -37,6 +37,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from vcamd.boundedjson import JsonRefused, loads_bounded
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
 from vcamd.live.measures.numbers import LiveNumbers
@@ -44,6 +45,9 @@ from vcamd.quality import AUTO, Level, quality_names
 
 MAX_REQUEST_BYTES = 64 * 1024
 """A request line longer than this is refused (a request is a command and a path, never data)."""
+
+MAX_REQUEST_DEPTH = 8
+"""Nesting a request may have (it needs 2: the request, its args); deeper is refused before parsing."""
 
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 """The client's bound on one response: a base64 PNG snapshot of an 8K frame fits well under it."""
@@ -166,7 +170,7 @@ def parse_quality(name: str) -> Level | None:
         return Level[name]
     except KeyError:
         raise ProtocolError(
-            f"unknown quality level {name!r}", fix=f"use one of: {', '.join(quality_names())}"
+            f"unknown quality level {shown(name)}", fix=f"use one of: {', '.join(quality_names())}"
         ) from None
 
 
@@ -177,7 +181,7 @@ def _face_path(args: dict[str, Any]) -> tuple[Path]:
     path = Path(raw)
     if not path.is_absolute():
         # The daemon's working directory is not the caller's: a relative path would mean something else.
-        raise ProtocolError(f"set_face path {raw!r} is relative", fix="send an absolute path")
+        raise ProtocolError(f"set_face path {shown(raw)} is relative", fix="send an absolute path")
     return (path,)
 
 
@@ -228,22 +232,20 @@ def encode_error(message: str) -> bytes:
 def decode_request(line: bytes) -> tuple[Command, dict[str, Any], str | None]:
     """(command, args, token) from one request line; ProtocolError for anything malformed."""
     try:
-        message = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ProtocolError("request is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(f"request is not valid JSON ({exc.msg} at column {exc.colno})") from None
+        message = loads_bounded(line, max_bytes=MAX_REQUEST_BYTES + 2, max_depth=MAX_REQUEST_DEPTH)
+    except JsonRefused as exc:
+        raise ProtocolError(f"request is {exc}") from None
     if not isinstance(message, dict):
         raise ProtocolError('request must be a JSON object like {"cmd": "status", "args": {}}')
     unknown = set(message) - {"cmd", "args", "token"}
     if unknown:
-        raise ProtocolError(f"unknown request field(s): {', '.join(sorted(unknown))}")
+        raise ProtocolError(f"unknown request field(s): {', '.join(name[:40] for name in sorted(unknown)[:5])}")
     cmd = message.get("cmd")
     try:
         command = Command(cmd)
     except ValueError:
         raise ProtocolError(
-            f"unknown command {cmd!r}", fix=f"use one of: {', '.join(c.value for c in Command)}"
+            f"unknown command {shown(cmd)}", fix=f"use one of: {', '.join(c.value for c in Command)}"
         ) from None
     args = message.get("args", {})
     if args is None:
@@ -254,6 +256,12 @@ def decode_request(line: bytes) -> tuple[Command, dict[str, Any], str | None]:
     if token is not None and not isinstance(token, str):
         raise ProtocolError('"token" must be a string')
     return command, args, token
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A value from a request, as an error message may quote it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def decode_response(line: bytes) -> Any:

@@ -2,11 +2,12 @@
 
 Only the user who runs the daemon can reach it:
 
-- Unix socket (`control.sock`, everywhere AF_UNIX exists): the runtime dir is 0700 and owned by
-  us; the socket is bound under a temporary name, chmod-ed to 0600, and only then renamed to its
-  public name, so it is never reachable with looser permissions (a process-wide umask change would
-  do the same but would race with every other thread creating files). On Linux each connection's
-  peer uid (SO_PEERCRED) must also equal ours.
+- Unix socket (`control.sock`, everywhere AF_UNIX exists): the runtime dir is a folder of ours
+  that no other user can write (`client.checked_runtime_dir`: created 0700, an existing one used as
+  it is, never chmod-ed, refused when shared); the socket is bound under a temporary name,
+  chmod-ed to 0600, and only then renamed to its public name, so it is never reachable with looser
+  permissions (a process-wide umask change would do the same but would race with every other
+  thread creating files). Each connection's peer uid (`vcamd.peers.unix_peer_uid`) must also equal ours.
 - Loopback TCP (`control.json`, where AF_UNIX is unavailable): bound to 127.0.0.1 only; a random
   token lives in the 0600 endpoint file and every request must carry it.
 
@@ -24,13 +25,11 @@ import logging
 import os
 import secrets
 import socket
-import stat
-import struct
 import threading
 from pathlib import Path
 from typing import Any, Literal
 
-from vcamd.control.client import Endpoint, answers, read_tcp_endpoint
+from vcamd.control.client import Endpoint, answers, checked_runtime_dir, read_tcp_endpoint
 from vcamd.control.connections import ConnectionLoop
 from vcamd.control.protocol import (
     LOCK_NAME,
@@ -47,6 +46,7 @@ from vcamd.control.protocol import (
     unix_sockets_available,
 )
 from vcamd.errors import VcamdError
+from vcamd.peers import unix_peer_uid
 from vcamd.private_files import open_private_fd, write_private_atomic
 
 log = logging.getLogger(__name__)
@@ -66,35 +66,6 @@ MAX_CONNECTIONS = 64
 
 class AlreadyRunning(VcamdError):
     """Another daemon already answers on this control endpoint."""
-
-
-def secure_dir(path: Path) -> Path:
-    """Create `path` as a 0700 directory owned by us; refuse one that another user controls."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if os.name != "posix":
-        return path  # Windows: the per-user app-data dir is already private by ACL
-    uid = os.geteuid()
-    info = path.lstat()
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
-        raise VcamdError(f"the control directory {path} is not a directory owned by you",
-                         fix="remove it, or set VCAMD_RUNTIME_DIR to a directory of yours")
-    parent = path.parent.stat()
-    if parent.st_uid not in (uid, 0):
-        # Whoever owns the parent could swap our directory for theirs.
-        raise VcamdError(f"the control directory's parent {path.parent} belongs to another user",
-                         fix="set VCAMD_RUNTIME_DIR to a directory of yours (or set XDG_RUNTIME_DIR)")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(path, 0o700)
-    return path
-
-
-def peer_uid(conn: socket.socket) -> int | None:
-    """The connecting process's uid on a Unix socket (Linux SO_PEERCRED); None where unsupported."""
-    if not hasattr(socket, "SO_PEERCRED"):
-        return None
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid
 
 
 class ControlServer:
@@ -157,7 +128,7 @@ class ControlServer:
                 raise RuntimeError("a closed control server cannot be started again; make a new one")
             if self._listener is not None:
                 return self
-            secure_dir(self.directory)
+            checked_runtime_dir(self.directory, create=True)
             self._take_lock()
             try:
                 self._refuse_if_live()
@@ -280,7 +251,7 @@ class ControlServer:
     def _refusal(self, conn: socket.socket) -> bytes | None:
         """The answer for a connection we must not serve (another user's, SO_PEERCRED), else None."""
         if self.transport == "unix":
-            uid = peer_uid(conn)
+            uid = unix_peer_uid(conn)
             if uid is not None and uid != os.geteuid():
                 log.warning("refused a control connection from uid %d", uid)
                 return encode_error(f"refused: uid {uid} is not the daemon's user")
@@ -293,7 +264,7 @@ class ControlServer:
         except ProtocolError as err:
             return encode_error(str(err)), True, None
         if self.transport == "tcp" and not (token is not None and self._token is not None
-                                            and hmac.compare_digest(token.encode(), self._token.encode())):
+                                            and hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self._token.encode())):
             log.warning("refused a control request without the right token")
             return encode_error(f"refused: missing or wrong token (it is in {self.endpoint_path})"), False, None
         if command is not Command.status:
@@ -331,7 +302,8 @@ class ControlServer:
 
 
 def _is_heavy(line: bytes) -> bool:
-    """Requests that decode a user's photo (up to 64 megapixels): served one at a time."""
+    """Requests that decode a user's photo (up to 64 megapixels): served one at a time. A line that
+    is not a request is not heavy: `_answer` tells its sender why."""
     try:
         command, _args, _token = decode_request(line)
     except ProtocolError:

@@ -19,12 +19,13 @@ from vcamd.doctor.packages import PACKAGES, check_onnxruntime_install, check_pac
 from vcamd.doctor.platform import Platform
 from vcamd.doctor.providers import check_providers
 from vcamd.doctor.results import CheckResult, Status, exit_code, report
+from vcamd.doctor.server import check_server
 from vcamd.doctor.tray import check_tray
 
 __all__ = [
     "CheckResult", "Platform", "Status", "check_camera", "check_config", "check_control_socket", "check_detector_shapes",
     "check_models", "check_models_fit", "check_onnxruntime_install", "check_package", "check_providers",
-    "check_source_face", "check_tray", "check_virtual_camera", "exit_code", "report", "run_checks",
+    "check_server", "check_source_face", "check_tray", "check_virtual_camera", "exit_code", "report", "run_checks",
 ]
 
 
@@ -38,7 +39,7 @@ def run_checks(config_path: Path | None, platform: Platform | None = None) -> li
     results.append(check_onnxruntime_install(platform=platform))
     results.append(check_providers(cfg.models, platform))
     results += check_models(cfg)
-    results += [r for r in (check_models_fit(cfg), check_detector_shapes(cfg)) if r is not None]
+    results += [r for r in (check_models_fit(cfg), check_detector_shapes(cfg), check_server(cfg, daemon_status)) if r is not None]
     results.append(check_source_face(cfg, daemon_status))
     results.append(check_camera(cfg.camera, daemon_status, platform))
     results.append(check_virtual_camera(cfg.virtual_camera, platform=platform))

@@ -32,9 +32,8 @@ def check_source_face(cfg: Config, daemon_status: dict | None = None) -> CheckRe
         return ok("source face", f"{running}, in use by the running daemon (not in the config: a later start "
                                  "without --face has none until you set [swap] source_face)")
     if face is None:
-        return CheckResult("source face", Status.warn, "no source face set: nothing to swap in, so "
-                           + ("your face shows unchanged ([swap] on_miss = \"passthrough\")" if cfg.swap.on_miss == "passthrough"
-                              else "faces are hidden (held or blurred)") + " until you choose one",
+        return CheckResult("source face", Status.warn, "no source face set: nothing to swap in, so `vcamd run` keeps "
+                           "swapping off (the camera as it is) until you choose one",
                            "set [swap] source_face (and source_consent = true), or pick one in the tray's Source face menu "
                            "or on the control page (`vcamd panel`)")
     if not Path(face).is_file():
@@ -48,7 +47,7 @@ def check_source_face(cfg: Config, daemon_status: dict | None = None) -> CheckRe
         return CheckResult("source face", Status.fail, err.message, err.fix or "use a JPEG or PNG photo")
     if not cfg.swap.source_consent:
         return CheckResult("source face", Status.warn,
-                           f"{face}: [swap] source_consent is not set, so `vcamd run` (and the start-up service) refuses to start "
-                           "without --i-have-consent",
+                           f"{face}: [swap] source_consent is not set, so `vcamd run` (and the start-up service) keeps "
+                           "swapping off and refuses `vcamd on` without --i-have-consent",
                            "once you have the consent of the person in the photo, set `source_consent = true` under [swap]")
     return ok("source face", f"{face} ({image.shape[1]}×{image.shape[0]})")

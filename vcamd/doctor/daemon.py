@@ -23,6 +23,9 @@ def check_control_socket(directory: Path | None = None) -> tuple[CheckResult, di
                            "restart the daemon (`vcamd quit`, then `vcamd run`); see its log"), None
     state = status.get("state", "?")
     swap = "on" if status.get("enabled") else "off"
+    needs = [str(n.get("label", "?")) for n in status.get("swap_needs") or [] if isinstance(n, dict)]
+    if needs:
+        swap += f" (it needs {', '.join(needs)}: `vcamd status` says how to get each)"
     detail = f"running ({state}), swap {swap}, control socket answers"
     if status.get("config_error"):
         return CheckResult(name, Status.warn, f"{detail}; it rejected the last config edit: {status['config_error']}",

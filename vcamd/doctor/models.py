@@ -8,6 +8,7 @@ from pathlib import Path
 from vcamd.config import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 from vcamd.errors import VcamdError
+from vcamd.modelstore.wayout import how_to_get, ways_out
 
 
 def check_models(cfg: Config) -> list[CheckResult]:
@@ -19,9 +20,13 @@ def check_models(cfg: Config) -> list[CheckResult]:
     except VcamdError as err:
         return [CheckResult("models", Status.fail, str(err.message), err.fix or "see `vcamd models list`")]
     from vcamd.modelstore.roles import configured_models
+    from vcamd.remote.sessions import remote_placeholders
 
+    elsewhere = remote_placeholders(cfg)  # run on the Triton server: `check_server` checks them there
     results = []
     for value, role in configured_models(cfg):
+        if role in elsewhere:
+            continue
         result = _model_file_result(store, rows, role, value)
         if result.status is Status.ok:
             result = _signature_result(store, role, value, result)
@@ -94,7 +99,7 @@ def check_detector_shapes(cfg: Config) -> CheckResult | None:
             name, Status.warn,
             f"runs at its own input shape {w}×{h} only, the frame letterboxed into it ({detector.own_shape_reason}); "
             "it finds the faces, each full detection and tracking crop costs a full-size run",
-            "use an SCRFD export that takes any input size (`vcamd models pull` fetches one), or keep this one: it works, slower",
+            f"use an SCRFD export that takes any input size (buffalo_l's det_10g: {how_to_get(['buffalo_l'])}), or keep this one: it works, slower",
         )
     h, w = detector.input_shape(frame.shape[:2])
     compared = f"same faces as at its own shape on {cfg.swap.source_face}" if faces else "created and ran (no face in the probe to compare: set [swap] source_face)"
@@ -116,9 +121,8 @@ def _model_file_result(store: object, rows: list, role: str, value: str) -> Chec
     if row.status == "present":
         return _verify(store, value, role, name)
     if row.status == "corrupt":
-        return CheckResult(name, Status.fail, f"{value} is damaged ({row.path}: wrong size)",
-                           f"delete it and run `vcamd models pull {value}`")
-    return CheckResult(name, Status.fail, f"{value} is {row.status} ({row.path})", f"vcamd models pull {value}")
+        return CheckResult(name, Status.fail, f"{value} is damaged ({row.path}: wrong size)", ways_out([value], before="delete it, then "))
+    return CheckResult(name, Status.fail, f"{value} is {row.status} ({row.path})", ways_out([value]))
 
 
 def _verify(store: object, value: str, role: str, name: str) -> CheckResult:
@@ -133,5 +137,5 @@ def _verify(store: object, value: str, role: str, name: str) -> CheckResult:
         return ok(name, f"{value} present ({outcome.path}); no published hash, pinned sha256 {outcome.sha256[:12]}…")
     if outcome.status == "mismatch":
         return CheckResult(name, Status.fail, f"{value} is damaged ({outcome.path}: sha256 does not match)",
-                           f"delete it and run `vcamd models pull {value}`")
-    return CheckResult(name, Status.fail, f"{value} is {outcome.status} ({outcome.path})", f"vcamd models pull {value}")
+                           ways_out([value], before="delete it, then "))
+    return CheckResult(name, Status.fail, f"{value} is {outcome.status} ({outcome.path})", ways_out([value]))

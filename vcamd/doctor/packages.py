@@ -34,8 +34,9 @@ PACKAGES = (
 )
 
 
-def check_package(package: Package) -> CheckResult:
+def check_package(package: Package, platform: Platform | None = None) -> CheckResult:
     name = f"package {package.module}"
+    pip = (platform or Platform.here()).pip
     try:
         if package.module == "pystray":
             if importlib.util.find_spec("pystray") is None:
@@ -46,7 +47,7 @@ def check_package(package: Package) -> CheckResult:
         status = Status.fail if package.essential else Status.warn
         needed = f" (needed for {package.why})" if package.why else ""
         return CheckResult(name, status, f"cannot import: {type(exc).__name__}: {exc}{needed}",
-                           f"pip install {package.distribution}")
+                           f"{pip} install {package.distribution}")
     return ok(name, _version(package))
 
 
@@ -92,7 +93,7 @@ def check_onnxruntime_install(found: Sequence[str] | None = None, platform: Plat
     found = installed_ort_distributions() if found is None else list(found)
     if not found:
         return CheckResult("onnxruntime install", Status.fail, "no ONNX Runtime installed",
-                           f"pip install {gpu_build(platform)} — or onnxruntime for the CPU only")
+                           f"{platform.pip} install {gpu_build(platform)} — or onnxruntime for the CPU only")
     if len(found) > 1:
         keep = next((d.split()[0] for d in found if d.split()[0] != "onnxruntime"), "onnxruntime")
         names = " ".join(d.split()[0] for d in found)
@@ -100,6 +101,6 @@ def check_onnxruntime_install(found: Sequence[str] | None = None, platform: Plat
             "onnxruntime install", Status.fail,
             f"{len(found)} ONNX Runtime builds installed together ({', '.join(found)}); they share one module "
             f"and break each other: {keep} must not sit beside the CPU onnxruntime (insightface pulls that one in)",
-            f"pip uninstall -y {names} && pip install --force-reinstall {keep}",
+            f"{platform.pip} uninstall -y {names} && {platform.pip} install --force-reinstall {keep}",
         )
     return ok("onnxruntime install", found[0])

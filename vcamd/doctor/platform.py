@@ -42,6 +42,8 @@ class Platform:
     run_command: Callable[[Sequence[str]], str | None] = _command_output
     registry_key_exists: Callable[[str], bool] = _registry_key_exists
     path_exists: Callable[[Path], bool] = Path.exists
+    python: str = sys.executable
+    """The interpreter vcamd runs in (the venv's): its pip is the one that installs for vcamd."""
 
     @classmethod
     def here(cls) -> Platform:
@@ -62,3 +64,10 @@ class Platform:
     @property
     def is_macos(self) -> bool:
         return self.system == "darwin"
+
+    @property
+    def pip(self) -> str:
+        """The pip of vcamd's own environment, as a command to type: a bare `pip` is often the
+        system's or another venv's, and installs where vcamd does not look."""
+        python = f'"{self.python}"' if " " in self.python else self.python
+        return f"{python} -m pip"

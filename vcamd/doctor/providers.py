@@ -76,11 +76,12 @@ def check_providers(models: ModelsConfig, platform: Platform | None = None,
     try:
         import onnxruntime as ort
     except Exception as exc:  # noqa: BLE001
-        return CheckResult(name, Status.fail, f"cannot import onnxruntime: {exc}", f"pip install {gpu_build(platform)}")
+        return CheckResult(name, Status.fail, f"cannot import onnxruntime: {exc}", f"{platform.pip} install {gpu_build(platform)}")
     available = available_providers() if available is None else list(available)
     requested = [] if models.providers == ["auto"] else [PROVIDER_NAMES[p] for p in models.providers]
     missing = [p for p in requested if p not in available]
-    swap_build = f"pip uninstall -y onnxruntime && pip install {gpu_build(platform).split(' (')[0]}"
+    pip = platform.pip  # the venv's: a bare `pip` may install for another Python
+    swap_build = f"{pip} uninstall -y onnxruntime && {pip} install {gpu_build(platform).split(' (')[0]}"
     if missing:
         return CheckResult(
             name, Status.fail,
@@ -89,7 +90,7 @@ def check_providers(models: ModelsConfig, platform: Platform | None = None,
         )
     if platform.is_macos and "CoreMLExecutionProvider" not in available:
         return CheckResult(name, Status.warn, f"ONNX Runtime {ort.__version__}: {', '.join(available)}, no CoreML — {CPU_ONLY}",
-                           "pip uninstall -y onnxruntime onnxruntime-silicon && pip install onnxruntime "
+                           f"{pip} uninstall -y onnxruntime onnxruntime-silicon && {pip} install onnxruntime "
                            "(the macOS wheel has the CoreML provider)")
     to_probe = [p for p in (requested or available) if p in PROBED]
     if not to_probe:
@@ -107,10 +108,11 @@ def check_providers(models: ModelsConfig, platform: Platform | None = None,
     status = Status.fail if any(p in requested for p in broken) else Status.warn
     if "CUDAExecutionProvider" in broken:
         fix = ("install the CUDA 12 runtime and cuDNN 9 that this onnxruntime-gpu expects "
-               "(pip install nvidia-cublas-cu12 nvidia-cudnn-cu12 nvidia-cuda-runtime-cu12, or the system CUDA), "
+               f"({pip} install nvidia-cublas-cu12 nvidia-cudnn-cu12 nvidia-cuda-runtime-cu12, or the system CUDA), "
                "make them findable (LD_LIBRARY_PATH), and check `nvidia-smi`")
     elif "DmlExecutionProvider" in broken:
-        fix = "update the graphics driver (DirectML needs DirectX 12), or pip install onnxruntime-gpu on NVIDIA"
+        fix = (f"update the graphics driver (DirectML needs DirectX 12), or on NVIDIA: "
+               f"{pip} uninstall -y onnxruntime-directml && {pip} install onnxruntime-gpu")
     else:
         fix = "install the provider's runtime libraries"
     return CheckResult(name, status, f"listed but not usable: {'; '.join(really)}" + (f" ({reason})" if reason else "")

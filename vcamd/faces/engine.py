@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -121,11 +121,11 @@ class _Source:
 
 
 def _file_stamp(path: Path) -> tuple[Path, int, int]:
-    resolved = path.expanduser().resolve()
     try:
+        resolved = path.expanduser().resolve()
         st = resolved.stat()
-    except OSError:
-        return resolved, -1, -1  # read_image will say what is wrong with it
+    except (OSError, ValueError):  # missing, a NUL byte, a name over the limit, ...
+        return path, -1, -1  # read_image will say what is wrong with it
     return resolved, st.st_mtime_ns, st.st_size
 
 
@@ -168,6 +168,9 @@ class FaceEngine:
         self._source: _Source | None = None
         self._reference: Embedding | None = None
         self._load_enhancer: Callable[[float], Enhancer] | None = None  # set by from_config
+        self.remote: Any = None
+        """The Triton server's sessions (`vcamd.remote.sessions.RemoteSessions`) when models run there
+        (`[models] server`; set by `vcamd.pipeline`): its `server_status()` is shown in the status."""
 
     @classmethod
     def from_config(cls, cfg: Config, files: ModelFiles, sessions: Sessions | None = None, *,

@@ -17,6 +17,7 @@ import numpy as np
 
 from vcamd.errors import ModelError
 from vcamd.faces.specs import ENHANCER_CROP, ORT_FLOAT_DTYPES
+from vcamd.modelstore.wayout import how_to_get
 from vcamd.types import Frame
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class Enhancer:
 
     def _check_signature(self) -> tuple[str, type]:
         inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
-        fix = "set [models] enhancer to gfpgan_1.4 (`vcamd models pull gfpgan_1.4`) or a GFPGAN 1.4 ONNX export"
+        fix = f"set [models] enhancer to gfpgan_1.4 ({how_to_get(['gfpgan_1.4'])}) or a GFPGAN 1.4 ONNX export"
 
         def square_image(shape: list[object]) -> bool:
             if len(shape) != 4 or shape[1] != 3:

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from vcamd.errors import FaceError, ModelError
 from vcamd.faces.specs import RECOGNIZER_CROP, CropSpec
+from vcamd.modelstore.wayout import ways_out
 from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def graph_normalisation(path: Path) -> tuple[float, float]:
     try:
         names = node_names(path, GRAPH_PREFIX_NODES)
     except (WireError, OSError) as exc:
-        raise ModelError(f"{path.name} is not a readable ONNX model ({exc})", fix="re-download it with `vcamd models pull`") from None
+        raise ModelError(f"{path.name} is not a readable ONNX model ({exc})", fix=ways_out(pull_note=" to download it again")) from None
     subtracts = any(n.startswith(("Sub", "_minus")) for n in names)
     multiplies = any(n.startswith(("Mul", "_mul")) for n in names)
     return RAW_PIXELS if subtracts and multiplies else (RECOGNIZER_CROP.mean, RECOGNIZER_CROP.std)

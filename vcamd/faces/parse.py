@@ -31,6 +31,7 @@ import numpy.typing as npt
 from vcamd.errors import ModelError
 from vcamd.faces.align import template_points
 from vcamd.faces.specs import CropSpec
+from vcamd.modelstore.wayout import how_to_get
 from vcamd.types import Frame
 
 if TYPE_CHECKING:
@@ -66,6 +67,11 @@ class ParsedFace:
     visible: float  # share of the face's core the parser sees as the chosen regions
 
 
+def to_blob(rgb: Frame) -> npt.NDArray[np.float32]:
+    """A 512² RGB uint8 image → the parser's input [1,3,512,512]: ImageNet normalisation."""
+    return np.ascontiguousarray(((rgb.astype(np.float32) / 255.0 - MEAN) / STD).transpose(2, 0, 1)[None])
+
+
 def region_mask(classes: npt.NDArray[np.integer], regions: Sequence[str], size: int) -> FloatMask:
     """The chosen regions of a class map, softened inside their edge, at `size` px."""
     chosen = np.isin(classes, [c for name in regions for c in REGION_CLASSES[name]]).astype(np.float32)
@@ -95,7 +101,7 @@ class FaceParser:
         outputs = self.session.get_outputs()
         if list(inputs) != [INPUT_NAME] or list(inputs[INPUT_NAME][1:]) != [3, PARSER_SIZE, PARSER_SIZE] or len(outputs) != 1:
             raise ModelError(f"{self.path.name} is not a face parser (BiSeNet: input [1,3,512,512] named \"input\", one output)",
-                             fix="set [models] parser to bisenet_resnet_34 (`vcamd models pull bisenet_resnet_34`) or \"\" (off)")
+                             fix=f"set [models] parser to bisenet_resnet_34 ({how_to_get(['bisenet_resnet_34'])}) or \"\" (off)")
         self.regions = tuple(regions)
         self.min_visible = float(min_visible)
         self._cores: dict[tuple[str, int], npt.NDArray[np.bool_]] = {}
@@ -105,8 +111,7 @@ class FaceParser:
         out = []
         for crop in crops:
             rgb = cv2.cvtColor(cv2.resize(crop, (PARSER_SIZE, PARSER_SIZE), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
-            blob = ((rgb.astype(np.float32) / 255.0 - MEAN) / STD).transpose(2, 0, 1)[None]
-            logits = self.session.run(None, {INPUT_NAME: np.ascontiguousarray(blob)})[0]
+            logits = self.session.run(None, {INPUT_NAME: to_blob(rgb)})[0]
             if logits.shape[1:] != (CLASSES, PARSER_SIZE, PARSER_SIZE) or not np.isfinite(logits).all():
                 raise ModelError(f"{self.path.name} returned {logits.shape} (or NaN) instead of [1,19,512,512] logits",
                                  fix="check the model file (`vcamd models verify`)")

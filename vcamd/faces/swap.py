@@ -18,6 +18,8 @@ import numpy.typing as npt
 from vcamd.errors import FaceError, ModelError
 from vcamd.faces.align import Affine
 from vcamd.faces.specs import ORT_FLOAT_DTYPES, SWAPPERS, CropSpec, swapper_spec_for
+from vcamd.modelstore.wayout import how_to_get, ways_out
+from vcamd.remote.wire import ServedElsewhere
 from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
@@ -56,7 +58,7 @@ class Swapper:
             raise ModelError(
                 f"{self.path.name} is not a face swapper vcamd knows (expected {known}, one image output; "
                 f"got inputs {got} and {len(outputs)} output(s))",
-                fix="set [models] swapper to inswapper_128_fp16 or inswapper_128 (`vcamd models pull`)",
+                fix=f"set [models] swapper to inswapper_128_fp16 or inswapper_128 ({how_to_get()})",
             )
         assert spec is not None
         self.spec = spec
@@ -67,7 +69,9 @@ class Swapper:
         self.batched = not (isinstance(batch, int) and batch > 0)
         """True when the batch dim is symbolic: several faces go through in one run."""
         dim = spec.identity_dim  # spec.latent_rule == "emap"
-        if keep_optimized:  # kept with the graph: a start that loads the kept graph leaves the model file unread
+        if isinstance(self.session, ServedElsewhere):  # the file is on a Triton server ([models] server): so is its emap
+            self.emap = self.session.initializer("emap", (dim, dim))
+        elif keep_optimized:  # kept with the graph: a start that loads the kept graph leaves the model file unread
             from vcamd.ortcache import kept_array
 
             self.emap = kept_array(self.path.expanduser().resolve(), "emap", lambda: _read_emap(self.path, dim), (dim, dim))
@@ -125,15 +129,15 @@ def _read_emap(path: Path, dim: int) -> npt.NDArray[np.float32]:
     try:
         emap = last_initializer(path)
     except OSError as exc:
-        raise ModelError(f"{path.name} is not a readable ONNX model ({exc.strerror or exc})", fix="re-download it with `vcamd models pull`") from None
+        raise ModelError(f"{path.name} is not a readable ONNX model ({exc.strerror or exc})", fix=ways_out(pull_note=" to download it again")) from None
     except WireError as exc:
         # Also `emap` stored as external data pointing outside the model's folder: never followed.
-        raise ModelError(f"{path.name}: cannot read its `emap` initializer ({exc})", fix="re-download it with `vcamd models pull`") from None
+        raise ModelError(f"{path.name}: cannot read its `emap` initializer ({exc})", fix=ways_out(pull_note=" to download it again")) from None
     if emap is None:
         raise ModelError(f"{path.name} has no initializers, so no `emap`", fix="use inswapper_128(.onnx / _fp16.onnx)")
     if emap.shape != (dim, dim):
         raise ModelError(
             f"{path.name}: the last initializer has shape {emap.shape}, not the {dim}×{dim} `emap` of inswapper_128",
-            fix="use inswapper_128(.onnx / _fp16.onnx) from `vcamd models pull`",
+            fix=f"use inswapper_128(.onnx / _fp16.onnx): {how_to_get()}",
         )
     return emap.astype(np.float32)

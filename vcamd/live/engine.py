@@ -29,7 +29,9 @@ Threads:
 Every change from the control socket, the tray, the config watcher and SIGHUP is a command the loop
 applies between two frames; callers that wait get the state after it applied. Started without a
 face pipeline, the engine publishes at once — every frame obscured — and installs the pipeline when
-it has loaded. `status()` is a
+it has loaded. Started without what swapping needs (the model files, consent, a source face:
+`readiness`), it runs with swapping off, says what is missing, and loads the models once their
+files are there; `on` is refused with the list until then. `status()` is a
 snapshot the loop refreshes (every few frames and after each command), so asking costs the loop
 nothing. Engine states: starting → running ⇄ offline → stopped.
 """
@@ -51,13 +53,14 @@ from vcamd.errors import VcamdError
 from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.commands import CommandQueue
-from vcamd.live.frames import NO_SOURCE_FACE, FrameWork, log_events
+from vcamd.live.frames import FrameWork, log_events
 from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
 from vcamd.live.measures.stats import GpuSampler, LiveStats, count_misses
 from vcamd.live.measures.watchdog import Watchdog
 from vcamd.live.output.publisher import Publisher
 from vcamd.live.parts import LiveParts
 from vcamd.live.process import ProcessSettings
+from vcamd.live.readiness import ModelFilesSeen, log_needs
 from vcamd.live.settings import Settings
 from vcamd.live.swapworker import SwapWorker
 from vcamd.live.tracking.full import FullDetector
@@ -103,6 +106,8 @@ class LiveEngine:
         log_level_pinned: bool = False,
         clock: Clock = time.monotonic,
         started_at: float | None = None,
+        consent_given: bool | None = None,
+        look_at_models: Callable[[Config], ModelFilesSeen] | None = None,
     ) -> None:
         """`faces=None` starts with no face pipeline: `run()` opens the camera and the output first
         and loads it with `pipeline_factory` in the background, covering every frame meanwhile.
@@ -112,7 +117,11 @@ class LiveEngine:
         changes wait for a restart. `file_cfg` is the config as the file says it, when `cfg`
         carries command-line overrides (`--face`); `log_level_pinned` (`-v`) keeps the log level
         whatever [runtime] log_level says. `started_at` (on `clock`): when the process started,
-        the zero of the stats' `startup_ms` (default: now)."""
+        the zero of the stats' `startup_ms` (default: now). `consent_given`: consent at start
+        (`--i-have-consent`; default: [swap] source_consent). `look_at_models`
+        (`readiness.look_at_model_files`): whether the model files are there, so the engine starts
+        without them (swapping off) and loads them once they arrive; None: they are taken to be.
+        Whatever swapping needs and lacks at start keeps it off (`Settings.swap_needs`)."""
         if faces is None and pipeline_factory is None:
             raise ValueError("LiveEngine needs a face pipeline or a pipeline_factory to load one")
         self.clock = clock
@@ -140,12 +149,14 @@ class LiveEngine:
         self._commands = CommandQueue(self._refresh_status, lambda message: self.settings.problems.report("settings", message))
         self._ask, self._tell = self._commands.ask, self._commands.tell
         self._quit = threading.Event()
-        self._fatal: BaseException | None = None  # ends run() with this error (models failed at start-up)
         self.photo_lane = PhotoLane()  # every surface's set-face: one photo decoded at a time
         self.settings = Settings(self.parts, self.frames, cfg, tell=self._tell, file_cfg=file_cfg or cfg, config_path=config_path,
                                  source_factory=source_factory, pipeline_factory=pipeline_factory,
                                  log_level_pinned=log_level_pinned, on_first_pipeline=self._first_pipeline,
-                                 on_fatal=self.abort)
+                                 consent_given=cfg.swap.source_consent if consent_given is None else consent_given,
+                                 look_at_models=look_at_models)
+        self._look_at_models = look_at_models
+        self.settings.start_swapping_off_if_not_ready()
         # -- state the loop owns (read by other threads only through the status snapshot)
         self._state = "starting"
         self._opened = False  # the camera and the output (open() or run())
@@ -163,15 +174,9 @@ class LiveEngine:
         return self.settings.config_path
 
     def _first_pipeline(self) -> None:
-        """The first face pipeline was installed (`Settings`): say so, and whether a face is missing."""
+        """The first face pipeline was installed (`Settings`): say so, and what swapping still needs."""
         log.info("face models ready %.0f ms after start", (self.clock() - self.frames.startup.started_at) * 1000.0)
-        if not self.parts.has_source_face():
-            log.warning("%s; faces are covered (on_miss) until one is chosen", NO_SOURCE_FACE)
-
-    def abort(self, error: BaseException) -> None:
-        """End run() with `error` (the face models failed to load at start-up)."""
-        self._fatal = error
-        self.request_quit()
+        log_needs(self.settings.swap_needs())
 
     def apply_config(self, new: Config) -> None:
         """Apply a changed config now (the loop's thread, or before/after run()): `Settings.apply`."""
@@ -187,12 +192,25 @@ class LiveEngine:
         return dict(self.parts.status)
 
     def set_enabled(self, on: bool) -> dict:
+        """Swapping on or off; on is refused with what swapping still needs (`SwapNotReady`)."""
         value = bool(on)
-        return self._ask(lambda: self.settings.switch_swapping(value), "on" if value else "off")
+        seen = self._look_for_models() if value else None
+        return self._ask(lambda: self._switch(value, seen), "on" if value else "off")
 
     def toggle(self) -> dict:
         """Swap on if off, off if on — decided by the loop, so two toggles never race."""
-        return self._ask(lambda: self.settings.switch_swapping(not self.parts.enabled), "toggle")
+        seen = self._look_for_models()
+        return self._ask(lambda: self._switch(not self.parts.enabled, seen), "toggle")
+
+    def _look_for_models(self) -> ModelFilesSeen | None:
+        """On the caller's thread (never the loop's: it touches the disk): the model files as they
+        are now, so an `on` right after `vcamd models pull` finds them."""
+        return self._look_at_models(self.cfg) if self._look_at_models is not None and self.parts.faces is None else None
+
+    def _switch(self, on: bool, seen: ModelFilesSeen | None) -> None:
+        if seen is not None:
+            self.settings.models_seen(seen)
+        self.settings.switch_swapping(on)
 
     def set_source_face(self, path: Path) -> dict:
         """Read and embed the photo (face-loader thread), then make it the source face (loop).
@@ -207,15 +225,14 @@ class LiveEngine:
             raise
         loaded.add_done_callback(lambda _: self.photo_lane.leave())  # when the read ends, not when a wait gives up
         try:
-            identity = loaded.result(FACE_LOAD_WAIT_S)
+            loaded.result(FACE_LOAD_WAIT_S)
         except FutureTimeout:
             raise VcamdError(
                 f"the face in {path} is still being read after {FACE_LOAD_WAIT_S:g} s",
                 fix="it is used once read; check `vcamd status` in a moment",
             ) from None
-        status = self._ask(lambda: self.settings.record_source_face(path, faces), "set-face")
-        which = identity.which_face()  # a group photo: say which face was taken
-        return {**status, "source_face_pick": which} if which else status
+        # The state after: its "source_face_pick" says which face of a group photo was taken.
+        return self._ask(lambda: self.settings.record_source_face(path, faces), "set-face")
 
     def set_quality(self, level: Level | None) -> dict:
         return self._ask(lambda: log_events([t] if (t := self.parts.watchdog.force(level)) else []), "quality")
@@ -277,6 +294,7 @@ class LiveEngine:
     # -- status -------------------------------------------------------------------------------------
     def _refresh_status(self) -> dict[str, Any]:
         source_face = self.cfg.swap.source_face
+        identity = self.parts.faces.source if self.parts.faces is not None else None
         self.parts.status = {
             "enabled": self.parts.enabled,
             "state": self._state,
@@ -285,22 +303,21 @@ class LiveEngine:
             "quality": "auto" if self.parts.watchdog.automatic else self.parts.watchdog.level.name,
             **self.parts.stats.live_numbers(captured=self._captured(), dropped=self._dropped(), misses=self._misses()),
             "source_face": str(source_face) if source_face else None,
+            # A group photo: which face was taken, for every surface (socket, page, tray), not only set-face's answer.
+            "source_face_pick": identity.which_face() if identity is not None else None,
             "providers": dict(self.parts.providers),
-            "config_error": self._config_error(),
+            "config_error": self.settings.problems.text(),
+            "swap_needs": [need.to_json() for need in self.settings.swap_needs()],
             "queue_depth": self.parts.slot.depth,
             "gpu": self._gpu.latest(),
+            "server": self._server_status(),
         }
         return self.parts.status
 
-    def _config_error(self) -> str | None:
-        return self.settings.problems.text() or self._missing_source_face()
-
-    def _missing_source_face(self) -> str | None:
-        """Derived, not stored: swapping is on but there is no face to swap in (nothing leaks —
-        the faces are held/obscured — but the user must be told why their face is not swapped)."""
-        if self.parts.enabled and not self.parts.has_source_face():
-            return NO_SOURCE_FACE
-        return None
+    def _server_status(self) -> dict[str, Any] | None:
+        """The Triton server the models run on (`[models] server`): its state, round trip, models; None: here."""
+        remote = getattr(self.parts.faces, "remote", None)
+        return remote.server_status() if remote is not None else None
 
     # -- the loop -----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -345,8 +362,8 @@ class LiveEngine:
 
     def _start_loading(self) -> None:
         if self.parts.faces is None:
-            # The camera and the output are open: frames go out covered while the models load.
-            log.info("loading the face models in the background; frames are covered until they are ready")
+            # The camera and the output are open: frames go out (covered while swapping is on)
+            # while the models load — or, without their files, while they are waited for.
             self.settings.load_pipeline(self.cfg)
 
     def _shut_down(self) -> None:
@@ -372,11 +389,9 @@ class LiveEngine:
             self._process.freeze_heap()
             self.parts.stats.reset_clock()
             self._last_frame_at = self.clock()  # "starting" until the camera's first frame
-            if self.parts.faces is not None and not self.parts.has_source_face():
-                log.warning("%s; faces are covered (on_miss) until one is chosen", NO_SOURCE_FACE)
             self._refresh_status()
             interval = 1.0 / max(1.0, self.parts.source.fps)
-            while not self._quit.is_set() and self._fatal is None:
+            while not self._quit.is_set():
                 if max_frames is not None and self.parts.stats.published >= max_frames:
                     break
                 self._commands.run_pending()
@@ -393,8 +408,6 @@ class LiveEngine:
                     self._refresh_status()
         finally:
             self._shut_down()
-        if self._fatal is not None:
-            raise self._fatal
         return self.stats_json()
 
     def stats_json(self) -> dict:
@@ -409,7 +422,7 @@ class LiveEngine:
             misses=self._misses(),
             camera_cpu_s=self.parts.reader.cpu_s,
         ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap,
-             "swapper_cores": self.parts.worker.cores.to_json()}
+             "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status()}
 
     def _captured(self) -> int:
         return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped

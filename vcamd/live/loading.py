@@ -92,7 +92,8 @@ def build_face_pipeline(cfg: Config, warm_up: WarmUp | None = None) -> tuple[Fac
     from vcamd.runtime import Sessions
 
     sessions = Sessions(list(cfg.models.providers), cfg.models.threads)
-    return build_face_engine(cfg, sessions, warm_up=warm_up), sessions.active_providers
+    faces = build_face_engine(cfg, sessions, warm_up=warm_up)
+    return faces, (faces.remote or sessions).active_providers  # with a server, its models too
 
 
 def load_face_pipeline(cfg: Config, warm_up: WarmUp | None = None) -> tuple[FacePipeline, dict[str, str]]:

@@ -76,7 +76,8 @@ B, R = REBUILD, RESTART
 O = Owner
 
 TABLE: dict[str, dict[str, Row]] = {
-    "models": {k: B for k in ("dir", "detector", "recognizer", "swapper", "enhancer", "parser", "providers", "mirror", "threads")},
+    "models": {k: B for k in ("dir", "detector", "recognizer", "swapper", "enhancer", "parser", "providers", "mirror", "threads",
+                                 "server", "fallback")},
     # The detector is built with its size and threshold; full_every is the tracker's cadence, and
     # cover_threshold is asked of each full detection as it is submitted.
     "detection": {"size": B, "threshold": B, "cover_threshold": live(O.tracker), "full_every": live(O.tracker), "track_size": B},

@@ -11,7 +11,10 @@ ready — at start-up too.
 
 It is also the one owner of `config_error` (`Problems`): each problem has a topic (broken file,
 models, camera, output, enhancer, source face, restart, settings); a failed model load stays
-reported until a load succeeds or the edit is reverted.
+reported until a load succeeds or the edit is reverted. And of what swapping still needs
+(`swap_needs`: the face models, consent, a source face — `readiness`): with any of them missing,
+swapping stays off and `on` is refused with the list; the first face pipeline is loaded once the
+model files are there (looked at by `readiness.ModelWatch` until then).
 """
 
 from __future__ import annotations
@@ -27,6 +30,19 @@ from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.loading import FaceLoader, FacePipeline, Loaded, PipelineBuild, PipelineFactory, Tell
+from vcamd.live.readiness import (
+    CONSENT_FIX,
+    FACE_MISSING,
+    ModelFilesSeen,
+    ModelWatch,
+    Need,
+    SwapNotReady,
+    consent_missing,
+    log_needs,
+    models_key,
+    models_missing,
+    models_not_loaded,
+)
 from vcamd.live.reconfigure import Owner
 from vcamd.sinks.registry import OUTPUT_SECTIONS
 
@@ -35,10 +51,6 @@ if TYPE_CHECKING:
     from vcamd.live.parts import LiveParts
 
 log = logging.getLogger(__name__)
-
-
-CONSENT_WITHDRAWN = "consent withdrawn ([swap] source_consent = false): swapping is off"
-CONSENT_FIX = "set source_consent = true under [swap] once you have the consent of the person in the source photo"
 
 
 class Problems:
@@ -74,8 +86,12 @@ class Settings:
         pipeline_factory: PipelineFactory | None,
         log_level_pinned: bool,
         on_first_pipeline: Callable[[], None] = lambda: None,
-        on_fatal: Callable[[BaseException], None],
+        consent_given: bool = True,
+        look_at_models: Callable[[Config], ModelFilesSeen] | None = None,
     ) -> None:
+        """`consent_given`: at start, by the config or `--i-have-consent`. `look_at_models` says
+        whether the model files `cfg` names are there (`readiness.look_at_model_files`); None: they
+        are taken to be (a pipeline given ready-made, tests)."""
         self._parts = parts
         self.cfg = cfg
         """The config the engine runs on: the file's, with what was chosen at run time."""
@@ -87,7 +103,6 @@ class Settings:
         self._build = PipelineBuild(pipeline_factory, tell) if pipeline_factory is not None else None
         self._log_level_pinned = log_level_pinned
         self._on_first_pipeline = on_first_pipeline
-        self._on_fatal = on_fatal
         # A source face chosen at run time (`--face`, `vcamd set-face`, the tray) outlives edits of
         # other keys in the file; it gives way only when the file's own source_face is edited.
         self._file_cfg = file_cfg
@@ -96,6 +111,14 @@ class Settings:
         self.replaced_captured = 0  # frames captured by readers replaced on a camera change
         self.replaced_skipped = 0  # frames skipped by sources replaced on a camera change (dropped)
         self.consent_withdrawn = False  # [swap] source_consent went from true to false while running
+        self._no_consent_yet = not consent_given  # not given at start: the same refusals, worded as never given
+        # The model files, while no face pipeline is installed: what was seen last, whether a load
+        # is under way, and why the last one failed (tried again when the files or the config change).
+        self._look_at_models = look_at_models
+        self._models_seen: ModelFilesSeen | None = look_at_models(cfg) if look_at_models is not None else None
+        self._loading = False
+        self._load_failed: Need | None = None
+        self._model_watch = ModelWatch(lambda: look_at_models(self.cfg), self._tell_models_seen) if look_at_models is not None else None
         # Who applies each live key (`reconfigure.Owner`): the parts their own settings, the rest here.
         self._appliers: dict[Owner, Callable[[Config], None]] = {
             Owner.camera: self._restart_camera,
@@ -112,6 +135,60 @@ class Settings:
 
     def stop(self) -> None:
         self.face_loader.stop()
+        if self._model_watch is not None:
+            self._model_watch.stop()
+
+    # -- what swapping needs ----------------------------------------------------------------------
+    def swap_needs(self) -> list[Need]:
+        """What swapping needs and does not have (empty: it may go on). Loop thread; no disk."""
+        needs: list[Need] = []
+        if self._parts.faces is None:
+            if self._models_seen is not None and self._models_seen.error is not None:
+                needs.append(models_missing(self._models_seen.error))
+            elif self._load_failed is not None and not self._loading:
+                needs.append(self._load_failed)
+        if self.consent_withdrawn or self._no_consent_yet:
+            needs.append(consent_missing(withdrawn=self.consent_withdrawn))
+        if self._face_missing():
+            needs.append(FACE_MISSING)
+        return needs
+
+    def _face_missing(self) -> bool:
+        faces = self._parts.faces
+        return self.cfg.swap.source_face is None if faces is None else faces.source is None
+
+    def start_swapping_off_if_not_ready(self) -> None:
+        """At start: swapping stays off while something it needs is missing (said in the log)."""
+        needs = self.swap_needs()
+        if needs:
+            self._parts.enabled = False
+            log_needs(needs)
+
+    def models_seen(self, seen: ModelFilesSeen) -> None:
+        """A look at the model files (the watch, or `on`): while no face pipeline is installed,
+        remember it, and load the models when they are all there and not loaded or failed as they
+        are. Loop thread."""
+        if self._parts.faces is not None or self._build is None or seen.models != models_key(self.cfg):
+            return  # installed (later changes are rebuilds), or a look at another config's models
+        before, self._models_seen = self._models_seen, seen
+        if seen.error is not None or self._loading:
+            return
+        changed = before is None or before.fingerprint != seen.fingerprint
+        if self._load_failed is None and not changed and before is not None and before.error is None:
+            return  # loaded or loading from these files already
+        if self._load_failed is not None and not changed:
+            return  # failed from exactly these files: wait for a change
+        log.info("the face model files are there now")
+        self.load_pipeline(self.cfg)
+
+    def _tell_models_seen(self, seen: ModelFilesSeen) -> None:
+        """From the watch's thread: handled by the loop."""
+        self._tell(lambda: self.models_seen(seen), "model files")
+
+    def watch_models(self) -> None:
+        """Until a face pipeline is installed, look at the model files every two seconds."""
+        if self._model_watch is not None and self._parts.faces is None:
+            self._model_watch.start(self._models_seen)
 
     # -- the config file ----------------------------------------------------------------------------
     def file_broken(self, err: VcamdError) -> None:
@@ -196,12 +273,24 @@ class Settings:
     # -- the face pipeline ------------------------------------------------------------------------
     def load_pipeline(self, cfg: Config) -> None:
         """Load the models for `cfg` in the background (seconds for a real swapper) while the engine
-        keeps publishing; the new pipeline is installed between two frames when ready."""
+        keeps publishing; the new pipeline is installed between two frames when ready. Before the
+        first one is installed, only when the model files were seen there (else they are waited for)."""
         assert self._build is not None, "no pipeline factory"
         if self._parts.faces is None:
             # Nothing runs yet: the newest load stands for the running pipeline, so an edit during
             # start-up is compared with what is loading (and a revert loads the first one again).
             self._pipeline_cfg = cfg
+            seen = self._models_seen
+            if seen is not None and (seen.models != models_key(cfg) or seen.error is not None):
+                self._build.cancel()  # a load for other files is out of date
+                self._loading = False
+                self._models_seen = None if seen.models != models_key(cfg) else seen
+                log.info("waiting for the face model files (looked at every few seconds); they load once they are there")
+                self.watch_models()  # looks at the files `cfg` names; loads when they are there
+                return
+            self._loading, self._load_failed = True, None
+            log.info("loading the face models in the background%s",
+                     "; frames are covered until they are ready" if self._parts.enabled else "")
         self._build.start(cfg, self._parts.frame_size(cfg), failed=self._pipeline_failed,
                           loaded=lambda ready: self._install_pipeline(ready, ready.built_from.swap.source_face))
 
@@ -209,8 +298,13 @@ class Settings:
         assert self._build is not None
         if not self._build.is_current(generation):
             return
-        if self._parts.faces is None:  # nothing loaded at start-up: `vcamd run` ends with this error
-            self._on_fatal(exc)
+        if self._parts.faces is None:
+            # Nothing loaded yet: the daemon keeps running (swapping as it was: off shows the
+            # camera, on covers every frame) and says why; the watch tries again on a change.
+            self._loading = False
+            self._load_failed = models_not_loaded(exc)
+            log.error("%s — %s", self._load_failed.what, self._load_failed.fix)
+            self.watch_models()
             return
         message = f"new models not loaded, keeping the running ones: {exc}"
         self.problems.report("models", message)
@@ -232,6 +326,9 @@ class Settings:
         self._pipeline_cfg = loaded.built_from
         first = parts.faces is None
         parts.install_pipeline(loaded.faces, loaded.providers, self.cfg)
+        self._loading, self._load_failed = False, None
+        if self._model_watch is not None:
+            self._model_watch.stop()  # from now on a models edit is a rebuild
         self.problems.clear("models")
         # The last swap stays on screen until the new pipeline's first swap lands (no leak: compose covers).
         parts.watchdog.enhancer_enabled = self.cfg.enhancer.enabled
@@ -242,25 +339,30 @@ class Settings:
     # -- consent ----------------------------------------------------------------------------------
     def _consent_changed(self, given: bool) -> None:
         """[swap] source_consent edited while running: false withdraws it — swapping goes off from
-        the next frame and stays off (on, toggle and set-face are refused) until it is true again."""
+        the next frame and stays off (on, toggle and set-face are refused) until it is true again.
+        True gives it (also when it was never given at start); swapping is not switched on by it."""
         self.consent_withdrawn = not given
+        self._no_consent_yet = False
         if given:
             self.problems.clear("consent")
-            log.info("[swap] source_consent = true: consent given again; swapping can be switched on")
+            log.info("[swap] source_consent = true: consent given; swapping can be switched on")
             return
         self._parts.enabled = False
-        self.problems.report("consent", CONSENT_WITHDRAWN)
-        log.warning("%s", CONSENT_WITHDRAWN)
+        withdrawn = consent_missing(withdrawn=True)
+        self.problems.report("consent", withdrawn.what)
+        log.warning("%s", withdrawn.what)
 
     def require_consent(self) -> None:
-        """Refuse what would swap a face in while consent is withdrawn."""
-        if self.consent_withdrawn:
-            raise VcamdError(CONSENT_WITHDRAWN, fix=CONSENT_FIX)
+        """Refuse what would swap a face in while consent is withdrawn or not given yet."""
+        if self.consent_withdrawn or self._no_consent_yet:
+            raise VcamdError(consent_missing(withdrawn=self.consent_withdrawn).what, fix=CONSENT_FIX)
 
     def switch_swapping(self, on: bool) -> None:
-        """Swapping on or off (the loop's thread); on is refused while consent is withdrawn."""
-        if on:
-            self.require_consent()
+        """Swapping on or off (the loop's thread). On is refused with what swapping still needs
+        (`SwapNotReady`) when it is off; already on (the models failed to load while it was on),
+        it stays on: every frame covered, the status says why."""
+        if on and not self._parts.enabled and (needs := self.swap_needs()):
+            raise SwapNotReady(needs)
         self._parts.enabled = on
 
     # -- the source face --------------------------------------------------------------------------
@@ -269,6 +371,9 @@ class Settings:
         the loop records it as the user's choice (also when the caller stopped waiting)."""
         faces = self._parts.faces
         if faces is None:
+            if not self._loading and (needs := [n for n in self.swap_needs() if n.topic == "models"]):
+                raise VcamdError(f"a source face is read by the face models, and they are not there: {needs[0].what}",
+                                 fix=needs[0].fix)
             raise VcamdError("the face models are still loading", fix="try again in a moment")
         loaded = self.face_loader.submit(lambda: faces.set_source_face(path))
         loaded.add_done_callback(lambda f: f.exception() is None and self._tell(lambda: self.record_source_face(path, faces), "set-face"))
@@ -323,9 +428,9 @@ class Settings:
         parts.watchdog.enhancer_enabled = new.enhancer.enabled
 
     def _apply_enabled(self, new: Config) -> None:
-        """[swap] enabled edited: on only while consent is not withdrawn (it stays off until
-        source_consent is true again, whichever way swapping is asked to go on)."""
-        self._parts.enabled = new.swap.enabled and not self.consent_withdrawn
+        """[swap] enabled edited: on only while swapping has what it needs (consent included: it
+        stays off until source_consent is true again, whichever way swapping is asked to go on)."""
+        self._parts.enabled = new.swap.enabled and not self.swap_needs()
 
     def _apply_source_face(self, new: Config) -> None:
         if new.swap.source_face is not None:

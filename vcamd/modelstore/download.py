@@ -19,6 +19,7 @@ from vcamd.modelcheck import check_signature
 from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, fsync, open_for_write, refuse_symlink, sha256_file
 from vcamd.modelstore.manifest import ModelEntry
 from vcamd.modelstore.progress import progress_bar
+from vcamd.modelstore.wayout import ways_out
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def download(entry: ModelEntry, target: Path, expected_sha: str, progress: bool,
     except requests.RequestException as exc:
         raise ModelError(
             f"{entry.name}: cannot reach {_host(url)}: {_reason(exc)}",
-            fix="check the network connection and [models] mirror in the config, then run `vcamd models pull` again",
+            fix=ways_out([entry.name], before="check the network connection and [models] mirror in the config, then ", pull_note=" again"),
         ) from None
 
     declared: int | None = None  # the whole file's size as the server states it
@@ -64,7 +65,7 @@ def download(entry: ModelEntry, target: Path, expected_sha: str, progress: bool,
                 part.unlink()
                 raise ModelError(
                     f"{entry.name}: {_host(url)} resumed at byte {start}, not {offset}; the partial download was deleted",
-                    fix=f"run `vcamd models pull {entry.name}` again to start over",
+                    fix=ways_out([entry.name], pull_note=" again to start over"),
                 )
             declared = _content_range_full_size(resp.headers.get("Content-Range", ""))
             log.info("%s: resuming at %s", entry.name, _mb(offset))
@@ -81,14 +82,14 @@ def download(entry: ModelEntry, target: Path, expected_sha: str, progress: bool,
                 part.unlink(missing_ok=True)  # our .part does not fit the server's file
             raise ModelError(
                 f"{entry.name}: download failed: HTTP {resp.status_code} {resp.reason or ''} from {url}".rstrip(),
-                fix="check [models] mirror in the config; without a mirror, the file may have moved upstream (see models/README.md)",
+                fix=ways_out([entry.name], before="check [models] mirror in the config (without one, the file may have moved upstream: see models/README.md), then ", pull_note=" again"),
             )
 
     got = part.stat().st_size
     if expected_size is not None and got < expected_size:
         raise ModelError(
             f"{entry.name}: download ended early at {_mb(got)} of {_mb(expected_size)} from {_host(url)}",
-            fix=f"run `vcamd models pull {entry.name}` again to resume",
+            fix=ways_out([entry.name], pull_note=" again to resume"),
         )
     size_proven = got == expected_size or got == declared
     sha = sha256_file(part)
@@ -104,7 +105,7 @@ def download(entry: ModelEntry, target: Path, expected_sha: str, progress: bool,
         source = "the manifest" if entry.sha256 or wrong_size else f"the hash recorded in {state_path}"
         raise ModelError(
             f"{entry.name}: the file from {url} does not match {source} ({what}); it was deleted",
-            fix=f"run `vcamd models pull {entry.name}` again; if it repeats, the server or [models] mirror serves a different file",
+            fix=ways_out([entry.name], pull_note=" again (if it repeats, the server or [models] mirror serves a different file)"),
         )
     if not expected_sha:
         _prove_unpinned(entry, part, got, size_proven, url)
@@ -122,7 +123,7 @@ def _prove_unpinned(entry: ModelEntry, part: Path, got: int, size_proven: bool, 
             f"{entry.name}: {_host(url)} sent {got:,} bytes without a Content-Length, and the manifest publishes "
             "neither the exact size nor the SHA-256, so a cut-off download cannot be told from a whole one; "
             "nothing was installed",
-            fix=f"pull it from a server that sends Content-Length (remove or change [models] mirror), then `vcamd models pull {entry.name}`",
+            fix=ways_out([entry.name], before="remove or change [models] mirror for a server that sends Content-Length, then "),
         )
     if entry.extract:
         return  # a pack: each member is checked (CRC, size, role) as it is extracted
@@ -132,7 +133,7 @@ def _prove_unpinned(entry: ModelEntry, part: Path, got: int, size_proven: bool, 
         part.unlink()
         raise ModelError(
             f"{entry.name}: the {got:,} bytes from {url} are not a usable {entry.role} model ({err.message}); nothing was installed",
-            fix=f"run `vcamd models pull {entry.name}` again; if it repeats, the server or [models] mirror serves a broken file",
+            fix=ways_out([entry.name], pull_note=" again (if it repeats, the server or [models] mirror serves a broken file)"),
         ) from None
 
 
@@ -170,7 +171,7 @@ def _receive(entry: ModelEntry, resp: Any, part: Path, offset: int, progress: bo
             f"{entry.name}: download interrupted at {_mb(offset + received)}"
             + (f" of {_mb(total)}" if total else "")
             + f" ({_reason(exc)})",
-            fix=f"run `vcamd models pull {entry.name}` again to resume",
+            fix=ways_out([entry.name], pull_note=" again to resume"),
         ) from None
     finally:
         if not out.closed:
@@ -181,7 +182,7 @@ def _receive(entry: ModelEntry, resp: Any, part: Path, offset: int, progress: bo
     if length and length.isdigit() and received < int(length):
         raise ModelError(
             f"{entry.name}: {_host(url)} closed the connection at {_mb(offset + received)} of {_mb(total or 0)}",
-            fix=f"run `vcamd models pull {entry.name}` again to resume",
+            fix=ways_out([entry.name], pull_note=" again to resume"),
         )
 
 

@@ -15,6 +15,7 @@ from vcamd.modelcheck import check_signature
 from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, fsync, open_for_write, refuse_symlink
 from vcamd.modelstore.manifest import FileSpec, ModelEntry
 from vcamd.modelstore.verify import State
+from vcamd.modelstore.wayout import ways_out
 
 
 def extract(entry: ModelEntry, zip_path: Path, state: State, inside: Callable[[str], Path]) -> None:
@@ -79,7 +80,7 @@ def extract(entry: ModelEntry, zip_path: Path, state: State, inside: Callable[[s
         zip_path.unlink(missing_ok=True)
         raise ModelError(
             f"{entry.name}: cannot unpack {zip_path.name}: {exc}; it was deleted",
-            fix=f"run `vcamd models pull {entry.name}` again",
+            fix=ways_out([entry.name], pull_note=" again"),
         ) from None
     except ModelError:
         zip_path.unlink(missing_ok=True)

@@ -29,12 +29,12 @@ from vcamd.modelstore.extract import extract
 from vcamd.modelstore.files import PART_SUFFIX, dir_error, refuse_symlink, sha256_file
 from vcamd.modelstore.locking import pull_lock
 from vcamd.modelstore.manifest import FileSpec, Manifest, ModelEntry, plain_file_name
-from vcamd.modelstore.roles import configured_models
 from vcamd.modelstore.verify import STATE_FILE, State, read_state, write_state
+from vcamd.modelstore.wayout import ways_out
 from vcamd.private_files import private_dir
 
 if TYPE_CHECKING:
-    from vcamd.config import Config, ModelsConfig
+    from vcamd.config import ModelsConfig
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +141,12 @@ class ModelStore:
         if not path.is_file():
             raise ModelError(
                 f"model file {path} ({name_or_path}, the {role}) is missing",
-                fix=f"run `vcamd models pull {name_or_path}`, or fix [models] {role} in the config",
+                fix=f"{ways_out([name_or_path])} (or fix [models] {role} in the config)",
             )
         if spec.size is not None and (actual := path.stat().st_size) != spec.size:
             raise ModelError(
                 f"model file {path} is {actual:,} bytes, expected {spec.size:,}: incomplete or corrupt",
-                fix=f"run `vcamd models pull {name_or_path}` to download it again",
+                fix=ways_out([name_or_path], pull_note=" to download it again"),
             )
         return path
 
@@ -162,16 +162,9 @@ class ModelStore:
             files = "; ".join(f"{path} ({value})" for path, value in missing.items())
             raise ModelError(
                 f"{len(missing)} model file{'s' if len(missing) > 1 else ''} missing: {files}",
-                fix=f"run `vcamd models pull {' '.join(dict.fromkeys(missing.values()))}`, or copy "
-                    f"{'them' if len(missing) > 1 else 'it'} in by hand (`vcamd models list` says from where)",
+                fix=ways_out(missing.values(), files=len(missing)),
             )
         return [self.path_for(value, role) for value, role in wanted]
-
-    def paths_in_use(self, cfg: Config) -> dict[str, Path]:
-        """role → file for every model `cfg` uses (`roles.configured_models`), every missing file
-        named in one ModelError (`paths_for`)."""
-        wanted = configured_models(cfg)
-        return dict(zip((role for _, role in wanted), self.paths_for(wanted), strict=True))
 
     def _inside(self, file_name: str) -> Path:
         """`dir / file_name`, refusing anything that would land outside the models dir."""

@@ -15,6 +15,7 @@ it without unwinding its threads) is removed by the next upload and when `vcamd 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -23,8 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
+from vcamd.diskspace import mount_point
 from vcamd.errors import FaceError, VcamdError
 from vcamd.images import probe_image
+from vcamd.private_files import UnsafePathError, private_dir
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 """A face photo never needs more; bigger bodies are refused before a byte is stored."""
@@ -37,23 +40,21 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 SUFFIXES = {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "BMP": ".bmp", "TIFF": ".tif"}
 
 
+class UploadNotStored(VcamdError):
+    """The photo could not be stored in the data folder (its disk is full, the folder is read-only):
+    what happened, for the page to answer (507 when the disk is full, else 500) without a traceback.
+    `unread`: bytes of the body not read yet (the page drains them so the browser sees the answer)."""
+
+    def __init__(self, message: str, *, fix: str, disk_full: bool, unread: int) -> None:
+        super().__init__(message, fix=fix)
+        self.disk_full = disk_full
+        self.unread = unread
+
+
 class UploadTooLarge(VcamdError):
     def __init__(self, size: int) -> None:
         super().__init__(f"the photo is {size / 1e6:.1f} MB; the control page takes photos up to "
                          f"{MAX_UPLOAD_BYTES // (1024 * 1024)} MB", fix="use a smaller photo (a face needs well under 1 MB)")
-
-
-def private_dir(path: Path) -> Path:
-    """Create `path` as a 0700 folder of ours (uploaded faces are personal data)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if os.name == "posix":
-        info = path.lstat()
-        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            raise VcamdError(f"the uploaded-faces folder {path} is not a folder owned by you",
-                             fix="remove it; it is created again")
-        if stat.S_IMODE(info.st_mode) != 0o700:
-            os.chmod(path, 0o700)
-    return path
 
 
 def safe_stem(name: str) -> str:
@@ -77,14 +78,20 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
     """
     if length > MAX_UPLOAD_BYTES:
         raise UploadTooLarge(length)
-    private_dir(folder)
-    sweep_partial_uploads(folder)
-    fd, tmp_name = tempfile.mkstemp(prefix=f"{PART_PREFIX}{os.getpid()}-", suffix=".part", dir=folder)  # created 0600
+    remaining = length
+    try:
+        private_dir(folder)
+        sweep_partial_uploads(folder)
+        fd, tmp_name = tempfile.mkstemp(prefix=f"{PART_PREFIX}{os.getpid()}-", suffix=".part", dir=folder)  # created 0600
+    except UnsafePathError:
+        raise
+    except OSError as exc:
+        raise not_stored(exc, folder, remaining) from None
     tmp = Path(tmp_name)
     try:
         digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
-            remaining = length
+        out = os.fdopen(fd, "wb", buffering=0)  # unbuffered: a write that fails fails here, not at close
+        with out:
             while remaining > 0:
                 try:
                     chunk = body.read(min(CHUNK_BYTES, remaining))
@@ -94,9 +101,14 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
                 if not chunk:
                     raise VcamdError(f"the upload ended after {length - remaining} of {length} bytes",
                                      fix="try again")
-                out.write(chunk)
-                digest.update(chunk)
                 remaining -= len(chunk)
+                left = memoryview(chunk)
+                while left:  # a raw write may take part of it
+                    try:
+                        left = left[out.write(left) or 0:]
+                    except OSError as exc:
+                        raise not_stored(exc, folder, remaining) from None
+                digest.update(chunk)
         try:
             header = probe_image(tmp, "uploaded photo")  # every way a file can be wrong → FaceError saying so
         except FaceError as err:
@@ -110,6 +122,16 @@ def store_upload(body: BinaryIO, length: int, folder: Path, name: str = "photo")
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def not_stored(exc: OSError, folder: Path, unread: int) -> UploadNotStored:
+    """An OSError while storing an upload in `folder`, as what the page answers."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    why = f"its disk (at {mount_point(folder)}) is full" if full else (exc.strerror or str(exc))
+    return UploadNotStored(f"the photo could not be stored in {folder}: {why}",
+                           fix="free some space on that disk, then upload it again" if full else
+                           "check that the folder is writable, then upload it again",
+                           disk_full=full, unread=unread)
 
 
 def uploads_dir() -> Path:

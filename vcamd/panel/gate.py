@@ -16,9 +16,10 @@ control socket still worked. Here:
 - the handler reads the head from what the selector buffered (no second wait on the client).
 
 And before any of it, a connection from another local user's process is refused (403): the page
-listens on 127.0.0.1, where every user can connect, so the kernel's socket table
-(`/proc/net/tcp`, where it exists) says whose the client socket is — as the control socket's
-SO_PEERCRED does. Then neither a token nor a one-time code read elsewhere lets another user in.
+listens on 127.0.0.1, where every user can connect, so the kernel's socket table says whose the
+client socket is, found by the whole connection (`vcamd.peers.loopback_peer_uid`: both addresses
+and ports, IPv4 and IPv6) — as the control socket's SO_PEERCRED does. A connection the table does
+not list is refused too. Then neither a token nor a one-time code read elsewhere lets another user in.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from socketserver import ThreadingMixIn
 from typing import Any, BinaryIO
+
+from vcamd.peers import PeerUnknown, loopback_peer_uid
 
 OWNER = "owner"
 GUEST = "guest"
@@ -144,9 +147,9 @@ class GatedHTTPServer(ThreadingHTTPServer):
             if len(self._waiting) >= self.max_pending:
                 # The longest-waiting one makes room: it had its chance; the new one may be the owner.
                 self._drop(min(self._waiting.values(), key=lambda w: w.deadline))
-            uid = loopback_peer_uid(sock)
-            if uid is not None and uid != os.geteuid():
-                self._say_and_close(sock, 403, "Forbidden", f"refused: uid {uid} is not this page's user")
+            refusal = stranger(sock)
+            if refusal is not None:
+                self._say_and_close(sock, 403, "Forbidden", refusal)
                 continue
             waiting = _Waiting(sock, address, time.monotonic() + self.head_timeout_s)
             try:
@@ -318,31 +321,17 @@ class GatedHandler:
         self.rfile = BufferedHead(head, self.rfile)  # type: ignore[has-type]
 
 
-PROC_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
-TCP_TIME_WAIT = "06"
-
-
-def loopback_peer_uid(sock: socket.socket, tables: tuple[str, ...] = PROC_TCP_TABLES) -> int | None:
-    """The uid owning the other end of a loopback TCP connection, from the kernel's socket table
-    (Linux); None where it cannot be told (no such table, the client already gone)."""
+def stranger(sock: socket.socket) -> str | None:
+    """Why a connection must be refused before a byte of it is read (another user's, or one whose
+    owner the kernel cannot name), else None. Where no socket table exists (not Linux), None."""
     try:
-        our_port = sock.getsockname()[1]
-        their_port = sock.getpeername()[1]
-    except OSError:
-        return None
-    wanted = (f":{their_port:04X}", f":{our_port:04X}")
-    for table in tables:
-        try:
-            with open(table, encoding="ascii") as lines:
-                next(lines, None)  # the header
-                for line in lines:
-                    fields = line.split()
-                    # sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...
-                    if (len(fields) > 7 and fields[1].endswith(wanted[0]) and fields[2].endswith(wanted[1])
-                            and fields[3] != TCP_TIME_WAIT):  # a closed socket's leftover is nobody's (uid 0)
-                        return int(fields[7])
-        except (OSError, ValueError):
-            continue
+        uid = loopback_peer_uid(sock)
+    except PeerUnknown as exc:
+        return f"refused: whose connection this is cannot be told ({exc})"
+    except Exception as exc:  # noqa: BLE001 — an unreadable table refuses; it never ends the heads thread
+        return f"refused: whose connection this is cannot be told ({type(exc).__name__})"
+    if uid is not None and uid != os.geteuid():
+        return f"refused: uid {uid} is not this page's user"
     return None
 
 

@@ -1,14 +1,23 @@
-"""A one-time login address for the control page, asked of the page by a client that holds its
-token (`vcamd panel`): the token travels in a request header over loopback, never on a command line."""
+"""How a browser logs in to a local page (the control page, the preview) without a secret on any
+command line: a one-time login address, asked of the page by a client that holds its token (`vcamd
+panel`: the token travels in a request header over loopback), handed to the browser inside a page
+only the user can read (`login_page`), never as an argument."""
 
 from __future__ import annotations
 
+import contextlib
+import html
 import http.client
 import json
+import os
+import secrets
+import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from vcamd.errors import VcamdError
+from vcamd.panel.security import CODE_TTL_S
 
 ASK_TIMEOUT_S = 10.0
 
@@ -37,3 +46,38 @@ def one_time_url(status: dict[str, Any]) -> str:
         raise VcamdError(f"the control page at {base} gave no login address (HTTP {response.status})",
                          fix="restart `vcamd run`")
     return url
+
+
+LOGIN_PAGE_PREFIX = "login-"
+LOGIN_PAGE_SUFFIX = ".html"
+
+
+def login_page(url: str, folder: Path | None = None) -> Path:
+    """A page only the user can read that sends the browser on to `url` (a one-time login address);
+    open this file, never the address: what goes on a command line (`xdg-open FILE`, the browser's
+    own) is readable by every local user in /proc/PID/cmdline, and so a code there could be used by
+    them first. As Jupyter's `jpserver-PID-open.html`: the file is 0600 in the private runtime
+    folder (default: `runtime_dir()`, where the control socket is); pages older than a code's life
+    (worthless by then) are removed as a new one is written."""
+    from vcamd.control.client import checked_runtime_dir
+    from vcamd.control.protocol import runtime_dir
+    from vcamd.private_files import write_private_atomic
+
+    folder = checked_runtime_dir(folder if folder is not None else runtime_dir(), create=True)
+    _remove_stale_login_pages(folder)
+    page = folder / f"{LOGIN_PAGE_PREFIX}{os.getpid()}-{secrets.token_hex(6)}{LOGIN_PAGE_SUFFIX}"
+    address = html.escape(url, quote=True)
+    write_private_atomic(page, (
+        '<!doctype html>\n<html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">\n'
+        f'<meta http-equiv="refresh" content="0;url={address}">\n<title>FaceLive Camera</title></head>\n'
+        f'<body><p><a href="{address}">Open the FaceLive Camera control page</a> (this link logs in once).</p></body></html>\n'
+    ))
+    return page
+
+
+def _remove_stale_login_pages(folder: Path) -> None:
+    now = time.time()
+    for page in folder.glob(f"{LOGIN_PAGE_PREFIX}*{LOGIN_PAGE_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if now - page.lstat().st_mtime > CODE_TTL_S:
+                page.unlink()

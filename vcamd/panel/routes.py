@@ -3,7 +3,7 @@
 
 Routes (every one behind the rules of `vcamd.panel.security`):
 
-    GET  /                 the page (also /?code=ONE-TIME-CODE: sets the cookie, redirects to /)
+    GET  /                 the page (also /?code=ONE-TIME-CODE: sets the cookie, then moves on to /)
     GET  /panel.js, /panel.css
     GET  /stream.mjpg      live video (multipart/x-mixed-replace JPEGs)
     GET  /api/status       {"status": engine status, "badge", "history", "transitions", "recent_faces", "qualities"}
@@ -26,9 +26,10 @@ from urllib.parse import parse_qs
 
 from vcamd.control.protocol import parse_quality
 from vcamd.errors import VcamdError
-from vcamd.panel.faces import UploadTooLarge
+from vcamd.panel.faces import UploadNotStored, UploadTooLarge
 from vcamd.panel.gate import GUEST, OWNER, GatedHTTPServer
 from vcamd.panel.security import (
+    LOGGED_IN_PAGE,
     LOOPBACK,
     Refusal,
     bearer_token,
@@ -152,9 +153,9 @@ class PanelHandler(WireHandler):
         if not panel.access.redeem(code):
             return self._refuse(Refusal(HTTPStatus.UNAUTHORIZED, "this control page link was used already or is "
                                         "out of date (each one logs in once): open the page again with `vcamd panel`"), "/")
-        # The token goes into an HttpOnly cookie and out of the address bar (and the history).
-        self._reply(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", b"",
-                    {"Location": "/", "Set-Cookie": session_cookie(panel.token, panel.port)})
+        # The token goes into an HttpOnly cookie and out of the address bar (see LOGGED_IN_PAGE).
+        self._reply(HTTPStatus.OK, "text/html; charset=utf-8", LOGGED_IN_PAGE,
+                    {"Set-Cookie": session_cookie(panel.token, panel.port)})
 
     def _refuse(self, refusal: Refusal, route: str, extra: dict[str, str] | None = None) -> None:
         self.server.panel.refused(refusal.status)
@@ -195,6 +196,10 @@ class PanelHandler(WireHandler):
         except UploadTooLarge as err:
             self._drain_body()
             return self._refuse(Refusal(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(err)), route)
+        except UploadNotStored as err:  # the data folder's disk is full (507), or it cannot be written (500)
+            self._body_left = err.unread
+            status = HTTPStatus.INSUFFICIENT_STORAGE if err.disk_full else HTTPStatus.INTERNAL_SERVER_ERROR
+            return self._refuse(Refusal(status, str(err)), route)
         except HttpError as err:
             return self._refuse(Refusal(err.status, str(err)), route)
         except PhotoLaneBusy as err:  # another surface's photo is being read: no queue of photos in memory

@@ -8,7 +8,12 @@ requests there, and any local process can connect. So:
   that holds it. The token never goes on a command line or into the environment: those are
   readable by every local user (`/proc/PID/cmdline`). The browser is given `/?code=CODE` instead,
   a one-time code (`PageAccess.one_time_code`) that the page exchanges once for the cookie and
-  that is worthless afterwards (and after `CODE_TTL_S`). Compared in constant time.
+  that is worthless afterwards (and after `CODE_TTL_S`), inside a 0600 file only the user can read
+  (`vcamd.panel.login.login_page`), so no code is on a command line either. Compared in constant time.
+  The exchange answers `LOGGED_IN_PAGE` (200, the cookie set) which moves on to "/" by itself:
+  that visit starts on the page's own origin, so the SameSite=Strict cookie goes with it even when
+  the login came from another site (the file:// page); a redirect (303) would have carried the
+  login's cross-site origin along and the browser would have withheld the cookie.
 - **Host.** The Host header must be `127.0.0.1:PORT` or `localhost:PORT`: a foreign name that
   resolves to 127.0.0.1 (DNS rebinding) would otherwise make our page same-origin with another site.
 - **Origin (CSRF).** A change is a POST; a POST whose Origin is not this page's is refused. A POST
@@ -49,6 +54,11 @@ SECURITY_HEADERS = {
     ),
 }
 """Sent with every response: nothing cached, nothing framed, no token in a Referer, no inline code."""
+
+LOGGED_IN_PAGE = (b'<!doctype html>\n<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/">'
+                  b"<title>FaceLive Camera</title></head>\n"
+                  b'<body><p>Logged in. <a href="/">Open the page</a>.</p></body></html>\n')
+"""The answer to a redeemed one-time code, with the session cookie: a visit to "/" of its own."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,7 +99,8 @@ class PanelServer:
 
     def login_url(self) -> str:
         """An address for a browser: it logs in once (a one-time code, not the token), then is worthless.
-        This is what may go on a command line (`xdg-open URL`), where every local user can read it."""
+        Not for a command line either (another user could read it there and use it first): a browser
+        gets it inside a private file (`vcamd.panel.login.login_page`)."""
         if self._server is None:
             raise RuntimeError("the control page is not started")
         return f"{self.base_url}?code={self.access.one_time_code()}"

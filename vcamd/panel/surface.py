@@ -15,8 +15,8 @@ class WithPanelUrl:
     """The engine as the control socket and the tray drive it: every state it reports — `status()`
     and the state a change answers with — also carries "panel_url" (the plain address) and
     "panel_token" (for Bearer scripts: the socket is private to the user; never put it on a command
-    line). `panel_login_url()` is the tray's one-time address. Everything else is the engine's own
-    (one control surface, not a copy of it)."""
+    line). `panel_login_url()` is the tray's one-time address (opened through `panel.login.login_page`).
+    Everything else is the engine's own (one control surface, not a copy of it)."""
 
     STATE_ANSWERS = frozenset({"set_enabled", "toggle", "set_source_face", "set_quality", "set_badge", "reload_config"})
     """The engine's changes that answer with the state after they applied."""

@@ -12,6 +12,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from vcamd.boundedjson import JsonRefused, loads_bounded
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
 from vcamd.panel.faces import MAX_UPLOAD_BYTES
@@ -20,6 +21,8 @@ from vcamd.panel.security import SECURITY_HEADERS
 from vcamd.panel.video import JpegFeed
 
 MAX_JSON_BYTES = 64 * 1024
+MAX_JSON_DEPTH = 8
+"""A body nests 1 level ({"level": "auto"}); deeper is refused before parsing (`vcamd.boundedjson`)."""
 MAX_DRAIN_BYTES = 4 * MAX_UPLOAD_BYTES
 """A refused request's body is read and dropped up to this size, so the client sees our answer
 (closing on unread data resets the connection and the browser shows a network error instead)."""
@@ -62,11 +65,9 @@ class WireHandler(GatedHandler, BaseHTTPRequestHandler):
             raise HttpError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"JSON body over {MAX_JSON_BYTES} bytes")
         raw = self._read_body(length)
         try:
-            body = json.loads(raw.decode("utf-8") or "{}")
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise HttpError(HTTPStatus.BAD_REQUEST, "the request body is not valid JSON") from None
-        except RecursionError:  # deeply nested arrays: json's recursion, not a bug of ours
-            raise HttpError(HTTPStatus.BAD_REQUEST, "the request body is nested too deeply") from None
+            body = loads_bounded(raw or b"{}", max_bytes=MAX_JSON_BYTES, max_depth=MAX_JSON_DEPTH)
+        except JsonRefused as exc:
+            raise HttpError(HTTPStatus.BAD_REQUEST, f"the request body is {exc}") from None
         if not isinstance(body, dict):
             raise HttpError(HTTPStatus.BAD_REQUEST, "the request body must be a JSON object")
         return body

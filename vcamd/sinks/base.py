@@ -10,6 +10,9 @@ Rules every sink keeps, because the loop is on the frame budget:
 - `send()` never raises for a transient problem (a failed device write, a preview client that
   went away); it counts it and carries on. It raises `RuntimeError` only when called before
   `open()` — a programming error. After `close()`, frames are dropped silently (shutdown races).
+- An output that can be lost for good (the file sink's recording, on a disk that filled up) says
+  why in a `failure` attribute (a `VcamdError`, None while fine) once closed: `vcamd run` exits
+  with it rather than reporting the frames it published.
 - A frame whose size differs from the size the sink was opened with is resized, and only then.
 - A sink never keeps a reference to a frame after `send()` returns: the caller may reuse or draw
   on the array. Sinks that need the pixels later copy them, and only when someone will look.

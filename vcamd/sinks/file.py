@@ -9,24 +9,27 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import cv2
-
 from vcamd.config import Config
 from vcamd.errors import VcamdError
-from vcamd.private_files import private_temporary
 from vcamd.sinks.base import fit_to_size
 from vcamd.types import Frame
+from vcamd.videofile import VideoFile, VideoWriteError
 
 log = logging.getLogger(__name__)
 
 
 class FileSink:
     """An .mp4 file (MPEG-4 Part 2, 'mp4v') written at the output fps, 0600, appearing at its path
-    when the sink closes (until then `.NAME.partial-…` beside it).
+    when the sink closes — only if it really holds every frame (`vcamd.videofile.VideoFile`: until
+    then `.NAME.partial-…` beside it, checked by reading it back).
 
     Encoding costs ≈ 10 ms per 720p frame, so it runs on a writer thread and the publisher only
     pays for one frame copy. Every frame is kept: when the writer falls `QUEUE_FRAMES` behind,
     send() waits for it — back-pressure the watchdog can see beats a recording with holes.
+
+    A recording that cannot be written (its disk filled up) is lost as a whole (an mp4 without its
+    index plays nowhere): it is logged at once, the frames after it are dropped (send() never
+    blocks), and `failure` holds the one-line error after close(), which `vcamd run` exits with.
     """
 
     url = None  # no page to watch it on
@@ -44,8 +47,7 @@ class FileSink:
     def __init__(self, path: Path, width: int, height: int, fps: float) -> None:
         self.path = Path(path)
         self._width, self._height, self._fps = width, height, fps
-        self._writer: cv2.VideoWriter | None = None
-        self._partial: Path | None = None  # what the writer fills; renamed over `path` by close()
+        self._video: VideoFile | None = None
         self._queue: queue.Queue[Frame | None] = queue.Queue(maxsize=self.QUEUE_FRAMES)
         self._thread: threading.Thread | None = None
         self._state = "new"
@@ -53,8 +55,9 @@ class FileSink:
         self.frames_sent = 0
         """Frames accepted by send()."""
         self.frames_written = 0
-        """Frames handed to the encoder; equals frames_sent once close() has returned."""
-        self.write_failures = 0
+        """Frames handed to the encoder; equals frames_sent once close() has returned (unless it failed)."""
+        self.failure: VideoWriteError | None = None
+        """Why the recording was not kept (its disk filled up, it did not read back whole); None while fine."""
 
     def _check_path(self) -> None:
         path = self.path
@@ -80,21 +83,11 @@ class FileSink:
             self._check_path()
             # OpenCV opens files by name: it writes a fresh 0600 temporary that close() renames over
             # PATH, so a symlink planted at PATH is replaced, never written through, whatever the umask.
-            try:
-                partial = private_temporary(self.path)
-            except OSError as exc:
-                raise VcamdError(f"--sink file:{self.path}: cannot create the video file: {exc.strerror}",
-                                 fix="check that the folder is writable and the disk has space") from None
-            writer = cv2.VideoWriter(str(partial), cv2.VideoWriter_fourcc(*"mp4v"), self._fps, (self._width, self._height))
-            if not writer.isOpened():
-                writer.release()
-                partial.unlink(missing_ok=True)
-                raise VcamdError(
-                    f"--sink file:{self.path}: cannot create the video file",
-                    fix="check that the path is writable and the disk has space",
-                )
-            self._writer, self._partial = writer, partial
-            self._thread = threading.Thread(target=self._write_loop, args=(writer,), name="file-sink", daemon=True)
+            video = VideoFile(self.path, fourcc="mp4v", fps=self._fps, size=(self._width, self._height),
+                              what="--sink file:")
+            video.open()
+            self._video = video
+            self._thread = threading.Thread(target=self._write_loop, args=(video,), name="file-sink", daemon=True)
             self._thread.start()
             self._state = "open"
 
@@ -110,19 +103,27 @@ class FileSink:
             self._queue.put(fitted if fitted is not frame else frame.copy())
             self.frames_sent += 1
 
-    def _write_loop(self, writer: cv2.VideoWriter) -> None:
+    def _write_loop(self, video: VideoFile) -> None:
         while (frame := self._queue.get()) is not None:
+            if self.failure is not None:
+                continue  # the recording is lost: keep draining, so send() never blocks for good
             try:
-                writer.write(frame)
-            except Exception as exc:  # e.g. the disk filled up: keep draining (send() must never block for good)
-                self.write_failures += 1
-                if self.write_failures == 1 or self.write_failures % 100 == 0:
-                    log.warning("file sink %s: write failed (%d so far): %s", self.path, self.write_failures, exc)
+                video.write(frame)
+            except VideoWriteError as err:
+                self.failure = err
+                log.error("file sink: %s", err)
+                continue
+            except Exception as exc:  # noqa: BLE001 — an encoder fault: the recording cannot be trusted
+                video.discard()
+                self.failure = VideoWriteError(f"--sink file:{self.path}: the encoder failed ({type(exc).__name__}: {exc}); "
+                                               "nothing was put under its name")
+                log.error("file sink: %s", self.failure)
                 continue
             self.frames_written += 1
 
     def close(self) -> None:
-        """Waits until every queued frame is written, then finishes the file."""
+        """Waits until every queued frame is written, then finishes the file: checked, then moved
+        into place; a recording that is not whole is removed and said so in `failure` (and the log)."""
         with self._lock:
             was_open = self._state == "open"
             self._state = "closed"
@@ -131,15 +132,18 @@ class FileSink:
             self._queue.put(None)
         if self._thread is not None:
             self._thread.join()
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.release()
-        partial, self._partial = self._partial, None
-        if partial is not None:
-            try:
-                os.replace(partial, self.path)
-            except OSError as exc:
-                log.error("file sink: cannot move the recording into place at %s (%s); it is kept as %s", self.path, exc.strerror, partial)
+        video, self._video = self._video, None
+        if video is None:
+            return
+        if self.failure is not None:
+            video.discard()
+            return
+        try:
+            video.finish()
+            video.commit()
+        except VideoWriteError as err:
+            self.failure = err
+            log.error("file sink: %s", err)
 
     def describe(self) -> str:
         return f"file {self.path} ({self._width}×{self._height} mp4 at {self._fps:g} fps)"

@@ -3,7 +3,8 @@
 The page itself is `preview_page.html` beside this module (packaged data). It shows the camera
 (the raw face while swapping is off), so it is kept like the control page (`vcamd.panel.security`):
 every request needs the per-start token, as `Authorization: Bearer TOKEN` or the HttpOnly cookie a
-browser gets by opening `login_url()` (a one-time code, never the token, on the opener's command line).
+browser gets by opening `login_url()` (a one-time code, never the token), handed to it in a private
+file (`vcamd.panel.login.login_page`), never on a command line.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
 from vcamd.newest import NewestSlot
 from vcamd.panel.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
-from vcamd.panel.security import SECURITY_HEADERS, PageAccess, check_fetch_site, session_cookie
+from vcamd.panel.security import LOGGED_IN_PAGE, SECURITY_HEADERS, PageAccess, check_fetch_site, session_cookie
 from vcamd.sinks.base import fit_to_size
 from vcamd.types import Frame
 
@@ -119,9 +120,9 @@ class _PreviewHandler(GatedHandler, BaseHTTPRequestHandler):
                         b"this preview link was used already or is out of date (each one logs in once): "
                         b"open the preview again from the tray\n")
             return
-        # The cookie holds the token; the address bar (and the history) keeps only the used code.
-        self._reply(HTTPStatus.SEE_OTHER, "text/plain; charset=utf-8", b"",
-                    {"Location": "/", "Set-Cookie": session_cookie(sink.access.token, sink.port)})
+        # The cookie holds the token; the address bar keeps only the used code (see LOGGED_IN_PAGE).
+        self._reply(HTTPStatus.OK, "text/html; charset=utf-8", LOGGED_IN_PAGE,
+                    {"Set-Cookie": session_cookie(sink.access.token, sink.port)})
 
     def _reply(self, status: HTTPStatus, content_type: str, body: bytes, extra: dict[str, str] | None = None) -> None:
         self.send_response(status)

@@ -202,12 +202,12 @@ class TrayApp:
         self._act("set the quality", do)
 
     def open_panel(self) -> None:
-        """Open the control page (when the status has a panel_url) with a one-time login address —
-        never its token, which the opener's command line would show every local user; the
-        preview page without one."""
+        """Open the control page (when the status has a panel_url) through a private file that holds a
+        one-time login address (`panel.login.login_page`) — no token or code on the opener's command
+        line, which every local user can read; the preview page without one."""
         if self.refresh().panel_url:
             self._run_in_background(lambda: self._act(
-                "open the control page", lambda: self._open_url(self.controller.panel_login_url())))
+                "open the control page", lambda: self._open_url(_login_page(self.controller.panel_login_url()))))
         elif self._open_preview is not None:
             self._run_in_background(lambda: self._act("open the preview", self._open_preview))
         else:
@@ -368,6 +368,12 @@ class TrayApp:
                 log.exception("tray: icon update failed")
             self._wake.wait(self._poll_interval_s)
             self._wake.clear()
+
+
+def _login_page(url: str) -> Path:
+    from vcamd.panel.login import login_page
+
+    return login_page(url)
 
 
 def _start_thread(fn: Callable[[], None]) -> None:

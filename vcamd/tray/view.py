@@ -15,6 +15,7 @@ from typing import Any
 from PIL import Image, ImageDraw
 
 from vcamd.quality import Level, is_degraded, label
+from vcamd.remote.summary import describe_server
 
 APP_TITLE = "FaceLive Camera"
 
@@ -58,6 +59,8 @@ class TrayView:
     headline: str = ""
     """The summary without the changing numbers (fps, ms): the Status menu item. A menu label that
     changed every second would rebuild the menu under the user's pointer (new dbusmenu ids)."""
+    needs: tuple[str, ...] = ()
+    """What swapping still needs (status' `swap_needs`), a few words each: "the face models"."""
 
 
 STARTING_VIEW = TrayView(TrayState.off, False, None, None, None, "starting", "starting")
@@ -97,12 +100,16 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
     source_face = Path(face) if face else None
     config_error = status.get("config_error")
     panel_url = status.get("panel_url") or None
+    swap_needs = [n for n in status.get("swap_needs") or [] if isinstance(n, Mapping)]
+    needs = tuple(str(n.get("label") or n.get("what") or "?") for n in swap_needs)
 
     problem = None
     if state_text not in HEALTHY_STATES:
         problem = state_text
     if config_error:
         problem = f"config error: {config_error}"
+    if enabled and needs and not problem:
+        problem = f"swap on, but it needs {', '.join(needs)}"  # the models failed to load while on: every frame covered
 
     if problem:
         state = TrayState.error
@@ -117,6 +124,8 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         headline = f"swap on, degraded ({label(level).lower()})"
     elif state is TrayState.error:
         headline = problem or "error"
+    elif needs:
+        headline = f"swap off: needs {', '.join(needs)}"
     else:
         headline = f"swap {state.value}"
     fps = status.get("fps")
@@ -138,13 +147,20 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
         f" ({'auto' if quality is None else 'fixed'})",
         f"Source face: {source_face or 'none'}",
     ]
+    if status.get("source_face_pick"):  # a group photo: which of its faces was taken
+        lines.append(f"  {status['source_face_pick']}")
     if numbers:
         lines.append("Speed: " + ", ".join(numbers))
     if provider_text:
         lines.append(f"Runs on: {provider_text}")
+    server = status.get("server")
+    if isinstance(server, Mapping):  # [models] server: the swap runs on Triton elsewhere
+        lines.append(f"Server: {describe_server(server)}")
+    for need in swap_needs:
+        lines.append(f"To swap: {need.get('what', '?')} — {need.get('fix', '')}")
     if config_error:
         lines.append(f"Config error: {config_error}")
-    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url, headline)
+    return TrayView(state, enabled, level, quality, source_face, summary, "\n".join(lines), panel_url, headline, needs)
 
 
 # ---------------------------------------------------------------------------------------------

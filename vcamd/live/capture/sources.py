@@ -289,7 +289,7 @@ class OpenCVCamera:
             raise VcamdError(
                 f"cannot open {self.description}",
                 fix=f"check it is plugged in and not used by another app; {cameras_here()}; "
-                "set [camera] device or pass --source",
+                "set [camera] device or pass --source (no webcam: `--source synthetic`, a test pattern, or a video file)",
             )
         if self.cfg.mjpg:
             # MJPG lets USB cameras deliver 720p/1080p at 30 fps; raw YUYV usually cannot.

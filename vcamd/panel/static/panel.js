@@ -26,6 +26,19 @@ function providers(v) {
   return String(v);
 }
 
+function server(v) {
+  // [models] server: the Triton server the swap runs on (vcamd.remote.summary.describe_server says the same in the terminal).
+  if (!v || typeof v !== "object") return "here (no Triton server)";
+  const parts = [v.url + " " + v.state];
+  if (typeof v.rtt_ms === "number") parts.push(v.rtt_ms.toFixed(1) + " ms round trip");
+  if (typeof v.call_ms === "number") parts.push(v.call_ms.toFixed(1) + " ms a call");
+  parts.push(v.tls ? "mutual TLS" : "loopback, plaintext");
+  if (Array.isArray(v.serves) && v.serves.length) parts.push("serves " + v.serves.join(", "));
+  if (v.state !== "up" && v.error) parts.push(String(v.error));
+  if (v.fallback) parts.push("fallback " + v.fallback);
+  return parts.join("; ");
+}
+
 function frames(f) {
   if (!f || typeof f !== "object") return "–";
   return ["published", "swapped", "held", "blurred", "passthrough", "dropped"]
@@ -57,8 +70,9 @@ function post(path, json) {
 
 async function act(request, done) {
   try {
-    render(await request());
-    say(done || "", false);
+    const state = await request();
+    render(state);
+    say(typeof done === "function" ? done(state) : (done || ""), false);
   } catch (e) {
     say(e.message, true);
   }
@@ -90,17 +104,46 @@ function render(state) {
   $("latency-p95").textContent = text(latency(s, "p95"), 1, " ms");
   $("frames").textContent = frames(s.frames);
   $("providers").textContent = providers(s.providers);
+  $("server").textContent = server(s.server);
 
   const err = $("config-error");
   err.hidden = !s.config_error;
   err.textContent = s.config_error ? "Config problem: " + s.config_error : "";
+  renderNeeds(Array.isArray(s.swap_needs) ? s.swap_needs : [], on);
 
   const face = s.source_face ? String(s.source_face).split(/[\\/]/).pop() : "none";
-  $("face-current").textContent = face;
+  $("face-current").textContent = face + pickNote(s);
   renderRecent(state.recent_faces || []);
   // The server lists the levels in ladder order, best quality first (vcamd.quality).
   renderTransitions(state.transitions || [], (state.qualities || []).filter((q) => q !== "auto"));
   drawChart(state.history || [], state.history_span_s || 60);
+}
+
+// What swapping still needs (the models, consent, a source face), each with its fix: "on" is
+// refused with the same list.
+function renderNeeds(needs, on) {
+  const box = $("swap-needs");
+  box.hidden = !needs.length;
+  $("swap-needs-title").textContent = on ? "Swapping is on, every face covered, until it has:" : "Swapping stays off until it has:";
+  const key = JSON.stringify(needs);
+  if (box.dataset.key === key) return;  // unchanged: keep the user's text selection
+  box.dataset.key = key;
+  const list = $("swap-needs-list");
+  list.innerHTML = "";
+  for (const need of needs) {
+    const li = document.createElement("li");
+    li.appendChild(document.createTextNode(String(need.what || need.label || "?") + " — "));
+    const fix = document.createElement("span");
+    fix.className = "fix";
+    fix.textContent = String(need.fix || "");
+    li.appendChild(fix);
+    list.appendChild(li);
+  }
+}
+
+// A group photo: which of its faces was taken (the largest), as the engine says.
+function pickNote(s) {
+  return s && s.source_face_pick ? " — " + s.source_face_pick : "";
 }
 
 function renderRecent(faces) {
@@ -212,11 +255,12 @@ function wire() {
     if (!file) return;
     act(() => api("/api/face?consent=yes&name=" + encodeURIComponent(file.name), {
       method: "POST", headers: { "Content-Type": file.type || "application/octet-stream" }, body: file,
-    }), "source face set: " + file.name);
+    }), (state) => "source face set: " + file.name + pickNote(state.status));
   });
   $("face-recent").addEventListener("click", () => {
     const path = $("recent").value;
-    if (path) act(() => post("/api/face", { recent: path, consent: $("consent").checked }), "source face set");
+    if (path) act(() => post("/api/face", { recent: path, consent: $("consent").checked }),
+      (state) => "source face set" + pickNote(state.status));
   });
   const video = $("video");
   video.addEventListener("load", () => { $("video-wait").hidden = true; });
