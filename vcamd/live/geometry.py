@@ -41,3 +41,20 @@ def near_any(faces: list[Face], others: list[Face], widths: float = SAME_TRACK_W
     if not faces or not others:
         return [False] * len(faces)
     return near_matrix(faces, others, widths).any(axis=1).tolist()
+
+
+def greedy_pairs(allowed: np.ndarray, distance: np.ndarray) -> list[int | None]:
+    """Row by row (in order), the column nearest by `distance` among those `allowed` for the row
+    and not taken by an earlier row; None where there is none. Both arrays rows × columns: the
+    one pairing rule the tracker's detections and the compose's swaps use."""
+    taken = np.zeros(allowed.shape[1], bool)
+    out: list[int | None] = []
+    for k in range(allowed.shape[0]):
+        candidates = np.flatnonzero(allowed[k] & ~taken)
+        if len(candidates) == 0:
+            out.append(None)
+            continue
+        best = int(candidates[np.argmin(distance[k, candidates])])
+        taken[best] = True
+        out.append(best)
+    return out

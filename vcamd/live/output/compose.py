@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from vcamd.config import OnMiss
-from vcamd.live.geometry import centres_widths, near_any
+from vcamd.live.geometry import centres_widths, greedy_pairs, near_any
 from vcamd.live.output.obscure import obscure_frame, obscure_region
 from vcamd.types import Face, Frame, Outcome
 
@@ -272,14 +272,4 @@ def match_swaps(targets: list[Face], swapped_faces: list[Face], swapped: list[An
     (tc, tw), (sc, _) = centres_widths(targets), centres_widths(swapped_faces)
     distance = np.hypot(sc[None, :, 0] - tc[:, None, 0], sc[None, :, 1] - tc[:, None, 1])
     within = distance < (TRACK_MATCH_WIDTHS * np.maximum(tw, 1.0))[:, None]
-    taken = np.zeros(len(swapped_faces), bool)
-    out: list[Any | None] = []
-    for k in range(len(targets)):
-        candidates = np.flatnonzero(within[k] & ~taken)
-        if len(candidates) == 0:
-            out.append(None)
-            continue
-        best = int(candidates[np.argmin(distance[k, candidates])])
-        taken[best] = True
-        out.append(swapped[best])
-    return out
+    return [None if j is None else swapped[j] for j in greedy_pairs(within, distance)]

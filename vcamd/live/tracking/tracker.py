@@ -10,11 +10,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-import numpy as np
-
 from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
-from vcamd.live.geometry import centres_widths, near_matrix
+from vcamd.live.geometry import centres_widths, greedy_pairs, near_matrix
 from vcamd.live.tracking.changes import ChangeMap, downscaled
 from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
 from vcamd.live.tracking.facebook import FaceBook, FaceReport
@@ -368,14 +366,4 @@ def nearest_each(faces: list[Face], dets: list[Face]) -> list[Face | None]:
     close = near_matrix(dets, faces).T  # faces × dets, `near(det, face)` as the rule reads
     (fc, _), (dc, _) = centres_widths(faces), centres_widths(dets)
     distance = ((dc[None, :, 0] - fc[:, None, 0]) ** 2 + (dc[None, :, 1] - fc[:, None, 1]) ** 2)
-    taken = np.zeros(len(dets), bool)
-    found: list[Face | None] = []
-    for k in range(len(faces)):
-        candidates = np.flatnonzero(close[k] & ~taken)
-        if len(candidates) == 0:
-            found.append(None)
-            continue
-        j = int(candidates[np.argmin(distance[k, candidates])])
-        taken[j] = True
-        found.append(dets[j])
-    return found
+    return [None if j is None else dets[j] for j in greedy_pairs(close, distance)]
