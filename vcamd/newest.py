@@ -117,6 +117,9 @@ class NewestWorker(Generic[J, R]):
         self.jobs: NewestSlot[J] = NewestSlot()
         self.results: NewestSlot[R] = NewestSlot()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self.cpu_s = 0.0
+        """The thread's CPU time since it started, as of its last finished job (it reads its own
+        `time.thread_time`: the stats' CPU by thread)."""
 
     def start(self) -> None:
         self._thread.start()
@@ -146,6 +149,7 @@ class NewestWorker(Generic[J, R]):
         self.jobs.put(job)
 
     def _loop(self) -> None:
+        started = time.thread_time()
         self._on_thread_start()
         while not self.jobs.closed:
             job = self.jobs.take(None, hold=True)
@@ -154,6 +158,7 @@ class NewestWorker(Generic[J, R]):
             try:
                 result = self._work(job)
             finally:
+                self.cpu_s = time.thread_time() - started
                 # Released before the result is out, so a caller woken by it can hand in the next job at once.
                 self.jobs.release()
             if result is not None:

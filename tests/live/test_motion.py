@@ -91,11 +91,32 @@ def test_the_detector_looks_again_at_least_every_redetect_every_frames(newton, k
     assert motion.follow(frame, key, face, motion.REDETECT_EVERY) is None
 
 
-def test_a_face_at_the_frame_edge_or_tiny_has_no_key_and_is_always_re_detected(newton):
+def test_a_tiny_face_or_one_larger_than_half_the_frame_has_no_key_and_is_always_re_detected(newton):
     frame, _ = _scene(newton)
-    edge = Face(box=(-20.0, 300.0, 80.0, 420.0), score=0.9, kps=np.zeros((5, 2), np.float32))
     tiny = Face(box=(600.0, 300.0, 606.0, 307.0), score=0.9, kps=np.zeros((5, 2), np.float32))
-    assert motion.key_patch(frame, edge, 0) is None and motion.key_patch(frame, tiny, 0) is None
+    huge = Face(box=(300.0, 0.0, 700.0, 400.0), score=0.9, kps=np.zeros((5, 2), np.float32))  # its square: 800 px, the frame 720
+    assert motion.key_patch(frame, tiny, 0) is None and motion.key_patch(frame, huge, 0) is None
+
+
+def test_a_face_at_the_frame_edge_is_followed_as_anywhere_and_re_detected_when_it_changed(newton, detector, keyed):
+    """Its square, which would reach past the edge, is moved inside the frame (a crowd's faces
+    along the edges would otherwise be re-detected in every frame)."""
+    centre_x = (keyed[0].box[0] + keyed[0].box[2]) / 2
+    at_edge = -(centre_x - 0.8 * keyed[0].width)  # the face's centre 0.8 of its width from the left edge
+    frame, _ = _scene(newton, at_edge)
+    face = max(detector.detect(frame, 640), key=lambda f: f.width)
+    key = motion.key_patch(frame, face, 0)
+    assert key is not None and key.x0 == 0  # moved inside the frame
+    for shift in ((0.0, 0.0), (2.5, 1.0), (-1.5, 0.0)):
+        moved, m = _scene(newton, at_edge + shift[0], shift[1])
+        got = motion.follow(moved, key, face, 1)
+        assert got is not None, f"a plain shift {shift} at the edge was not followed"
+        expected = np.c_[face.kps, np.ones(5)] @ np.array([[1.0, 0.0, shift[0]], [0.0, 1.0, shift[1]]]).T
+        assert np.linalg.norm(got.kps - expected, axis=1).mean() / face.width <= 0.01
+    changed, _ = _scene(newton, at_edge)
+    x1, y1, x2, y2 = (int(v) for v in face.box)
+    changed[y1:y2, max(0, x1):x2] = cv2.flip(changed[y1:y2, max(0, x1):x2], 1)
+    assert motion.follow(changed, key, face, 1) is None
 
 
 class CountingDetector:
@@ -250,7 +271,7 @@ def test_a_still_face_gets_the_last_frames_paste_back_and_never_shows_raw(live_c
     clip = write_sliding_clip(tmp_path / "still.avi", newton, size=(640, 480), fps=20.0, frames=40, step_px=0)
     cfg = live_config()
     stats, sink, engine = run_live(cfg, clip, frames=40, keep_every=1)
-    assert engine.frames._pastes.replayed >= 10
+    assert engine.frames._repaint.put_back >= 10
     f = stats["frames"]
     assert f["passthrough"] == 0 and f["swapped"] >= 30
     raws = raw_face_regions(clip, face_engine_factory(cfg))

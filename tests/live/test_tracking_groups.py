@@ -203,3 +203,29 @@ def test_a_full_detection_finer_faces_were_found_at_is_never_used_instead_of_the
         assert report.known and len(report.faces) == 29 and not report.lost
     finally:
         tracker.stop()
+
+
+def test_a_group_keyed_together_is_looked_at_again_a_few_faces_a_frame(detector, group_frame, group_faces):
+    """Followed by their pixels, a still group's faces are looked at again by the detector every
+    REDETECT_EVERY frames — spread over those frames, a few faces each, never the whole group on
+    one frame (a 29-face mosaic, 29 faces pasted anew: the spikes of the group's latency)."""
+    from vcamd.live.tracking.motion import REDETECT_EVERY
+
+    full = FullDetector(detector, LiveStats(), time.monotonic)
+    tracker = LiveTracker(detector, full, full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        looked: list[int] = []
+        for index in range(1, 4 * REDETECT_EVERY):
+            before = tracker.plans["crops"] + tracker.plans["full"]
+            followed = tracker.followed_faces
+            report = tracker.update(group_frame, index, full_size=640, track_size=192, deadline_s=30.0)
+            assert report.known and len(report.faces) == 29 and not report.lost, f"frame {index}"
+            ran = tracker.plans["crops"] + tracker.plans["full"] > before
+            looked.append(29 - (tracker.followed_faces - followed) if ran else 0)
+        steady = looked[2 * REDETECT_EVERY :]  # the first looks build the crop shapes' sessions
+        assert max(steady) <= -(-29 // REDETECT_EVERY) + 1, looked
+        assert sum(steady) >= 29 * len(steady) // REDETECT_EVERY - 1, looked  # every face, once a cycle
+    finally:
+        tracker.stop()

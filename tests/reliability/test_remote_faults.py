@@ -52,7 +52,14 @@ def test_server_killed_mid_run_then_back(live, server) -> None:
     run.wait_for(lambda: run.counts()["held"] > before["held"] + 10 and time.monotonic() - t_kill > 1.0, 30,
                  "held frames while the server is dead")
     during = run.counts()
-    assert during["swapped"] - before["swapped"] < 10, "frames counted as swapped while the server was dead"
+    # A still face keeps the swap made before the kill (`live.swapbook`: it shows the face as it is,
+    # for up to REFRESH_S) until its refresh goes to the dead server and fails; from then on no
+    # frame is swapped until the server is back, and no swap is made meanwhile.
+    swaps = run.engine.parts.worker.swaps
+    run.wait_for(lambda: run.counts()["held"] > during["held"] + 10, 30, "more held frames while the server is dead")
+    assert run.counts()["swapped"] == during["swapped"], "frames counted as swapped after the outage was seen"
+    assert run.engine.parts.worker.swaps == swaps, "a swap made while the server was dead"
+    during = run.counts()
     server.start()
     server.wait_ready()
     t_back = time.monotonic()

@@ -20,7 +20,11 @@ TARGET_SWAPPED = 0.95
 TARGET_FULL_QUALITY = 0.90
 TARGET_EVERY_FACE = 0.95
 TARGET_RESOLUTION_RATIO = 1.3
-TARGET_ONE_FACE_CPU_MS = 12.0  # 720p, SCRFD-2.5G, at full quality
+TARGET_ONE_FACE_CPU_MS = 9.0  # 720p, SCRFD-2.5G, at full quality (the loop's-own-cost issue; 12 before it)
+# Targets from the loop's-own-cost issue: 29 faces steady at full quality, a crowd at the camera's rate.
+TARGET_GROUPS_P99_MS = 40.0
+TARGET_GROUPS_FULL_QUALITY = 0.95
+TARGET_CROWD_FULL_QUALITY = 0.90
 TARGET_FIRST_FRAME_MS = 500.0  # cold start: from the process start, with the compute-equivalent swapper
 TARGET_FIRST_SWAP_MS = 3000.0
 # Targets from the call-load issue: 720p, the call's swapper, two busy processes, 2 cores.
@@ -55,6 +59,8 @@ def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
         from vcamd.bench.remote import format_remote_table
 
         parts.append(format_remote_table(remote, settings))
+    if cpu := format_cpu_table(results):
+        parts.append(cpu)
     if (st := results.get("startup", results.get("startup_int8"))) is not None:
         threads = st.get("threads", settings.threads)
         parts.append(
@@ -117,15 +123,17 @@ def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[Targe
         rows.append(TargetRow("light", f"CPU-ms/frame, one face, {settings.height}p", f"{cpu:.1f}{note}",
                               f"≤ {TARGET_ONE_FACE_CPU_MS:.0f}", round(cpu / TARGET_ONE_FACE_CPU_MS, 2),
                               cpu <= TARGET_ONE_FACE_CPU_MS if not note else None))
-    if (g := results.get("groups")) is not None:
-        limit = TARGET_P99_BUDGET_MS + 1000.0 / settings.fps
-        rows.append(_upper("groups", "capture→publish p99", g["latency_ms"]["p99"], limit, " ms"))
+    for name, p99_limit, full_share in (("groups", TARGET_GROUPS_P99_MS, TARGET_GROUPS_FULL_QUALITY),
+                                        ("crowd", TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, TARGET_CROWD_FULL_QUALITY)):
+        if (g := results.get(name)) is None:
+            continue
+        rows.append(_upper(name, "capture→publish p99", g["latency_ms"]["p99"], p99_limit, " ms"))
         ratio = g["fps_ratio"]
-        rows.append(TargetRow("groups", "published / camera fps", f"{ratio:.2f}×", f"≥ {TARGET_FPS_RATIO:.2f}×",
+        rows.append(TargetRow(name, "published / camera fps", f"{ratio:.2f}×", f"≥ {TARGET_FPS_RATIO:.2f}×",
                               round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
-        rows.append(_lower_share("groups", "time at full quality", g["full_quality_share"], TARGET_FULL_QUALITY))
-        rows.append(_lower_share("groups", "frames with every face swapped or held", g["every_face_share"], TARGET_EVERY_FACE))
-        rows.append(_lower_share("groups", "faces swapped or held (per face)", g["face_share"], TARGET_EVERY_FACE,
+        rows.append(_lower_share(name, "time at full quality", g["full_quality_share"], full_share))
+        rows.append(_lower_share(name, "frames with every face swapped or held", g["every_face_share"], TARGET_EVERY_FACE))
+        rows.append(_lower_share(name, "faces swapped or held (per face)", g["face_share"], TARGET_EVERY_FACE,
                                  "needs faces.{swapped,held,obscured} in the stats JSON"))
     if (st := results.get("startup")) is not None:
         starts = [("", st["startup_ms"])]
@@ -253,6 +261,41 @@ def format_live_table(results: dict[str, dict], settings: BenchSettings) -> str:
     )
     lines = [title, fmt_line(head), fmt_line(["-" * w for w in widths]), *(fmt_line(b) for b in body)]
     return "\n".join(lines)
+
+
+def cpu_columns(results: dict[str, dict]) -> dict[str, dict[str, dict[str, float]]]:
+    """Scenario (the resolution scenario's median pair: one column per size) → its stats'
+    `cpu_ms_per_frame_by` and, under "process", the whole process's CPU-ms per frame; only the
+    runs whose stats have the breakdown."""
+    runs: dict[str, dict] = {}
+    for name, result in results.items():
+        if name == "resolution":
+            runs |= {f"resolution {size}": run for size, run in result.get("runs", {}).items()}
+        elif isinstance(result.get("stats"), dict):
+            runs[name] = result
+    return {name: run["stats"]["cpu_ms_per_frame_by"] | {"process": {"whole process": run["stats"]["cpu_ms_per_frame"]}}
+            for name, run in runs.items() if "cpu_ms_per_frame_by" in run["stats"]}
+
+
+def format_cpu_table(results: dict[str, dict]) -> str:
+    """Where each scenario's CPU went: CPU-ms per published frame by thread, then by stage (a
+    worker thread is one stage; the loop's stages are its own), the whole process last."""
+    columns = cpu_columns(results)
+    if not columns:
+        return ""
+    names = list(columns)
+    head = ["CPU-ms per frame", *names]
+    body: list[list[str]] = []
+    for part, title in (("threads", "by thread"), ("stages", "by stage"), ("process", "")):
+        keys = list(dict.fromkeys(k for name in names for k in columns[name][part]))
+        if title:
+            body.append([f"{title}:", *[""] * len(names)])
+        for key in keys:
+            body.append([f"  {key}" if title else key,
+                         *(f"{columns[name][part][key]:.2f}" if key in columns[name][part] else "-" for name in names)])
+    widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
+    fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt_line(head), fmt_line(["-" * w for w in widths]), *(fmt_line(b) for b in body)])
 
 
 def format_call_table(call: dict, settings: BenchSettings) -> str:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from vcamd.bench.report import TARGET_P99_BUDGET_MS
-from vcamd.bench.settings import BUSY_CODE, RESOLUTIONS, BenchSettings
+from vcamd.bench.settings import BUSY_CODE, CROWD_RESOLUTION, RESOLUTIONS, BenchSettings
 from vcamd.errors import VcamdError
 from vcamd.quality import BEST, Level, worst
 
@@ -46,6 +46,8 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
             log.info("bench: scenario %s", name)
             if name == "groups":
                 out[name] = run_groups(settings, tmpdir, base)
+            elif name == "crowd":
+                out[name] = run_crowd(settings, tmpdir, base)
             elif name == "resolution":
                 out[name] = run_resolution(settings, image, tmpdir, base)
             elif name == "startup":
@@ -122,8 +124,9 @@ def sliding_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, 
     )
 
 
-def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, int]) -> Path:
-    """A still camera: `image` fitted into a `size` frame (grey bars), the same frame for 4 s, MJPG."""
+def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, int], name: str = "still") -> Path:
+    """A still camera: `image` fitted into a `size` frame (grey bars), the same frame for 4 s, MJPG.
+    (MJPG's frames of one picture decode to the same pixels: a still camera without sensor noise.)"""
     import cv2
 
     from vcamd.bench.clips import fitted_frame
@@ -131,7 +134,7 @@ def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, in
 
     width, height = size
     frame = fitted_frame(image, size)
-    path = tmpdir / f"still_{width}x{height}.avi"
+    path = tmpdir / f"{name}_{width}x{height}.avi"
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), settings.fps, (width, height))
     if not writer.isOpened():
         raise VcamdError(f"cannot write the clip {path}", fix="OpenCV needs its MJPG encoder (opencv-python has it)")
@@ -475,11 +478,28 @@ def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
     from vcamd.bench.settings import GROUP_FACES
     from vcamd.images import read_image
 
+    size = (settings.width, settings.height)
     if settings.group_photo is not None:
         photo = read_image(settings.group_photo, "group photo")
-    else:
-        photo = tiled_group(read_image(settings.face, "bench face"), GROUP_FACES, (settings.width, settings.height))
-    clip = still_clip(photo, settings, tmpdir, (settings.width, settings.height))
+        return run_still_faces(settings, tmpdir, base, photo, str(settings.group_photo), size, "still")
+    photo = tiled_group(read_image(settings.face, "bench face"), GROUP_FACES, size)
+    return run_still_faces(settings, tmpdir, base, photo, f"{GROUP_FACES} copies of {settings.face.name}", size, "still")
+
+
+def run_crowd(settings: BenchSettings, tmpdir: Path, base) -> dict:
+    """The crowd photo (100+ faces) as a still 1080p camera, every face swapped."""
+    from vcamd.images import read_image
+
+    assert settings.crowd_photo is not None
+    photo = read_image(settings.crowd_photo, "crowd photo")
+    return run_still_faces(settings, tmpdir, base, photo, str(settings.crowd_photo), RESOLUTIONS[CROWD_RESOLUTION], "crowd")
+
+
+def run_still_faces(settings: BenchSettings, tmpdir: Path, base, photo, group: str, size: tuple[int, int], name: str) -> dict:
+    """`photo` (`group` names it) as a still camera of `size`, `face_selection = "all"`, light
+    swapper: the summary, the faces the detector finds in the clip's frame, and the shares of
+    frames at full quality and with every face swapped or held."""
+    clip = still_clip(photo, settings, tmpdir, size, name=name)
     cfg = scenario_config("groups", settings, tmpdir, base, face_selection="all")
     found: list[int] = []
 
@@ -490,8 +510,9 @@ def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
     summary = summarise(stats, stages, settings, setup_s)
     frames = stats["frames"]
     published = max(1, frames["published"])
+    summary["size"] = list(size)
     summary["faces_found"] = found[0] if found else None
-    summary["group"] = str(settings.group_photo) if settings.group_photo is not None else f"{GROUP_FACES} copies of {settings.face.name}"
+    summary["group"] = group
     summary["every_face_share"] = round((frames["swapped"] + frames["held"]) / published, 3)
     per_face = stats.get("faces")
     if isinstance(per_face, dict) and {"swapped", "held", "obscured"} <= set(per_face):

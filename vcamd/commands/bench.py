@@ -9,6 +9,7 @@ frame at 30 fps, publishing to the null sink. Scenarios:
   at run time in a temporary folder), which costs what the real model costs;
 * `groups` — a 29-face group photo as a still camera, `face_selection = "all"`, light swapper
   (`--group-photo`; without one, 29 copies of `--face` tiled: `bench.clips.tiled_group`);
+* `crowd` — a crowd photo (100+ small faces) as a still 1080p camera, the same way (`--crowd-photo`);
 * `resolution` — the light scenario at 480p and at 1080p (watchdog pinned at full), in
   `--rounds` interleaved pairs: the figure is the pair with the median ratio (one pair is at the
   mercy of the machine's speed between its two runs: 1.26–1.43× in five single pairs here);
@@ -44,8 +45,10 @@ ms quiet (and with `--load N` busy processes), and where its layer list comes fr
 
 Printed for light/inswapper: published vs source fps, capture→publish p50/p95/p99, pipeline
 overhead per frame (everything but model inference), CPU-ms per published frame (all threads) and
-% of frames swapped, each against its target. For groups/resolution: one row per target with the
-figure, the target and figure ÷ target. Everything is read from the engine's stats JSON (and its
+% of frames swapped, each against its target. For groups/crowd/resolution: one row per target with
+the figure, the target and figure ÷ target. Then, per scenario, where the CPU went: CPU-ms per
+frame by thread (the loop, the crop detection's and the full detection's threads, the swap worker,
+the camera reader, the rest) and by stage (the loop's stages; each worker thread is one). Everything is read from the engine's stats JSON (and its
 public constructor, `run()` and `set_quality`), so the bench does not depend on how the engine is
 built inside. The scenarios live in `vcamd.bench.scenarios`, the printout in `vcamd.bench.report`.
 """
@@ -59,6 +62,7 @@ from pathlib import Path
 
 from vcamd.bench.settings import (
     CALL_SWAP_MS,
+    CROWD_PHOTO,
     DEFAULT_SCENARIOS,
     GROUP_FACES,
     GROUP_PHOTO,
@@ -96,11 +100,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--scenarios", default=None, metavar="LIST",
                    help=f"comma-separated, from: {', '.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)}). "
                         "groups: a 29-face group photo as a still camera with face_selection = \"all\"; "
+                        "crowd: the same with a 100+ face crowd photo at 1080p; "
                         "resolution: CPU-ms per frame at 1080p against 480p; call: `vcamd run` with a swapper of a call's "
                         "cost (--swap-ms), swap age and start-up beside fps (with --load N: quiet and loaded runs side by side)")
     p.add_argument("--group-photo", type=Path, default=None, metavar="PHOTO",
                    help=f"the groups scenario's photo (default: {GROUP_PHOTO} next to --face if it is there, "
                         f"else {GROUP_FACES} copies of --face tiled)")
+    p.add_argument("--crowd-photo", type=Path, default=None, metavar="PHOTO",
+                   help=f"the crowd scenario's photo (default: {CROWD_PHOTO} next to --face)")
     p.add_argument("--quality", choices=[level.name for level in Level], default=None,
                    help="pin the watchdog at this level for the run (default: automatic; the resolution "
                         "scenario pins full unless given, so both sizes do the same work)")
@@ -193,6 +200,7 @@ def handle(args: argparse.Namespace) -> int:
         fp16=args.fp16,
         quality=args.quality,
         group_photo=args.group_photo or (neighbour if neighbour.is_file() else None),
+        crowd_photo=args.crowd_photo or Path(face).parent / CROWD_PHOTO,
         rounds=args.rounds,
         load=args.load,
         swap_ms=args.swap_ms,
@@ -203,6 +211,8 @@ def handle(args: argparse.Namespace) -> int:
     )
     if "groups" in scenarios and settings.group_photo is not None and not settings.group_photo.is_file():
         raise VcamdError(f"--group-photo: {settings.group_photo} not found", fix="pass --group-photo PHOTO (a photo with many faces)")
+    if "crowd" in scenarios and not settings.crowd_photo.is_file():
+        raise VcamdError(f"--crowd-photo: {settings.crowd_photo} not found", fix="pass --crowd-photo PHOTO (a photo with a hundred faces)")
     check_detector(detector, cfg, from_flag=args.detector is not None)  # now, not after the stand-ins are built
     results = run_benchmark(settings, scenarios, base=cfg)
     print(format_table(results, settings))

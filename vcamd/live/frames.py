@@ -23,10 +23,12 @@ import numpy as np
 
 from vcamd.config import Config, OnMiss, Others, SmoothingConfig
 from vcamd.faces.following import FollowedFace
-from vcamd.live.geometry import near
+from vcamd.live.geometry import near_any
 from vcamd.live.measures.watchdog import Transition, TransitionResult
-from vcamd.live.output.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, match_swaps, region
+from vcamd.live.output.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, region
 from vcamd.live.output.obscure import obscure_frame
+from vcamd.live.output.repaint import Repaint
+from vcamd.live.swapbook import Swap, SwapBook
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking.facebook import FaceReport
 from vcamd.live.tracking.smoothing import FaceSmoother
@@ -107,11 +109,21 @@ class FrameWork:
         self._covered_lost: list[Face] = []  # lost faces covered in the last frame
         self._others: list[Face] = []  # faces face_selection does not swap, obscured ([swap] others)
         self._follow = FollowedFace()  # which face "largest" keeps swapping
-        self._pastes = PasteMemo()
+        self._repaint = Repaint()  # the last frame's covers and swaps, put back where nothing changed
+        self._book = SwapBook()  # the newest swap per face
+        self._matched: tuple[int, list[Face], list[Swap | None], bool] | None = None  # this frame's (`_matched_swaps`)
         self._steady = FaceSmoother()  # each tracked face's position filtered over time
         self._no_source_logged = False
         self.unseen = UnseenChanges()
         """Where the picture changed away from the known faces since a detection looked: covered."""
+        self._cpu = parts.stats.cpu.loop  # the loop's CPU by stage: marked as each stage ends
+        # ... and the threads this work hands frames to, read through `parts` (a part replaced by a
+        # reload is followed): each one's CPU is one stage of the frame.
+        ledger = parts.stats.cpu
+        ledger.watch("camera-reader", "camera: read + decode", lambda: parts.reader.cpu_s)
+        ledger.watch("face-tracker", "crop detection (tracker thread)", lambda: parts.tracker.cpu_s)
+        ledger.watch("full-detector", "full detection", lambda: parts.full_detector.cpu_s)
+        ledger.watch("swap-worker", "swap: align, model, crops", lambda: parts.worker.cpu_s)
 
     def configure(self, cfg: Config) -> None:
         """Apply the per-frame policy's settings (from the next frame on)."""
@@ -119,6 +131,7 @@ class FrameWork:
 
     def process(self, captured: Captured) -> None:
         parts = self._parts
+        self._cpu.begin()
         t_take = parts.clock()
         parts.stats.record_stage("queue", (t_take - captured.t_capture) * 1000.0)
         parts.stats.processed += 1
@@ -127,12 +140,14 @@ class FrameWork:
         self._index += 1
         stage_ms: dict[str, float] = {}
         if not parts.enabled:
+            self._repaint.forget()
             self.send(frame, Outcome.off, captured.t_capture)
             return
         if parts.faces is None:
             self.send_covered(frame, captured.t_capture)
             return
         thumb = self.unseen.remember(frame, self._index)  # before anything is drawn on it
+        self._cpu.mark("cover changes")
         if self._first_swap_running():
             if self._index % FIRST_SWAP_TRACK_STRIDE == 0:
                 self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
@@ -152,21 +167,24 @@ class FrameWork:
                   if report.known and self.policy.cover_changes else [])
         if unseen and self.unseen.settled:
             parts.tracker.look_soon(parts.tracker.vouch_size)
+        self._cpu.mark("cover changes")
 
-        # 4. What each face gets: the latest swap at its current place, held, or obscured.
+        # 4. What each face gets: its newest swap at its current place, held, or obscured.
         t2 = parts.clock()
-        result, failed = parts.worker.latest()
-        usable = result is not None and not failed and not parts.worker.stale(parts.clock(), self.policy.max_result_age_s)
-        swaps = match_swaps(targets, result.faces, result.swapped) if usable and result is not None else [None] * len(targets)
+        matched, usable = self._matched_swaps(targets)
+        swaps = [m.swapped if usable and m is not None else None for m in matched]
+        painter = self._repaint.painter(frame, parts.faces.composite)
         composed = compose(
             Scene(frame=frame, enabled=True, on_miss=self.policy.on_miss, known=report.known, targets=targets,
                   swaps=swaps, lost=lost, held=parts.publisher.held, unsure=report.unsure, others=self._others,
                   unseen=unseen),
-            self._pastes.paste_for(parts.faces.composite, frame, targets, swaps, still=report.followed and not lost and not report.unsure),
+            parts.faces.composite, painter,
         )
+        painter.finish()
         stage_ms["composite"] = (parts.clock() - t2) * 1000.0
         parts.stats.record_stage("composite", stage_ms["composite"])
-        swapped_at = result.t_capture if result is not None and any(s is not None for s in swaps) else None
+        self._cpu.mark("composite")
+        swapped_at = self._swapped_at(targets, matched, swaps, level, captured.t_capture)
         self.send(composed.frame, composed.outcome, captured.t_capture, stage_ms, composed=composed, targets=targets, swapped_at=swapped_at)
         # The loop's own time for this frame (take → published), the base of the overhead figure.
         parts.stats.record_stage("loop", (parts.clock() - t_take) * 1000.0)
@@ -178,11 +196,13 @@ class FrameWork:
         parts = self._parts
         t0 = parts.clock()
         report = parts.tracker.locate(frame, self._index, level, deadline_s=self._track_deadline_s())
+        self._cpu.mark("track")
         self.unseen.looked(parts.tracker.looked, parts.tracker.vouch_size)
         report = replace(report, faces=self._steady.steady(report.faces, t_capture, self.policy.smoothing, report.appeared))
         wanted, report = self._select(report, frame)
         self._faces_to_swap = len(wanted)
-        others = [f for f in report.faces if not any(f is w for w in wanted)] if self.policy.others is Others.obscure else []
+        wanted_ids = {id(w) for w in wanted}
+        others = [f for f in report.faces if id(f) not in wanted_ids] if self.policy.others is Others.obscure else []
         targets, left_out = self._per_round(wanted)
         others += left_out  # faces to swap the round leaves out: obscured whatever [swap] others says
         # Lost faces are covered when they were faces being swapped or covered (obscured
@@ -192,18 +212,63 @@ class FrameWork:
         t1 = parts.clock()
         stage_ms["detect"] = (t1 - t0) * 1000.0
         parts.stats.record_stage("detect", stage_ms["detect"])
-        # The swap worker gets the newest face region (it never waits) — unless every face only
-        # moved since the tracker last detected it (`FaceReport.followed`) and the worker is idle:
-        # the swap made for that detection's frame is the same face, pasted below where it is now
-        # (the tracker detects again, and a new swap is asked for, at least every few frames).
-        # While a swap runs, every frame's region replaces the job waiting for it, followed or
-        # not: the next swap starts on the newest frame, not on the last detection's, up to a
-        # few frames older (the face on screen is that much older for the whole next swap).
-        if targets and report.known and not (report.followed and self._has_swap() and self._parts.worker.idle):
-            self._submit(frame, targets, level, t_capture)
+        self._cpu.mark("smooth, select")
+        # The swap worker gets the region of the faces whose swap is out of date (it never waits):
+        # a face whose pixels only moved since its swap's frame keeps its swap (`swapbook`), pasted
+        # where it is now. While a swap runs, every frame's region replaces the job waiting for
+        # it: the next swap starts on the newest frame (the face on screen is that much younger
+        # for the whole next swap).
+        out_of_date = self._out_of_date(targets, report, level) if targets and report.known else []
+        if out_of_date:
+            self._submit(frame, out_of_date, level, t_capture)
             stage_ms["submit"] = (parts.clock() - t1) * 1000.0
             parts.stats.record_stage("submit", stage_ms["submit"])
+            self._cpu.mark("swap hand-off")
         return report, targets, lost
+
+    def _matched_swaps(self, targets: list[Face]) -> tuple[list[Swap | None], bool]:
+        """Per target, its newest swap (`SwapBook`, with the worker's newest result merged), once a
+        frame; and whether swaps may be shown at all (not while the model fails or hangs)."""
+        parts = self._parts
+        if self._matched is None or self._matched[0] != self._index or self._matched[1] is not targets:
+            result, failed = parts.worker.latest()
+            self._book.merge(result)
+            usable = result is not None and not failed and not parts.worker.stale(parts.clock(), self.policy.max_result_age_s)
+            self._matched = (self._index, targets, self._book.match(targets), usable)
+        return self._matched[2], self._matched[3]
+
+    def _maker(self) -> tuple[object, object]:
+        faces = self._parts.faces
+        return faces, None if faces is None else faces.source
+
+    def _out_of_date(self, targets: list[Face], report: FaceReport, level: Level) -> list[Face]:
+        """The targets whose swap does not show them as they are now (all of them while the model
+        fails or hangs: only a new swap clears that)."""
+        matched, usable = self._matched_swaps(targets)
+        if not usable:
+            return list(targets)
+        since = self._stable_since(report)
+        maker, now = self._maker(), self._parts.clock()
+        return [t for t, m in zip(targets, matched) if not SwapBook.current(m, since.get(id(t), self._index), level, maker, now)]
+
+    def _stable_since(self, report: FaceReport) -> dict[int, int]:
+        """id(face) → the frame index since which its pixels only moved (`FaceReport.stable_since`)."""
+        if len(report.stable_since) != len(report.faces):
+            return {}
+        return {id(f): since for f, since in zip(report.faces, report.stable_since)}
+
+    def _swapped_at(self, targets: list[Face], matched: list[Swap | None], swaps: list, level: Level,
+                    t_capture: float) -> float | None:
+        """When the camera showed the faces as the shown swaps show them: the capture of the frame
+        the oldest out-of-date swap was made from; this frame's capture (`t_capture`) when every
+        swap shown is current (it shows the face as this frame does); None when none is shown.
+        Publish time minus it is the frame's swap age (stats, watchdog)."""
+        shown = [(t, m) for t, m, sw in zip(targets, matched, swaps) if sw is not None and m is not None]
+        if not shown:
+            return None
+        since, maker, now = self._stable_since(self._report) if self._report else {}, self._maker(), self._parts.clock()
+        old = [m.t_capture for t, m in shown if not SwapBook.current(m, since.get(id(t), self._index), level, maker, now)]
+        return min(old) if old else t_capture
 
     def _per_round(self, targets: list[Face]) -> tuple[list[Face], list[Face]]:
         """The faces to swap this round under the watchdog's `faces_per_round` (the face young
@@ -212,11 +277,10 @@ class FrameWork:
         cap = self._parts.watchdog.faces_per_round
         if cap is None or len(targets) <= cap:
             return targets, []
-        before = self.targets
-        ranked = sorted(targets, key=lambda f: (not any(near(f, k) for k in before), -f.area))
-        kept = ranked[:cap]
-        return ([f for f in targets if any(f is k for k in kept)],
-                [f for f in targets if not any(f is k for k in kept)])
+        kept_before = near_any(targets, self.targets)
+        ranked = sorted(range(len(targets)), key=lambda i: (not kept_before[i], -targets[i].area))
+        kept = set(ranked[:cap])
+        return ([f for i, f in enumerate(targets) if i in kept], [f for i, f in enumerate(targets) if i not in kept])
 
     def _first_swap_running(self) -> bool:
         """The swap worker is computing its first face and there is none to paste yet.
@@ -230,11 +294,6 @@ class FrameWork:
         worker = self._parts.worker
         result, failed = worker.latest()
         return result is None and not failed and not worker.idle
-
-    def _has_swap(self) -> bool:
-        """The swap worker has a usable result (a followed frame then needs no new swap)."""
-        result, failed = self._parts.worker.latest()
-        return result is not None and not failed
 
     def _select(self, report: FaceReport, frame: Frame) -> tuple[list[Face], FaceReport]:
         """The faces to swap (`FollowedFace`: "largest" keeps the face it chose). A failed selection
@@ -271,7 +330,7 @@ class FrameWork:
         x0, y0, x1, y1 = region(frame, targets, SWAP_REGION_SCALE)
         crop = frame[y0:y1, x0:x1].copy()  # private copy: the loop keeps drawing on `frame`
         local = [_shift(f, x0, y0) for f in targets]
-        self._parts.worker.submit(SwapJob(crop, local, list(targets), level, t_capture))
+        self._parts.worker.submit(SwapJob(crop, local, list(targets), level, t_capture, self._index, self._maker()))
 
     def send_covered(self, frame: Frame, t_capture: float) -> None:
         """The whole frame obscured, without the face pipeline's per-frame work: no face pipeline
@@ -279,6 +338,8 @@ class FrameWork:
         running. Whatever on_miss says: `passthrough` is the user's opt-out for a running swapper's
         misses, not for the seconds before any swap exists. The watchdog does not judge the frame."""
         obscure_frame(frame)
+        self._repaint.forget()
+        self._cpu.mark("composite")
         self.send(frame, Outcome.blurred, t_capture, composed=Composed(frame, Outcome.blurred, [], fresh_badge=True, all_swapped=False),
                   judged=False)
 
@@ -302,8 +363,10 @@ class FrameWork:
             if stage_ms is not None:
                 stage_ms["badge"] = (parts.clock() - t) * 1000.0
                 parts.stats.record_stage("badge", stage_ms["badge"])
+            self._cpu.mark("badge")
         t_send = parts.clock()
         parts.publisher.send(frame, parts.status)
+        self._cpu.mark("publish")
         now = parts.clock()
         parts.stats.record_stage("publish", (now - t_send) * 1000.0)
         self.startup.published(now, swapped=composed is not None and FaceOutcome.swapped in composed.faces)
@@ -323,50 +386,7 @@ class FrameWork:
             swap_age_ms = None if composed is None or swapped_at is None else (now - swapped_at) * 1000.0
             log_events(parts.watchdog.observe(latency, stage_ms, warming=parts.tracker.warming, swap_age_ms=swap_age_ms,
                                               faces_to_swap=self._faces_to_swap))
-
-
-class PasteMemo:
-    """The last frame's pastes, replayed when nothing they depend on changed.
-
-    A frame whose every face is where it was (the tracker followed each one by its pixels and
-    found it unmoved: the same `Face` objects as the last frame), with the same swapped faces to
-    paste, nothing lost and nothing covered, gets exactly the last frame's face regions: each
-    paste's rectangle as it was right after that paste, copied back in the same order — a
-    29-face still group costs 29 small copies instead of 29 warps, blends and colour
-    corrections. Anything else (a face moved or changed, a new swap, a face missing) pastes anew.
-    """
-
-    def __init__(self) -> None:
-        self._key: tuple[list[Face], list] | None = None
-        self._regions: list = []  # (PasteRegion, pixels) per paste, in paste order
-        self.replayed = 0
-
-    def paste_for(self, composite, frame: Frame, targets: list[Face], swaps: list, *, still: bool):
-        replay = (still and self._key is not None and bool(targets) and all(s is not None for s in swaps)
-                  and len(targets) == len(self._key[0]) == len(self._regions)
-                  and all(a is b for a, b in zip(targets, self._key[0]))
-                  and all(a is b for a, b in zip(swaps, self._key[1])))
-        if replay:
-            self.replayed += 1
-            regions = iter(self._regions)
-
-            def copy_back(out: Frame, _swapped, _face):
-                region, pixels = next(regions)
-                if region is not None:
-                    out[region.y0 : region.y1, region.x0 : region.x1] = pixels
-                return region
-
-            return copy_back
-        self._key, self._regions = (list(targets), list(swaps)), []
-        recorded = self._regions
-
-        def paste_and_keep(out: Frame, swapped, face):
-            region = composite(out, swapped, face)
-            pixels = None if region is None else out[region.y0 : region.y1, region.x0 : region.x1].copy()
-            recorded.append((region, pixels))
-            return region
-
-        return paste_and_keep
+        self._cpu.mark("stats, watchdog")
 
 
 def log_events(events: list[Transition | TransitionResult]) -> None:

@@ -44,6 +44,8 @@ class SwapJob:
     frame_faces: list[Face]  # the same faces in frame coordinates, for matching later
     level: Level  # the enhancer runs only on the rungs that have it (quality.LADDER)
     t_capture: float
+    frame_index: int = 0  # the loop's index of the frame the region was cut from
+    maker: tuple[Any, Any] = (None, None)  # (the face pipeline, its source face) as the loop handed the job in
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,9 @@ class SwapResult:
     swapped: list[Any]  # one per face, what FacePipeline.composite pastes
     t_capture: float  # when the camera frame the swap was computed on was captured
     t_done: float
+    frame_index: int = 0  # as the job's
+    level: Level = Level.full  # the rung it was made at
+    maker: tuple[Any, Any] = (None, None)  # as the job's
 
 
 class SwapWorker(NewestWorker[SwapJob, SwapResult]):
@@ -128,7 +133,7 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
             self._failed_since = None
         if previous is not None and job.t_capture < previous.t_capture:
             return None
-        return SwapResult(job.frame_faces, list(swapped), job.t_capture, t1)
+        return SwapResult(job.frame_faces, list(swapped), job.t_capture, t1, job.frame_index, job.level, job.maker)
 
 
 def _is_flat(crop: Frame) -> bool:

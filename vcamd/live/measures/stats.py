@@ -5,7 +5,8 @@ frames, faces, latency_ms, swap_age_ms, misses, fps). Shape of `to_json()`: thos
 fps.{source,published} for the whole run instead of the recent fps), plus
 stages_ms.<stage>.{p50,p95,p99}, degradation.{transitions,level_share} (time per rung of the quality
 ladder), queue_depth.max, providers, cpu_ms_per_frame (of which camera_cpu_ms_per_frame: the camera reader thread's
-reading and decoding), duration_s, and gpu when an NVIDIA GPU is present.
+reading and decoding), cpu_ms_per_frame_by.{threads,stages} (`CpuLedger`: where that CPU went), duration_s, and
+gpu when an NVIDIA GPU is present.
 """
 
 from __future__ import annotations
@@ -79,6 +80,85 @@ UNSURE = "unsure"
 """The count of unsure places covered, beside the face outcomes (`Composed.unsure_covered`)."""
 
 
+OTHER_THREADS = "other threads"
+"""The process's CPU that no watched thread reported: ONNX Runtime's and OpenCV's own pools, a sink's
+threads (the file sink's writer, the preview's encoder), the control socket, the page."""
+
+LOOP_REST = "loop: between frames"
+"""The loop's CPU outside a frame's stages: taking the next frame, queued commands, the status snapshot."""
+
+
+class LoopCpu:
+    """The loop thread's CPU time by stage, from `time.thread_time` readings on the loop itself:
+    `begin()` when a frame is taken, `mark(stage)` when a stage ends (the time since the last
+    reading goes to it). Loop thread only; ~0.3 µs a reading."""
+
+    def __init__(self) -> None:
+        self.stages_s: dict[str, float] = {}
+        self._last: float | None = None
+
+    def start(self) -> None:
+        """Count from now (on the loop thread)."""
+        self.stages_s = {}
+        self._last = time.thread_time()
+
+    def begin(self) -> None:
+        """A frame is taken: what the loop did since the last frame's end goes to LOOP_REST."""
+        self.mark(LOOP_REST)
+
+    def mark(self, stage: str) -> None:
+        now = time.thread_time()
+        if self._last is not None:
+            self.stages_s[stage] = self.stages_s.get(stage, 0.0) + (now - self._last)
+        self._last = now
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.stages_s.values())
+
+
+class CpuLedger:
+    """Where a live run's CPU goes, by thread and by stage (`--stats-json` cpu_ms_per_frame_by).
+
+    Each watched thread reports its own CPU time (`time.thread_time` on that thread: exact, and
+    the same on every OS): the workers after each job (`newest.NewestWorker.cpu_s`), the camera
+    reader while it reads (`CameraReader.cpu_s`), the loop at each stage's end (`LoopCpu`). A
+    worker thread does one thing, so it is one stage too (`stage` names it); the loop's stages are
+    its marks. What no watched thread reported is OTHER_THREADS: the process's CPU time minus the
+    watched threads' — so the threads, and the stages, add up to `cpu_ms_per_frame`."""
+
+    def __init__(self) -> None:
+        self.loop = LoopCpu()
+        self._threads: dict[str, tuple[str, Callable[[], float]]] = {}
+        self._base: dict[str, float] = {}
+        self._process_base = time.process_time()
+
+    def watch(self, thread: str, stage: str, cpu_s: Callable[[], float]) -> None:
+        """`cpu_s()`: the CPU seconds `thread` has used since it started (as it last reported them);
+        `stage`: what it does, as the stage table names it."""
+        self._threads[thread] = (stage, cpu_s)
+
+    def start(self) -> None:
+        """Count from now: the loop's stages (call on the loop thread) and every watched thread."""
+        self.loop.start()
+        self._base = {name: reading() for name, (_, reading) in self._threads.items()}
+        self._process_base = time.process_time()
+
+    def per_frame(self, frames: int) -> dict[str, dict[str, float]]:
+        """{"threads": {thread: ms}, "stages": {stage: ms}}: CPU-ms per frame since `start()`."""
+        def ms(seconds: float) -> float:
+            return round(1000.0 * max(0.0, seconds) / frames, 2) if frames else 0.0
+
+        used = {name: reading() - self._base.get(name, 0.0) for name, (_, reading) in self._threads.items()}
+        loop = self.loop.total_s
+        other = (time.process_time() - self._process_base) - loop - sum(max(0.0, s) for s in used.values())
+        threads = {"loop": ms(loop), **{name: ms(s) for name, s in used.items()}, OTHER_THREADS: ms(other)}
+        stages = {f"loop: {stage}" if stage != LOOP_REST else stage: ms(s) for stage, s in self.loop.stages_s.items()}
+        stages |= {self._threads[name][0]: ms(s) for name, s in used.items()}
+        stages[OTHER_THREADS] = ms(other)
+        return {"threads": threads, "stages": stages}
+
+
 def _p50_p95(samples: SampleRing) -> dict[str, float]:
     p = percentiles(samples)
     return {"p50": p["p50"], "p95": p["p95"]}
@@ -103,11 +183,15 @@ class LiveStats:
         self.first_publish_at: float | None = None
         self.last_publish_at: float | None = None
         self._recent: deque[float] = deque(maxlen=RECENT_FRAMES)  # publish times, for the live fps
+        self.cpu = CpuLedger()
+        """Where the CPU goes, by thread and by stage (the loop marks its stages on `cpu.loop`)."""
 
     def reset_clock(self) -> None:
-        """Start the rates and CPU count from now (after models are loaded and threads started)."""
+        """Start the rates and CPU count from now (after models are loaded and threads started);
+        on the loop's thread, which the CPU ledger's loop stages count from."""
         self.started_at = self._clock()
         self._cpu_start = time.process_time()
+        self.cpu.start()
 
     def record_stage(self, name: str, ms: float) -> None:
         with self._lock:
@@ -210,6 +294,7 @@ class LiveStats:
                 "cpu_ms_per_frame": round(self.cpu_ms_per_frame(), 2),
                 # Of which the camera's own reading and decoding (its reader thread).
                 "camera_cpu_ms_per_frame": round(1000.0 * camera_cpu_s / self.published, 2) if self.published else 0.0,
+                "cpu_ms_per_frame_by": self.cpu.per_frame(self.published),
                 "duration_s": round(self._clock() - self.started_at, 2),
             }
         if gpu:

@@ -14,7 +14,9 @@ Faces face_selection does not swap (`Scene.others`) are obscured whatever on_mis
 user chose `[swap] others = "show"` (the caller then hands none).
 
 No threads, no clock, no engine state: everything comes in as arguments, so the rule can be tested
-exhaustively (tests/live/test_compose_property.py).
+exhaustively (tests/live/test_compose_property.py). What it decides is drawn through a `Painter`
+(held regions copied, regions obscured, swaps pasted): by default straight onto the frame; the live
+loop's `repaint.Repaint` puts back what the last frame drew where nothing it depends on changed.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from vcamd.config import OnMiss
-from vcamd.live.geometry import near
+from vcamd.live.geometry import centres_widths, greedy_pairs, near_any
 from vcamd.live.output.obscure import obscure_frame, obscure_region
 from vcamd.types import Face, Frame, Outcome
 
@@ -47,8 +49,42 @@ TRACK_MATCH_WIDTHS = 1.5
 HELD_MATCH_WIDTHS = 0.5
 """A face may be held when the last good output showed it swapped within this × its width."""
 
-Paste = Callable[[Frame, Any, Face], None]
-"""Pastes one swapped face (what the swap worker made) onto the frame at a face's keypoints."""
+Paste = Callable[[Frame, Any, Face], Any]
+"""Pastes one swapped face (what the swap worker made) onto the frame at a face's keypoints; may
+return the rectangle it drew on (`vcamd.faces.blend.PasteRegion`, None: nothing)."""
+
+Box = tuple[int, int, int, int]
+
+
+class Painter(Protocol):
+    """How compose's decisions are drawn on the frame, in compose's order (covers, then what changed
+    unseen, then the faces not swapped by choice, then the swaps on top)."""
+
+    def hold(self, frame: Frame, box: Box, held: Held) -> None:
+        """`box` of the frame becomes `box` of the last good output."""
+
+    def obscure(self, frame: Frame, box: Box) -> None:
+        """`box` of the frame is made unrecognisable (`obscure.obscure_region`)."""
+
+    def paste(self, frame: Frame, swapped: Any, face: Face) -> None:
+        """The swap pasted at `face`; raises when it cannot be (the face is then covered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DirectPainter:
+    """Draws straight onto the frame."""
+
+    paste_swap: Paste
+
+    def hold(self, frame: Frame, box: Box, held: Held) -> None:
+        x0, y0, x1, y1 = box
+        frame[y0:y1, x0:x1] = held.frame[y0:y1, x0:x1]
+
+    def obscure(self, frame: Frame, box: Box) -> None:
+        obscure_region(frame, box)
+
+    def paste(self, frame: Frame, swapped: Any, face: Face) -> None:
+        self.paste_swap(frame, swapped, face)
 
 
 class FaceOutcome(StrEnum):
@@ -101,8 +137,10 @@ class Composed:
     and from the frame's outcome, which say how the faces being swapped fared."""
 
 
-def compose(scene: Scene, paste: Paste) -> Composed:
-    """The frame to publish for `scene`, and what each face got (see the module docstring)."""
+def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Composed:
+    """The frame to publish for `scene`, and what each face got (see the module docstring), drawn
+    through `painter` (default: straight onto the frame, swaps with `paste`)."""
+    painter = painter or DirectPainter(paste)
     frame = scene.frame
     if not scene.enabled:
         return Composed(frame, Outcome.off, [], fresh_badge=False, all_swapped=False)
@@ -121,9 +159,9 @@ def compose(scene: Scene, paste: Paste) -> Composed:
     else:
         covers = ([(scene.targets[i], MISS_REGION_SCALE) for i in missed] + [(face, LOST_REGION_SCALE) for face in scene.lost]
                   + [(face, MISS_REGION_SCALE) for face in scene.unsure])
-        decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None)
+        decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None, painter)
         for box in scene.unseen:  # after the holds: a held region must never uncover it
-            obscure_region(frame, box)
+            painter.obscure(frame, box)
         for i, outcome in zip(missed, decided):
             outcomes[i] = outcome
         lost_outcomes = decided[len(missed):len(missed) + len(scene.lost)]
@@ -131,13 +169,13 @@ def compose(scene: Scene, paste: Paste) -> Composed:
     # Faces not swapped by choice are obscured whatever on_miss says (it is about the swapped
     # faces' misses), after the holds: a held region reaching over one must never uncover it.
     for face in scene.others:
-        obscure_region(frame, region(frame, [face], MISS_REGION_SCALE))
+        painter.obscure(frame, region(frame, [face], MISS_REGION_SCALE))
     # The swaps go on top: a cover grown around one face must never spoil a neighbour's swapped
     # face, and a paste's feathered edge blends into covered pixels.
     failed: list[int] = []
     for i, swapped in to_paste:
         try:
-            paste(frame, swapped, scene.targets[i])
+            painter.paste(frame, swapped, scene.targets[i])
             outcomes[i] = FaceOutcome.swapped
         except Exception as exc:  # a paste failure is a miss for this face, not a crash
             log.error("composite failed: %s", exc)
@@ -147,7 +185,7 @@ def compose(scene: Scene, paste: Paste) -> Composed:
             for i in failed:
                 outcomes[i] = FaceOutcome.passthrough
         else:
-            obscured = _cover(frame, [(scene.targets[i], MISS_REGION_SCALE) for i in failed], None)
+            obscured = _cover(frame, [(scene.targets[i], MISS_REGION_SCALE) for i in failed], None, painter)
             for i, outcome in zip(failed, obscured):
                 outcomes[i] = outcome
     faces = [o for o in outcomes if o is not None] + lost_outcomes
@@ -168,22 +206,20 @@ def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:
     return Composed(scene.frame, Outcome.blurred, [FaceOutcome.obscured] * n_faces, fresh_badge=True, all_swapped=False)
 
 
-def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None) -> list[FaceOutcome]:
+def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None, painter: Painter) -> list[FaceOutcome]:
     """Hold each face (its grown region from the last good output, where that output showed it
     swapped) or obscure it. All holds go first, then all obscures: a held region that reaches
     over another face must never uncover it."""
     boxes = [region(frame, [face], scale) for face, scale in covers]
     can_hold = held is not None and held.frame.shape == frame.shape
-    outcomes = [
-        FaceOutcome.held if can_hold and any(near(face, h, HELD_MATCH_WIDTHS) for h in held.faces) else FaceOutcome.obscured  # type: ignore[union-attr]
-        for face, _ in covers
-    ]
-    for (x0, y0, x1, y1), outcome in zip(boxes, outcomes):
+    shown_swapped = near_any([face for face, _ in covers], held.faces, HELD_MATCH_WIDTHS) if can_hold else [False] * len(covers)  # type: ignore[union-attr]
+    outcomes = [FaceOutcome.held if swapped else FaceOutcome.obscured for swapped in shown_swapped]
+    for box, outcome in zip(boxes, outcomes):
         if outcome is FaceOutcome.held:
-            frame[y0:y1, x0:x1] = held.frame[y0:y1, x0:x1]  # type: ignore[union-attr]
+            painter.hold(frame, box, held)  # type: ignore[arg-type]
     for box, outcome in zip(boxes, outcomes):
         if outcome is FaceOutcome.obscured:
-            obscure_region(frame, box)
+            painter.obscure(frame, box)
     return outcomes
 
 
@@ -220,7 +256,7 @@ def lost_to_cover(lost: list[Face], known: bool, before: list[Face]) -> list[Fac
     unknown, every lost face counts (the frame is covered whole anyway, and they carry over)."""
     if not known:
         return list(lost)
-    return [f for f in lost if any(near(f, b) for b in before)]
+    return [f for f, covered in zip(lost, near_any(lost, before)) if covered]
 
 
 def match_swaps(targets: list[Face], swapped_faces: list[Face], swapped: list[Any]) -> list[Any | None]:
@@ -229,18 +265,11 @@ def match_swaps(targets: list[Face], swapped_faces: list[Face], swapped: list[An
         return []
     if len(targets) == 1 and len(swapped_faces) == 1:
         return [swapped[0]]  # one face in, one swapped face out: it is the same person moving
-    taken: set[int] = set()
-    out: list[Any | None] = []
-    for face in targets:
-        cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
-        best, best_d = None, TRACK_MATCH_WIDTHS * max(face.width, 1.0)
-        for i, p in enumerate(swapped_faces):
-            if i in taken:
-                continue
-            d = float(np.hypot((p.box[0] + p.box[2]) / 2 - cx, (p.box[1] + p.box[3]) / 2 - cy))
-            if d < best_d:
-                best, best_d = i, d
-        if best is not None:
-            taken.add(best)
-        out.append(None if best is None else swapped[best])
-    return out
+    if not swapped_faces:
+        return [None] * len(targets)
+    # Every target against every swapped face in one array (a crowd: a hundred of each); then
+    # greedily, target by target, the nearest one not taken, closer than the limit.
+    (tc, tw), (sc, _) = centres_widths(targets), centres_widths(swapped_faces)
+    distance = np.hypot(sc[None, :, 0] - tc[:, None, 0], sc[None, :, 1] - tc[:, None, 1])
+    within = distance < (TRACK_MATCH_WIDTHS * np.maximum(tw, 1.0))[:, None]
+    return [None if j is None else swapped[j] for j in greedy_pairs(within, distance)]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vcamd.live.geometry import SAME_TRACK_WIDTHS, near
+from vcamd.live.geometry import SAME_TRACK_WIDTHS, near, near_any, near_matrix
 from vcamd.live.tracking.full import FullDetection
 from vcamd.types import Face
 
@@ -75,6 +75,10 @@ class FaceReport:
     unsure: list[Face] = field(default_factory=list)
     """Places the full detection scored in the unsure band (`unsure_band`), away from every tracked
     and lost face: covered, never swapped."""
+    stable_since: tuple[int, ...] = ()
+    """Per face of `faces`: the frame index since which its pixels only moved (the tracker followed
+    them, or found them unchanged where it looked again); a swap made from a frame since then is
+    the face as the camera shows it now. Empty: not known (every face counts as changed now)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,14 +200,27 @@ class FaceBook:
         # time, and the look after that second loss came from a frame before it, so the jump rule
         # never applied: the old place held for LOST_KEEP_FRAMES in about one call-bench run of
         # six (docs/reliability.md, "A face lost after the frame a detection ran on").
-        faces = [f for f in result.faces if not any(s.lost_at > result.frame_index and near(f, s.face) for s in self._lost)]
-        for face in faces:
-            j = next((i for i, s in enumerate(previous) if i not in matched and near(face, s.face)), None)
-            if j is None:
+        lost_since = [s.face for s in self._lost if s.lost_at > result.frame_index]
+        faces = [f for f, gone in zip(result.faces, near_any(result.faces, lost_since)) if not gone]
+        # Each detection is the first track near it not taken yet (one array of pairs: a crowd's
+        # hundred faces against a hundred tracks).
+        pairs = near_matrix(faces, [s.face for s in previous]) if faces and previous else None
+        taken = np.zeros(len(previous), bool)
+        for k, face in enumerate(faces):
+            candidates = np.flatnonzero(pairs[k] & ~taken) if pairs is not None else ()
+            if len(candidates) == 0:
                 appeared.append(face)
-            else:
-                matched.add(j)
-            tracks.append(_Seen(face, result.input_size))
+                tracks.append(_Seen(face, result.input_size))
+                continue
+            j = int(candidates[0])
+            taken[j] = True
+            matched.add(j)
+            # A track the detection found keeps its own position: it is this frame's (its crop, or
+            # its pixels followed), at the crop's finer scale, where the detection's is of an
+            # older frame, downscaled; and it keeps its key patch, so the next frame follows it
+            # instead of re-detecting every face of a group at once. What the detection adds is
+            # the size it was found at.
+            tracks.append(_Seen(previous[j].face, result.input_size))
         # A tracked face this detection did not see (it ran on an older frame, or at a lower size
         # that misses small faces) stays tracked: the crop re-detection says whether it is there.
         tracks += [s for i, s in enumerate(previous) if i not in matched]
@@ -222,9 +239,10 @@ class FaceBook:
         # A lost face is found again near a detected face; it is gone when a detection of a frame
         # LOST_KEEP_FRAMES after the loss, at least as fine as where it was last found, and looking
         # where it was, does not see it.
+        found_again = near_any([s.face for s in self._lost], faces)
         self._lost = [
-            s for s in self._lost
-            if not any(near(f, s.face) for f in faces)
+            s for s, again in zip(self._lost, found_again)
+            if not again
             and (result.frame_index < s.lost_at + LOST_KEEP_FRAMES or result.input_size < s.size or not result.covers(s.face))
         ]
         # Where the faces are is known again only from a look at the whole frame (a lost face may be anywhere).
@@ -306,7 +324,8 @@ class FaceBook:
         if lost_now:
             self._unsure_since = frame_index
         # A lost face near a track (two tracks converged, a blink) is that track, not lost any more.
-        self._lost = [s for s in self._lost if not any(near(t.face, s.face) for t in self._tracks)]
+        self._lost = [s for s, near_track in zip(self._lost, near_any([s.face for s in self._lost], [t.face for t in self._tracks]))
+                      if not near_track]
         return [s.face for s in lost_now], [s.face for s in refound]
 
     def report(self, *, late: bool, appeared: list[Face], full: bool, followed: bool = False) -> FaceReport:

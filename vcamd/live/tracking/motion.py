@@ -17,8 +17,9 @@ the rest by the pixels themselves, cheaply (~0.3 ms per face, on the caller's th
 * always against the key frame, never the previous frame, so small shifts do not add up to a
   drift; and the detector looks again at least every REDETECT_EVERY frames, whatever the pixels say.
 
-A face that fails the check (or whose square leaves the frame, or moved more than MAX_SHIFT of
-its square) is re-detected in its crop as before: this never decides that a face is gone, only
+A face that fails the check (or whose square is larger than the frame, or moved more than
+MAX_SHIFT of its square) is re-detected in its crop as before; a square that would reach past the
+frame's edge is moved inside it (at the edge a face is compared as anywhere else): this never decides that a face is gone, only
 that one whose pixels are all still there, moved, is where they moved to.
 """
 
@@ -73,14 +74,24 @@ class KeyPatch:
     y0: int
     factor: int  # frame pixels per patch pixel
     frame_index: int
+    due: int = -1
+    """The frame index from which the detector looks at the face again whatever its pixels say
+    (-1: frame_index + REDETECT_EVERY)."""
+
+    @property
+    def redetect_at(self) -> int:
+        return self.due if self.due >= 0 else self.frame_index + REDETECT_EVERY
 
     @property
     def side(self) -> int:
         return self.patch.shape[0] * self.factor
 
 
-def _geometry(face: Face) -> tuple[int, int, int, int] | None:
-    """(x0, y0, n, factor) of the square around `face`; None for a face too small to compare."""
+def _geometry(face: Face, frame_hw: tuple[int, int]) -> tuple[int, int, int, int] | None:
+    """(x0, y0, n, factor) of the square around `face`, moved inside the frame where it would
+    reach past an edge (a face at the edge is compared as well as any: the square is only where
+    its pixels are looked at); None for a face too small to compare, or a square larger than the
+    frame."""
     nominal = CROP_FACTOR * max(face.width, face.height, 1.0)
     if nominal < MIN_SIDE:
         return None
@@ -88,7 +99,17 @@ def _geometry(face: Face) -> tuple[int, int, int, int] | None:
     n = max(MIN_SIDE, int(round(nominal / factor)))
     side = n * factor
     cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
-    return int(round(cx - side / 2)), int(round(cy - side / 2)), n, factor
+    inside = _inside(int(round(cx - side / 2)), int(round(cy - side / 2)), side, frame_hw)
+    return None if inside is None else (*inside, n, factor)
+
+
+def _inside(x0: int, y0: int, side: int, frame_hw: tuple[int, int]) -> tuple[int, int] | None:
+    """The corner of a `side` square at (x0, y0) moved the least to lie inside the frame (None:
+    the square is larger than the frame)."""
+    h, w = frame_hw
+    if side > w or side > h:
+        return None
+    return min(max(0, x0), w - side), min(max(0, y0), h - side)
 
 
 def _cut(frame: Frame, x0: int, y0: int, n: int, factor: int) -> np.ndarray | None:
@@ -109,17 +130,18 @@ def _cut(frame: Frame, x0: int, y0: int, n: int, factor: int) -> np.ndarray | No
     return np.ascontiguousarray(box[::factor, ::factor])
 
 
-def key_patch(frame: Frame, face: Face, frame_index: int) -> KeyPatch | None:
-    """The key patch of a face the detector just found in `frame` (None near the frame's edge or
-    for a tiny face: those are always re-detected)."""
-    geometry = _geometry(face)
+def key_patch(frame: Frame, face: Face, frame_index: int, due: int = -1) -> KeyPatch | None:
+    """The key patch of a face the detector just found in `frame` (None for a tiny face, or one
+    whose square is larger than the frame: those are always re-detected). `due`: the frame index
+    from which the detector looks at it again whatever its pixels say (default: REDETECT_EVERY on)."""
+    geometry = _geometry(face, frame.shape[:2])
     if geometry is None:
         return None
     x0, y0, n, factor = geometry
     patch = _cut(frame, x0, y0, n, factor)
     if patch is None:
         return None
-    return KeyPatch(face, patch, x0, y0, factor, frame_index)
+    return KeyPatch(face, patch, x0, y0, factor, frame_index, due)
 
 
 _WINDOWS: dict[int, np.ndarray] = {}
@@ -141,10 +163,12 @@ def _block_max(diff: np.ndarray, box: tuple[int, int, int, int]) -> float:
     return float(cv2.resize(region, (BLOCK_GRID, BLOCK_GRID), interpolation=cv2.INTER_AREA).max())
 
 
-def follow(frame: Frame, key: KeyPatch, last: Face, frame_index: int) -> Face | None:
+def follow(frame: Frame, key: KeyPatch, last: Face, frame_index: int, *, backstop: bool = True) -> Face | None:
     """Where the key's face is in `frame` if its pixels only moved since the key frame (see the
-    module doc), else None (re-detect it). `last` is where it was reported in the previous frame."""
-    if frame_index - key.frame_index >= REDETECT_EVERY:
+    module doc), else None (re-detect it). `last` is where it was reported in the previous frame.
+    `backstop=False` answers whether the pixels only moved even when the detector is due to look
+    again (REDETECT_EVERY): the tracker re-detects the face then, and knows it did not change."""
+    if backstop and frame_index >= key.redetect_at:
         return None
     n, factor = key.patch.shape[0], key.factor
     box = _face_box(key)
@@ -152,7 +176,11 @@ def follow(frame: Frame, key: KeyPatch, last: Face, frame_index: int) -> Face | 
     # measure is about one frame's motion.
     kcx, kcy = (key.face.box[0] + key.face.box[2]) / 2, (key.face.box[1] + key.face.box[3]) / 2
     lcx, lcy = (last.box[0] + last.box[2]) / 2, (last.box[1] + last.box[3]) / 2
-    ox, oy = int(round(lcx - kcx)), int(round(lcy - kcy))
+    # (Moved inside the frame where it would reach past an edge: the shift is measured from there.)
+    corner = _inside(key.x0 + int(round(lcx - kcx)), key.y0 + int(round(lcy - kcy)), n * factor, frame.shape[:2])
+    if corner is None:
+        return None
+    ox, oy = corner[0] - key.x0, corner[1] - key.y0
     now = _cut(frame, key.x0 + ox, key.y0 + oy, n, factor)
     if now is None:
         return None

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vcamd.config import SmoothingConfig
-from vcamd.live.geometry import near
+from vcamd.live.geometry import centres_widths, near_matrix
 from vcamd.types import Face
 
 D_CUTOFF_HZ = 4.0
@@ -50,7 +50,7 @@ GAP_S = 0.5
 
 STILL_EPSILON_PX = 0.05
 """An unchanged detection whose filtered position moves less than this keeps its last output
-object: a still face's paste is then replayed (`frames.PasteMemo` compares faces by identity)."""
+object: a still face's paste is then put back (`output.repaint.Repaint` compares faces by identity)."""
 
 
 def _alpha(dt: float, cutoff_hz: float) -> float:
@@ -156,6 +156,7 @@ class _Track:
     out: Face  # what was given out for it
     filter: FaceFilter
     t: float  # when it was last filtered
+    settled: bool = False  # `out` was given out again for the same `raw`: the filter has settled on it
 
 
 class FaceSmoother:
@@ -179,8 +180,9 @@ class FaceSmoother:
         new_ids = {id(f) for f in appeared}
         previous, taken = self._tracks, set()
         tracks: list[_Track] = []
-        for face in faces:
-            j = None if id(face) in new_ids else self._match(face, previous, taken)
+        match = _Matcher(faces, previous)
+        for k, face in enumerate(faces):
+            j = None if id(face) in new_ids else match(k, taken)
             if j is None:
                 track = _Track(face, face, FaceFilter(cfg.min_cutoff_hz, cfg.beta), t)
                 track.filter(_points(face), t, face.width)
@@ -188,30 +190,40 @@ class FaceSmoother:
                 continue
             taken.add(j)
             track = previous[j]
+            if face is track.raw and track.settled and t - track.t <= GAP_S:
+                # The same detection again (a face followed by its pixels, unmoved) and its filter
+                # already settled on it: the same output, without running the filter.
+                tracks.append(_Track(face, track.out, track.filter, t, settled=True))
+                continue
             (cx, cy), (px, py) = _centre(face), _centre(track.raw)
             if t - track.t > GAP_S or math.hypot(cx - px, cy - py) > JUMP_WIDTHS * max(face.width, 1.0):
                 self.resets += 1
                 track.filter.reset()
             track.filter.tune(cfg.min_cutoff_hz, cfg.beta)
             points = track.filter(_points(face), t, face.width)
-            if face is track.raw and np.abs(points - _points(track.out)).max() < STILL_EPSILON_PX:
-                out = track.out  # unchanged input, settled output: the same face, replayable
-            else:
-                out = _face(points, face.score)
-            tracks.append(_Track(face, out, track.filter, t))
+            settled = face is track.raw and np.abs(points - _points(track.out)).max() < STILL_EPSILON_PX
+            out = track.out if settled else _face(points, face.score)  # unchanged input, settled output: replayable
+            tracks.append(_Track(face, out, track.filter, t, settled=settled))
         self._tracks = tracks
         return [track.out for track in tracks]
 
-    @staticmethod
-    def _match(face: Face, previous: list[_Track], taken: set[int]) -> int | None:
-        """The last frame's track nearest to `face` that is the same face (`geometry.near`)."""
-        cx, cy = _centre(face)
-        best: tuple[float, int] | None = None
-        for j, track in enumerate(previous):
-            if j in taken or not near(face, track.raw):
-                continue
-            px, py = _centre(track.raw)
-            d = math.hypot(cx - px, cy - py)
-            if best is None or d < best[0]:
-                best = (d, j)
-        return None if best is None else best[1]
+
+
+class _Matcher:
+    """For each face of this frame, the last frame's track nearest to it that is the same face
+    (`geometry.near`) and not taken yet — from one array of pairs, however many faces."""
+
+    def __init__(self, faces: Sequence[Face], previous: list[_Track]) -> None:
+        raws = [track.raw for track in previous]
+        self._same = near_matrix(list(faces), raws) if faces and raws else None
+        if self._same is not None:
+            (fc, _), (pc, _) = centres_widths(list(faces)), centres_widths(raws)
+            self._distance = np.hypot(pc[None, :, 0] - fc[:, None, 0], pc[None, :, 1] - fc[:, None, 1])
+
+    def __call__(self, k: int, taken: set[int]) -> int | None:
+        if self._same is None:
+            return None
+        candidates = [j for j in np.flatnonzero(self._same[k]).tolist() if j not in taken]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda j: self._distance[k, j])

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
-from vcamd.live.geometry import near
+from vcamd.live.geometry import centres_widths, greedy_pairs, near_matrix
 from vcamd.live.tracking.changes import ChangeMap, downscaled
 from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
 from vcamd.live.tracking.facebook import FaceBook, FaceReport
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
-from vcamd.live.tracking.motion import KeyPatch, follow, key_patch
+from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
 from vcamd.live.tracking.sizes import detect_sizes, unsure_band, vouch_size
 from vcamd.newest import BoundedCall
 from vcamd.quality import Level
@@ -76,6 +77,9 @@ class LiveTracker:
         self._keys: dict[int, tuple[Face, KeyPatch]] = {}
         """id(track's Face) → (that Face, its key patch): the faces `motion.follow` may follow."""
         self._followed_keys: dict[int, tuple[Face, KeyPatch]] = {}
+        self._stable: dict[int, tuple[Face, int]] = {}
+        """id(track's Face) → (that Face, the frame index since which its pixels only moved):
+        `FaceReport.stable_since` (a swap made since then is the face as it is now)."""
         self._shapes_wanted = False  # the last plan wanted sessions not built yet (`warming`)
         self.changes = ChangeMap()
         """Where the picture changed since the full detector last looked: its periodic runs look only there."""
@@ -123,9 +127,15 @@ class LiveTracker:
     def call_thread(self):
         return self._call.thread
 
+    @property
+    def cpu_s(self) -> float:
+        """The crop re-detection thread's CPU time since it started (`newest.NewestWorker.cpu_s`)."""
+        return self._call.cpu_s
+
     def reset(self) -> None:
         self.book.reset()
         self._keys = {}
+        self._stable = {}
         self._shapes_wanted = False
         self._last_full_submit = None
         self._look_soon = False
@@ -157,10 +167,12 @@ class LiveTracker:
         late = False
         full_now = False
         only_followed = False
+        since_before = [self._stable_since(f, frame_index) for f in self.book.tracks]
+        unchanged: list[bool] = []
         if everyone := self.book.to_redetect:
             # Tracked faces whose pixels only moved since the detector found them are where they
             # moved to (`motion.follow`); the others, and the lost faces, are looked for below.
-            followed = self._follow(frame, everyone[: len(self.book.tracks)], frame_index)
+            followed, unchanged = self._follow(frame, everyone[: len(self.book.tracks)], frame_index)
             followed += [None] * (len(everyone) - len(followed))
             todo = [i for i, f in enumerate(followed) if f is None]
             looked_for = [everyone[i] for i in todo]
@@ -194,7 +206,9 @@ class LiveTracker:
                 found = list(followed)
                 for i, face in zip(todo, detected):
                     found[i] = face
-                self._keep_keys(frame, [f for f in detected if f is not None], frame_index)
+                self._keep_keys(frame, [(f, self._on_cycle(everyone[i], frame_index)) for i, f in zip(todo, detected) if f is not None],
+                                frame_index)
+                self._keep_stable(found, since_before, unchanged, frame_index)
                 appeared += self.book.take_tracked(found, frame_index)[1]
                 if here is not None:  # this frame's own full detection: where every face is now
                     appeared += self.book.take_full(here)
@@ -203,7 +217,8 @@ class LiveTracker:
         elif followed:  # every face looked for only moved: no detector run this frame
             self.followed_frames += 1
             only_followed = True
-            self._keep_keys(frame, [], frame_index)
+            self._keep_keys(frame, [], frame_index)  # every face followed: the same keys
+            self._keep_stable(list(followed), since_before, unchanged, frame_index)
             appeared += self.book.take_tracked(list(followed), frame_index)[1]
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
         # A lost face a finer detection found (before a step down) is let go only by a look that fine.
@@ -215,8 +230,24 @@ class LiveTracker:
             size = max(full_size, self._look_size) if self._look_soon else full_size
             self._look_soon = False
             self._look_for_new_faces(frame, frame_index, size, unsure)
-        return self.book.report(late=late, appeared=appeared, full=result is not None or full_now,
-                                followed=only_followed)
+        report = self.book.report(late=late, appeared=appeared, full=result is not None or full_now, followed=only_followed)
+        return replace(report, stable_since=tuple(self._stable_since(f, frame_index) for f in report.faces))
+
+    def _stable_since(self, face: Face, frame_index: int) -> int:
+        """The frame index since which `face` (a track's Face) only moved; `frame_index` when not known."""
+        entry = self._stable.get(id(face))
+        return entry[1] if entry is not None and entry[0] is face else frame_index
+
+    def _keep_stable(self, found: list[Face | None], since_before: list[int], unchanged: list[bool], frame_index: int) -> None:
+        """Since when each track's pixels only moved, after this frame: a face followed, or
+        re-detected where its pixels only moved (the detector's look every REDETECT_EVERY
+        frames), keeps its track's; a face that changed, or was lost and found again, starts now."""
+        stable: dict[int, tuple[Face, int]] = {}
+        for i, face in enumerate(found[: len(since_before)]):
+            if face is not None:
+                kept = i < len(unchanged) and unchanged[i]
+                stable[id(face)] = (face, since_before[i] if kept else frame_index)
+        self._stable = stable
 
     def _look_for_new_faces(self, frame: Frame, frame_index: int, full_size: int, unsure: tuple[float, float] | None = None) -> None:
         """The full detection: where the picture changed since the last one looked (`changes`),
@@ -231,29 +262,54 @@ class LiveTracker:
             self._full.submit_downscaled(small, scale, frame_index, full_size, look, unsure)
         self._last_full_submit = frame_index
 
-    def _follow(self, frame: Frame, tracks: list[Face], frame_index: int) -> list[Face | None]:
-        """Per tracked face: where it is if its pixels only moved since its key frame, else None."""
+    def _follow(self, frame: Frame, tracks: list[Face], frame_index: int) -> tuple[list[Face | None], list[bool]]:
+        """Per tracked face: where it is if its pixels only moved since its key frame, else None;
+        and whether its pixels only moved (also for a face the detector is due to look at again
+        however it looks: `motion.REDETECT_EVERY`)."""
         out: list[Face | None] = []
+        unchanged: list[bool] = []
         self._followed_keys = {}
         if not self.follow_motion:
-            return [None] * len(tracks)
+            return [None] * len(tracks), [False] * len(tracks)
         for face in tracks:
             entry = self._keys.get(id(face))
-            moved = follow(frame, entry[1], face, frame_index) if entry is not None and entry[0] is face else None
+            if entry is None or entry[0] is not face:
+                out.append(None)
+                unchanged.append(False)
+                continue
+            moved = follow(frame, entry[1], face, frame_index)
             if moved is not None:
-                assert entry is not None
                 self._followed_keys[id(moved)] = (moved, entry[1])
+            elif frame_index >= entry[1].redetect_at:  # the backstop: looked at again all the same
+                unchanged.append(follow(frame, entry[1], face, frame_index, backstop=False) is not None)
+                out.append(None)
+                continue
             out.append(moved)
+            unchanged.append(moved is not None)
         self.followed_faces += len(self._followed_keys)
-        return out
+        return out, unchanged
 
-    def _keep_keys(self, frame: Frame, detected: list[Face], frame_index: int) -> None:
+    def _on_cycle(self, face: Face, frame_index: int) -> bool:
+        """Whether the detector looks at `face` now because its key's cycle came round (not because
+        its pixels changed, or it has no key yet)."""
+        entry = self._keys.get(id(face))
+        return entry is not None and entry[0] is face and frame_index >= entry[1].redetect_at
+
+    def _keep_keys(self, frame: Frame, detected: list[tuple[Face, bool]], frame_index: int) -> None:
         """The key patches for the next frame: a new one for each face a detector found in this
-        frame, the same one for each face followed; every other is dropped (a full detection's
-        merge gives a track a new position: it is re-detected once before it is followed again)."""
+        frame, the same one for each face followed; every other is dropped.
+
+        The detector looks at a followed face again every REDETECT_EVERY frames whatever its pixels
+        say. Faces keyed together (a group's first detection; a change of light that made every
+        face look again) would all be due on the same frame — a mosaic of the whole group and every
+        face pasted anew on one frame in REDETECT_EVERY: the spikes a 29-face group's latency had.
+        Their next look is spread over the next REDETECT_EVERY frames instead; a face looked at
+        because its cycle came round (`detected`'s flag) keeps its place in the cycle."""
         keys = self._followed_keys
-        for face in detected:
-            key = key_patch(frame, face, frame_index)
+        spread_out = [face for face, on_cycle in detected if not on_cycle]
+        spread = {id(face): k * REDETECT_EVERY // len(spread_out) for k, face in enumerate(spread_out)} if len(spread_out) > 1 else {}
+        for face, _ in detected:
+            key = key_patch(frame, face, frame_index, frame_index + REDETECT_EVERY - spread.get(id(face), 0))
             if key is not None:
                 keys[id(face)] = (face, key)
         self._keys, self._followed_keys = keys, {}
@@ -299,16 +355,15 @@ class LiveTracker:
         if dets is None:
             return None, None
         dets = [scaled(f, 1.0 / scale) for f in dets] if scale != 1.0 else dets
-        taken: set[int] = set()
-        found: list[Face | None] = []
-        for face in faces:
-            cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
-            candidates = [(((d.box[0] + d.box[2]) / 2 - cx) ** 2 + ((d.box[1] + d.box[3]) / 2 - cy) ** 2, j)
-                          for j, d in enumerate(dets) if j not in taken and near(d, face)]
-            if candidates:
-                j = min(candidates)[1]
-                taken.add(j)
-                found.append(dets[j])
-            else:
-                found.append(None)
-        return found, FullDetection(dets, frame_index, size)
+        return nearest_each(faces, dets), FullDetection(dets, frame_index, size)
+
+
+def nearest_each(faces: list[Face], dets: list[Face]) -> list[Face | None]:
+    """Per face (in order), the detection nearest its centre among those `near` it and not taken
+    by an earlier face; None when there is none. One array of pairs, however many faces."""
+    if not faces or not dets:
+        return [None] * len(faces)
+    close = near_matrix(dets, faces).T  # faces × dets, `near(det, face)` as the rule reads
+    (fc, _), (dc, _) = centres_widths(faces), centres_widths(dets)
+    distance = ((dc[None, :, 0] - fc[:, None, 0]) ** 2 + (dc[None, :, 1] - fc[:, None, 1]) ** 2)
+    return [None if j is None else dets[j] for j in greedy_pairs(close, distance)]

@@ -1,0 +1,463 @@
+"""The live loop's own cost, row by row, with builds interleaved in one run — and Deep-Live-Cam's own
+live loop beside it on the same clip, detector and swapper.
+
+    .venv/bin/python benchmarks/loop_cost.py --dlc /path/to/Deep-Live-Cam                   # this tree: every row, DLC beside
+    .venv/bin/python benchmarks/loop_cost.py --tree before=/path/to/old/checkout --tree after=. --rounds 3 --dlc ../dlc
+    .venv/bin/python benchmarks/loop_cost.py --rows groups,crowd --load 2                    # two busy processes beside
+
+Every run is a process of its own (`--child`), which imports vcamd from the tree it is given
+(`--tree NAME=PATH`: PYTHONPATH=PATH; default: this checkout), so two builds run the same rows
+on the same machine one after the other: round by round, each row for each build in turn, the
+machine's drift falling on both. The models are the bench's (`vcamd bench`): SCRFD-2.5G from
+../shared/assets, the light stand-in swapper and the recognizer stand-in built per run.
+
+Rows:
+
+* `light` — the bench's one-face clip (newton.png sliding across 1280×720, MJPG, 30 fps, looped, as
+  `vcamd bench`'s light scenario), watchdog automatic: the whole process's CPU time from the 60th
+  to the 240th published frame, per frame (what 180 more frames cost: models, warm-up and the
+  covered start aside). The quality ladder's share at full is printed beside it.
+* `dlc` — Deep-Live-Cam's own live loop from the checkout `--dlc` names: its webcam preview's two
+  threads (`modules.ui._CaptureWorker` reading the camera into its queue, `_ProcessingWorker`
+  detecting, swapping and post-processing into the other queue), its `modules.core.parse_args`
+  defaults with `--execution-provider cpu`, its face analyser and swapper as it builds them —
+  from a model folder holding the same detector (as buffalo_l's det_10g.onnx), the recognizer
+  stand-in (as w600k_r50.onnx) and the light stand-in swapper (as inswapper_128.onnx). The
+  camera is the same clip read by vcamd's own file camera (paced at 30 fps, MJPG decoded the
+  same way); frames are taken from its output queue as its preview window's timer takes them
+  (without drawing them). Qt and the packages its live loop never calls (PySide6, psutil, …) are
+  stubs when not installed. The same measure: process CPU from the 60th to the 240th frame out.
+  Nothing of Deep-Live-Cam is copied here: it is imported from the checkout and run as it is.
+* `groups` — solvay_conference_1927.png (29 faces) as a still 720p camera, face_selection "all",
+  watchdog automatic, 300 frames: capture→publish p99, published ÷ camera fps, the share of
+  frames at full quality; then every 5th published frame after the 60th is checked (after the
+  run, not timed) for raw faces: a face the checkers (both SCRFD models, ≥ 0.5) find in the
+  camera's frame, at least MIN_FACE_PX wide, shown with at least half its box's pixels as the
+  camera showed them; of those, how many MobileFaceNet still recognises (cosine > 0.3).
+* `crowd` — crowd_selfie.jpg (100+ faces) as a still 1080p camera, the same.
+* `resolution` — the light clip at 480p and at 1080p, watchdog pinned at full: CPU per frame
+  (60→240) at each, and 1080p ÷ 480p.
+
+`--load N` starts N busy processes (one core each, normal priority: the call app) around every
+run. Printed: one table, a row per measure, a column per build (median of the rounds, and every
+round's figure); `--json` keeps every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import types
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+ASSETS = REPO.parent / "shared" / "assets"
+DETECTOR = ASSETS / "models" / "scrfd_2.5g_kps.onnx"
+FACE = ASSETS / "images" / "newton.png"
+PHOTOS = {"groups": ("solvay_conference_1927.png", "720p"), "crowd": ("crowd_selfie.jpg", "1080p")}
+ROWS = ("light", "dlc", "groups", "crowd", "resolution")
+SKIP, UNTIL = 60, 240
+"""CPU is counted from the SKIP-th to the UNTIL-th frame out."""
+STILL_FRAMES = 300
+CHECK_EVERY = 5
+MIN_FACE_PX = 20
+BUSY_CODE = "import os; os.write(1, b'.'); os.close(1)\nwhile 1: pass"
+
+
+# -- the parent: rows × builds, interleaved ----------------------------------------------------------
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tree", action="append", default=[], metavar="NAME=PATH", help="a vcamd checkout to run (repeat; default: this one)")
+    p.add_argument("--rows", default="light,dlc,groups,crowd,resolution", help=f"comma-separated, from {', '.join(ROWS)}")
+    p.add_argument("--dlc", type=Path, default=None, help="a Deep-Live-Cam checkout (the dlc row needs it)")
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--load", type=int, default=0, help="busy processes beside every run")
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--resolution", default="720p", help=argparse.SUPPRESS)
+    p.add_argument("--quality", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        result = CHILDREN[args.child](args)
+        args.out.write_text(json.dumps(result))
+        return
+    trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(REPO)}
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        sys.exit(f"--rows: unknown {', '.join(unknown)}")
+    if "dlc" in rows and (args.dlc is None or not (args.dlc / "modules" / "ui.py").is_file()):
+        sys.exit("--dlc: the dlc row needs a Deep-Live-Cam checkout (a folder with modules/ui.py)")
+    runs: list[dict] = []
+    for rnd in range(1, args.rounds + 1):
+        for row in rows:
+            for name, path in ([("Deep-Live-Cam", str(REPO))] if row == "dlc" else trees.items()):
+                for child, extra in _children(row):
+                    result = _run_child(child, extra, path, args)
+                    result |= {"row": row, "build": name, "round": rnd, "load": args.load}
+                    runs.append(result)
+                    print(f"round {rnd} {row:10s} {name:14s} {child:10s} {_brief(result)}", file=sys.stderr, flush=True)
+    print(format_table(runs, rows, list(trees) + (["Deep-Live-Cam"] if "dlc" in rows else []), args))
+    if args.json:
+        args.json.write_text(json.dumps({"runs": runs, "trees": trees, "load": args.load}, indent=1))
+
+
+def _children(row: str) -> list[tuple[str, list[str]]]:
+    if row == "resolution":
+        return [("light", ["--resolution", "480p", "--quality", "full"]), ("light", ["--resolution", "1080p", "--quality", "full"])]
+    if row in PHOTOS:
+        return [("still", ["--rows", row, "--resolution", PHOTOS[row][1]])]
+    return [(row, [])]
+
+
+def _run_child(child: str, extra: list[str], tree: str, args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix="vcamd-loopcost-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = [sys.executable, __file__, "--child", child, "--out", str(out), *extra]
+        if child == "dlc":
+            cmd += ["--dlc", str(args.dlc)]
+        env = {**os.environ, "PYTHONPATH": tree, "LOOPCOST_TMP": tmp}
+        before = os.getloadavg()[0]
+        with busy(args.load):
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            raise SystemExit(f"{child} run failed ({tree}):\n{proc.stderr[-3000:]}")
+        return json.loads(out.read_text()) | {"child": child, "extra": extra, "loadavg": [before, os.getloadavg()[0]]}
+
+
+@contextlib.contextmanager
+def busy(n: int):
+    procs = [subprocess.Popen([sys.executable, "-c", BUSY_CODE], process_group=0, stdout=subprocess.PIPE) for _ in range(n)]
+    try:
+        for proc in procs:
+            proc.stdout.read(1)
+            proc.stdout.close()
+        yield
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _brief(r: dict) -> str:
+    keys = ("cpu_ms_per_frame", "p99_ms", "fps_ratio", "full_share", "raw_frames", "recognised_frames", "resolution")
+    return " ".join(f"{k}={r[k]}" for k in keys if k in r)
+
+
+def format_table(runs: list[dict], rows: list[str], builds: list[str], args: argparse.Namespace) -> str:
+    measures: list[tuple[str, str, callable]] = []
+    for row in rows:
+        if row in ("light", "dlc"):
+            measures.append((row, "CPU-ms/frame, 720p, frames 60→240", lambda r: r["cpu_ms_per_frame"]))
+            measures.append((row, "  frames out per second", lambda r: r["out_fps"]))
+            if row == "light":
+                measures.append((row, "  share at full quality", lambda r: r["full_share"]))
+        elif row in PHOTOS:
+            measures += [(row, "capture→publish p99 ms", lambda r: r["p99_ms"]), (row, "published ÷ camera fps", lambda r: r["fps_ratio"]),
+                         (row, "share at full quality", lambda r: r["full_share"]),
+                         (row, "CPU-ms/frame, frames 60→240", lambda r: r["cpu_ms_per_frame"]),
+                         (row, "frames with a face shown raw (checked)", lambda r: f"{r['raw_frames']}/{r['checked']}"),
+                         (row, "  of which recognised", lambda r: f"{r['recognised_frames']}/{r['checked']}")]
+        elif row == "resolution":
+            measures += [(row, "CPU-ms/frame 480p (full)", lambda r: r["480p"]), (row, "CPU-ms/frame 1080p (full)", lambda r: r["1080p"]),
+                         (row, "1080p ÷ 480p", lambda r: round(r["1080p"] / r["480p"], 3))]
+    by: dict[tuple[str, str, int], dict] = {}
+    for r in runs:
+        key = (r["row"], r["build"], r["round"])
+        if r["row"] == "resolution":
+            by.setdefault(key, {})[r["resolution"]] = r["cpu_ms_per_frame"]
+        else:
+            by[key] = r
+    lines = [f"loop cost — {args.rounds} round(s), busy processes beside: {args.load}; median [every round]",
+             "| row | measure | " + " | ".join(builds) + " |", "|---" * (2 + len(builds)) + "|"]
+    for row, label, get in measures:
+        cells = []
+        for build in builds:
+            values = [get(by[(row, build, rnd)]) for rnd in range(1, args.rounds + 1) if (row, build, rnd) in by]
+            if not values:
+                cells.append("")
+                continue
+            numeric = all(isinstance(v, (int, float)) for v in values)
+            median = f"{statistics.median(values):.3g}" if numeric else values[len(values) // 2]
+            cells.append(median + (f" [{', '.join(f'{v:.3g}' if numeric else str(v) for v in values)}]" if len(values) > 1 else ""))
+        lines.append(f"| {row} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# -- children: one run each, in a process of its own --------------------------------------------------
+
+class Marks:
+    """Process CPU time at the SKIP-th and the UNTIL-th frame out; then `done` is set."""
+
+    def __init__(self, until: int = UNTIL) -> None:
+        self.count = 0
+        self.until = until
+        self.cpu: dict[int, float] = {}
+        self.wall: dict[int, float] = {}
+        self.done = threading.Event()
+
+    def frame_out(self) -> None:
+        self.count += 1
+        if self.count in (SKIP, self.until):
+            self.cpu[self.count] = time.process_time()
+            self.wall[self.count] = time.monotonic()
+            if self.count == self.until:
+                self.done.set()
+
+    def per_frame(self) -> dict:
+        frames = self.until - SKIP
+        return {"cpu_ms_per_frame": round(1000.0 * (self.cpu[self.until] - self.cpu[SKIP]) / frames, 2),
+                "out_fps": round(frames / (self.wall[self.until] - self.wall[SKIP]), 2)}
+
+
+def _vcamd_run(clip: Path, cfg, frames: int, quality: str | None, keep_every: int = 0) -> tuple[dict, Marks, list]:
+    """vcamd's live engine (as `vcamd bench` runs it) on `clip` into a sink that marks the CPU and
+    keeps every `keep_every`-th frame after SKIP (references: a published frame is not drawn on again)."""
+    from vcamd.bench.scenarios import _warm_up
+    from vcamd.live.capture.sources import VideoFileCamera
+    from vcamd.live.engine import LiveEngine
+    from vcamd.live.loading import build_face_pipeline
+    from vcamd.quality import Level
+    from vcamd.sinks.null import NullSink
+
+    marks, kept = Marks(min(UNTIL, frames)), []
+
+    class MarkingSink(NullSink):
+        def send(self, frame, stats=None) -> None:
+            super().send(frame, stats)
+            marks.frame_out()
+            if keep_every and marks.count > SKIP and marks.count % keep_every == 0:
+                kept.append(frame)
+
+    faces, providers = build_face_pipeline(cfg)
+    _warm_up(faces, cfg, clip)
+    engine = LiveEngine(cfg, source=VideoFileCamera(clip, loop=True), sink_factory=lambda w, h, fps: MarkingSink(w, h),
+                        faces=faces, providers=providers())
+    if quality:
+        engine.set_quality(Level[quality])
+    stats = engine.run(max_frames=frames)
+    return stats, marks, kept
+
+
+def _settings(resolution: str, quality: str | None):
+    from vcamd.bench.settings import RESOLUTIONS, BenchSettings
+
+    width, height = RESOLUTIONS[resolution]
+    return BenchSettings(face=FACE, detector=str(DETECTOR), width=width, height=height, fps=30.0, frames=UNTIL,
+                         inswapper_frames=UNTIL, providers=["cpu"], threads=1, fp16=False, quality=quality)
+
+
+def child_light(args: argparse.Namespace) -> dict:
+    from vcamd.bench.scenarios import _cache_dir, scenario_config, sliding_clip
+    from vcamd.config import Config
+    from vcamd.images import read_image
+
+    tmp = Path(os.environ["LOOPCOST_TMP"])
+    settings = _settings(args.resolution, args.quality or None)
+    with _cache_dir(tmp / "optimized"):
+        clip = sliding_clip(read_image(FACE, "face"), settings, tmp, (settings.width, settings.height))
+        cfg = scenario_config("light", settings, tmp, Config())
+        stats, marks, _ = _vcamd_run(clip, cfg, UNTIL, settings.quality)
+    levels = stats["degradation"]["level_share"]
+    return marks.per_frame() | {"full_share": levels.get("full", 0.0), "resolution": args.resolution,
+                                "stats_cpu_ms_per_frame": stats["cpu_ms_per_frame"], "by": stats.get("cpu_ms_per_frame_by")}
+
+
+def child_still(args: argparse.Namespace) -> dict:
+    import cv2
+    import numpy as np
+
+    from vcamd.bench.leaks import load_checkers, placements_in, recognised_as
+    from vcamd.bench.scenarios import _cache_dir, scenario_config, still_clip
+    from vcamd.config import Config
+    from vcamd.images import read_image
+    from vcamd.live.capture.sources import VideoFileCamera
+
+    row = args.rows
+    tmp = Path(os.environ["LOOPCOST_TMP"])
+    settings = _settings(args.resolution, None)
+    with _cache_dir(tmp / "optimized"):
+        clip = still_clip(read_image(ASSETS / "images" / PHOTOS[row][0], "photo"), settings, tmp, (settings.width, settings.height))
+        cfg = scenario_config("groups", settings, tmp, Config(), face_selection="all")
+        stats, marks, kept = _vcamd_run(clip, cfg, STILL_FRAMES, None, keep_every=CHECK_EVERY)
+    # The raw check, after the run: the camera's frame as the engine read it.
+    camera = VideoFileCamera(clip, loop=False)
+    camera.open()
+    raw = camera.read()
+    camera.close()
+    detectors, recognizer = load_checkers(ASSETS / "models", threads=2)
+    places = [p for p in placements_in(raw, detectors, recognizer) if p.face.width >= MIN_FACE_PX]
+    raw_frames = recognised_frames = 0
+    for frame in kept:
+        unchanged = (cv2.absdiff(frame, raw).max(axis=2) <= 2)
+        shown = [p for p in places if _unchanged_share(unchanged, p.face.box) >= 0.5]
+        raw_frames += bool(shown)
+        recognised_frames += any(recognised_as(recognizer.embed(frame, p.face), p.embedding) is not None for p in shown)
+    fps = stats["fps"]
+    return marks.per_frame() | {
+        "p99_ms": stats["latency_ms"]["p99"], "fps_ratio": round(fps["published"] / fps["source"], 3),
+        "full_share": stats["degradation"]["level_share"].get("full", 0.0), "checked": len(kept), "faces_checked": len(places),
+        "raw_frames": raw_frames, "recognised_frames": recognised_frames, "stats_faces": stats["faces"],
+        "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v}, "by": stats.get("cpu_ms_per_frame_by"),
+        "transitions": [f"{t.get('from')}→{t.get('to')} ({t.get('reason')})" for t in stats["degradation"]["transitions"]],
+        "unchanged_box_faces": int(np.sum([p.face.width for p in places]) > 0),
+    }
+
+
+def _unchanged_share(unchanged, box) -> float:
+    x0, y0, x1, y1 = (max(0, int(v)) for v in box)
+    region = unchanged[y0:y1, x0:x1]
+    return float(region.mean()) if region.size else 0.0
+
+
+def child_dlc(args: argparse.Namespace) -> dict:
+    """Deep-Live-Cam's live loop, imported from its checkout and run as it is (see the module doc)."""
+    import shutil
+
+    from vcamd.bench.scenarios import sliding_clip
+    from vcamd.bench.standins import build_recognizer, build_swapper
+    from vcamd.images import read_image
+    from vcamd.live.capture.sources import VideoFileCamera
+
+    tmp = Path(os.environ["LOOPCOST_TMP"])
+    settings = _settings("720p", None)
+    clip = sliding_clip(read_image(FACE, "face"), settings, tmp, (settings.width, settings.height))
+    # Its model folders: insightface's buffalo_l under a home of its own, and the swapper's folder.
+    home = tmp / "home"
+    pack = home / ".insightface" / "models" / "buffalo_l"
+    pack.mkdir(parents=True)
+    shutil.copy(DETECTOR, pack / "det_10g.onnx")
+    build_recognizer(pack / "w600k_r50.onnx")
+    swapper_dir = tmp / "dlc-models"
+    build_swapper(swapper_dir / "inswapper_128.onnx", fp16=False, compute_equivalent=False)
+    os.environ["HOME"] = str(home)
+
+    _stub_missing(["PySide6", "PySide6.QtCore", "PySide6.QtGui", "PySide6.QtWidgets", "psutil", "cv2_enumerate_cameras",
+                   "opennsfw2", "sklearn", "sklearn.cluster", "pygrabber", "pygrabber.dshow_graph"])
+    sys.path.insert(0, str(args.dlc))
+    sys.argv = ["run.py", "--execution-provider", "cpu"]
+    import queue
+
+    import modules.core as dlc_core
+    import modules.globals as dlc_globals
+
+    dlc_core.parse_args()
+    dlc_globals.source_path = str(FACE)  # chosen in its window
+    import modules.processors.frame.face_swapper as dlc_swapper
+    import modules.ui as dlc_ui
+
+    dlc_swapper.models_dir = str(swapper_dir)
+    calls = {"swap_face": 0, "detect": 0}
+    swap_face, detect = dlc_swapper.swap_face, dlc_ui.detect_one_face_fast
+
+    def counted_swap(*a, **k):  # how often its loop really swapped and detected (reported, not changed)
+        calls["swap_face"] += 1
+        return swap_face(*a, **k)
+
+    def counted_detect(*a, **k):
+        calls["detect"] += 1
+        return detect(*a, **k)
+
+    dlc_swapper.swap_face, dlc_ui.detect_one_face_fast = counted_swap, counted_detect
+
+    class Camera:
+        """The clip as a camera, as vcamd's bench reads it; `read()` as OpenCV's capture answers."""
+
+        def __init__(self) -> None:
+            self.source = VideoFileCamera(clip, loop=True)
+            self.source.open()
+
+        def read(self):
+            frame = self.source.read()
+            return frame is not None, frame
+
+    marks = Marks()
+    stop = threading.Event()
+    captured, processed = queue.Queue(maxsize=2), queue.Queue(maxsize=2)  # as its preview window makes them
+    capture = dlc_ui._CaptureWorker(Camera(), captured, stop)
+    processing = dlc_ui._ProcessingWorker(captured, processed, stop, settings.fps)
+    # Models load and the source face is read on the first frames; warm up before counting.
+    capture.start()
+    processing.start()
+
+    def take() -> None:  # the preview window's timer: take the newest frame out (not drawn here)
+        while not stop.is_set():
+            try:
+                processed.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            marks.frame_out()
+            if marks.done.is_set():
+                stop.set()
+
+    taker = threading.Thread(target=take, name="preview-timer", daemon=True)
+    taker.start()
+    if not marks.done.wait(600):
+        raise SystemExit(f"Deep-Live-Cam's loop put out only {marks.count} frames in 600 s")
+    stop.set()
+    return marks.per_frame() | {"resolution": "720p", "calls_per_frame_out": {k: round(v / marks.count, 2) for k, v in calls.items()}}
+
+
+def _stub_missing(names: list[str]) -> None:
+    """Stand-ins for the modules Deep-Live-Cam imports and its live loop never calls, where they
+    are not installed: any attribute is a class that accepts anything (Qt's widgets and signals
+    at import), and QThread.start runs `run` on a thread."""
+    import importlib
+
+    class Anything:
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def __call__(self, *args, **kwargs):
+            return Anything()
+
+        def __getattr__(self, name):
+            return Anything()
+
+    class QThread:
+        def __init__(self, *args, **kwargs) -> None:
+            self._thread: threading.Thread | None = None
+
+        def start(self) -> None:
+            self._thread = threading.Thread(target=self.run, daemon=True, name=type(self).__name__)
+            self._thread.start()
+
+        def wait(self, ms: int = 0) -> None:
+            if self._thread is not None:
+                self._thread.join(ms / 1000.0 if ms else None)
+
+    def module_getattr(name: str):
+        if name == "QThread":
+            return QThread
+        return type(name, (Anything,), {})
+
+    for name in names:
+        try:
+            importlib.import_module(name)
+            continue
+        except ImportError:
+            pass
+        stub = types.ModuleType(name)
+        stub.__getattr__ = module_getattr  # type: ignore[method-assign]
+        stub.__path__ = []  # a package: its submodules are stubs too
+        sys.modules[name] = stub
+
+
+CHILDREN = {"light": child_light, "still": child_still, "dlc": child_dlc}
+
+
+if __name__ == "__main__":
+    main()

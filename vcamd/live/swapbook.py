@@ -1,0 +1,95 @@
+"""Which swap each face shows, and which faces need a new one: `SwapBook`.
+
+The swap worker returns swaps for the faces of the job it was given. The book keeps, per face, the
+newest swap made for it (with the frame it was made from), merging each new result into what it
+holds, so a job need only carry the faces whose swap is out of date:
+
+* a face's swap is **current** when it was made from a frame since which the face's pixels only
+  moved (`FaceReport.stable_since`: the tracker followed it, or found it unchanged where it looked
+  again), with the swap work of the rung the frame is at (enhancer, pixel boost), by the same
+  face pipeline and source face, at most REFRESH_S ago — drawn at the face's current keypoints it
+  is the face as the camera shows it now;
+* a face without a current swap goes into the next job; one with a current swap does not: a still
+  group of 29 faces, or a crowd of 150, costs no swaps at all while nobody moves, and the faces
+  that change are swapped a few at a time instead of the whole group with them.
+
+Its age on screen (`swap_age_ms`: the face trailing the person) counts from the capture of the
+frame it was made from, and is none while it is current (it shows the face as it is). A swap found
+for no face for KEEP_UNMATCHED frames is dropped. Loop thread only; no models, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from vcamd.live.geometry import near_any
+from vcamd.live.output.compose import match_swaps
+from vcamd.quality import Level, rung
+from vcamd.types import Face
+
+REFRESH_S = 2.0
+"""A swap older than this is made again even for a face that did not change: what the book cannot
+see changing (the enhancer's strength, a swapper replaced inside the pipeline) shows within it."""
+
+KEEP_UNMATCHED = 30
+"""A swap no face has matched for this many frames is dropped (its face left, or was lost for
+a second: found again, it is swapped again)."""
+
+
+@dataclass(slots=True)
+class Swap:
+    """The newest swap made for one face."""
+
+    face: Face  # where the face was, in the frame it was made from (frame coordinates)
+    swapped: Any | None  # what `FacePipeline.composite` pastes; None: the swap showed too little of the face
+    t_capture: float  # when the camera captured that frame
+    frame_index: int  # that frame's index (`FrameWork`'s)
+    level: Level  # the quality rung it was made at
+    maker: tuple[Any, Any]  # (the face pipeline, its source face) it was made by: another's swap is out of date
+    unmatched: int = 0  # frames in a row no face matched it
+
+
+class SwapBook:
+    """The newest swap per face, merged from the swap worker's results."""
+
+    def __init__(self) -> None:
+        self._swaps: list[Swap] = []
+        self._merged: object | None = None  # the worker's result merged last (by identity)
+
+    def clear(self) -> None:
+        self._swaps = []
+
+    def merge(self, result: Any) -> None:
+        """Take the worker's newest result (`swapworker.SwapResult`) once: each of its faces' swap
+        replaces the one held for that face."""
+        if result is None or result is self._merged:
+            return
+        self._merged = result
+        faces = list(result.faces)
+        replaced = near_any([s.face for s in self._swaps], faces)
+        kept = [s for s, gone in zip(self._swaps, replaced) if not gone]
+        self._swaps = kept + [Swap(face, swapped, result.t_capture, result.frame_index, result.level, result.maker)
+                              for face, swapped in zip(faces, result.swapped)]
+
+    def match(self, targets: list[Face]) -> list[Swap | None]:
+        """Per target, the swap made for it (greedily the nearest, as `compose.match_swaps` pairs
+        them), or None; swaps no target matched age by one frame, and go after KEEP_UNMATCHED."""
+        matched = match_swaps(targets, [s.face for s in self._swaps], list(self._swaps)) if targets else []
+        ids = {id(s) for s in matched if s is not None}
+        for s in self._swaps:
+            s.unmatched = 0 if id(s) in ids else s.unmatched + 1
+        self._swaps = [s for s in self._swaps if s.unmatched < KEEP_UNMATCHED]
+        return matched
+
+    @staticmethod
+    def current(swap: Swap | None, stable_since: int, level: Level, maker: tuple[Any, Any], now: float) -> bool:
+        """Whether `swap` shows its face as it is now (see the module doc)."""
+        return (swap is not None and swap.frame_index >= stable_since and _swap_work(swap.level) == _swap_work(level)
+                and swap.maker[0] is maker[0] and swap.maker[1] is maker[1] and now - swap.t_capture <= REFRESH_S)
+
+
+def _swap_work(level: Level) -> tuple[bool, bool]:
+    """What of a rung changes the swap itself (the others change detection only)."""
+    r = rung(level)
+    return r.enhancer, r.pixel_boost
