@@ -144,9 +144,9 @@ def main() -> None:
     from vcamd.config import config_from_dict
     from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
-    from vcamd.live.geometry import near
     from vcamd.live.loading import build_face_pipeline
-    from vcamd.live.output.obscure import obscure_frame
+    from vcamd.privacy.geometry import near
+    from vcamd.privacy.obscure import obscure_frame
     from vcamd.quality import Level
 
     leaks, both, recognizer, (stranger_crop, stranger) = leak_checkers(threads=1)

@@ -5,7 +5,7 @@
                                                       # faces are 10–40 px, too small for the recogniser raw)
 
 For every face the real SCRFD detectors find at 0.5, its head box is obscured with
-`vcamd.live.output.obscure.obscure_region`; then both SCRFD models look for a face there (best score
+`vcamd.privacy.obscure.obscure_region`; then both SCRFD models look for a face there (best score
 reported) and MobileFaceNet compares the obscured face with the raw one, aligned at the raw face's
 keypoints (pass: score < 0.5 and cosine ≤ 0.3). "baseline" is the cosine of the raw face with a
 0.75× resampled copy of itself: what a face the recogniser still knows scores. The last lines show
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shared assets not found at {ASSETS}", file=sys.stderr)
         return 2
     from vcamd.bench import obscured as measure
-    from vcamd.live.output.obscure import obscure_region
+    from vcamd.privacy.obscure import obscure_region
 
     models = measure.load_models(ASSETS)
     detectors = list(models.detectors)

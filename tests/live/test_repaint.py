@@ -7,8 +7,8 @@ import numpy as np
 
 from vcamd.config import OnMiss
 from vcamd.faces.blend import PasteRegion
-from vcamd.live.output.compose import Held, Scene, compose
 from vcamd.live.output.repaint import Repaint
+from vcamd.privacy.rule import Held, Scene, compose
 from vcamd.types import Face
 
 H, W = 240, 320

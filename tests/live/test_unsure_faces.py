@@ -168,7 +168,7 @@ def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_confi
 
 def test_compose_covers_unsure_places_and_still_keeps_a_good_output():
     from vcamd.config import OnMiss
-    from vcamd.live.output.compose import FaceOutcome, Scene, compose
+    from vcamd.privacy.rule import FaceOutcome, Scene, compose
 
     rng = np.random.default_rng(3)
     raw = rng.integers(0, 256, (240, 320, 3), np.uint8)
@@ -197,7 +197,7 @@ def test_compose_covers_unsure_places_and_still_keeps_a_good_output():
 
 def test_away_from_is_near_over_arrays():
     """`_away_from` (vectorised for crowds) keeps exactly the places `near` no face, by `near`'s own rule."""
-    from vcamd.live.geometry import near
+    from vcamd.privacy.geometry import near
 
     rng = np.random.default_rng(7)
 

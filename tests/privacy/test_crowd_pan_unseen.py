@@ -24,9 +24,9 @@ import numpy as np
 
 from vcamd.bench import leaks
 from vcamd.config import OnMiss
-from vcamd.live.output.compose import Scene, compose
 from vcamd.live.tracking.full import FullDetection
 from vcamd.live.tracking.unseen import UnseenChanges
+from vcamd.privacy.rule import Scene, compose
 
 SIZE = (1280, 720)
 PAN_PX = 8

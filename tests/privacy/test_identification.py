@@ -16,8 +16,8 @@ import cv2
 import numpy as np
 
 from vcamd.bench import leaks
-from vcamd.live.output.compose import MISS_REGION_SCALE, region
-from vcamd.live.output.obscure import obscure_frame, obscure_region
+from vcamd.privacy.obscure import obscure_frame, obscure_region
+from vcamd.privacy.rule import MISS_REGION_SCALE, region
 
 SIZE = (1280, 720)
 OFFSETS = (0, 256, 512, 768)

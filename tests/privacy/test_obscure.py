@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from vcamd.bench import obscured
-from vcamd.live.output.obscure import obscure_frame, obscure_region
+from vcamd.privacy.obscure import obscure_frame, obscure_region
 
 SCENES = (
     "newton.png", "newton.png @720p", "newton, face 1/2 of 720p", "newton, face 1/3 of 720p",

@@ -26,7 +26,7 @@ import numpy as np
 
 from vcamd.faces.detect import FaceDetector, iou
 from vcamd.faces.identity import Recognizer
-from vcamd.live.output.obscure import obscure_region
+from vcamd.privacy.obscure import obscure_region
 from vcamd.runtime import Sessions
 from vcamd.types import Face, Frame
 

@@ -9,6 +9,9 @@ slower than a camera frame:
     swapped = engine.swap_faces(frame, targets)  # in a worker, on the newest frame it can take
     engine.composite(frame, swapped[i], face)    # every frame, at the face's CURRENT keypoints
 
+What each face of the frame gets — swapped, held, obscured — is not decided here: both paths hand
+their faces and swaps to the one privacy rule, `vcamd.privacy.rule.compose`.
+
 A `SwappedFace` holds only an aligned crop and which template it is aligned to, nothing about the
 frame it came from, so it can be pasted again wherever the face has moved since.
 
@@ -28,13 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vcamd.config import Config, FaceSelection, Others
+from vcamd.config import Config, FaceSelection, OnMiss, Others
 from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces import boost
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
 from vcamd.faces.specs import CropSpec
 from vcamd.precision import FLOAT, Choice
+from vcamd.privacy import rule
+from vcamd.privacy.rule import FaceOutcome, Scene
 from vcamd.quality import BEST, Level, detect_size, rung
 from vcamd.threads import in_thread
 from vcamd.types import Face, Frame, ModelFiles, Points
@@ -473,32 +478,25 @@ class FaceEngine:
         with timer("select"):
             targets = follow.select(self, faces, frame, index) if follow is not None else self.select(faces, frame)
         swapped = self.swap_faces(frame, targets, level, timer)
-        with timer("blend"):
-            if self.others is Others.obscure:
-                from vcamd.live.output.compose import MISS_REGION_SCALE, region
-                from vcamd.live.output.obscure import obscure_region
-
-                for face in faces:  # under the swaps, as live
-                    if not any(face is t for t in targets):
-                        obscure_region(frame, region(frame, [face], MISS_REGION_SCALE))
-            for result, face in zip(swapped, targets):
-                if result.shown:
-                    self.composite(frame, result, face)
-                else:  # the parser saw too little of the face: covered, never left raw
-                    from vcamd.live.output.obscure import obscure_region
-
-                    obscure_region(frame, _grown_box(face, frame.shape))
+        with timer("blend"):  # the camera's own privacy rule decides what each face gets
+            composed = rule.compose(frame_scene(frame, faces, targets, swapped, self.others), self.composite)
         for stage in ("align", "swap", "enhance"):
             timer.ms.setdefault(stage, 0.0)
-        return FrameResult(frame=frame, faces=faces, swapped=len(swapped), stage_ms=dict(timer.ms))
+        return FrameResult(frame=composed.frame, faces=faces, swapped=composed.faces.count(FaceOutcome.swapped),
+                           stage_ms=dict(timer.ms))
 
 
-def _grown_box(face: Face, shape: tuple[int, ...], scale: float = 2.0) -> tuple[int, int, int, int]:
-    """The square `scale` × the face box's larger side around its centre, inside the frame."""
-    cx, cy = (face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2
-    half = scale * max(face.width, face.height) / 2
-    h, w = shape[:2]
-    return max(0, int(cx - half)), max(0, int(cy - half)), min(w, int(cx + half)), min(h, int(cy + half))
+def frame_scene(frame: Frame, faces: list[Face], targets: list[Face], swapped: list[SwappedFace], others: Others) -> Scene:
+    """One frame of `vcamd swap` as the privacy rule takes it (`vcamd.privacy.rule.Scene`): every
+    position is known (the faces were just detected at this frame); each target gets its swap, or
+    none where the face parser saw too little of the face (covered, never left raw) or no swap came
+    back; the faces not chosen are obscured unless `[swap] others = "show"`. A photo has no last good
+    output to hold, so a face that cannot be swapped is obscured."""
+    swaps: list[SwappedFace | None] = [s if s.shown else None for s in swapped[: len(targets)]]
+    swaps += [None] * (len(targets) - len(swaps))
+    not_chosen = [f for f in faces if not any(f is t for t in targets)] if others is Others.obscure else []
+    return Scene(frame=frame, enabled=True, on_miss=OnMiss.blur, known=True, targets=list(targets), swaps=list(swaps),
+                 others=not_chosen)
 
 
 def _compose(outer: Affine, inner: Affine) -> Affine:

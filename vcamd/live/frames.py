@@ -23,16 +23,17 @@ import numpy as np
 
 from vcamd.config import Config, OnMiss, Others, SmoothingConfig
 from vcamd.faces.following import FollowedFace
-from vcamd.live.geometry import near_any
 from vcamd.live.measures.watchdog import Transition, TransitionResult
-from vcamd.live.output.compose import Composed, FaceOutcome, Scene, compose, lost_to_cover, region
-from vcamd.live.output.obscure import obscure_frame
 from vcamd.live.output.repaint import Repaint
 from vcamd.live.swapbook import Swap, SwapBook
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking.facebook import FaceReport
 from vcamd.live.tracking.smoothing import FaceSmoother
 from vcamd.live.tracking.unseen import UnseenChanges
+from vcamd.privacy import rule
+from vcamd.privacy.geometry import near_any
+from vcamd.privacy.obscure import obscure_frame
+from vcamd.privacy.rule import Composed, FaceOutcome, Scene, lost_to_cover, region
 from vcamd.quality import Level, rung
 from vcamd.types import Captured, Face, Frame, Outcome
 
@@ -174,7 +175,7 @@ class FrameWork:
         matched, usable = self._matched_swaps(targets)
         swaps = [m.swapped if usable and m is not None else None for m in matched]
         painter = self._repaint.painter(frame, parts.faces.composite)
-        composed = compose(
+        composed = rule.compose(  # the one rule, `vcamd swap` asks it too
             Scene(frame=frame, enabled=True, on_miss=self.policy.on_miss, known=report.known, targets=targets,
                   swaps=swaps, lost=lost, held=parts.publisher.held, unsure=report.unsure, others=self._others,
                   unseen=unseen),

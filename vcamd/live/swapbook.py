@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vcamd.live.geometry import near_any
-from vcamd.live.output.compose import match_swaps
+from vcamd.privacy.geometry import near_any
+from vcamd.privacy.rule import match_swaps
 from vcamd.quality import Level, rung
 from vcamd.types import Face
 

@@ -39,7 +39,7 @@ class FrameCounts(TypedDict):
 
 
 class FaceCounts(TypedDict):
-    """Per face and published frame (`vcamd.live.output.compose.FaceOutcome`)."""
+    """Per face and published frame (`vcamd.privacy.rule.FaceOutcome`)."""
 
     swapped: int
     held: int

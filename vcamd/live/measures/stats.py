@@ -75,7 +75,7 @@ def percentiles(samples: Iterable[float] | SampleRing) -> dict[str, float]:
 
 
 FACE_OUTCOMES = ("swapped", "held", "obscured")
-"""The per-face counts in stats and status (`vcamd.live.output.compose.FaceOutcome`)."""
+"""The per-face counts in stats and status (`vcamd.privacy.rule.FaceOutcome`)."""
 UNSURE = "unsure"
 """The count of unsure places covered, beside the face outcomes (`Composed.unsure_covered`)."""
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from vcamd.config import Config
 from vcamd.errors import VcamdError
-from vcamd.live.output.compose import Held
 from vcamd.live.output.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
+from vcamd.privacy.rule import Held
 from vcamd.sinks.base import Sink, SinkFactory
 from vcamd.sinks.registry import OUTPUT_SECTIONS
 from vcamd.types import Face, Frame

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from vcamd.live.output.compose import Box, Held
-from vcamd.live.output.obscure import obscure_region
+from vcamd.privacy.obscure import obscure_region
+from vcamd.privacy.rule import Box, Held
 from vcamd.types import Face, Frame
 
 GRID_PX = 8

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vcamd.config import SmoothingConfig
-from vcamd.live.geometry import centres_widths, near_matrix
+from vcamd.privacy.geometry import centres_widths, near_matrix
 from vcamd.types import Face
 
 D_CUTOFF_HZ = 4.0

@@ -1,8 +1,9 @@
-"""The privacy rule, as one pure function: what to publish for one frame, and what each face got.
+"""The privacy rule, as one pure function: what to publish for one frame, and what each face got —
+for the camera (`vcamd.live.frames`) and for `vcamd swap` (`FaceEngine.process_frame`) alike.
 
 While swapping is on, every face shown is **swapped** (the latest swap pasted at its current
 keypoints), **held** (covered by the last good output, where that output showed this face swapped)
-or **obscured** (`vcamd.live.output.obscure`, a region generously grown around it). Faces that were lost
+or **obscured** (`vcamd.privacy.obscure`, a region generously grown around it). Faces that were lost
 (tracking lost them, a lower detection size missed them) are covered at their last-known place,
 grown further since they may have moved; places the detector was unsure of (`FaceReport.unsure`)
 are covered as a face that could not be swapped, and counted apart (they may be no face at all);
@@ -14,7 +15,7 @@ Faces face_selection does not swap (`Scene.others`) are obscured whatever on_mis
 user chose `[swap] others = "show"` (the caller then hands none).
 
 No threads, no clock, no engine state: everything comes in as arguments, so the rule can be tested
-exhaustively (tests/live/test_compose_property.py). What it decides is drawn through a `Painter`
+exhaustively (tests/privacy/test_rule_property.py). What it decides is drawn through a `Painter`
 (held regions copied, regions obscured, swaps pasted): by default straight onto the frame; the live
 loop's `repaint.Repaint` puts back what the last frame drew where nothing it depends on changed.
 """
@@ -30,8 +31,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from vcamd.config import OnMiss
-from vcamd.live.geometry import centres_widths, greedy_pairs, near_any
-from vcamd.live.output.obscure import obscure_frame, obscure_region
+from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_any
+from vcamd.privacy.obscure import obscure_frame, obscure_region
 from vcamd.types import Face, Frame, Outcome
 
 log = logging.getLogger(__name__)
