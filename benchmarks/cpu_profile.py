@@ -150,7 +150,7 @@ WAITS = ("Condition.wait ", "Event.wait ", "Pacer.wait_for ", "sleep ", "LatestF
 was just woken (or is runnable but not running on a busy machine) in these; they are left out of
 the split, so a thread's measured CPU time goes to the stages it was computing in."""
 
-RUN_MARKERS = ("FrameWork.process", "FrameWork.send", "LiveEngine.run", "NewestWorker._loop", "CameraReader._run")
+RUN_MARKERS = ("FrameProcessor.process", "FrameProcessor.send", "LiveEngine.run", "NewestWorker._loop", "CameraReader._run")
 """A stack belongs to the measured run only if it passes through one of these (not warm-up, not
 building the models or the clip)."""
 

@@ -49,7 +49,7 @@ def main() -> None:
     from vcamd.faces.blend import PREPARED_PIXELS, Blender
     from vcamd.faces.detect import FaceDetector
     from vcamd.live.tracking.cropplan import crop_around
-    from vcamd.live.tracking.facebook import dedupe_faces
+    from vcamd.live.tracking.trackedfaces import dedupe_faces
     from vcamd.runtime import Sessions
     from vcamd.types import Face
 

@@ -12,7 +12,7 @@ nothing measurable, quiet or loaded (docs/performance.md, "The call's swapper bu
 the swapper's cores, the newest frame"). So the swap worker moves its thread onto every core while other programs use at least
 `BUSY_CORES`, and back off the loop's core once they have used less than `QUIET_CORES` for
 `QUIET_HOLD_S`. The first swap of a start runs on every core too: until it lands the loop only
-covers the frame and tracks every few frames (`FrameWork._first_swap_running`), and the face is
+covers the frame and tracks every few frames (`FrameProcessor._first_swap_running`), and the face is
 shown that much sooner (the 554-MB inswapper stand-in's first swap: 1.7 s on one core, 0.85 s on
 two).
 

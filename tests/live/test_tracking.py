@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from vcamd.live.measures.stats import LiveStats
-from vcamd.live.tracking.facebook import dedupe_faces
 from vcamd.live.tracking.full import FullDetection, FullDetector
+from vcamd.live.tracking.trackedfaces import dedupe_faces
 from vcamd.live.tracking.tracker import LiveTracker
 from vcamd.types import Face
 
@@ -93,13 +93,13 @@ def test_a_detection_of_a_region_judges_only_the_faces_it_looked_at():
     says nothing about a lost face elsewhere — it stays lost and covered — and it does not make
     the positions known again after a loss: only a look at the whole frame does."""
     from vcamd.live.tracking.changes import Region
-    from vcamd.live.tracking.facebook import LOST_KEEP_FRAMES, FaceBook
+    from vcamd.live.tracking.trackedfaces import LOST_KEEP_FRAMES, TrackedFaces
 
     def face(x: float) -> Face:
         return Face(box=(x, 100.0, x + 60.0, 160.0), score=0.9, kps=np.full((5, 2), x + 30.0, np.float32))
 
     left, right = face(40.0), face(500.0)
-    book = FaceBook()
+    book = TrackedFaces()
     book.take_full(FullDetection([left, right], frame_index=0, input_size=640))
     book.take_tracked([left, None], frame_index=1)  # the right face left its crop: lost, positions unknown
     assert not book.report(late=False, appeared=[], full=False).known
@@ -133,7 +133,7 @@ def test_a_look_asked_for_by_unseen_runs_at_least_at_the_size_it_asks_for():
     tracker = LiveTracker(None, full, full_every=1000)
     frame = np.zeros((360, 640, 3), np.uint8)
     try:
-        # Nothing tracked: a look at every frame (`FaceBook.needs_full`), at the rung's size ...
+        # Nothing tracked: a look at every frame (`TrackedFaces.needs_full`), at the rung's size ...
         tracker.update(frame, 1, full_size=320, track_size=128)
         tracker.look_soon(640)
         tracker.update(frame, 2, full_size=320, track_size=128)  # ... but the one asked for: the full size
@@ -145,12 +145,12 @@ def test_a_look_asked_for_by_unseen_runs_at_least_at_the_size_it_asks_for():
 
 def test_a_face_lost_after_a_finer_detection_is_let_go_on_a_reduced_rung(live_config, face_engine_factory, newton):
     """A face found at 640 and then lost while the watchdog is on low_res (full detections at 320)
-    could only be dropped by a look at 640 (`FaceBook.take_full`), and none came: its old place
+    could only be dropped by a look at 640 (`TrackedFaces.take_full`), and none came: its old place
     stayed held — the last output's face frozen where nobody was — for as long as the rung lasted
     (the call bench: 90–100 held frames after the clip's jump). Now, once it has been kept
     LOST_KEEP_FRAMES, the tracker asks for a look at 640 again, which lets it go."""
     from vcamd.live.tracking.cropplan import DetectCosts
-    from vcamd.live.tracking.facebook import LOST_KEEP_FRAMES
+    from vcamd.live.tracking.trackedfaces import LOST_KEEP_FRAMES
 
     class Full:  # the full detector's thread, idle: each look submitted finds nothing (the picture is empty)
         idle, costs = True, DetectCosts()
@@ -206,11 +206,11 @@ def _jumped(engine, newton):  # type: ignore[no-untyped-def]
 def test_a_face_that_jumps_on_a_reduced_rung_frees_its_old_place_at_once(live_config, face_engine_factory, newton):
     """A face found at 640 that jumps (a camera restarting its picture, a clip looping) just after
     the watchdog stepped down: the look asked for at the loss ran at the rung's 320, too coarse for
-    the jump rule (`FaceBook.take_full`: a look at least as fine as the lost face's), so the old
+    the jump rule (`TrackedFaces.take_full`: a look at least as fine as the lost face's), so the old
     place stayed held for LOST_KEEP_FRAMES at least — a frozen face where nobody was. Now that look
     runs at 640 and the old place is free within JUMP_FRAMES."""
     from vcamd.live.tracking.cropplan import DetectCosts
-    from vcamd.live.tracking.facebook import JUMP_FRAMES
+    from vcamd.live.tracking.trackedfaces import JUMP_FRAMES
 
     engine = face_engine_factory(live_config())
     after, was, now = _jumped(engine, newton)
@@ -251,7 +251,7 @@ def test_a_face_that_jumps_while_the_full_detector_is_busy_frees_its_old_place_a
     once the detector was busy 3 frames or more. A face appearing only at a later
     look is not taken for the lost one (it may be someone else): the old place stays covered."""
     from vcamd.live.tracking.cropplan import DetectCosts
-    from vcamd.live.tracking.facebook import JUMP_FRAMES
+    from vcamd.live.tracking.trackedfaces import JUMP_FRAMES
 
     assert busy_frames < JUMP_FRAMES
     engine = face_engine_factory(live_config())
@@ -304,14 +304,14 @@ def test_a_whole_look_between_two_losses_does_not_say_where_the_second_face_went
     again and shows B at its old place (B left after it): where B is now is not known, and the
     frame must be covered whole — the look cleared it, and B's new place was published raw (the
     compose property test found it, 22 faces in a group). The next whole look, at frame 8, does."""
-    from vcamd.live.tracking.facebook import FaceBook
+    from vcamd.live.tracking.trackedfaces import TrackedFaces
 
     def face(x: float) -> Face:
         kps = np.array([[x + 30, 60], [x + 70, 60], [x + 50, 80], [x + 35, 100], [x + 65, 100]], np.float32)
         return Face(box=(x, 30.0, x + 100.0, 140.0), score=0.9, kps=kps)
 
     a, b, c = face(0.0), face(300.0), face(600.0)
-    book = FaceBook()
+    book = TrackedFaces()
     book.take_full(FullDetection([a, b, c], frame_index=0, input_size=640))
     book.take_tracked([None, b, c], 5)  # A is lost
     book.take_tracked([None, c, None], 7)  # B is lost (looked for: tracks b, c, then lost a)
@@ -331,14 +331,14 @@ def test_a_detection_of_a_frame_before_a_loss_does_not_find_the_lost_face_again_
     before it — the jump rule never applied, and the old place was held for LOST_KEEP_FRAMES.
     Now the older picture is not taken for where the face is: it stays lost, and the next look
     (frame 6, the face at its new place) frees the old place at once."""
-    from vcamd.live.tracking.facebook import FaceBook
+    from vcamd.live.tracking.trackedfaces import TrackedFaces
 
     def face(x: float) -> Face:
         kps = np.array([[x + 30, 60], [x + 70, 60], [x + 50, 80], [x + 35, 100], [x + 65, 100]], np.float32)
         return Face(box=(x, 30.0, x + 100.0, 140.0), score=0.9, kps=kps)
 
     old, new = face(600.0), face(200.0)
-    book = FaceBook()
+    book = TrackedFaces()
     book.take_full(FullDetection([old], frame_index=0, input_size=640))
     lost_now, _ = book.take_tracked([None], 5)  # the crop finds nobody at the old place
     assert len(lost_now) == 1

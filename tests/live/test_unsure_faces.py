@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from vcamd.faces.detect import FaceDetector
-from vcamd.live.tracking.facebook import _away_from, _Unsure
 from vcamd.live.tracking.full import FullDetection
+from vcamd.live.tracking.trackedfaces import _away_from, _Unsure
 from vcamd.runtime import Sessions
 from vcamd.types import Face, Outcome
 
@@ -131,13 +131,13 @@ def test_with_cover_threshold_at_threshold_they_are_published_raw(run_live, live
 
 
 def test_an_unsure_place_stays_covered_until_a_detection_that_could_see_it_misses_it_long_enough():
-    from vcamd.live.tracking.facebook import LOST_KEEP_FRAMES, FaceBook
+    from vcamd.live.tracking.trackedfaces import LOST_KEEP_FRAMES, TrackedFaces
 
     def face(x: float, score: float = 0.4) -> Face:
         return Face(box=(x, 100.0, x + 20.0, 124.0), score=score, kps=np.zeros((5, 2), np.float32))
 
     sure, shy = face(0.0, 0.9), face(200.0)
-    book = FaceBook()
+    book = TrackedFaces()
     book.take_full(FullDetection([sure], 0, 640, unsure=[shy]))
     assert book.report(late=False, appeared=[], full=True).unsure == [shy]
     book.take_full(FullDetection([sure], 10, 320, unsure=[]))  # a coarser look (low_res) cannot judge it

@@ -1,4 +1,4 @@
-"""Property tests of the privacy rule: the tracker's bookkeeping (`FaceBook`) and `compose`, the
+"""Property tests of the privacy rule: the tracker's bookkeeping (`TrackedFaces`) and `compose`, the
 real code, driven by random worlds — faces drifting, jumping, vanishing and coming back, detections
 full (at the full or a lower size, fresh or a few frames late; of the whole frame or, as the
 change map asks for, of a region of it — drawn anywhere here), crop re-detections (that blink, or
@@ -15,7 +15,7 @@ and the first detection runs at the full size (a face nobody has detected yet ca
 individually, only while no face is known at all); a face too small for the lower
 detection size does not jump (once lost, only a detection at its size can say where it went);
 no face appears within JUMP_FRAMES of another turning away (it would be taken for that face having
-jumped: see `FaceBook.take_full`); a face turned away (no detector finds it) stays where it was lost, and turns only where a full
+jumped: see `TrackedFaces.take_full`); a face turned away (no detector finds it) stays where it was lost, and turns only where a full
 detection has seen it since it last jumped (turned at a place no detector ever saw it, it is not
 known to be there); faces keep apart (one per cell
 of a grid).
@@ -34,8 +34,8 @@ from vcamd.config import OnMiss, Others
 from vcamd.faces.blend import PasteRegion
 from vcamd.live.output.repaint import Repaint
 from vcamd.live.tracking.changes import Region
-from vcamd.live.tracking.facebook import JUMP_FRAMES, LOST_KEEP_FRAMES, FaceBook
 from vcamd.live.tracking.full import FullDetection
+from vcamd.live.tracking.trackedfaces import JUMP_FRAMES, LOST_KEEP_FRAMES, TrackedFaces
 from vcamd.privacy.obscure import obscure_frame
 from vcamd.privacy.rule import FaceOutcome, Held, Scene, compose, lost_to_cover, match_swaps
 from vcamd.types import Face, Outcome
@@ -212,7 +212,7 @@ class Run:
 
 
 def simulate(pick, on_miss: OnMiss, steps: int, *, repaint: bool = False) -> Run:
-    """Run one random world through FaceBook + compose: frames checked, leak reports, and (for
+    """Run one random world through TrackedFaces + compose: frames checked, leak reports, and (for
     passthrough) the faces left raw by construction. With `repaint`, every frame is drawn through
     one `Repaint`, as the live loop draws it: the last frame's drawing put back where nothing it
     depends on changed."""
@@ -221,7 +221,7 @@ def simulate(pick, on_miss: OnMiss, steps: int, *, repaint: bool = False) -> Run
     n_faces = pick("faces", range(1, 30 + 1))
     cells = list(rng.permutation(COLS * ROWS)[:n_faces])
     world = World([new_face(pick, i, int(c), rng) for i, c in enumerate(cells)])
-    book = FaceBook()
+    book = TrackedFaces()
     history: list[list[tuple[Face, bool, bool]]] = []
     targets_history: list[list[Face]] = []
     result: tuple[list[Face], list[int]] | None = None  # the swap worker's newest result
@@ -398,12 +398,12 @@ def test_a_jumped_face_is_covered_at_its_old_and_its_new_place():
     rng = np.random.default_rng(7)
     face = RealFace(0, cell=6, dx=0, dy=0, size=40, pattern=rng.integers(0, 256, (40, 40, 3), dtype=np.uint8))
     world = World([face])
-    book = FaceBook()
+    book = TrackedFaces()
     book.take_full(FullDetection([face.face()], frame_index=0, input_size=FULL))
     a = face.face()
     held = None
     for on_miss in (OnMiss.blur, OnMiss.hold):
-        book = FaceBook()
+        book = TrackedFaces()
         face.cell = 6
         book.take_full(FullDetection([face.face()], 0, FULL))
         face.cell = 6 + 3  # 3 cells = 288 px ≈ 45 % of the width
@@ -429,7 +429,7 @@ def test_start_up_under_hold_with_nothing_held_is_an_obscured_frame():
     rng = np.random.default_rng(3)
     world = World([RealFace(0, 7, 0, 0, 48, rng.integers(0, 256, (48, 48, 3), dtype=np.uint8))])
     raw = world.render()
-    report = FaceBook().report(late=False, appeared=[], full=False)
+    report = TrackedFaces().report(late=False, appeared=[], full=False)
     composed = compose(Scene(raw.copy(), True, OnMiss.hold, report.known, [], [], [], None), paste_green)
     assert not report.known and composed.outcome is Outcome.blurred and composed.fresh_badge
     expected = raw.copy()
@@ -445,7 +445,7 @@ def test_a_face_missed_at_a_lower_detection_size_stays_lost_and_covered(on_miss)
     small = RealFace(0, 3, 0, 0, 18, rng.integers(0, 256, (18, 18, 3), dtype=np.uint8))
     big = RealFace(1, 20, 0, 0, 44, rng.integers(0, 256, (44, 44, 3), dtype=np.uint8))
     world = World([small, big])
-    book = FaceBook()
+    book = TrackedFaces()
     book.take_full(FullDetection([small.face(), big.face()], 0, FULL))
     small_box = small.face().box
     book.take_tracked([None if f.box == small_box else f for f in book.to_redetect], 1)  # the crop missed the small face (a blink)

@@ -1,6 +1,6 @@
 """The live engine: camera in, swapped frames out at the camera's cadence, whatever the model costs.
 
-`LiveEngine` builds the running parts (`parts.LiveParts`: one record the loop's `frames.FrameWork`
+`LiveEngine` builds the running parts (`parts.LiveParts`: one record the loop's `frames.FrameProcessor`
 and the `settings.Settings` take), runs the loop and is the control surface. The rooms, in the
 order a frame passes them: `capture/` (camera, reader, newest-frame slot), `tracking/` (where the
 faces are, which were lost, what changed unseen), `swapworker` (the swap model), `output/`
@@ -52,8 +52,8 @@ from vcamd.config import CameraConfig, Config, load_config
 from vcamd.errors import VcamdError
 from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState
 from vcamd.live.capture.sources import FrameSource
-from vcamd.live.commands import CommandQueue
-from vcamd.live.frames import FrameWork, log_events
+from vcamd.live.commandqueue import CommandQueue
+from vcamd.live.frames import FrameProcessor, log_events
 from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
 from vcamd.live.measures.stats import GpuSampler, LiveStats, count_misses
 from vcamd.live.measures.watchdog import Watchdog
@@ -143,7 +143,7 @@ class LiveEngine:
         )
         self.parts.tracker.configure(cfg)
         self.parts.publisher.configure(cfg)
-        self.frames = FrameWork(self.parts, cfg, clock() if started_at is None else started_at)
+        self.frames = FrameProcessor(self.parts, cfg, clock() if started_at is None else started_at)
         self._gpu = GpuSampler()
         # -- control plane
         self._commands = CommandQueue(self._refresh_status, lambda message: self.settings.problems.report("settings", message))

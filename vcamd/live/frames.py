@@ -1,6 +1,6 @@
 """One camera frame in, one frame out: the loop's work on each frame, in the order a frame travels.
 
-`FrameWork.process(captured)`: where the faces are (the tracker, or the last positions on
+`FrameProcessor.process(captured)`: where the faces are (the tracker, or the last positions on
 frame_skip's skipped frames), which to swap (`face_selection`, through `FollowedFace`: "largest"
 keeps the face it chose; a failed selection makes the positions unknown) and which to obscure
 (the others, unless `[swap] others = "show"`), the face region handed to the swap worker without
@@ -27,8 +27,8 @@ from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.repaint import Repaint
 from vcamd.live.swapbook import Swap, SwapBook
 from vcamd.live.swapworker import SwapJob
-from vcamd.live.tracking.facebook import FaceReport
 from vcamd.live.tracking.smoothing import FaceSmoother
+from vcamd.live.tracking.trackedfaces import FaceReport
 from vcamd.live.tracking.unseen import UnseenChanges
 from vcamd.privacy import rule
 from vcamd.privacy.geometry import near_any
@@ -56,7 +56,7 @@ NO_SOURCE_FACE = "no source face is set — use `vcamd set-face PHOTO`, the tray
 
 @dataclass(frozen=True)
 class FramePolicy:
-    """The settings the loop applies to every frame (`FrameWork.configure`)."""
+    """The settings the loop applies to every frame (`FrameProcessor.configure`)."""
 
     others: Others
     cover_changes: bool
@@ -96,7 +96,7 @@ class Startup:
         return {"first_frame": ms(self.first_frame), "first_swap": ms(self.first_swap)}
 
 
-class FrameWork:
+class FrameProcessor:
     """The loop's per-frame work on the engine's `parts`, and what it remembers from one frame to the next."""
 
     def __init__(self, parts: LiveParts, cfg: Config, started_at: float) -> None:

@@ -1,6 +1,6 @@
 """The running parts of the live engine, as one record: what the loop and the settings work on.
 
-`LiveEngine` builds a `LiveParts` and hands it to the loop's per-frame work (`frames.FrameWork`) and
+`LiveEngine` builds a `LiveParts` and hands it to the loop's per-frame work (`frames.FrameProcessor`) and
 to the settings (`settings.Settings`); neither sees the engine. Each part applies its own settings
 (`configure(cfg)`: the watchdog, the tracker, the frame policy, the publisher); the settings replace
 a part whole where a change needs a new one (a camera reopened, a face pipeline rebuilt) — here, so

@@ -37,7 +37,7 @@ class Owner(StrEnum):
     camera = "camera"  # the source and its reader, reopened (`Settings`)
     watchdog = "watchdog"  # `Watchdog.configure`: thresholds; a pinned level and the history stay
     tracker = "tracker"  # `LiveTracker.configure`: full-detection cadence, detector sizes, unsure band
-    frames = "frames"  # `FrameWork.configure`: per-frame policy (others, cover_changes, on_miss, …)
+    frames = "frames"  # `FrameProcessor.configure`: per-frame policy (others, cover_changes, on_miss, …)
     publisher = "publisher"  # `Publisher.configure`: the badge, and the output reopened
     swapping = "swapping"  # swap on/off (`Settings`)
     consent = "consent"  # consent withdrawn or given again (`Settings`)

@@ -47,7 +47,7 @@ from vcamd.live.reconfigure import Owner
 from vcamd.sinks.registry import OUTPUT_SECTIONS
 
 if TYPE_CHECKING:
-    from vcamd.live.frames import FrameWork
+    from vcamd.live.frames import FrameProcessor
     from vcamd.live.parts import LiveParts
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Settings:
     def __init__(
         self,
         parts: LiveParts,
-        frames: FrameWork,
+        frames: FrameProcessor,
         cfg: Config,
         *,
         tell: Tell,

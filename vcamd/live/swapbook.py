@@ -44,7 +44,7 @@ class Swap:
     face: Face  # where the face was, in the frame it was made from (frame coordinates)
     swapped: Any | None  # what `FacePipeline.composite` pastes; None: the swap showed too little of the face
     t_capture: float  # when the camera captured that frame
-    frame_index: int  # that frame's index (`FrameWork`'s)
+    frame_index: int  # that frame's index (`FrameProcessor`'s)
     level: Level  # the quality rung it was made at
     maker: tuple[Any, Any]  # (the face pipeline, its source face) it was made by: another's swap is out of date
     unmatched: int = 0  # frames in a row no face matched it

@@ -1,7 +1,7 @@
 """`LiveTracker`: finds the known faces again in every frame (crops, tiled when many, or one full
 detection of the frame when that costs less: `cropplan`), on a `BoundedCall` thread the loop waits
-on for at most a deadline, runs the periodic full detections (`full`) and feeds `FaceBook`
-(`facebook`); `update()` returns a `FaceReport`."""
+on for at most a deadline, runs the periodic full detections (`full`) and feeds `TrackedFaces`
+(`trackedfaces`); `update()` returns a `FaceReport`."""
 
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from vcamd.config import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.tracking.changes import ChangeMap, downscaled
 from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
-from vcamd.live.tracking.facebook import FaceBook, FaceReport
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
 from vcamd.live.tracking.sizes import detect_sizes, unsure_band, vouch_size
+from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
 from vcamd.newest import BoundedCall
 from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_matrix
 from vcamd.quality import Level
@@ -55,7 +55,7 @@ class LiveTracker:
 
     Besides, a full-frame detection runs every `full_every` frames, whenever no face is tracked
     and as soon as a track is lost, on the `FullDetector` thread; its result is merged when it
-    arrives (`FaceBook`).
+    arrives (`TrackedFaces`).
     """
 
     def __init__(self, faces: Detecting, full: FullDetector, *, full_every: int, follow_motion: bool = True) -> None:
@@ -64,7 +64,7 @@ class LiveTracker:
         self.full_every = full_every
         self.follow_motion = follow_motion
         """Whether faces whose pixels only moved are followed without a detector run (`motion`)."""
-        self.book = FaceBook()
+        self.book = TrackedFaces()
         self._last_full_submit: int | None = None
         self._call = BoundedCall("face-tracker")
         self.errors = 0

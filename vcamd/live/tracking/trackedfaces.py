@@ -1,6 +1,6 @@
 """Which faces the engine tracks, which it lost, and whether it knows where the faces are at all.
 
-`FaceBook` is the tracker's memory, pure (no threads, no models): given what the detectors said
+`TrackedFaces` is the tracker's memory, pure (no threads, no models): given what the detectors said
 (the full detections of `full`, the crop re-detections of `tracker.LiveTracker`), which faces are
 tracked now, which were lost (and where they were last seen), which appeared, and whether the face
 positions are known at all this frame; `report()` gives the `FaceReport` the loop works from.
@@ -41,7 +41,7 @@ still there and may be recognised in profile."""
 
 JUMP_FRAMES = 12
 """A face that appears in the first whole look taken at or after another face's loss is taken for
-that face having moved (see `FaceBook.take_full`), when that look ran on a frame at most this many
+that face having moved (see `TrackedFaces.take_full`), when that look ran on a frame at most this many
 frames after the loss. The look asked for at the loss starts only when the full detector is free
 (one in flight takes 100–300 ms on a loaded CPU), so it may run on a frame several after the loss:
 a window of 3 frames missed it then (docs/reliability.md, "A face lost after the frame a
@@ -155,7 +155,7 @@ def _dedupe(seen: list[_Seen]) -> list[_Seen]:
     return sorted((s for s in seen if id(s.face) in kept), key=lambda s: s.face.box[0])
 
 
-class FaceBook:
+class TrackedFaces:
     """The tracker's memory, pure: feed it full detections and crop re-detections, read reports."""
 
     def __init__(self) -> None:
