@@ -161,7 +161,8 @@ class FaceMapEntry(Section):
     reference: UserPath
     """A photo of the person in the camera (one face)."""
     source: UserPath
-    """A photo of the face they get (one face; the consent of that person is needed too)."""
+    """A photo of the face they get (one face; the consent of that person is needed too), or a
+    DeepFaceLab `.dfm` model (its own trained face)."""
 
 
 class SwapConfig(Section):

@@ -17,6 +17,8 @@ from support.cli import one_clear_line, run_vcamd
 from support.mapping import Case, check_frames, clip_frames, make_case, on_grey, present
 
 from vcamd.bench import leaks
+from vcamd.bench.families import build_family_swapper
+from vcamd.faces.specs import family_named
 
 FRAMES = 60
 
@@ -72,9 +74,9 @@ def test_a_photo_of_the_three_with_others_shown(case: Case, checkers, tmp_path: 
     assert shown == {0: 3, 1: 4, 2: 2}, shown  # person 0 → 3, person 1 → 4, person 2 as they are
 
 
-@pytest.mark.parametrize("bad", ["no face", "several faces", "not an image"])
+@pytest.mark.parametrize("bad", ["no face", "several faces", "not an image", "not a .dfm model"])
 def test_a_bad_mapping_photo_is_one_clear_line_naming_the_entry(bad: str, case: Case, assets: Path, tmp_path: Path):
-    photo = tmp_path / "bad.png"
+    photo = tmp_path / ("bad.dfm" if bad == "not a .dfm model" else "bad.png")
     if bad == "no face":
         cv2.imwrite(str(photo), np.full((300, 300, 3), 128, np.uint8))
     elif bad == "several faces":
@@ -85,5 +87,33 @@ def test_a_bad_mapping_photo_is_one_clear_line_naming_the_entry(bad: str, case: 
     entries[1]["source"] = str(photo)
     config = _config(tmp_path, case, map=entries)
     done = run_vcamd("swap", "--config", config, "--input", case.photos[0], "--output", tmp_path / "out.png", timeout=120)
-    fix = {"no face": "clearly visible", "several faces": "crop the photo", "not an image": "JPEG or PNG"}[bad]
+    fix = {"no face": "clearly visible", "several faces": "crop the photo", "not an image": "JPEG or PNG",
+           "not a .dfm model": "bad.dfm"}[bad]
     one_clear_line(done, "[[swap.map]] entry 2", "source", str(photo), fix)
+
+
+def test_a_person_mapped_to_a_deepfacelab_model(case: Case, checkers, tmp_path: Path):
+    """`source` may be a `.dfm` (its own trained face): person 1's faces are swapped by that model
+    — here a stand-in of the exact signature that returns person 4's real face — person 0's by the
+    engine's swapper to their photo, person 2 shown as they are."""
+    both, recognizer = checkers
+    spec = family_named("someone.dfm")
+    assert spec is not None
+    fourth = on_grey(case.heads[4])
+    face_crop, _ = spec.crop.align(fourth, max(both[1].detect(fourth), key=lambda f: f.area).kps)
+    model = build_family_swapper(tmp_path / "person4.dfm", spec, stranger=face_crop)
+    entries = [dict(e) for e in case.config["swap"]["map"]]
+    entries[1]["source"] = str(model)
+    photo = clip_frames(case.heads[:3], 30)[-1]
+    source, out = tmp_path / "three.png", tmp_path / "out.png"
+    cv2.imwrite(str(source), photo)
+    done = run_vcamd("swap", "--config", _config(tmp_path, case, others="show", map=entries), "--input", source, "--output", out,
+                     timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = cv2.imread(str(out))
+    shown = {}
+    for face in both[0].detect(result):
+        cosines = case.people @ recognizer.embed(result, face)
+        shown[int((face.box[0] + face.box[2]) / 2 // (result.shape[1] / 3))] = int(np.argmax(cosines))
+    assert shown == {0: 3, 1: 4, 2: 2}, shown
+

@@ -12,7 +12,6 @@ import pytest
 from support.mapping import make_case
 
 from vcamd.bench import leaks
-from vcamd.faces.identity import SourceIdentity
 from vcamd.faces.mapping import (
     RECHECK_FRAMES,
     STRANGER,
@@ -35,9 +34,7 @@ def people(tmp_path_factory, assets: Path) -> np.ndarray:
 @pytest.fixture(scope="module")
 def face_map(people: np.ndarray) -> FaceMap:
     """Person 0 → source 3, person 1 → source 4."""
-    face = face_at(0)
-    mapped = tuple(MappedPerson(n, Path(f"person{n - 1}.png"), people[n - 1], SourceIdentity(Path(f"person{s}.png"), people[s], face), f"key{s}")
-                   for n, s in ((1, 3), (2, 4)))
+    mapped = tuple(MappedPerson(n, Path(f"person{n - 1}.png"), people[n - 1], Path(f"person{s}.png"), f"key{s}") for n, s in ((1, 3), (2, 4)))
     return FaceMap(mapped, {p.key: np.zeros((1, 4), np.float32) for p in mapped})
 
 

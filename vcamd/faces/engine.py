@@ -297,7 +297,7 @@ class FaceEngine:
         file is unchanged. ConfigError naming the entry; the old map stays on error."""
         from vcamd.faces.mapping import load_face_map
 
-        self.face_map = load_face_map(entries, self.detector, self.recognizer, self.swapper, self._map_sources) if entries else None
+        self.face_map = load_face_map(entries, self.detector, self.recognizer, self.swapper, self._map_sources, self.sessions) if entries else None
         return self.face_map
 
     def set_reference_face(self, path: Path | str) -> None:
@@ -346,28 +346,29 @@ class FaceEngine:
 
         Reads `frame`, never writes it. The results hold aligned crops only (see SwappedFace).
         """
-        if sources is not None and faces:
-            made = self._swap_faces(frame, faces, level, timer, self.face_map.rows(sources) if self.face_map and self.swapper.needs_source else None)
-            return [replace(sw, source=key) for sw, key in zip(made, sources)]
-        return self._swap_faces(frame, faces, level, timer, self._latent())
+        if sources is not None and faces and self.face_map is not None:  # each face by its own source (`mapping`)
+            return self.face_map.swap(self, frame, faces, level, timer or StageTimer(), sources)
+        return self.swap_with(self.swapper, frame, faces, level, timer, self._latent())
 
-    def _swap_faces(self, frame: Frame, faces: list[Face], level: Level, timer: StageTimer | None, latent: Latent | None) -> list[SwappedFace]:
-        timer = timer if timer is not None else StageTimer()
+    def swap_with(self, swapper: Swapper, frame: Frame, faces: list[Face], level: Level, timer: StageTimer | None,
+                  latent: Latent | None) -> list[SwappedFace]:
+        """`swap_faces` with this swapper (the engine's, or a mapped person's own model) and source rows."""
+        timer = timer or StageTimer()
         # Read once: a hot reload may switch the enhancer off (set_enhancer, the loop's thread)
         # while this runs on the swap worker.
         enhancer = self.enhancer
-        spec = boost.boosted(self.swapper.crop, self.pixel_boost if rung(level).pixel_boost else self.swapper.crop.size)
+        spec = boost.boosted(swapper.crop, self.pixel_boost if rung(level).pixel_boost and swapper is self.swapper else swapper.crop.size)
         with timer("align"):
             # Many faces: every crop cut from one 4-channel copy of the frame (the same crops, cheaper).
             source = for_warps(frame, len(faces), spec.size)
             aligned = [spec.align(source, face.kps) for face in faces]
         with timer("swap"):
-            if latent is not None and self.weight != 0.5 and self.swapper.spec.source.blend != "none":
+            if latent is not None and self.weight != 0.5 and swapper.spec.source.blend != "none":
                 # `[swap] weight`: each face's own identity mixed into the source's (one recognizer run a face).
                 rows = latent if latent.shape[0] == len(faces) else np.repeat(latent, len(faces), axis=0)
-                latent = np.concatenate([self.swapper.blended(rows[i : i + 1], self.recognizer.embed_raw(frame, face), self.weight)
+                latent = np.concatenate([swapper.blended(rows[i : i + 1], self.recognizer.embed_raw(frame, face), self.weight)
                                          for i, face in enumerate(faces)])
-            crops = self._swap(spec, [crop for crop, _ in aligned], latent)
+            crops = self._swap(swapper, spec, [crop for crop, _ in aligned], latent)
         if enhancer is None or not rung(level).enhancer or not faces:
             swapped = [SwappedFace(crop, spec.template, face.kps) for crop, face in zip(crops, faces)]
             originals = [original for original, _ in aligned]
@@ -383,22 +384,21 @@ class FaceEngine:
             parsed = parser.parse(originals, out_spec)
         return [replace(sw, keep=p.mask, shown=parser.shown(p)) for sw, p in zip(swapped, parsed)]
 
-    def _swap(self, spec: CropSpec, crops: list[Frame], latent: Latent | None) -> list[Frame]:
-        """The swapped crops at `spec`'s size: the swapper's own, or — pixel boost — each face's
-        k² polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`). `latent`:
-        one source row for all, or one per face."""
-        k = boost.factor(spec.size, self.swapper.crop.size)
+    def _swap(self, swapper: Swapper, spec: CropSpec, crops: list[Frame], latent: Latent | None) -> list[Frame]:
+        """The swapped crops at `spec`'s size: the swapper's own, or — pixel boost — each face's k²
+        polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`); one row or one a face."""
+        k = boost.factor(spec.size, swapper.crop.size)
         seen = self.seen  # read once: the loop may stop recording meanwhile
         if k == 1:
             if seen is not None:
                 seen.offer(crops)
-            return self.swapper.swap(crops, latent)
+            return swapper.swap(crops, latent)
         if latent is not None and latent.shape[0] > 1:  # one row per face: each of its tiles gets it
             latent = np.repeat(latent, k * k, axis=0)
         tiles = [tile for crop in crops for tile in boost.split(crop, k)]
         if seen is not None:
             seen.offer(tiles)
-        tiles = self.swapper.swap(tiles, latent)
+        tiles = swapper.swap(tiles, latent)
         return [boost.merge(tiles[i * k * k : (i + 1) * k * k], k) for i in range(len(crops))]
 
     def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame,

@@ -2,10 +2,12 @@
 told apart by the recogniser — person A becomes X, person B becomes Y; everyone else follows
 `[swap] others`.
 
-`load_face_map` reads each entry's two photos once (exactly one face in each, or a ConfigError
-naming the entry and the fix) and computes each source's swapper input once, cached by the source
-file (`FaceMap.latents`); a swap made for a person is labelled with their source's `key`, and the
-privacy rule (`vcamd.privacy.rule.compose`) shows a swap only on a face that wants that key.
+`load_face_map` reads each entry's reference photo and source once (exactly one face in each
+photo, or a ConfigError naming the entry and the fix) and computes each source photo's swapper
+input once, cached by the source file (`FaceMap.latents`); a source may instead be a DeepFaceLab
+`.dfm` model (its own trained face: `FaceMap.models`, that person's faces swapped by it). A swap
+made for a person is labelled with their source's `key`, and the privacy rule
+(`vcamd.privacy.rule.compose`) shows a swap only on a face that wants that key.
 
 `WhoIsWho` decides who each face of a frame is and keeps it: a face that continues a face of the
 last frames (at about its place and size, and no other face could be it) keeps its identity and is
@@ -20,9 +22,9 @@ person moves it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -36,7 +38,19 @@ if TYPE_CHECKING:
     from vcamd.config import FaceMapEntry
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
+    from vcamd.faces.results import StageTimer, SwappedFace
     from vcamd.faces.swap import Latent, Swapper
+    from vcamd.quality import Level
+    from vcamd.runtime import Sessions
+
+class SwapsWith(Protocol):
+    """What a face map asks of the face engine (`FaceEngine`): its swapper, and a swap with any swapper."""
+
+    swapper: Swapper
+
+    def swap_with(self, swapper: Swapper, frame: Frame, faces: list[Face], level: Level, timer: StageTimer | None,
+                  latent: Latent | None) -> list[SwappedFace]: ...
+
 
 STRANGER = -1
 """`decide`: none of the mapped people (follows `[swap] others`)."""
@@ -68,8 +82,8 @@ class MappedPerson:
     number: int  # the entry's place in the config, from 1
     reference: Path
     embedding: Embedding
-    source: SourceIdentity
-    key: str  # the source photo as a stamp: what the swaps made for this person are labelled with
+    source: Path  # the source photo, or `.dfm` model
+    key: str  # the source file as a stamp: what the swaps made for this person are labelled with
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +92,23 @@ class FaceMap:
 
     people: tuple[MappedPerson, ...]
     latents: dict[str, Latent | None]
+    models: dict[str, Swapper] = field(default_factory=dict)
+    """A `.dfm` source's own model, by its key (the engine's swapper swaps the photo sources)."""
+
+    def swap(self, engine: SwapsWith, frame: Frame, faces: list[Face], level: Level, timer: StageTimer,
+             keys: list[str]) -> list[SwappedFace]:
+        """Each face swapped to its source (`keys`): the photo sources in one batch of the engine's
+        swapper, each `.dfm` person's faces by their model; every result labelled with its key."""
+        out: list[SwappedFace | None] = [None] * len(faces)
+        groups = [(engine.swapper, [i for i, k in enumerate(keys) if k not in self.models])]
+        groups += [(model, [i for i, k in enumerate(keys) if k == key]) for key, model in self.models.items()]
+        for swapper, picked in groups:
+            if not picked:
+                continue
+            rows = self.rows([keys[i] for i in picked]) if swapper is engine.swapper and swapper.needs_source else None
+            for i, made in zip(picked, engine.swap_with(swapper, frame, [faces[i] for i in picked], level, timer, rows)):
+                out[i] = replace(made, source=keys[i])
+        return [sw for sw in out if sw is not None]
 
     def decide(self, embedding: Embedding) -> int:
         """A mapped person's number, STRANGER or UNSURE for a face's embedding (module doc)."""
@@ -102,26 +133,47 @@ class FaceMap:
         return self.people[who - 1].key if who > 0 else UNKNOWN_SOURCE
 
     def status(self) -> list[dict[str, str]]:
-        return [{"reference": str(p.reference), "source": str(p.source.path)} for p in self.people]
+        return [{"reference": str(p.reference), "source": str(p.source)} for p in self.people]
 
 
 def load_face_map(entries: Sequence[FaceMapEntry], detector: FaceDetector, recognizer: Recognizer, swapper: Swapper,
-                  cache: dict[tuple[Path, int, int], SourceFace]) -> FaceMap:
-    """Every entry's reference embedded and source made into the swapper's input — a source photo
-    already in `cache` (by its file stamp) is not read again. ConfigError naming the entry."""
+                  cache: dict[tuple[Path, int, int], SourceFace], sessions: Sessions | None = None) -> FaceMap:
+    """Every entry's reference embedded and source made into the swapper's input (a photo already
+    in `cache`, by its file stamp, is not read again) or loaded (a `.dfm`, on `sessions`).
+    ConfigError naming the entry."""
     people: list[MappedPerson] = []
     latents: dict[str, Latent | None] = {}
+    models: dict[str, Swapper] = {}
     for number, entry in enumerate(entries, 1):
         reference = _one_face(entry.reference, number, "reference", detector, recognizer)
         source_stamp = file_stamp(Path(entry.source))
-        if source_stamp[1] < 0 or source_stamp not in cache:
-            identity = _one_face(entry.source, number, "source", detector, recognizer)
-            cache[source_stamp] = SourceFace(identity, swapper.source_for(identity), source_stamp)
-        identity, latent = cache[source_stamp].identity, cache[source_stamp].latent
         key = f"{source_stamp[0]}:{source_stamp[1]}:{source_stamp[2]}"
-        latents[key] = latent
-        people.append(MappedPerson(number, Path(entry.reference), reference.embedding, identity, key))
-    return FaceMap(tuple(people), latents)
+        if Path(entry.source).suffix.lower() == ".dfm":
+            models[key] = _own_model(Path(entry.source), number, sessions)
+        else:
+            if source_stamp[1] < 0 or source_stamp not in cache:
+                identity = _one_face(entry.source, number, "source", detector, recognizer)
+                cache[source_stamp] = SourceFace(identity, swapper.source_for(identity), source_stamp)
+            latents[key] = cache[source_stamp].latent
+        people.append(MappedPerson(number, Path(entry.reference), reference.embedding, Path(entry.source), key))
+    return FaceMap(tuple(people), latents, models)
+
+
+def _own_model(path: Path, number: int, sessions: Sessions | None) -> Swapper:
+    """A mapped person's DeepFaceLab model (its own trained face). ConfigError naming the entry."""
+    from vcamd.errors import VcamdError
+    from vcamd.faces.swap import Swapper
+
+    where, what = f"[[swap.map]] entry {number}", f"source = {str(path)!r}"
+    if sessions is None:
+        raise ConfigError(where, [f"{what}: a .dfm source needs the engine's sessions — build it with FaceEngine.from_config"])
+    try:
+        model = Swapper(path, sessions)
+    except VcamdError as exc:
+        raise ConfigError(where, [f"{what}: {exc}"]) from None
+    if model.needs_source:
+        raise ConfigError(where, [f"{what}: not a DeepFaceLab model — give a photo of the face, or a .dfm"])
+    return model
 
 
 def _one_face(path: Path, number: int, key: str, detector: FaceDetector, recognizer: Recognizer) -> SourceIdentity:
