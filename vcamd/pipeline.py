@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.types import ModelFiles
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ import tomli_w
 
 from vcamd.bench import leaks, standins
 from vcamd.bench.daemon import DaemonRun
-from vcamd.config import config_from_dict
+from vcamd.config.reading import config_from_dict
 
 FPS = 15.0
 FRAMES = 60

@@ -35,7 +35,7 @@ from vcamd.modelstore.wayout import ways_out
 from vcamd.private_files import private_dir
 
 if TYPE_CHECKING:
-    from vcamd.config import Config, ModelsConfig
+    from vcamd.config.schema import Config, ModelsConfig
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class ModelStore:
     @classmethod
     def from_config(cls, models_cfg: ModelsConfig, manifest: Manifest | Path | Mapping[str, Any] | None = None) -> ModelStore:
         """From a `ModelsConfig`: `[models] dir` (default: user data dir / models) and `mirror`."""
-        from vcamd.config import user_data_dir
+        from vcamd.config.folders import user_data_dir
 
         directory = models_cfg.dir if models_cfg.dir is not None else user_data_dir() / "models"
         return cls(Path(directory), models_cfg.mirror, manifest)
