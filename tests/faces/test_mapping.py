@@ -12,6 +12,7 @@ import pytest
 from support.mapping import make_case
 
 from vcamd.bench import leaks
+from vcamd.common.types import Face
 from vcamd.faces.mapping import (
     RECHECK_FRAMES,
     STRANGER,
@@ -22,7 +23,6 @@ from vcamd.faces.mapping import (
     MappedPerson,
     WhoIsWho,
 )
-from vcamd.types import Face
 
 
 @pytest.fixture(scope="module")

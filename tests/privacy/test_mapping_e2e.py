@@ -16,7 +16,7 @@ from pathlib import Path
 from support.mapping import Case, check_frames, clip_frames, make_case
 
 from vcamd.bench import leaks
-from vcamd.config import config_from_dict
+from vcamd.config.reading import config_from_dict
 
 FRAMES = 90
 FPS = 15.0

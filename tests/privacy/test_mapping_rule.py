@@ -12,9 +12,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vcamd.config import OnMiss
+from vcamd.common.types import Face, Frame
+from vcamd.config.schema import OnMiss
 from vcamd.privacy.rule import UNKNOWN_SOURCE, FaceOutcome, Held, Scene, compose
-from vcamd.types import Face, Frame
 
 W, H, CELL = 480, 120, 120
 COLOURS = {"x": (0, 0, 255), "y": (255, 0, 0), "z": (0, 255, 0)}

@@ -17,9 +17,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from vcamd.common.types import Face, Frame
 from vcamd.faces.detect import FaceDetector
 from vcamd.faces.identity import Recognizer
-from vcamd.types import Face, Frame
 
 SIDE = 256
 

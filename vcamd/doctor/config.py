@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vcamd.config import Config
+from vcamd.common.errors import ConfigError, VcamdError
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
-from vcamd.errors import ConfigError, VcamdError
 
 
 def check_config(path: Path | None) -> tuple[CheckResult, Config]:
     """The config check, and the config the other checks use (the defaults when it is invalid)."""
-    from vcamd.config import load_config, user_config_path
+    from vcamd.config.folders import user_config_path
+    from vcamd.config.reading import load_config
 
     try:
         cfg, origin = load_config(path)
@@ -39,7 +40,7 @@ def check_source_face(cfg: Config, daemon_status: dict | None = None) -> CheckRe
     if not Path(face).is_file():
         return CheckResult("source face", Status.fail, f"[swap] source_face = {face} does not exist",
                            "fix the path in the config file")
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     try:
         image = read_image(face, "[swap] source_face")  # a file that is there but not a photo fails the run just the same

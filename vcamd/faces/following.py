@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vcamd.config import FaceSelection
+from vcamd.common.types import Face, Frame
+from vcamd.config.schema import FaceSelection
 from vcamd.faces.identity import SAME_PERSON_COSINE
 from vcamd.privacy.geometry import at_place_of
-from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
     from vcamd.faces.engine import FaceEngine

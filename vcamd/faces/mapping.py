@@ -28,20 +28,20 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from vcamd.errors import ConfigError, FaceError
+from vcamd.common.errors import ConfigError, FaceError
+from vcamd.common.types import Face, Frame
 from vcamd.faces.identity import SAME_PERSON_COSINE, SourceFace, file_stamp
 from vcamd.privacy.geometry import at_place_of
 from vcamd.privacy.rule import UNKNOWN_SOURCE
-from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
-    from vcamd.config import FaceMapEntry
+    from vcamd.common.quality import Level
+    from vcamd.config.schema import FaceMapEntry
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
     from vcamd.faces.results import StageTimer, SwappedFace
     from vcamd.faces.swap import Latent, Swapper
-    from vcamd.quality import Level
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 class SwapsWith(Protocol):
     """What a face map asks of the face engine (`FaceEngine`): its swapper, and a swap with any swapper."""
@@ -161,7 +161,7 @@ def load_face_map(entries: Sequence[FaceMapEntry], detector: FaceDetector, recog
 
 def _own_model(path: Path, number: int, sessions: Sessions | None) -> Swapper:
     """A mapped person's DeepFaceLab model (its own trained face). ConfigError naming the entry."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
     from vcamd.faces.swap import Swapper
 
     where, what = f"[[swap.map]] entry {number}", f"source = {str(path)!r}"

@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from vcamd.config import OnMiss, Others
+from vcamd.common.types import Face, Frame, Points
+from vcamd.config.schema import OnMiss, Others
 from vcamd.faces.align import Template
 from vcamd.privacy.rule import Scene
-from vcamd.types import Face, Frame, Points
 
 if TYPE_CHECKING:
     from vcamd.faces.parse import FloatMask

@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
 from vcamd.control.protocol import Controllable
-from vcamd.errors import VcamdError
-from vcamd.quality import Level
 from vcamd.tray.backends import BackendChoice, Pystray, choose_backend, import_pystray, import_pystray_menus
 from vcamd.tray.desktop import NoFileDialog, open_with_desktop, pick_image_file
 from vcamd.tray.view import (
@@ -258,7 +258,7 @@ class TrayApp:
     def _config_folder(self) -> Path | None:
         if self._config_path is not None:
             return self._config_path.parent
-        from vcamd.config import user_config_path
+        from vcamd.config.folders import user_config_path
 
         folder = user_config_path().parent
         return folder if folder.is_dir() else None

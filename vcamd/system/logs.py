@@ -11,7 +11,7 @@ import logging.handlers
 import sys
 from pathlib import Path
 
-from vcamd.private_files import open_private, private_dir, private_parent
+from vcamd.files.private_files import open_private, private_dir, private_parent
 
 LOG_FILE_NAME = "vcamd.log"
 MAX_BYTES = 5 * 1024 * 1024
@@ -81,7 +81,7 @@ class SafeStreamHandler(_ReportOnce, logging.StreamHandler):
 
 
 def default_log_file() -> Path:
-    from vcamd.config import user_state_dir
+    from vcamd.config.folders import user_state_dir
 
     return user_state_dir() / LOG_FILE_NAME
 
@@ -103,7 +103,7 @@ def setup_logging(
     """
     numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     if not isinstance(numeric, int):
-        from vcamd.errors import ConfigError
+        from vcamd.common.errors import ConfigError
 
         raise ConfigError("[runtime] log_level", [f"{level!r}: expected debug, info, warning or error"])
     root = logging.getLogger()

@@ -36,8 +36,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from vcamd.config import Config, load_config, read_config_bytes
-from vcamd.errors import ConfigError
+from vcamd.common.errors import ConfigError
+from vcamd.config.reading import load_config, read_config_bytes
+from vcamd.config.schema import Config
 
 log = logging.getLogger(__name__)
 

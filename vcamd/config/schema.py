@@ -1,36 +1,26 @@
-"""The one settings schema: a pydantic model per TOML section, load, validate, diff.
+"""The one settings schema: a frozen pydantic model per TOML section, and `Config`, all of them.
 
 Unknown keys are rejected (a typo must not silently fall back to a default). Every key has a
-default, documented in `config.example.toml`; a test keeps the two in step.
+default, documented in `config.example.toml`; a test keeps the two in step. Reading a file is
+`vcamd.config.reading`; how a refused value is worded, `vcamd.config.wording`.
 """
 
 from __future__ import annotations
 
-import difflib
-import os
-import stat
-import sys
-import tomllib
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-import platformdirs
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     Strict,
-    ValidationError,
     ValidationInfo,
     field_validator,
 )
 
-from vcamd.errors import ConfigError, VcamdError
-from vcamd.modelstore.roles import ROLES
-
-APP_NAME = "facelive"
 
 def _no_nul(p: Path) -> Path:
     if "\x00" in str(p):
@@ -80,7 +70,7 @@ class ModelsConfig(Section):
     """ONNX Runtime intra-op threads per session; 0 = number of cores."""
     precision: Literal["auto", "float", "int8"] = "auto"
     """The swapper on the CPU: "auto" runs its int8 copy where the CPU has int8 dot-product units and
-    the copy passed the fidelity check on these weights (`vcamd.precision`); "float" never; "int8"
+    the copy passed the fidelity check on these weights (`vcamd.inference.precision`); "float" never; "int8"
     also without those units. GPUs keep their float path; a swapper on the `server` runs as served."""
     server: str = ""
     """A Triton Inference Server running the swapper (and the enhancer and parser when set),
@@ -341,274 +331,3 @@ class Config(Section):
     panel: PanelConfig = PanelConfig()
     runtime: RuntimeConfig = RuntimeConfig()
     tray: TrayConfig = TrayConfig()
-
-
-def user_config_path() -> Path:
-    """`~/.config/facelive/config.toml` on Linux, the platform equivalent elsewhere."""
-    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
-
-
-def user_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir(APP_NAME))
-
-
-def user_state_dir() -> Path:
-    return Path(platformdirs.user_state_dir(APP_NAME))
-
-
-RUN_USER = Path("/run/user")
-"""Where systemd-logind makes each user's session runtime folder (what XDG_RUNTIME_DIR names)."""
-SHARED_TMP = Path("/tmp")
-"""The fallback's parent: fixed, not $TMPDIR, so every environment of the user finds the same folder."""
-
-
-def user_runtime_dir(*, uid: int | None = None, run_user: Path = RUN_USER, tmp: Path = SHARED_TMP) -> Path:
-    """The folder of the control socket and the one-daemon lock: the one rule the daemon and every
-    CLI verb follow, the same folder whatever the environment (a cron job, `su`, a container, a
-    desktop session), so they always find each other and a second daemon always meets the lock.
-
-    On Linux it depends on the user id only, never on $XDG_RUNTIME_DIR (unset in cron and `su`):
-    `/run/user/UID/facelive` when logind's `/run/user/UID` is a folder of the user's that no one
-    else can enter, else `/tmp/vcamd-UID` (created 0700 by the daemon, `control.client.checked_runtime_dir`).
-    An existing `/tmp/vcamd-UID` that is a symlink or another user's is refused here, so no verb
-    talks to a socket someone else planted. Elsewhere, the platform's per-user folder
-    (platformdirs: no XDG variables there). `$VCAMD_RUNTIME_DIR` overrides it all
-    (`control.protocol.runtime_dir`: tests, several daemons side by side)."""
-    if not sys.platform.startswith("linux"):
-        return Path(platformdirs.user_runtime_dir(APP_NAME))
-    uid = os.geteuid() if uid is None else uid
-    session = run_user / str(uid)
-    if _private_folder_of(session, uid):
-        return session / APP_NAME
-    fallback = tmp / f"vcamd-{uid}"
-    try:
-        info = os.lstat(fallback)
-    except FileNotFoundError:
-        return fallback
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
-        raise VcamdError(
-            f"the runtime folder {fallback} is not a folder of yours (uid {uid}): another user may have planted it",
-            fix="remove it, or set VCAMD_RUNTIME_DIR to a private folder of yours",
-        )
-    return fallback
-
-
-def _private_folder_of(path: Path, uid: int) -> bool:
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == uid and stat.S_IMODE(info.st_mode) & 0o077 == 0
-
-
-def _describe_error(err: dict[str, Any]) -> str:
-    """One line: [section].key = bad value: what was expected."""
-    loc = [str(p) for p in err["loc"]]
-    if len(loc) >= 2:
-        where = f"[{loc[0]}] {'.'.join(loc[1:])}"
-    else:
-        where = f"[{loc[0]}]" if loc else "(top level)"
-    if err["type"] == "extra_forbidden":
-        return f"{where}: {_unknown_name_hint(loc)}"
-    got = err.get("input")
-    msg = _WRONG_TYPE.get(err["type"])
-    if msg is not None:
-        msg = f"is {_toml_kind(got)}, but {msg}"
-    else:
-        msg = err["msg"]
-    if isinstance(got, (dict, list)) and len(repr(got)) > 60:
-        return f"{where}: {msg}"
-    return f"{where} = {_toml_value(got)}: {msg}"
-
-
-_WRONG_TYPE = {
-    # pydantic's strict type errors → what the key takes, in TOML's words
-    "float_type": "it must be a number, written without quotes (e.g. 0.3)",
-    "int_type": "it must be a whole number, written without quotes or a decimal point (e.g. 640)",
-    "bool_type": "it must be true or false, written without quotes",
-    "string_type": 'it must be text in quotes (e.g. "0")',
-    "list_type": 'it must be a list in brackets (e.g. ["auto"])',
-    "model_type": "it must be a [section] of keys",
-    "model_attributes_type": "it must be a [section] of keys",
-}
-
-
-def _toml_kind(value: object) -> str:
-    """What a TOML value is, in the words the config file uses."""
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, str):
-        return "text (in quotes)"
-    if isinstance(value, int):
-        return "a whole number"
-    if isinstance(value, float):
-        return "a decimal number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a table"
-    return f"a {type(value).__name__}"  # a TOML date or time
-
-
-def _toml_value(value: object) -> str:
-    """The value as the error line shows it: true/false as TOML writes them, the rest as Python
-    writes it ('0.3' in quotes: text)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value)
-
-
-def _unknown_name_hint(loc: list[str]) -> str:
-    """"unknown key — did you mean fps?": the valid names are read from the schema, so a section
-    or key added later is suggested too."""
-    kind = "section" if len(loc) == 1 else "key"
-    model: type[BaseModel] | None = Config
-    for part in loc[:-1]:  # walk down to the section that holds the unknown name
-        field = model.model_fields.get(part) if model is not None else None
-        annotation = field.annotation if field is not None else None
-        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-    if model is None:
-        return f"unknown {kind} — remove it or check the spelling (see config.example.toml)"
-    valid = list(model.model_fields)
-    close = difflib.get_close_matches(loc[-1], valid, n=1, cutoff=0.6)
-    if close:
-        shown = f"[{close[0]}]" if kind == "section" else close[0]
-        return f"unknown {kind} — did you mean {shown}? (see config.example.toml)"
-    return f"unknown {kind} — remove it; the valid {kind}s are: {', '.join(valid)}"
-
-
-def config_from_dict(data: dict[str, Any], origin: str = "<config>") -> Config:
-    try:
-        return Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(origin, [_describe_error(e) for e in exc.errors()]) from None
-
-
-MAX_CONFIG_BYTES = 1 << 20
-"""A config file is a few KB; anything over 1 MiB is refused unread (a symlink to a huge file)."""
-
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-
-
-def read_config_bytes(path: Path) -> bytes:
-    """The bytes of a config file: the one way every config read goes (load, watch, reload).
-
-    Only a regular file is read, and at most MAX_CONFIG_BYTES: a FIFO would block the reader for
-    good and /dev/zero would fill memory. Opened with O_NONBLOCK (opening a FIFO does not wait for
-    a writer) and checked with fstat on the opened descriptor, so the check and the read see the
-    same file even if the name is swapped in between. Symlinks are followed (dotfile managers use
-    them); what they point to is checked. Raises FileNotFoundError when there is no file, and
-    ConfigError for everything else.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise ConfigError(str(path), ["is a folder, not a file — pass the config file itself (e.g. config.toml)"])
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(str(path), [f"is not a regular file (a {_file_kind(info.st_mode)}) — point it at a TOML file"])
-        if info.st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(str(path), [f"is {info.st_size:,} bytes, over the {MAX_CONFIG_BYTES:,}-byte (1 MiB) limit for a config file — is it the right file?"])
-        if _NONBLOCK:
-            os.set_blocking(fd, True)
-        chunks, total = [], 0
-        while total <= MAX_CONFIG_BYTES:  # the file may grow after fstat: never read past the limit
-            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - total)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > MAX_CONFIG_BYTES:
-            raise ConfigError(str(path), [f"grew over the {MAX_CONFIG_BYTES:,}-byte (1 MiB) limit for a config file while being read"])
-        return b"".join(chunks)
-    except OSError as exc:
-        raise ConfigError(str(path), [f"cannot read: {exc.strerror}"]) from None
-    finally:
-        os.close(fd)
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "FIFO"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    return "special file"
-
-
-def load_config(path: Path | str | None = None) -> tuple[Config, Path | None]:
-    """Load and validate a config file.
-
-    With no path, the user config file is used when it exists, else the defaults. Returns the
-    config and the file it came from (None for pure defaults). Raises ConfigError with one line
-    per problem.
-    """
-    if path is None:
-        candidate = user_config_path()
-        if not candidate.exists():
-            return Config(), None
-        path = candidate
-    path = Path(path).expanduser()
-    try:
-        raw = read_config_bytes(path)
-    except FileNotFoundError:
-        raise ConfigError(str(path), ["file not found — create it with `vcamd config init` or pass --config"]) from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(str(path), ["not UTF-8 text — save it as UTF-8"]) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(path), [f"invalid TOML: {exc}"]) from None
-    except RecursionError:
-        raise ConfigError(str(path), ["nested too deeply to parse — no setting needs more than two levels"]) from None
-    config = config_from_dict(data, str(path))
-    return _resolve_relative_paths(config, path.parent, str(path)), path
-
-
-def _resolve_relative_paths(config: Config, base: Path, origin: str) -> Config:
-    """Paths in a config file are relative to the file, not to wherever the daemon was started."""
-
-    def fix(key: str, p: Path | None) -> Path | None:
-        if p is None:
-            return None
-        try:
-            p = p.expanduser()
-        except RuntimeError:  # "~someone/..." where that user does not exist
-            raise ConfigError(origin, [f"{key} = {str(p)!r}: cannot expand '~' (no such user) — use a full path"]) from None
-        return p if p.is_absolute() else (base / p)
-
-    def fix_model(key: str, value: str) -> str:
-        # A model is a manifest name ("buffalo_l") or a path to an .onnx file; only paths move.
-        if not ("/" in value or "\\" in value or value.endswith((".onnx", ".dfm"))):
-            return value
-        fixed = fix(f"[models] {key}", Path(value))
-        return str(fixed)
-
-    models = config.models.model_copy(
-        update={
-            "dir": fix("[models] dir", config.models.dir),
-            **{role.key: fix_model(role.key, getattr(config.models, role.key)) for role in ROLES},
-        }
-    )
-    swap = config.swap.model_copy(
-        update={
-            "source_face": fix("[swap] source_face", config.swap.source_face),
-            "reference_face": fix("[swap] reference_face", config.swap.reference_face),
-            "map": [entry.model_copy(update={"reference": fix(f"[[swap.map]] {n} reference", entry.reference),
-                                             "source": fix(f"[[swap.map]] {n} source", entry.source)})
-                    for n, entry in enumerate(config.swap.map, 1)],
-        }
-    )
-    device = config.camera.device
-    if device.strip() and not device.strip().isdigit() and device.strip() != "synthetic":  # a device or video file path
-        device = str(fix("[camera] device", Path(device.strip())))
-    camera = config.camera.model_copy(update={"device": device})
-    return config.model_copy(update={"models": models, "swap": swap, "camera": camera})

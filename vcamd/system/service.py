@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PureWindowsPath
 
-from vcamd import v4l2loopback
-from vcamd.errors import VcamdError
-from vcamd.packaged import packaged_text
-from vcamd.private_files import private_parent, write_private_atomic
+from vcamd.common.errors import VcamdError
+from vcamd.files.private_files import private_parent, write_private_atomic
+from vcamd.system import v4l2loopback
+from vcamd.system.packaged import packaged_text
 
 UNIT_NAME = "facelive.service"
 DESKTOP_NAME = "facelive-tray.desktop"
@@ -241,7 +241,7 @@ class Report:
 def root_step(platform: str = sys.platform) -> list[str]:
     """The step that needs root and that vcamd never does itself: the v4l2loopback module."""
     if platform in ("darwin", "win32"):
-        from vcamd.config import VirtualCameraConfig
+        from vcamd.config.schema import VirtualCameraConfig
 
         system = "Darwin" if platform == "darwin" else "Windows"
         return ["The virtual camera is OBS's" + (" or Unity Capture's" if system == "Windows" else "") + ": "
@@ -370,7 +370,7 @@ def status(paths: ServicePaths, systemctl: Systemctl | None = None, platform: st
                 line += f"; state unknown ({why})"
         lines.append(line)
     if platform.startswith("linux"):
-        from vcamd.config import VirtualCameraConfig
+        from vcamd.config.schema import VirtualCameraConfig
 
         lines.append(v4l2loopback.check_device(VirtualCameraConfig().name).line())
     return installed, lines
