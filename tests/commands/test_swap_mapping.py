@@ -117,3 +117,16 @@ def test_a_person_mapped_to_a_deepfacelab_model(case: Case, checkers, tmp_path: 
         shown[int((face.box[0] + face.box[2]) / 2 // (result.shape[1] / 3))] = int(np.argmax(cosines))
     assert shown == {0: 3, 1: 4, 2: 2}, shown
 
+
+
+def test_photo_sources_with_a_deepfacelab_swapper_are_refused(case: Case, tmp_path: Path):
+    """A `.dfm` as `[models] swapper` swaps its own trained face in: it cannot show a mapped photo,
+    so a photo source is refused (naming the entry), never swapped to the model's face."""
+    spec = family_named("someone.dfm")
+    assert spec is not None
+    model = build_family_swapper(tmp_path / "someone.dfm", spec)
+    data = {**case.config, "models": {**case.config["models"], "swapper": str(model)}}
+    config = tmp_path / "config.toml"
+    config.write_text(tomli_w.dumps(data), encoding="utf-8")
+    done = run_vcamd("swap", "--config", config, "--input", case.photos[0], "--output", tmp_path / "out.png", timeout=120)
+    one_clear_line(done, "[[swap.map]] entry 1", "own trained face")

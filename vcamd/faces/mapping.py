@@ -151,6 +151,9 @@ def load_face_map(entries: Sequence[FaceMapEntry], detector: FaceDetector, recog
         if Path(entry.source).suffix.lower() == ".dfm":
             models[key] = _own_model(Path(entry.source), number, sessions)
         else:
+            if not swapper.needs_source:  # a .dfm as [models] swapper would put its own face on them
+                raise ConfigError(f"[[swap.map]] entry {number}", [f"source = {str(entry.source)!r}: [models] swapper swaps in its own "
+                                                                "trained face, not a photo's — set a swapper that takes a source face"])
             if source_stamp[1] < 0 or source_stamp not in cache:
                 identity = _one_face(entry.source, number, "source", detector, recognizer)
                 cache[source_stamp] = SourceFace(identity, swapper.source_for(identity), source_stamp)
