@@ -30,7 +30,7 @@ from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import load_face_pipeline
 
 FIRST = "inswapper_128_fp16"
-SWITCHED = ("hyperswap_1a_256", "ghost_1_256", "hififace_unofficial_256", "simswap_256", "blendswap_256",
+SWITCHED = ("hyperswap_1b_256", "ghost_1_256", "hififace_unofficial_256", "simswap_256", "blendswap_256",
             "simswap_unofficial_512", "uniface_256")
 """One model of every family but DeepFaceLab's, by its manifest name, in the order they are switched to:
 each one's crop (template, size) differs from the one before, so its swaps are told from the last."""

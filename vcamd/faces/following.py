@@ -74,7 +74,7 @@ class FollowedFace:
 
     def pick(self, engine: FaceEngine, faces: list[Face], frame: Frame, index: int) -> Picked:
         """`select`, or with a face map every face but the strangers, each with its source key."""
-        face_map = engine.face_map
+        face_map = getattr(engine, "face_map", None)  # a face pipeline without face mapping has none
         if face_map is None:
             self._who = None
             targets = self.select(engine, faces, frame, index)

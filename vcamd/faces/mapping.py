@@ -124,7 +124,7 @@ class FaceMap:
         missing = [k for k in keys if self.latents.get(k) is None]
         if missing:
             raise FaceError(f"a face was sent to swap with a source this map has not got ({missing[0]})", fix="it is swapped again from the next frame")
-        return np.concatenate([self.latents[k] for k in keys])  # type: ignore[misc]  # no None: checked above
+        return np.concatenate([self.latents[k] for k in keys])
 
     def key_of(self, who: int) -> str | None:
         """The source key a face of identity `who` wants; None for a stranger (not swapped)."""

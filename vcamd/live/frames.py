@@ -311,7 +311,7 @@ class FrameProcessor:
         shown raw."""
         try:
             picked = self._follow.pick(self._parts.faces, report.faces, frame, self._index)
-            mapped = self._parts.faces is not None and self._parts.faces.face_map is not None
+            mapped = getattr(self._parts.faces, "face_map", None) is not None  # a pipeline without a map has none
             self._sources = {id(f): k for f, k in zip(picked.targets, picked.sources)} if mapped else None
             return picked.targets, report
         except Exception as exc:
