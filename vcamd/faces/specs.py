@@ -17,7 +17,7 @@ hififace all take `target` [1,3,256,256] + `source` [1,512], so only their names
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -224,13 +224,13 @@ def family_named(name: str) -> SwapperSpec | None:
     return next((spec for spec in SWAPPERS if stem == spec.family or stem in spec.models), None)
 
 
-def swapper_candidates(inputs: dict[str, Sequence[object]]) -> list[SwapperSpec]:
+def swapper_candidates(inputs: Mapping[str, Sequence[object]]) -> list[SwapperSpec]:
     """The families whose signature these inputs (name → shape) are — several for the
     `target` [1,3,256,256] + `source` [1,512] signature (hyperswap, ghost, simswap, hififace)."""
     return [spec for spec in SWAPPERS if spec.matches(inputs)]
 
 
-def swapper_spec_for(inputs: dict[str, Sequence[object]]) -> SwapperSpec | None:
+def swapper_spec_for(inputs: Mapping[str, Sequence[object]]) -> SwapperSpec | None:
     """The swapper family whose signature these inputs (name → shape) are, when only one family
     has it; None otherwise (none, or several: then the model's name must say which)."""
     found = swapper_candidates(inputs)
