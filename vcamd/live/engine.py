@@ -187,17 +187,17 @@ class LiveEngine:
         return self.parts.publisher.sink
 
     # -- Controllable -----------------------------------------------------------------------------
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """The snapshot the loop refreshed last (every few frames and after each command)."""
         return dict(self.parts.status)
 
-    def set_enabled(self, on: bool) -> dict:
+    def set_enabled(self, on: bool) -> dict[str, Any]:
         """Swapping on or off; on is refused with what swapping still needs (`SwapNotReady`)."""
         value = bool(on)
         seen = self._look_for_models() if value else None
         return self._ask(lambda: self._switch(value, seen), "on" if value else "off")
 
-    def toggle(self) -> dict:
+    def toggle(self) -> dict[str, Any]:
         """Swap on if off, off if on — decided by the loop, so two toggles never race."""
         seen = self._look_for_models()
         return self._ask(lambda: self._switch(not self.parts.enabled, seen), "toggle")
@@ -212,7 +212,7 @@ class LiveEngine:
             self.settings.models_seen(seen)
         self.settings.switch_swapping(on)
 
-    def set_source_face(self, path: Path) -> dict:
+    def set_source_face(self, path: Path) -> dict[str, Any]:
         """Read and embed the photo (face-loader thread), then make it the source face (loop).
         Raises FaceError on a bad image, before anything changes; returns the state after."""
         path, faces = Path(path), self.parts.faces
@@ -234,10 +234,10 @@ class LiveEngine:
         # The state after: its "source_face_pick" says which face of a group photo was taken.
         return self._ask(lambda: self.settings.record_source_face(path, faces), "set-face")
 
-    def set_quality(self, level: Level | None) -> dict:
+    def set_quality(self, level: Level | None) -> dict[str, Any]:
         return self._ask(lambda: log_events([t] if (t := self.parts.watchdog.force(level)) else []), "quality")
 
-    def reload_config(self) -> dict:
+    def reload_config(self) -> dict[str, Any]:
         """Re-read the config file now. A broken file raises its ConfigError (and is reported in
         status until fixed); the running settings stay."""
         try:
@@ -265,16 +265,16 @@ class LiveEngine:
         """The frame last published (read-only: the caller must not draw on it)."""
         return self.parts.publisher.last_published
 
-    def recent_transitions(self) -> list[dict]:
+    def recent_transitions(self) -> list[dict[str, Any]]:
         """The watchdog's transitions with their reasons and measured results, oldest first."""
         return self.parts.watchdog.history()
 
-    def set_badge(self, on: bool) -> dict:
+    def set_badge(self, on: bool) -> dict[str, Any]:
         """Show or hide the "AI-altered" badge from the next frame on."""
         value = bool(on)
         return self._ask(lambda: self.settings.set_badge(value), "badge")
 
-    def set_model(self, role: str, name: str) -> dict:
+    def set_model(self, role: str, name: str) -> dict[str, Any]:
         """Switch the swapper or the enhancer to the manifest's model `name` (`Settings.set_model`):
         it loads in the background, the running one swapping meanwhile. Returns the state after."""
         return self._ask(lambda: self.settings.set_model(str(role), str(name)), "model")
@@ -387,7 +387,7 @@ class LiveEngine:
         self._process.restore()
         self._refresh_status()
 
-    def run(self, max_frames: int | None = None) -> dict:
+    def run(self, max_frames: int | None = None) -> dict[str, Any]:
         """Publish until `max_frames` frames went out or `request_quit()`; returns the stats JSON."""
         self._open()
         try:
@@ -419,7 +419,7 @@ class LiveEngine:
             self._shut_down()
         return self.stats_json()
 
-    def stats_json(self) -> dict:
+    def stats_json(self) -> dict[str, Any]:
         return self.parts.stats.to_json(
             captured=self._captured(),
             dropped=self._dropped(),
