@@ -24,6 +24,12 @@ def as_frame(image: MatLike) -> Frame:
     a decoded or captured image is uint8. Free at run time: the same array, only its type named."""
     return cast(Frame, image)
 
+
+def as_float32(image: MatLike) -> npt.NDArray[np.float32]:
+    """An OpenCV result as the float32 array it is (a float32 input's blur, warp or blob): `as_frame`'s
+    reason, for float images."""
+    return cast(npt.NDArray[np.float32], image)
+
 Points = npt.NDArray[np.float32]
 """N×2 float32 pixel coordinates."""
 
