@@ -55,6 +55,7 @@ from vcamd.live.capture.sources import FrameSource
 from vcamd.live.commandqueue import CommandQueue
 from vcamd.live.frames import FrameProcessor, log_events
 from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
+from vcamd.live.measures.numbers import Misses
 from vcamd.live.measures.stats import GpuSampler, LiveStats, count_misses
 from vcamd.live.measures.watchdog import Watchdog
 from vcamd.live.output.publisher import Publisher
@@ -98,7 +99,7 @@ class LiveEngine:
         faces: FacePipeline | None,
         config_path: Path | None = None,
         providers: dict[str, str] | None = None,
-        badge: Callable[[Frame, str, str], None] | None = None,
+        badge: Callable[[Frame, str, str], object] | None = None,
         placeholder: Callable[[int, int, str], Frame] | None = None,
         source_factory: Callable[[CameraConfig], FrameSource] | None = None,
         pipeline_factory: PipelineFactory | None = None,
@@ -127,14 +128,18 @@ class LiveEngine:
         self.clock = clock
         stats = LiveStats(clock)
         slot = LatestFrame()
-        full_detector = FullDetector(faces, stats, clock)  # type: ignore[arg-type]  # set before any job
+        # `faces` is None until the first pipeline is installed (`Settings`), which hands it to the
+        # detector, the worker and the tracker before any job reaches them.
+        full_detector = FullDetector(faces, stats, clock)  # type: ignore[arg-type]
         self.parts = LiveParts(
             clock=clock, stats=stats, slot=slot, source=source,
             reader=CameraReader(source, slot, reopen_interval_s=cfg.camera.reopen_interval_s, clock=clock),
             camera=cfg.camera,
             watchdog=Watchdog(cfg.watchdog, clock, enhancer_enabled=cfg.enhancer.enabled),
+            # None until installed, as above.
             worker=SwapWorker(faces, stats, clock),  # type: ignore[arg-type]
             full_detector=full_detector,
+            # None until installed, as above.
             tracker=LiveTracker(faces, full_detector, full_every=cfg.detection.full_every),  # type: ignore[arg-type]
             publisher=Publisher(sink_factory, badge=badge or _load_badge(), placeholder=placeholder or _load_placeholder(), clock=clock),
             faces=faces,  # None until the first pipeline is installed
@@ -444,7 +449,7 @@ class LiveEngine:
     def _captured(self) -> int:
         return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped
 
-    def _misses(self):
+    def _misses(self) -> Misses:
         return count_misses(reader=self.parts.reader, tracker=self.parts.tracker, full_detector=self.parts.full_detector, swap_worker=self.parts.worker)
 
     def _dropped(self) -> int:
@@ -472,7 +477,7 @@ class LiveEngine:
 
 
 
-def _load_badge() -> Callable[[Frame, str, str], None]:
+def _load_badge() -> Callable[[Frame, str, str], object]:
     from vcamd.badge import draw_badge
 
     return draw_badge

@@ -35,9 +35,10 @@ from vcamd.privacy.geometry import near_any
 from vcamd.privacy.obscure import obscure_frame
 from vcamd.privacy.rule import Composed, FaceOutcome, Scene, lost_to_cover, region
 from vcamd.quality import Level, rung
-from vcamd.types import Captured, Face, Frame, Outcome
+from vcamd.types import Captured, Face, Frame, Outcome, as_frame
 
 if TYPE_CHECKING:
+    from vcamd.faces.engine import SwappedFace
     from vcamd.live.parts import LiveParts
 
 log = logging.getLogger(__name__)
@@ -258,7 +259,7 @@ class FrameProcessor:
             return {}
         return {id(f): since for f, since in zip(report.faces, report.stable_since)}
 
-    def _swapped_at(self, targets: list[Face], matched: list[Swap | None], swaps: list, level: Level,
+    def _swapped_at(self, targets: list[Face], matched: list[Swap | None], swaps: list[SwappedFace | None], level: Level,
                     t_capture: float) -> float | None:
         """When the camera showed the faces as the shown swaps show them: the capture of the frame
         the oldest out-of-date swap was made from; this frame's capture (`t_capture`) when every
@@ -300,8 +301,11 @@ class FrameProcessor:
         """The faces to swap (`FollowedFace`: "largest" keeps the face it chose). A failed selection
         (e.g. the recognizer behind it) makes the positions unknown for this frame: covered, never
         shown raw."""
+        faces = self._parts.faces
         try:
-            return self._follow.select(self._parts.faces, report.faces, frame, self._index), report
+            if faces is None:
+                raise RuntimeError("no face pipeline")  # never: the loop selects only while one runs
+            return self._follow.select(faces, report.faces, frame, self._index), report
         except Exception as exc:
             log.error("face selection failed: %s", exc)
             return list(report.faces), FaceReport(known=False, faces=report.faces, lost=report.lost, appeared=report.appeared, full=report.full,
@@ -318,7 +322,7 @@ class FrameProcessor:
         size = self._parts.publisher.size
         assert size is not None
         if (frame.shape[1], frame.shape[0]) != size:
-            return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+            return as_frame(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
         return frame
 
     def _submit(self, frame: Frame, targets: list[Face], level: Level, t_capture: float) -> None:
@@ -349,7 +353,7 @@ class FrameProcessor:
         frame: Frame,
         outcome: Outcome,
         t_capture: float | None,
-        stage_ms: dict | None = None,
+        stage_ms: dict[str, float] | None = None,
         *,
         composed: Composed | None = None,
         targets: list[Face] | None = None,

@@ -47,6 +47,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from vcamd.config import Config, WatchdogConfig
 from vcamd.jsonable import to_jsonable
@@ -364,7 +365,7 @@ class Watchdog:
                            *(ages if ages is not None else (None, 0.0)))
 
     # -- reporting ------------------------------------------------------------------------------
-    def history(self) -> list[dict]:
+    def history(self) -> list[dict[str, Any]]:
         """Transitions with the result measured after each, for the stats JSON."""
         results = {id(r.transition): r for r in self.results}
         out = []
