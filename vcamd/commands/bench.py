@@ -78,7 +78,7 @@ from vcamd.commands import Subcommands, add_config_option, check_output_file
 from vcamd.quality import Level
 
 if TYPE_CHECKING:
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def register(subparsers: Subcommands) -> None:
 def handle(args: argparse.Namespace) -> int:
     from vcamd.bench.report import format_table
     from vcamd.bench.scenarios import run_benchmark
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
     from vcamd.errors import VcamdError
 
     cfg, _ = load_config(args.config)

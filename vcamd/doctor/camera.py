@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from vcamd import v4l2loopback
-from vcamd.config import CameraConfig, VirtualCameraConfig
+from vcamd.config.schema import CameraConfig, VirtualCameraConfig
 from vcamd.doctor.platform import Platform
 from vcamd.doctor.results import CheckResult, Status, ok
 

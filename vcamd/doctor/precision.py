@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 
 NAME = "precision"

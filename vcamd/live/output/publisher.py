@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.errors import VcamdError
 from vcamd.live.output.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
 from vcamd.privacy.rule import Held
