@@ -46,7 +46,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.types import Frame, as_float32, as_frame
+from vcamd.common.types import Frame, as_float32, as_frame
 
 FloatImage = npt.NDArray[np.float32]
 

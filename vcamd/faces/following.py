@@ -25,8 +25,8 @@ from typing import Protocol
 
 import numpy as np
 
+from vcamd.common.types import Face, Frame
 from vcamd.config.schema import FaceSelection
-from vcamd.types import Face, Frame
 
 Embed = Callable[[Frame, Face], np.ndarray]
 """The recogniser's embedding of a face (L2-normalised)."""

@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from vcamd.common.quality import Level
+from vcamd.common.types import Outcome
 from vcamd.live.measures.numbers import AgePercentiles, FaceCounts, FrameCounts, LiveNumbers, Misses, Percentiles, no_misses
-from vcamd.quality import Level
-from vcamd.types import Outcome
 
 log = logging.getLogger(__name__)
 

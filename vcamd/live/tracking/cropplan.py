@@ -25,7 +25,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from vcamd.types import Face, Frame, as_frame
+from vcamd.common.types import Face, Frame, as_frame
 
 
 class Detecting(Protocol):
