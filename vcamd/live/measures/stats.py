@@ -414,23 +414,17 @@ class _ReaderCounts(Protocol):
     def bad_frames(self) -> int: ...
 
 
-class _TrackerCounts(Protocol):
-    @property
-    def late(self) -> int: ...
-
-    @property
-    def errors(self) -> int: ...
-
-
 class _ErrorCount(Protocol):
     @property
     def errors(self) -> int: ...
 
 
-class _SwapCounts(Protocol):
+class _TrackerCounts(_ErrorCount, Protocol):
     @property
-    def errors(self) -> int: ...
+    def late(self) -> int: ...
 
+
+class _SwapCounts(_ErrorCount, Protocol):
     @property
     def jobs_replaced(self) -> int: ...
 
