@@ -2,8 +2,8 @@
 
 `reconfigure` decides how each key takes effect (live / rebuild / restart) and which part owns it;
 this module keeps the running config, diffs an edit once (`reconfigure.plan`) and, on the loop's
-thread between two frames, hands the new config to each owner of a changed live key: the parts
-apply their own settings (`configure(cfg)`: watchdog, tracker, the frame policy, publisher); the
+thread between two frames, hands each owner of a changed live key its part of the new config: the
+parts apply their own settings (`configure(...)`: watchdog, tracker, the frame policy, publisher); the
 owners kept here are the switches and whole replacements — the camera reopened, swapping and
 consent, a source photo embedded on the face-loader thread, the enhancer switched, the log level.
 The face pipeline is built in the background (`loading.PipelineBuild`) and installed when it is
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vcamd.config.reading import load_config
-from vcamd.config.schema import CameraConfig, Config
+from vcamd.config.schema import CameraConfig, Config, EnhancerConfig
 from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
 from vcamd.live.capture.sources import FrameSource
@@ -131,17 +131,19 @@ class Settings:
         self._load_failed: Need | None = None
         self._model_watch = ModelWatch(lambda: look_at_models(self.cfg), self._tell_models_seen) if look_at_models is not None else None
         # Who applies each live key (`reconfigure.Owner`): the parts their own settings, the rest here.
-        self._appliers: dict[Owner, Callable[[Config], None]] = {
-            Owner.camera: self._restart_camera,
-            Owner.watchdog: lambda new: parts.watchdog.configure(new),
-            Owner.tracker: lambda new: parts.tracker.configure(new),
-            Owner.frames: frames.configure,
-            Owner.swapping: self._apply_enabled,
-            Owner.consent: lambda new: self._consent_changed(new.swap.source_consent),
-            Owner.source_face: self._apply_source_face,
-            Owner.enhancer: self._apply_enhancer,
-            Owner.logging: self._apply_log_level,
-            Owner.publisher: self._apply_publisher,
+        # Each gets its own section (and the watchdog which of its keys changed); the tracker, the
+        # frame policy and the publisher read several sections, so they get the config.
+        self._appliers: dict[Owner, Callable[[Config, reconfigure.Plan], None]] = {
+            Owner.camera: lambda new, _: self._restart_camera(new.camera),
+            Owner.watchdog: lambda new, edit: parts.watchdog.configure(new.watchdog, edit.keys_in("watchdog")),
+            Owner.tracker: lambda new, _: parts.tracker.configure(new),  # [detection], lowres_scale, the selection
+            Owner.frames: lambda new, _: frames.configure(new),  # [swap]'s policy keys, [smoothing]
+            Owner.swapping: lambda new, _: self._apply_enabled(new.swap.enabled),
+            Owner.consent: lambda new, _: self._consent_changed(new.swap.source_consent),
+            Owner.source_face: lambda new, _: self._apply_source_face(new.swap.source_face),
+            Owner.enhancer: lambda new, _: self._apply_enhancer(new.enhancer),
+            Owner.logging: lambda new, _: self._apply_log_level(new.runtime.log_level),
+            Owner.publisher: lambda new, _: self._apply_publisher(new),  # [disclosure], the output sections
         }
 
     def stop(self) -> None:
@@ -222,10 +224,11 @@ class Settings:
         """A valid file: the broken-file problem is gone; apply what changed."""
         self.problems.clear("file")
         new = self._with_runtime_choices(file_cfg)
-        if new == self.cfg and not reconfigure.needs_rebuild(self._pipeline_cfg, new):
+        edit = self._plan(new)
+        if not edit.changed and not edit.pipeline_outdated:
             log.info("config file is valid; running settings unchanged")
             return
-        self.apply(new)
+        self.apply(new, edit)
 
     def reload_file(self) -> None:
         """Re-read the file on the loop (SIGHUP): a broken one is reported, a valid one applied."""
@@ -254,14 +257,18 @@ class Settings:
         return new.model_copy(update={"swap": new.swap.model_copy(update={"source_face": self._face_override})})
 
     # -- applying a config --------------------------------------------------------------------------
-    def apply(self, new: Config) -> None:
-        """Apply a changed config between two frames (the loop's thread): one diff
-        (`reconfigure.plan`), then each owner of a changed live key applies the new config, in
-        `reconfigure.APPLY_ORDER`."""
-        plan = reconfigure.plan(self.cfg, new)
-        # Against what the running pipeline was built from: after a failed load, every later edit
-        # tries again (and keeps reporting the error) until the models load.
-        rebuild = reconfigure.needs_rebuild(self._pipeline_cfg, new)
+    def _plan(self, new: Config) -> reconfigure.Plan:
+        """The one diff of an edit: against the running config, and (the rebuild keys) against what
+        the running pipeline was built from — after a failed load, every later edit tries again
+        (and keeps reporting the error) until the models load."""
+        return reconfigure.plan(self.cfg, new, built_from=self._pipeline_cfg)
+
+    def apply(self, new: Config, edit: reconfigure.Plan | None = None) -> None:
+        """Apply a changed config between two frames (the loop's thread): one diff (`edit`, made
+        here when the caller has none), then each owner of a changed live key applies its part of
+        the new config, in `reconfigure.APPLY_ORDER`."""
+        plan = self._plan(new) if edit is None else edit
+        rebuild = plan.pipeline_outdated
         if not rebuild:
             if self._build is not None and self._parts.faces is not None:
                 self._build.cancel()  # an edit reverted while a load was in flight: drop it
@@ -272,7 +279,7 @@ class Settings:
         skipped = {Owner.enhancer} if rebuild else set()
         for owner in reconfigure.APPLY_ORDER:
             if owner in plan.owners - skipped:
-                self._appliers[owner](new)
+                self._appliers[owner](new, plan)
         if rebuild and self._build is not None:
             log.info("loading the face pipeline for the new settings in the background")
             self.load_pipeline(new)
@@ -437,34 +444,34 @@ class Settings:
         loading.add_done_callback(loaded)
 
     # -- the enhancer, the output, the camera -----------------------------------------------------
-    def _apply_enhancer(self, new: Config) -> None:
+    def _apply_enhancer(self, enhancer: EnhancerConfig) -> None:
         """Enhancer on/off/strength takes effect on the next frame (the model loads on first use)."""
         parts, faces = self._parts, self._parts.faces
         self.problems.clear("enhancer")
         if faces is None:
             return  # the pipeline being loaded is built with [enhancer] as the config says by then
         try:
-            faces.set_enhancer(new.enhancer.enabled, new.enhancer.strength, new.enhancer.weight)
+            faces.set_enhancer(enhancer.enabled, enhancer.strength, enhancer.weight)
         except VcamdError as err:
             self.problems.report("enhancer", message := f"[enhancer]: {err}; keeping the enhancer off")
             log.error(message)
-            faces.set_enhancer(False, new.enhancer.strength)
+            faces.set_enhancer(False, enhancer.strength)
             parts.watchdog.enhancer_enabled = False
             return
-        parts.watchdog.enhancer_enabled = new.enhancer.enabled
+        parts.watchdog.enhancer_enabled = enhancer.enabled
 
-    def _apply_enabled(self, new: Config) -> None:
+    def _apply_enabled(self, enabled: bool) -> None:
         """[swap] enabled edited: on only while swapping has what it needs (consent included: it
         stays off until source_consent is true again, whichever way swapping is asked to go on)."""
-        self._parts.enabled = new.swap.enabled and not self.swap_needs()
+        self._parts.enabled = enabled and not self.swap_needs()
 
-    def _apply_source_face(self, new: Config) -> None:
-        if new.swap.source_face is not None:
-            self.load_source_face(new.swap.source_face)
+    def _apply_source_face(self, source_face: Path | None) -> None:
+        if source_face is not None:
+            self.load_source_face(source_face)
 
-    def _apply_log_level(self, new: Config) -> None:
+    def _apply_log_level(self, log_level: str) -> None:
         if not self._log_level_pinned:
-            logging.getLogger().setLevel(new.runtime.log_level.upper())
+            logging.getLogger().setLevel(log_level.upper())
 
     # -- the models chosen at run time ------------------------------------------------------------
     def set_model(self, role: str, name: str) -> None:
@@ -510,7 +517,7 @@ class Settings:
             self._model_choices = _model_choices(wanted)
         return {
             "models": {**{role: getattr(running, role) for role in MODEL_CHOICE_ROLES},
-                       "loading": ", ".join(loading) if loading and reconfigure.needs_rebuild(self._pipeline_cfg, self.cfg) else None},
+                       "loading": ", ".join(loading) or None},  # a model key differs: a rebuild key, loading
             "model_choices": self._model_choices,
         }
 
@@ -534,14 +541,14 @@ class Settings:
         if (again := publisher.configure(self.cfg)) is not None:
             log.error("the previous output does not open either: %s", again)
 
-    def _restart_camera(self, new: Config) -> None:
+    def _restart_camera(self, camera: CameraConfig) -> None:
         """Reopen the camera with the new [camera] settings; if it cannot be opened now, the
         reader keeps retrying every reopen_interval_s and the offline frame is published meanwhile."""
         if self._source_factory is None:
             return  # said in `_report_waiting`: [camera] takes effect after a restart
         self.problems.clear("camera")
         try:
-            source = self._source_factory(new.camera)
+            source = self._source_factory(camera)
         except VcamdError as err:
             self.problems.report("camera", message := f"[camera]: {err}; keeping the current camera")
             log.error(message)
@@ -550,11 +557,11 @@ class Settings:
         skipped = parts.source.skipped
         self.replaced_captured += parts.reader.captured + skipped
         self.replaced_skipped += skipped
-        parts.replace_camera(source, new.camera)
+        parts.replace_camera(source, camera)
         try:
             parts.reader.open_first()
         except VcamdError as err:
-            log.warning("new camera not available yet (%s); retrying every %.1f s", err, new.camera.reopen_interval_s)
+            log.warning("new camera not available yet (%s); retrying every %.1f s", err, camera.reopen_interval_s)
         parts.reader.start()
         log.info("camera reopened: %s", source.description)
 
