@@ -93,7 +93,7 @@ def test_an_edit_cannot_switch_swapping_on_while_consent_is_withdrawn(live_confi
     assert engine.parts.enabled is False
     engine.apply_config(live_config(swap={"source_consent": False, "enabled": False}))
     engine.apply_config(live_config(swap={"source_consent": False, "enabled": True}))
-    assert engine.parts.enabled is False and engine.settings.consent_withdrawn
+    assert engine.parts.enabled is False and engine.settings.consent.withdrawn
     engine.apply_config(live_config(swap={"source_consent": True, "enabled": True}))
     assert engine.parts.enabled is False  # consent given again: swapping may be switched on, not switched on by it
     engine.apply_config(live_config(swap={"source_consent": True, "enabled": False}))
@@ -165,7 +165,7 @@ def _runs_on(engine, owner: Owner, section: str, key: str):
     if owner is Owner.swapping:
         return parts.enabled
     if owner is Owner.consent:
-        return not engine.settings.consent_withdrawn
+        return not engine.settings.consent.withdrawn
     if owner is Owner.source_face:
         return parts.faces.source.path if parts.faces.source is not None else None
     if owner is Owner.enhancer:
