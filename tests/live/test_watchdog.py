@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
+from vcamd.common.quality import Level
 from vcamd.config.schema import WatchdogConfig
 from vcamd.live.measures.watchdog import HISTORY_CAP, STALE_AFTER_EDIT, Transition, TransitionResult, Watchdog
-from vcamd.quality import Level
 
 FPS = 30.0
 LADDER_ORDER = list(Level)  # best first (the member order is the ladder's)

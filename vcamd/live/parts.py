@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vcamd.common.errors import VcamdError
 from vcamd.config.schema import CameraConfig, Config
-from vcamd.errors import VcamdError
 from vcamd.live.capture.reader import CameraReader, LatestFrame
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.loading import FacePipeline

@@ -13,8 +13,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from vcamd.common.errors import VcamdError
 from vcamd.config.schema import Config, ModelsConfig
-from vcamd.errors import VcamdError
 
 log = logging.getLogger(__name__)
 

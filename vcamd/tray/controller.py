@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
 from vcamd.control.protocol import Controllable
-from vcamd.errors import VcamdError
-from vcamd.quality import Level
 from vcamd.tray.backends import import_pystray_menus
 from vcamd.tray.desktop import NoFileDialog, open_with_desktop, pick_image_file
 from vcamd.tray.view import (
