@@ -91,13 +91,13 @@ class Settings:
             None if look_at_models is None else lambda: look_at_models(self.cfg), self._tell_models_seen)
         """The model files, the load and its failure, while no face pipeline is installed."""
         # Who applies each live key (`reconfigure.Owner`): the parts their own settings, the rest here.
-        # Each gets its own section (and the watchdog which of its keys changed); the tracker, the
-        # frame policy and the publisher read several sections, so they get the config.
+        # Each gets its own sections (and the watchdog which of its keys changed); the tracker and the
+        # publisher read parts of several, so they get the config.
         self._appliers: dict[Owner, Callable[[Config, reconfigure.Plan], None]] = {
             Owner.camera: lambda new, _: self._restart_camera(new.camera),
             Owner.watchdog: lambda new, edit: parts.watchdog.configure(new.watchdog, edit.keys_in("watchdog")),
             Owner.tracker: lambda new, _: parts.tracker.configure(new),  # [detection], lowres_scale, the selection
-            Owner.frames: lambda new, _: frames.configure(new),  # [swap]'s policy keys, [smoothing]
+            Owner.frames: lambda new, _: frames.configure(new.swap, new.smoothing),
             Owner.swapping: lambda new, _: self._apply_enabled(new.swap.enabled),
             Owner.consent: lambda new, _: self._consent_changed(new.swap.source_consent),
             Owner.source_face: lambda new, _: self._apply_source_face(new.swap.source_face),
