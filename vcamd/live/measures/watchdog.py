@@ -173,9 +173,9 @@ class Watchdog:
         self._forced: Level | None = None
         self.transitions: list[Transition] = []
         self.results: list[TransitionResult] = []
-        self._measure_afresh(cfg)
+        self._start_measuring(cfg)
 
-    def _measure_afresh(self, cfg: WatchdogConfig) -> None:
+    def _start_measuring(self, cfg: WatchdogConfig) -> None:
         self.cfg = cfg
         self._level = BEST
         self._latencies: deque[float] = deque(maxlen=cfg.window)
