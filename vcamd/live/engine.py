@@ -57,6 +57,7 @@ from vcamd.files.photo_lane import PhotoLane
 from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.commandqueue import CommandQueue
+from vcamd.live.engine_settings import Settings
 from vcamd.live.frames import FrameProcessor, log_events
 from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
 from vcamd.live.measures.numbers import Misses
@@ -66,7 +67,6 @@ from vcamd.live.output.publisher import Publisher
 from vcamd.live.parts import LiveParts
 from vcamd.live.process import ProcessSettings
 from vcamd.live.readiness import ModelFilesSeen, log_needs
-from vcamd.live.settings import Settings
 from vcamd.live.swapworker import SwapWorker
 from vcamd.live.tracking.full import FullDetector
 from vcamd.live.tracking.tracker import LiveTracker
@@ -222,7 +222,7 @@ class LiveEngine:
         """Read and embed the photo (face-loader thread), then make it the source face (loop).
         Raises FaceError on a bad image, before anything changes; returns the state after."""
         path, faces = Path(path), self.parts.faces
-        self.settings.require_consent()  # withdrawn: refused before the photo is even read
+        self.settings.consent.require()  # withdrawn: refused before the photo is even read
         self.photo_lane.enter()  # PhotoLaneBusy when another surface's photo is being read
         try:
             loaded = self.settings.read_source_face(path)  # if the wait below gives up, it is still recorded once read
@@ -448,7 +448,7 @@ class LiveEngine:
         return {"precision": runs, "precision_why": why}
 
     def _captured(self) -> int:
-        return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped
+        return self.parts.replaced_captured + self.parts.reader.captured + self.parts.source.skipped
 
     def _misses(self) -> Misses:
         return count_misses(reader=self.parts.reader, tracker=self.parts.tracker, full_detector=self.parts.full_detector, swap_worker=self.parts.worker)
@@ -456,7 +456,7 @@ class LiveEngine:
     def _dropped(self) -> int:
         """Frames captured but never processed: replaced in the slot, or skipped by a file source
         that fell behind (also those of sources replaced on a camera change)."""
-        return self.parts.slot.dropped + self.settings.replaced_skipped + self.parts.source.skipped
+        return self.parts.slot.dropped + self.parts.replaced_skipped + self.parts.source.skipped
 
     def _maybe_offline(self) -> None:
         """No camera frame within one interval: publish a placeholder if the camera is gone or

@@ -23,7 +23,7 @@ import numpy as np
 
 from vcamd.common.quality import Level, rung
 from vcamd.common.types import Captured, Face, Frame, Outcome, as_frame
-from vcamd.config.schema import Config, OnMiss, Others, SmoothingConfig
+from vcamd.config.schema import Config, OnMiss, Others, SmoothingConfig, SwapConfig
 from vcamd.faces.following import FollowedFace
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.repaint import Repaint
@@ -66,9 +66,8 @@ class FramePolicy:
     smoothing: SmoothingConfig
 
     @classmethod
-    def of(cls, cfg: Config) -> FramePolicy:
-        swap = cfg.swap
-        return cls(swap.others, swap.cover_changes, swap.on_miss, swap.max_result_age_s, cfg.smoothing)
+    def of(cls, swap: SwapConfig, smoothing: SmoothingConfig) -> FramePolicy:
+        return cls(swap.others, swap.cover_changes, swap.on_miss, swap.max_result_age_s, smoothing)
 
 
 @dataclass
@@ -102,7 +101,7 @@ class FrameProcessor:
 
     def __init__(self, parts: LiveParts, cfg: Config, started_at: float) -> None:
         self._parts = parts
-        self.policy = FramePolicy.of(cfg)
+        self.policy = FramePolicy.of(cfg.swap, cfg.smoothing)
         self.startup = Startup(started_at)
         self._index = 0
         self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
@@ -127,9 +126,9 @@ class FrameProcessor:
         ledger.watch("full-detector", "full detection", lambda: parts.full_detector.cpu_s)
         ledger.watch("swap-worker", "swap: align, model, crops", lambda: parts.worker.cpu_s)
 
-    def configure(self, cfg: Config) -> None:
-        """Apply the per-frame policy's settings (from the next frame on)."""
-        self.policy = FramePolicy.of(cfg)
+    def configure(self, swap: SwapConfig, smoothing: SmoothingConfig) -> None:
+        """Apply the per-frame policy's settings, [swap]'s and [smoothing] (from the next frame on)."""
+        self.policy = FramePolicy.of(swap, smoothing)
 
     def process(self, captured: Captured) -> None:
         parts = self._parts

@@ -1,7 +1,7 @@
 """What the tray shows, computed from `Controllable.status()`: icon state, labels, the menu model.
 
-Pure data and Pillow only: no pystray, no display. The app (vcamd.tray.app) turns the menu model
-into a pystray menu; tests read it directly.
+Pure data and Pillow only: no pystray, no display. The menu controller (vcamd.tray.controller) turns
+the menu model into a pystray menu; tests read it directly.
 """
 
 from __future__ import annotations
