@@ -48,6 +48,8 @@ from vcamd.privacy import rule
 from vcamd.privacy.rule import UNKNOWN_SOURCE, FaceOutcome
 
 if TYPE_CHECKING:
+    import onnxruntime
+
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.following import FollowedFace
@@ -222,7 +224,7 @@ class FaceEngine:
 
     def precision_status(self) -> tuple[dict[str, str], dict[str, str]]:
         """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
-        runs = {"detector": "float", "recognizer": "float", "swapper": self.precision.runs}
+        runs: dict[str, str] = {"detector": "float", "recognizer": "float", "swapper": self.precision.runs}
         if self.enhancer is not None:
             runs["enhancer"] = "float"
         if self.parser is not None:
@@ -242,10 +244,10 @@ class FaceEngine:
         photo, _ = self.swapper.crop.align(read_image(current.identity.path, "source face"), current.identity.face.kps)
         return CalibrationFaces([photo, *seen], current.identity.embedding)
 
-    def use_int8(self, session: object, precision: Choice) -> None:
+    def use_int8(self, session: onnxruntime.InferenceSession, precision: Choice) -> None:
         """Run the swapper on its checked int8 copy's `session` from the next swap (the loop's thread,
         between two frames: the swap worker reads the session once per run)."""
-        self.swapper.session = session  # type: ignore[assignment]
+        self.swapper.session = session
         self.precision = precision
         self.seen = None
 
@@ -293,8 +295,7 @@ class FaceEngine:
         return self.swapper.needs_source and self.face_map is None
 
     def set_face_map(self, entries: Sequence[FaceMapEntry]) -> FaceMap | None:
-        """Map people to source faces (`[[swap.map]]`; empty: none), each source read once while its
-        file is unchanged. ConfigError naming the entry; the old map stays on error."""
+        """Map people to source faces (`[[swap.map]]`, `faces/mapping.py`; empty: none); ConfigError naming the entry."""
         from vcamd.faces.mapping import load_face_map
 
         self.face_map = load_face_map(entries, self.detector, self.recognizer, self.swapper, self._map_sources, self.sessions) if entries else None
@@ -354,9 +355,7 @@ class FaceEngine:
                   latent: Latent | None) -> list[SwappedFace]:
         """`swap_faces` with this swapper (the engine's, or a mapped person's own model) and source rows."""
         timer = timer or StageTimer()
-        # Read once: a hot reload may switch the enhancer off (set_enhancer, the loop's thread)
-        # while this runs on the swap worker.
-        enhancer = self.enhancer
+        enhancer = self.enhancer  # read once: a hot reload may switch it off (the loop's thread) while this runs
         spec = boost.boosted(swapper.crop, self.pixel_boost if rung(level).pixel_boost and swapper is self.swapper else swapper.crop.size)
         with timer("align"):
             # Many faces: every crop cut from one 4-channel copy of the frame (the same crops, cheaper).

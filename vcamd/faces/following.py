@@ -22,18 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from vcamd.common.types import Face, Frame
 from vcamd.config.schema import FaceSelection
 from vcamd.faces.identity import SAME_PERSON_COSINE
+from vcamd.faces.mapping import STRANGER, FaceMap, WhoIsWho
 from vcamd.privacy.geometry import at_place_of
-
-if TYPE_CHECKING:
-    from vcamd.faces.engine import FaceEngine
-    from vcamd.faces.mapping import WhoIsWho
 
 Embed = Callable[[Frame, Face], np.ndarray]
 """The recogniser's embedding of a face (L2-normalised)."""
@@ -65,6 +62,28 @@ class _Lock:
     recognizer: Path  # the recogniser model the identity came from (another one ends the lock)
 
 
+class Recognizing(Protocol):
+    """The recogniser the lock compares faces with (`faces.identity.Recognizer`)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def embed(self, frame: Frame, face: Face) -> np.ndarray: ...
+
+
+class Selecting(Protocol):
+    """What `FollowedFace.select` needs of the face engine (`faces.engine.FaceEngine`): its selection
+    rule and its recogniser."""
+
+    @property
+    def selection(self) -> FaceSelection: ...
+
+    @property
+    def recognizer(self) -> Recognizing: ...
+
+    def select(self, faces: list[Face], frame: Frame) -> list[Face]: ...
+
+
 class FollowedFace:
     """The face being swapped under face_selection = "largest", kept while its track lives."""
 
@@ -72,21 +91,19 @@ class FollowedFace:
         self._lock: _Lock | None = None
         self._who: WhoIsWho | None = None
 
-    def pick(self, engine: FaceEngine, faces: list[Face], frame: Frame, index: int) -> Picked:
+    def pick(self, engine: Selecting, faces: list[Face], frame: Frame, index: int) -> Picked:
         """`select`, or with a face map every face but the strangers, each with its source key."""
-        face_map = getattr(engine, "face_map", None)  # a face pipeline without face mapping has none
+        face_map: FaceMap | None = getattr(engine, "face_map", None)  # a face pipeline without face mapping has none
         if face_map is None:
             self._who = None
             targets = self.select(engine, faces, frame, index)
             return Picked(targets, [None] * len(targets))
-        from vcamd.faces.mapping import STRANGER, WhoIsWho
-
         self._lock, self._who = None, self._who or WhoIsWho()
         who = self._who.who(face_map, faces, frame, index, engine.recognizer.embed)
         chosen = [(f, face_map.key_of(w)) for f, w in zip(faces, who) if w != STRANGER]
         return Picked([f for f, _ in chosen], [k for _, k in chosen])
 
-    def select(self, engine: FaceEngine, faces: list[Face], frame: Frame, index: int) -> list[Face]:
+    def select(self, engine: Selecting, faces: list[Face], frame: Frame, index: int) -> list[Face]:
         """The faces to swap in frame `index` (`engine`: the `FaceEngine`, whose selection and
         recogniser apply). Raises what the recogniser raises (the caller covers the frame)."""
         if engine.selection is not FaceSelection.largest:

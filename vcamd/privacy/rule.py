@@ -239,17 +239,19 @@ def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None, pa
     all obscures: a held region that reaches over another face must never uncover it."""
     boxes = [region(frame, [face], scale) for face, scale in covers]
     can_hold = held is not None and held.frame.shape == frame.shape
-    shown_swapped = near_any([face for face, _ in covers], held.faces, HELD_MATCH_WIDTHS) if can_hold else [False] * len(covers)  # type: ignore[union-attr]
-    if wants is not None and can_hold and covers:
-        assert held is not None
-        near = near_matrix([face for face, _ in covers], held.faces, HELD_MATCH_WIDTHS) if held.faces else None
-        shown_swapped = [ok and (want is None or (want != UNKNOWN_SOURCE and near is not None and len(held.sources) == len(held.faces)
-                                                  and any(near[k, j] and held.sources[j] == want for j in range(len(held.faces)))))
-                         for k, (ok, want) in enumerate(zip(shown_swapped, wants))]
+    shown_swapped = [False] * len(covers)
+    if held is not None and can_hold:
+        shown_swapped = near_any([face for face, _ in covers], held.faces, HELD_MATCH_WIDTHS)
+        if wants is not None and covers:  # a face map: held only where that output showed the same source
+            near = near_matrix([face for face, _ in covers], held.faces, HELD_MATCH_WIDTHS) if held.faces else None
+            told = near is not None and len(held.sources) == len(held.faces)
+            shown_swapped = [ok and (want is None or (want != UNKNOWN_SOURCE and told and near is not None
+                                                      and any(near[k, j] and held.sources[j] == want for j in range(len(held.faces)))))
+                             for k, (ok, want) in enumerate(zip(shown_swapped, wants))]
     outcomes = [FaceOutcome.held if swapped else FaceOutcome.obscured for swapped in shown_swapped]
     for box, outcome in zip(boxes, outcomes):
-        if outcome is FaceOutcome.held:
-            painter.hold(frame, box, held)  # type: ignore[arg-type]
+        if outcome is FaceOutcome.held and held is not None:  # only ever held when there is a last good output
+            painter.hold(frame, box, held)
     for box, outcome in zip(boxes, outcomes):
         if outcome is FaceOutcome.obscured:
             painter.obscure(frame, box)
