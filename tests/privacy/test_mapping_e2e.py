@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+from support.live import KeepAll
 from support.mapping import Case, check_frames, clip_frames, lane_of, make_case, verdicts
 from support.waiting import wait_for
 
@@ -44,28 +45,6 @@ def test_live_three_people_two_mapped_show_only_their_own_source(tmp_path: Path,
     assert failures == [], "\n".join(failures[:20])
     assert right >= 0.5 * len(published), f"only {right} mapped faces shown with their source in {len(published)} frames"
     assert stats["faces"]["swapped"] >= SWAPPED_FACES
-
-
-class KeepAll:
-    """A sink keeping every published frame."""
-
-    def __init__(self) -> None:
-        self.frames: list[np.ndarray] = []
-        self._lock = threading.Lock()
-
-    def open(self) -> None:
-        pass
-
-    def send(self, frame: np.ndarray, stats: dict | None = None) -> None:
-        with self._lock:
-            self.frames.append(frame.copy())
-
-    def close(self) -> None:
-        pass
-
-    def since(self, start: int) -> list[np.ndarray]:
-        with self._lock:
-            return self.frames[start:]
 
 
 def test_an_edit_of_the_map_applies_live_and_no_frame_after_it_shows_the_old_mapping(tmp_path: Path, assets: Path, checkers):
