@@ -40,6 +40,7 @@ _register_support()
 
 from support import assets as test_assets  # noqa: E402  (registered just above)
 from support.heap import ReturnHeap  # noqa: E402
+from support.order import longest_first  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -75,6 +76,14 @@ def pytest_configure(config: pytest.Config) -> None:
     plugin = ReturnHeap.here()
     if plugin is not None:
         config.pluginmanager.register(plugin, "vcamd-return-heap")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suite's longest files start first (support/order.py): with `-n N --dist loadfile` the short
+    files then fill every worker up to the end. Last of the hooks, so it moves whole files only."""
+    order = longest_first([item.nodeid for item in items])
+    items[:] = [items[i] for i in order]
 
 
 @pytest.fixture(scope="session", autouse=True)
