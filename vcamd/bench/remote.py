@@ -145,7 +145,7 @@ def many_daemons(cfg, server_cfg: Path, settings: BenchSettings, clip: Path, tmp
 
     rows = []
     with _server(server_cfg, tmpdir, "daemons") as server:
-        from vcamd.remote.address import ServerAddress
+        from vcamd.config.address import ServerAddress
         from vcamd.remote.link import ServerLink
 
         link = ServerLink(ServerAddress.parse(server.url))

@@ -226,11 +226,12 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
     folder, where the int8 runs find it. Returns what the printout says of it."""
     import cv2
 
+    from vcamd.faces.calibration import CALIBRATION_FACES, faces_from_images
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
     from vcamd.inference.precision import int8_units, needs_reduced_range
     from vcamd.inference.runtime import Sessions
-    from vcamd.models.quantize import CALIBRATION_FACES, build_checked, faces_from_images
+    from vcamd.models.quantize import build_checked
 
     cfg = scenario_config("int8", settings, tmpdir, base, swapper=swapper)
     sessions = Sessions(["cpu"], settings.threads)

@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _address(text: str, flag: str):
     from vcamd.common.errors import VcamdError
-    from vcamd.remote.address import ServerAddress
+    from vcamd.config.address import ServerAddress
 
     try:
         return ServerAddress.parse(text if "://" in text else f"grpc://{text}")

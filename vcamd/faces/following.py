@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from vcamd.common.types import Face, Frame
 from vcamd.config.schema import FaceSelection
 
 if TYPE_CHECKING:
-    from vcamd.faces.engine import FaceEngine
+    from vcamd.faces.identity import Recognizer
 
 Embed = Callable[[Frame, Face], np.ndarray]
 """The recogniser's embedding of a face (L2-normalised)."""
@@ -56,6 +56,19 @@ IDENTITY_RETRY_FRAMES = 5
 one embedding per face, on the loop's thread."""
 
 
+class Selecting(Protocol):
+    """What `FollowedFace` asks of the face engine (`FaceEngine`): its selection rule, the faces that
+    rule picks, and the recogniser that tells who is who."""
+
+    @property
+    def selection(self) -> FaceSelection: ...
+
+    @property
+    def recognizer(self) -> Recognizer: ...
+
+    def select(self, faces: list[Face], frame: Frame) -> list[Face]: ...
+
+
 @dataclass
 class _Lock:
     face: Face  # where it was last seen
@@ -72,7 +85,7 @@ class FollowedFace:
     def __init__(self) -> None:
         self._lock: _Lock | None = None
 
-    def select(self, engine: FaceEngine, faces: list[Face], frame: Frame, index: int) -> list[Face]:
+    def select(self, engine: Selecting, faces: list[Face], frame: Frame, index: int) -> list[Face]:
         """The faces to swap in frame `index` (`engine`: the `FaceEngine`, whose selection and
         recogniser apply). Raises what the recogniser raises (the caller covers the frame)."""
         if engine.selection is not FaceSelection.largest:
