@@ -1,6 +1,6 @@
 """The layers of `vcamd/` are contracts a tool checks, not a convention: import-linter's contracts in
-pyproject.toml (`[tool.importlinter]`) must hold, and no import cycle may join two modules beyond the
-known ones listed here, each with what removes it (issue 40).
+pyproject.toml (`[tool.importlinter]`) must hold with no import let off, and no import cycle may join
+two modules or two top-level packages (issue 40: the last cycles went when what closed them moved).
 
 Imports under TYPE_CHECKING and inside functions count in both checks: a cycle hidden there is still
 a cycle for a reader and for a type checker."""
@@ -17,14 +17,6 @@ import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = ROOT / "pyproject.toml"
-
-# The cycles between modules of vcamd/ today. A new one fails the test; so does one that is gone
-# (then remove its line here: the list stays the truth).
-KNOWN_MODULE_CYCLES = {
-    # issue 40: the benchmark's scenarios, report, remote rows and model timings import each other (in
-    # functions); removed when the rows are built where the report is written.
-    frozenset({"vcamd.bench.modeltimes", "vcamd.bench.remote", "vcamd.bench.report", "vcamd.bench.scenarios"}),
-}
 
 
 def strongly_connected(nodes: Iterable[str], successors: Callable[[str], Iterable[str]]) -> set[frozenset[str]]:
@@ -91,10 +83,9 @@ def test_no_contract_ignores_an_import() -> None:
     assert [entry for contract in contracts for entry in contract.get("ignore_imports", [])] == []
 
 
-def test_no_import_cycle_between_modules_but_the_known_ones() -> None:
+def test_no_import_cycle_between_modules() -> None:
     graph = _graph()
-    cycles = strongly_connected(graph.modules, graph.find_modules_directly_imported_by)
-    assert cycles == KNOWN_MODULE_CYCLES
+    assert strongly_connected(graph.modules, graph.find_modules_directly_imported_by) == set()
 
 
 def test_no_import_cycle_between_top_level_packages() -> None:

@@ -105,7 +105,8 @@ def _detector_path(settings: BenchSettings) -> Path:
 
 
 def _time_swapper(settings: BenchSettings, tmpdir: Path, model: str, image, face) -> Timed:
-    from vcamd.bench.families import FAMILY_LAYERS, build_converter, build_model_swapper, family_layer_stats, ghost_blocks
+    from vcamd.bench.families import build_converter, build_model_swapper
+    from vcamd.bench.layerlists import FAMILY_LAYERS, family_layer_stats, ghost_blocks
     from vcamd.faces.identity import SourceIdentity
     from vcamd.faces.specs import family_named
     from vcamd.faces.swap import EmbeddingConverter, Swapper
@@ -138,7 +139,8 @@ def _time_swapper(settings: BenchSettings, tmpdir: Path, model: str, image, face
 
 
 def _time_enhancer(settings: BenchSettings, tmpdir: Path, model: str, image, face) -> Timed:
-    from vcamd.bench.families import ENHANCER_LAYERS, build_family_enhancer, enhancer_family_stats
+    from vcamd.bench.families import build_family_enhancer
+    from vcamd.bench.layerlists import ENHANCER_LAYERS, enhancer_family_stats
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.specs import ENHANCERS
     from vcamd.inference.runtime import Sessions
@@ -162,7 +164,7 @@ def _time_enhancer(settings: BenchSettings, tmpdir: Path, model: str, image, fac
 
 def _timings(run, settings: BenchSettings) -> tuple[float, float | None]:
     """(quiet median ms, loaded median ms or None) of `settings.rounds` timed runs after one untimed."""
-    from vcamd.bench.scenarios import busy_processes
+    from vcamd.bench.runs import busy_processes
 
     def median_ms() -> float:
         run()

@@ -44,7 +44,7 @@ KILLED_S = 5.0
 
 def run_remote(settings: BenchSettings, image, clip: Path, tmpdir: Path, base) -> dict:
     """Every part, with `settings.load` busy processes running throughout (`--load`: a call's load)."""
-    from vcamd.bench.scenarios import busy_processes, scenario_config
+    from vcamd.bench.runs import busy_processes, scenario_config
 
     cfg = scenario_config("light", settings, tmpdir, base)
     server_cfg = _server_config(cfg, tmpdir / "serve.toml")
@@ -141,7 +141,7 @@ def _detector_path(cfg) -> Path:
 
 
 def many_daemons(cfg, server_cfg: Path, settings: BenchSettings, clip: Path, tmpdir: Path) -> dict:
-    from vcamd.bench.scenarios import call_row, run_vcamd
+    from vcamd.bench.runs import call_row, run_vcamd
 
     rows = []
     with _server(server_cfg, tmpdir, "daemons") as server:
@@ -211,7 +211,7 @@ def _sh(command: list[str]) -> None:
 def added_delay(cfg, server_cfg: Path, settings: BenchSettings, clip: Path, tmpdir: Path) -> dict:
     """Local, then the server at each added round trip: through netem in a namespace where the kernel
     has it; where it does not (no sch_netem), through `DelayRelay`, said so in each row."""
-    from vcamd.bench.scenarios import call_row, run_vcamd
+    from vcamd.bench.runs import call_row, run_vcamd
 
     how = "netem"
     try:
@@ -327,7 +327,7 @@ def killed_server(cfg, settings: BenchSettings, image, tmpdir: Path) -> dict:
     with _server(_server_config(cfg, tmpdir / "serve-killed.toml", swapper), tmpdir, "killed") as server:
         run_cfg = _with_server(cfg.model_copy(update={"models": cfg.models.model_copy(update={"swapper": str(swapper)})}), server.url)
         config, out, stats_path = tmpdir / "killed.toml", tmpdir / "killed-out.mp4", tmpdir / "killed.json"
-        from vcamd.bench.scenarios import _toml
+        from vcamd.bench.runs import _toml
 
         config.write_text(_toml(run_cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
         runtime = tmpdir / "rt-killed"
@@ -394,11 +394,11 @@ TARGET_BACK_S = 2.0
 
 def remote_rows(r: dict, settings: BenchSettings) -> list:
     """The issue's targets: the hop's cost, 50 ms of added round trip against local, the server killed."""
-    from vcamd.bench.report import TARGET_FPS_RATIO, TARGET_P99_BUDGET_MS, TargetRow, _upper
+    from vcamd.bench.targets import TARGET_FPS_RATIO, TARGET_P99_BUDGET_MS, TargetRow, upper
 
     scenario = f"remote, {r['load']} busy" if r.get("load") else "remote"
 
-    rows = [_upper(scenario, f"a swap through a loopback server − in-process, p50 ({r['swapper']})", r["hop"]["hop_ms"], TARGET_HOP_MS, " ms")]
+    rows = [upper(scenario, f"a swap through a loopback server − in-process, p50 ({r['swapper']})", r["hop"]["hop_ms"], TARGET_HOP_MS, " ms")]
     delay = r["delay"]
     if "skipped" in delay:
         rows.append(TargetRow(scenario, "50 ms added round trip", f"skipped: {delay['skipped']}", "", None, None))
@@ -412,9 +412,9 @@ def remote_rows(r: dict, settings: BenchSettings) -> list:
             via = delay["how"].split()[0]
             rows.append(TargetRow(scenario, f"+50 ms RTT ({via}): published fps ÷ local's", f"{far['published_fps']:.1f} ÷ {local['published_fps']:.1f} = {ratio:.2f}×",
                                   f"≥ {TARGET_FPS_RATIO:.2f}×", round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
-            rows.append(_upper(scenario, f"+50 ms RTT ({via}): capture→publish p99", far["latency_p99_ms"], TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, " ms"))
+            rows.append(upper(scenario, f"+50 ms RTT ({via}): capture→publish p99", far["latency_p99_ms"], TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, " ms"))
             limit = local["swap_age_ms"]["p95"] + TARGET_SWAP_AGE_EXTRA_MS
-            rows.append(_upper(scenario, f"+50 ms RTT ({via}): swap age p95 (local {local['swap_age_ms']['p95']:.0f} + 60)", far["swap_age_ms"]["p95"], limit, " ms"))
+            rows.append(upper(scenario, f"+50 ms RTT ({via}): swap age p95 (local {local['swap_age_ms']['p95']:.0f} + 60)", far["swap_age_ms"]["p95"], limit, " ms"))
     killed = r["killed"]
     if "skipped" in killed:
         rows.append(TargetRow(scenario, "server killed", f"skipped: {killed['skipped']}", "", None, None))
@@ -422,7 +422,7 @@ def remote_rows(r: dict, settings: BenchSettings) -> list:
         raw = killed["raw_face_frames"]
         rows.append(TargetRow(scenario, f"server killed, back {killed['killed_s']:.1f} s later: frames with a raw face (of {killed['checked_frames']})",
                               str(raw), "= 0", None, raw == 0))
-        rows.append(_upper(scenario, "swapping again after the server's return", killed["swaps_back_s"], TARGET_BACK_S, " s"))
+        rows.append(upper(scenario, "swapping again after the server's return", killed["swaps_back_s"], TARGET_BACK_S, " s"))
     return rows
 
 

@@ -4,39 +4,37 @@ the ratio. Pure (figures in, text out)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from vcamd.bench.settings import BenchSettings
+from vcamd.bench.targets import (
+    TARGET_CALL_FIRST_FRAME_MS,
+    TARGET_CALL_FIRST_SWAP_MS,
+    TARGET_CPU_MS,
+    TARGET_CROWD_FULL_QUALITY,
+    TARGET_EVERY_FACE,
+    TARGET_FIRST_FRAME_MS,
+    TARGET_FIRST_SWAP_MS,
+    TARGET_FPS_RATIO,
+    TARGET_GROUPS_FULL_QUALITY,
+    TARGET_GROUPS_P99_MS,
+    TARGET_INT8_FIRST_SWAP_MS,
+    TARGET_INT8_SPEEDUP,
+    TARGET_INT8_SWAP_AGE_P95_MS,
+    TARGET_INT8_SWAPPED_AFTER_FIRST,
+    TARGET_ONE_FACE_CPU_MS,
+    TARGET_OVERHEAD_MS,
+    TARGET_P99_BUDGET_MS,
+    TARGET_RESOLUTION_RATIO,
+    TARGET_SWAP_AGE_P95_MS,
+    TARGET_SWAPPED,
+    TARGET_SWAPPED_AFTER_FIRST,
+    TargetRow,
+    lower_share,
+    upper,
+)
 from vcamd.common.quality import BEST
 
-# Targets from the live-daemon issue (720p / 30 fps on a 2-core CPU).
-TARGET_FPS_RATIO = 0.95
-TARGET_P99_BUDGET_MS = 40.0  # + one frame interval
-TARGET_OVERHEAD_MS = 8.0
-TARGET_CPU_MS = 30.0
-TARGET_SWAPPED = 0.95
-# Targets from the performance issue (round 2): groups and resolution growth.
-TARGET_FULL_QUALITY = 0.90
-TARGET_EVERY_FACE = 0.95
-TARGET_RESOLUTION_RATIO = 1.3
-TARGET_ONE_FACE_CPU_MS = 9.0  # 720p, SCRFD-2.5G, at full quality (the loop's-own-cost issue; 12 before it)
-# Targets from the loop's-own-cost issue: 29 faces steady at full quality, a crowd at the camera's rate.
-TARGET_GROUPS_P99_MS = 40.0
-TARGET_GROUPS_FULL_QUALITY = 0.95
-TARGET_CROWD_FULL_QUALITY = 0.90
-TARGET_FIRST_FRAME_MS = 500.0  # cold start: from the process start, with the compute-equivalent swapper
-TARGET_FIRST_SWAP_MS = 3000.0
-# Targets from the call-load issue: 720p, the call's swapper, two busy processes, 2 cores.
-TARGET_SWAP_AGE_P95_MS = 1500.0
-TARGET_SWAPPED_AFTER_FIRST = 0.90
-TARGET_CALL_FIRST_FRAME_MS = 1000.0
-TARGET_CALL_FIRST_SWAP_MS = 4000.0
-# Targets from the int8 issue: the swapper's int8 copy on the CPU, 720p, 2 cores.
-TARGET_INT8_SPEEDUP = 3.0  # swap per face, float ÷ int8, in the same run (compute-equivalent inswapper)
-TARGET_INT8_SWAP_AGE_P95_MS = 1000.0  # quiet (inswapper) and under two busy processes (call)
-TARGET_INT8_FIRST_SWAP_MS = 1500.0  # daily start (graph cache warm), compute-equivalent inswapper
-TARGET_INT8_SWAPPED_AFTER_FIRST = 0.95  # call, two busy processes
 LIVE_COLUMNS = ("light", "inswapper", "inswapper_int8")
 
 
@@ -91,28 +89,6 @@ def int8_copy_line(copy: dict) -> str:
             f"built in {copy['build_s']:.0f} s; CPU int8 units: {copy['units']}): {verdict}: {copy['summary']}{speed}")
 
 
-@dataclass(frozen=True)
-class TargetRow:
-    """One target of a scenario: what was measured, the limit, figure / limit, and whether it is met."""
-
-    scenario: str
-    measure: str
-    figure: str
-    target: str
-    ratio: float | None  # figure / target (≤ 1 is met for an upper limit, ≥ 1 for a lower one)
-    met: bool | None  # None: not measurable with this engine (see figure)
-
-
-def _upper(scenario: str, measure: str, value: float, limit: float, unit: str = "") -> TargetRow:
-    return TargetRow(scenario, measure, f"{value:.1f}{unit}", f"≤ {limit:.1f}{unit}", round(value / limit, 2), value <= limit)
-
-
-def _lower_share(scenario: str, measure: str, value: float | None, limit: float, missing: str = "") -> TargetRow:
-    if value is None:
-        return TargetRow(scenario, measure, f"n/a ({missing})", f"≥ {100 * limit:.0f} %", None, None)
-    return TargetRow(scenario, measure, f"{100 * value:.1f} %", f"≥ {100 * limit:.0f} %", round(value / limit, 2), value >= limit)
-
-
 def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[TargetRow]:
     rows: list[TargetRow] = []
     if (light := results.get("light")) is not None:
@@ -127,13 +103,13 @@ def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[Targe
                                         ("crowd", TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, TARGET_CROWD_FULL_QUALITY)):
         if (g := results.get(name)) is None:
             continue
-        rows.append(_upper(name, "capture→publish p99", g["latency_ms"]["p99"], p99_limit, " ms"))
+        rows.append(upper(name, "capture→publish p99", g["latency_ms"]["p99"], p99_limit, " ms"))
         ratio = g["fps_ratio"]
         rows.append(TargetRow(name, "published / camera fps", f"{ratio:.2f}×", f"≥ {TARGET_FPS_RATIO:.2f}×",
                               round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
-        rows.append(_lower_share(name, "time at full quality", g["full_quality_share"], full_share))
-        rows.append(_lower_share(name, "frames with every face swapped or held", g["every_face_share"], TARGET_EVERY_FACE))
-        rows.append(_lower_share(name, "faces swapped or held (per face)", g["face_share"], TARGET_EVERY_FACE,
+        rows.append(lower_share(name, "time at full quality", g["full_quality_share"], full_share))
+        rows.append(lower_share(name, "frames with every face swapped or held", g["every_face_share"], TARGET_EVERY_FACE))
+        rows.append(lower_share(name, "faces swapped or held (per face)", g["face_share"], TARGET_EVERY_FACE,
                                  "needs faces.{swapped,held,obscured} in the stats JSON"))
     if (st := results.get("startup")) is not None:
         starts = [("", st["startup_ms"])]
@@ -145,7 +121,7 @@ def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[Targe
                 if value is None:
                     rows.append(TargetRow("startup", label, "n/a (never)", f"≤ {limit:.0f} ms", None, False))
                 else:
-                    rows.append(_upper("startup", label, value, limit, " ms"))
+                    rows.append(upper("startup", label, value, limit, " ms"))
     rows += int8_target_rows(results, settings)
     if (r := results.get("resolution")) is not None:
         ratio = r["cpu_ratio"]
@@ -186,23 +162,23 @@ def int8_target_rows(results: dict[str, dict], settings: BenchSettings) -> list[
                                   f"{floats['swap_model_ms_p50']:.0f} ÷ {int8['swap_model_ms_p50']:.0f} ms = {ratio:.2f}×",
                                   f"≥ {TARGET_INT8_SPEEDUP:.1f}×", round(ratio / TARGET_INT8_SPEEDUP, 2), ratio >= TARGET_INT8_SPEEDUP))
         if (p95 := int8.get("swap_age_ms", {}).get("p95")) is not None:
-            rows.append(_upper("inswapper", f"swap age p95, int8 ({int8['ran']} ran), quiet", p95, TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
+            rows.append(upper("inswapper", f"swap age p95, int8 ({int8['ran']} ran), quiet", p95, TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
     if (st := results.get("startup_int8")) is not None:
         for measure, key, limit in (("first frame", "first_frame", TARGET_FIRST_FRAME_MS), ("first swap", "first_swap", TARGET_INT8_FIRST_SWAP_MS)):
             value, label = st["startup_ms"][key], f"{measure} (daily start, int8: {st['ran']} ran), ms from process start"
             rows.append(TargetRow("startup", label, "n/a (never)", f"≤ {limit:.0f} ms", None, False) if value is None
-                        else _upper("startup", label, value, limit, " ms"))
+                        else upper("startup", label, value, limit, " ms"))
     loaded = [r for r in (results.get("call") or {}).get("runs", []) if r.get("precision") == "int8" and r["load"] > 0]
     if loaded:
         of = f"int8, {loaded[0]['load']} busy, worst of {len(loaded)}"
-        rows.append(_upper("call", f"swap age p95 ({of})", max(r["swap_age_ms"]["p95"] for r in loaded), TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
+        rows.append(upper("call", f"swap age p95 ({of})", max(r["swap_age_ms"]["p95"] for r in loaded), TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
         shares = [r["swapped_after_first_swap"] for r in loaded]
-        rows.append(_lower_share("call", f"frames swapped after the first swap ({of})", None if None in shares else min(shares),
+        rows.append(lower_share("call", f"frames swapped after the first swap ({of})", None if None in shares else min(shares),
                                  TARGET_INT8_SWAPPED_AFTER_FIRST, "no swap in a run"))
         ratio = min(r["fps_ratio"] for r in loaded)
         rows.append(TargetRow("call", f"published / camera fps ({of})", f"{ratio:.2f}×", f"≥ {TARGET_FPS_RATIO:.2f}×",
                               round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
-        rows.append(_upper("call", f"capture→publish p99 ({of})", max(r["latency_p99_ms"] for r in loaded),
+        rows.append(upper("call", f"capture→publish p99 ({of})", max(r["latency_p99_ms"] for r in loaded),
                            TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, " ms"))
     return rows
 
@@ -358,4 +334,3 @@ def format_models_table(rows: list[dict], settings: BenchSettings) -> str:
     lines.append(f"compute-equivalent stand-ins (random weights), one face, median of {max(1, settings.rounds)} runs after one; "
                  f"providers {','.join(settings.providers)}, ONNX Runtime threads {threads}{' (all cores)' if threads == 0 else ''}")
     return "\n".join(lines)
-
