@@ -69,7 +69,7 @@ def write_sliding_clip(
     scale = face_scale * min(height / image.shape[0], width / image.shape[1])
     face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
     fh, fw = face.shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (width, height))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*fourcc), fps, (width, height))
     if not writer.isOpened():
         raise VcamdError(f"cannot write the clip {path}", fix=f"OpenCV needs its {fourcc} encoder (opencv-python has it)")
     travel = max(1, width - fw)
@@ -86,7 +86,7 @@ def write_sliding_clip(
     return path
 
 
-def sliding_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, int]) -> Path:
+def sliding_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tuple[int, int]) -> Path:
     """The one-face camera clip: the face photo sliding across a `size` frame (built once per size)."""
     path = tmpdir / f"clip_{size[0]}x{size[1]}.avi"
     if path.exists():
@@ -97,13 +97,13 @@ def sliding_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, 
     )
 
 
-def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, int], name: str = "still") -> Path:
+def still_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tuple[int, int], name: str = "still") -> Path:
     """A still camera: `image` fitted into a `size` frame (grey bars), the same frame for 4 s, MJPG.
     (MJPG's frames of one picture decode to the same pixels: a still camera without sensor noise.)"""
     width, height = size
     frame = fitted_frame(image, size)
     path = tmpdir / f"{name}_{width}x{height}.avi"
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), settings.fps, (width, height))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), settings.fps, (width, height))
     if not writer.isOpened():
         raise VcamdError(f"cannot write the clip {path}", fix="OpenCV needs its MJPG encoder (opencv-python has it)")
     try:

@@ -10,12 +10,20 @@ import json
 import os
 import shlex
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from vcamd.bench.settings import BUSY_CODE, BenchSettings
 from vcamd.bench.targets import TARGET_P99_BUDGET_MS
 from vcamd.common.errors import VcamdError
 from vcamd.common.quality import Level, worst
+
+if TYPE_CHECKING:
+    from vcamd.common.types import Frame
+    from vcamd.config.schema import Config
+    from vcamd.live.engine import LiveEngine
+    from vcamd.live.loading import FacePipeline
 
 
 class RunFailed(VcamdError):
@@ -23,8 +31,8 @@ class RunFailed(VcamdError):
     bench's folder (its config, clip and stand-in models) is kept for it."""
 
 
-def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, face_selection: str | None = None,
-                    swapper: Path | None = None, precision: str = "float"):
+def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base: Config, *, face_selection: str | None = None,
+                    swapper: Path | None = None, precision: str = "float") -> Config:
     """The config a scenario runs with: the bench's detector and providers, stand-in swapper
     (light, compute-equivalent for `inswapper` and `startup`, or the one given) and recognizer
     built in `tmpdir`, enhancer off, the swapper at `precision` ("int8": its int8 copy, once
@@ -53,7 +61,8 @@ def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, f
     return config_from_dict(data, "vcamd bench")
 
 
-def run_live(cfg, clip: Path, frames: int, quality: str | None = None, on_engine=None) -> tuple[dict, dict, float]:
+def run_live(cfg: Config, clip: Path, frames: int, quality: str | None = None,
+             on_engine: Callable[[LiveEngine], None] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
     """Build the face pipeline, warm it up, run the live engine on `clip` for `frames` published
     frames; returns (stats JSON, stage series of the run, seconds spent building). `quality` pins
     the watchdog's level (as `vcamd quality` does); `on_engine(engine)` is called before the run."""
@@ -81,7 +90,7 @@ def run_live(cfg, clip: Path, frames: int, quality: str | None = None, on_engine
     return stats, engine.parts.stats.stages_ms, build_s
 
 
-def run_vcamd(cfg, settings: BenchSettings, clip: Path, tmpdir: Path, name: str, prefix: tuple[str, ...] = ()) -> dict:
+def run_vcamd(cfg: Config, settings: BenchSettings, clip: Path, tmpdir: Path, name: str, prefix: tuple[str, ...] = ()) -> dict[str, Any]:
     """`vcamd run` with `cfg` on `clip` (a file camera, looped), null sink, `settings.frames`
     frames, as a user starts it: its stats JSON, with the command under "command". `prefix`: what
     runs it (`ip netns exec NS`: inside a network namespace)."""
@@ -102,7 +111,7 @@ def run_vcamd(cfg, settings: BenchSettings, clip: Path, tmpdir: Path, name: str,
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise RunFailed(f"bench {name}: vcamd run failed (exit {proc.returncode}): {last}", fix=fix)
-    stats = json.loads(stats_path.read_text(encoding="utf-8"))
+    stats: dict[str, Any] = json.loads(stats_path.read_text(encoding="utf-8"))
     not_loaded = [line for line in proc.stderr.splitlines() if "did not load" in line]
     if stats["startup_ms"].get("first_swap") is None and not_loaded:
         # `vcamd run` keeps running (covered) when its models fail to load: no swap to time.
@@ -111,7 +120,7 @@ def run_vcamd(cfg, settings: BenchSettings, clip: Path, tmpdir: Path, name: str,
 
 
 @contextlib.contextmanager
-def busy_processes(n: int):
+def busy_processes(n: int) -> Iterator[list[int]]:
     """N processes that each keep a core busy at normal priority (the call app), for the `with`
     block; yields their pids. Each leads a process group of its own, killed at the end — also when
     the block raises or is interrupted — and waited for, so none outlives the bench. They stay in
@@ -122,12 +131,13 @@ def busy_processes(n: int):
     import subprocess
     import sys
 
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         for _ in range(n):
             procs.append(subprocess.Popen([sys.executable, "-c", BUSY_CODE], process_group=0,
                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
         for p in procs:  # each is in its loop once it wrote its byte; EOF instead: it never got there
+            assert p.stdout is not None  # stdout=PIPE
             started = p.stdout.read(1)
             p.stdout.close()
             if not started:
@@ -141,7 +151,7 @@ def busy_processes(n: int):
             p.wait()
 
 
-def call_row(stats: dict, settings: BenchSettings) -> dict:
+def call_row(stats: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
     """One call run's figures from its stats JSON."""
     frames = stats["frames"]
     after_first = frames["published"] - stats.get("published_before_first_swap", 0)
@@ -163,13 +173,13 @@ def call_row(stats: dict, settings: BenchSettings) -> dict:
     }
 
 
-def swapper_ran(stats: dict) -> str:
+def swapper_ran(stats: dict[str, Any]) -> str:
     """What the swapper ran at by the end of a run (its stats JSON): "float", "int8", or "not
     loaded" (the run ended before the models were in)."""
     return (stats.get("precision") or {}).get("swapper") or "not loaded"
 
 
-def _transition_text(t: dict) -> str:
+def _transition_text(t: dict[str, Any]) -> str:
     """One watchdog transition of the stats JSON: a rung change, or the faces swapped per round."""
     faces = t.get("faces_per_round")
     change = f"faces per round {faces['from']}→{faces['to']}" if faces else f"{t['from']}→{t['to']}"
@@ -184,9 +194,9 @@ def loadavg() -> str:
         return "n/a"
 
 
-def _toml(data: dict) -> str:
+def _toml(data: dict[str, Any]) -> str:
     """A config dump (sections of scalars and lists of scalars) as TOML; JSON's string escapes are TOML's."""
-    def value(v) -> str:
+    def value(v: object) -> str:
         if isinstance(v, bool):
             return "true" if v else "false"
         if isinstance(v, list):
@@ -196,7 +206,7 @@ def _toml(data: dict) -> str:
     return "\n".join(f"[{section}]\n" + "".join(f"{k} = {value(v)}\n" for k, v in items.items()) for section, items in data.items())
 
 
-def summarise(stats: dict, stages: dict, settings: BenchSettings, setup_s: float) -> dict:
+def summarise(stats: dict[str, Any], stages: dict[str, Any], settings: BenchSettings, setup_s: float) -> dict[str, Any]:
     """The bench's figures from one run's stats JSON (and its stage series, for the overhead)."""
 
     published = max(1, stats["frames"]["published"])
@@ -231,7 +241,7 @@ def summarise(stats: dict, stages: dict, settings: BenchSettings, setup_s: float
     }
 
 
-def first_frame(clip: Path):
+def first_frame(clip: Path) -> Frame:
     import cv2
 
     from vcamd.common.errors import VcamdError
@@ -241,10 +251,10 @@ def first_frame(clip: Path):
     cap.release()
     if not ok:
         raise VcamdError(f"cannot read the bench clip {clip}")
-    return frame
+    return cast("Frame", frame)
 
 
-def _warm_up(faces, cfg, clip: Path) -> None:
+def _warm_up(faces: FacePipeline, cfg: Config, clip: Path) -> None:
     """Create every session and run each model once, so the measured run starts warm."""
     from vcamd.common.errors import VcamdError
 

@@ -11,7 +11,9 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from vcamd.bench.clips import sliding_clip, still_clip
 from vcamd.bench.runs import (
@@ -29,17 +31,22 @@ from vcamd.bench.runs import (
 from vcamd.bench.settings import CROWD_RESOLUTION, RESOLUTIONS, BenchSettings
 from vcamd.common.quality import BEST
 
+if TYPE_CHECKING:
+    from vcamd.common.types import Frame
+    from vcamd.config.schema import Config
+    from vcamd.live.engine import LiveEngine
+
 log = logging.getLogger(__name__)
 
 
-def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> dict[str, dict]:
+def run_benchmark(settings: BenchSettings, scenarios: list[str], base: Config | None = None) -> dict[str, dict[str, Any]]:
     """Run each scenario; returns scenario → summary (and the full stats JSON under "stats")."""
     from vcamd.config.schema import Config
     from vcamd.files.images import read_image
 
     base = base or Config()
     image = read_image(settings.face, "bench face")
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     with _work_folder(settings.workdir) as tmpdir, _cache_dir(tmpdir / "optimized"):
         if settings.swappers or settings.enhancers:
             from vcamd.bench.modeltimes import as_dict, time_models
@@ -72,7 +79,7 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> d
 
 
 @contextlib.contextmanager
-def _work_folder(kept: Path | None):
+def _work_folder(kept: Path | None) -> Iterator[Path]:
     """Where a run builds its stand-ins, clips, int8 copies and optimised graphs: `kept` (`--workdir`:
     built once, reused by later runs — the 554 MB stand-in and its int8 copy take a minute or two),
     else the bench's temporary folder (`_bench_folder`)."""
@@ -86,7 +93,7 @@ def _work_folder(kept: Path | None):
 
 
 @contextlib.contextmanager
-def _bench_folder():
+def _bench_folder() -> Iterator[Path]:
     """The bench's temporary folder (clips, configs, stand-in models), removed at the end — unless a
     scenario's `vcamd run` failed: its error names the command to run by hand, which needs them."""
     folder = Path(tempfile.mkdtemp(prefix="vcamd-bench-"))
@@ -101,7 +108,7 @@ def _bench_folder():
 
 
 @contextlib.contextmanager
-def _cache_dir(folder: Path):
+def _cache_dir(folder: Path) -> Iterator[None]:
     """The optimised graphs of the stand-in swappers (`vcamd.inference.ortcache`) go to the bench's temporary
     folder, not the user's cache (554 MB each, of models deleted after the run)."""
     previous = os.environ.get("VCAMD_CACHE_DIR")
@@ -115,7 +122,7 @@ def _cache_dir(folder: Path):
             os.environ["VCAMD_CACHE_DIR"] = previous
 
 
-def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base, precision: str = "float") -> dict:
+def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base: Config, precision: str = "float") -> dict[str, Any]:
     t0 = time.monotonic()
     cfg = scenario_config(name, settings, tmpdir, base, precision=precision)
     build_s = time.monotonic() - t0
@@ -130,7 +137,7 @@ def precision_key(scenario: str, precision: str) -> str:
     return scenario if precision == "float" else f"{scenario}_{precision}"
 
 
-def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Path, base) -> dict:
+def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Path, base: Config) -> dict[str, Any]:
     """Build and check the int8 copy of a bench swapper before its int8 runs, as `vcamd models
     quantize` does: calibrated on the bench's face photo and frames of its clip (the frames a
     camera shows), checked against float by the bench's recogniser; kept in the bench's cache
@@ -148,14 +155,14 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
     sessions = Sessions(["cpu"], settings.threads)
     detector = FaceDetector(cfg.models.detector, sessions, cfg.detection.size, cfg.detection.threshold)
     recognizer = Recognizer(cfg.models.recognizer, sessions)
-    frames = []
+    frames: list[Frame] = []
     capture = cv2.VideoCapture(str(clip))
     while len(frames) < CALIBRATION_FACES - 1:
         ok, frame = capture.read()
         if not ok:
             break
         if int(capture.get(cv2.CAP_PROP_POS_FRAMES)) % int(settings.fps // 2 or 1) == 0:  # two a second: different moments
-            frames.append(frame)
+            frames.append(cast("Frame", frame))
     capture.release()
     from vcamd.files.images import read_image
     from vcamd.models.quantize import swapper_spec
@@ -171,11 +178,11 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
             "float_ms": round(best.float_ms, 1) if best else None, "int8_ms": round(best.int8_ms, 1) if best else None}
 
 
-def run_per_precision(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict[str, dict]:
+def run_per_precision(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base: Config) -> dict[str, dict[str, Any]]:
     """The live scenario `name` once per `settings.precisions`, float then int8 (the int8 copy built
     and checked first: `prepare_int8`): results by `precision_key`, with the copy's check under
     "int8_copy" of the int8 one."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for precision in settings.precisions:
         check = prepare_int8(settings, Path(scenario_config(name, settings, tmpdir, base).models.swapper), clip, tmpdir, base) \
             if precision == "int8" else None
@@ -183,7 +190,7 @@ def run_per_precision(name: str, settings: BenchSettings, clip: Path, tmpdir: Pa
     return out
 
 
-def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict[str, dict]:
+def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base: Config) -> dict[str, dict[str, Any]]:
     """`vcamd run` in a subprocess, as a user starts it, with the compute-equivalent inswapper
     stand-in (built once into `tmpdir`): its stats' `startup_ms` (from the process start). Per
     precision, interleaved (float first start, int8 first start, float next start, int8 next
@@ -191,7 +198,7 @@ def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict
     with the copy kept. Results by `precision_key`."""
     cfgs = {p: scenario_config("startup", settings, tmpdir, base, precision=p) for p in settings.precisions}
     checks = {p: prepare_int8(settings, Path(cfg.models.swapper), clip, tmpdir, base) for p, cfg in cfgs.items() if p == "int8"}
-    runs: dict[str, list[dict]] = {p: [] for p in cfgs}
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in cfgs}
     for _ in ("first", "next"):
         for precision, cfg in cfgs.items():
             runs[precision].append(run_vcamd(cfg, settings, clip, tmpdir, f"startup_{precision}"))
@@ -206,7 +213,7 @@ def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict
     return out
 
 
-def run_call(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
+def run_call(settings: BenchSettings, clip: Path, tmpdir: Path, base: Config) -> dict[str, Any]:
     """`settings.rounds` runs of `vcamd run` with the call's swapper; with `settings.load`, each
     followed by one under that many busy processes (interleaved: the machine's own drift falls on
     both). Each run: `call_row` of its stats, with /proc/loadavg before and after. The swapper
@@ -218,7 +225,7 @@ def run_call(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
              swapper.convs, swapper.measured_ms, swapper.target_ms)
     cfgs = {p: scenario_config("call", settings, tmpdir, base, swapper=swapper.path, precision=p) for p in settings.precisions}
     check = prepare_int8(settings, swapper.path, clip, tmpdir, base) if "int8" in cfgs else None
-    runs: list[dict] = []
+    runs: list[dict[str, Any]] = []
     pids: list[int] = []
     for i in range(settings.rounds):
         for load in (0, settings.load) if settings.load else (0,):
@@ -233,7 +240,7 @@ def run_call(settings: BenchSettings, clip: Path, tmpdir: Path, base) -> dict:
             "command": runs[0]["command"] if runs else None} | ({"int8_copy": check} if check else {})
 
 
-def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
+def run_groups(settings: BenchSettings, tmpdir: Path, base: Config) -> dict[str, Any]:
     """The group photo as a still 720p (--resolution) camera, every face swapped; without one,
     GROUP_FACES copies of the --face photo tiled."""
     from vcamd.bench.clips import tiled_group
@@ -248,7 +255,7 @@ def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
     return run_still_faces(settings, tmpdir, base, photo, f"{GROUP_FACES} copies of {settings.face.name}", size, "still")
 
 
-def run_crowd(settings: BenchSettings, tmpdir: Path, base) -> dict:
+def run_crowd(settings: BenchSettings, tmpdir: Path, base: Config) -> dict[str, Any]:
     """The crowd photo (100+ faces) as a still 1080p camera, every face swapped."""
     from vcamd.files.images import read_image
 
@@ -257,7 +264,7 @@ def run_crowd(settings: BenchSettings, tmpdir: Path, base) -> dict:
     return run_still_faces(settings, tmpdir, base, photo, str(settings.crowd_photo), RESOLUTIONS[CROWD_RESOLUTION], "crowd")
 
 
-def run_still_faces(settings: BenchSettings, tmpdir: Path, base, photo, group: str, size: tuple[int, int], name: str) -> dict:
+def run_still_faces(settings: BenchSettings, tmpdir: Path, base: Config, photo: Frame, group: str, size: tuple[int, int], name: str) -> dict[str, Any]:
     """`photo` (`group` names it) as a still camera of `size`, `face_selection = "all"`, light
     swapper: the summary, the faces the detector finds in the clip's frame, and the shares of
     frames at full quality and with every face swapped or held."""
@@ -265,8 +272,10 @@ def run_still_faces(settings: BenchSettings, tmpdir: Path, base, photo, group: s
     cfg = scenario_config("groups", settings, tmpdir, base, face_selection="all")
     found: list[int] = []
 
-    def count_faces(engine) -> None:
-        found.append(len(engine.parts.faces.detect(first_frame(clip), cfg.detection.size)))
+    def count_faces(engine: LiveEngine) -> None:
+        faces = engine.parts.faces
+        assert faces is not None  # run_live built the pipeline before the engine
+        found.append(len(faces.detect(first_frame(clip), cfg.detection.size)))
 
     stats, stages, setup_s = run_live(cfg, clip, settings.frames, settings.quality, on_engine=count_faces)
     summary = summarise(stats, stages, settings, setup_s)
@@ -286,15 +295,15 @@ def run_still_faces(settings: BenchSettings, tmpdir: Path, base, photo, group: s
     return summary
 
 
-def run_resolution(settings: BenchSettings, image, tmpdir: Path, base) -> dict:
+def run_resolution(settings: BenchSettings, image: Frame, tmpdir: Path, base: Config) -> dict[str, Any]:
     """The light scenario at 480p and 1080p: how CPU-ms per frame grows with the pixels, in
     `settings.rounds` interleaved pairs (see `median_pair`)."""
     quality = settings.quality or BEST.name
     clips = {label: sliding_clip(image, settings, tmpdir, RESOLUTIONS[label]) for label in ("480p", "1080p")}
     cfg = scenario_config("light", settings, tmpdir, base)
-    pairs: list[dict] = []
+    pairs: list[dict[str, Any]] = []
     for _ in range(settings.rounds):
-        runs: dict[str, dict] = {}
+        runs: dict[str, dict[str, Any]] = {}
         for label, clip in clips.items():
             stats, stages, setup_s = run_live(cfg, clip, settings.frames, quality)
             runs[label] = summarise(stats, stages, settings, setup_s)
@@ -302,7 +311,7 @@ def run_resolution(settings: BenchSettings, image, tmpdir: Path, base) -> dict:
     return median_pair(pairs)
 
 
-def median_pair(pairs: list[dict]) -> dict:
+def median_pair(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """The pair whose 1080p ÷ 480p ratio is the median (the lower middle one of an even count), with
     every pair's ratio under "round_ratios" in the order run. A pair, not a median of each figure:
     its two CPU figures, its camera share and its ratio stay one measurement."""
@@ -310,7 +319,7 @@ def median_pair(pairs: list[dict]) -> dict:
     return ranked[(len(ranked) - 1) // 2] | {"round_ratios": [pair["cpu_ratio"] for pair in pairs]}
 
 
-def resolution_pair(quality: str, runs: dict[str, dict]) -> dict:
+def resolution_pair(quality: str, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One 480p run and one 1080p run (their summaries by label) as the scenario reports them."""
     low, high = runs["480p"]["cpu_ms_per_frame"], runs["1080p"]["cpu_ms_per_frame"]
     # The camera's share — reading and decoding its frames, per pixel whoever reads the camera —

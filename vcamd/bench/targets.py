@@ -33,6 +33,11 @@ TARGET_INT8_SWAP_AGE_P95_MS = 1000.0  # quiet (inswapper) and under two busy pro
 TARGET_INT8_FIRST_SWAP_MS = 1500.0  # daily start (graph cache warm), compute-equivalent inswapper
 TARGET_INT8_SWAPPED_AFTER_FIRST = 0.95  # call, two busy processes
 
+# Targets from the Triton hop issue: the swap on a server elsewhere (`vcamd bench --scenarios remote`).
+TARGET_HOP_MS = 5.0
+TARGET_DELAY_RTT_MS = 50
+TARGET_SWAP_AGE_EXTRA_MS = 60.0
+TARGET_BACK_S = 2.0
 
 @dataclass(frozen=True)
 class TargetRow:
