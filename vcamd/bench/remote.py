@@ -37,6 +37,7 @@ from vcamd.bench.settings import BenchSettings
 if TYPE_CHECKING:
     import socket
 
+    from vcamd.bench.serving import ServerProcess
     from vcamd.common.types import Frame
     from vcamd.config.schema import Config
     from vcamd.control.client import ControlClient
@@ -73,7 +74,7 @@ def _server_config(cfg: Config, path: Path, swapper: Path | None = None) -> Path
 
 
 @contextlib.contextmanager
-def _server(config: Path, tmpdir: Path, name: str, *extra: str, prefix: tuple[str, ...] = ()) -> Iterator[Any]:
+def _server(config: Path, tmpdir: Path, name: str, *extra: str, prefix: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
     from vcamd.bench.serving import ServerProcess
 
     server = ServerProcess(config, *extra, log=tmpdir / f"serve-{name}.log", prefix=prefix).start()
