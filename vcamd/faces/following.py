@@ -21,15 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from vcamd.common.types import Face, Frame
 from vcamd.config.schema import FaceSelection
-
-if TYPE_CHECKING:
-    from vcamd.faces.identity import Recognizer
 
 Embed = Callable[[Frame, Face], np.ndarray]
 """The recogniser's embedding of a face (L2-normalised)."""
@@ -56,19 +53,6 @@ IDENTITY_RETRY_FRAMES = 5
 one embedding per face, on the loop's thread."""
 
 
-class Selecting(Protocol):
-    """What `FollowedFace` asks of the face engine (`FaceEngine`): its selection rule, the faces that
-    rule picks, and the recogniser that tells who is who."""
-
-    @property
-    def selection(self) -> FaceSelection: ...
-
-    @property
-    def recognizer(self) -> Recognizer: ...
-
-    def select(self, faces: list[Face], frame: Frame) -> list[Face]: ...
-
-
 @dataclass
 class _Lock:
     face: Face  # where it was last seen
@@ -77,6 +61,28 @@ class _Lock:
     called_at: int  # frame index of the last selection
     checked_at: int  # frame index of the last identity comparison
     recognizer: Path  # the recogniser model the identity came from (another one ends the lock)
+
+
+class Recognizing(Protocol):
+    """The recogniser the lock compares faces with (`faces.identity.Recognizer`)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def embed(self, frame: Frame, face: Face) -> np.ndarray: ...
+
+
+class Selecting(Protocol):
+    """What `FollowedFace.select` needs of the face engine (`faces.engine.FaceEngine`): its selection
+    rule and its recogniser."""
+
+    @property
+    def selection(self) -> FaceSelection: ...
+
+    @property
+    def recognizer(self) -> Recognizing: ...
+
+    def select(self, faces: list[Face], frame: Frame) -> list[Face]: ...
 
 
 class FollowedFace:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +200,7 @@ class SwapperCores:
         now = self._clock()
         return self._every_core_s + (now - self._since if self.every_core and self._since is not None else 0.0)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """For the stats: the split (None: the swapper runs anywhere), where it is now, how long
         it was on every core for other programs' sake, and how often it moved."""
         split = self._split

@@ -35,7 +35,8 @@ OP_TYPES = ("Conv", "MatMul", "Gemm")
 def onnxruntime_version() -> str:
     import onnxruntime
 
-    return onnxruntime.__version__
+    version: str = onnxruntime.__version__
+    return version
 
 
 def build_key(reduce_range: bool) -> str:

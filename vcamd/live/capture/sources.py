@@ -23,7 +23,7 @@ from vcamd.common.errors import VcamdError
 from vcamd.common.types import Frame
 from vcamd.config.schema import CameraConfig
 from vcamd.live.capture.jpeg import decode_jpeg
-from vcamd.live.capture.webcam import MIN_FRAME_SIDE, OpenCVCamera, checked_frame_size, is_mjpg
+from vcamd.live.capture.webcam import MIN_FRAME_SIDE, Capture, OpenCVCamera, checked_frame_size, is_mjpg
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class VideoFileCamera:
         self.description = f"video file {path}"
         self._clock = clock
         self._sleep = sleep  # with `clock`, the pacer's time: a test passes both and owns the clock
-        self._cap = None
+        self._cap: Capture | None = None
         self._packets = False  # the capture delivers undecoded JPEG packets (MJPG files)
         self._fps = 30.0
         self._pacer = Pacer(self._fps, clock, sleep)
@@ -188,20 +188,20 @@ class VideoFileCamera:
         """Skipping helps only while a frame decodes faster than the file's frame interval."""
         return self._decode_s < 1.0 / self._fps
 
-    def _grab(self, cap) -> bool:
+    def _grab(self, cap: Capture) -> bool:
         if cap.grab():
             return True
         return self.loop and self._rewind(cap) and cap.grab()
 
-    def _read_one(self, cap) -> Frame | None:
+    def _read_one(self, cap: Capture) -> Frame | None:
         ok, frame = cap.read()
         if not ok and self.loop and self._rewind(cap):
             ok, frame = cap.read()
-        if not ok:
+        if not ok or frame is None:  # OpenCV gives a frame whenever ok
             return None
         return decode_jpeg(frame) if self._packets else frame
 
-    def _rewind(self, cap) -> bool:
+    def _rewind(self, cap: Capture) -> bool:
         import cv2
 
         return bool(cap.set(cv2.CAP_PROP_POS_FRAMES, 0))
@@ -212,7 +212,7 @@ class VideoFileCamera:
             self._cap = None
 
 
-def _jpeg_packets(cap) -> bool:
+def _jpeg_packets(cap: Capture) -> bool:
     """Switch an opened MJPG file's capture to deliver its JPEG packets undecoded; whether it did
     (other codecs, or a backend without raw packets, keep FFmpeg's decoded frames)."""
     import cv2
