@@ -102,7 +102,9 @@ class ThreadCpu:
 
 def child(args: argparse.Namespace) -> None:
     """One measured run (under py-spy when the parent found it); writes per-thread CPU as JSON."""
-    from vcamd.bench.scenarios import _cache_dir, run_live, scenario_config, sliding_clip
+    from vcamd.bench.clips import sliding_clip
+    from vcamd.bench.runs import run_live, scenario_config
+    from vcamd.bench.scenarios import _cache_dir
     from vcamd.bench.settings import RESOLUTIONS, BenchSettings
     from vcamd.config.schema import Config
     from vcamd.files.images import read_image

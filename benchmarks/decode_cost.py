@@ -44,7 +44,7 @@ def clip_packets(image: np.ndarray, size: tuple[int, int], folder: Path) -> list
     """The JPEG packets of `vcamd bench`'s own one-face clip at `size` (4 s at 30 fps)."""
     import cv2
 
-    from vcamd.bench.scenarios import sliding_clip
+    from vcamd.bench.clips import sliding_clip
     from vcamd.bench.settings import BenchSettings
 
     settings = BenchSettings(face=Path(), detector="", width=size[0], height=size[1], fps=30.0, frames=0,

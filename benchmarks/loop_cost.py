@@ -226,7 +226,7 @@ class Marks:
 def _vcamd_run(clip: Path, cfg, frames: int, quality: str | None, keep_every: int = 0) -> tuple[dict, Marks, list]:
     """vcamd's live engine (as `vcamd bench` runs it) on `clip` into a sink that marks the CPU and
     keeps every `keep_every`-th frame after SKIP (references: a published frame is not drawn on again)."""
-    from vcamd.bench.scenarios import _warm_up
+    from vcamd.bench.runs import _warm_up
     from vcamd.common.quality import Level
     from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.live.engine import LiveEngine
@@ -261,7 +261,9 @@ def _settings(resolution: str, quality: str | None):
 
 
 def child_light(args: argparse.Namespace) -> dict:
-    from vcamd.bench.scenarios import _cache_dir, scenario_config, sliding_clip
+    from vcamd.bench.clips import sliding_clip
+    from vcamd.bench.runs import scenario_config
+    from vcamd.bench.scenarios import _cache_dir
     from vcamd.config.schema import Config
     from vcamd.files.images import read_image
 
@@ -280,8 +282,10 @@ def child_still(args: argparse.Namespace) -> dict:
     import cv2
     import numpy as np
 
+    from vcamd.bench.clips import still_clip
     from vcamd.bench.leaks import load_checkers, placements_in, recognised_as
-    from vcamd.bench.scenarios import _cache_dir, scenario_config, still_clip
+    from vcamd.bench.runs import scenario_config
+    from vcamd.bench.scenarios import _cache_dir
     from vcamd.config.schema import Config
     from vcamd.files.images import read_image
     from vcamd.live.capture.sources import VideoFileCamera
@@ -327,7 +331,7 @@ def child_dlc(args: argparse.Namespace) -> dict:
     """Deep-Live-Cam's live loop, imported from its checkout and run as it is (see the module doc)."""
     import shutil
 
-    from vcamd.bench.scenarios import sliding_clip
+    from vcamd.bench.clips import sliding_clip
     from vcamd.bench.standins import build_recognizer, build_swapper
     from vcamd.files.images import read_image
     from vcamd.live.capture.sources import VideoFileCamera

@@ -11,7 +11,7 @@ import pytest
 from vcamd import doctor
 from vcamd.config.schema import Config
 from vcamd.doctor import Status
-from vcamd.inference.precision import Verdict
+from vcamd.inference.fidelity import Verdict
 
 
 @pytest.fixture
@@ -29,8 +29,8 @@ def _config(swapper: Path, precision: str = "int8", providers: tuple[str, ...] =
 def _keep(swapper: Path, passed: bool) -> Path:
     """A kept verdict (and copy) for `swapper`, as a build leaves it."""
     from vcamd.inference import int8cache
+    from vcamd.inference.int8recipes import build_key
     from vcamd.inference.precision import int8_units, needs_reduced_range
-    from vcamd.models.quantize import build_key
 
     entry = int8cache.Entry(int8cache.sha256_of(swapper), build_key(needs_reduced_range(int8_units())))
     built = swapper.with_name("built.onnx")
@@ -88,8 +88,8 @@ def test_the_doctor_lists_the_precision_row(swapper, monkeypatch):
 
 def test_a_verdict_round_trips_through_the_cache(swapper):
     from vcamd.inference import int8cache
+    from vcamd.inference.int8recipes import build_key
     from vcamd.inference.precision import int8_units, needs_reduced_range
-    from vcamd.models.quantize import build_key
 
     copy = _keep(swapper, passed=True)
     kept = int8cache.lookup(swapper, build_key(needs_reduced_range(int8_units())))

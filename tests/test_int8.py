@@ -29,11 +29,11 @@ def cache(tmp_path, monkeypatch) -> Path:
 def calibration(assets, tmp_path_factory):
     """Real aligned faces (newton, the 1927 Solvay photo) and the stand-in recogniser's (512-d) view of them."""
     from vcamd.bench.standins import build_recognizer
+    from vcamd.faces.calibration import faces_from_photos
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
     from vcamd.faces.specs import SWAPPERS
     from vcamd.inference.runtime import Sessions
-    from vcamd.models.quantize import faces_from_photos
 
     sessions = Sessions(["cpu"], 1)
     recognizer = build_recognizer(tmp_path_factory.mktemp("recognizer") / "recognizer.onnx")
@@ -91,8 +91,9 @@ def test_psnr_of_equal_crops_is_capped_and_of_noise_is_low():
 def test_a_swapper_that_quantises_well_passes_and_its_copy_is_kept_by_content(tmp_path, cache, calibration):
     from vcamd.bench.standins import build_swapper
     from vcamd.inference import int8cache
+    from vcamd.inference.int8recipes import build_key
     from vcamd.inference.precision import swapper_choice
-    from vcamd.models.quantize import build_checked, build_key
+    from vcamd.models.quantize import build_checked
 
     recognizer, faces = calibration
     model = build_swapper(tmp_path / "a" / "swapper.onnx", heavy_convs=1)
@@ -127,7 +128,8 @@ def test_a_swapper_that_quantises_well_passes_and_its_copy_is_kept_by_content(tm
 def test_a_swapper_whose_activations_8_bits_cannot_hold_fails_every_recipe_and_its_verdict_is_kept(tmp_path, cache, calibration):
     from vcamd.bench.standins import build_unquantizable_swapper
     from vcamd.inference import int8cache
-    from vcamd.models.quantize import RECIPES, build_checked, build_key
+    from vcamd.inference.int8recipes import RECIPES, build_key
+    from vcamd.models.quantize import build_checked
 
     recognizer, faces = calibration
     model = build_unquantizable_swapper(tmp_path / "wide.onnx")
@@ -208,7 +210,7 @@ def test_models_quantize_builds_prints_the_check_and_a_failed_copy_is_a_clear_re
 def test_faces_seen_are_kept_at_different_moments_up_to_the_limit_and_waited_for():
     import threading
 
-    from vcamd.models.quantize import SeenFaces
+    from vcamd.faces.calibration import SeenFaces
 
     now = [0.0]
     seen = SeenFaces(limit=3, every_s=0.5, clock=lambda: now[0])

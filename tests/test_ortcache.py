@@ -160,7 +160,7 @@ def test_swapping_keeps_the_swapper_s_graph_and_checking_a_file_does_not(cache, 
     """`vcamd run` / `vcamd swap` (FaceEngine.from_config) keep the swapper's optimised graph;
     `vcamd doctor`, `config check` and a download's verification only look at the file."""
     from vcamd.config.reading import config_from_dict
-    from vcamd.models.modelcheck import check_signature
+    from vcamd.modelstore.signature import check_signature
 
     swapper = tmp_path / "swapper.onnx"
     shutil.copy(standins.swapper, swapper)

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vcamd.inference.precision import CPU_PROVIDER, FLOAT, Int8Units, Verdict, choose, int8_units, needs_reduced_range
+from vcamd.inference.fidelity import Verdict
+from vcamd.inference.precision import CPU_PROVIDER, FLOAT, Int8Units, choose, int8_units, needs_reduced_range
 
 X86_VNNI = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n\nprocessor\t: 1\nflags\t\t: fpu\n"
 X86_AVX2 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n"

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from support.cli import one_clear_line, run_vcamd
 
+from vcamd.bench.clips import still_clip
 from vcamd.bench.report import format_cpu_table, format_table, target_rows
-from vcamd.bench.scenarios import median_pair, still_clip
+from vcamd.bench.scenarios import median_pair
 from vcamd.bench.settings import BenchSettings
 from vcamd.cli import main
 
@@ -182,7 +183,7 @@ def test_startup_rows_for_the_first_and_the_next_start_and_the_threads_said(asse
 def test_the_startup_scenario_writes_a_config_vcamd_run_reads_back() -> None:
     import tomllib
 
-    from vcamd.bench.scenarios import _toml
+    from vcamd.bench.runs import _toml
     from vcamd.config.reading import config_from_dict
     from vcamd.config.schema import Config
 
@@ -234,7 +235,7 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_busy_processes_run_the_busy_loop_and_are_gone_after_the_block_even_when_it_fails() -> None:
-    from vcamd.bench.scenarios import busy_processes
+    from vcamd.bench.runs import busy_processes
 
     with busy_processes(2) as pids:
         assert len(set(pids)) == 2
@@ -305,7 +306,7 @@ def test_the_call_swapper_gets_as_many_convolutions_as_make_the_asked_cost_here(
 
 
 def test_a_call_row_names_a_change_of_faces_per_round_apart_from_a_rung_change(assets) -> None:
-    from vcamd.bench.scenarios import call_row
+    from vcamd.bench.runs import call_row
     from vcamd.config.schema import WatchdogConfig
     from vcamd.live.measures.watchdog import Watchdog
 
@@ -418,7 +419,9 @@ def test_a_failed_vcamd_run_prints_the_command_to_run_by_hand_and_keeps_its_file
     42); now the error holds the exact command, and the bench's folder stays for it."""
     import subprocess
 
-    from vcamd.bench.scenarios import RunFailed, _bench_folder, run_vcamd, scenario_config, sliding_clip
+    from vcamd.bench.clips import sliding_clip
+    from vcamd.bench.runs import RunFailed, run_vcamd, scenario_config
+    from vcamd.bench.scenarios import _bench_folder
     from vcamd.config.schema import Config
     from vcamd.files.images import read_image
 

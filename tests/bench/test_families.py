@@ -10,7 +10,7 @@ import onnxruntime
 import pytest
 from support.cli import one_clear_line, run_vcamd
 
-from vcamd.bench import families, standins
+from vcamd.bench import families, layerlists, standins
 from vcamd.bench.report import format_models_table
 from vcamd.bench.settings import BenchSettings
 from vcamd.faces.specs import ENHANCERS, SWAPPERS
@@ -44,18 +44,18 @@ def test_converter_and_enhancer_standins_have_their_signatures(tmp_path: Path):
 
 
 def test_the_layer_lists_count_what_the_architectures_count():
-    by_family = {spec.family: families.family_layer_stats(spec) for spec in SWAPPERS[:-1]}
+    by_family = {spec.family: layerlists.family_layer_stats(spec) for spec in SWAPPERS[:-1]}
     assert by_family["inswapper_128"] == standins.swapper_layer_stats()  # model-contracts.md: 138.3 M, 174.6 GMAC
     params, macs = by_family["simswap_256"]  # nine 512-channel AdaIN blocks at 32² dominate: 9 × 2 × 2.42 GMAC
     assert 50e6 < params < 60e6 and 55e9 < macs < 70e9
     assert by_family["simswap_unofficial_512"][1] > 2 * macs * 0.9  # one stage deeper, four times the pixels at the ends
-    ghost = [families.family_layer_stats(SWAPPERS[2], blocks)[1] for blocks in (1, 2, 3)]
+    ghost = [layerlists.family_layer_stats(SWAPPERS[2], blocks)[1] for blocks in (1, 2, 3)]
     assert ghost == sorted(ghost) and 2 * ghost[0] < ghost[2] < 3.5 * ghost[0]  # ghost_1/2/3: 1/2/3 AAD layers a block
-    dfl = [families.family_layer_stats(SWAPPERS[-1].sized(side))[1] for side in (224, 320)]
+    dfl = [layerlists.family_layer_stats(SWAPPERS[-1].sized(side))[1] for side in (224, 320)]
     assert dfl[1] > 1.8 * dfl[0]  # a DeepFaceLab model's cost grows with its side
-    gfpgan = families.enhancer_family_stats(ENHANCERS[0])
+    gfpgan = layerlists.enhancer_family_stats(ENHANCERS[0])
     assert gfpgan == standins.enhancer_layer_stats()
-    gpen = [families.enhancer_family_stats(spec)[1] for spec in ENHANCERS if spec.family.startswith("gpen_bfr")]
+    gpen = [layerlists.enhancer_family_stats(spec)[1] for spec in ENHANCERS if spec.family.startswith("gpen_bfr")]
     assert gpen == sorted(gpen)
 
 
@@ -89,6 +89,6 @@ def test_bench_times_a_family_through_the_real_swapper(tmp_path: Path, assets: P
                              rounds=2, load=1)
     [row] = modeltimes.time_models(settings, tmp_path, modeltimes.swapper_models(["deepfacelab"]), [])
     assert row.family == "deepfacelab" and row.estimate and row.quiet_ms > 0 and row.loaded_ms is not None and row.loaded_ms > 0
-    assert row.gmac == families.family_layer_stats(SWAPPERS[-1].sized(64))[1] / 1e9
+    assert row.gmac == layerlists.family_layer_stats(SWAPPERS[-1].sized(64))[1] / 1e9
     assert list(tmp_path.glob("*.dfm")) == []  # deleted once timed
     assert modeltimes.swapper_models(["all"])[:4] == ["inswapper_128", "hyperswap_1a_256", "ghost_1_256", "ghost_2_256"]

@@ -106,7 +106,7 @@ def test_a_model_that_is_no_face_parser_is_a_clear_error(standins, sessions):
 
 
 def test_the_parser_is_a_model_the_config_uses_only_when_named(tmp_path):
-    from vcamd.modelstore.roles import roles_in_use
+    from vcamd.config.roles import roles_in_use
     from vcamd.modelstore.store import ModelStore
 
     assert "parser" not in [role.name for role in roles_in_use(config_from_dict({}))]

@@ -11,7 +11,7 @@ import pytest
 
 from vcamd.config.schema import CameraConfig
 from vcamd.live.capture.jpeg import NOT_AN_IMAGE, decode_jpeg, is_jpeg_packet
-from vcamd.live.capture.sources import OpenCVCamera
+from vcamd.live.capture.webcam import OpenCVCamera
 
 
 def encoded(image: np.ndarray, *params: int) -> np.ndarray:
@@ -208,7 +208,7 @@ def test_a_driver_that_stops_sending_jpegs_costs_one_bad_frame_then_opencv_decod
     yuyv = np.full((480, 640, 2), 128, np.uint8)
     capture = StandInCapture(webcam_jpegs, sends=yuyv, switch_at=2)
     cam = camera_on(capture)
-    with caplog.at_level(logging.WARNING, logger="vcamd.live.capture.sources"):
+    with caplog.at_level(logging.WARNING, logger="vcamd.live.capture.webcam"):
         got = [cam.read() for _ in range(4)]
     assert [g.shape for g in got[:2]] == [(480, 640, 3)] * 2
     assert got[2] is NOT_AN_IMAGE  # the reader skips it as a bad frame
@@ -219,7 +219,7 @@ def test_a_driver_that_stops_sending_jpegs_costs_one_bad_frame_then_opencv_decod
 def test_an_opencv_that_decodes_anyway_is_used_as_it_is(webcam_jpegs, caplog):
     capture = StandInCapture(webcam_jpegs, ignores_convert=True)
     cam = camera_on(capture)
-    with caplog.at_level(logging.WARNING, logger="vcamd.live.capture.sources"):
+    with caplog.at_level(logging.WARNING, logger="vcamd.live.capture.webcam"):
         frames = [cam.read() for _ in range(3)]
     assert all(np.array_equal(f, cv2.imdecode(webcam_jpegs[i], cv2.IMREAD_COLOR)) for i, f in enumerate(frames))
     assert not caplog.records

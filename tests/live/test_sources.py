@@ -302,7 +302,7 @@ def test_the_engine_publishes_a_slow_camera_and_never_calls_it_offline(slow_4k_c
 
 
 def test_the_cameras_that_exist_are_listed_with_their_names(tmp_path):
-    from vcamd.live.capture.sources import cameras_here, list_cameras
+    from vcamd.live.capture.webcam import cameras_here, list_cameras
 
     sysfs = tmp_path / "video4linux"  # the layout of /sys/class/video4linux
     for entry, name in (("video0", "Integrated Camera: Integrated C"), ("video10", "FaceLive Camera"), ("video2", "")):

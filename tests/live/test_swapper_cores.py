@@ -200,7 +200,7 @@ def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
     """Two busy processes at normal priority (the bench's call app) and the real meter: the worker
     thread pins itself off the loop's core at its first swap and onto every core once the meter
     has seen them. Waits for the condition (each swap reads at most once a READ_EVERY_S)."""
-    from vcamd.bench.scenarios import busy_processes
+    from vcamd.bench.runs import busy_processes
     from vcamd.common.quality import BEST
     from vcamd.faces.engine import SwappedFace
     from vcamd.live.measures.stats import LiveStats

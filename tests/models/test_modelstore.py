@@ -544,7 +544,7 @@ def test_every_model_fix_in_the_code_names_both_ways_out() -> None:
     `modelstore.wayout`, the one wording (a literal "models pull" in a fix would bypass it)."""
     import ast
 
-    from vcamd.modelstore.wayout import how_to_get, ways_out
+    from vcamd.common.wayout import how_to_get, ways_out
 
     assert "vcamd models list" in ways_out() and "vcamd models pull" in ways_out()
     assert "vcamd models list" in how_to_get(["x"]) and "`vcamd models pull x`" in how_to_get(["x"])

@@ -6,9 +6,9 @@ from __future__ import annotations
 import inspect
 
 from vcamd.config.reading import config_from_dict
+from vcamd.config.roles import ROLE_NAMES, ROLES, configured_models
 from vcamd.config.schema import ModelsConfig
 from vcamd.modelstore.manifest import Manifest
-from vcamd.modelstore.roles import ROLE_NAMES, ROLES, configured_models
 
 
 def test_every_role_has_a_models_key_and_a_loader_class():

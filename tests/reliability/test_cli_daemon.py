@@ -99,7 +99,7 @@ def test_run_plays_the_smallest_accepted_camera_and_its_offline_frames(tmp_path,
 def test_run_with_a_camera_index_that_does_not_exist_says_one_line_and_lists_the_cameras(tmp_path, assets, standin_dir, vcamd_cli, refused) -> None:
     # Before: a dozen lines of OpenCV warnings (V4L2, FFmpeg, obsensor) above the error, and no hint
     # which cameras exist.
-    from vcamd.live.capture.sources import cameras_here
+    from vcamd.live.capture.webcam import cameras_here
 
     config = daemon_config(tmp_path, assets, standin_dir)
     result = vcamd_cli("run", "--config", config, "--source", "7", "--sink", "null", "--frames", "5", "--no-tray", timeout=90)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from support.triton import TritonProcess
 
+from vcamd.config.address import ServerAddress
 from vcamd.faces.swap import Swapper
 from vcamd.models.pipeline import make_sessions, model_files
-from vcamd.remote.address import ServerAddress
 from vcamd.remote.link import ACCESS_HEADER
 
 from .conftest import write_server_config

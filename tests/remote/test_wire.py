@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from vcamd.common.errors import ConfigError, VcamdError
+from vcamd.config.address import ServerAddress
 from vcamd.faces.parse import CLASSES, to_blob
 from vcamd.faces.specs import ENHANCER_CROP, SWAPPERS, swapper_spec_for
-from vcamd.remote.address import ServerAddress
 from vcamd.remote.wire import AsIs, Classes, CropPixels, ParserPixels, Signature, WireArg, served_name
 
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ def swap_ms(path: Path, providers: list[str], threads: int) -> float:
     return in_thread(lambda: _median_ms(session, split.swapper_cores if split is not None else None), "swap-ms").result()
 
 
-def _median_ms(session, cores: frozenset[int] | None) -> float:
+def _median_ms(session: Any, cores: frozenset[int] | None) -> float:  # an onnxruntime.InferenceSession (no type stubs)
     from vcamd.bench.standins import LATENT_DIM, SWAP_SIZE
     from vcamd.inference.cores import pin_calling_thread
 

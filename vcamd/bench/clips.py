@@ -1,15 +1,20 @@
 """A face photo sliding across a frame, written as a video file: the camera for `vcamd bench`, the
-soak benchmark and the live tests (a video file played in real time stands in for a webcam)."""
+soak benchmark and the live tests (a video file played in real time stands in for a webcam); the
+bench's one-face and still cameras (`sliding_clip`, `still_clip`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
 from vcamd.common.errors import VcamdError
 from vcamd.common.types import Frame
+
+if TYPE_CHECKING:
+    from vcamd.bench.settings import BenchSettings
 
 BACKGROUND = 110
 """Flat grey around the face: a test can tell raw background from anything drawn on it."""
@@ -64,7 +69,7 @@ def write_sliding_clip(
     scale = face_scale * min(height / image.shape[0], width / image.shape[1])
     face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
     fh, fw = face.shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (width, height))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*fourcc), fps, (width, height))
     if not writer.isOpened():
         raise VcamdError(f"cannot write the clip {path}", fix=f"OpenCV needs its {fourcc} encoder (opencv-python has it)")
     travel = max(1, width - fw)
@@ -75,6 +80,34 @@ def write_sliding_clip(
             x = x if x < travel else 2 * travel - x
             y = (height - fh) // 2 + (int(bob_px * np.sin(i / 7.0)) if bob_px else 0)
             frame[y : y + fh, x : x + fw] = face
+            writer.write(frame)
+    finally:
+        writer.release()
+    return path
+
+
+def sliding_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tuple[int, int]) -> Path:
+    """The one-face camera clip: the face photo sliding across a `size` frame (built once per size)."""
+    path = tmpdir / f"clip_{size[0]}x{size[1]}.avi"
+    if path.exists():
+        return path
+    return write_sliding_clip(
+        path, image, size=size, fps=settings.fps,
+        frames=int(4 * settings.fps), face_scale=0.66, step_px=max(1, size[0] // 400), bob_px=6,
+    )
+
+
+def still_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tuple[int, int], name: str = "still") -> Path:
+    """A still camera: `image` fitted into a `size` frame (grey bars), the same frame for 4 s, MJPG.
+    (MJPG's frames of one picture decode to the same pixels: a still camera without sensor noise.)"""
+    width, height = size
+    frame = fitted_frame(image, size)
+    path = tmpdir / f"{name}_{width}x{height}.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"MJPG"), settings.fps, (width, height))
+    if not writer.isOpened():
+        raise VcamdError(f"cannot write the clip {path}", fix="OpenCV needs its MJPG encoder (opencv-python has it)")
+    try:
+        for _ in range(int(4 * settings.fps)):
             writer.write(frame)
     finally:
         writer.release()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import cv2
 import numpy as np
@@ -30,6 +31,9 @@ from vcamd.faces.align import estimate_affine, warp
 from vcamd.faces.detect import FaceDetector, iou
 from vcamd.faces.identity import Recognizer
 from vcamd.inference.runtime import Sessions
+
+if TYPE_CHECKING:
+    from vcamd.config.schema import Config
 
 SWAP_SIZE = 128
 MAX_COSINE = 0.3
@@ -54,7 +58,7 @@ def stranger(images: Path, detector: FaceDetector, recognizer: Recognizer) -> tu
     """The face the stand-in swapper puts on every face: crowd_selfie.jpg's largest (as `detector`
     finds it), as (its aligned crop, its embedding). Not for a clip of that crowd, where she is
     one of the people (`stranger_from` another photo there)."""
-    return stranger_from(cv2.imread(str(images / "crowd_selfie.jpg")), detector, recognizer)
+    return stranger_from(cast(Frame, cv2.imread(str(images / "crowd_selfie.jpg"))), detector, recognizer)
 
 
 def stranger_from(photo: Frame, detector: FaceDetector, recognizer: Recognizer) -> tuple[Frame, np.ndarray]:
@@ -163,7 +167,7 @@ def beside_frames(main: tuple[Frame, tuple[float, float]], newcomer: tuple[Frame
 def write_clip(path: Path, frames: list[Frame], fps: float) -> Path:
     """Lossless (FFV1), so the raw faces the check compares with are exactly what the camera shows."""
     h, w = frames[0].shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"FFV1"), fps, (w, h))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"FFV1"), fps, (w, h))
     assert writer.isOpened(), f"cannot write {path} (FFV1)"
     for frame in frames:
         writer.write(frame)
@@ -174,12 +178,12 @@ def write_clip(path: Path, frames: list[Frame], fps: float) -> Path:
 def read_video(path: Path) -> list[Frame]:
     capture = cv2.VideoCapture(str(path))
     assert capture.isOpened(), f"cannot open {path}"
-    frames = []
+    frames: list[Frame] = []
     while True:
         ok, frame = capture.read()
         if not ok:
             break
-        frames.append(frame)
+        frames.append(cast(Frame, frame))
     capture.release()
     return frames
 
@@ -197,7 +201,7 @@ def head_cut(portrait: Frame, face: Face, face_px: float, margin: tuple[float, f
     """The head around `face`, scaled so the face is `face_px` high, and the face's centre in it.
     `margin`: how far the cut reaches from the centre, in face widths and heights."""
     scale = face_px / face.height
-    scaled = cv2.resize(portrait, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+    scaled = cast(Frame, cv2.resize(portrait, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR))
     cx, cy = (face.box[0] + face.box[2]) / 2 * scale, (face.box[1] + face.box[3]) / 2 * scale
     half_w, half_h = int(face.width * scale * margin[0]), int(face.height * scale * margin[1])
     x0, y0 = max(0, int(cx - half_w)), max(0, int(cy - half_h))
@@ -234,8 +238,8 @@ def still_clip(path: Path, picture: Frame, *, frames: int, fps: float, detectors
 
 # -- the daemon, run until it has shown enough ------------------------------------------------------
 
-def run_daemon_until(work: Path, name: str, cfg, clip: Clip, *, frames: int, swapped_faces: int,
-                     env: dict[str, str] | None = None) -> tuple[list[Frame], dict]:
+def run_daemon_until(work: Path, name: str, cfg: Config, clip: Clip, *, frames: int, swapped_faces: int,
+                     env: dict[str, str] | None = None) -> tuple[list[Frame], dict[str, Any]]:
     """`vcamd run` with `cfg` on `clip` (looped) into `work/NAME.mp4` until its status shows at least
     `frames` published frames and `swapped_faces` swapped faces — conditions, never a clock: on a busy
     machine the models load and the first swaps land later, so the run is longer — then `vcamd quit`.

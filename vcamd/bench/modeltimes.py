@@ -15,13 +15,18 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vcamd.bench.settings import BenchSettings
 from vcamd.common.errors import VcamdError
+
+if TYPE_CHECKING:
+    from vcamd.common.types import Face, Frame
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +109,9 @@ def _detector_path(settings: BenchSettings) -> Path:
     return ModelStore.from_config(ModelsConfig()).path_for(settings.detector, "detector")
 
 
-def _time_swapper(settings: BenchSettings, tmpdir: Path, model: str, image, face) -> Timed:
-    from vcamd.bench.families import FAMILY_LAYERS, build_converter, build_model_swapper, family_layer_stats, ghost_blocks
+def _time_swapper(settings: BenchSettings, tmpdir: Path, model: str, image: Frame, face: Face) -> Timed:
+    from vcamd.bench.families import build_converter, build_model_swapper
+    from vcamd.bench.layerlists import FAMILY_LAYERS, family_layer_stats, ghost_blocks
     from vcamd.faces.identity import SourceIdentity
     from vcamd.faces.specs import family_named
     from vcamd.faces.swap import EmbeddingConverter, Swapper
@@ -137,8 +143,9 @@ def _time_swapper(settings: BenchSettings, tmpdir: Path, model: str, image, face
         path.unlink(missing_ok=True)
 
 
-def _time_enhancer(settings: BenchSettings, tmpdir: Path, model: str, image, face) -> Timed:
-    from vcamd.bench.families import ENHANCER_LAYERS, build_family_enhancer, enhancer_family_stats
+def _time_enhancer(settings: BenchSettings, tmpdir: Path, model: str, image: Frame, face: Face) -> Timed:
+    from vcamd.bench.families import build_family_enhancer
+    from vcamd.bench.layerlists import ENHANCER_LAYERS, enhancer_family_stats
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.specs import ENHANCERS
     from vcamd.inference.runtime import Sessions
@@ -160,9 +167,9 @@ def _time_enhancer(settings: BenchSettings, tmpdir: Path, model: str, image, fac
         path.unlink(missing_ok=True)
 
 
-def _timings(run, settings: BenchSettings) -> tuple[float, float | None]:
+def _timings(run: Callable[[], object], settings: BenchSettings) -> tuple[float, float | None]:
     """(quiet median ms, loaded median ms or None) of `settings.rounds` timed runs after one untimed."""
-    from vcamd.bench.scenarios import busy_processes
+    from vcamd.bench.runs import busy_processes
 
     def median_ms() -> float:
         run()
@@ -180,7 +187,7 @@ def _timings(run, settings: BenchSettings) -> tuple[float, float | None]:
         return quiet, median_ms()
 
 
-def as_dict(row: Timed) -> dict:
+def as_dict(row: Timed) -> dict[str, Any]:
     return {"model": row.model, "family": row.family, "role": row.role, "params_m": round(row.params_m, 1), "gmac": round(row.gmac, 1),
             "file_mb": round(row.file_mb), "layers": row.layers, "estimate": row.estimate, "quiet_ms": round(row.quiet_ms, 1),
             "loaded_ms": None if row.loaded_ms is None else round(row.loaded_ms, 1), "build_s": round(row.build_s, 1)}

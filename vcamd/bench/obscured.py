@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import cv2
 import numpy as np
@@ -64,7 +65,7 @@ def load_models(assets: Path, sessions: Sessions | None = None) -> Models:
 
 def scale_to_height(image: Frame, height: int = 720) -> Frame:
     scale = height / image.shape[0]
-    return cv2.resize(image, (round(image.shape[1] * scale), height), interpolation=cv2.INTER_AREA)
+    return cast(Frame, cv2.resize(image, (round(image.shape[1] * scale), height), interpolation=cv2.INTER_AREA))
 
 
 def portrait_scene(portrait: Frame, face: Face, face_fraction: float, size: tuple[int, int] = (1280, 720), grey: int = 110) -> Frame:
@@ -73,8 +74,8 @@ def portrait_scene(portrait: Frame, face: Face, face_fraction: float, size: tupl
     scale = height * face_fraction / face.height
     image = cv2.resize(portrait, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
     cx, cy = (face.box[0] + face.box[2]) / 2 * scale, (face.box[1] + face.box[3]) / 2 * scale
-    m = np.float32([[1, 0, width / 2 - cx], [0, 1, height / 2 - cy]])
-    return cv2.warpAffine(image, m, (width, height), borderMode=cv2.BORDER_CONSTANT, borderValue=(grey, grey, grey))
+    m = np.array([[1, 0, width / 2 - cx], [0, 1, height / 2 - cy]], np.float32)
+    return cast(Frame, cv2.warpAffine(image, m, (width, height), borderMode=cv2.BORDER_CONSTANT, borderValue=(grey, grey, grey)))
 
 
 
@@ -169,7 +170,8 @@ def measure(models: Models, name: str, scene: Frame, faces: list[Face], scale: f
     for box in boxes:
         obscure(obscured, box)
     h, w = scene.shape[:2]
-    resampled = cv2.resize(cv2.resize(scene, (round(w * 0.75), round(h * 0.75)), interpolation=cv2.INTER_AREA), (w, h), interpolation=cv2.INTER_LINEAR)
+    resampled = cast(Frame, cv2.resize(cv2.resize(scene, (round(w * 0.75), round(h * 0.75)), interpolation=cv2.INTER_AREA), (w, h),
+                                       interpolation=cv2.INTER_LINEAR))
     recognizer = models.recognizer
     results = []
     for face in faces:
@@ -198,8 +200,8 @@ def scenes(assets: Path, models: Models, *, crowd: bool = False) -> dict[str, Fr
     """The measured pictures by name: Newton's portrait as is, at 720p and with its face at several
     fractions of a 720p frame; the 29-face Solvay photo as is and at 720p; optionally the crowd selfie."""
     images = assets / "images"
-    newton = cv2.imread(str(images / "newton.png"))
-    solvay = cv2.imread(str(images / "solvay_conference_1927.png"))
+    newton = cast(Frame, cv2.imread(str(images / "newton.png")))
+    solvay = cast(Frame, cv2.imread(str(images / "solvay_conference_1927.png")))
     (newton_face,) = find_faces(models, newton)
     named = {"newton.png": newton, "newton.png @720p": scale_to_height(newton)}
     for fraction in PORTRAIT_FRACTIONS:
@@ -207,5 +209,5 @@ def scenes(assets: Path, models: Models, *, crowd: bool = False) -> dict[str, Fr
     named["solvay_conference_1927.png"] = solvay
     named["solvay_conference_1927.png @720p"] = scale_to_height(solvay)
     if crowd:
-        named["crowd_selfie.jpg @720p"] = scale_to_height(cv2.imread(str(images / "crowd_selfie.jpg")))
+        named["crowd_selfie.jpg @720p"] = scale_to_height(cast(Frame, cv2.imread(str(images / "crowd_selfie.jpg"))))
     return named

@@ -4,6 +4,8 @@ frame, and a photo scaled so that a face's crop covers a given number of frame p
 
 from __future__ import annotations
 
+from typing import cast
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -70,9 +72,9 @@ def scaled_for_footprint(image: Frame, face: Face, pixels: float, side: int = 12
     """`image` area-downscaled so that `face`'s side² ArcFace crop covers `pixels` frame pixels,
     and the face in it (box and keypoints scaled the same way)."""
     scale = pixels / footprint(estimate_affine(face.kps, side), side)
-    small = cv2.resize(image, (round(image.shape[1] * scale), round(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
+    small = cast(Frame, cv2.resize(image, (round(image.shape[1] * scale), round(image.shape[0] * scale)), interpolation=cv2.INTER_AREA))
     sx, sy = small.shape[1] / image.shape[1], small.shape[0] / image.shape[0]
     # Pixel centres: x in the photo lies at (x + ½)·s − ½ in the downscaled one.
-    kps = ((face.kps + 0.5) * np.float32([sx, sy]) - 0.5).astype(np.float32)
+    kps = ((face.kps + 0.5) * np.array([sx, sy], np.float32) - 0.5).astype(np.float32)
     x1, y1, x2, y2 = face.box
     return small, Face(box=(x1 * sx, y1 * sy, x2 * sx, y2 * sy), score=face.score, kps=kps)

@@ -26,12 +26,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vcamd.bench.settings import BenchSettings
+
+if TYPE_CHECKING:
+    import socket
+
+    from vcamd.bench.serving import ServerProcess
+    from vcamd.common.types import Frame
+    from vcamd.config.schema import Config
+    from vcamd.control.client import ControlClient
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +51,13 @@ ADDED_RTT_MS = (0, 20, 50)
 KILLED_S = 5.0
 
 
-def run_remote(settings: BenchSettings, image, clip: Path, tmpdir: Path, base) -> dict:
+def run_remote(settings: BenchSettings, image: Frame, clip: Path, tmpdir: Path, base: Config) -> dict[str, Any]:
     """Every part, with `settings.load` busy processes running throughout (`--load`: a call's load)."""
-    from vcamd.bench.scenarios import busy_processes, scenario_config
+    from vcamd.bench.runs import busy_processes, scenario_config
 
     cfg = scenario_config("light", settings, tmpdir, base)
     server_cfg = _server_config(cfg, tmpdir / "serve.toml")
-    out: dict = {"swapper": Path(cfg.models.swapper).name, "load": settings.load}
+    out: dict[str, Any] = {"swapper": Path(cfg.models.swapper).name, "load": settings.load}
     with busy_processes(settings.load) as pids:
         out["load_pids"] = pids
         out["hop"] = hop_cost(cfg, server_cfg, image, tmpdir)
@@ -58,14 +67,14 @@ def run_remote(settings: BenchSettings, image, clip: Path, tmpdir: Path, base) -
     return out
 
 
-def _server_config(cfg, path: Path, swapper: Path | None = None) -> Path:
+def _server_config(cfg: Config, path: Path, swapper: Path | None = None) -> Path:
     path.write_text(f'[models]\nswapper = "{swapper or cfg.models.swapper}"\nproviders = {json.dumps(list(cfg.models.providers))}\n'
                     f"threads = {cfg.models.threads}\n", encoding="utf-8")
     return path
 
 
 @contextlib.contextmanager
-def _server(config: Path, tmpdir: Path, name: str, *extra: str, prefix: tuple[str, ...] = ()) -> Iterator:
+def _server(config: Path, tmpdir: Path, name: str, *extra: str, prefix: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
     from vcamd.bench.serving import ServerProcess
 
     server = ServerProcess(config, *extra, log=tmpdir / f"serve-{name}.log", prefix=prefix).start()
@@ -76,14 +85,14 @@ def _server(config: Path, tmpdir: Path, name: str, *extra: str, prefix: tuple[st
         server.stop()
 
 
-def _with_server(cfg, url: str):
+def _with_server(cfg: Config, url: str) -> Config:
     return cfg.model_copy(update={"models": cfg.models.model_copy(update={"server": url})})
 
 
 # -- the hop -----------------------------------------------------------------------------------------
 
 
-def hop_cost(cfg, server_cfg: Path, image, tmpdir: Path) -> dict:
+def hop_cost(cfg: Config, server_cfg: Path, image: Frame, tmpdir: Path) -> dict[str, Any]:
     """Swap one real aligned face crop `HOP_SWAPS` times in-process and through a loopback server, in
     alternating blocks; the medians' difference is what the hop costs a swap."""
     from vcamd.faces.detect import FaceDetector
@@ -98,7 +107,8 @@ def hop_cost(cfg, server_cfg: Path, image, tmpdir: Path) -> dict:
     latent = local.latent(np.random.default_rng(0).standard_normal(512).astype(np.float32))
     with _server(server_cfg, tmpdir, "hop") as server:
         remote_cfg = _with_server(cfg, server.url)
-        remote_sessions = make_sessions(remote_cfg, model_files(remote_cfg))
+        # With [models] server: RemoteSessions, which stands where Sessions stands (the Swapper takes either).
+        remote_sessions: Any = make_sessions(remote_cfg, model_files(remote_cfg))
         try:
             remote_sessions.link.wait_up(60)
             remote = Swapper(model_files(remote_cfg).paths["swapper"], remote_sessions)
@@ -121,7 +131,7 @@ def hop_cost(cfg, server_cfg: Path, image, tmpdir: Path) -> dict:
             "same_output": same, "server_side_ms": _server_side_ms(stats)}
 
 
-def _server_side_ms(stats: dict) -> dict:
+def _server_side_ms(stats: dict[str, Any]) -> dict[str, Any]:
     """Where a request's time went inside Triton (per request, ms): queue, inputs in, the model (PyTriton's proxy included), outputs out."""
     s = stats["model_stats"][0]["inference_stats"]
     out = {}
@@ -131,7 +141,7 @@ def _server_side_ms(stats: dict) -> dict:
     return out
 
 
-def _detector_path(cfg) -> Path:
+def _detector_path(cfg: Config) -> Path:
     from vcamd.modelstore.store import ModelStore
 
     return ModelStore.from_config(cfg.models).path_for(cfg.models.detector, "detector")
@@ -140,12 +150,12 @@ def _detector_path(cfg) -> Path:
 # -- several daemons, one server -------------------------------------------------------------------
 
 
-def many_daemons(cfg, server_cfg: Path, settings: BenchSettings, clip: Path, tmpdir: Path) -> dict:
-    from vcamd.bench.scenarios import call_row, run_vcamd
+def many_daemons(cfg: Config, server_cfg: Path, settings: BenchSettings, clip: Path, tmpdir: Path) -> dict[str, Any]:
+    from vcamd.bench.runs import call_row, run_vcamd
 
     rows = []
     with _server(server_cfg, tmpdir, "daemons") as server:
-        from vcamd.remote.address import ServerAddress
+        from vcamd.config.address import ServerAddress
         from vcamd.remote.link import ServerLink
 
         link = ServerLink(ServerAddress.parse(server.url))
@@ -155,9 +165,9 @@ def many_daemons(cfg, server_cfg: Path, settings: BenchSettings, clip: Path, tmp
             name = next(m for m in link.served_models() if not m.endswith(".emap"))
             for count in DAEMON_COUNTS:
                 before = _batch_counts(link.statistics(name))
-                results: list[dict] = [{} for _ in range(count)]
+                results: list[dict[str, Any]] = [{} for _ in range(count)]
 
-                def one(i: int, count: int = count, results: list[dict] = results) -> None:
+                def one(i: int, count: int = count, results: list[dict[str, Any]] = results) -> None:
                     try:
                         results[i] = call_row(run_vcamd(remote_cfg, settings, clip, tmpdir, f"daemons{count}-{i}"), settings)
                     except Exception as exc:  # noqa: BLE001 — reported in the row
@@ -176,7 +186,7 @@ def many_daemons(cfg, server_cfg: Path, settings: BenchSettings, clip: Path, tmp
     return {"rows": rows, "frames": settings.frames}
 
 
-def _batch_counts(stats: dict) -> dict[int, int]:
+def _batch_counts(stats: dict[str, Any]) -> dict[int, int]:
     entries = stats["model_stats"][0].get("batch_stats", [])
     return {int(b["batch_size"]): int(b["compute_infer"]["count"]) for b in entries}
 
@@ -208,10 +218,10 @@ def _sh(command: list[str]) -> None:
         raise OSError(f"{' '.join(command)}: {(done.stderr or done.stdout).strip()}")
 
 
-def added_delay(cfg, server_cfg: Path, settings: BenchSettings, clip: Path, tmpdir: Path) -> dict:
+def added_delay(cfg: Config, server_cfg: Path, settings: BenchSettings, clip: Path, tmpdir: Path) -> dict[str, Any]:
     """Local, then the server at each added round trip: through netem in a namespace where the kernel
     has it; where it does not (no sch_netem), through `DelayRelay`, said so in each row."""
-    from vcamd.bench.scenarios import call_row, run_vcamd
+    from vcamd.bench.runs import call_row, run_vcamd
 
     how = "netem"
     try:
@@ -242,9 +252,9 @@ class DelayRelay:
         self._target = target_port
         self._delay = one_way_ms / 1000.0
         self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
+        self.port: int = self._listener.getsockname()[1]
         self._stop = threading.Event()
-        self._sockets: list = []
+        self._sockets: list[Any] = []
 
     def __enter__(self) -> int:
         threading.Thread(target=self._accept, name="delay-relay", daemon=True).start()
@@ -271,10 +281,10 @@ class DelayRelay:
             for a, b in ((client, upstream), (upstream, client)):
                 self._pipe(a, b)
 
-    def _pipe(self, source, sink) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         import queue
 
-        held: queue.SimpleQueue = queue.SimpleQueue()
+        held: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
 
         def read() -> None:
             while True:
@@ -307,7 +317,7 @@ class DelayRelay:
 # -- the server killed mid-run ------------------------------------------------------------------------
 
 
-def killed_server(cfg, settings: BenchSettings, image, tmpdir: Path) -> dict:
+def killed_server(cfg: Config, settings: BenchSettings, image: Frame, tmpdir: Path) -> dict[str, Any]:
     """`vcamd run` (recording every published frame) on a server that is SIGKILLed once the swap is
     steady, for `KILLED_S`, then started again. The swapper puts a real stranger's face on every
     face (`leaks.build_identity_swapper`), so a frame where the real detectors and recogniser find
@@ -327,7 +337,7 @@ def killed_server(cfg, settings: BenchSettings, image, tmpdir: Path) -> dict:
     with _server(_server_config(cfg, tmpdir / "serve-killed.toml", swapper), tmpdir, "killed") as server:
         run_cfg = _with_server(cfg.model_copy(update={"models": cfg.models.model_copy(update={"swapper": str(swapper)})}), server.url)
         config, out, stats_path = tmpdir / "killed.toml", tmpdir / "killed-out.mp4", tmpdir / "killed.json"
-        from vcamd.bench.scenarios import _toml
+        from vcamd.bench.runs import _toml
 
         config.write_text(_toml(run_cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
         runtime = tmpdir / "rt-killed"
@@ -366,13 +376,15 @@ def killed_server(cfg, settings: BenchSettings, image, tmpdir: Path) -> dict:
     }
 
 
-def _wait_status(client, daemon, condition, timeout_s: float, poll_s: float = 0.1) -> dict:
+def _wait_status(client: ControlClient, daemon: subprocess.Popen[str], condition: Callable[[dict[str, Any]], bool], timeout_s: float,
+                 poll_s: float = 0.1) -> dict[str, Any]:
     from vcamd.control.protocol import ControlError, DaemonNotRunning
 
     deadline = time.monotonic() + timeout_s
     while True:
         if daemon.poll() is not None:
             raise RuntimeError(f"the daemon ended (exit {daemon.returncode}): {daemon.stderr.read()[-1500:] if daemon.stderr else ''}")
+        status: dict[str, Any] | None
         try:
             status = client.status()
         except (DaemonNotRunning, ControlError):
@@ -382,74 +394,3 @@ def _wait_status(client, daemon, condition, timeout_s: float, poll_s: float = 0.
         if time.monotonic() > deadline:
             raise RuntimeError(f"the daemon did not get there in {timeout_s:.0f} s: {status}")
         time.sleep(poll_s)
-
-
-# -- what is printed ------------------------------------------------------------------------------------
-
-TARGET_HOP_MS = 5.0
-TARGET_DELAY_RTT_MS = 50
-TARGET_SWAP_AGE_EXTRA_MS = 60.0
-TARGET_BACK_S = 2.0
-
-
-def remote_rows(r: dict, settings: BenchSettings) -> list:
-    """The issue's targets: the hop's cost, 50 ms of added round trip against local, the server killed."""
-    from vcamd.bench.report import TARGET_FPS_RATIO, TARGET_P99_BUDGET_MS, TargetRow, _upper
-
-    scenario = f"remote, {r['load']} busy" if r.get("load") else "remote"
-
-    rows = [_upper(scenario, f"a swap through a loopback server − in-process, p50 ({r['swapper']})", r["hop"]["hop_ms"], TARGET_HOP_MS, " ms")]
-    delay = r["delay"]
-    if "skipped" in delay:
-        rows.append(TargetRow(scenario, "50 ms added round trip", f"skipped: {delay['skipped']}", "", None, None))
-    else:
-        local = next(x for x in delay["rows"] if x["where"] == "local")
-        far = next((x for x in delay["rows"] if x.get("added_rtt_ms") == TARGET_DELAY_RTT_MS and "skipped" not in x), None)
-        if far is None:
-            rows.append(TargetRow(scenario, "50 ms added round trip", "skipped", "", None, None))
-        else:
-            ratio = far["published_fps"] / local["published_fps"]
-            via = delay["how"].split()[0]
-            rows.append(TargetRow(scenario, f"+50 ms RTT ({via}): published fps ÷ local's", f"{far['published_fps']:.1f} ÷ {local['published_fps']:.1f} = {ratio:.2f}×",
-                                  f"≥ {TARGET_FPS_RATIO:.2f}×", round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
-            rows.append(_upper(scenario, f"+50 ms RTT ({via}): capture→publish p99", far["latency_p99_ms"], TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, " ms"))
-            limit = local["swap_age_ms"]["p95"] + TARGET_SWAP_AGE_EXTRA_MS
-            rows.append(_upper(scenario, f"+50 ms RTT ({via}): swap age p95 (local {local['swap_age_ms']['p95']:.0f} + 60)", far["swap_age_ms"]["p95"], limit, " ms"))
-    killed = r["killed"]
-    if "skipped" in killed:
-        rows.append(TargetRow(scenario, "server killed", f"skipped: {killed['skipped']}", "", None, None))
-    else:
-        raw = killed["raw_face_frames"]
-        rows.append(TargetRow(scenario, f"server killed, back {killed['killed_s']:.1f} s later: frames with a raw face (of {killed['checked_frames']})",
-                              str(raw), "= 0", None, raw == 0))
-        rows.append(_upper(scenario, "swapping again after the server's return", killed["swaps_back_s"], TARGET_BACK_S, " s"))
-    return rows
-
-
-def format_remote_table(r: dict, settings: BenchSettings) -> str:
-    """The measurements behind the rows: the hop, the daemons against one server, the added delay."""
-    hop = r["hop"]
-    load = f", {r['load']} busy processes throughout" if r.get("load") else ", quiet"
-    lines = [f"remote{load}: one face, {r['swapper']} — in-process p50 {hop['local']['p50']:.2f} ms (p95 {hop['local']['p95']:.2f}), "
-             f"through the loopback server p50 {hop['remote']['p50']:.2f} ms (p95 {hop['remote']['p95']:.2f}); same output: {hop['same_output']}; "
-             f"inside Triton per request: {hop['server_side_ms']}"]
-    for row in r["daemons"]["rows"]:
-        runs = ", ".join("error" if "error" in x else f"{x['published_fps']:.1f} fps, swap age p95 {x['swap_age_ms']['p95']:.0f} ms"
-                         for x in row["runs"])
-        lines.append(f"  {row['daemons']} daemon(s) on one server: {runs}; server batches (size: count) {row['batches']}")
-    delay = r["delay"]
-    if "skipped" in delay:
-        lines.append(f"  added delay: skipped ({delay['skipped']})")
-    else:
-        lines.append(f"  added delay through {delay['how']}:")
-        for x in delay["rows"]:
-            if "skipped" in x:
-                lines.append(f"  +{x['added_rtt_ms']} ms: skipped ({x['skipped']})")
-                continue
-            where = "models here" if x["where"] == "local" else f"server, +{x['added_rtt_ms']} ms RTT (link's round trip {x.get('rtt_ms')} ms)"
-            lines.append(f"  {where}: {x['published_fps']:.1f} fps, p99 {x['latency_p99_ms']:.1f} ms, swap age p50/p95 "
-                         f"{x['swap_age_ms']['p50']:.0f}/{x['swap_age_ms']['p95']:.0f} ms, swapped after first {x['swapped_after_first_swap']}")
-    k = r["killed"]
-    if "skipped" not in k:
-        lines.append(f"  server killed {k['killed_s']} s: frames {k['frames']}; swaps back {k['swaps_back_s']} s after it was ready")
-    return "\n".join(lines)

@@ -4,43 +4,47 @@ the ratio. Pure (figures in, text out)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from vcamd.bench.settings import BenchSettings
+from vcamd.bench.targets import (
+    TARGET_BACK_S,
+    TARGET_CALL_FIRST_FRAME_MS,
+    TARGET_CALL_FIRST_SWAP_MS,
+    TARGET_CPU_MS,
+    TARGET_CROWD_FULL_QUALITY,
+    TARGET_DELAY_RTT_MS,
+    TARGET_EVERY_FACE,
+    TARGET_FIRST_FRAME_MS,
+    TARGET_FIRST_SWAP_MS,
+    TARGET_FPS_RATIO,
+    TARGET_GROUPS_FULL_QUALITY,
+    TARGET_GROUPS_P99_MS,
+    TARGET_HOP_MS,
+    TARGET_INT8_FIRST_SWAP_MS,
+    TARGET_INT8_SPEEDUP,
+    TARGET_INT8_SWAP_AGE_P95_MS,
+    TARGET_INT8_SWAPPED_AFTER_FIRST,
+    TARGET_ONE_FACE_CPU_MS,
+    TARGET_OVERHEAD_MS,
+    TARGET_P99_BUDGET_MS,
+    TARGET_RESOLUTION_RATIO,
+    TARGET_SWAP_AGE_EXTRA_MS,
+    TARGET_SWAP_AGE_P95_MS,
+    TARGET_SWAPPED,
+    TARGET_SWAPPED_AFTER_FIRST,
+    TargetRow,
+    lower_share,
+    upper,
+)
 from vcamd.common.quality import BEST
 
-# Targets from the live-daemon issue (720p / 30 fps on a 2-core CPU).
-TARGET_FPS_RATIO = 0.95
-TARGET_P99_BUDGET_MS = 40.0  # + one frame interval
-TARGET_OVERHEAD_MS = 8.0
-TARGET_CPU_MS = 30.0
-TARGET_SWAPPED = 0.95
-# Targets from the performance issue (round 2): groups and resolution growth.
-TARGET_FULL_QUALITY = 0.90
-TARGET_EVERY_FACE = 0.95
-TARGET_RESOLUTION_RATIO = 1.3
-TARGET_ONE_FACE_CPU_MS = 9.0  # 720p, SCRFD-2.5G, at full quality (the loop's-own-cost issue; 12 before it)
-# Targets from the loop's-own-cost issue: 29 faces steady at full quality, a crowd at the camera's rate.
-TARGET_GROUPS_P99_MS = 40.0
-TARGET_GROUPS_FULL_QUALITY = 0.95
-TARGET_CROWD_FULL_QUALITY = 0.90
-TARGET_FIRST_FRAME_MS = 500.0  # cold start: from the process start, with the compute-equivalent swapper
-TARGET_FIRST_SWAP_MS = 3000.0
-# Targets from the call-load issue: 720p, the call's swapper, two busy processes, 2 cores.
-TARGET_SWAP_AGE_P95_MS = 1500.0
-TARGET_SWAPPED_AFTER_FIRST = 0.90
-TARGET_CALL_FIRST_FRAME_MS = 1000.0
-TARGET_CALL_FIRST_SWAP_MS = 4000.0
-# Targets from the int8 issue: the swapper's int8 copy on the CPU, 720p, 2 cores.
-TARGET_INT8_SPEEDUP = 3.0  # swap per face, float ÷ int8, in the same run (compute-equivalent inswapper)
-TARGET_INT8_SWAP_AGE_P95_MS = 1000.0  # quiet (inswapper) and under two busy processes (call)
-TARGET_INT8_FIRST_SWAP_MS = 1500.0  # daily start (graph cache warm), compute-equivalent inswapper
-TARGET_INT8_SWAPPED_AFTER_FIRST = 0.95  # call, two busy processes
 LIVE_COLUMNS = ("light", "inswapper", "inswapper_int8")
 
 
-def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
+def format_table(results: dict[str, dict[str, Any]], settings: BenchSettings) -> str:
     """The live scenarios (light, inswapper) as one table, a column each; then a row per target of
     the groups and resolution scenarios: figure, target, ratio."""
     parts: list[str] = []
@@ -56,8 +60,6 @@ def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
     if (call := results.get("call")) is not None:
         parts.append(format_call_table(call, settings))
     if (remote := results.get("remote")) is not None:
-        from vcamd.bench.remote import format_remote_table
-
         parts.append(format_remote_table(remote, settings))
     if cpu := format_cpu_table(results):
         parts.append(cpu)
@@ -71,7 +73,7 @@ def format_table(results: dict[str, dict], settings: BenchSettings) -> str:
     return "\n\n".join(parts)
 
 
-def _int8_results(results: dict[str, dict]) -> list[dict]:
+def _int8_results(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The results that say how their int8 copy was built and checked, once per copy."""
     seen: set[str] = set()
     out = []
@@ -83,7 +85,7 @@ def _int8_results(results: dict[str, dict]) -> list[dict]:
     return out
 
 
-def int8_copy_line(copy: dict) -> str:
+def int8_copy_line(copy: dict[str, Any]) -> str:
     """How the int8 runs' copy was built and what its check said."""
     verdict = "passed" if copy["passed"] else "FAILED (its runs ran the float model)"
     speed = f"; the check's own swaps: float {copy['float_ms']:.0f} ms, int8 {copy['int8_ms']:.0f} ms a face" if copy.get("float_ms") else ""
@@ -91,29 +93,7 @@ def int8_copy_line(copy: dict) -> str:
             f"built in {copy['build_s']:.0f} s; CPU int8 units: {copy['units']}): {verdict}: {copy['summary']}{speed}")
 
 
-@dataclass(frozen=True)
-class TargetRow:
-    """One target of a scenario: what was measured, the limit, figure / limit, and whether it is met."""
-
-    scenario: str
-    measure: str
-    figure: str
-    target: str
-    ratio: float | None  # figure / target (≤ 1 is met for an upper limit, ≥ 1 for a lower one)
-    met: bool | None  # None: not measurable with this engine (see figure)
-
-
-def _upper(scenario: str, measure: str, value: float, limit: float, unit: str = "") -> TargetRow:
-    return TargetRow(scenario, measure, f"{value:.1f}{unit}", f"≤ {limit:.1f}{unit}", round(value / limit, 2), value <= limit)
-
-
-def _lower_share(scenario: str, measure: str, value: float | None, limit: float, missing: str = "") -> TargetRow:
-    if value is None:
-        return TargetRow(scenario, measure, f"n/a ({missing})", f"≥ {100 * limit:.0f} %", None, None)
-    return TargetRow(scenario, measure, f"{100 * value:.1f} %", f"≥ {100 * limit:.0f} %", round(value / limit, 2), value >= limit)
-
-
-def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[TargetRow]:
+def target_rows(results: dict[str, dict[str, Any]], settings: BenchSettings) -> list[TargetRow]:
     rows: list[TargetRow] = []
     if (light := results.get("light")) is not None:
         full = light["levels"].get(BEST.name, 0.0)
@@ -127,13 +107,13 @@ def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[Targe
                                         ("crowd", TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, TARGET_CROWD_FULL_QUALITY)):
         if (g := results.get(name)) is None:
             continue
-        rows.append(_upper(name, "capture→publish p99", g["latency_ms"]["p99"], p99_limit, " ms"))
+        rows.append(upper(name, "capture→publish p99", g["latency_ms"]["p99"], p99_limit, " ms"))
         ratio = g["fps_ratio"]
         rows.append(TargetRow(name, "published / camera fps", f"{ratio:.2f}×", f"≥ {TARGET_FPS_RATIO:.2f}×",
                               round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
-        rows.append(_lower_share(name, "time at full quality", g["full_quality_share"], full_share))
-        rows.append(_lower_share(name, "frames with every face swapped or held", g["every_face_share"], TARGET_EVERY_FACE))
-        rows.append(_lower_share(name, "faces swapped or held (per face)", g["face_share"], TARGET_EVERY_FACE,
+        rows.append(lower_share(name, "time at full quality", g["full_quality_share"], full_share))
+        rows.append(lower_share(name, "frames with every face swapped or held", g["every_face_share"], TARGET_EVERY_FACE))
+        rows.append(lower_share(name, "faces swapped or held (per face)", g["face_share"], TARGET_EVERY_FACE,
                                  "needs faces.{swapped,held,obscured} in the stats JSON"))
     if (st := results.get("startup")) is not None:
         starts = [("", st["startup_ms"])]
@@ -145,7 +125,7 @@ def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[Targe
                 if value is None:
                     rows.append(TargetRow("startup", label, "n/a (never)", f"≤ {limit:.0f} ms", None, False))
                 else:
-                    rows.append(_upper("startup", label, value, limit, " ms"))
+                    rows.append(upper("startup", label, value, limit, " ms"))
     rows += int8_target_rows(results, settings)
     if (r := results.get("resolution")) is not None:
         ratio = r["cpu_ratio"]
@@ -167,13 +147,11 @@ def target_rows(results: dict[str, dict], settings: BenchSettings) -> list[Targe
                 "(count)", None, None,
             ))
     if (remote := results.get("remote")) is not None:
-        from vcamd.bench.remote import remote_rows
-
         rows += remote_rows(remote, settings)
     return rows
 
 
-def int8_target_rows(results: dict[str, dict], settings: BenchSettings) -> list[TargetRow]:
+def int8_target_rows(results: dict[str, dict[str, Any]], settings: BenchSettings) -> list[TargetRow]:
     """The int8 issue's targets: swap per face float ÷ int8 in the same run and the quiet swap age
     (inswapper), the daily start's first frame and first swap (startup), and under load the swap
     age, the frames swapped, fps and p99 of the worst loaded int8 run (call)."""
@@ -186,23 +164,23 @@ def int8_target_rows(results: dict[str, dict], settings: BenchSettings) -> list[
                                   f"{floats['swap_model_ms_p50']:.0f} ÷ {int8['swap_model_ms_p50']:.0f} ms = {ratio:.2f}×",
                                   f"≥ {TARGET_INT8_SPEEDUP:.1f}×", round(ratio / TARGET_INT8_SPEEDUP, 2), ratio >= TARGET_INT8_SPEEDUP))
         if (p95 := int8.get("swap_age_ms", {}).get("p95")) is not None:
-            rows.append(_upper("inswapper", f"swap age p95, int8 ({int8['ran']} ran), quiet", p95, TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
+            rows.append(upper("inswapper", f"swap age p95, int8 ({int8['ran']} ran), quiet", p95, TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
     if (st := results.get("startup_int8")) is not None:
         for measure, key, limit in (("first frame", "first_frame", TARGET_FIRST_FRAME_MS), ("first swap", "first_swap", TARGET_INT8_FIRST_SWAP_MS)):
             value, label = st["startup_ms"][key], f"{measure} (daily start, int8: {st['ran']} ran), ms from process start"
             rows.append(TargetRow("startup", label, "n/a (never)", f"≤ {limit:.0f} ms", None, False) if value is None
-                        else _upper("startup", label, value, limit, " ms"))
+                        else upper("startup", label, value, limit, " ms"))
     loaded = [r for r in (results.get("call") or {}).get("runs", []) if r.get("precision") == "int8" and r["load"] > 0]
     if loaded:
         of = f"int8, {loaded[0]['load']} busy, worst of {len(loaded)}"
-        rows.append(_upper("call", f"swap age p95 ({of})", max(r["swap_age_ms"]["p95"] for r in loaded), TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
+        rows.append(upper("call", f"swap age p95 ({of})", max(r["swap_age_ms"]["p95"] for r in loaded), TARGET_INT8_SWAP_AGE_P95_MS, " ms"))
         shares = [r["swapped_after_first_swap"] for r in loaded]
-        rows.append(_lower_share("call", f"frames swapped after the first swap ({of})", None if None in shares else min(shares),
+        rows.append(lower_share("call", f"frames swapped after the first swap ({of})", None if None in shares else min(shares),
                                  TARGET_INT8_SWAPPED_AFTER_FIRST, "no swap in a run"))
         ratio = min(r["fps_ratio"] for r in loaded)
         rows.append(TargetRow("call", f"published / camera fps ({of})", f"{ratio:.2f}×", f"≥ {TARGET_FPS_RATIO:.2f}×",
                               round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
-        rows.append(_upper("call", f"capture→publish p99 ({of})", max(r["latency_p99_ms"] for r in loaded),
+        rows.append(upper("call", f"capture→publish p99 ({of})", max(r["latency_p99_ms"] for r in loaded),
                            TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, " ms"))
     return rows
 
@@ -215,7 +193,7 @@ def format_target_rows(rows: list[TargetRow], settings: BenchSettings) -> str:
         for r in rows
     ]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
-    fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    fmt_line: Callable[[Sequence[str]], str] = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     title = (
         f"vcamd bench targets — @ {settings.fps:g} fps, {settings.frames} frames per run, "
         f"detector {Path(settings.detector).name}, providers {','.join(settings.providers)}"
@@ -223,13 +201,13 @@ def format_target_rows(rows: list[TargetRow], settings: BenchSettings) -> str:
     return "\n".join([title, fmt_line(head), fmt_line(["-" * w for w in widths]), *(fmt_line(b) for b in body)])
 
 
-def format_live_table(results: dict[str, dict], settings: BenchSettings) -> str:
+def format_live_table(results: dict[str, dict[str, Any]], settings: BenchSettings) -> str:
     """One table: a row per measure, a column per scenario, and the target."""
     names = list(results)
     interval = 1000.0 / settings.fps
     rows: list[tuple[str, list[str], str]] = []
 
-    def row(label: str, fmt, target: str = "") -> None:
+    def row(label: str, fmt: Callable[[dict[str, Any]], str], target: str = "") -> None:
         rows.append((label, [fmt(results[n]) for n in names], target))
 
     row("source fps", lambda r: f"{r['source_fps']:.1f}")
@@ -251,7 +229,7 @@ def format_live_table(results: dict[str, dict], settings: BenchSettings) -> str:
     head = ["measure", *(name.replace("_", " ") for name in names), "target"]
     body = [[label, *cells, target] for label, cells, target in rows]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
-    fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    fmt_line: Callable[[Sequence[str]], str] = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     title = (
         f"vcamd bench — {settings.width}×{settings.height} @ {settings.fps:g} fps, {settings.frames} frames "
         f"({settings.inswapper_frames} for inswapper), "
@@ -263,11 +241,11 @@ def format_live_table(results: dict[str, dict], settings: BenchSettings) -> str:
     return "\n".join(lines)
 
 
-def cpu_columns(results: dict[str, dict]) -> dict[str, dict[str, dict[str, float]]]:
+def cpu_columns(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     """Scenario (the resolution scenario's median pair: one column per size) → its stats'
     `cpu_ms_per_frame_by` and, under "process", the whole process's CPU-ms per frame; only the
     runs whose stats have the breakdown."""
-    runs: dict[str, dict] = {}
+    runs: dict[str, dict[str, Any]] = {}
     for name, result in results.items():
         if name == "resolution":
             runs |= {f"resolution {size}": run for size, run in result.get("runs", {}).items()}
@@ -277,7 +255,7 @@ def cpu_columns(results: dict[str, dict]) -> dict[str, dict[str, dict[str, float
             for name, run in runs.items() if "cpu_ms_per_frame_by" in run["stats"]}
 
 
-def format_cpu_table(results: dict[str, dict]) -> str:
+def format_cpu_table(results: dict[str, dict[str, Any]]) -> str:
     """Where each scenario's CPU went: CPU-ms per published frame by thread, then by stage (a
     worker thread is one stage; the loop's stages are its own), the whole process last."""
     columns = cpu_columns(results)
@@ -294,11 +272,11 @@ def format_cpu_table(results: dict[str, dict]) -> str:
             body.append([f"  {key}" if title else key,
                          *(f"{columns[name][part][key]:.2f}" if key in columns[name][part] else "-" for name in names)])
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
-    fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    fmt_line: Callable[[Sequence[str]], str] = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     return "\n".join([fmt_line(head), fmt_line(["-" * w for w in widths]), *(fmt_line(b) for b in body)])
 
 
-def format_call_table(call: dict, settings: BenchSettings) -> str:
+def format_call_table(call: dict[str, Any], settings: BenchSettings) -> str:
     """The call runs side by side, in the order run (quiet, loaded, quiet, …): a row per measure,
     the target of the loaded runs beside it."""
     runs = call["runs"]
@@ -310,7 +288,7 @@ def format_call_table(call: dict, settings: BenchSettings) -> str:
     def share(value: float | None) -> str:
         return "n/a" if value is None else f"{100 * value:.0f} %"
 
-    rows = [
+    rows: list[tuple[str, Callable[[dict[str, Any]], str], str]] = [
         ("frames swapped, after the first swap", lambda r: f"{share(r['swapped_after_first_swap'])} ({r['swapped_frames']}/{r['published']})",
          f"≥ {100 * TARGET_SWAPPED_AFTER_FIRST:.0f} %"),
         ("swap age p50 / p95", lambda r: f"{r['swap_age_ms']['p50'] / 1000:.2f} / {r['swap_age_ms']['p95'] / 1000:.2f} s",
@@ -327,7 +305,7 @@ def format_call_table(call: dict, settings: BenchSettings) -> str:
     head = ["measure", *(f"{_call_label(r['load'])} {r.get('precision', 'float')} #{r['round']}" for r in runs), "target (loaded)"]
     body = [[label, *(fmt(r) for r in runs), target] for label, fmt, target in rows]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
-    fmt_line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    fmt_line: Callable[[Sequence[str]], str] = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     threads = call.get("threads", settings.threads)
     title = (
         f"vcamd bench call — `vcamd run` at {settings.width}×{settings.height} @ {settings.fps:g} fps, {settings.frames} frames a run, "
@@ -342,7 +320,7 @@ def _call_label(load: int) -> str:
     return "quiet" if load == 0 else f"{load} busy"
 
 
-def format_models_table(rows: list[dict], settings: BenchSettings) -> str:
+def format_models_table(rows: list[dict[str, Any]], settings: BenchSettings) -> str:
     """`--swapper` / `--enhancer`: a row per model: its stand-in's size and compute, and the
     median time a face here (quiet, and under `--load` when asked)."""
     loaded = settings.load > 0
@@ -359,3 +337,63 @@ def format_models_table(rows: list[dict], settings: BenchSettings) -> str:
                  f"providers {','.join(settings.providers)}, ONNX Runtime threads {threads}{' (all cores)' if threads == 0 else ''}")
     return "\n".join(lines)
 
+
+def remote_rows(r: dict[str, Any], settings: BenchSettings) -> list[Any]:
+    """The issue's targets: the hop's cost, 50 ms of added round trip against local, the server killed."""
+    scenario = f"remote, {r['load']} busy" if r.get("load") else "remote"
+
+    rows = [upper(scenario, f"a swap through a loopback server − in-process, p50 ({r['swapper']})", r["hop"]["hop_ms"], TARGET_HOP_MS, " ms")]
+    delay = r["delay"]
+    if "skipped" in delay:
+        rows.append(TargetRow(scenario, "50 ms added round trip", f"skipped: {delay['skipped']}", "", None, None))
+    else:
+        local = next(x for x in delay["rows"] if x["where"] == "local")
+        far = next((x for x in delay["rows"] if x.get("added_rtt_ms") == TARGET_DELAY_RTT_MS and "skipped" not in x), None)
+        if far is None:
+            rows.append(TargetRow(scenario, "50 ms added round trip", "skipped", "", None, None))
+        else:
+            ratio = far["published_fps"] / local["published_fps"]
+            via = delay["how"].split()[0]
+            rows.append(TargetRow(scenario, f"+50 ms RTT ({via}): published fps ÷ local's", f"{far['published_fps']:.1f} ÷ {local['published_fps']:.1f} = {ratio:.2f}×",
+                                  f"≥ {TARGET_FPS_RATIO:.2f}×", round(ratio / TARGET_FPS_RATIO, 2), ratio >= TARGET_FPS_RATIO))
+            rows.append(upper(scenario, f"+50 ms RTT ({via}): capture→publish p99", far["latency_p99_ms"], TARGET_P99_BUDGET_MS + 1000.0 / settings.fps, " ms"))
+            limit = local["swap_age_ms"]["p95"] + TARGET_SWAP_AGE_EXTRA_MS
+            rows.append(upper(scenario, f"+50 ms RTT ({via}): swap age p95 (local {local['swap_age_ms']['p95']:.0f} + 60)", far["swap_age_ms"]["p95"], limit, " ms"))
+    killed = r["killed"]
+    if "skipped" in killed:
+        rows.append(TargetRow(scenario, "server killed", f"skipped: {killed['skipped']}", "", None, None))
+    else:
+        raw = killed["raw_face_frames"]
+        rows.append(TargetRow(scenario, f"server killed, back {killed['killed_s']:.1f} s later: frames with a raw face (of {killed['checked_frames']})",
+                              str(raw), "= 0", None, raw == 0))
+        rows.append(upper(scenario, "swapping again after the server's return", killed["swaps_back_s"], TARGET_BACK_S, " s"))
+    return rows
+
+
+def format_remote_table(r: dict[str, Any], settings: BenchSettings) -> str:
+    """The measurements behind the rows: the hop, the daemons against one server, the added delay."""
+    hop = r["hop"]
+    load = f", {r['load']} busy processes throughout" if r.get("load") else ", quiet"
+    lines = [f"remote{load}: one face, {r['swapper']} — in-process p50 {hop['local']['p50']:.2f} ms (p95 {hop['local']['p95']:.2f}), "
+             f"through the loopback server p50 {hop['remote']['p50']:.2f} ms (p95 {hop['remote']['p95']:.2f}); same output: {hop['same_output']}; "
+             f"inside Triton per request: {hop['server_side_ms']}"]
+    for row in r["daemons"]["rows"]:
+        runs = ", ".join("error" if "error" in x else f"{x['published_fps']:.1f} fps, swap age p95 {x['swap_age_ms']['p95']:.0f} ms"
+                         for x in row["runs"])
+        lines.append(f"  {row['daemons']} daemon(s) on one server: {runs}; server batches (size: count) {row['batches']}")
+    delay = r["delay"]
+    if "skipped" in delay:
+        lines.append(f"  added delay: skipped ({delay['skipped']})")
+    else:
+        lines.append(f"  added delay through {delay['how']}:")
+        for x in delay["rows"]:
+            if "skipped" in x:
+                lines.append(f"  +{x['added_rtt_ms']} ms: skipped ({x['skipped']})")
+                continue
+            where = "models here" if x["where"] == "local" else f"server, +{x['added_rtt_ms']} ms RTT (link's round trip {x.get('rtt_ms')} ms)"
+            lines.append(f"  {where}: {x['published_fps']:.1f} fps, p99 {x['latency_p99_ms']:.1f} ms, swap age p50/p95 "
+                         f"{x['swap_age_ms']['p50']:.0f}/{x['swap_age_ms']['p95']:.0f} ms, swapped after first {x['swapped_after_first_swap']}")
+    k = r["killed"]
+    if "skipped" not in k:
+        lines.append(f"  server killed {k['killed_s']} s: frames {k['frames']}; swaps back {k['swaps_back_s']} s after it was ready")
+    return "\n".join(lines)

@@ -53,7 +53,7 @@ class ServerProcess:
         self.port = port or free_port()
         self.url = f"grpc://127.0.0.1:{self.port}"
         self.log = log
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
         self.ready_at: float | None = None
 
@@ -69,7 +69,7 @@ class ServerProcess:
         threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
         return self
 
-    def _read(self, proc: subprocess.Popen) -> None:
+    def _read(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             self.lines.append(line.rstrip("\n"))

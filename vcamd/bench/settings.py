@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 SCENARIOS = ("light", "inswapper", "groups", "crowd", "resolution", "startup", "call", "remote")
@@ -58,7 +59,7 @@ class BenchSettings:
     """Where stand-ins, clips and int8 copies are built and kept for later runs; None: a temporary folder."""
 
 
-def settings_dict(s: BenchSettings) -> dict:
+def settings_dict(s: BenchSettings) -> dict[str, Any]:
     return {
         "face": str(s.face), "detector": s.detector, "width": s.width, "height": s.height, "fps": s.fps,
         "frames": s.frames, "inswapper_frames": s.inswapper_frames, "providers": s.providers, "threads": s.threads, "fp16": s.fp16,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -54,7 +55,7 @@ class _Graph:
         self._count += 1
         return f"{prefix}_{self._count}"
 
-    def const(self, value: np.ndarray, prefix: str = "c", *, keep_dtype: bool = False) -> str:
+    def const(self, value: np.ndarray | np.generic, prefix: str = "c", *, keep_dtype: bool = False) -> str:
         name = self.name(prefix)
         if self.count_only:
             return name
@@ -71,7 +72,7 @@ class _Graph:
         w = self.rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(fan_in))
         return self.const(w, prefix)
 
-    def op(self, op_type: str, inputs: list[str], **attrs: object) -> str:
+    def op(self, op_type: str, inputs: list[str], **attrs: Any) -> str:
         out = self.name(op_type.lower())
         self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
         return out
@@ -112,7 +113,8 @@ def _save(model: onnx.ModelProto, path: Path | str) -> Path:
 
 def _emap(rng: np.random.Generator) -> np.ndarray:
     """A fixed random 512×512 map, like inswapper's `emap` (embedding → latent)."""
-    return (rng.standard_normal((LATENT_DIM, LATENT_DIM), dtype=np.float32) / np.sqrt(LATENT_DIM)).astype(np.float32)
+    emap: np.ndarray = (rng.standard_normal((LATENT_DIM, LATENT_DIM), dtype=np.float32) / np.sqrt(LATENT_DIM)).astype(np.float32)
+    return emap
 
 
 def build_swapper(path: Path | str, *, fp16: bool = False, compute_equivalent: bool = False, batch: bool = False,
@@ -420,7 +422,7 @@ def build_unquantizable_swapper(path: Path | str) -> Path:
     identity convolutions, the middle one on the swap plus a constant spike of `SPIKE` in one
     corner pixel (taken off again after it). In float the output is the light swap's; in 8 bits
     that convolution's input and output span 0–4000, so the face is rounded away. The spike sits
-    in the middle convolution, which every recipe quantises (`vcamd.models.quantize.RECIPES` may keep the
+    in the middle convolution, which every recipe quantises (`vcamd.inference.int8recipes.RECIPES` may keep the
     first and last in float)."""
     g = _Graph()
     target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])

@@ -232,7 +232,7 @@ def check_detector(value: str, cfg: Config, *, from_flag: bool) -> None:
     """The detector the runs will use is there and is a detector; a bad one is blamed on where it
     came from: `--detector` as typed, or `[models] detector` in the config."""
     from vcamd.common.errors import VcamdError
-    from vcamd.models.modelcheck import check_signature
+    from vcamd.modelstore.signature import check_signature
     from vcamd.modelstore.store import ModelStore
 
     store = ModelStore.from_config(cfg.models)

@@ -71,7 +71,7 @@ def _store(args: argparse.Namespace) -> tuple[ModelStore, Config]:
 
 def _used_by_config(config: Config) -> dict[str, list[str]]:
     """manifest-or-path value → the roles the config uses it for (the enhancer only when enabled)."""
-    from vcamd.modelstore.roles import configured_models
+    from vcamd.config.roles import configured_models
 
     used: dict[str, list[str]] = {}
     for value, role in configured_models(config):
@@ -169,12 +169,12 @@ def _pull(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from vcamd.common.errors import ModelError
-    from vcamd.modelstore.wayout import ways_out
+    from vcamd.common.wayout import ways_out
 
     store, _ = _store(args)
     results = store.verify(args.names or None)
     if not results:
-        from vcamd.modelstore.wayout import ways_out
+        from vcamd.common.wayout import ways_out
 
         print(f"no model files in {store.dir}; to get them, {ways_out(files=2)}")
         return 0
@@ -199,11 +199,13 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _quantize(args: argparse.Namespace) -> int:
     from vcamd.common.errors import ModelError, VcamdError
+    from vcamd.faces.calibration import CALIBRATION_FACES, faces_from_photos
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
+    from vcamd.inference.int8recipes import build_key
     from vcamd.inference.precision import choose, int8_units, needs_reduced_range
     from vcamd.inference.runtime import Sessions
-    from vcamd.models.quantize import CALIBRATION_FACES, build_checked, build_key, faces_from_photos, swapper_spec
+    from vcamd.models.quantize import build_checked, swapper_spec
 
     store, config = _store(args)
     model = store.path_for(args.model or config.models.swapper, "swapper").resolve()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from vcamd.commands import Subcommands, add_config_option
 
 if TYPE_CHECKING:
-    from vcamd.remote.address import ServerAddress
+    from vcamd.config.address import ServerAddress
 
 
 def register(subparsers: Subcommands) -> None:
@@ -52,7 +52,7 @@ def register(subparsers: Subcommands) -> None:
 
 def _address(text: str, flag: str) -> ServerAddress:
     from vcamd.common.errors import VcamdError
-    from vcamd.remote.address import ServerAddress
+    from vcamd.config.address import ServerAddress
 
     try:
         return ServerAddress.parse(text if "://" in text else f"grpc://{text}")

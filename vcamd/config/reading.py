@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from vcamd.common.errors import ConfigError
 from vcamd.config.folders import user_config_path
+from vcamd.config.roles import ROLES
 from vcamd.config.schema import Config
 from vcamd.config.wording import describe_error
-from vcamd.modelstore.roles import ROLES
 
 
 def config_from_dict(data: dict[str, Any], origin: str = "<config>") -> Config:

@@ -91,7 +91,7 @@ class ModelsConfig(Section):
     @field_validator("server")
     @classmethod
     def _server_is_grpc(cls, v: str) -> str:
-        from vcamd.remote.address import ServerAddress
+        from vcamd.config.address import ServerAddress
 
         return ServerAddress.parse(v).url if v.strip() else ""
 

@@ -30,16 +30,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from vcamd.common.threads import lower_thread_priority
-from vcamd.control.protocol import MAX_REQUEST_BYTES, encode_error
+from vcamd.control.framing import TOO_LARGE, Connection, close_quietly, say_and_close
+from vcamd.control.protocol import encode_error
 from vcamd.files.photo_lane import PHOTO_BUSY
 
 log = logging.getLogger(__name__)
-
-MAX_DISCARD_BYTES = 16 * 1024 * 1024
-"""How much of an oversized request is read and thrown away before the connection is dropped."""
 
 EVICT_IDLE_S = 0.25
 """A connection idle this long may be closed to make room (a fresh one is about to send its request)."""
@@ -50,45 +47,8 @@ REFUSE_AFTER_S = 2.0
 SEND_TIMEOUT_S = 10.0
 """A client that does not read its answer (a snapshot is megabytes) for this long is dropped."""
 
-TOO_LARGE = (f"request too large (over {MAX_REQUEST_BYTES} bytes) — "
-             "a request is a command and its arguments, never data")
-
 Answer = tuple[bytes, bool, Callable[[], None] | None]
 """(response line, keep the connection open, action to run after the response is sent)."""
-
-
-@dataclass(eq=False)
-class _Connection:
-    sock: socket.socket
-    refusal: bytes | None  # the answer to every line from a peer we do not serve (another uid)
-    deadline: float  # a complete request line must arrive before this (monotonic)
-    idle_since: float
-    buffer: bytearray = field(default_factory=bytearray)
-    discarding: int = 0  # bytes of an oversized line thrown away so far; 0 = reading normally
-    answered: int = 0
-
-    def next_item(self) -> tuple[str, bytes] | None:
-        """The next complete thing to answer: ("line", request) or ("too_large", b"") — or
-        ("too_large_close", b"") when an endless line outgrew the discard bound; None: need more."""
-        newline = self.buffer.find(b"\n")
-        if self.discarding:
-            if newline < 0:
-                self.discarding += len(self.buffer)
-                self.buffer.clear()
-                return ("too_large_close", b"") if self.discarding > MAX_DISCARD_BYTES else None
-            del self.buffer[: newline + 1]
-            self.discarding = 0
-            return ("too_large", b"")  # back in step: the next line can be served
-        if newline >= 0:
-            line = bytes(self.buffer[: newline + 1])
-            del self.buffer[: newline + 1]
-            if len(line.rstrip(b"\r\n")) > MAX_REQUEST_BYTES:
-                return ("too_large", b"")
-            return ("line", line)
-        if len(self.buffer) > MAX_REQUEST_BYTES + 2:
-            self.discarding = len(self.buffer)
-            self.buffer.clear()
-        return None
 
 
 class ConnectionLoop:
@@ -122,11 +82,11 @@ class ConnectionLoop:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._returned: queue.SimpleQueue[_Connection] = queue.SimpleQueue()  # from workers, back to the selector
-        self._jobs: queue.SimpleQueue[tuple[_Connection, tuple[str, bytes]] | None] = queue.SimpleQueue()
-        self._heavy: queue.Queue[tuple[_Connection, bytes] | None] = queue.Queue(maxsize=heavy_queue)
-        self._open: set[_Connection] = set()  # every open connection (touched by the selector thread only)
-        self._waiting: set[_Connection] = set()  # those in the selector, not being answered
+        self._returned: queue.SimpleQueue[Connection] = queue.SimpleQueue()  # from workers, back to the selector
+        self._jobs: queue.SimpleQueue[tuple[Connection, tuple[str, bytes]] | None] = queue.SimpleQueue()
+        self._heavy: queue.Queue[tuple[Connection, bytes] | None] = queue.Queue(maxsize=heavy_queue)
+        self._open: set[Connection] = set()  # every open connection (touched by the selector thread only)
+        self._waiting: set[Connection] = set()  # those in the selector, not being answered
         self._closing = threading.Event()
         self._accepting = True
         self._full_since: float | None = None
@@ -220,7 +180,7 @@ class ConnectionLoop:
             if refuse:
                 refused_any = True
                 self.refused += 1
-                _say_and_close(sock, encode_error(f"busy: {len(self._open)} control connections are open and "
+                say_and_close(sock, encode_error(f"busy: {len(self._open)} control connections are open and "
                                                   "active (the most allowed) — try again in a moment"))
             else:
                 self._admit(sock, now)
@@ -248,12 +208,12 @@ class ConnectionLoop:
             sock.close()
             return
         sock.settimeout(SEND_TIMEOUT_S)  # reads happen only when the selector says data is there
-        conn = _Connection(sock, refusal, deadline=now + self.request_timeout_s, idle_since=now)
+        conn = Connection(sock, refusal, deadline=now + self.request_timeout_s, idle_since=now)
         self._open.add(conn)
         self._wait_for_data(conn)
 
     @staticmethod
-    def _evictable(conn: _Connection, now: float) -> bool:
+    def _evictable(conn: Connection, now: float) -> bool:
         return not conn.buffer and not conn.discarding and now - conn.idle_since >= EVICT_IDLE_S
 
     def _evict_one(self, now: float) -> bool:
@@ -263,12 +223,12 @@ class ConnectionLoop:
             return False
         oldest = min(idle, key=lambda c: c.idle_since)
         self.evicted += 1
-        _say_and_close(oldest.sock, encode_error("closed: too many control connections; this idle one made room"),
+        say_and_close(oldest.sock, encode_error("closed: too many control connections; this idle one made room"),
                        read_first=False)
         self._forget(oldest)
         return True
 
-    def _wait_for_data(self, conn: _Connection) -> None:
+    def _wait_for_data(self, conn: Connection) -> None:
         try:
             self._selector.register(conn.sock, selectors.EVENT_READ, conn)
         except (ValueError, OSError):  # closed meanwhile
@@ -276,16 +236,16 @@ class ConnectionLoop:
             return
         self._waiting.add(conn)
 
-    def _read_guarded(self, conn: _Connection) -> None:
+    def _read_guarded(self, conn: Connection) -> None:
         """`_read`; a fault in one connection drops that connection, never the selector thread."""
         try:
             self._read(conn)
         except Exception:  # noqa: BLE001
             log.exception("control: reading a request failed unexpectedly")
-            _say_and_close(conn.sock, encode_error("internal error while reading the request"), read_first=False)
+            say_and_close(conn.sock, encode_error("internal error while reading the request"), read_first=False)
             self._forget(conn)
 
-    def _read(self, conn: _Connection) -> None:
+    def _read(self, conn: Connection) -> None:
         try:
             data = conn.sock.recv(256 * 1024)
         except (BlockingIOError, InterruptedError, TimeoutError):
@@ -299,7 +259,7 @@ class ConnectionLoop:
         conn.buffer += data
         self._dispatch_if_complete(conn)
 
-    def _dispatch_if_complete(self, conn: _Connection) -> None:
+    def _dispatch_if_complete(self, conn: Connection) -> None:
         item = conn.next_item()
         if item is None:
             return
@@ -329,16 +289,16 @@ class ConnectionLoop:
     def _expire(self, now: float) -> None:
         for conn in [c for c in self._waiting if c.deadline < now]:
             message = None if conn.answered else encode_error(f"no complete request line within {self.request_timeout_s:g} s")
-            _say_and_close(conn.sock, message, read_first=False)
+            say_and_close(conn.sock, message, read_first=False)
             self._forget(conn)
 
-    def _drop(self, conn: _Connection) -> None:
+    def _drop(self, conn: Connection) -> None:
         try:
             conn.sock.close()
         finally:
             self._forget(conn)
 
-    def _forget(self, conn: _Connection) -> None:
+    def _forget(self, conn: Connection) -> None:
         if conn in self._waiting:
             self._waiting.discard(conn)
             try:
@@ -371,7 +331,7 @@ class ConnectionLoop:
             conn, (kind, line) = job
             self._guarded(conn, lambda: self._serve(conn, kind, line))
 
-    def _guarded(self, conn: _Connection, work: Callable[[], None]) -> None:
+    def _guarded(self, conn: Connection, work: Callable[[], None]) -> None:
         """Run one request's work on a worker; whatever it raises is answered with one error line
         and the connection closed — the worker itself never dies (three that did, on three
         malformed lines, left the socket answering nobody while the daemon ran on)."""
@@ -381,7 +341,7 @@ class ConnectionLoop:
             log.exception("control request failed unexpectedly")
             self._finish(conn, encode_error(f"internal error: {type(exc).__name__}: {exc}"), keep_open=False)
 
-    def _serve(self, conn: _Connection, kind: str, line: bytes) -> None:
+    def _serve(self, conn: Connection, kind: str, line: bytes) -> None:
         if kind != "line":
             keep = kind == "too_large"
             self._finish(conn, encode_error(TOO_LARGE), keep_open=keep)
@@ -409,11 +369,11 @@ class ConnectionLoop:
             conn, line = job
             self._guarded(conn, lambda: self._answer_and_finish(conn, line))
 
-    def _answer_and_finish(self, conn: _Connection, line: bytes) -> None:
+    def _answer_and_finish(self, conn: Connection, line: bytes) -> None:
         response, keep_open, after = self._answer(line)
         self._finish(conn, response, keep_open=keep_open, after=after)
 
-    def _finish(self, conn: _Connection, response: bytes | None, *, keep_open: bool,
+    def _finish(self, conn: Connection, response: bytes | None, *, keep_open: bool,
                 after: Callable[[], None] | None = None) -> None:
         delivered = True
         if response is not None:
@@ -430,30 +390,6 @@ class ConnectionLoop:
         if delivered and keep_open and not self._closing.is_set():
             self._returned.put(conn)
         else:
-            _close_quietly(conn.sock)
+            close_quietly(conn.sock)
             self._returned.put(conn)  # the selector thread forgets it (a closed socket is dropped there)
         self._wake()
-
-
-def _say_and_close(sock: socket.socket, message: bytes | None, *, read_first: bool = True) -> None:
-    """Send one line without blocking and close. What the client already sent is read first, so
-    the answer is not lost to a connection reset."""
-    try:
-        sock.setblocking(False)
-        if read_first:
-            try:
-                sock.recv(MAX_REQUEST_BYTES)
-            except (BlockingIOError, InterruptedError):
-                pass
-        if message is not None:
-            sock.send(message)
-    except OSError:
-        pass
-    _close_quietly(sock)
-
-
-def _close_quietly(sock: socket.socket) -> None:
-    try:
-        sock.close()
-    except OSError:
-        pass

@@ -37,7 +37,7 @@ def check_camera(camera: CameraConfig, daemon_status: dict[str, Any] | None = No
         # A missing camera is reported below, once, not as a screenful of OpenCV backend warnings.
         cv_log.setLogLevel(cv_log.LOG_LEVEL_SILENT)
     try:
-        capture = cv2.VideoCapture(target)  # opened the way the daemon opens it (vcamd.live.capture.sources)
+        capture = cv2.VideoCapture(target)  # opened the way the daemon opens it (vcamd.live.capture.webcam)
         try:
             opened = capture.isOpened()
             got, frame = capture.read() if opened else (False, None)

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vcamd.common.errors import VcamdError
+from vcamd.common.wayout import how_to_get, ways_out
 from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
-from vcamd.modelstore.wayout import how_to_get, ways_out
 
 if TYPE_CHECKING:
     from vcamd.modelstore.store import ModelRow, ModelStore
@@ -23,7 +23,7 @@ def check_models(cfg: Config) -> list[CheckResult]:
         rows = store.list()
     except VcamdError as err:
         return [CheckResult("models", Status.fail, str(err.message), err.fix or "see `vcamd models list`")]
-    from vcamd.modelstore.roles import configured_models
+    from vcamd.config.roles import configured_models
     from vcamd.remote.sessions import remote_placeholders
 
     elsewhere = remote_placeholders(cfg)  # run on the Triton server: `check_server` checks them there
@@ -40,7 +40,7 @@ def check_models(cfg: Config) -> list[CheckResult]:
 
 def _signature_result(store: ModelStore, role: str, value: str, found: CheckResult, cfg: Config) -> CheckResult:
     """The file is there: load it as `vcamd run` does, so a model in the wrong role fails here too."""
-    from vcamd.models.modelcheck import check_signature
+    from vcamd.modelstore.signature import check_signature
 
     try:
         check_signature(store.path_for(value, role), role, family=cfg.models.swapper_family or None)

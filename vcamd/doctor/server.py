@@ -24,8 +24,8 @@ def check_server(cfg: Config, daemon_status: dict[str, Any] | None = None, *, re
     if isinstance(running, dict) and running.get("url") == cfg.models.server:
         return _from_status(running, "the daemon's link")
     from vcamd.common.types import ModelFiles
+    from vcamd.config.roles import role_named
     from vcamd.inference.runtime import Sessions
-    from vcamd.modelstore.roles import role_named
     from vcamd.remote.sessions import RemoteSessions, served_roles
 
     served = served_roles(cfg)

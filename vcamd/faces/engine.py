@@ -50,6 +50,7 @@ from vcamd.privacy.rule import UNKNOWN_SOURCE, FaceOutcome
 if TYPE_CHECKING:
     import onnxruntime
 
+    from vcamd.faces.calibration import CalibrationFaces, SeenFaces
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.following import FollowedFace
@@ -59,7 +60,6 @@ if TYPE_CHECKING:
     from vcamd.faces.swap import Latent, Swapper
     from vcamd.inference.cores import CoreSplit
     from vcamd.inference.runtime import Sessions
-    from vcamd.models.quantize import CalibrationFaces, SeenFaces
 
 
 def require_consent(cfg: Config, flag: bool) -> None:
@@ -235,8 +235,8 @@ class FaceEngine:
         """The int8 copy's calibration faces: the source photo's face, aligned to the swapper's crop,
         and the crops the swapper was given (`seen`), with the source's embedding. FaceError
         without a source face."""
+        from vcamd.faces.calibration import CalibrationFaces
         from vcamd.files.images import read_image
-        from vcamd.models.quantize import CalibrationFaces
 
         current = self._source
         if current is None:

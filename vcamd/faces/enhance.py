@@ -20,8 +20,8 @@ import numpy as np
 
 from vcamd.common.errors import ModelError
 from vcamd.common.types import Frame, as_frame
+from vcamd.common.wayout import how_to_get
 from vcamd.faces.specs import ENHANCER_CROP, ENHANCERS, ORT_FLOAT_DTYPES, CropSpec, EnhancerSpec, enhancer_spec_for
-from vcamd.modelstore.wayout import how_to_get
 
 if TYPE_CHECKING:
     from vcamd.inference.runtime import Sessions

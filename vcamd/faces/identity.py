@@ -17,8 +17,8 @@ import numpy.typing as npt
 
 from vcamd.common.errors import FaceError, ModelError
 from vcamd.common.types import Face, Frame
+from vcamd.common.wayout import ways_out
 from vcamd.faces.specs import ARCFACE_PIXELS, RECOGNIZER_CROP, CropSpec
-from vcamd.modelstore.wayout import ways_out
 
 if TYPE_CHECKING:
     from vcamd.faces.detect import FaceDetector

@@ -30,9 +30,9 @@ import numpy.typing as npt
 
 from vcamd.common.errors import ModelError
 from vcamd.common.types import Frame, as_frame
+from vcamd.common.wayout import how_to_get
 from vcamd.faces.align import template_points
 from vcamd.faces.specs import CropSpec
-from vcamd.modelstore.wayout import how_to_get
 
 if TYPE_CHECKING:
     from vcamd.inference.runtime import Sessions

@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from vcamd.common.errors import FaceError, ModelError
 from vcamd.common.types import Face, Frame
+from vcamd.common.wayout import how_to_get, ways_out
 from vcamd.faces.align import Affine
 from vcamd.faces.specs import (
     DFM_FACE_INPUT,
@@ -38,8 +39,7 @@ from vcamd.faces.specs import (
     family_named,
     swapper_candidates,
 )
-from vcamd.modelstore.wayout import how_to_get, ways_out
-from vcamd.remote.wire import ServedElsewhere
+from vcamd.inference.runtime import ServedElsewhere
 
 if TYPE_CHECKING:
     from vcamd.faces.identity import SourceIdentity

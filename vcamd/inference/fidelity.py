@@ -71,6 +71,15 @@ class FaceFigures:
         return self.float_to_source - self.int8_to_source
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the fidelity check said of a model's int8 copy (`vcamd.inference.int8cache` keeps it)."""
+
+    passed: bool
+    summary: str
+    """One line: the figures against their thresholds (`FidelityReport.summary`)."""
+
+
 @dataclass(frozen=True)
 class FidelityReport:
     faces: list[FaceFigures]

@@ -3,7 +3,7 @@ keyed by the model file's SHA-256, with the fidelity check's verdict on each.
 
 Keyed by content, not by path: a model moved, renamed or pulled again to another folder finds its
 copy; a model file that changed (another export under the same name) gets a copy of its own. The
-key also holds how the copy is built (`quantize.build_key`: the recipes, the check's thresholds,
+key also holds how the copy is built (`int8recipes.build_key`: the recipes, the check's thresholds,
 the ONNX Runtime version, 7- or 8-bit weights), so a copy is never used under rules it was not
 checked by. A copy that failed the check is kept as its verdict alone (no model), so a start does
 not build it again; a new key (another ONNX Runtime, other thresholds) tries again.
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vcamd.inference.precision import Verdict
+from vcamd.inference.fidelity import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,8 @@ def known_sha256(model: Path) -> str | None:
 
 def sha256_of(model: Path) -> str:
     """The model file's SHA-256: remembered, or hashed now (seconds for 554 MB) and remembered."""
+    from vcamd.files.digests import sha256_file
     from vcamd.files.private_files import private_dir, write_private_atomic
-    from vcamd.modelstore.files import sha256_file
 
     model = model.expanduser().resolve()
     known = known_sha256(model)

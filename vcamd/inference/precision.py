@@ -25,6 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from vcamd.inference.fidelity import Verdict
+
 log = logging.getLogger(__name__)
 
 Runs = Literal["float", "int8"]
@@ -114,15 +116,6 @@ def _apple_dotprod() -> Int8Units:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
-    """What the fidelity check said of a model's int8 copy (`vcamd.inference.int8cache` keeps it)."""
-
-    passed: bool
-    summary: str
-    """One line: the figures against their thresholds (`fidelity.FidelityReport.summary`)."""
-
-
-@dataclass(frozen=True, slots=True)
 class Choice:
     """The precision one model runs at, and why."""
 
@@ -184,7 +177,7 @@ def swapper_choice(setting: str, model: Path, providers: list[str], *, server: s
     kept for this model file (`vcamd.inference.int8cache`; looked up without hashing the file). A swapper on
     the Triton `server` has no local model file to look up."""
     from vcamd.inference import int8cache
-    from vcamd.models.quantize import build_key
+    from vcamd.inference.int8recipes import build_key
 
     if setting == "float" or server:
         return choose(setting, providers[0], Int8Units((), known=False), None, None, server=server)

@@ -15,13 +15,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from vcamd.common.errors import ModelError, VcamdError
+from vcamd.common.wayout import ways_out
 from vcamd.inference.cores import core_split
-from vcamd.modelstore.wayout import ways_out
 
 if TYPE_CHECKING:
+    import numpy as np
     import onnxruntime
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,14 @@ def gpu_install_problem(installed: dict[str, str] | None = None) -> str | None:
         f"several ONNX Runtime packages are installed together ({listed}) and overwrite each other; "
         f"fix: `pip uninstall -y {' '.join(installed)} && pip install {keep}`"
     )
+
+
+@runtime_checkable
+class ServedElsewhere(Protocol):
+    """A session whose model file is on a server, not here (`vcamd.remote.sessions.RemoteSession`):
+    what the code would read from the graph (the swapper's `emap`) it asks the server for."""
+
+    def initializer(self, name: str, shape: tuple[int, ...]) -> np.ndarray: ...
 
 
 class Sessions:

@@ -44,7 +44,8 @@ from vcamd.faces.blend import PasteRegion
 from vcamd.faces.engine import StageTimer, SwappedFace
 from vcamd.faces.following import Selecting
 from vcamd.faces.identity import SourceIdentity
-from vcamd.inference.precision import Choice, Verdict
+from vcamd.inference.fidelity import Verdict
+from vcamd.inference.precision import Choice
 from vcamd.live.tracking.sizes import all_detect_sizes
 from vcamd.models.pipeline import build_face_engine
 
@@ -230,7 +231,7 @@ class Int8Request:
 
     model: Path
     recognizer: Path
-    faces: Any  # vcamd.models.quantize.CalibrationFaces
+    faces: Any  # vcamd.faces.calibration.CalibrationFaces
     providers: list[str]
     threads: int
     reduce_range: bool
@@ -287,7 +288,7 @@ class Int8Upgrade:
     def __init__(self, tell: Tell, *, builder: Int8Builder | None = None, seen_wait_s: float | None = None,
                  since_start: Callable[[], float] = lambda: 0.0) -> None:
         """`builder`: builds and checks a copy (default: `build_in_child`, looked up when a build starts)."""
-        from vcamd.models.quantize import SEEN_WAIT_S
+        from vcamd.faces.calibration import SEEN_WAIT_S
 
         self._tell = tell
         self._builder = builder
@@ -305,8 +306,8 @@ class Int8Upgrade:
         choice: Choice | None = getattr(faces, "precision", None)
         if choice is None or not choice.build:
             return
+        from vcamd.faces.calibration import CALIBRATION_FACES, SeenFaces
         from vcamd.inference.precision import int8_units, needs_reduced_range
-        from vcamd.models.quantize import CALIBRATION_FACES, SeenFaces
 
         seen = faces.seen = SeenFaces()
         generation, stop = self._generation, self._stop

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vcamd.common.errors import VcamdError
+from vcamd.common.wayout import ways_out
 from vcamd.config.schema import Config
-from vcamd.modelstore.wayout import ways_out
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class ModelFilesSeen:
 
 def models_key(cfg: Config) -> Any:
     """The part of a config that decides which model files it needs."""
-    from vcamd.modelstore.roles import configured_models
+    from vcamd.config.roles import configured_models
 
     return (cfg.models, tuple(configured_models(cfg)))
 

@@ -4,7 +4,8 @@ checks `vcamd run` makes, made before it.
 `vcamd run` finds each model with `ModelStore.path_for(value, role)` (a manifest model in the wrong
 role is refused there) and loads it into the class of its role, whose constructor checks the
 graph's signature (a GFPGAN file as swapper is refused by `Swapper`). `config check` and `doctor`
-call exactly those here, on a CPU session, so all three accept and refuse the same files.
+call exactly those (`vcamd.modelstore.signature.check_signature`), on a CPU session, so all three
+accept and refuse the same files.
 
 Models that each fit their role may still not fit each other: the swapper turns the recognizer's
 embedding of the source face into its identity input, so their sizes must agree (`identity_fit`;
@@ -15,29 +16,11 @@ read from the two graphs' signatures (`onnxwire.signature`), without a session.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from vcamd.common.errors import ModelError, VcamdError
+from vcamd.common.wayout import how_to_get
+from vcamd.config.roles import configured_models
 from vcamd.config.schema import Config
-from vcamd.modelstore.roles import configured_models, role_named
-from vcamd.modelstore.wayout import how_to_get, ways_out
-
-
-def check_signature(path: Path, role: str, sessions: Any = None, *, family: str | None = None) -> None:
-    """Load `path` as the `role` model; raises ModelError naming the file and the fix when it is not one.
-    `family`: for a swapper, its family or model name (`[models] swapper_family`, a manifest name)
-    when the file's own name may not say it (a download's `.part`, a user's file)."""
-    from vcamd.inference.runtime import Sessions
-
-    loader = role_named(role).loader_class()  # the class `vcamd run` loads it with (FaceEngine.from_config, through vcamd.models.pipeline)
-    sessions = sessions if sessions is not None else Sessions(["cpu"], threads=1)
-    try:
-        loader(path, sessions, family=family) if role == "swapper" and family else loader(path, sessions)
-    except ModelError:
-        raise
-    except Exception as exc:  # noqa: BLE001 — ONNX Runtime refuses a damaged file with its own errors
-        raise ModelError(f"{path.name} cannot be loaded as the {role}: {type(exc).__name__}: {exc}",
-                         fix=f"fix [models] {role} in the config, or get the file again: {ways_out()}") from None
 
 
 def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
@@ -46,6 +29,7 @@ def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
     Models not downloaded yet are left out: `vcamd models pull` and `doctor` report those.
     """
     from vcamd.inference.runtime import Sessions
+    from vcamd.modelstore.signature import check_signature
     from vcamd.modelstore.store import ModelStore
     from vcamd.remote.sessions import remote_placeholders
 

@@ -7,7 +7,7 @@ activations and s8 weights per output channel (7-bit weights on an x86 CPU witho
 Runtime's own guidance), the Conv, MatMul and Gemm nodes — where the swapper's time goes (92 % of
 the int8 copy's time is its QLinearConv: docs/performance.md, "int8 on the CPU"). Calibrated with
 each tensor's min/max over the calibration faces: the source photo's face and faces the camera
-saw (`SeenFaces`), each swapped to the source identity — what the live swap feeds the model.
+saw (`vcamd.faces.calibration`), each swapped to the source identity — what the live swap feeds the model.
 
 `RECIPES` are tried in order until one passes the check: every such node in int8 (fastest), then
 the same with the first and last convolution kept in float (the image in and the image out, the
@@ -23,12 +23,10 @@ this module is cheap; ONNX Runtime's quantiser and onnx are imported when a copy
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -38,9 +36,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vcamd.common.errors import ModelError
-from vcamd.inference.fidelity import THRESHOLDS, FidelityReport, compare
+from vcamd.common.wayout import ways_out
+from vcamd.faces.calibration import CalibrationFaces
+from vcamd.inference.fidelity import FidelityReport, compare
+from vcamd.inference.int8recipes import OP_TYPES, RECIPES, Recipe, build_key, onnxruntime_version
 from vcamd.inference.precision import family_has_int8, no_int8_for
-from vcamd.modelstore.wayout import ways_out
 
 if TYPE_CHECKING:
     from vcamd.common.types import Frame
@@ -49,127 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
-"""Bumped when how a copy is built or checked changes in a way the recipes below do not show."""
-
-CALIBRATION_FACES = 8
-"""Faces a copy is calibrated and checked on: the source photo's and up to 7 the camera saw."""
-SEEN_EVERY_S = 0.5
-"""At most one face the camera saw is kept per this many seconds (different moments, not one pose)."""
-SEEN_WAIT_S = 30.0
-"""How long the daemon waits for faces from the camera before calibrating on what it has."""
 BUILD_NICE = 10
 """The background build's niceness: the live loop and swap outrank it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Recipe:
-    name: str
-    keep_ends_float: bool
-    """The first and the last convolution stay float."""
-
-
-RECIPES: tuple[Recipe, ...] = (
-    Recipe("every Conv/MatMul/Gemm in int8", keep_ends_float=False),
-    Recipe("first and last Conv in float", keep_ends_float=True),
-)
-OP_TYPES = ("Conv", "MatMul", "Gemm")
-
-
-def onnxruntime_version() -> str:
-    import onnxruntime
-
-    version: str = onnxruntime.__version__
-    return version
-
-
-def build_key(reduce_range: bool) -> str:
-    """What a kept copy was built and checked under (`int8cache.Entry.key`), as 16 hex digits."""
-    ingredients = {"format": FORMAT, "recipes": [asdict(r) for r in RECIPES], "ops": OP_TYPES, "thresholds": asdict(THRESHOLDS),
-                   "onnxruntime": onnxruntime_version(), "reduce_range": reduce_range}
-    return hashlib.sha256(json.dumps(ingredients, sort_keys=True).encode()).hexdigest()[:16]
-
-
-# -- calibration faces -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CalibrationFaces:
-    """Faces aligned to the swapper's crop (BGR uint8) and the source identity they are swapped to."""
-
-    crops: list[Frame]
-    source: np.ndarray
-    """The source face's embedding (the recogniser's, L2-normalised)."""
-
-    def save(self, path: Path) -> None:
-        np.savez(path, crops=np.stack(self.crops), source=np.asarray(self.source, np.float32))
-
-    @classmethod
-    def load(cls, path: Path) -> CalibrationFaces:
-        with np.load(path, allow_pickle=False) as data:
-            return cls(list(data["crops"]), data["source"])
-
-
-class SeenFaces:
-    """Aligned crops the swapper was given, kept while an int8 copy waits for its calibration faces:
-    a copy of one at most every `every_s`, up to `limit` (then nothing more is kept)."""
-
-    def __init__(self, limit: int = CALIBRATION_FACES - 1, every_s: float = SEEN_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
-        self._limit, self._every_s, self._clock = limit, every_s, clock
-        self._crops: list[Frame] = []
-        self._last: float | None = None
-        self._changed = threading.Condition()
-
-    def offer(self, crops: Sequence[Frame]) -> None:
-        """Called with each batch the swapper is given (the swap worker's thread): cheap when full."""
-        if len(self._crops) >= self._limit or not crops:
-            return
-        now = self._clock()
-        if self._last is not None and now - self._last < self._every_s:
-            return
-        with self._changed:
-            self._crops.append(np.array(crops[0], copy=True))
-            self._last = now
-            self._changed.notify_all()
-
-    def wait(self, count: int, timeout_s: float, stop: threading.Event) -> list[Frame]:
-        """The crops kept once there are `count` (or after `timeout_s`, or on `stop`: what there is)."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while len(self._crops) < count and not stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._changed.wait(min(left, 0.5))
-            return list(self._crops)
-
-
-def faces_from_photos(photos: Sequence[Path], detector: Any, recognizer: Any, crop: Any, limit: int = CALIBRATION_FACES * 2) -> CalibrationFaces:
-    """Calibration faces from photos (`faces_from_images`). FaceError when one cannot be read."""
-    from vcamd.files.images import read_image
-
-    return faces_from_images([read_image(photo, "calibration photo") for photo in photos], detector, recognizer, crop, limit)
-
-
-def faces_from_images(images: Sequence[Frame], detector: Any, recognizer: Any, crop: Any, limit: int = CALIBRATION_FACES * 2) -> CalibrationFaces:
-    """Calibration faces from images (photos, camera frames): the largest face of the first is the
-    source; the faces of every image, largest first, aligned to the swapper's `crop`, up to
-    `limit`. FaceError when the first image has no face."""
-    from vcamd.common.errors import FaceError
-    from vcamd.faces.identity import largest_face
-
-    if not images:
-        raise FaceError("no calibration image", fix="pass --face PHOTO")
-    crops: list[Frame] = []
-    source = None
-    for image in images:
-        faces = sorted(detector.detect(image), key=lambda f: -f.area)
-        if source is None:
-            if not faces:
-                raise FaceError("no face found in the first calibration image (the source)", fix="use a photo with a clearly visible face")
-            source = recognizer.embed(image, largest_face(faces))
-        crops += [crop.align(image, face.kps)[0] for face in faces][: max(0, limit - len(crops))]
-    assert source is not None
-    return CalibrationFaces(crops, source)
 
 
 # -- building and checking ----------------------------------------------------------------------------

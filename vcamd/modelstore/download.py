@@ -15,11 +15,12 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from vcamd.common.errors import ModelError
-from vcamd.models.modelcheck import check_signature
-from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, crc32_file, fsync, open_for_write, refuse_symlink, sha256_file
+from vcamd.common.wayout import ways_out
+from vcamd.files.digests import sha256_file
+from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, crc32_file, fsync, open_for_write, refuse_symlink
 from vcamd.modelstore.manifest import ModelEntry
 from vcamd.modelstore.progress import progress_bar
-from vcamd.modelstore.wayout import ways_out
+from vcamd.modelstore.signature import check_signature
 
 log = logging.getLogger(__name__)
 

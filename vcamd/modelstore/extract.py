@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vcamd.common.errors import ModelError
-from vcamd.models.modelcheck import check_signature
+from vcamd.common.wayout import ways_out
 from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, fsync, open_for_write, refuse_symlink
 from vcamd.modelstore.manifest import FileSpec, ModelEntry
+from vcamd.modelstore.signature import check_signature
 from vcamd.modelstore.verify import State
-from vcamd.modelstore.wayout import ways_out
 
 
 def extract(entry: ModelEntry, zip_path: Path, state: State, inside: Callable[[str], Path]) -> None:

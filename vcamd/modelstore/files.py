@@ -1,9 +1,8 @@
 """Files in the models dir: written 0600, never through or over a symlink, made durable before
-they are renamed into place; hashed in chunks."""
+they are renamed into place; hashed in chunks (SHA-256: `vcamd.files.digests`)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zlib
 from pathlib import Path
@@ -44,14 +43,6 @@ def open_for_write(path: Path, *, append: bool = False, truncate: bool = True) -
             fix="check the permissions of the models dir, or set [models] dir to a folder you can write",
         ) from None
 
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def crc32_file(path: Path) -> str:

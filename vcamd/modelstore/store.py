@@ -24,16 +24,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from vcamd.common.errors import ModelError
+from vcamd.common.wayout import ways_out
+from vcamd.config.roles import configured_models
+from vcamd.files.digests import sha256_file
 from vcamd.files.private_files import private_dir
-from vcamd.models.modelcheck import check_signature
 from vcamd.modelstore.download import check_mirror, download, mirror_url
 from vcamd.modelstore.extract import extract
-from vcamd.modelstore.files import PART_SUFFIX, dir_error, refuse_symlink, sha256_file
+from vcamd.modelstore.files import PART_SUFFIX, dir_error, refuse_symlink
 from vcamd.modelstore.locking import pull_lock
 from vcamd.modelstore.manifest import FileSpec, Manifest, ModelEntry, plain_file_name
-from vcamd.modelstore.roles import configured_models
+from vcamd.modelstore.signature import check_signature
 from vcamd.modelstore.verify import STATE_FILE, State, read_state, write_state
-from vcamd.modelstore.wayout import ways_out
 
 if TYPE_CHECKING:
     from vcamd.config.schema import Config, ModelsConfig

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from http import HTTPStatus
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 from vcamd.common.errors import VcamdError
@@ -44,7 +44,10 @@ from vcamd.panel.security import (
 from vcamd.panel.wire import HttpError, WireHandler
 
 if TYPE_CHECKING:
-    from vcamd.panel.server import PanelServer
+    from vcamd.config.schema import PanelConfig
+    from vcamd.control.protocol import Controllable
+    from vcamd.pages.security import PageAccess
+    from vcamd.panel.video import JpegFeed
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,45 @@ ROUTES: dict[str, frozenset[str]] = {
 }
 
 
+class Panel(Protocol):
+    """What the routes ask of the control page's server (`vcamd.panel.server.PanelServer`): its
+    settings and limits, the engine it drives, the page's access rules and video, and the changes
+    a request makes."""
+
+    @property
+    def cfg(self) -> PanelConfig: ...
+    @property
+    def target(self) -> Controllable: ...
+    @property
+    def access(self) -> PageAccess: ...
+    @property
+    def feed(self) -> JpegFeed: ...
+    @property
+    def static(self) -> dict[str, bytes]: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def token(self) -> str: ...
+    @property
+    def max_streams(self) -> int: ...
+    @property
+    def max_connections(self) -> int: ...
+    @property
+    def max_guests(self) -> int: ...
+    @property
+    def request_timeout_s(self) -> float: ...
+    @property
+    def head_timeout_s(self) -> float: ...
+
+    def login_url(self) -> str: ...
+    def state(self) -> dict[str, Any]: ...
+    def set_enabled(self, on: bool | None) -> None: ...
+    def set_badge(self, on: bool) -> None: ...
+    def use_recent_face(self, raw: Any) -> None: ...
+    def use_uploaded_face(self, body: Any, length: int, name: str) -> None: ...
+    def refused(self, status: HTTPStatus) -> None: ...
+
+
 def load_static() -> dict[str, bytes]:
     """The page's files, read once from the package (vcamd/panel/static)."""
     folder = resources.files("vcamd.panel") / "static"
@@ -70,7 +112,7 @@ class PanelHTTPServer(GatedHTTPServer):
     """Owners (the token, as Bearer or cookie) and guests (everything else) in pools of their own:
     see `vcamd.panel.gate`."""
 
-    def __init__(self, panel: PanelServer) -> None:
+    def __init__(self, panel: Panel) -> None:
         self.panel = panel
 
         def classify(method: str, target: str, headers: dict[str, str]) -> str:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from vcamd.common.errors import ModelError, VcamdError
-from vcamd.remote.address import ServerAddress
+from vcamd.config.address import ServerAddress
 from vcamd.remote.pairing import SERVER_NAME, Pairing, local_token, pairing_for
 from vcamd.remote.wire import WireArg
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vcamd.common.errors import VcamdError
+from vcamd.config.address import ServerAddress
 from vcamd.files.private_files import private_dir, write_private_atomic
-from vcamd.remote.address import ServerAddress
 
 SERVER_NAME = "vcamd-serve"
 """The name in the server's certificate, checked by every client whatever address it dials."""

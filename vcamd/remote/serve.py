@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from vcamd.common.errors import ModelError, VcamdError
+from vcamd.config.address import ServerAddress
 from vcamd.config.schema import Config
-from vcamd.remote.address import ServerAddress
 from vcamd.remote.wire import EMAP_SUFFIX, SERVED_ROLES, Arg, Signature, served_name, wire_dtype
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class LoadedRole:
 def load_served_roles(cfg: Config, sessions: Any) -> list[LoadedRole]:
     """The swapper; the enhancer when it is on or its file is here; the parser when set — each
     loaded with the class `vcamd run` loads it with, so a wrong file is refused with the same message."""
-    from vcamd.modelstore.roles import role_named
+    from vcamd.config.roles import role_named
     from vcamd.modelstore.store import ModelStore
 
     store = ModelStore.from_config(cfg.models)

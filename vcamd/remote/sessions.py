@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vcamd.common.errors import ModelError, VcamdError
+from vcamd.config.address import ServerAddress
 from vcamd.config.schema import Config
-from vcamd.remote.address import ServerAddress
 from vcamd.remote.link import ServerAway, ServerLink, ServerRefused
 from vcamd.remote.wire import EMAP_SUFFIX, SERVED_ROLES, Arg, Signature, emap_rows, served_name
 

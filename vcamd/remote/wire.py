@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -76,14 +76,6 @@ def served_name(value: str) -> str:
     stem = value.replace("\\", "/").rsplit("/", 1)[-1]
     stem = stem[: -len(".onnx")] if stem.endswith(".onnx") else stem
     return re.sub(r"[^A-Za-z0-9_-]", "_", stem) or "model"
-
-
-@runtime_checkable
-class ServedElsewhere(Protocol):
-    """A session whose model file is on the server: what the code would read from the graph (the
-    swapper's `emap`) it asks the server for (`vcamd.remote.sessions.RemoteSession`)."""
-
-    def initializer(self, name: str, shape: tuple[int, ...]) -> np.ndarray: ...
 
 
 # ---- codecs --------------------------------------------------------------------------------------
