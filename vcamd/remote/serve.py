@@ -283,7 +283,7 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
 
 def _require_free(listen: ServerAddress) -> None:
     """The port free on its address (a second server there would fail in Triton's log; this says so first)."""
-    host = "127.0.0.1" if listen.host in ("0.0.0.0", "::") else listen.host
+    host = listen.host
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a killed server's connections in TIME_WAIT do not count
         try:
