@@ -26,7 +26,7 @@ class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         from pathlib import Path
 
-        from vcamd.config import config_from_dict
+        from vcamd.config.reading import config_from_dict
         from vcamd.remote.serve import served_emap, served_models
 
         config = json.loads(args["model_config"])

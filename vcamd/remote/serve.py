@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from vcamd.config import Config
-from vcamd.errors import ModelError, VcamdError
+from vcamd.common.errors import ModelError, VcamdError
+from vcamd.config.schema import Config
 from vcamd.remote.address import ServerAddress
 from vcamd.remote.wire import EMAP_SUFFIX, SERVED_ROLES, Arg, Signature, served_name, wire_dtype
 
@@ -109,7 +109,7 @@ def load_served_roles(cfg: Config, sessions: Any, roles: set[str] | None = None)
 def served_models(cfg: Config, sessions: Any = None, roles: set[str] | None = None) -> list[ServedModel]:
     """Each role `cfg` serves (of `roles`, when given), described as Triton will serve it (a swapper
     with its `.emap` companion)."""
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
     models: list[ServedModel] = []
@@ -130,7 +130,7 @@ def _served(name: str, role: str, session: Any) -> ServedModel:
     dtypes = {i.name: _ort_numpy(i.type) for i in inputs}
 
     def infer(**wire: np.ndarray) -> dict[str, np.ndarray]:
-        feeds = {n: sig.codec(n).from_wire(wire[n]).astype(dtypes[n], copy=False) for n in dtypes}
+        feeds: dict[str, np.ndarray] = {n: sig.codec(n).from_wire(wire[n]).astype(dtypes[n], copy=False) for n in dtypes}
         count = len(next(iter(feeds.values())))
         if whole_batches:
             results = session.run(out_names, feeds)
@@ -208,12 +208,6 @@ def public_address(listen: ServerAddress) -> ServerAddress:
     return listen
 
 
-def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass(frozen=True)
 class ServeOptions:
     listen: ServerAddress
@@ -231,8 +225,8 @@ class ServeOptions:
 
 def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None] = print) -> None:
     """Run the server until SIGINT/SIGTERM or Triton stops. `announce` gets the lines a user reads."""
+    from vcamd.inference.runtime import Sessions
     from vcamd.remote import pairing, tritonserver
-    from vcamd.runtime import Sessions
 
     require_pytriton()
     listen = options.listen
@@ -354,7 +348,7 @@ def _fresh_workspace(listen: ServerAddress) -> Path:
     import shutil
     import tempfile
 
-    from vcamd.private_files import private_dir
+    from vcamd.files.private_files import private_dir
 
     uid = os.getuid() if hasattr(os, "getuid") else 0
     parent = Path(tempfile.gettempdir()) / f"vcamd-serve-{uid}"

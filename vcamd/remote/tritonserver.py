@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 CONFIG_PARAMETER = "vcamd_config"
 """The model config's parameter naming the JSON file of the server's `Config` (in its private workspace)."""
