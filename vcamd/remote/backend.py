@@ -21,7 +21,7 @@ from vcamd.remote.tritonserver import CONFIG_PARAMETER, ROLE_PARAMETER, TABLE_FI
 
 
 class TritonPythonModel:
-    """Triton's Python backend interface: `initialize`, `execute`, `finalize`."""
+    """Triton's Python backend interface: `initialize` and `execute` (the stub ends with its model: no `finalize`)."""
 
     def initialize(self, args: dict[str, str]) -> None:
         from pathlib import Path
@@ -69,6 +69,3 @@ class TritonPythonModel:
             return [pb_utils.InferenceResponse(output_tensors=[], error=error) for _ in requests]
         return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(k, np.ascontiguousarray(v)) for k, v in r.items()])
                 for r in results]
-
-    def finalize(self) -> None:
-        self.model = None  # type: ignore[assignment]
