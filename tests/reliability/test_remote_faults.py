@@ -1,4 +1,4 @@
-"""The swap on a real Triton server (`vcamd serve`, PyTriton on 127.0.0.1) that goes away: killed
+"""The swap on a real Triton server (`vcamd serve` on 127.0.0.1) that goes away: killed
 mid-run (SIGKILL to all its processes), restarted, absent at start, or replaced by the local
 model (`fallback = "local"`). The daemon keeps publishing at the camera's rate, never shows a raw
 face (the recording sink compares every published face with the raw camera frame), and swaps on

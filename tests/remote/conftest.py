@@ -1,4 +1,4 @@
-"""A real Triton server (`vcamd serve`, PyTriton on 127.0.0.1) serving stand-in models with the
+"""A real Triton server (`vcamd serve` on 127.0.0.1) serving stand-in models with the
 production signatures, started once per test module (`support.triton`)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The swapper and enhancer families other than inswapper and GFPGAN on a real Triton server
-(`vcamd serve`, PyTriton on 127.0.0.1) and in a written model repository: each gives what it gives
+(`vcamd serve` on 127.0.0.1) and in a written model repository: each gives what it gives
 here, to the bit. ghost (a signature it shares with hyperswap, simswap and hififace, its converter
 run here) with CodeFormer (a double `weight` input); a DeepFaceLab model (NHWC, three outputs, a
 morph input) with GPEN-BFR 256 (its own 256² crop). None has an `emap`: no `.emap` companion is

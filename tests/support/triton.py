@@ -1,4 +1,4 @@
-"""A real Triton Inference Server (`vcamd serve`, PyTriton) for the tests: `vcamd.bench.serving`'s
+"""A real Triton Inference Server (`vcamd serve`) for the tests: `vcamd.bench.serving`'s
 process, from the server's own environment (`.venv-serve`, or `$VCAMD_SERVE_VENV`). Without one
 the tests that need a server skip; with `VCAMD_REQUIRE_TRITON=1` (`.ci/run`) they fail instead."""
 

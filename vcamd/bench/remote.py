@@ -1,4 +1,4 @@
-"""`vcamd bench --scenarios remote`: the swap on a Triton server (`vcamd serve`, PyTriton).
+"""`vcamd bench --scenarios remote`: the swap on a Triton server (`vcamd serve`).
 
 - **hop**: one face swapped through a loopback server against the same model in-process (the light
   stand-in), interleaved in blocks: the cost per swap of the hop.
@@ -21,7 +21,9 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -76,7 +78,6 @@ def _server_config(cfg: Config, path: Path, swapper: Path | None = None) -> Path
 @contextlib.contextmanager
 def _server(config: Path, tmpdir: Path, name: str, *extra: str, prefix: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
     from vcamd.bench.serving import ServerProcess
-
     server = ServerProcess(config, *extra, log=tmpdir / f"serve-{name}.log", prefix=prefix).start()
     try:
         server.wait_ready()
@@ -132,7 +133,7 @@ def hop_cost(cfg: Config, server_cfg: Path, image: Frame, tmpdir: Path) -> dict[
 
 
 def _server_side_ms(stats: dict[str, Any]) -> dict[str, Any]:
-    """Where a request's time went inside Triton (per request, ms): queue, inputs in, the model (PyTriton's proxy included), outputs out."""
+    """Where a request's time went inside Triton (per request, ms): queue, inputs in, the model (the Python backend's hop to its stub included), outputs out."""
     s = stats["model_stats"][0]["inference_stats"]
     out = {}
     for key in ("queue", "compute_input", "compute_infer", "compute_output"):
@@ -247,8 +248,6 @@ class DelayRelay:
     the added round trip where the kernel has no netem. Order and bytes are kept; bandwidth is not limited."""
 
     def __init__(self, target_port: int, one_way_ms: float) -> None:
-        import socket
-
         self._target = target_port
         self._delay = one_way_ms / 1000.0
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -267,8 +266,6 @@ class DelayRelay:
                 sock.close()
 
     def _accept(self) -> None:
-        import socket
-
         while not self._stop.is_set():
             try:
                 client, _ = self._listener.accept()
@@ -282,8 +279,6 @@ class DelayRelay:
                 self._pipe(a, b)
 
     def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
-        import queue
-
         held: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
 
         def read() -> None:

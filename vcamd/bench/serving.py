@@ -1,8 +1,9 @@
 """`vcamd serve` as a process the remote bench and the tests start, kill and start again.
 
-PyTriton's Python backend needs numpy 1 while the daemon runs on numpy 2, so the server runs from
-an environment of its own — `.venv-serve` beside the checkout (README: `pip install -e '.[serve]'`)
-or the folder `$VCAMD_SERVE_VENV` names — as it would on a GPU machine of its own. The server runs
+Triton's Python backend (its stub, from the nvidia-pytriton wheel) needs numpy 1 while the daemon
+runs on numpy 2, so the server runs from an environment of its own — `.venv-serve` beside the
+checkout (README: `pip install -e '.[serve]'`) or the folder `$VCAMD_SERVE_VENV` names — as it
+would on a GPU machine of its own. The server runs
 in a session of its own, so that "killed" means all of it: `vcamd serve`, its `tritonserver` and the
 Python backend stubs (SIGKILL to the process group).
 """
@@ -22,7 +23,7 @@ from vcamd.common.errors import VcamdError
 
 READY_LINE = "vcamd serve: ready"  # vcamd.remote.serve.READY_LINE, without importing numpy-1-only code paths
 START_S = 180.0
-"""How long a start may take on a busy 2-core machine (it copies and starts tritonserver, then loads each model)."""
+"""How long a start may take on a busy 2-core machine (it checks each model, starts tritonserver, which loads each one)."""
 
 
 def serve_venv() -> Path | None:

@@ -17,7 +17,7 @@ def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser(
         "serve",
         help="run the face models on this machine for other machines' cameras (NVIDIA Triton Inference Server)",
-        description="Start a Triton Inference Server (PyTriton) that runs the swapper, and the enhancer and parser when "
+        description="Start a Triton Inference Server (the nvidia-pytriton wheel's) that runs the swapper, and the enhancer and parser when "
         "set, of this config through ONNX Runtime with this machine's providers, batching the requests of every client. "
         "Clients set [models] server = \"grpc://HOST:PORT\". Listens on 127.0.0.1 unless --listen says otherwise; "
         "any other address uses mutual TLS and writes a pairing bundle for the clients. "

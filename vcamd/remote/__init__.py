@@ -8,8 +8,9 @@ connection: TLS, reconnection with backoff, round-trip time. `wire` is how each 
 cross the network (aligned crops as uint8 pixels, the source latent as float32), one definition
 for both ends.
 
-Server side (`vcamd serve`): `serve` starts a real Triton server (PyTriton) running the config's
-models through ONNX Runtime; `repository` writes a model repository for NVIDIA's Triton container;
+Server side (`vcamd serve`): `serve` starts a real Triton server (the binary the nvidia-pytriton
+wheel ships, `tritonserver`) running the config's models through ONNX Runtime inside Triton's own
+Python backend (`backend`); `repository` writes a model repository for NVIDIA's Triton container;
 `pairing` makes the certificates for mutual TLS and the one bundle a client needs.
 
 Nothing here is a protocol of our own: it is Triton's gRPC API, through tritonclient.

@@ -43,12 +43,12 @@ PROBE_TIMEOUT_S = 1.0
 BACKOFF_S = (0.25, 0.5, 1.0)
 """Waits between two probes of an away server: short first (a blip), then at most 1 s."""
 MODEL_LOAD_WAIT_S = 60.0
-"""How long a server that is ready may still be loading the models this daemon uses (PyTriton
-loads them one by one after its server starts) before a missing one is an error, not a wait."""
+"""How long a server that is ready may still be loading the models this daemon uses (a Triton in
+explicit model control loads them after it answers) before a missing one is an error, not a wait."""
 PROBE_EVERY_S = 2.0
 """While up: how often the probe measures the round trip (a tiny liveness call) and the models served."""
 ACCESS_HEADER = "triton-grpc-protocol-triton-access-token"
-"""The gRPC header Triton's restricted protocols check (PyTriton's `triton-access-token`, with
+"""The gRPC header Triton's restricted protocols check (`vcamd serve`'s `triton-access-token`, with
 the prefix Triton's gRPC server puts before a restriction's header; `vcamd.remote.pairing`)."""
 
 
@@ -228,7 +228,7 @@ class ServerLink:
         return self._call(self._index, None)
 
     def _index(self) -> list[str]:
-        # The loaded models, from their statistics (PyTriton's repository index lists none: it loads them by API).
+        # The loaded models, from their statistics (a server that loads its models by API lists none in its index).
         stats = self._client.get_inference_statistics("", headers=self._headers, as_json=True, client_timeout=PROBE_TIMEOUT_S)
         return sorted({m["name"] for m in stats.get("model_stats", [])})
 

@@ -12,7 +12,7 @@ The trust is the pinned private CA, not a host name: the server's certificate na
 `SERVER_NAME`, and the client checks that name whatever address it dials (an IP, a DNS name, a
 forwarded port). Every file is 0600 in 0700 folders (`vcamd.files.private_files`).
 
-The access token gates Triton's own endpoints (PyTriton's restricted endpoints: inference,
+The access token gates Triton's own endpoints (its restricted gRPC protocols: inference,
 metadata, statistics, …); a client on the same machine reads it from the server's state folder,
 which is private to the user — so another local user can neither drive nor read the server.
 """

@@ -1,10 +1,11 @@
-"""`vcamd serve`: a real NVIDIA Triton Inference Server (PyTriton) running the config's face models.
+"""`vcamd serve`: a real NVIDIA Triton Inference Server running the config's face models.
 
-PyTriton ships the `tritonserver` binary and its Python backend; each served model is an inference
-function bound to it, running the model file through ONNX Runtime with this machine's provider
-(`[models] providers`: CUDA/TensorRT on a GPU box, the CPU elsewhere). Triton batches the requests
-of every client that arrive while the model is busy (dynamic batching) and hands them to the
-function as one batch.
+The `tritonserver` binary and its Python backend come from the nvidia-pytriton wheel
+(`vcamd.remote.tritonserver`); each served model is a Triton Python-backend model
+(`vcamd.remote.backend`) running the model file through ONNX Runtime with this machine's provider
+(`[models] providers`: CUDA/TensorRT on a GPU box, the CPU elsewhere) inside Triton's own stub.
+Triton batches the requests of every client that arrive while the model is busy (dynamic
+batching) and hands them to the model as one batch.
 
 What is served: the swapper (and, for inswapper, its `.emap` companion, the rows of its identity
 projection: the client makes the latent itself), the enhancer when its file is here, the parser when set — each
@@ -13,17 +14,18 @@ loaders are the same classes `vcamd run` uses (`Swapper`, `Enhancer`, `FaceParse
 file is refused here with the same message.
 
 Private by default: gRPC on 127.0.0.1 unless `--listen` says otherwise, and then only with mutual
-TLS (`vcamd.remote.pairing`); Triton's HTTP endpoint, which PyTriton uses to manage the server,
-stays on 127.0.0.1; metrics are off; every endpoint but health needs the access token. Nothing
-here writes or logs a tensor: requests live in memory (Triton's and PyTriton's shared memory)
-and errors name the model, never the data.
+TLS (`vcamd.remote.pairing`); no HTTP endpoint, no metrics; every gRPC protocol but health needs
+the access token. Nothing here writes or logs a tensor: requests live in memory (Triton's, and the
+Python backend's shared memory, its user's alone) and errors name the model, never the data.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import subprocess
 import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,8 +43,13 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 8
 """The most requests Triton hands the model at once (faces from several clients)."""
+TRITON_ENDPOINTS = {"health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics", "trace",
+                   "logging"}
+"""Triton's gRPC protocols that `--grpc-restricted-protocol` can put behind a header."""
 OPEN_ENDPOINTS = {"health"}
 """Triton endpoints that need no token: whether the server is alive says nothing about anyone."""
+TOKEN_HEADER = "triton-access-token"
+"""The restricted protocols' header (a gRPC client sends it as `triton-grpc-protocol-triton-access-token`)."""
 READY_LINE = "vcamd serve: ready"
 
 
@@ -56,6 +63,8 @@ class ServedModel:
     outputs: list[tuple[str, type, tuple[int, ...]]]
     infer: Callable[..., dict[str, np.ndarray]]
     batching: bool = True
+    table: np.ndarray | None = None
+    """An `.emap` companion's rows (its whole model)."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +77,10 @@ class LoadedRole:
     session: Any
 
 
-def load_served_roles(cfg: Config, sessions: Any) -> list[LoadedRole]:
-    """The swapper; the enhancer when it is on or its file is here; the parser when set — each
-    loaded with the class `vcamd run` loads it with, so a wrong file is refused with the same message."""
+def load_served_roles(cfg: Config, sessions: Any, roles: set[str] | None = None) -> list[LoadedRole]:
+    """The swapper; the enhancer when it is on or its file is here; the parser when set (of `roles`,
+    when given) — each loaded with the class `vcamd run` loads it with, so a wrong file is refused
+    with the same message."""
     from vcamd.config.roles import role_named
     from vcamd.modelstore.store import ModelStore
 
@@ -79,7 +89,7 @@ def load_served_roles(cfg: Config, sessions: Any) -> list[LoadedRole]:
               ("parser", cfg.models.parser, True)]
     loaded: list[LoadedRole] = []
     for role, value, required in wanted:
-        if not value or role not in SERVED_ROLES:
+        if not value or role not in SERVED_ROLES or (roles is not None and role not in roles):
             continue
         try:
             path = store.path_for(value, role)
@@ -96,16 +106,17 @@ def load_served_roles(cfg: Config, sessions: Any) -> list[LoadedRole]:
     return loaded
 
 
-def served_models(cfg: Config, sessions: Any = None) -> list[ServedModel]:
-    """Each role `cfg` serves, described as Triton will serve it (a swapper with its `.emap` companion)."""
+def served_models(cfg: Config, sessions: Any = None, roles: set[str] | None = None) -> list[ServedModel]:
+    """Each role `cfg` serves (of `roles`, when given), described as Triton will serve it (a swapper
+    with its `.emap` companion)."""
     from vcamd.inference.runtime import Sessions
 
     sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
     models: list[ServedModel] = []
-    for item in load_served_roles(cfg, sessions):
+    for item in load_served_roles(cfg, sessions, roles):
         models.append(_served(item.name, item.role, item.session))
         if item.role == "swapper" and item.model.emap is not None:  # inswapper's; the other families have none
-            models.append(_served_emap(item.name + EMAP_SUFFIX, item.model.emap))
+            models.append(served_emap(item.name + EMAP_SUFFIX, item.model.emap))
     return models
 
 
@@ -141,7 +152,7 @@ def _served(name: str, role: str, session: Any) -> ServedModel:
     return ServedModel(name, role, tensors(inputs), tensors(outputs), infer, batching=batching)
 
 
-def _served_emap(name: str, emap: np.ndarray) -> ServedModel:
+def served_emap(name: str, emap: np.ndarray) -> ServedModel:
     table = np.ascontiguousarray(emap, np.float32)
 
     def infer(row: np.ndarray) -> dict[str, np.ndarray]:
@@ -150,7 +161,8 @@ def _served_emap(name: str, emap: np.ndarray) -> ServedModel:
             raise ModelError(f"{name}: rows outside 0..{len(table) - 1}")
         return {"emap": table[rows]}
 
-    return ServedModel(name, "emap", [("row", np.int64, (-1,))], [("emap", np.float32, (-1, table.shape[1]))], infer, batching=False)
+    return ServedModel(name, "emap", [("row", np.int64, (-1,))], [("emap", np.float32, (-1, table.shape[1]))], infer, batching=False,
+                       table=table)
 
 
 def _ort_numpy(ort_type: str) -> type:
@@ -196,12 +208,6 @@ def public_address(listen: ServerAddress) -> ServerAddress:
     return listen
 
 
-def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass(frozen=True)
 class ServeOptions:
     listen: ServerAddress
@@ -219,66 +225,126 @@ class ServeOptions:
 
 def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None] = print) -> None:
     """Run the server until SIGINT/SIGTERM or Triton stops. `announce` gets the lines a user reads."""
-    from vcamd.remote import pairing
+    from vcamd.inference.runtime import Sessions
+    from vcamd.remote import pairing, tritonserver
 
     require_pytriton()
     listen = options.listen
     if not listen.loopback and listen.host in ("", "*"):
         raise VcamdError("--listen needs a host: 0.0.0.0 (every interface), an address of this machine, or 127.0.0.1")
-    libdir = stub_library_path()
-    if libdir is not None:
-        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, os.environ.get("LD_LIBRARY_PATH", "")) if p)
-
-    from vcamd.inference.runtime import Sessions
-
+    dist = tritonserver.Distribution.installed()
+    _require_free(listen)
     sessions = Sessions(list(cfg.models.providers), cfg.models.threads)
-    models = served_models(cfg, sessions)
+    models = served_models(cfg, sessions)  # each file checked here, with its role's class, before Triton loads it
     providers = sorted(set(sessions.active_providers().values()))
+    del sessions  # Triton's stubs load the models; this process only watches the server
     state = options.state or pairing.state_dir()
     token = pairing.access_token(state)
-    tls: dict[str, Any] = {}
-    bundle_path = None
+    tls, bundle_path, pair = None, None, None
     if options.tls or not listen.loopback:
         files, pair = pairing.server_credentials(state, renew=options.renew_pairing)
-        tls = {"grpc_use_ssl": True, "grpc_use_ssl_mutual": True, "grpc_server_cert": files.certificate,
-               "grpc_server_key": files.key, "grpc_root_cert": files.ca}
+        tls = {"certificate": files.certificate, "key": files.key, "ca": files.ca}
         bundle_path = pairing.write_bundle(pair, public_address(listen), options.bundle or state / "pairing.json")
-
-    from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
-    from pytriton.triton import VALID_TRITON_ENDPOINTS, Triton, TritonConfig, TritonSecurityConfig
-
-    config = TritonConfig(grpc_address=listen.host, grpc_port=listen.port, http_address="127.0.0.1", http_port=free_loopback_port(),
-                          allow_metrics=False, allow_gpu_metrics=False, allow_cpu_metrics=False, log_verbose=0, exit_timeout_secs=5,
-                          log_file=state / f"tritonserver-{listen.port}.log", **tls)  # Triton's own log: start-up tables, errors; never a tensor
-    security = TritonSecurityConfig(access_token=token, restricted_endpoints=sorted(VALID_TRITON_ENDPOINTS - OPEN_ENDPOINTS))
-    with Triton(config=config, security_config=security, workspace=_fresh_workspace(listen)) as triton:
-        for model in models:
-            batching = ModelConfig(batching=True, max_batch_size=options.max_batch,
-                                   batcher=DynamicBatcher(max_queue_delay_microseconds=options.queue_delay_us))
-            triton.bind(
-                model_name=model.name,
-                infer_func=[_batched(model.infer)] * options.instances if model.batching else _single(model.infer),
-                inputs=[Tensor(name=n, dtype=d, shape=s) for n, d, s in model.inputs],
-                outputs=[Tensor(name=n, dtype=d, shape=s) for n, d, s in model.outputs],
-                config=batching if model.batching else ModelConfig(batching=False),
-                strict=True,
-            )
-        served = ", ".join(m.name for m in models)
-        announce(f"Triton's own log: {state / f'tritonserver-{listen.port}.log'}")
-        announce(f"serving {served} on {listen.url} ({'mutual TLS' if tls else 'loopback only'}; "
+    workspace = _fresh_workspace(listen)
+    config_file = workspace / "config.json"
+    config_file.write_text(cfg.model_dump_json(), encoding="utf-8")
+    tritonserver.write_python_repository(workspace / "models", models, config_file, max_batch=options.max_batch,
+                                         instances=options.instances, queue_delay_us=options.queue_delay_us)
+    shm_prefix = f"vcamd_serve_{os.getuid() if hasattr(os, 'getuid') else 0}_{listen.port}_"
+    tritonserver.clear_stale_regions(shm_prefix)
+    log_file = state / f"tritonserver-{listen.port}.log"
+    restricted = f"{','.join(sorted(TRITON_ENDPOINTS - OPEN_ENDPOINTS))}:{TOKEN_HEADER}={token}"
+    args = tritonserver.command(dist, workspace / "models", dist.backends(workspace / "backends"), host=listen.host, port=listen.port,
+                                log_file=log_file, restricted=restricted, shm_prefix=shm_prefix, tls=tls)
+    announce(f"Triton's own log: {log_file}")
+    with log_file.open("ab") as out:
+        proc = subprocess.Popen(args, env=tritonserver.environment(dist, stub_library_path()), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=out, preexec_fn=tritonserver.child_setup)  # noqa: PLW1509 — before any thread of ours
+    try:
+        signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+        _wait_ready(proc, listen, pair, log_file)
+        announce(f"serving {', '.join(m.name for m in models)} on {listen.url} ({'mutual TLS' if tls else 'loopback only'}; "
                  f"ONNX Runtime on {', '.join(providers)})")
         if bundle_path is not None:
             announce(f"pairing bundle for clients: {bundle_path} — copy it to the client and run `vcamd pair {bundle_path.name}` there")
-        triton.run()
         announce(READY_LINE)
-        triton.serve()
+        code = proc.wait()
+        if code not in (0, -signal.SIGTERM, -signal.SIGINT):
+            raise VcamdError(f"Triton stopped (exit {code}): {_last_error(log_file)}", fix=f"see Triton's log: {log_file}")
+    finally:
+        _stop(proc)
+
+
+def _require_free(listen: ServerAddress) -> None:
+    """The port free on its address (a second server there would fail in Triton's log; this says so first)."""
+    host = listen.host
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a killed server's connections in TIME_WAIT do not count
+        try:
+            s.bind((host, listen.port))
+        except OSError as exc:
+            raise VcamdError(f"cannot listen on {listen.host}:{listen.port}: {exc.strerror}",
+                             fix="stop what runs there, or choose another port with --listen") from None
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], listen: ServerAddress, pair: Any, log_file: Path) -> None:
+    """Until Triton says it is ready — every model loaded (strict readiness) — or it exits."""
+    import time
+
+    import tritonclient.grpc as grpcclient
+
+    host = "127.0.0.1" if listen.host in ("0.0.0.0", "::") else listen.host
+    options = None if pair is None else {"root_certificates": pair.ca, "private_key": pair.key, "certificate_chain": pair.certificate}
+    client = _health_client(grpcclient, f"{host}:{listen.port}", options)
+    try:
+        while proc.poll() is None:
+            try:
+                if client.is_server_ready(client_timeout=1.0):
+                    return
+            except Exception:  # noqa: BLE001 — not listening yet
+                pass
+            time.sleep(0.1)
+    finally:
+        client.close()
+    raise VcamdError(f"Triton did not start (exit {proc.returncode}): {_last_error(log_file)}", fix=f"see Triton's log: {log_file}")
+
+
+def _health_client(grpcclient: Any, target: str, tls: dict[str, bytes] | None) -> Any:
+    if tls is None:
+        return grpcclient.InferenceServerClient(target)
+    import grpc
+
+    from vcamd.remote.pairing import SERVER_NAME
+
+    return grpcclient.InferenceServerClient(target, creds=grpc.ssl_channel_credentials(**tls),
+                                            channel_args=[("grpc.ssl_target_name_override", SERVER_NAME)])
+
+
+def _last_error(log_file: Path) -> str:
+    """Triton's last error line (its log names the model and the reason; never a tensor)."""
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "no log"
+    errors = [line for line in lines if line.startswith("E")] or lines[-1:]
+    return errors[-1][:500] if errors else "no log"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (Triton finishes its requests, 5 s at most), then SIGKILL."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _fresh_workspace(listen: ServerAddress) -> Path:
-    """PyTriton's workspace (its copy of the server binaries, the model store, the sockets between
-    Triton's Python backend and this process): one per user and port, in a 0700 folder under the
-    temp dir — short, as Unix socket paths must be (108 bytes) — cleared at each start, so a server
-    killed without its clean-up leaves no second copy behind."""
+    """The server's workspace (its model repository, the Python backend's folder of links, the
+    config its stubs load): one per user and port, in a 0700 folder under the temp dir, cleared at
+    each start, so a server killed without its clean-up leaves nothing of itself behind."""
     import shutil
     import tempfile
 
@@ -291,18 +357,4 @@ def _fresh_workspace(listen: ServerAddress) -> Path:
     private_dir(parent)
     path = parent / str(listen.port)
     shutil.rmtree(path, ignore_errors=True)
-    return path
-
-
-def _batched(infer: Callable[..., dict[str, np.ndarray]]) -> Callable[..., Any]:
-    from pytriton.decorators import batch
-
-    batched: Callable[..., Any] = batch(infer)  # PyTriton is untyped
-    return batched
-
-
-def _single(infer: Callable[..., dict[str, np.ndarray]]) -> Callable[..., Any]:
-    def run(requests: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
-        return [infer(**request) for request in requests]
-
-    return run
+    return private_dir(path)
