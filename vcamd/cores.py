@@ -42,6 +42,9 @@ goes onto every core."""
 QUIET_CORES = 0.25
 """Below this the machine is quiet again; held for `QUIET_HOLD_S`, the swapper leaves the loop's core."""
 QUIET_HOLD_S = 5.0
+EVERY_CORE_PRECISIONS = frozenset({"int8"})
+"""Swap models at these precisions (`vcamd.precision`: the model's checked int8 copy) take every
+core even while the machine is quiet (see the module doc)."""
 READ_EVERY_S = 1.0
 """The meter is read at most this often (between swaps: a read costs ~0.1 ms)."""
 
@@ -145,8 +148,9 @@ class SwapperCores:
         self._since: float | None = None
         self._pinned: frozenset[int] | None = None
 
-    def follow(self, split: CoreSplit | None, first: bool = False) -> None:
-        """Before a swap, on the worker's thread; `first`: no swap has landed yet."""
+    def follow(self, split: CoreSplit | None, first: bool = False, precision: str = "float") -> None:
+        """Before a swap, on the worker's thread; `first`: no swap has landed yet; `precision`: what
+        the swap model runs at (one of `EVERY_CORE_PRECISIONS`: every core, quiet or not)."""
         now = self._clock()
         if split != self._split:
             self._account(now)
@@ -161,7 +165,8 @@ class SwapperCores:
             self._read_at = now
             self._judge(now, split, self._meter.read())
         if split is not None:
-            self._pin_to(split.every_core if first or self.every_core else split.swapper_cores)
+            every = first or self.every_core or precision in EVERY_CORE_PRECISIONS
+            self._pin_to(split.every_core if every else split.swapper_cores)
 
     def _pin_to(self, cores: frozenset[int]) -> None:
         if cores != self._pinned:
