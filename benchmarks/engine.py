@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     from insightface.model_zoo.inswapper import INSwapper
 
     from vcamd.bench.standins import build_enhancer, build_recognizer, build_swapper
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.faces.align import estimate_affine
     from vcamd.faces.engine import FaceEngine
     from vcamd.quality import Level

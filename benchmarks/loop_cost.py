@@ -262,7 +262,7 @@ def _settings(resolution: str, quality: str | None):
 
 def child_light(args: argparse.Namespace) -> dict:
     from vcamd.bench.scenarios import _cache_dir, scenario_config, sliding_clip
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.images import read_image
 
     tmp = Path(os.environ["LOOPCOST_TMP"])
@@ -282,7 +282,7 @@ def child_still(args: argparse.Namespace) -> dict:
 
     from vcamd.bench.leaks import load_checkers, placements_in, recognised_as
     from vcamd.bench.scenarios import _cache_dir, scenario_config, still_clip
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.images import read_image
     from vcamd.live.capture.sources import VideoFileCamera
 

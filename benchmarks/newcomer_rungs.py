@@ -141,7 +141,7 @@ def main() -> None:
     from privacy import leak_checkers  # benchmarks/privacy.py: this folder is on the path
 
     from vcamd.bench import standins
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
     from vcamd.live.loading import build_face_pipeline

@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from vcamd.bench.standins import build_enhancer, build_parser, build_recognizer, build_swapper, parser_layer_stats
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.faces.engine import FaceEngine, StageTimer
     from vcamd.quality import Level
     from vcamd.runtime import Sessions

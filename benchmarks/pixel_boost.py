@@ -41,7 +41,7 @@ def main() -> None:
 
     from vcamd.bench.pastes import face_core, psnr
     from vcamd.bench.standins import build_identity_swapper, build_recognizer, build_swapper, swapper_layer_stats
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.faces.align import estimate_affine
     from vcamd.faces.engine import FaceEngine, StageTimer
     from vcamd.quality import Level

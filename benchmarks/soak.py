@@ -68,7 +68,7 @@ def make_clip(path: Path, width: int, height: int, fps: float, frames: int = 90)
 
 def build(args: argparse.Namespace, folder: Path):
     from vcamd.bench.standins import build_recognizer, build_swapper
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.live.engine import LiveEngine
     from vcamd.runtime import Sessions

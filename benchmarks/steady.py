@@ -118,7 +118,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
-    from vcamd.config import SmoothingConfig
+    from vcamd.config.schema import SmoothingConfig
     from vcamd.faces.detect import FaceDetector
     from vcamd.live.tracking.smoothing import FaceSmoother
     from vcamd.runtime import Sessions

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vcamd.badge import draw_badge
-from vcamd.config import Corner
+from vcamd.config.schema import Corner
 
 
 @pytest.mark.parametrize("corner", list(Corner))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vcamd.config import Config, config_from_dict
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import Config
 from vcamd.errors import ConfigError
 
 

@@ -13,7 +13,7 @@ import pytest
 import tomli_w
 
 from vcamd import doctor
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor import Status
 from vcamd.modelcheck import identity_fit
 

@@ -159,7 +159,7 @@ def test_entries_of_models_that_are_gone_are_removed(cache, model, tmp_path):
 def test_swapping_keeps_the_swapper_s_graph_and_checking_a_file_does_not(cache, standins, assets, tmp_path):
     """`vcamd run` / `vcamd swap` (FaceEngine.from_config) keep the swapper's optimised graph;
     `vcamd doctor`, `config check` and a download's verification only look at the file."""
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.modelcheck import check_signature
 
     swapper = tmp_path / "swapper.onnx"

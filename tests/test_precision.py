@@ -130,7 +130,8 @@ def test_a_models_sessions_run_its_copy_and_a_copy_that_does_not_load_leaves_the
 
 
 def test_models_precision_is_auto_float_or_int8_and_a_change_rebuilds_the_pipeline():
-    from vcamd.config import Config, config_from_dict
+    from vcamd.config.reading import config_from_dict
+    from vcamd.config.schema import Config
     from vcamd.errors import ConfigError
     from vcamd.live.reconfigure import TABLE, Apply, plan
 
@@ -149,7 +150,7 @@ def test_a_swapper_family_without_an_int8_copy_runs_float_and_says_why(tmp_path,
     int8 builds none and says why, and `vcamd models quantize` refuses it with the same reason."""
     from vcamd.bench.families import build_family_swapper
     from vcamd.bench.standins import build_recognizer
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.errors import ModelError
     from vcamd.faces.specs import family_named
     from vcamd.pipeline import build_face_engine

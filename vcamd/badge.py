@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import cv2
 
-from vcamd.config import Corner
+from vcamd.config.schema import Corner
 from vcamd.types import Frame
 
 _FONT = cv2.FONT_HERSHEY_SIMPLEX

@@ -81,7 +81,7 @@ class SafeStreamHandler(_ReportOnce, logging.StreamHandler):
 
 
 def default_log_file() -> Path:
-    from vcamd.config import user_state_dir
+    from vcamd.config.folders import user_state_dir
 
     return user_state_dir() / LOG_FILE_NAME
 

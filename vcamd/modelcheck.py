@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.errors import ModelError, VcamdError
 from vcamd.modelstore.roles import configured_models, role_named
 from vcamd.modelstore.wayout import how_to_get, ways_out

@@ -52,7 +52,7 @@ def cache_dir() -> Path:
     its stand-in models in its own temporary folder)."""
     import platformdirs
 
-    from vcamd.config import APP_NAME
+    from vcamd.config.folders import APP_NAME
 
     if os.environ.get("VCAMD_CACHE_DIR"):
         return Path(os.environ["VCAMD_CACHE_DIR"])

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.types import ModelFiles
 
 if TYPE_CHECKING:
@@ -49,15 +49,12 @@ def model_files(cfg: Config) -> ModelFiles:
     """Every model file `cfg` uses (every missing one named in one ModelError), and how to find the
     enhancer's when it is switched on later. A model run on the server with no local copy stands
     as its served name (`remote.sessions.remote_placeholders`)."""
-    from vcamd.modelstore.roles import configured_models
     from vcamd.modelstore.store import ModelStore
     from vcamd.remote.sessions import remote_placeholders
 
     store = ModelStore.from_config(cfg.models)
     elsewhere = remote_placeholders(cfg)
-    wanted = [(value, role) for value, role in configured_models(cfg) if role not in elsewhere]
-    paths = dict(zip((role for _, role in wanted), store.paths_for(wanted), strict=True))
-    paths |= {role: path for _, role in configured_models(cfg) if (path := elsewhere.get(role)) is not None}
+    paths = store.paths_in_use(cfg, served=elsewhere)
     enhancer = elsewhere.get("enhancer")
     return ModelFiles(paths=paths, enhancer=(lambda: enhancer) if enhancer is not None
                       else lambda: store.path_for(cfg.models.enhancer, "enhancer"))

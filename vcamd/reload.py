@@ -36,7 +36,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from vcamd.config import Config, load_config, read_config_bytes
+from vcamd.config.reading import load_config, read_config_bytes
+from vcamd.config.schema import Config
 from vcamd.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -241,7 +241,7 @@ class Report:
 def root_step(platform: str = sys.platform) -> list[str]:
     """The step that needs root and that vcamd never does itself: the v4l2loopback module."""
     if platform in ("darwin", "win32"):
-        from vcamd.config import VirtualCameraConfig
+        from vcamd.config.schema import VirtualCameraConfig
 
         system = "Darwin" if platform == "darwin" else "Windows"
         return ["The virtual camera is OBS's" + (" or Unity Capture's" if system == "Windows" else "") + ": "
@@ -370,7 +370,7 @@ def status(paths: ServicePaths, systemctl: Systemctl | None = None, platform: st
                 line += f"; state unknown ({why})"
         lines.append(line)
     if platform.startswith("linux"):
-        from vcamd.config import VirtualCameraConfig
+        from vcamd.config.schema import VirtualCameraConfig
 
         lines.append(v4l2loopback.check_device(VirtualCameraConfig().name).line())
     return installed, lines

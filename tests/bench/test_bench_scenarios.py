@@ -183,7 +183,8 @@ def test_the_startup_scenario_writes_a_config_vcamd_run_reads_back() -> None:
     import tomllib
 
     from vcamd.bench.scenarios import _toml
-    from vcamd.config import Config, config_from_dict
+    from vcamd.config.reading import config_from_dict
+    from vcamd.config.schema import Config
 
     cfg = config_from_dict({"models": {"providers": ["cpu"], "threads": 1}, "swap": {"source_face": "/tmp/a \"quoted\" face.png"}}, "test")
     assert config_from_dict(tomllib.loads(_toml(cfg.model_dump(mode="json", exclude_none=True))), "test") == cfg
@@ -305,7 +306,7 @@ def test_the_call_swapper_gets_as_many_convolutions_as_make_the_asked_cost_here(
 
 def test_a_call_row_names_a_change_of_faces_per_round_apart_from_a_rung_change(assets) -> None:
     from vcamd.bench.scenarios import call_row
-    from vcamd.config import WatchdogConfig
+    from vcamd.config.schema import WatchdogConfig
     from vcamd.live.measures.watchdog import Watchdog
 
     now = [0.0]
@@ -418,7 +419,7 @@ def test_a_failed_vcamd_run_prints_the_command_to_run_by_hand_and_keeps_its_file
     import subprocess
 
     from vcamd.bench.scenarios import RunFailed, _bench_folder, run_vcamd, scenario_config, sliding_clip
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.images import read_image
 
     settings = _settings(assets, frames=0)  # `vcamd run --frames 0` refuses: a failure to reproduce

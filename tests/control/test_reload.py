@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from support.waiting import wait_for
 
-from vcamd.config import Config, load_config
+from vcamd.config.reading import load_config
+from vcamd.config.schema import Config
 from vcamd.errors import ConfigError
 from vcamd.reload import ConfigWatcher
 

@@ -11,7 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.config import Config, config_from_dict
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import Config
 from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces.align import estimate_affine
 from vcamd.faces.blend import paste_region

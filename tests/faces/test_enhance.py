@@ -12,7 +12,7 @@ from vcamd.types import Face, Frame
 
 
 def test_enhanced_swap_changes_the_face_region_only(standins, assets, sessions, newton: Frame, newton_face: Face) -> None:  # type: ignore[no-untyped-def]
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.faces.align import estimate_affine
     from vcamd.faces.blend import paste_region
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from vcamd.bench.hands import with_hand
-from vcamd.config import config_from_dict
+from vcamd.config.reading import config_from_dict
 from vcamd.errors import ModelError
 from vcamd.faces.engine import FaceEngine
 from vcamd.faces.parse import FaceParser, region_mask

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vcamd.config import config_from_dict
+from vcamd.config.reading import config_from_dict
 from vcamd.errors import ModelError
 from vcamd.faces import specs
 from vcamd.faces.align import estimate_affine

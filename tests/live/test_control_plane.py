@@ -275,7 +275,7 @@ def test_one_photo_lane_for_the_socket_the_page_and_the_engine(start, other_face
     import contextlib
     import tempfile
 
-    from vcamd.config import PanelConfig
+    from vcamd.config.schema import PanelConfig
     from vcamd.control.client import ControlClient
     from vcamd.control.server import ControlServer
     from vcamd.errors import VcamdError
@@ -320,7 +320,7 @@ def test_one_photo_lane_for_the_socket_the_page_and_the_engine(start, other_face
 def test_the_page_never_decodes_a_photo_on_its_own_thread(start, newton, tmp_path, monkeypatch):
     """The page checks an upload from its header only; the one decode happens on the engine's
     face-loader thread, inside the lane (before: a full decode per upload on each HTTP thread)."""
-    from vcamd.config import PanelConfig
+    from vcamd.config.schema import PanelConfig
     from vcamd.panel import PanelServer
 
     run = start()

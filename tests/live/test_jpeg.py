@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.config import CameraConfig
+from vcamd.config.schema import CameraConfig
 from vcamd.live.capture.jpeg import NOT_AN_IMAGE, decode_jpeg, is_jpeg_packet
 from vcamd.live.capture.sources import OpenCVCamera
 

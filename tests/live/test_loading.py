@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from support.waiting import wait_for
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import PipelineBuild
@@ -28,7 +28,7 @@ def test_loading_the_face_pipeline_never_imports_the_onnx_package(live_config):
     cfg = live_config()
     code = (
         "import json, sys\n"
-        "from vcamd.config import config_from_dict\n"
+        "from vcamd.config.reading import config_from_dict\n"
         "from vcamd.live.loading import load_face_pipeline, warm_up_detector\n"
         f"cfg = config_from_dict(json.loads({json.dumps(cfg.model_dump(mode='json'))!r}))\n"
         "faces, providers = load_face_pipeline(cfg, lambda detector: warm_up_detector(detector, cfg, (640, 480)))\n"

@@ -22,7 +22,7 @@ from support.waiting import wait_for
 from vcamd.bench import leaks
 from vcamd.bench.families import build_converter, build_family_swapper
 from vcamd.bench.standins import build_recognizer
-from vcamd.config import config_from_dict
+from vcamd.config.reading import config_from_dict
 from vcamd.faces.specs import SWAPPERS, family_named
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine

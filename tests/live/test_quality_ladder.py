@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import vcamd
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.live.tracking.sizes import detect_sizes
 from vcamd.quality import BEST, LADDER, Level, higher, label, lower, quality_names, worst
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.live.reconfigure import APPLY_ORDER, TABLE, Apply, Owner, needs_rebuild, plan
 
 
@@ -196,7 +196,7 @@ def test_every_live_key_changed_in_a_running_engine_takes_effect(live_config, cl
 
     from tests.support.waiting import wait_for
     from vcamd.bench.standins import build_enhancer
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vcamd.config import OnMiss
+from vcamd.config.schema import OnMiss
 from vcamd.faces.blend import PasteRegion
 from vcamd.live.output.repaint import Repaint
 from vcamd.privacy.rule import Held, Scene, compose

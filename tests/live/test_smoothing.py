@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from support.live import Wrapped
 
-from vcamd.config import SmoothingConfig
+from vcamd.config.schema import SmoothingConfig
 from vcamd.live.tracking.smoothing import MAX_LAG_WIDTHS, FaceSmoother
 from vcamd.types import Face
 

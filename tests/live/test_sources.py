@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.config import CameraConfig
+from vcamd.config.schema import CameraConfig
 from vcamd.errors import VcamdError
 from vcamd.live.capture.jpeg import NOT_AN_IMAGE, decode_jpeg
 from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState, as_bgr

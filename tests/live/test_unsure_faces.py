@@ -167,7 +167,7 @@ def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_confi
 
 
 def test_compose_covers_unsure_places_and_still_keeps_a_good_output():
-    from vcamd.config import OnMiss
+    from vcamd.config.schema import OnMiss
     from vcamd.privacy.rule import FaceOutcome, Scene, compose
 
     rng = np.random.default_rng(3)

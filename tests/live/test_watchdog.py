@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from vcamd.config import Config, WatchdogConfig
+from vcamd.config.schema import Config, WatchdogConfig
 from vcamd.live.measures.watchdog import HISTORY_CAP, Transition, TransitionResult, Watchdog
 from vcamd.quality import Level
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from vcamd.config import Config, ModelsConfig, user_data_dir
+from vcamd.config.folders import user_data_dir
+from vcamd.config.schema import Config, ModelsConfig
 from vcamd.errors import ModelError
 from vcamd.modelstore.manifest import Manifest
 from vcamd.modelstore.store import ModelStore

@@ -25,7 +25,7 @@ import pytest
 from support.fakes import FakeEngine
 from support.waiting import wait_for
 
-from vcamd.config import PanelConfig, WatchdogConfig
+from vcamd.config.schema import PanelConfig, WatchdogConfig
 from vcamd.errors import VcamdError
 from vcamd.live.measures.watchdog import Watchdog
 from vcamd.panel import PanelServer

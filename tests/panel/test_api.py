@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from support.users import read_as_another_user
 
-from vcamd.config import PanelConfig, config_from_dict
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import PanelConfig
 from vcamd.control.client import ControlClient
 from vcamd.control.server import ControlServer
 from vcamd.panel import WithPanelUrl, open_panel

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from vcamd.badge import draw_badge
-from vcamd.config import config_from_dict
+from vcamd.config.reading import config_from_dict
 from vcamd.errors import ConfigError
 from vcamd.quality import Level
 

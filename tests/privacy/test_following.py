@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from vcamd.bench import leaks
-from vcamd.config import FaceSelection, config_from_dict
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import FaceSelection
 from vcamd.faces.detect import FaceDetector
 from vcamd.faces.following import IDENTITY_RETRY_FRAMES, RELEASE_FRAMES, FollowedFace
 from vcamd.faces.identity import Recognizer

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vcamd.config import OnMiss, Others
+from vcamd.config.schema import OnMiss, Others
 from vcamd.faces.blend import PasteRegion
 from vcamd.live.output.repaint import Repaint
 from vcamd.live.tracking.changes import Region

@@ -412,7 +412,7 @@ def faulty_sessions(faults: dict):
 def live_config(tmp_path: Path, assets: Path, standin_dir: Path, face_video: FaceVideo, **sections: dict):
     """A Config for a live test run: real SCRFD-500M, stand-in recognizer/swapper/enhancer,
     the generated clip as the camera, quick reopen/stall timings. `sections` override keys."""
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
 
     data = {
         "models": {

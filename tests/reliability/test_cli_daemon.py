@@ -258,7 +258,7 @@ def test_without_xdg_runtime_dir_the_cli_finds_the_daemon_and_a_second_one_is_re
     Uses the user's real runtime folder (no override): skipped when a daemon of theirs runs there."""
     import json
 
-    from vcamd.config import user_runtime_dir
+    from vcamd.config.folders import user_runtime_dir
 
     config = daemon_config(tmp_path, assets, standin_dir)
     cron = {k: v for k, v in vcamd_cli.env.items() if k not in ("XDG_RUNTIME_DIR", "VCAMD_RUNTIME_DIR")}

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.waiting import wait_for
 
-from vcamd.config import Config, config_from_dict, load_config
+from vcamd.config.reading import config_from_dict, load_config
+from vcamd.config.schema import Config
 from vcamd.errors import ConfigError
 
 FUZZ = settings(
@@ -190,7 +191,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 
-from vcamd.config import MAX_CONFIG_BYTES  # noqa: E402
+from vcamd.config.reading import MAX_CONFIG_BYTES  # noqa: E402
 from vcamd.reload import ConfigWatcher  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -341,7 +342,7 @@ def test_dev_zero_under_a_memory_limit_is_a_config_error_and_the_watcher_lives(t
 import resource, time
 from pathlib import Path
 resource.setrlimit(resource.RLIMIT_AS, (1536 * 1024**2, 1536 * 1024**2))
-from vcamd.config import load_config
+from vcamd.config.reading import load_config
 from vcamd.errors import ConfigError
 from vcamd.reload import ConfigWatcher
 path = Path({str(tmp_path / 'config.toml')!r})

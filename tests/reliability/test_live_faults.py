@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from vcamd.config import OnMiss
+from vcamd.config.schema import OnMiss
 
 pytestmark = pytest.mark.slow
 
@@ -210,7 +210,7 @@ def test_sink_write_fails_for_a_while(live, caplog) -> None:
 def test_virtual_camera_write_fails_then_reopens(live, recording, tmp_path) -> None:
     # The real VirtualCameraSink (retry, drop, close and reopen after a streak) in front of a
     # "device" whose writes fail 45 times in a row.
-    from vcamd.config import VirtualCameraConfig
+    from vcamd.config.schema import VirtualCameraConfig
     from vcamd.sinks.virtual import VirtualCameraSink
 
     device = tmp_path / "video-test"

@@ -98,7 +98,7 @@ def _detector_path(settings: BenchSettings) -> Path:
     path = Path(settings.detector).expanduser()
     if path.is_file():
         return path
-    from vcamd.config import ModelsConfig
+    from vcamd.config.schema import ModelsConfig
     from vcamd.modelstore.store import ModelStore
 
     return ModelStore.from_config(ModelsConfig()).path_for(settings.detector, "detector")

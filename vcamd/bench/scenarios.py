@@ -30,7 +30,7 @@ class RunFailed(VcamdError):
 
 def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> dict[str, dict]:
     """Run each scenario; returns scenario → summary (and the full stats JSON under "stats")."""
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.images import read_image
 
     base = base or Config()
@@ -153,7 +153,7 @@ def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, f
     built in `tmpdir`, enhancer off, the swapper at `precision` ("int8": its int8 copy, once
     `prepare_int8` built it)."""
     from vcamd.bench.standins import build_recognizer, build_swapper
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
 
     if swapper is None:
         compute_equivalent = name in ("inswapper", "startup")

@@ -146,7 +146,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from vcamd.bench.report import format_table
     from vcamd.bench.scenarios import run_benchmark
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
     from vcamd.errors import VcamdError
 
     cfg, _ = load_config(args.config)

@@ -39,7 +39,8 @@ def example_text() -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from vcamd.config import load_config, user_config_path
+    from vcamd.config.folders import user_config_path
+    from vcamd.config.reading import load_config
     from vcamd.errors import ConfigError
 
     if args.file is None and not user_config_path().exists():
@@ -87,7 +88,7 @@ def _model_problems(config: object) -> list[str]:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from vcamd.config import user_config_path
+    from vcamd.config.folders import user_config_path
     from vcamd.errors import VcamdError
     from vcamd.private_files import private_parent, write_private_atomic
 
@@ -104,7 +105,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _path(args: argparse.Namespace) -> int:
-    from vcamd.config import user_config_path
+    from vcamd.config.folders import user_config_path
 
     target = user_config_path()
     print(target)

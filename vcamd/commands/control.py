@@ -2,7 +2,7 @@
 
 Each verb is one request over the daemon's control socket, found in the user runtime dir (e.g.
 /run/user/1000/facelive/control.sock, /tmp/vcamd-1000 without a login session: the same folder
-whatever the environment, see `config.user_runtime_dir`) or in `$VCAMD_RUNTIME_DIR` when that is set. With no daemon
+whatever the environment, see `config.folders.user_runtime_dir`) or in `$VCAMD_RUNTIME_DIR` when that is set. With no daemon
 running every verb prints one line and exits 3 (`status --json` also prints a JSON answer saying so,
 `"running": false`, for the scripts that read it).
 """

@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_faces(args: argparse.Namespace) -> int:
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
     from vcamd.faces.detect import FaceDetector
     from vcamd.images import read_image
     from vcamd.modelstore.store import ModelStore

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from vcamd.commands import add_config_option
 
 if TYPE_CHECKING:
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.modelstore.manifest import ModelEntry
     from vcamd.modelstore.store import ModelStore
 
@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _store(args: argparse.Namespace) -> tuple[ModelStore, Config]:
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
     from vcamd.modelstore.store import ModelStore
 
     config, _ = load_config(args.config)

@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     started_at = process_started_at()  # the zero of the stats' startup_ms
-    from vcamd.config import load_config, user_config_path
+    from vcamd.config.folders import user_config_path
+    from vcamd.config.reading import load_config
     from vcamd.control.client import ControlClient
     from vcamd.errors import VcamdError
     from vcamd.live.capture.sources import open_source
@@ -101,7 +102,7 @@ def handle(args: argparse.Namespace) -> int:
         # loading, before the control page, the socket and the watcher are set up (and imported).
         engine.open()
         try:
-            from vcamd.config import user_state_dir
+            from vcamd.config.folders import user_state_dir
             from vcamd.control.server import ControlServer
             from vcamd.panel import open_panel
             from vcamd.reload import ConfigWatcher
@@ -219,7 +220,7 @@ def _check_models_ready(cfg, *, capped: bool) -> None:
     """What a user can fix, found before the camera opens (cheap: no model is loaded): the model
     files there fit the memory cap, the photos the config names can be read. Missing model files
     do not stop the start: the daemon runs with swapping off and says which (`live.readiness`)."""
-    from vcamd.config import FaceSelection
+    from vcamd.config.schema import FaceSelection
     from vcamd.errors import ModelError
     from vcamd.images import read_image
     from vcamd.memory import check_all_fit

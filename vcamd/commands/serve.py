@@ -57,7 +57,7 @@ def _address(text: str, flag: str):
 
 
 def handle(args: argparse.Namespace) -> int:
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
     from vcamd.errors import VcamdError
     from vcamd.logs import setup_logging
 

@@ -44,7 +44,8 @@ def _config_steps() -> list[str]:
     """What the user config must say for the started daemon to swap: the service runs `vcamd run`
     without --i-have-consent, reading only the user config file (without consent it runs with
     swapping off; with an invalid config it stops at once)."""
-    from vcamd.config import load_config, user_config_path
+    from vcamd.config.folders import user_config_path
+    from vcamd.config.reading import load_config
     from vcamd.errors import ConfigError
 
     path = user_config_path()

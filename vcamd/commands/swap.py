@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import cv2
     from rich.console import Console
 
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.faces.engine import FaceEngine
     from vcamd.faces.following import FollowedFace
     from vcamd.types import Frame
@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_swap(args: argparse.Namespace) -> int:
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
     from vcamd.faces.engine import require_consent
     from vcamd.pipeline import build_face_engine, has_own_identity
 

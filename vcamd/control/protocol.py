@@ -154,14 +154,14 @@ class DaemonNotRunning(VcamdError):
 
 
 def runtime_dir() -> Path:
-    """`$VCAMD_RUNTIME_DIR` if set, else the user runtime dir (`config.user_runtime_dir`: on Linux
+    """`$VCAMD_RUNTIME_DIR` if set, else the user runtime dir (`config.folders.user_runtime_dir`: on Linux
     /run/user/UID/facelive or /tmp/vcamd-UID, by the user id alone, whatever XDG_RUNTIME_DIR says)."""
     override = os.environ.get(RUNTIME_DIR_ENV)
     if override:
         return Path(override).expanduser()
     import warnings
 
-    from vcamd.config import user_runtime_dir  # pydantic is only needed when no override is set
+    from vcamd.config.folders import user_runtime_dir  # platformdirs (~13 ms) only when no override is set
 
     with warnings.catch_warnings():
         # Off Linux platformdirs decides, and may warn on stderr,

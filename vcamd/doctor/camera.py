@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vcamd import v4l2loopback
-from vcamd.config import CameraConfig, VirtualCameraConfig
+from vcamd.config.schema import CameraConfig, VirtualCameraConfig
 from vcamd.doctor.platform import Platform
 from vcamd.doctor.results import CheckResult, Status, ok
 

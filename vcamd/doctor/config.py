@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 from vcamd.errors import ConfigError, VcamdError
 
 
 def check_config(path: Path | None) -> tuple[CheckResult, Config]:
     """The config check, and the config the other checks use (the defaults when it is invalid)."""
-    from vcamd.config import load_config, user_config_path
+    from vcamd.config.folders import user_config_path
+    from vcamd.config.reading import load_config
 
     try:
         cfg, origin = load_config(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 from vcamd.errors import VcamdError
 from vcamd.modelstore.wayout import how_to_get, ways_out

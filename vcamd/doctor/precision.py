@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 
 NAME = "precision"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 from vcamd.errors import VcamdError
 from vcamd.remote.summary import describe_server

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vcamd.config import Config, FaceSelection, OnMiss, Others
+from vcamd.config.schema import Config, FaceSelection, OnMiss, Others
 from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces import boost
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine

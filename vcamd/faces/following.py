@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vcamd.config import FaceSelection
+from vcamd.config.schema import FaceSelection
 from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:

@@ -48,7 +48,8 @@ from typing import Any
 
 import cv2
 
-from vcamd.config import CameraConfig, Config, load_config
+from vcamd.config.reading import load_config
+from vcamd.config.schema import CameraConfig, Config
 from vcamd.errors import VcamdError
 from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState
 from vcamd.live.capture.sources import FrameSource

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from vcamd.config import Config, OnMiss, Others, SmoothingConfig
+from vcamd.config.schema import Config, OnMiss, Others, SmoothingConfig
 from vcamd.faces.following import FollowedFace
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.repaint import Repaint

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.errors import VcamdError
 from vcamd.faces.engine import StageTimer
 from vcamd.faces.identity import SourceIdentity

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vcamd.config import CameraConfig, Config
+from vcamd.config.schema import CameraConfig, Config
 from vcamd.live.capture.reader import CameraReader, LatestFrame
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.loading import FacePipeline

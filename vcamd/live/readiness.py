@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.errors import VcamdError
 from vcamd.modelstore.wayout import ways_out
 

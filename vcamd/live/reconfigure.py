@@ -20,7 +20,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 
 
 class Apply(StrEnum):

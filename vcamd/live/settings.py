@@ -25,7 +25,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vcamd.config import CameraConfig, Config, load_config
+from vcamd.config.reading import load_config
+from vcamd.config.schema import CameraConfig, Config
 from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
 from vcamd.live.capture.sources import FrameSource

@@ -35,7 +35,7 @@ from vcamd.modelstore.wayout import ways_out
 from vcamd.private_files import private_dir
 
 if TYPE_CHECKING:
-    from vcamd.config import Config, ModelsConfig
+    from vcamd.config.schema import Config, ModelsConfig
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ class ModelStore:
     @classmethod
     def from_config(cls, models_cfg: ModelsConfig, manifest: Manifest | Path | Mapping[str, Any] | None = None) -> ModelStore:
         """From a `ModelsConfig`: `[models] dir` (default: user data dir / models) and `mirror`."""
-        from vcamd.config import user_data_dir
+        from vcamd.config.folders import user_data_dir
 
         directory = models_cfg.dir if models_cfg.dir is not None else user_data_dir() / "models"
         return cls(Path(directory), models_cfg.mirror, manifest)
@@ -169,11 +169,15 @@ class ModelStore:
             )
         return [self.path_for(value, role) for value, role in wanted]
 
-    def paths_in_use(self, cfg: Config) -> dict[str, Path]:
+    def paths_in_use(self, cfg: Config, served: Mapping[str, Path] | None = None) -> dict[str, Path]:
         """role → file for every model `cfg` uses (`roles.configured_models`), every missing file
-        named in one ModelError (`paths_for`)."""
+        named in one ModelError (`paths_for`). A role in `served` runs on the Triton server with no
+        copy here: it stands as its served name and is not looked for."""
+        served = served or {}
         wanted = configured_models(cfg)
-        return dict(zip((role for _, role in wanted), self.paths_for(wanted), strict=True))
+        here = [(value, role) for value, role in wanted if role not in served]
+        found = dict(zip((role for _, role in here), self.paths_for(here), strict=True))
+        return {role: served[role] if role in served else found[role] for _, role in wanted}
 
     def _inside(self, file_name: str) -> Path:
         """`dir / file_name`, refusing anything that would land outside the models dir."""

@@ -136,7 +136,7 @@ def not_stored(exc: OSError, folder: Path, unread: int) -> UploadNotStored:
 
 def uploads_dir() -> Path:
     """Where the control page keeps uploaded photos: the user data dir's `faces/`."""
-    from vcamd.config import user_data_dir
+    from vcamd.config.folders import user_data_dir
 
     return user_data_dir() / "faces"
 

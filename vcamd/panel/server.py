@@ -18,7 +18,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Protocol
 
-from vcamd.config import PanelConfig
+from vcamd.config.schema import PanelConfig
 from vcamd.control.protocol import Controllable
 from vcamd.errors import FaceError, VcamdError
 from vcamd.jsonable import to_jsonable

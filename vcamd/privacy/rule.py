@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vcamd.config import OnMiss
+from vcamd.config.schema import OnMiss
 from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_any
 from vcamd.privacy.obscure import obscure_frame, obscure_region
 from vcamd.types import Face, Frame, Outcome

@@ -38,14 +38,14 @@ BUNDLE_KIND = "vcamd-triton-pairing"
 
 def state_dir() -> Path:
     """The server's private folder: certificates, keys, the access token."""
-    from vcamd.config import user_data_dir
+    from vcamd.config.folders import user_data_dir
 
     return user_data_dir() / "serve"
 
 
 def pairings_dir() -> Path:
     """Where a client keeps the bundles of the servers it was paired with."""
-    from vcamd.config import user_data_dir
+    from vcamd.config.folders import user_data_dir
 
     return user_data_dir() / "pairings"
 

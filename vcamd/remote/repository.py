@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.errors import VcamdError
 from vcamd.remote.wire import EMAP_SUFFIX, Classes, CropPixels, Signature
 

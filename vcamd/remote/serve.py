@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.errors import ModelError, VcamdError
 from vcamd.remote.address import ServerAddress
 from vcamd.remote.wire import EMAP_SUFFIX, SERVED_ROLES, Arg, Signature, served_name, wire_dtype

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.errors import ModelError, VcamdError
 from vcamd.remote.address import ServerAddress
 from vcamd.remote.link import ServerAway, ServerLink, ServerRefused

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.errors import VcamdError
 from vcamd.sinks.base import fit_to_size
 from vcamd.types import Frame

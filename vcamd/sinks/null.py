@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.types import Frame
 
 

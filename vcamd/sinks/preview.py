@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 
 import cv2
 
-from vcamd.config import Config, PreviewConfig
+from vcamd.config.schema import Config, PreviewConfig
 from vcamd.errors import VcamdError
 from vcamd.jsonable import to_jsonable
 from vcamd.newest import NewestSlot

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from vcamd.errors import VcamdError
 
 if TYPE_CHECKING:
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.sinks.base import Sink
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from vcamd.config import Config, VirtualCameraConfig
+from vcamd.config.schema import Config, VirtualCameraConfig
 from vcamd.errors import VcamdError
 from vcamd.sinks.base import fit_to_size
 from vcamd.types import Frame

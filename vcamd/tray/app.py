@@ -258,7 +258,7 @@ class TrayApp:
     def _config_folder(self) -> Path | None:
         if self._config_path is not None:
             return self._config_path.parent
-        from vcamd.config import user_config_path
+        from vcamd.config.folders import user_config_path
 
         folder = user_config_path().parent
         return folder if folder.is_dir() else None

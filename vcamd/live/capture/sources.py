@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from vcamd.config import CameraConfig
+from vcamd.config.schema import CameraConfig
 from vcamd.errors import VcamdError
 from vcamd.live.capture.jpeg import NOT_AN_IMAGE, decode_jpeg, is_jpeg_packet
 from vcamd.types import Frame

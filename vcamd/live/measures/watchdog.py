@@ -48,7 +48,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
-from vcamd.config import Config, WatchdogConfig
+from vcamd.config.schema import Config, WatchdogConfig
 from vcamd.jsonable import to_jsonable
 from vcamd.quality import BEST, Level, adds_swap_work, higher, lower, lower_swap_work
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.errors import VcamdError
 from vcamd.live.output.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
 from vcamd.privacy.rule import Held

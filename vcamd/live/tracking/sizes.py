@@ -4,7 +4,7 @@ the tracker, the warm-up and the full detections."""
 
 from __future__ import annotations
 
-from vcamd.config import Config, FaceSelection, Others
+from vcamd.config.schema import Config, FaceSelection, Others
 from vcamd.quality import BEST, Level, detect_size
 
 

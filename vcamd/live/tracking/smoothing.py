@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vcamd.config import SmoothingConfig
+from vcamd.config.schema import SmoothingConfig
 from vcamd.privacy.geometry import centres_widths, near_matrix
 from vcamd.types import Face
 

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.tracking.changes import ChangeMap, downscaled
 from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
