@@ -105,7 +105,7 @@ def child(args: argparse.Namespace) -> None:
     from vcamd.bench.scenarios import _cache_dir, run_live, scenario_config, sliding_clip
     from vcamd.bench.settings import RESOLUTIONS, BenchSettings
     from vcamd.config.schema import Config
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     width, height = RESOLUTIONS[args.resolution]
     settings = BenchSettings(

@@ -95,7 +95,7 @@ def models_dir(assets: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def sessions():
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     return Sessions(["cpu"], threads=2)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from vcamd.common.errors import ConfigError
 from vcamd.config.reading import config_from_dict
 from vcamd.config.schema import Config
-from vcamd.errors import ConfigError
 
 
 def problems(data: dict) -> list[str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from vcamd.common.errors import ConfigError
 from vcamd.config.reading import load_config
-from vcamd.errors import ConfigError
 
 
 def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
@@ -82,8 +82,8 @@ def test_the_runtime_folder_depends_on_the_user_not_on_xdg_runtime_dir(tmp_path:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="chown needs root")
 def test_a_planted_runtime_folder_is_refused(tmp_path: Path) -> None:
+    from vcamd.common.errors import VcamdError
     from vcamd.config.folders import user_runtime_dir
-    from vcamd.errors import VcamdError
 
     uid = os.geteuid()
     planted = tmp_path / f"vcamd-{uid}"

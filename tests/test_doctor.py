@@ -17,13 +17,14 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd import doctor, v4l2loopback
+from vcamd import doctor
 from vcamd.config.schema import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
 from vcamd.doctor import Status
 from vcamd.doctor.camera import OBS_MAC_DAL_PLUGIN, OBS_VIRTUALCAM_CLSID, UNITY_CAPTURE_CLSID
 from vcamd.doctor.providers import probe_providers
 from vcamd.doctor.results import ok
-from vcamd.pipeline import build_face_engine
+from vcamd.models.pipeline import build_face_engine
+from vcamd.system import v4l2loopback
 
 REPO = Path(__file__).resolve().parents[1]
 LOOPBACK_LOADED = Path("/sys/module/v4l2loopback").exists()
@@ -274,7 +275,7 @@ def models_config(files: dict[str, Path], **override: Path) -> ModelsConfig:
 
 
 def test_doctor_rejects_a_gfpgan_file_as_swapper_like_run(standin_models):
-    from vcamd.errors import ModelError
+    from vcamd.common.errors import ModelError
 
     good = Config(models=models_config(standin_models))
     assert [r.status for r in doctor.check_models(good)] == [Status.ok] * 3

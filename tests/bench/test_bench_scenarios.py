@@ -40,9 +40,9 @@ def _groups_summary(**overrides) -> dict:
 
 def test_the_group_photo_plays_as_a_still_camera_with_all_29_faces(tmp_path: Path, assets: Path) -> None:
     from vcamd.faces.detect import FaceDetector
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
+    from vcamd.inference.runtime import Sessions
     from vcamd.live.capture.sources import VideoFileCamera
-    from vcamd.runtime import Sessions
 
     settings = _settings(assets)
     clip = still_clip(read_image(settings.group_photo, "group photo"), settings, tmp_path, (1280, 720))
@@ -210,8 +210,8 @@ def test_bench_refuses_a_json_path_it_could_only_fail_to_write_at_the_end(tmp_pa
 
 
 def test_the_bench_keeps_optimised_graphs_in_its_own_folder(tmp_path, monkeypatch) -> None:
-    from vcamd import ortcache
     from vcamd.bench.scenarios import _cache_dir
+    from vcamd.inference import ortcache
 
     monkeypatch.delenv("VCAMD_CACHE_DIR", raising=False)
     users = ortcache.cache_dir()
@@ -378,9 +378,9 @@ def test_groups_without_a_group_photo_tiles_the_face_into_29(tmp_path: Path, ass
     from vcamd.bench.clips import tiled_group
     from vcamd.bench.settings import GROUP_FACES
     from vcamd.faces.detect import FaceDetector
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
+    from vcamd.inference.runtime import Sessions
     from vcamd.live.capture.sources import VideoFileCamera
-    from vcamd.runtime import Sessions
 
     settings = _settings(assets, group_photo=None)
     crowd = tiled_group(read_image(settings.face, "bench face"), GROUP_FACES, (1280, 720))
@@ -420,7 +420,7 @@ def test_a_failed_vcamd_run_prints_the_command_to_run_by_hand_and_keeps_its_file
 
     from vcamd.bench.scenarios import RunFailed, _bench_folder, run_vcamd, scenario_config, sliding_clip
     from vcamd.config.schema import Config
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     settings = _settings(assets, frames=0)  # `vcamd run --frames 0` refuses: a failure to reproduce
     with pytest.raises(RunFailed) as failed, _bench_folder() as folder:

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from support.cli import one_clear_line, run_vcamd
 
+from vcamd.common.quality import Level
 from vcamd.control.server import ControlServer
-from vcamd.quality import Level
 
 
 def vcamd(runtime: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

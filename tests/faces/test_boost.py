@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from vcamd.bench.pastes import face_core, psnr
+from vcamd.common.errors import ConfigError
+from vcamd.common.quality import Level
 from vcamd.config.reading import config_from_dict
-from vcamd.errors import ConfigError
 from vcamd.faces import boost
 from vcamd.faces.align import estimate_affine
 from vcamd.faces.engine import FaceEngine
-from vcamd.pipeline import build_face_engine
-from vcamd.quality import Level
+from vcamd.models.pipeline import build_face_engine
 
 
 def test_tiles_are_the_contract_s_polyphase_split_and_merge_inverts_it(newton, newton_face):

@@ -19,10 +19,10 @@ import tomli_w
 from support.waiting import wait_for
 
 from vcamd.bench.daemon import DaemonRun
+from vcamd.common.types import Outcome
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import Int8Built, Int8Request, load_face_pipeline
-from vcamd.types import Outcome
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_the_float_model_serves_while_the_int8_copy_is_built_then_the_copy_takes
     real and the swapper switches to it between two frames, with no raw frame."""
     from vcamd.bench.standins import build_swapper
     from vcamd.live import loading
-    from vcamd.quantize import build_checked
+    from vcamd.models.quantize import build_checked
 
     asked, release = threading.Event(), threading.Event()
     requests: list[Int8Request] = []

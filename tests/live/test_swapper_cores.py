@@ -1,4 +1,4 @@
-"""The swap worker's cores (`vcamd.cores`): off the loop's core while the machine is quiet, on
+"""The swap worker's cores (`vcamd.inference.cores`): off the loop's core while the machine is quiet, on
 every core while other programs use at least BUSY_CORES; the meter that says which, from
 /proc/stat; the sessions' pool pinned where the split says; and the real worker thread moving."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vcamd.cores import (
+from vcamd.inference.cores import (
     BUSY_CORES,
     EVERY_CORE_PRECISIONS,
     QUIET_CORES,
@@ -187,7 +187,7 @@ def _allowed(tid: str | int) -> set[int] | None:
 def test_a_swap_worker_session_has_a_thread_per_core_with_its_pool_off_the_loop_s_core(standins) -> None:
     """The threads that appear while each session is created (other tests' threads may start or
     end meanwhile in this process: only the pinned ones are counted)."""
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(["cpu"], threads=0)
     split = sessions.core_split
@@ -218,9 +218,9 @@ def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
     thread pins itself off the loop's core at its first swap and onto every core once the meter
     has seen them. Waits for the condition (each swap reads at most once a READ_EVERY_S)."""
     from vcamd.bench.scenarios import busy_processes
+    from vcamd.common.quality import BEST
     from vcamd.live.measures.stats import LiveStats
     from vcamd.live.swapworker import SwapJob, SwapWorker
-    from vcamd.quality import BEST
 
     split = core_split(0)
     assert split is not None
@@ -262,10 +262,10 @@ def test_the_real_swap_worker_runs_an_int8_swapper_on_every_core_while_quiet() -
     """The worker reads what the swapper runs at from the face pipeline (`FaceEngine.precision`)
     before each swap: float off the loop's core, int8 on every core, quiet (no meter verdict: the
     meter is read at most once a READ_EVERY_S and these swaps are back to back)."""
+    from vcamd.common.quality import BEST
+    from vcamd.inference.precision import FLOAT
     from vcamd.live.measures.stats import LiveStats
     from vcamd.live.swapworker import SwapJob, SwapWorker
-    from vcamd.precision import FLOAT
-    from vcamd.quality import BEST
 
     split = core_split(0)
     assert split is not None

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from vcamd.common.types import Face
 from vcamd.live.tracking.changes import Region
 from vcamd.live.tracking.full import FullDetection
 from vcamd.live.tracking.unseen import UnseenChanges
-from vcamd.types import Face
 
 H, W = 360, 640
 

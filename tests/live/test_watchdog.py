@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
+from vcamd.common.quality import Level
 from vcamd.config.schema import Config, WatchdogConfig
 from vcamd.live.measures.watchdog import HISTORY_CAP, Transition, TransitionResult, Watchdog
-from vcamd.quality import Level
 
 FPS = 30.0
 

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.waiting import wait_for
 
+from vcamd.common.errors import ConfigError
 from vcamd.config.reading import config_from_dict, load_config
 from vcamd.config.schema import Config
-from vcamd.errors import ConfigError
 
 FUZZ = settings(
     deadline=None,
@@ -192,7 +192,7 @@ import sys  # noqa: E402
 import threading  # noqa: E402
 
 from vcamd.config.reading import MAX_CONFIG_BYTES  # noqa: E402
-from vcamd.reload import ConfigWatcher  # noqa: E402
+from vcamd.live.reload import ConfigWatcher  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 VALID = "[swap]\nenabled = true\n"
@@ -307,7 +307,7 @@ def test_watcher_reports_a_special_file_then_applies_the_next_valid_edit(tmp_pat
 def test_watcher_survives_an_unexpected_error_while_loading(tmp_path: Path, monkeypatch) -> None:
     # Under [runtime] max_memory_gb a big allocation raises MemoryError: it must show as a config
     # error, not kill the watching thread while config_error says all is well.
-    import vcamd.reload as reload_module
+    import vcamd.live.reload as reload_module
 
     path = tmp_path / "config.toml"
     path.write_text(VALID)
@@ -343,8 +343,8 @@ import resource, time
 from pathlib import Path
 resource.setrlimit(resource.RLIMIT_AS, (1536 * 1024**2, 1536 * 1024**2))
 from vcamd.config.reading import load_config
-from vcamd.errors import ConfigError
-from vcamd.reload import ConfigWatcher
+from vcamd.common.errors import ConfigError
+from vcamd.live.reload import ConfigWatcher
 path = Path({str(tmp_path / 'config.toml')!r})
 zero = Path({str(tmp_path / 'zero.toml')!r})
 zero.symlink_to("/dev/zero")

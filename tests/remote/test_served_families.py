@@ -24,7 +24,7 @@ from vcamd.config.reading import config_from_dict
 from vcamd.faces.enhance import Enhancer
 from vcamd.faces.specs import ENHANCERS, family_named
 from vcamd.faces.swap import EmbeddingConverter, Swapper
-from vcamd.pipeline import make_sessions, model_files
+from vcamd.models.pipeline import make_sessions, model_files
 from vcamd.remote.sessions import RemoteSession
 
 pytestmark = pytest.mark.slow

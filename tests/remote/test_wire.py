@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from vcamd.errors import ConfigError, VcamdError
+from vcamd.common.errors import ConfigError, VcamdError
 from vcamd.faces.parse import CLASSES, to_blob
 from vcamd.faces.specs import ENHANCER_CROP, SWAPPERS, swapper_spec_for
 from vcamd.remote.address import ServerAddress

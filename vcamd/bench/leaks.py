@@ -25,11 +25,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from vcamd.bench.clips import BACKGROUND
 from vcamd.bench.daemon import DaemonRun
+from vcamd.common.types import Face, Frame
 from vcamd.faces.align import estimate_affine, warp
 from vcamd.faces.detect import FaceDetector, iou
 from vcamd.faces.identity import Recognizer
-from vcamd.runtime import Sessions
-from vcamd.types import Face, Frame
+from vcamd.inference.runtime import Sessions
 
 SWAP_SIZE = 128
 MAX_COSINE = 0.3

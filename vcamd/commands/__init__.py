@@ -17,7 +17,7 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
 
 def check_output_file(path: Path, flag: str) -> None:
     """Refuse, before a long run, an output file that cannot be written at its end."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     if path.is_dir():
         raise VcamdError(f"{flag} {path} is a folder", fix=f"give a file name, e.g. {flag} stats.json")

@@ -16,7 +16,7 @@ frame at 30 fps, publishing to the null sink. Scenarios:
 * `startup` — `vcamd run` started as a user starts it (a subprocess, the compute-equivalent
   inswapper stand-in, the clip as a file camera, null sink, `--frames N --stats-json`), twice: how
   long from the process start until the first frame is published and until the first swapped face,
-  at the first start (the swapper optimised by ONNX Runtime and its graph kept: `vcamd.ortcache`)
+  at the first start (the swapper optimised by ONNX Runtime and its graph kept: `vcamd.inference.ortcache`)
   — a `vcamd run` that fails names the command to run by hand, its temporary folder kept for it —
   and at the next start (every later one: the kept graph loaded). Python writes and reads bytecode
   as an installed vcamd has it, whatever PYTHONDONTWRITEBYTECODE says here (else every start
@@ -25,7 +25,7 @@ frame at 30 fps, publishing to the null sink. Scenarios:
 * `--precision float,int8` (the default): `inswapper`, `startup` and `call` run once per precision,
   side by side, interleaved (float then int8 in each round): the swapper's int8 copy is built and
   checked against float before the first int8 run, as `vcamd models quantize` builds it
-  (calibrated on the bench's face and frames of its clip; `vcamd.quantize`), and kept in the
+  (calibrated on the bench's face and frames of its clip; `vcamd.models.quantize`), and kept in the
   bench's temporary folder, so an int8 run starts on it as a user's daily start does. Printed: the
   swap per face, the swap age and the first swap of each, and the int8 targets;
 * `call` — what a video call asks: `vcamd run` started as a user starts it (as `startup`), with a
@@ -74,7 +74,7 @@ from vcamd.bench.settings import (
     settings_dict,
 )
 from vcamd.commands import add_config_option, check_output_file
-from vcamd.quality import Level
+from vcamd.common.quality import Level
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +146,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from vcamd.bench.report import format_table
     from vcamd.bench.scenarios import run_benchmark
+    from vcamd.common.errors import VcamdError
     from vcamd.config.reading import load_config
-    from vcamd.errors import VcamdError
 
     cfg, _ = load_config(args.config)
     face = args.face or cfg.swap.source_face
@@ -217,7 +217,7 @@ def handle(args: argparse.Namespace) -> int:
     results = run_benchmark(settings, scenarios, base=cfg)
     print(format_table(results, settings))
     if args.json is not None:
-        from vcamd.private_files import private_parent, write_private_atomic
+        from vcamd.files.private_files import private_parent, write_private_atomic
 
         private_parent(args.json)  # 0600 like --stats-json, never through a symlink
         write_private_atomic(args.json, json.dumps({"settings": settings_dict(settings), "results": results}, indent=2) + "\n")
@@ -227,8 +227,8 @@ def handle(args: argparse.Namespace) -> int:
 def check_detector(value: str, cfg, *, from_flag: bool) -> None:
     """The detector the runs will use is there and is a detector; a bad one is blamed on where it
     came from: `--detector` as typed, or `[models] detector` in the config."""
-    from vcamd.errors import VcamdError
-    from vcamd.modelcheck import check_signature
+    from vcamd.common.errors import VcamdError
+    from vcamd.models.modelcheck import check_signature
     from vcamd.modelstore.store import ModelStore
 
     store = ModelStore.from_config(cfg.models)

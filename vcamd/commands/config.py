@@ -39,9 +39,9 @@ def example_text() -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from vcamd.common.errors import ConfigError
     from vcamd.config.folders import user_config_path
     from vcamd.config.reading import load_config
-    from vcamd.errors import ConfigError
 
     if args.file is None and not user_config_path().exists():
         print(f"{user_config_path()}: not found; the defaults apply (create it with `vcamd config init`)")
@@ -75,7 +75,7 @@ def _missing_files(config: object) -> list[str]:
 def _model_problems(config: object) -> list[str]:
     """Models that `vcamd run` would refuse for their role (e.g. a GFPGAN file as swapper), or
     that do not fit each other (a 128-d recognizer with a 512-d swapper)."""
-    from vcamd.modelcheck import identity_fit_problem, wrong_role_problems
+    from vcamd.models.modelcheck import identity_fit_problem, wrong_role_problems
 
     problems = []
     for role, err in wrong_role_problems(config):  # type: ignore[arg-type]
@@ -88,9 +88,9 @@ def _model_problems(config: object) -> list[str]:
 
 
 def _init(args: argparse.Namespace) -> int:
+    from vcamd.common.errors import VcamdError
     from vcamd.config.folders import user_config_path
-    from vcamd.errors import VcamdError
-    from vcamd.private_files import private_parent, write_private_atomic
+    from vcamd.files.private_files import private_parent, write_private_atomic
 
     target = user_config_path()
     if target.exists() and not args.force:

@@ -25,9 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_faces(args: argparse.Namespace) -> int:
     from vcamd.config.reading import load_config
     from vcamd.faces.detect import FaceDetector
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
+    from vcamd.inference.runtime import Sessions
     from vcamd.modelstore.store import ModelStore
-    from vcamd.runtime import Sessions
 
     cfg, _ = load_config(args.config)
     image = read_image(args.image, "image")  # fail on a bad photo before paying for a model load

@@ -135,7 +135,7 @@ def _print_by_hand(store: ModelStore, entry: ModelEntry) -> None:
 
 
 def _pull(args: argparse.Namespace) -> int:
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     store, config = _store(args)
     if args.all:
@@ -167,7 +167,7 @@ def _pull(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from vcamd.errors import ModelError
+    from vcamd.common.errors import ModelError
     from vcamd.modelstore.wayout import ways_out
 
     store, _ = _store(args)
@@ -197,12 +197,12 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _quantize(args: argparse.Namespace) -> int:
-    from vcamd.errors import ModelError, VcamdError
+    from vcamd.common.errors import ModelError, VcamdError
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
-    from vcamd.precision import choose, int8_units, needs_reduced_range
-    from vcamd.quantize import CALIBRATION_FACES, build_checked, build_key, faces_from_photos, swapper_spec
-    from vcamd.runtime import Sessions
+    from vcamd.inference.precision import choose, int8_units, needs_reduced_range
+    from vcamd.inference.runtime import Sessions
+    from vcamd.models.quantize import CALIBRATION_FACES, build_checked, build_key, faces_from_photos, swapper_spec
 
     store, config = _store(args)
     model = store.path_for(args.model or config.models.swapper, "swapper").resolve()
@@ -259,7 +259,7 @@ def _forget_copy(model, key: str) -> None:
     """--again: the kept copy and verdict of this model file go first (a new build replaces them)."""
     import contextlib
 
-    from vcamd import int8cache
+    from vcamd.inference import int8cache
 
     entry = int8cache.Entry(int8cache.sha256_of(model), key)
     for path in (entry.verdict_file, entry.model):

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from vcamd.commands import add_config_option, check_output_file
-from vcamd.private_files import private_parent, write_private_atomic
+from vcamd.files.private_files import private_parent, write_private_atomic
 from vcamd.sinks.registry import SINK_FORMS
 
 log = logging.getLogger(__name__)
@@ -45,16 +45,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     started_at = process_started_at()  # the zero of the stats' startup_ms
+    from vcamd.common.errors import VcamdError
     from vcamd.config.folders import user_config_path
     from vcamd.config.reading import load_config
     from vcamd.control.client import ControlClient
-    from vcamd.errors import VcamdError
     from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
     from vcamd.live.readiness import look_at_model_files
-    from vcamd.logs import setup_logging
-    from vcamd.memory import apply_memory_cap
     from vcamd.sinks.registry import open_sink
+    from vcamd.system.logs import setup_logging
+    from vcamd.system.memory import apply_memory_cap
 
     if args.frames is not None and args.frames <= 0:
         raise VcamdError(f"--frames {args.frames}: must be a positive number of frames", fix="omit it to run until stopped")
@@ -104,8 +104,8 @@ def handle(args: argparse.Namespace) -> int:
         try:
             from vcamd.config.folders import user_state_dir
             from vcamd.control.server import ControlServer
+            from vcamd.live.reload import ConfigWatcher
             from vcamd.panel import open_panel
-            from vcamd.reload import ConfigWatcher
             from vcamd.tray import RecentFaces
 
             # One list of recent source faces, shared by the page and the tray (the same file, one lock).
@@ -190,7 +190,7 @@ def _open_output_page(engine, open_url) -> None:
     The sink exists only once the engine runs, so its URL is read when the item is clicked. A page
     that needs a login (the preview) is opened through a private file holding a one-time address
     (`panel.login.login_page`), never with its token or a code on the opener's command line."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     sink = engine.sink
     if sink is None or sink.url is None:
@@ -220,11 +220,11 @@ def _check_models_ready(cfg, *, capped: bool) -> None:
     """What a user can fix, found before the camera opens (cheap: no model is loaded): the model
     files there fit the memory cap, the photos the config names can be read. Missing model files
     do not stop the start: the daemon runs with swapping off and says which (`live.readiness`)."""
+    from vcamd.common.errors import ModelError
     from vcamd.config.schema import FaceSelection
-    from vcamd.errors import ModelError
-    from vcamd.images import read_image
-    from vcamd.memory import check_all_fit
-    from vcamd.pipeline import local_model_paths
+    from vcamd.files.images import read_image
+    from vcamd.models.pipeline import local_model_paths
+    from vcamd.system.memory import check_all_fit
 
     try:
         paths = local_model_paths(cfg)  # with [models] server, the models run there need no file here

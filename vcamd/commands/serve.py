@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _address(text: str, flag: str):
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
     from vcamd.remote.address import ServerAddress
 
     try:
@@ -57,9 +57,9 @@ def _address(text: str, flag: str):
 
 
 def handle(args: argparse.Namespace) -> int:
+    from vcamd.common.errors import VcamdError
     from vcamd.config.reading import load_config
-    from vcamd.errors import VcamdError
-    from vcamd.logs import setup_logging
+    from vcamd.system.logs import setup_logging
 
     cfg, _ = load_config(args.config)
     setup_logging("debug" if args.verbose else cfg.runtime.log_level)

@@ -3,7 +3,7 @@
 Every frame goes through `FaceEngine.process_frame` (the same path the live camera uses) and gets
 the disclosure badge when `[disclosure] badge = true`. Videos keep their frame rate, size and sound:
 the frames are written with OpenCV's codec to a temporary file next to OUT, the input's audio
-tracks are then muxed in with PyAV (`vcamd.audio`), and the result is renamed into place only when
+tracks are then muxed in with PyAV (`vcamd.files.audio`), and the result is renamed into place only when
 complete, so an interrupted run never leaves a truncated OUT behind. Progress goes to stderr: a
 bar with the time left on a terminal, a line every 10 % otherwise (logs, pipes).
 
@@ -25,19 +25,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vcamd.commands import add_config_option
-from vcamd.diskspace import full_disk_message, mount_point
-from vcamd.errors import VcamdError
-from vcamd.private_files import private_temporary, write_private_atomic
-from vcamd.videofile import VideoFile, check_video
+from vcamd.common.errors import VcamdError
+from vcamd.files.diskspace import full_disk_message, mount_point
+from vcamd.files.private_files import private_temporary, write_private_atomic
+from vcamd.files.videofile import VideoFile, check_video
 
 if TYPE_CHECKING:
     import cv2
     from rich.console import Console
 
+    from vcamd.common.types import Frame
     from vcamd.config.schema import Config
     from vcamd.faces.engine import FaceEngine
     from vcamd.faces.following import FollowedFace
-    from vcamd.types import Frame
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 VIDEO_SUFFIXES = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mpg", ".mpeg"}
@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_swap(args: argparse.Namespace) -> int:
     from vcamd.config.reading import load_config
     from vcamd.faces.engine import require_consent
-    from vcamd.pipeline import build_face_engine, has_own_identity
+    from vcamd.models.pipeline import build_face_engine, has_own_identity
 
     cfg, _ = load_config(args.config)
     require_consent(cfg, args.i_have_consent)
@@ -76,7 +76,7 @@ def run_swap(args: argparse.Namespace) -> int:
     _check_output(args.output, args.input, kind)
     # Read the input before paying for loading the models and embedding the source face.
     if kind == "image":
-        from vcamd.images import read_image
+        from vcamd.files.images import read_image
 
         frame = read_image(args.input, "input")
         return _swap_image(build_face_engine(cfg), cfg, frame, args.input, args.output)
@@ -88,7 +88,7 @@ def run_swap(args: argparse.Namespace) -> int:
 
 
 def _input_kind(path: Path) -> str:
-    from vcamd.images import stat_given_path
+    from vcamd.files.images import stat_given_path
 
     if not stat.S_ISREG(stat_given_path(path, "input").st_mode):  # missing, NUL, name too long: one line
         raise VcamdError(f"input {path} is not a file", fix="give --input a photo or a video file")
@@ -123,7 +123,7 @@ def _check_output(output: Path, source: Path, kind: str) -> None:
 
 def _stat_output(output: Path) -> os.stat_result | None:
     """What is at --output now (None: nothing yet), or one line when the path itself cannot be one."""
-    from vcamd.images import shown_path
+    from vcamd.files.images import shown_path
 
     try:
         return os.stat(output)
@@ -142,7 +142,7 @@ def _stat_output(output: Path) -> os.stat_result | None:
 def _finish_frame(engine: FaceEngine, cfg: Config, frame: Frame, follow: FollowedFace | None = None, index: int = 0) -> tuple[int, int]:
     """Swap in place, badge in place; returns (faces found, faces swapped). A video's frames pass
     one `follow` (the face "largest" chose keeps the swap) and their index."""
-    from vcamd.badge import draw_badge
+    from vcamd.privacy.badge import draw_badge
 
     result = engine.process_frame(frame, follow=follow, index=index)
     if cfg.disclosure.badge:
@@ -306,7 +306,7 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
     follow = FollowedFace()
     ok, frame = True, first
     # Written under a fresh 0600 temporary name next to OUT, checked, and renamed when complete
-    # (`vcamd.videofile`): no truncated OUT, no write through a symlink planted at OUT, private
+    # (`vcamd.files.videofile`): no truncated OUT, no write through a symlink planted at OUT, private
     # whatever the umask, and a full disk is an error at once, not a file that plays nowhere.
     video = VideoFile(output, fourcc=VIDEO_OUTPUT_FOURCC[output.suffix.lower()], fps=fps, size=(width, height), what="output")
     video.open()
@@ -359,7 +359,7 @@ def _keep_audio(video: VideoFile, complete: Path, source: Path, frames: int) -> 
     audio part. When FFmpeg cannot copy the sound (or the result does not read back whole: a disk
     that filled up meanwhile), the swapped video is still kept (it may have taken an hour) and a
     warning says why it is silent."""
-    from vcamd.audio import audio_track_count, mux_audio
+    from vcamd.files.audio import audio_track_count, mux_audio
 
     output = video.path
     tracks = audio_track_count(source)

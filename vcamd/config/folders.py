@@ -13,7 +13,7 @@ from pathlib import Path
 
 import platformdirs
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 APP_NAME = "facelive"
 

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from vcamd.common.errors import ConfigError
 from vcamd.config.folders import user_config_path
 from vcamd.config.schema import Config
 from vcamd.config.wording import describe_error
-from vcamd.errors import ConfigError
 from vcamd.modelstore.roles import ROLES
 
 

@@ -70,7 +70,7 @@ class ModelsConfig(Section):
     """ONNX Runtime intra-op threads per session; 0 = number of cores."""
     precision: Literal["auto", "float", "int8"] = "auto"
     """The swapper on the CPU: "auto" runs its int8 copy where the CPU has int8 dot-product units and
-    the copy passed the fidelity check on these weights (`vcamd.precision`); "float" never; "int8"
+    the copy passed the fidelity check on these weights (`vcamd.inference.precision`); "float" never; "int8"
     also without those units. GPUs keep their float path; a swapper on the `server` runs as served."""
     server: str = ""
     """A Triton Inference Server running the swapper (and the enhancer and parser when set),

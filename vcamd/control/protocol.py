@@ -10,7 +10,7 @@ Commands and their args/results:
     status                                  → the status dict (see `Status`)
     on | off | toggle                       → the status dict after the change
     set_face   {"path": "/abs/face.png"}    → the status dict
-    quality    {"level": "auto" | a level name from `vcamd.quality.LADDER`}
+    quality    {"level": "auto" | a level name from `vcamd.common.quality.LADDER`}
                                             → the status dict ("auto" unlocks: the watchdog decides)
     model      {"role": "swapper" | "enhancer", "name": a manifest model of that role}
                                             → the status dict (the model loads in the background)
@@ -39,11 +39,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from vcamd.boundedjson import JsonRefused, loads_bounded
-from vcamd.errors import VcamdError
-from vcamd.jsonable import to_jsonable
+from vcamd.common.boundedjson import JsonRefused, loads_bounded
+from vcamd.common.errors import VcamdError
+from vcamd.common.jsonable import to_jsonable
+from vcamd.common.quality import AUTO, Level, quality_names
 from vcamd.live.measures.numbers import LiveNumbers
-from vcamd.quality import AUTO, Level, quality_names
 
 MAX_REQUEST_BYTES = 64 * 1024
 """A request line longer than this is refused (a request is a command and a path, never data)."""
@@ -85,7 +85,7 @@ class Status(LiveNumbers, total=False):
     providers: dict[str, str] | list[str]  # model file → ONNX Runtime provider really in use
     models: dict[str, str | None]  # role → the running model ("swapper", "enhancer"), and "loading": the one loading or None
     model_choices: dict[str, list[dict[str, Any]]]  # role → [{"name", "license", "present"}]: what `model` can switch to
-    precision: dict[str, str]  # model role → "float" or "int8", what it really runs at (`vcamd.precision`)
+    precision: dict[str, str]  # model role → "float" or "int8", what it really runs at (`vcamd.inference.precision`)
     precision_why: dict[str, str]  # model role → why it runs at that precision (float where int8 was possible, int8's check)
     config_error: str | None  # the last config problem while running on the last good config
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vcamd import v4l2loopback
 from vcamd.config.schema import CameraConfig, VirtualCameraConfig
 from vcamd.doctor.platform import Platform
 from vcamd.doctor.results import CheckResult, Status, ok
+from vcamd.system import v4l2loopback
 
 
 def check_camera(camera: CameraConfig, daemon_status: dict | None = None, platform: Platform | None = None) -> CheckResult:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vcamd.common.errors import ConfigError, VcamdError
 from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
-from vcamd.errors import ConfigError, VcamdError
 
 
 def check_config(path: Path | None) -> tuple[CheckResult, Config]:
@@ -40,7 +40,7 @@ def check_source_face(cfg: Config, daemon_status: dict | None = None) -> CheckRe
     if not Path(face).is_file():
         return CheckResult("source face", Status.fail, f"[swap] source_face = {face} does not exist",
                            "fix the path in the config file")
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     try:
         image = read_image(face, "[swap] source_face")  # a file that is there but not a photo fails the run just the same

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vcamd.common.errors import VcamdError
 from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
-from vcamd.errors import VcamdError
 from vcamd.modelstore.wayout import how_to_get, ways_out
 
 
@@ -36,7 +36,7 @@ def check_models(cfg: Config) -> list[CheckResult]:
 
 def _signature_result(store: object, role: str, value: str, found: CheckResult, cfg: Config) -> CheckResult:
     """The file is there: load it as `vcamd run` does, so a model in the wrong role fails here too."""
-    from vcamd.modelcheck import check_signature
+    from vcamd.models.modelcheck import check_signature
 
     try:
         check_signature(store.path_for(value, role), role, family=cfg.models.swapper_family or None)  # type: ignore[attr-defined]
@@ -48,7 +48,7 @@ def _signature_result(store: object, role: str, value: str, found: CheckResult, 
 def check_models_fit(cfg: Config) -> CheckResult | None:
     """Whether the recognizer's embeddings fit the swapper (`modelcheck.identity_fit`): each may
     pass its own row and every swap still fail. None when either model is not there (its row says so)."""
-    from vcamd.modelcheck import identity_fit_problem
+    from vcamd.models.modelcheck import identity_fit_problem
 
     try:
         misfit = identity_fit_problem(cfg)
@@ -69,9 +69,9 @@ def check_detector_shapes(cfg: Config) -> CheckResult | None:
     import numpy as np
 
     from vcamd.faces.detect import FaceDetector
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
+    from vcamd.inference.runtime import Sessions
     from vcamd.modelstore.store import ModelStore
-    from vcamd.runtime import Sessions
 
     try:
         path = ModelStore.from_config(cfg.models).path_for(cfg.models.detector, "detector")

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vcamd.common.errors import VcamdError
 from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
-from vcamd.errors import VcamdError
 from vcamd.remote.summary import describe_server
 
 NAME = "server"
@@ -23,10 +23,10 @@ def check_server(cfg: Config, daemon_status: dict | None = None, *, reach_s: flo
     running = (daemon_status or {}).get("server")
     if isinstance(running, dict) and running.get("url") == cfg.models.server:
         return _from_status(running, "the daemon's link")
+    from vcamd.common.types import ModelFiles
+    from vcamd.inference.runtime import Sessions
     from vcamd.modelstore.roles import role_named
     from vcamd.remote.sessions import RemoteSessions, served_roles
-    from vcamd.runtime import Sessions
-    from vcamd.types import ModelFiles
 
     served = served_roles(cfg)
     wanted = {role: s for role, s in served.items() if role != "enhancer" or cfg.enhancer.enabled}

@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.types import Frame, Points
+from vcamd.common.types import Frame, Points
 
 Template = Literal["arcface", "ffhq", "arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "dfl_whole_face"]
 

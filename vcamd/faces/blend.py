@@ -45,7 +45,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.types import Frame
+from vcamd.common.types import Frame
 
 FloatImage = npt.NDArray[np.float32]
 

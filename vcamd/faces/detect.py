@@ -38,11 +38,11 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.errors import ModelError
-from vcamd.types import Face, Frame
+from vcamd.common.errors import ModelError
+from vcamd.common.types import Face, Frame
 
 if TYPE_CHECKING:
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 log = logging.getLogger(__name__)
 

@@ -31,29 +31,29 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vcamd.common.errors import ConfigError, FaceError, VcamdError
+from vcamd.common.quality import BEST, Level, detect_size, rung
+from vcamd.common.threads import in_thread
+from vcamd.common.types import Face, Frame, ModelFiles, Points
 from vcamd.config.schema import Config, FaceSelection, OnMiss, Others
-from vcamd.errors import ConfigError, FaceError, VcamdError
 from vcamd.faces import boost
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
 from vcamd.faces.specs import CropSpec
-from vcamd.precision import FLOAT, Choice
+from vcamd.inference.precision import FLOAT, Choice
 from vcamd.privacy import rule
 from vcamd.privacy.rule import FaceOutcome, Scene
-from vcamd.quality import BEST, Level, detect_size, rung
-from vcamd.threads import in_thread
-from vcamd.types import Face, Frame, ModelFiles, Points
 
 if TYPE_CHECKING:
-    from vcamd.cores import CoreSplit
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.following import FollowedFace
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
     from vcamd.faces.parse import FaceParser, FloatMask
     from vcamd.faces.swap import Latent, Swapper
-    from vcamd.quantize import CalibrationFaces, SeenFaces
-    from vcamd.runtime import Sessions
+    from vcamd.inference.cores import CoreSplit
+    from vcamd.inference.runtime import Sessions
+    from vcamd.models.quantize import CalibrationFaces, SeenFaces
 
 
 def require_consent(cfg: Config, flag: bool) -> None:
@@ -180,17 +180,17 @@ class FaceEngine:
         self._load_enhancer: Callable[[float, float], Enhancer] | None = None  # set by from_config
         self.sessions: Sessions | None = None  # set by from_config: where a swapper's int8 copy gets its session
         self.precision: Choice = FLOAT
-        """The precision the swapper runs at, and why (`vcamd.precision`; set where it is decided, `vcamd.pipeline`)."""
+        """The precision the swapper runs at, and why (`vcamd.inference.precision`; set where it is decided, `vcamd.models.pipeline`)."""
         self.seen: SeenFaces | None = None
-        """While the swapper's int8 copy waits for calibration faces: the crops it is given, kept (`vcamd.quantize`)."""
+        """While the swapper's int8 copy waits for calibration faces: the crops it is given, kept (`vcamd.models.quantize`)."""
         self.remote: Any = None
         """The Triton server's sessions (`vcamd.remote.sessions.RemoteSessions`) when models run there
-        (`[models] server`; set by `vcamd.pipeline`): its `server_status()` is shown in the status."""
+        (`[models] server`; set by `vcamd.models.pipeline`): its `server_status()` is shown in the status."""
 
     @classmethod
     def from_config(cls, cfg: Config, files: ModelFiles, sessions: Sessions | None = None, *,
                     warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
-        """Build every model of `files` (resolved from `[models]`: `vcamd.pipeline.build_face_engine`),
+        """Build every model of `files` (resolved from `[models]`: `vcamd.models.pipeline.build_face_engine`),
         load `[swap] source_face` (and reference_face).
 
         The swapper — the long pole: seconds for inswapper's 554 MB, where the other models take
@@ -205,7 +205,7 @@ class FaceEngine:
         from vcamd.faces.identity import Recognizer, load_source_identity
         from vcamd.faces.parse import FaceParser
         from vcamd.faces.swap import EmbeddingConverter, Swapper
-        from vcamd.runtime import Sessions
+        from vcamd.inference.runtime import Sessions
 
         if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is None:
             raise ConfigError("[swap]", ['face_selection = "reference" needs reference_face = "<photo of the person to swap>"'])
@@ -268,7 +268,7 @@ class FaceEngine:
 
     @property
     def core_split(self) -> CoreSplit | None:
-        """Where the swap worker's models run (`vcamd.cores`): the swapper's, the enhancer's and
+        """Where the swap worker's models run (`vcamd.inference.cores`): the swapper's, the enhancer's and
         the parser's sessions come from one `Sessions`."""
         return self.swapper.core_split
 
@@ -277,7 +277,7 @@ class FaceEngine:
         """Faces are swapped above the swapper's own size on the rungs with pixel boost."""
         return self.pixel_boost > self.swapper.crop.size
 
-    # ---- precision (`vcamd.precision`) ---------------------------------------------------------------
+    # ---- precision (`vcamd.inference.precision`) ---------------------------------------------------------------
 
     def precision_status(self) -> tuple[dict[str, str], dict[str, str]]:
         """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
@@ -292,8 +292,8 @@ class FaceEngine:
         """The int8 copy's calibration faces: the source photo's face, aligned to the swapper's crop,
         and the crops the swapper was given (`seen`), with the source's embedding. FaceError
         without a source face."""
-        from vcamd.images import read_image
-        from vcamd.quantize import CalibrationFaces
+        from vcamd.files.images import read_image
+        from vcamd.models.quantize import CalibrationFaces
 
         current = self._source
         if current is None:

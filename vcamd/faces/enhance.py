@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
+from vcamd.common.types import Frame
 from vcamd.faces.specs import ENHANCER_CROP, ENHANCERS, ORT_FLOAT_DTYPES, CropSpec, EnhancerSpec, enhancer_spec_for
 from vcamd.modelstore.wayout import how_to_get
-from vcamd.types import Frame
 
 if TYPE_CHECKING:
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 ENHANCE_SIZE = ENHANCER_CROP.size
 """GFPGAN's crop side (the default enhancer); the face is aligned to the FFHQ template scaled to this size."""

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from vcamd.common.types import Face, Frame
 from vcamd.config.schema import FaceSelection
-from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
     from vcamd.faces.engine import FaceEngine

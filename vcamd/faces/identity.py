@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.errors import FaceError, ModelError
+from vcamd.common.errors import FaceError, ModelError
+from vcamd.common.types import Face, Frame
 from vcamd.faces.specs import RECOGNIZER_CROP, CropSpec
 from vcamd.modelstore.wayout import ways_out
-from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
     from vcamd.faces.detect import FaceDetector
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def graph_normalisation(path: Path) -> tuple[float, float]:
     """(mean, std) a recognizer export wants, decided from its graph as insightface's ArcFaceONNX does:
     a Sub/`_minus` and a Mul/`_mul` among the first nodes mean the graph normalises by itself
     (mxnet-style exports) and takes raw pixels; otherwise ArcFace's (127.5, 127.5)."""
-    from vcamd.onnxwire import WireError, node_names
+    from vcamd.inference.onnxwire import WireError, node_names
 
     try:
         names = node_names(path, GRAPH_PREFIX_NODES)
@@ -133,7 +133,7 @@ def largest_face(faces: list[Face]) -> Face:
 
 def load_source_identity(path: Path | str, detector: FaceDetector, recognizer: Recognizer, what: str = "source face") -> SourceIdentity:
     """Read a photo, find its face (the largest if several) and embed it. Raises FaceError."""
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     path = Path(path).expanduser()
     image = read_image(path, what)

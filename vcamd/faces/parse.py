@@ -28,14 +28,14 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
+from vcamd.common.types import Frame
 from vcamd.faces.align import template_points
 from vcamd.faces.specs import CropSpec
 from vcamd.modelstore.wayout import how_to_get
-from vcamd.types import Frame
 
 if TYPE_CHECKING:
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 PARSER_SIZE = 512
 INPUT_NAME = "input"

@@ -26,8 +26,8 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vcamd.common.types import Frame, Points
 from vcamd.faces.align import Affine, Template, estimate_affine, warp
-from vcamd.types import Frame, Points
 
 ORT_FLOAT_DTYPES: dict[str, type[np.floating]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 """ONNX Runtime's type strings for the float inputs our models take, and their numpy types."""

@@ -7,7 +7,7 @@ faces are, which were lost, what changed unseen), `swapworker` (the swap model),
 (`compose`, the privacy rule; `obscure`; `publisher`: badge, sink, the frames kept), `measures/`
 (stats, the watchdog). Around them: `reconfigure` (how each config key takes effect, and which part
 applies it), `settings` (applying a config change, the one owner of `config_error`), `loading`
-(models and photos loaded off the loop), `commands` (the loop's command queue), `vcamd.newest`
+(models and photos loaded off the loop), `commands` (the loop's command queue), `vcamd.common.newest`
 (the newest-wins hand-offs).
 
 Threads:
@@ -48,9 +48,12 @@ from typing import Any
 
 import cv2
 
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
+from vcamd.common.types import Frame, Outcome
 from vcamd.config.reading import load_config
 from vcamd.config.schema import CameraConfig, Config
-from vcamd.errors import VcamdError
+from vcamd.files.photo_lane import PhotoLane
 from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.commandqueue import CommandQueue
@@ -66,10 +69,7 @@ from vcamd.live.settings import Settings
 from vcamd.live.swapworker import SwapWorker
 from vcamd.live.tracking.full import FullDetector
 from vcamd.live.tracking.tracker import LiveTracker
-from vcamd.photo_lane import PhotoLane
-from vcamd.quality import Level
 from vcamd.sinks.base import Sink
-from vcamd.types import Frame, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -436,7 +436,7 @@ class LiveEngine:
              "precision_changes": list(self.settings.int8.changes)}
 
     def _precision(self) -> dict[str, dict[str, str]]:
-        """What each model of the running pipeline runs at ("float" or "int8", `vcamd.precision`) and
+        """What each model of the running pipeline runs at ("float" or "int8", `vcamd.inference.precision`) and
         why, where there is something to say; empty while none runs (or a pipeline without models)."""
         status = getattr(self.parts.faces, "precision_status", None)
         runs, why = status() if status is not None else ({}, {})
@@ -474,7 +474,7 @@ class LiveEngine:
 
 
 def _load_badge() -> Callable[[Frame, str, str], None]:
-    from vcamd.badge import draw_badge
+    from vcamd.privacy.badge import draw_badge
 
     return draw_badge
 

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
+from vcamd.common.quality import Level, rung
+from vcamd.common.types import Captured, Face, Frame, Outcome
 from vcamd.config.schema import Config, OnMiss, Others, SmoothingConfig
 from vcamd.faces.following import FollowedFace
 from vcamd.live.measures.watchdog import Transition, TransitionResult
@@ -34,8 +36,6 @@ from vcamd.privacy import rule
 from vcamd.privacy.geometry import near_any
 from vcamd.privacy.obscure import obscure_frame
 from vcamd.privacy.rule import Composed, FaceOutcome, Scene, lost_to_cover, region
-from vcamd.quality import Level, rung
-from vcamd.types import Captured, Face, Frame, Outcome
 
 if TYPE_CHECKING:
     from vcamd.live.parts import LiveParts

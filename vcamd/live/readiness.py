@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vcamd.common.errors import VcamdError
 from vcamd.config.schema import Config
-from vcamd.errors import VcamdError
 from vcamd.modelstore.wayout import ways_out
 
 log = logging.getLogger(__name__)
@@ -124,10 +124,10 @@ def models_key(cfg: Config) -> Any:
 
 
 def look_at_model_files(cfg: Config) -> ModelFilesSeen:
-    """Whether every model file `cfg` loads on this machine is there (`vcamd.pipeline`: every
+    """Whether every model file `cfg` loads on this machine is there (`vcamd.models.pipeline`: every
     missing one named in one error, with both ways to get it; a model run on the `[models] server`
     needs no file here). Touches the disk: never on the loop."""
-    from vcamd.pipeline import local_model_paths
+    from vcamd.models.pipeline import local_model_paths
 
     key = models_key(cfg)
     try:

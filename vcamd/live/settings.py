@@ -25,9 +25,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vcamd.common.errors import VcamdError
 from vcamd.config.reading import load_config
 from vcamd.config.schema import CameraConfig, Config
-from vcamd.errors import VcamdError
 from vcamd.live import reconfigure
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.loading import FaceLoader, FacePipeline, Int8Upgrade, Loaded, PipelineBuild, PipelineFactory, Tell
@@ -107,7 +107,7 @@ class Settings:
         self._source_factory = source_factory
         self._build = PipelineBuild(pipeline_factory, tell) if pipeline_factory is not None else None
         self.int8 = Int8Upgrade(tell, since_start=lambda: parts.clock() - frames.startup.started_at)
-        """The swapper's int8 copy, built and switched to in the background (`vcamd.precision`)."""
+        """The swapper's int8 copy, built and switched to in the background (`vcamd.inference.precision`)."""
         self._log_level_pinned = log_level_pinned
         self._on_first_pipeline = on_first_pipeline
         # A source face chosen at run time (`--face`, `vcamd set-face`, the tray) outlives edits of
@@ -170,7 +170,7 @@ class Settings:
         face: told from the config's swapper before the models load, from the model after)."""
         faces = self._parts.faces
         if faces is None:
-            from vcamd.pipeline import has_own_identity
+            from vcamd.models.pipeline import has_own_identity
 
             return self.cfg.swap.source_face is None and not has_own_identity(self.cfg)
         return faces.source is None and faces.needs_source

@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vcamd.common.quality import Level, rung
+from vcamd.common.types import Face
 from vcamd.privacy.geometry import near_any
 from vcamd.privacy.rule import match_swaps
-from vcamd.quality import Level, rung
-from vcamd.types import Face
 
 REFRESH_S = 2.0
 """A swap older than this is made again even for a face that did not change: what the book cannot

@@ -15,12 +15,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vcamd.cores import CoreSplit, SwapperCores
+from vcamd.common.newest import NewestWorker
+from vcamd.common.quality import Level
+from vcamd.common.types import Face, Frame
 from vcamd.faces.engine import StageTimer
+from vcamd.inference.cores import CoreSplit, SwapperCores
 from vcamd.live.measures.stats import LiveStats
-from vcamd.newest import NewestWorker
-from vcamd.quality import Level
-from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ FLAT_CROP_STD = 2.0
 
 class Swapping(Protocol):
     """The part of the face engine the worker uses (and, where it has them, its `core_split`:
-    the cores its models run on, `vcamd.cores`, and its `precision`: what the swapper runs at)."""
+    the cores its models run on, `vcamd.inference.cores`, and its `precision`: what the swapper runs at)."""
 
     def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[Any]: ...
 
@@ -74,7 +74,7 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
         self.swaps = 0
         self.errors = 0
         self.cores = SwapperCores(clock)
-        """The worker's own cores: off the loop's while the machine is quiet (`vcamd.cores`)."""
+        """The worker's own cores: off the loop's while the machine is quiet (`vcamd.inference.cores`)."""
 
     def latest(self) -> tuple[SwapResult | None, bool]:
         """The newest successful result, and whether the model failed after it."""

@@ -10,8 +10,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from vcamd.errors import ModelError
-from vcamd.modelcheck import check_signature
+from vcamd.common.errors import ModelError
+from vcamd.models.modelcheck import check_signature
 from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, fsync, open_for_write, refuse_symlink
 from vcamd.modelstore.manifest import FileSpec, ModelEntry
 from vcamd.modelstore.verify import State

@@ -9,8 +9,8 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from vcamd.errors import ModelError
-from vcamd.private_files import UnsafePathError, open_private
+from vcamd.common.errors import ModelError
+from vcamd.files.private_files import UnsafePathError, open_private
 
 PART_SUFFIX = ".part"
 CHUNK_BYTES = 1 << 20

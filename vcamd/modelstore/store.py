@@ -11,7 +11,7 @@ of its role (the same signature checks the daemon runs at load): a mirror that c
 way through a body sent without a length must not get half a model pinned as the truth.
 
 Everything written here is private to the user (0600 files in a 0700 folder, never through a
-symlink: `vcamd.private_files`).
+symlink: `vcamd.files.private_files`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from vcamd.errors import ModelError
-from vcamd.modelcheck import check_signature
+from vcamd.common.errors import ModelError
+from vcamd.files.private_files import private_dir
+from vcamd.models.modelcheck import check_signature
 from vcamd.modelstore.download import check_mirror, download, mirror_url
 from vcamd.modelstore.extract import extract
 from vcamd.modelstore.files import PART_SUFFIX, dir_error, refuse_symlink, sha256_file
@@ -32,7 +33,6 @@ from vcamd.modelstore.manifest import FileSpec, Manifest, ModelEntry, plain_file
 from vcamd.modelstore.roles import configured_models
 from vcamd.modelstore.verify import STATE_FILE, State, read_state, write_state
 from vcamd.modelstore.wayout import ways_out
-from vcamd.private_files import private_dir
 
 if TYPE_CHECKING:
     from vcamd.config.schema import Config, ModelsConfig

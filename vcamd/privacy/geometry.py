@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vcamd.types import Face
+from vcamd.common.types import Face
 
 SAME_TRACK_WIDTHS = 0.5
 """Two positions are one face when their centres are closer than this × the smaller width (both

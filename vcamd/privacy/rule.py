@@ -30,10 +30,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from vcamd.common.types import Face, Frame, Outcome
 from vcamd.config.schema import OnMiss
 from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_any
 from vcamd.privacy.obscure import obscure_frame, obscure_region
-from vcamd.types import Face, Frame, Outcome
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from vcamd.errors import ModelError, VcamdError
+from vcamd.common.errors import ModelError, VcamdError
 from vcamd.remote.address import ServerAddress
 from vcamd.remote.pairing import SERVER_NAME, Pairing, local_token, pairing_for
 from vcamd.remote.wire import WireArg

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from vcamd.common.errors import VcamdError
 from vcamd.config.schema import Config
-from vcamd.errors import VcamdError
 from vcamd.remote.wire import EMAP_SUFFIX, Classes, CropPixels, Signature
 
 OPSET = 17
@@ -31,8 +31,8 @@ OPSET = 17
 def write_repository(cfg: Config, folder: Path, *, max_batch: int = 8, instances: int = 1, queue_delay_us: int = 0,
                      kind: str = "KIND_GPU") -> list[str]:
     """Write the repository for `cfg`'s served roles into `folder`; returns the model names written."""
+    from vcamd.inference.runtime import Sessions
     from vcamd.remote.serve import load_served_roles
-    from vcamd.runtime import Sessions
 
     written: list[str] = []
     for item in load_served_roles(cfg, Sessions(["cpu"], threads=1)):  # a CPU session: only to check each file

@@ -1,6 +1,6 @@
 """The seam: sessions on a Triton server standing where ONNX Runtime's stand.
 
-`RemoteSessions` is what `vcamd.pipeline` hands the face engine instead of `vcamd.runtime.Sessions`
+`RemoteSessions` is what `vcamd.models.pipeline` hands the face engine instead of `vcamd.inference.runtime.Sessions`
 when `[models] server` is set: the detector and recognizer keep their local sessions (they see
 whole frames, which never leave the machine); the swapper, enhancer and parser get a
 `RemoteSession`, whose `get_inputs()`/`get_outputs()` are the served model's signature (Triton's
@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vcamd.common.errors import ModelError, VcamdError
 from vcamd.config.schema import Config
-from vcamd.errors import ModelError, VcamdError
 from vcamd.remote.address import ServerAddress
 from vcamd.remote.link import ServerAway, ServerLink, ServerRefused
 from vcamd.remote.wire import EMAP_SUFFIX, SERVED_ROLES, Arg, Signature, emap_rows, served_name
 
 if TYPE_CHECKING:
-    from vcamd.runtime import Sessions
-    from vcamd.types import ModelFiles
+    from vcamd.common.types import ModelFiles
+    from vcamd.inference.runtime import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ class FailoverSession:
 
 
 class RemoteSessions:
-    """`vcamd.runtime.Sessions`' stand-in with a server: the served roles' models on it, the rest local."""
+    """`vcamd.inference.runtime.Sessions`' stand-in with a server: the served roles' models on it, the rest local."""
 
     def __init__(self, cfg: Config, local: Sessions, files: ModelFiles, *,
                  link_factory: Callable[[ServerAddress], ServerLink] = ServerLink) -> None:

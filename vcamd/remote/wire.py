@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 from vcamd.faces.specs import CropSpec, enhancer_spec_for, swapper_spec_for
 
 Dim = int | str | None

@@ -11,7 +11,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 if TYPE_CHECKING:
     from vcamd.config.schema import Config

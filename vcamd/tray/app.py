@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
 from vcamd.control.protocol import Controllable
-from vcamd.errors import VcamdError
-from vcamd.quality import Level
 from vcamd.tray.backends import BackendChoice, Pystray, choose_backend, import_pystray, import_pystray_menus
 from vcamd.tray.desktop import NoFileDialog, open_with_desktop, pick_image_file
 from vcamd.tray.view import (

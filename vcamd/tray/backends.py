@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 BACKEND_ENV = "PYSTRAY_BACKEND"
 MENU_BACKENDS = frozenset({"appindicator", "gtk", "darwin", "win32"})

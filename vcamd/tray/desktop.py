@@ -11,8 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
-from vcamd.errors import VcamdError
-from vcamd.private_files import private_dir, write_private_atomic
+from vcamd.common.errors import VcamdError
+from vcamd.files.private_files import private_dir, write_private_atomic
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from vcamd.quality import Level, is_degraded, label
+from vcamd.common.quality import Level, is_degraded, label
 from vcamd.remote.summary import describe_server
 
 APP_TITLE = "FaceLive Camera"

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vcamd.images import MAX_PIXELS
-from vcamd.types import Frame
+from vcamd.common.types import Frame
+from vcamd.files.images import MAX_PIXELS
 
 NOT_AN_IMAGE = np.empty(0, np.uint8)
 """What a source delivers for a frame it could not decode: the reader skips it as a bad frame."""

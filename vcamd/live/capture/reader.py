@@ -14,9 +14,9 @@ from enum import StrEnum
 
 import numpy as np
 
+from vcamd.common.newest import NewestSlot
+from vcamd.common.types import Captured, Frame
 from vcamd.live.capture.sources import FrameSource
-from vcamd.newest import NewestSlot
-from vcamd.types import Captured, Frame
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class SourceState(StrEnum):
 
 
 class LatestFrame(NewestSlot[Captured]):
-    """A one-frame hand-off (`vcamd.newest.NewestSlot`): `put` replaces whatever is there,
+    """A one-frame hand-off (`vcamd.common.newest.NewestSlot`): `put` replaces whatever is there,
     `take` waits for a frame newer than the last one taken. A frame that is replaced before anyone
     took it is counted as dropped."""
 

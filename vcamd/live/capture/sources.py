@@ -21,10 +21,10 @@ from typing import Protocol
 
 import numpy as np
 
+from vcamd.common.errors import VcamdError
+from vcamd.common.types import Frame
 from vcamd.config.schema import CameraConfig
-from vcamd.errors import VcamdError
 from vcamd.live.capture.jpeg import NOT_AN_IMAGE, decode_jpeg, is_jpeg_packet
-from vcamd.types import Frame
 
 log = logging.getLogger(__name__)
 

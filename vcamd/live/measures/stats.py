@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from vcamd.common.quality import Level
+from vcamd.common.types import Outcome
 from vcamd.live.measures.numbers import FaceCounts, FrameCounts, LiveNumbers, Misses, no_misses
-from vcamd.quality import Level
-from vcamd.types import Outcome
 
 log = logging.getLogger(__name__)
 

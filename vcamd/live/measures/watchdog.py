@@ -1,4 +1,4 @@
-"""Walks the quality ladder (`vcamd.quality`): a small, deterministic state machine over capture→publish latencies.
+"""Walks the quality ladder (`vcamd.common.quality`): a small, deterministic state machine over capture→publish latencies.
 
 Each published frame reports its latency with `observe()`. Over a rolling window of the last
 `window` frames the watchdog decides:
@@ -48,9 +48,9 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
+from vcamd.common.jsonable import to_jsonable
+from vcamd.common.quality import BEST, Level, adds_swap_work, higher, lower, lower_swap_work
 from vcamd.config.schema import Config, WatchdogConfig
-from vcamd.jsonable import to_jsonable
-from vcamd.quality import BEST, Level, adds_swap_work, higher, lower, lower_swap_work
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from vcamd.types import Frame
+from vcamd.common.types import Frame
 
 OFFLINE_MESSAGE = "Camera offline — reconnecting…"
 STARTING_MESSAGE = "Camera starting…"

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from vcamd.common.errors import VcamdError
+from vcamd.common.types import Face, Frame
 from vcamd.config.schema import Config
-from vcamd.errors import VcamdError
 from vcamd.live.output.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
 from vcamd.privacy.rule import Held
 from vcamd.sinks.base import Sink, SinkFactory
 from vcamd.sinks.registry import OUTPUT_SECTIONS
-from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from vcamd.common.types import Face, Frame
 from vcamd.privacy.obscure import obscure_region
 from vcamd.privacy.rule import Box, Held
-from vcamd.types import Face, Frame
 
 GRID_PX = 8
 """What was drawn anew in a frame is marked on a grid of this many pixels a cell (an overlap test

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from vcamd.common.types import Face, Frame
 from vcamd.faces.detect import SHAPE_STEP, input_shape_for
-from vcamd.types import Face, Frame
 
 THUMB_CELLS = 80
 """About this many cells across the frame's long side (16-px cells at 1280 wide, 24 at 1920)."""

@@ -25,7 +25,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from vcamd.types import Face, Frame
+from vcamd.common.types import Face, Frame
 
 
 class Detecting(Protocol):

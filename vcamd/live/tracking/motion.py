@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from vcamd.common.types import Face, Frame
 from vcamd.live.tracking.cropplan import CROP_FACTOR
-from vcamd.types import Face, Frame
 
 KEY_SIDE = 104
 """The key patch's side at most, in patch pixels (a larger square is downscaled by a whole factor)."""

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vcamd.common.types import Face
 from vcamd.config.schema import SmoothingConfig
 from vcamd.privacy.geometry import centres_widths, near_matrix
-from vcamd.types import Face
 
 D_CUTOFF_HZ = 4.0
 """Cutoff of the speed estimate's own smoothing (Hz). Lower steadies the speed against noise but

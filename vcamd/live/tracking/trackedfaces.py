@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vcamd.common.types import Face
 from vcamd.live.tracking.full import FullDetection
 from vcamd.privacy.geometry import SAME_TRACK_WIDTHS, near, near_any, near_matrix
-from vcamd.types import Face
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from vcamd.common.newest import BoundedCall
+from vcamd.common.quality import Level
+from vcamd.common.types import Face, Frame
 from vcamd.config.schema import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.tracking.changes import ChangeMap, downscaled
@@ -18,10 +21,7 @@ from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_
 from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
 from vcamd.live.tracking.sizes import detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
-from vcamd.newest import BoundedCall
 from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_matrix
-from vcamd.quality import Level
-from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
 

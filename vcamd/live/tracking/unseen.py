@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from vcamd.common.types import Face, Frame
 from vcamd.live.tracking.changes import CHANGE_LIMIT, THUMB_CELLS
 from vcamd.live.tracking.full import FullDetection
-from vcamd.types import Face, Frame
 
 FACE_ZONE_SCALE = 1.5
 """A group of changed cells wholly inside a known face's box grown this much (a square of its

@@ -1,6 +1,6 @@
 """One user photo read at a time, whichever surface asks (control socket, control page, tray).
 
-Reading a source-face photo decodes it: up to `vcamd.images.MAX_PIXELS` (64 MP × 3 bytes, plus
+Reading a source-face photo decodes it: up to `vcamd.files.images.MAX_PIXELS` (64 MP × 3 bytes, plus
 what the decoder holds) is hundreds of MB. Sixteen uploads at once through the page took the
 daemon from 0.5 GB to 4.5–5.9 GB, while the socket served one at a time. So the daemon has one
 lane: a request that finds it taken is answered "busy, try again" at once — never queued with
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 PHOTO_BUSY = "busy: another source face photo is being loaded — try again in a moment"
 

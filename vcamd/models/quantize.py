@@ -1,6 +1,6 @@
 """The swapper's int8 copy: built from the user's own weights with ONNX Runtime's quantiser,
-calibrated on real aligned faces, checked against the float model (`vcamd.fidelity`), kept
-(`vcamd.int8cache`).
+calibrated on real aligned faces, checked against the float model (`vcamd.inference.fidelity`), kept
+(`vcamd.inference.int8cache`).
 
 How (`onnxruntime.quantization.quantize_static`): static quantisation in the QDQ format, u8
 activations and s8 weights per output channel (7-bit weights on an x86 CPU without VNNI: ONNX
@@ -15,7 +15,7 @@ layers most sensitive to rounding, under 1 % of inswapper's work). None passing:
 kept as failed and the float model stays.
 
 Built three ways: `vcamd models quantize` (in the foreground, printing the check), the daemon on
-first use (`python -m vcamd.quantize JOB_DIR` at a lower priority, so its gigabytes and its
+first use (`python -m vcamd.models.quantize JOB_DIR` at a lower priority, so its gigabytes and its
 minute of CPU stay out of the daemon: `live.loading.Int8Upgrade`), and `vcamd bench`. Importing
 this module is cheap; ONNX Runtime's quantiser and onnx are imported when a copy is built.
 """
@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vcamd.errors import ModelError
-from vcamd.fidelity import THRESHOLDS, FidelityReport, compare
+from vcamd.common.errors import ModelError
+from vcamd.inference.fidelity import THRESHOLDS, FidelityReport, compare
+from vcamd.inference.precision import family_has_int8, no_int8_for
 from vcamd.modelstore.wayout import ways_out
-from vcamd.precision import family_has_int8, no_int8_for
 
 if TYPE_CHECKING:
+    from vcamd.common.types import Frame
     from vcamd.faces.specs import SwapperSpec
-    from vcamd.int8cache import Kept
-    from vcamd.types import Frame
+    from vcamd.inference.int8cache import Kept
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class SeenFaces:
 
 def faces_from_photos(photos: Sequence[Path], detector: Any, recognizer: Any, crop: Any, limit: int = CALIBRATION_FACES * 2) -> CalibrationFaces:
     """Calibration faces from photos (`faces_from_images`). FaceError when one cannot be read."""
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     return faces_from_images([read_image(photo, "calibration photo") for photo in photos], detector, recognizer, crop, limit)
 
@@ -153,7 +153,7 @@ def faces_from_images(images: Sequence[Frame], detector: Any, recognizer: Any, c
     """Calibration faces from images (photos, camera frames): the largest face of the first is the
     source; the faces of every image, largest first, aligned to the swapper's `crop`, up to
     `limit`. FaceError when the first image has no face."""
-    from vcamd.errors import FaceError
+    from vcamd.common.errors import FaceError
     from vcamd.faces.identity import largest_face
 
     if not images:
@@ -209,7 +209,7 @@ def build_checked(model: Path, recognizer: Path, faces: CalibrationFaces, *, pro
     """Build, check and keep `model`'s int8 copy (or its failed verdict), unless already kept; one
     build per model file at a time across processes. Raises ModelError when the model or the
     recogniser cannot be run (nothing is kept then)."""
-    from vcamd import int8cache
+    from vcamd.inference import int8cache
 
     started = time.monotonic()
     model = Path(model).expanduser().resolve()
@@ -239,7 +239,7 @@ def _attempts(model: Path, recognizer: Path, faces: CalibrationFaces, entry: Any
     """Each recipe in turn until one passes; the passing copy is left at `_built_path(entry)`."""
     import os
 
-    from vcamd.private_files import private_temporary
+    from vcamd.files.private_files import private_temporary
 
     spec = swapper_spec(model)
     float_crops, float_ms, latent, embed = _float_side(model, recognizer, faces, spec, providers, threads)
@@ -269,7 +269,7 @@ def _attempts(model: Path, recognizer: Path, faces: CalibrationFaces, entry: Any
 
 def swapper_spec(model: Path) -> SwapperSpec:
     from vcamd.faces.specs import swapper_spec_for
-    from vcamd.onnxwire import WireError, signature
+    from vcamd.inference.onnxwire import WireError, signature
 
     try:
         inputs, _ = signature(model)
@@ -290,7 +290,7 @@ def _float_side(model: Path, recognizer: Path, faces: CalibrationFaces, spec: Sw
     from vcamd.faces.align import similarity_transform, template_points, warp
     from vcamd.faces.identity import Recognizer
     from vcamd.faces.swap import Swapper
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     swapper = Swapper(model, Sessions(providers, threads))
     latent = swapper.latent(faces.source)
@@ -307,7 +307,7 @@ def _float_side(model: Path, recognizer: Path, faces: CalibrationFaces, spec: Sw
 
 def _swaps(model: Path, copy: Path, crops: list[Frame], latent: np.ndarray, providers: list[str], threads: int) -> tuple[list[Frame], float]:
     from vcamd.faces.swap import Swapper
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(providers, threads)
     sessions.run_copy(model, copy)
@@ -412,7 +412,7 @@ def _quiet_quantiser() -> Iterator[None]:
         root.removeFilter(quiet)
 
 
-# -- the daemon's background build: `python -m vcamd.quantize JOB_DIR` --------------------------------
+# -- the daemon's background build: `python -m vcamd.models.quantize JOB_DIR` --------------------------------
 
 @dataclass(frozen=True)
 class Job:
@@ -441,7 +441,7 @@ def main(argv: list[str]) -> int:
     stdout is its verdict as JSON: {"passed", "summary", "copy"}."""
     import os
 
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     with contextlib.suppress(OSError, AttributeError):

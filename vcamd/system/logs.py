@@ -11,7 +11,7 @@ import logging.handlers
 import sys
 from pathlib import Path
 
-from vcamd.private_files import open_private, private_dir, private_parent
+from vcamd.files.private_files import open_private, private_dir, private_parent
 
 LOG_FILE_NAME = "vcamd.log"
 MAX_BYTES = 5 * 1024 * 1024
@@ -103,7 +103,7 @@ def setup_logging(
     """
     numeric = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     if not isinstance(numeric, int):
-        from vcamd.errors import ConfigError
+        from vcamd.common.errors import ConfigError
 
         raise ConfigError("[runtime] log_level", [f"{level!r}: expected debug, info, warning or error"])
     root = logging.getLogger()

@@ -1,7 +1,7 @@
 """Which precision a model runs at: its own float, or its int8 copy on the CPU's integer units.
 
-The decision is one unit here, apart from how a session is made (`vcamd.runtime`), how the copy is
-built (`vcamd.quantize`) and checked (`vcamd.fidelity`), and where it is kept (`vcamd.int8cache`):
+The decision is one unit here, apart from how a session is made (`vcamd.inference.runtime`), how the copy is
+built (`vcamd.models.quantize`) and checked (`vcamd.inference.fidelity`), and where it is kept (`vcamd.inference.int8cache`):
 
 * `[models] precision = "float"` — the model file as it is (float32, or float16 weights);
 * `"auto"` (the default) — the swapper's int8 copy where the CPU provider runs it, the CPU has int8
@@ -115,7 +115,7 @@ def _apple_dotprod() -> Int8Units:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """What the fidelity check said of a model's int8 copy (`vcamd.int8cache` keeps it)."""
+    """What the fidelity check said of a model's int8 copy (`vcamd.inference.int8cache` keeps it)."""
 
     passed: bool
     summary: str
@@ -181,10 +181,10 @@ def choose(setting: str, provider: str, units: Int8Units, verdict: Verdict | Non
 def swapper_choice(setting: str, model: Path, providers: list[str], *, server: str = "") -> Choice:
     """`choose` for this machine: the provider a session of `model` will run on (the first of
     `providers`: `Sessions` warns when ONNX Runtime falls back), this CPU's units, and the int8 copy
-    kept for this model file (`vcamd.int8cache`; looked up without hashing the file). A swapper on
+    kept for this model file (`vcamd.inference.int8cache`; looked up without hashing the file). A swapper on
     the Triton `server` has no local model file to look up."""
-    from vcamd import int8cache
-    from vcamd.quantize import build_key
+    from vcamd.inference import int8cache
+    from vcamd.models.quantize import build_key
 
     if setting == "float" or server:
         return choose(setting, providers[0], Int8Units((), known=False), None, None, server=server)

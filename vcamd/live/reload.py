@@ -36,9 +36,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from vcamd.common.errors import ConfigError
 from vcamd.config.reading import load_config, read_config_bytes
 from vcamd.config.schema import Config
-from vcamd.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """The face engine for a config: its model files resolved (`vcamd.modelstore`), its sessions made,
-the precision the swapper runs at decided (`vcamd.precision`: its checked int8 copy, where one is
+the precision the swapper runs at decided (`vcamd.inference.precision`: its checked int8 copy, where one is
 kept and wanted and the swapper runs here), then the engine built (`vcamd.faces.engine`) — the one
 place the floors meet, so `faces/` opens files and never looks them up. `vcamd run` (through
 `live.loading`) and `vcamd swap` build their engines here.
 
 Where a session is made: `make_sessions`. With `[models] server` the served roles run on a Triton
-server (`vcamd.remote.sessions.RemoteSessions`, standing where `vcamd.runtime.Sessions` stands)."""
+server (`vcamd.remote.sessions.RemoteSessions`, standing where `vcamd.inference.runtime.Sessions` stands)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vcamd.common.types import ModelFiles
 from vcamd.config.schema import Config
-from vcamd.types import ModelFiles
 
 if TYPE_CHECKING:
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.engine import FaceEngine
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 
 def converter_for(cfg: Config) -> str:
@@ -71,7 +71,7 @@ def local_model_paths(cfg: Config) -> list[Path]:
 def make_sessions(cfg: Config, files: ModelFiles, local: Sessions | None = None) -> Sessions | Any:
     """The sessions the face engine loads its models with: ONNX Runtime's here, or with a server,
     `RemoteSessions` (the served roles there, the others on `local`)."""
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     local = local if local is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
     if not cfg.models.server:
@@ -92,7 +92,7 @@ def build_face_engine(cfg: Config, sessions: Sessions | None = None, *,
     swapper on its checked int8 copy where `[models] precision` and the machine say so (found
     without hashing the model) — only where ONNX Runtime runs it here: a served swapper stays as served."""
     from vcamd.faces.engine import FaceEngine
-    from vcamd.precision import swapper_choice
+    from vcamd.inference.precision import swapper_choice
 
     files = model_files(cfg)
     made = make_sessions(cfg, files, sessions)
@@ -105,9 +105,9 @@ def build_face_engine(cfg: Config, sessions: Sessions | None = None, *,
     if precision.copy is not None and not local.runs_copy(swapper):  # the kept copy did not load (logged)
         precision = precision.stays_float("its kept int8 copy does not load (see the log): the float model serves")
     if precision.build:
-        from vcamd.precision import family_has_int8, no_int8_for
+        from vcamd.inference.precision import family_has_int8, no_int8_for
 
-        if not family_has_int8(family := engine.swapper.spec.family):  # `vcamd.quantize` builds none for it
+        if not family_has_int8(family := engine.swapper.spec.family):  # `vcamd.models.quantize` builds none for it
             precision = precision.stays_float(no_int8_for(family))
     engine.precision = precision
     if made is not local:

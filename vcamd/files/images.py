@@ -17,8 +17,8 @@ import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from vcamd.errors import FaceError
-from vcamd.types import Frame
+from vcamd.common.errors import FaceError
+from vcamd.common.types import Frame
 
 MAX_PIXELS = 64_000_000
 """Refuse photos above 64 MP: decoding one costs hundreds of MB and no face needs it."""

@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700

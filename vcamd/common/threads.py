@@ -19,7 +19,7 @@ def lower_thread_priority(nice: int = 10) -> None:
     machine a flood of control clients must not take the cores the next frame needs. Not for the
     swap model: against other programs at normal priority it would get a tenth of their share, and
     an unprivileged thread cannot raise its priority again (RLIMIT_NICE); its sessions leave the
-    loop a core instead (`Sessions._background_pool`, `vcamd.cores`). Linux: per-thread nice; elsewhere nothing
+    loop a core instead (`Sessions._background_pool`, `vcamd.inference.cores`). Linux: per-thread nice; elsewhere nothing
     (not allowed or not per thread)."""
     if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
         return

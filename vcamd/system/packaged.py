@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 
 def packaged_text(name: str) -> str:

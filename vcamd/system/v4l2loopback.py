@@ -16,8 +16,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from vcamd.errors import VcamdError
-from vcamd.packaged import packaged_path, packaged_text
+from vcamd.common.errors import VcamdError
+from vcamd.system.packaged import packaged_path, packaged_text
 
 SYSFS = Path("/sys")
 MODULE = "v4l2loopback"

@@ -1,4 +1,4 @@
-"""Int8 copies of the user's model files, kept beside the optimised graphs (`vcamd.ortcache`) and
+"""Int8 copies of the user's model files, kept beside the optimised graphs (`vcamd.inference.ortcache`) and
 keyed by the model file's SHA-256, with the fidelity check's verdict on each.
 
 Keyed by content, not by path: a model moved, renamed or pulled again to another folder finds its
@@ -37,13 +37,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from vcamd.precision import Verdict
+from vcamd.inference.precision import Verdict
 
 log = logging.getLogger(__name__)
 
 
 def folder() -> Path:
-    from vcamd.ortcache import cache_dir
+    from vcamd.inference.ortcache import cache_dir
 
     return cache_dir() / "int8"
 
@@ -73,8 +73,8 @@ def known_sha256(model: Path) -> str | None:
 
 def sha256_of(model: Path) -> str:
     """The model file's SHA-256: remembered, or hashed now (seconds for 554 MB) and remembered."""
+    from vcamd.files.private_files import private_dir, write_private_atomic
     from vcamd.modelstore.files import sha256_file
-    from vcamd.private_files import private_dir, write_private_atomic
 
     model = model.expanduser().resolve()
     known = known_sha256(model)
@@ -144,7 +144,7 @@ def lookup(model: Path, key: str) -> Kept | None:
 def record(entry: Entry, passed: bool, summary: str, details: dict, built: Path | None) -> Kept:
     """Keep a build's verdict (and, when it passed, move the copy `built` into place first: the
     verdict file marks a complete entry)."""
-    from vcamd.private_files import private_dir, write_private_atomic
+    from vcamd.files.private_files import private_dir, write_private_atomic
 
     private_dir(entry.model.parent)
     size = None
@@ -169,7 +169,7 @@ def record(entry: Entry, passed: bool, summary: str, details: dict, built: Path 
 def build_lock(sha256: str) -> Iterator[None]:
     """One build of a model file's copy at a time, across processes (waits for another's; Windows:
     no advisory locks, builds may overlap and the last one's verdict stays)."""
-    from vcamd.private_files import open_private_fd, private_dir
+    from vcamd.files.private_files import open_private_fd, private_dir
 
     try:
         import fcntl

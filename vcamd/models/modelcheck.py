@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from vcamd.common.errors import ModelError, VcamdError
 from vcamd.config.schema import Config
-from vcamd.errors import ModelError, VcamdError
 from vcamd.modelstore.roles import configured_models, role_named
 from vcamd.modelstore.wayout import how_to_get, ways_out
 
@@ -27,9 +27,9 @@ def check_signature(path: Path, role: str, sessions: Any = None, *, family: str 
     """Load `path` as the `role` model; raises ModelError naming the file and the fix when it is not one.
     `family`: for a swapper, its family or model name (`[models] swapper_family`, a manifest name)
     when the file's own name may not say it (a download's `.part`, a user's file)."""
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
-    loader = role_named(role).loader_class()  # the class `vcamd run` loads it with (FaceEngine.from_config, through vcamd.pipeline)
+    loader = role_named(role).loader_class()  # the class `vcamd run` loads it with (FaceEngine.from_config, through vcamd.models.pipeline)
     sessions = sessions if sessions is not None else Sessions(["cpu"], threads=1)
     try:
         loader(path, sessions, family=family) if role == "swapper" and family else loader(path, sessions)
@@ -45,9 +45,9 @@ def wrong_role_problems(cfg: Config) -> list[tuple[str, VcamdError]]:
 
     Models not downloaded yet are left out: `vcamd models pull` and `doctor` report those.
     """
+    from vcamd.inference.runtime import Sessions
     from vcamd.modelstore.store import ModelStore
     from vcamd.remote.sessions import remote_placeholders
-    from vcamd.runtime import Sessions
 
     store = ModelStore.from_config(cfg.models)
     absent = {(row.name, row.role) for row in store.list() if row.status in ("missing", "partial")}
@@ -71,7 +71,7 @@ def identity_fit(recognizer: Path, swapper: Path) -> ModelError | None:
     error naming both models and the fix, or None when they fit — or when either graph is not
     one of its role (the role checks report that) or cannot be read."""
     from vcamd.faces.specs import swapper_candidates
-    from vcamd.onnxwire import WireError, signature
+    from vcamd.inference.onnxwire import WireError, signature
 
     try:
         _, embedding = signature(recognizer)

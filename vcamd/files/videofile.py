@@ -22,10 +22,10 @@ from pathlib import Path
 
 import cv2
 
-from vcamd.diskspace import disk_is_full, full_disk_message
-from vcamd.errors import VcamdError
-from vcamd.private_files import private_temporary
-from vcamd.types import Frame
+from vcamd.common.errors import VcamdError
+from vcamd.common.types import Frame
+from vcamd.files.diskspace import disk_is_full, full_disk_message
+from vcamd.files.private_files import private_temporary
 
 
 class VideoWriteError(VcamdError):

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 log = logging.getLogger(__name__)
 

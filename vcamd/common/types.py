@@ -62,7 +62,7 @@ class Outcome(StrEnum):
 @dataclass(frozen=True)
 class ModelFiles:
     """The model files a config uses, resolved before the face engine is built (`vcamd.modelstore`,
-    in `vcamd.pipeline`): the face engine opens files, it never looks them up."""
+    in `vcamd.models.pipeline`): the face engine opens files, it never looks them up."""
 
     paths: Mapping[str, Path]
     """Role → file, for every model the config uses (`modelstore.roles`)."""

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vcamd.cores import core_split
-from vcamd.errors import ModelError, VcamdError
+from vcamd.common.errors import ModelError, VcamdError
+from vcamd.inference.cores import core_split
 from vcamd.modelstore.wayout import ways_out
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class Sessions:
         self.providers = resolve_providers(list(providers or ["auto"]))
         self.threads = threads or os.cpu_count() or 1
         self.core_split = core_split(threads)
-        """Where the swap worker's sessions run (`vcamd.cores`); None: on `helper_threads` threads, unpinned."""
+        """Where the swap worker's sessions run (`vcamd.inference.cores`); None: on `helper_threads` threads, unpinned."""
         self._wrap = wrap
         self._sessions: dict[tuple[Path, tuple[int, int] | None], _Slot] = {}
         self._active: dict[str, str] = {}
@@ -165,7 +165,7 @@ class Sessions:
         return _Pool(split.threads, split.pool_affinities())
 
     def _options(self, pool: "_Pool", *, optimized: bool = False) -> "onnxruntime.SessionOptions":
-        """`optimized`: for a graph ONNX Runtime already optimised (`vcamd.ortcache`): no more optimising."""
+        """`optimized`: for a graph ONNX Runtime already optimised (`vcamd.inference.ortcache`): no more optimising."""
         import onnxruntime
 
         opts = onnxruntime.SessionOptions()
@@ -182,10 +182,10 @@ class Sessions:
 
     def get(self, path: Path | str, *, keep_optimized: bool = False, background: bool = False) -> "onnxruntime.InferenceSession":
         """The session for a model file, created once. `keep_optimized`: load it from its optimised
-        graph kept on disk (`vcamd.ortcache`; built on the first load) — for the model a start waits
+        graph kept on disk (`vcamd.inference.ortcache`; built on the first load) — for the model a start waits
         for, the swapper. `background`: the model runs on a helper thread beside the publishing
         loop (the swap worker's swapper and enhancer): its session's pool (`_background_pool`)
-        leaves the loop a core while the machine is quiet (`vcamd.cores`;
+        leaves the loop a core while the machine is quiet (`vcamd.inference.cores`;
         with an unpinned pool on every core, a pool thread
         took the loop's core: one 720p frame took 137 ms while inswapper ran). Not a lower
         priority: against a call app at normal priority a nice-10 swapper got a tenth of its share
@@ -195,7 +195,7 @@ class Sessions:
 
     def run_copy(self, model: Path | str, copy: Path) -> None:
         """Sessions of `model` made from now on run `copy` instead: its int8 copy, checked against it
-        (`vcamd.precision` decides, `vcamd.int8cache` keeps it). Callers keep naming (and reading)
+        (`vcamd.inference.precision` decides, `vcamd.inference.int8cache` keeps it). Callers keep naming (and reading)
         the model file itself; `runs_copy` says whether the copy really loaded."""
         with self._lock:
             self._copies[Path(model).expanduser().resolve()] = Path(copy)
@@ -306,7 +306,7 @@ class Sessions:
         cache never makes a load fail: a model's own error is the one raised."""
         import onnxruntime
 
-        from vcamd import ortcache
+        from vcamd.inference import ortcache
 
         entry = ortcache.entry_for(path, self.providers, onnxruntime.__version__)
         if entry is None:
@@ -377,8 +377,8 @@ def _load_error(path: Path, exc: Exception) -> ModelError:
 
 def _with_input_size(path: Path, input_hw: tuple[int, int]) -> bytes:
     """The model's bytes with its first input's H, W set and all other shapes left to inference
-    (`vcamd.onnxwire`, without the onnx package: see there why)."""
-    from vcamd.onnxwire import WireError, with_input_size
+    (`vcamd.inference.onnxwire`, without the onnx package: see there why)."""
+    from vcamd.inference.onnxwire import WireError, with_input_size
 
     try:
         return with_input_size(path.read_bytes(), input_hw)

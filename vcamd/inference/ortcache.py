@@ -98,7 +98,7 @@ class Entry:
     def begin(self) -> Path | None:
         """A fresh 0600 file for ONNX Runtime to write the optimised graph to; None when the cache
         cannot take it now (no room for it, the folder not writable)."""
-        from vcamd.private_files import open_private_fd, private_dir
+        from vcamd.files.private_files import open_private_fd, private_dir
 
         try:
             folder = private_dir(self.graph.parent)
@@ -116,7 +116,7 @@ class Entry:
     def commit(self) -> None:
         """The graph was written: make it the entry (then its key), and drop entries of model files
         that are gone."""
-        from vcamd.private_files import write_private_atomic
+        from vcamd.files.private_files import write_private_atomic
 
         if self.temporary is None:
             return
@@ -153,7 +153,7 @@ def kept_array(model: Path, name: str, compute: Callable[[], np.ndarray], shape:
     the model file's identity (resolved path, size, mtime); a missing, stale, unreadable or
     misshapen one is computed again (`compute()`, whose errors are the caller's) and rewritten.
     Read with `allow_pickle=False`."""
-    from vcamd.private_files import private_dir, write_private_atomic
+    from vcamd.files.private_files import private_dir, write_private_atomic
 
     try:
         st = model.stat()

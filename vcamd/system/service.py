@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PureWindowsPath
 
-from vcamd import v4l2loopback
-from vcamd.errors import VcamdError
-from vcamd.packaged import packaged_text
-from vcamd.private_files import private_parent, write_private_atomic
+from vcamd.common.errors import VcamdError
+from vcamd.files.private_files import private_parent, write_private_atomic
+from vcamd.system import v4l2loopback
+from vcamd.system.packaged import packaged_text
 
 UNIT_NAME = "facelive.service"
 DESKTOP_NAME = "facelive-tray.desktop"

@@ -11,8 +11,8 @@ from functools import lru_cache
 
 import cv2
 
+from vcamd.common.types import Frame
 from vcamd.config.schema import Corner
-from vcamd.types import Frame
 
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 _DARKEN = 0.35

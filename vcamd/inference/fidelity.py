@@ -24,7 +24,7 @@ aligned face crops, and the real MobileFaceNet; docs/performance.md, "int8 on th
   SOURCES.md puts the same person.
 
 A copy that misses any threshold on any face never runs: the float model stays and the reason is
-shown (`vcamd.precision`).
+shown (`vcamd.inference.precision`).
 """
 
 from __future__ import annotations

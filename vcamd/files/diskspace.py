@@ -1,5 +1,5 @@
 """How full the disk holding a path is, and a full disk in words (naming the file, its folder and
-the disk's mount point) for every writer that must say so: `vcamd.videofile`, `vcamd swap`'s
+the disk's mount point) for every writer that must say so: `vcamd.files.videofile`, `vcamd swap`'s
 photos, `vcamd snapshot`."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 AUDIO_CODEC_FOR_CONTAINER = {".mp4": "aac", ".m4v": "aac", ".mov": "aac", ".avi": "mp3"}
 """What audio is re-encoded to when the input's codec cannot go into the output container as is."""
