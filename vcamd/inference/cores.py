@@ -16,6 +16,14 @@ covers the frame and tracks every few frames (`FrameProcessor._first_swap_runnin
 shown that much sooner (the 554-MB inswapper stand-in's first swap: 1.7 s on one core, 0.85 s on
 two).
 
+A swapper on its int8 copy (`vcamd.inference.precision`) takes every core even while quiet: its
+worker thread moves, its pool stays off the loop's core. On the inswapper stand-in's copy, 720p,
+quiet, 2 cores (2026-12-05, one exclusive run each): 878 ms a swap off the loop's core, 605 ms with
+the worker on every core, the loop's p99 30 → 36 ms, 100 % at full quality either way; the worker
+pinned to the loop's core alone gave 608 ms (p99 42 ms), the pool unpinned too 678 ms (p99 43 ms).
+The float model's quiet every-core was not measured this way (the pool on every core was: it took
+the watchdog off full quality, docs/performance.md "Tried, not kept").
+
 How (Linux): the swap worker's sessions get one intra-op thread per core of the process, and
 ONNX Runtime pins its pool threads (every one but the caller's) to the swapper's cores
 (`session.intra_op_thread_affinities`); the swap worker — the thread that calls the model and
