@@ -109,7 +109,7 @@ def test_the_worker_takes_every_core_while_others_compete_and_leaves_the_loop_s_
     swap(QUIET_CORES * 0.5)
     assert not cores.every_core and pinned[-1] == split.swapper_cores and cores.changes == 2
     assert cores.every_core_s() == pytest.approx(now[0] - borrowed_at)
-    assert cores.to_json() == {"loop_core": 0, "swapper_cores": [1, 2, 3], "every_core_now": False,
+    assert cores.to_json() == {"loop_core": 0, "swapper_cores": [1, 2, 3], "worker_cores": [1, 2, 3], "every_core_now": False,
                                "every_core_s": round(now[0] - borrowed_at, 2), "changes": 2}
     calls = meter.calls
     now[0] += READ_EVERY_S / 2
@@ -142,6 +142,7 @@ def test_an_int8_swap_model_runs_on_every_core_while_quiet_and_a_float_one_keeps
     cores.follow(split, precision="int8")
     assert pinned == [split.every_core, split.swapper_cores, split.every_core]
     assert not cores.every_core and cores.changes == 0  # not the meter's doing: no move counted as the load's
+    assert cores.to_json()["worker_cores"] == [0, 1] and not cores.to_json()["every_core_now"]
 
 
 def test_a_pipeline_without_a_split_is_never_pinned_and_a_new_split_starts_quiet() -> None:

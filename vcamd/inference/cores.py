@@ -213,12 +213,14 @@ class SwapperCores:
         return self._every_core_s + (now - self._since if self.every_core and self._since is not None else 0.0)
 
     def to_json(self) -> dict:
-        """For the stats: the split (None: the swapper runs anywhere), where it is now, how long
-        it was on every core for other programs' sake, and how often it moved."""
+        """For the stats: the split (None: the swapper runs anywhere), the cores the worker is on
+        now (an int8 swapper or a first swap: every core), whether other programs keep it on every
+        core now, how long they did, and how often it moved for them."""
         split = self._split
         return {
             "loop_core": split.loop_core if split is not None else None,
             "swapper_cores": sorted(split.swapper_cores) if split is not None else None,
+            "worker_cores": sorted(self._pinned) if split is not None and self._pinned is not None else None,
             "every_core_now": self.every_core,
             "every_core_s": round(self.every_core_s(), 2),
             "changes": self.changes,
