@@ -21,9 +21,6 @@ PYPROJECT = ROOT / "pyproject.toml"
 # The cycles between modules of vcamd/ today. A new one fails the test; so does one that is gone
 # (then remove its line here: the list stays the truth).
 KNOWN_MODULE_CYCLES = {
-    # issue 40: the engine names FollowedFace and following names FaceEngine, both under
-    # TYPE_CHECKING; removed when FollowedFace takes a Protocol of what it asks the engine.
-    frozenset({"vcamd.faces.engine", "vcamd.faces.following"}),
     # issue 40: the store proves files with modelcheck.check_signature while modelcheck asks the
     # store for files (in a function); removed when check_signature moves into modelstore.
     frozenset({

@@ -220,6 +220,7 @@ def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
     has seen them. Waits for the condition (each swap reads at most once a READ_EVERY_S)."""
     from vcamd.bench.scenarios import busy_processes
     from vcamd.common.quality import BEST
+    from vcamd.faces.engine import SwappedFace
     from vcamd.live.measures.stats import LiveStats
     from vcamd.live.swapworker import SwapJob, SwapWorker
 
@@ -232,7 +233,8 @@ def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
 
         def swap_faces(self, frame, faces, level=BEST, timer=None):
             seen.append(os.sched_getaffinity(0))
-            return [np.random.default_rng(len(seen)).integers(0, 255, (8, 8, 3), np.uint8)]
+            crop = np.random.default_rng(len(seen)).integers(0, 255, (8, 8, 3), np.uint8)
+            return [SwappedFace(crop, "arcface", np.zeros((5, 2), np.float32))]
 
     worker = SwapWorker(Faces(), LiveStats(time.monotonic), time.monotonic)  # type: ignore[arg-type]
     worker.start()

@@ -3,6 +3,10 @@
 import argparse
 import os
 from pathlib import Path
+from typing import TypeAlias
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What `vcamd.cli` hands each module's `register` (argparse's class is generic only to the checker)."""
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:

@@ -59,6 +59,7 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vcamd.bench.settings import (
     CALL_SWAP_MS,
@@ -73,13 +74,16 @@ from vcamd.bench.settings import (
     BenchSettings,
     settings_dict,
 )
-from vcamd.commands import add_config_option, check_output_file
+from vcamd.commands import Subcommands, add_config_option, check_output_file
 from vcamd.common.quality import Level
+
+if TYPE_CHECKING:
+    from vcamd.config.schema import Config
 
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser(
         "bench",
         help="benchmark the live loop (generated clip as camera, stand-in swappers)",
@@ -211,7 +215,7 @@ def handle(args: argparse.Namespace) -> int:
     )
     if "groups" in scenarios and settings.group_photo is not None and not settings.group_photo.is_file():
         raise VcamdError(f"--group-photo: {settings.group_photo} not found", fix="pass --group-photo PHOTO (a photo with many faces)")
-    if "crowd" in scenarios and not settings.crowd_photo.is_file():
+    if "crowd" in scenarios and (settings.crowd_photo is None or not settings.crowd_photo.is_file()):
         raise VcamdError(f"--crowd-photo: {settings.crowd_photo} not found", fix="pass --crowd-photo PHOTO (a photo with a hundred faces)")
     check_detector(detector, cfg, from_flag=args.detector is not None)  # now, not after the stand-ins are built
     results = run_benchmark(settings, scenarios, base=cfg)
@@ -224,7 +228,7 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_detector(value: str, cfg, *, from_flag: bool) -> None:
+def check_detector(value: str, cfg: Config, *, from_flag: bool) -> None:
     """The detector the runs will use is there and is a detector; a bad one is blamed on where it
     came from: `--detector` as typed, or `[models] detector` in the config."""
     from vcamd.common.errors import VcamdError

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vcamd.commands import Subcommands
+
+if TYPE_CHECKING:
+    from vcamd.config.schema import Config
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "config",
         help="check the settings file or create one",
@@ -61,10 +67,10 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _missing_files(config: object) -> list[str]:
+def _missing_files(config: Config) -> list[str]:
     """Photos the config names that are not there: valid TOML, but the swap would fail later."""
     problems = []
-    swap = config.swap  # type: ignore[attr-defined]
+    swap = config.swap
     for key in ("source_face", "reference_face"):
         path = getattr(swap, key)
         if path is not None and not Path(path).is_file():
@@ -72,16 +78,16 @@ def _missing_files(config: object) -> list[str]:
     return problems
 
 
-def _model_problems(config: object) -> list[str]:
+def _model_problems(config: Config) -> list[str]:
     """Models that `vcamd run` would refuse for their role (e.g. a GFPGAN file as swapper), or
     that do not fit each other (a 128-d recognizer with a 512-d swapper)."""
     from vcamd.models.modelcheck import identity_fit_problem, wrong_role_problems
 
     problems = []
-    for role, err in wrong_role_problems(config):  # type: ignore[arg-type]
+    for role, err in wrong_role_problems(config):
         message = err.message if err.message.startswith("[models]") else f"[models] {role}: {err.message}"
         problems.append(message + (f" — {err.fix}" if err.fix else ""))
-    misfit = identity_fit_problem(config)  # type: ignore[arg-type]
+    misfit = identity_fit_problem(config)
     if misfit is not None:
         problems.append(f"{misfit.message} — {misfit.fix}")
     return problems

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vcamd.commands import Subcommands
 from vcamd.common.quality import quality_names  # standard library only: the parser must not import numpy
 from vcamd.files.private_files import write_private_atomic
 from vcamd.remote.summary import describe_server  # standard library only, like quality
@@ -27,7 +28,7 @@ ENDPOINT_HELP = (
 QUIT_WAIT_S = 15.0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     def verb(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
         # The short help reads as the other commands' (lower case, in `vcamd --help`'s list); the
         # description is a sentence before the next one.

@@ -6,10 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from vcamd.commands import add_config_option
+from vcamd.commands import Subcommands, add_config_option
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "faces",
         help="list the faces the detector finds in a photo",

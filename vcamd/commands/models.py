@@ -7,15 +7,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vcamd.commands import add_config_option
+from vcamd.commands import Subcommands, add_config_option
 
 if TYPE_CHECKING:
     from vcamd.config.schema import Config
+    from vcamd.models.quantize import Attempt
     from vcamd.modelstore.manifest import ModelEntry
     from vcamd.modelstore.store import ModelStore
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "models",
         help="list, download and verify the model files",
@@ -244,7 +245,7 @@ def _quantize(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_attempt(attempt) -> None:
+def _print_attempt(attempt: Attempt) -> None:
     report = attempt.report
     t = report.thresholds
     print(f"  {attempt.recipe.name}: float {attempt.float_ms:.0f} ms a face, int8 {attempt.int8_ms:.0f} ms ({attempt.speedup:.1f}× faster)")
@@ -255,7 +256,7 @@ def _print_attempt(attempt) -> None:
           f" → {'passed' if report.passed else 'failed: ' + '; '.join(report.failures())}")
 
 
-def _forget_copy(model, key: str) -> None:
+def _forget_copy(model: Path, key: str) -> None:
     """--again: the kept copy and verdict of this model file go first (a new build replaces them)."""
     import contextlib
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vcamd.commands import add_config_option
+from vcamd.commands import Subcommands, add_config_option
+
+if TYPE_CHECKING:
+    from vcamd.remote.address import ServerAddress
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser(
         "serve",
         help="run the face models on this machine for other machines' cameras (NVIDIA Triton Inference Server)",
@@ -46,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.set_defaults(func=handle_pair)
 
 
-def _address(text: str, flag: str):
+def _address(text: str, flag: str) -> ServerAddress:
     from vcamd.common.errors import VcamdError
     from vcamd.remote.address import ServerAddress
 

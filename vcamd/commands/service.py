@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from vcamd.commands import Subcommands
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "service",
         help="install, remove or show the start-up entry (systemd user unit, autostart, launchd, Startup folder)",

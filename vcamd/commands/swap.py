@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vcamd.commands import add_config_option
+from vcamd.commands import Subcommands, add_config_option
 from vcamd.common.errors import VcamdError
 from vcamd.files.diskspace import full_disk_message, mount_point
 from vcamd.files.private_files import private_temporary, write_private_atomic
@@ -45,7 +45,7 @@ VIDEO_OUTPUT_FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "
 """Containers we write, with a codec every OpenCV build has."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "swap",
         help="swap faces in a photo or video file (offline)",
@@ -197,7 +197,7 @@ def _open_video(source: Path) -> tuple[cv2.VideoCapture, Frame]:
     # leaves a user's own OPENCV_FFMPEG_LOGLEVEL (for debugging) alone.
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
     capture = cv2.VideoCapture(str(source))
-    ok, frame = capture.read() if capture.isOpened() else (False, None)
+    ok, frame = _next_frame(capture) if capture.isOpened() else (False, None)
     if not ok or frame is None:
         capture.release()
         raise VcamdError(
@@ -205,6 +205,14 @@ def _open_video(source: Path) -> tuple[cv2.VideoCapture, Frame]:
             fix="give an .mp4/.mov/.avi file that plays, or convert it with ffmpeg",
         )
     return capture, frame
+
+
+def _next_frame(capture: cv2.VideoCapture) -> tuple[bool, Frame | None]:
+    """The next decoded frame, None where there is none (past the end, a damaged stretch)."""
+    from vcamd.common.types import as_frame
+
+    ok, frame = capture.read()
+    return ok, as_frame(frame) if frame is not None else None
 
 
 @dataclass
@@ -304,7 +312,8 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
 
     tally = VideoTally()
     follow = FollowedFace()
-    ok, frame = True, first
+    ok = True
+    frame: Frame | None = first
     # Written under a fresh 0600 temporary name next to OUT, checked, and renamed when complete
     # (`vcamd.files.videofile`): no truncated OUT, no write through a symlink planted at OUT, private
     # whatever the umask, and a full disk is an error at once, not a file that plays nowhere.
@@ -318,12 +327,12 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
                 tally.add(*_finish_frame(engine, cfg, frame, follow, tally.frames))
                 video.write(frame)
                 progress.advance()
-                ok, frame = capture.read()
+                ok, frame = _next_frame(capture)
                 # A damaged stretch fails reads that later ones get past (MPEG-4); a file cut short
                 # fails them all. Either way no more reads than the frames the input claims.
                 while not ok and total and tally.frames + tally.unreadable < total:
                     tally.unreadable += 1
-                    ok, frame = capture.read()
+                    ok, frame = _next_frame(capture)
         if not tally.swapped:
             raise no_face_error(source, cfg, tally.unmatched, where="any frame of ")
         complete = video.finish()

@@ -6,12 +6,29 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
 
+if TYPE_CHECKING:
+    from cv2.typing import MatLike
+
 Frame = npt.NDArray[np.uint8]
 """H×W×3 uint8 BGR image, as OpenCV delivers it."""
+
+
+def as_frame(image: MatLike) -> Frame:
+    """An OpenCV result as the uint8 image it is. OpenCV's stubs give every result one type, an array
+    of any depth (`MatLike`); its functions keep their input's depth (a uint8 image in, one out) and
+    a decoded or captured image is uint8. Free at run time: the same array, only its type named."""
+    return cast(Frame, image)
+
+
+def as_float32(image: MatLike) -> npt.NDArray[np.float32]:
+    """An OpenCV result as the float32 array it is (a float32 input's blur, warp or blob): `as_frame`'s
+    reason, for float images."""
+    return cast(npt.NDArray[np.float32], image)
 
 Points = npt.NDArray[np.float32]
 """N×2 float32 pixel coordinates."""

@@ -257,24 +257,29 @@ class ControlClient:
         except (DaemonNotRunning, ControlError):
             return False
 
+    def _state(self, cmd: Command, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A request the daemon answers with its state (a JSON object)."""
+        state: dict[str, Any] = self.request(cmd, args)
+        return state
+
     def status(self) -> dict[str, Any]:
-        return self.request(Command.status)
+        return self._state(Command.status)
 
     def set_enabled(self, on: bool) -> dict[str, Any]:
-        return self.request(Command.on if on else Command.off)
+        return self._state(Command.on if on else Command.off)
 
     def toggle(self) -> dict[str, Any]:
-        return self.request(Command.toggle)
+        return self._state(Command.toggle)
 
     def set_source_face(self, path: Path) -> dict[str, Any]:
         # The daemon may run in another working directory: always send an absolute path.
-        return self.request(Command.set_face, {"path": str(Path(path).expanduser().resolve())})
+        return self._state(Command.set_face, {"path": str(Path(path).expanduser().resolve())})
 
     def set_quality(self, level: Level | None) -> dict[str, Any]:
-        return self.request(Command.quality, {"level": AUTO if level is None else level.name})
+        return self._state(Command.quality, {"level": AUTO if level is None else level.name})
 
     def reload(self) -> dict[str, Any]:
-        return self.request(Command.reload)
+        return self._state(Command.reload)
 
     def snapshot_png(self) -> bytes:
         result = self.request(Command.snapshot)

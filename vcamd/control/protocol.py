@@ -90,30 +90,35 @@ class Status(LiveNumbers, total=False):
     config_error: str | None  # the last config problem while running on the last good config
 
 
+StateAnswer = dict[str, Any] | None
+"""What a change of `Controllable` answers: the state after it applied (as `status()`), or None."""
+
+
 @runtime_checkable
 class Controllable(Protocol):
     """The control surface the live engine implements and the control server and tray drive.
 
     Methods are called from control-server threads, so implementations must be thread-safe. A
     user-caused problem is raised as `VcamdError` (e.g. `FaceError` for a bad photo); its one-line
-    message is what the user sees.
+    message is what the user sees. A change may answer with the state after it applied (the live
+    engine does: `StateAnswer`) or with None.
     """
 
     def status(self) -> dict[str, Any]: ...
 
-    def set_enabled(self, on: bool) -> None: ...
+    def set_enabled(self, on: bool) -> StateAnswer: ...
 
     def toggle(self) -> Any:
         """Switch swapping over from its current state, as one step (two toggles never cancel out)."""
         ...
 
-    def set_source_face(self, path: Path) -> None: ...
+    def set_source_face(self, path: Path) -> StateAnswer: ...
 
-    def set_quality(self, level: Level | None) -> None:
+    def set_quality(self, level: Level | None) -> StateAnswer:
         """Pin the quality level; None = automatic (the watchdog decides)."""
         ...
 
-    def reload_config(self) -> None: ...
+    def reload_config(self) -> StateAnswer: ...
 
     def snapshot_png(self) -> bytes: ...
 
@@ -125,11 +130,11 @@ class Controllable(Protocol):
         """The watchdog's level changes with their reasons, oldest first."""
         ...
 
-    def set_badge(self, on: bool) -> None:
+    def set_badge(self, on: bool) -> StateAnswer:
         """Show or hide the "AI-altered" disclosure badge."""
         ...
 
-    def set_model(self, role: str, name: str) -> None:
+    def set_model(self, role: str, name: str) -> StateAnswer:
         """Use the manifest's model `name` for `role` (swapper or enhancer), loaded in the
         background while the running one keeps swapping (VcamdError when it is not there)."""
         ...
@@ -260,7 +265,7 @@ def decode_request(line: bytes) -> tuple[Command, dict[str, Any], str | None]:
     unknown = set(message) - {"cmd", "args", "token"}
     if unknown:
         raise ProtocolError(f"unknown request field(s): {', '.join(name[:40] for name in sorted(unknown)[:5])}")
-    cmd = message.get("cmd")
+    cmd: Any = message.get("cmd")  # untrusted JSON: Command() refuses anything but one of its values
     try:
         command = Command(cmd)
     except ValueError:

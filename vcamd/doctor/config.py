@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from vcamd.common.errors import ConfigError, VcamdError
 from vcamd.config.schema import Config
@@ -24,7 +25,7 @@ def check_config(path: Path | None) -> tuple[CheckResult, Config]:
     return ok("config", f"{where} is valid"), cfg
 
 
-def check_source_face(cfg: Config, daemon_status: dict | None = None) -> CheckResult:
+def check_source_face(cfg: Config, daemon_status: dict[str, Any] | None = None) -> CheckResult:
     """The config's source face; with none there, the one the running daemon uses (`--face`,
     `vcamd set-face`, the tray or the control page)."""
     face = cfg.swap.source_face

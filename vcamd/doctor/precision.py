@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
@@ -10,7 +11,7 @@ from vcamd.doctor.results import CheckResult, Status, ok
 NAME = "precision"
 
 
-def check_precision(cfg: Config, daemon_status: dict | None = None) -> CheckResult:
+def check_precision(cfg: Config, daemon_status: dict[str, Any] | None = None) -> CheckResult:
     """What `[models] precision` gives on this machine: the CPU's int8 units, the swapper's int8 copy
     (kept and checked, failed, or not built yet) — and what the running daemon really runs, when
     one answers. A copy that failed its check is worth knowing (!); everything else is fine."""

@@ -15,7 +15,7 @@ NAME = "server"
 REACH_S = 5.0
 
 
-def check_server(cfg: Config, daemon_status: dict | None = None, *, reach_s: float = REACH_S) -> CheckResult | None:
+def check_server(cfg: Config, daemon_status: dict[str, Any] | None = None, *, reach_s: float = REACH_S) -> CheckResult | None:
     """None without a server. With the daemon running on it, what the daemon sees; else a link of
     our own: reached within `reach_s`, each served role loaded through it."""
     if not cfg.models.server:
@@ -44,9 +44,9 @@ def check_server(cfg: Config, daemon_status: dict | None = None, *, reach_s: flo
             return CheckResult(NAME, Status.fail, f"{cfg.models.server} does not answer within {reach_s:g} s ({status['error']})",
                                "start it there: `vcamd serve` (README \"The swap on a GPU elsewhere\"); faces are held or "
                                "obscured until it answers" + ("; the local models run meanwhile" if cfg.models.fallback == "local" else ""))
-        for role, served in wanted.items():
+        for role, spec in wanted.items():
             try:
-                role_named(role).loader_class()(Path(served.name), remote)
+                role_named(role).loader_class()(Path(spec.name), remote)
             except VcamdError as err:
                 return CheckResult(NAME, Status.fail, f"{cfg.models.server}, the {role}: {err.message}", err.fix or "")
         return _from_status(remote.server_status(), "checked now")

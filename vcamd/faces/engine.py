@@ -45,6 +45,8 @@ from vcamd.privacy import rule
 from vcamd.privacy.rule import FaceOutcome, Scene
 
 if TYPE_CHECKING:
+    import onnxruntime
+
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.following import FollowedFace
@@ -281,7 +283,7 @@ class FaceEngine:
 
     def precision_status(self) -> tuple[dict[str, str], dict[str, str]]:
         """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
-        runs = {"detector": "float", "recognizer": "float", "swapper": self.precision.runs}
+        runs: dict[str, str] = {"detector": "float", "recognizer": "float", "swapper": self.precision.runs}
         if self.enhancer is not None:
             runs["enhancer"] = "float"
         if self.parser is not None:
@@ -301,10 +303,10 @@ class FaceEngine:
         photo, _ = self.swapper.crop.align(read_image(current.identity.path, "source face"), current.identity.face.kps)
         return CalibrationFaces([photo, *seen], current.identity.embedding)
 
-    def use_int8(self, session: object, precision: Choice) -> None:
+    def use_int8(self, session: onnxruntime.InferenceSession, precision: Choice) -> None:
         """Run the swapper on its checked int8 copy's `session` from the next swap (the loop's thread,
         between two frames: the swap worker reads the session once per run)."""
-        self.swapper.session = session  # type: ignore[assignment]
+        self.swapper.session = session
         self.precision = precision
         self.seen = None
 
@@ -503,4 +505,5 @@ def _compose(outer: Affine, inner: Affine) -> Affine:
     """The 2×3 affine for applying `inner` first, then `outer`."""
     full_outer = np.vstack([np.asarray(outer, np.float64), [0.0, 0.0, 1.0]])
     full_inner = np.vstack([np.asarray(inner, np.float64), [0.0, 0.0, 1.0]])
-    return (full_outer @ full_inner)[:2].astype(np.float32)
+    composed: Affine = (full_outer @ full_inner)[:2].astype(np.float32)
+    return composed

@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from vcamd.common.errors import ModelError
-from vcamd.common.types import Frame
+from vcamd.common.types import Frame, as_frame
 from vcamd.faces.specs import ENHANCER_CROP, ENHANCERS, ORT_FLOAT_DTYPES, CropSpec, EnhancerSpec, enhancer_spec_for
 from vcamd.modelstore.wayout import how_to_get
 
@@ -105,7 +105,7 @@ class Enhancer:
         restored = self.restore(crop_bgr)
         if self.strength >= 1.0:
             return restored
-        return cv2.addWeighted(restored, self.strength, crop_bgr, 1.0 - self.strength, 0.0)
+        return as_frame(cv2.addWeighted(restored, self.strength, crop_bgr, 1.0 - self.strength, 0.0))
 
 
 def _square_side(shape: list[object]) -> int:

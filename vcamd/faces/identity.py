@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from vcamd.common.errors import FaceError, ModelError
 from vcamd.common.types import Face, Frame
-from vcamd.faces.specs import RECOGNIZER_CROP, CropSpec
+from vcamd.faces.specs import ARCFACE_PIXELS, RECOGNIZER_CROP, CropSpec
 from vcamd.modelstore.wayout import ways_out
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def graph_normalisation(path: Path) -> tuple[float, float]:
         raise ModelError(f"{path.name} is not a readable ONNX model ({exc})", fix=ways_out(pull_note=" to download it again")) from None
     subtracts = any(n.startswith(("Sub", "_minus")) for n in names)
     multiplies = any(n.startswith(("Mul", "_mul")) for n in names)
-    return RAW_PIXELS if subtracts and multiplies else (RECOGNIZER_CROP.mean, RECOGNIZER_CROP.std)
+    return RAW_PIXELS if subtracts and multiplies else ARCFACE_PIXELS
 
 
 class Recognizer:
@@ -98,7 +98,7 @@ class Recognizer:
     def embed_crop_raw(self, crop: Frame) -> Embedding:
         """`embed_raw` of an already aligned 112×112 BGR crop; FaceError when it is empty."""
         blob = self.crop.to_blob([crop])
-        raw = self.session.run(None, {self.input_name: blob})[0].reshape(-1).astype(np.float32)
+        raw: Embedding = self.session.run(None, {self.input_name: blob})[0].reshape(-1).astype(np.float32)
         norm = float(np.linalg.norm(raw))
         if not np.isfinite(norm) or norm == 0.0:
             raise FaceError("the recognizer returned an empty embedding for this face", fix="use a clearer, larger face")

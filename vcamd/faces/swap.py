@@ -189,7 +189,7 @@ class Swapper:
         if self.spec.source.kind == "converted" and self.converter is None:
             raise ModelError(
                 f"{self.path.name} ({self.spec.family}) takes its source identity through an embedding converter, and none is set",
-                fix=f"set [models] converter = {self.spec.converter!r} ({how_to_get([self.spec.converter])}), or \"\" with a "
+                fix=f"set [models] converter = {self.spec.converter!r} ({how_to_get([self.spec.converter or 'NAME'])}), or \"\" with a "
                     "swapper named as its model (e.g. ghost_2_256) for its family's own",
             )
 
@@ -301,7 +301,8 @@ class Swapper:
 
     def _run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         feeds = {name: np.ascontiguousarray(value) for name, value in feeds.items()}
-        return self.session.run(None, feeds)[0]
+        first: np.ndarray = self.session.run(None, feeds)[0]  # an ONNX Runtime session: untyped
+        return first
 
 
 def _read_emap(path: Path, dim: int) -> npt.NDArray[np.float32]:

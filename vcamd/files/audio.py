@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from vcamd.common.errors import VcamdError
 
-AUDIO_CODEC_FOR_CONTAINER = {".mp4": "aac", ".m4v": "aac", ".mov": "aac", ".avi": "mp3"}
+AUDIO_CODEC_FOR_CONTAINER: dict[str, Literal["aac", "mp3"]] = {".mp4": "aac", ".m4v": "aac", ".mov": "aac", ".avi": "mp3"}
 """What audio is re-encoded to when the input's codec cannot go into the output container as is."""
 
 AVI_COPYABLE = {"mp3", "mp2", "ac3", "pcm_s16le", "pcm_u8"}
@@ -68,8 +68,9 @@ def mux_audio(video_only: Path, audio_from: Path, output: Path) -> AudioKept:
                 if _copyable(audio_in.codec_context.name, suffix, out.supported_codecs):
                     feeds.append(_copied(sound.demux(audio_in), out.add_stream_from_template(audio_in), order))
                 else:
-                    reencoded = AUDIO_CODEC_FOR_CONTAINER.get(suffix, "aac")
-                    audio_out = out.add_stream(reencoded, rate=audio_in.codec_context.sample_rate or 48000)
+                    codec = AUDIO_CODEC_FOR_CONTAINER.get(suffix, "aac")
+                    reencoded = codec
+                    audio_out = out.add_stream(codec, rate=audio_in.codec_context.sample_rate or 48000)
                     audio_out.layout = audio_in.codec_context.layout.name
                     feeds.append(_reencoded(sound.demux(audio_in), audio_out, order))
             # heapq.merge keeps the output in time order across tracks; `order` breaks ties stably.

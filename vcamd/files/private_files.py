@@ -16,11 +16,12 @@ prints it as one line with the fix).
 from __future__ import annotations
 
 import errno
+import io
 import os
 import secrets
 import stat
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, overload
 
 from vcamd.common.errors import VcamdError
 
@@ -145,6 +146,18 @@ def open_private_fd(path: Path | str, flags: int) -> int:
         os.close(fd)
         raise
     return fd
+
+
+@overload
+def open_private(path: Path | str, mode: Literal["w", "a"], **fdopen_kwargs: Any) -> io.TextIOWrapper: ...
+
+
+@overload
+def open_private(path: Path | str, mode: Literal["wb", "ab"] = "wb", **fdopen_kwargs: Any) -> io.BufferedWriter: ...
+
+
+@overload
+def open_private(path: Path | str, mode: Literal["r+b"], **fdopen_kwargs: Any) -> io.BufferedRandom: ...
 
 
 def open_private(path: Path | str, mode: str = "wb", **fdopen_kwargs: Any) -> IO[Any]:

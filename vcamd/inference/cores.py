@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ class SwapperCores:
         now = self._clock()
         return self._every_core_s + (now - self._since if self.every_core and self._since is not None else 0.0)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """For the stats: the split (None: the swapper runs anywhere), the cores the worker is on
         now (an int8 swapper or a first swap: every core), whether other programs keep it on every
         core now, how long they did, and how often it moved for them."""

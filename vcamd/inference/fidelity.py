@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -114,7 +115,7 @@ class FidelityReport:
                 f"identity drop ≤ {self.worst_identity_drop:.3f} (at most {t.identity_drop:g}), "
                 f"int8 vs float face ≥ {self.worst_same_face:.3f} (needs {t.same_face:g})")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"passed": self.passed, "summary": self.summary(), "thresholds": asdict(self.thresholds),
                 "faces": [asdict(f) | {"identity_drop": round(f.identity_drop, 5)} for f in self.faces]}
 

@@ -36,6 +36,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vcamd.inference.precision import Verdict
 
@@ -48,7 +49,7 @@ def folder() -> Path:
     return cache_dir() / "int8"
 
 
-def _identity(model: Path) -> dict:
+def _identity(model: Path) -> dict[str, Any]:
     st = model.stat()
     return {"model": str(model), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
@@ -115,7 +116,7 @@ class Kept:
 
     verdict: Verdict
     model: Path | None
-    record: dict
+    record: dict[str, Any]
 
 
 def read(entry: Entry) -> Kept | None:
@@ -141,7 +142,7 @@ def lookup(model: Path, key: str) -> Kept | None:
     return read(Entry(sha, key)) if sha is not None else None
 
 
-def record(entry: Entry, passed: bool, summary: str, details: dict, built: Path | None) -> Kept:
+def record(entry: Entry, passed: bool, summary: str, details: dict[str, Any], built: Path | None) -> Kept:
     """Keep a build's verdict (and, when it passed, move the copy `built` into place first: the
     verdict file marks a complete entry)."""
     from vcamd.files.private_files import private_dir, write_private_atomic

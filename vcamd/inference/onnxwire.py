@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -59,7 +59,11 @@ class WireError(ValueError):
 class Buffer(Protocol):
     """bytes or a `FileBuffer`: an int at an index, bytes for a slice."""
 
-    def __getitem__(self, index, /): ...
+    @overload
+    def __getitem__(self, index: int, /) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice, /) -> bytes: ...
 
     def __len__(self) -> int: ...
 
@@ -165,7 +169,13 @@ class FileBuffer:
         self._file.seek(start)
         return self._file.read(size)
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int, /) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice, /) -> bytes: ...
+
+    def __getitem__(self, index: int | slice, /) -> int | bytes:
         if isinstance(index, slice):
             start, stop, _ = index.indices(self._size)
             return self._read(start, stop - start) if stop > start else b""
@@ -209,7 +219,7 @@ def _packed(buf: Buffer, found: list[Field], dtype: str, varints: bool = False) 
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
-def read_tensor(buf: Buffer, tensor: Field, base_dir: Path) -> npt.NDArray:
+def read_tensor(buf: Buffer, tensor: Field, base_dir: Path) -> npt.NDArray[Any]:
     """A float TensorProto as an array: raw data, the typed fields, or external data in a file
     inside `base_dir` (a location outside it is refused, never followed)."""
     found: dict[int, list[Field]] = {}
@@ -270,7 +280,7 @@ def _external(buf: Buffer, entries: list[Field], base_dir: Path, size: int) -> b
 # -- what vcamd reads ---------------------------------------------------------------------------------
 
 
-def last_initializer(path: Path) -> npt.NDArray | None:
+def last_initializer(path: Path) -> npt.NDArray[Any] | None:
     """The graph's last initializer (a float tensor), read without parsing the rest of the file;
     None when the graph has none."""
     try:

@@ -36,6 +36,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +74,7 @@ def cpu_signature() -> str:
     return hashlib.sha256(f"{platform.machine()}\n{described}".encode()).hexdigest()[:16]
 
 
-def model_key(model: Path, providers: list[str], ort_version: str) -> dict:
+def model_key(model: Path, providers: list[str], ort_version: str) -> dict[str, Any]:
     st = model.stat()
     return {"format": FORMAT, "model": str(model), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
             "onnxruntime": ort_version, "providers": list(providers), "optimization": "all", "cpu": cpu_signature()}
@@ -85,7 +86,7 @@ class Entry:
 
     graph: Path
     key_file: Path
-    key: dict
+    key: dict[str, Any]
     temporary: Path | None = None
 
     def ready(self) -> bool:
@@ -163,8 +164,9 @@ def kept_array(model: Path, name: str, compute: Callable[[], np.ndarray], shape:
     path = cache_dir() / f"{_entry_name(model)}.{name}.npz"
     try:
         with np.load(path, allow_pickle=False) as kept:
-            if str(kept["key"]) == key and kept["value"].shape == shape:
-                return kept["value"]
+            stored: np.ndarray = kept["value"]
+            if str(kept["key"]) == key and stored.shape == shape:
+                return stored
     except FileNotFoundError:
         pass
     except Exception as exc:  # noqa: BLE001 — a damaged file of ours: computed again, never an error

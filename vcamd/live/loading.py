@@ -40,7 +40,9 @@ from vcamd.common.errors import VcamdError
 from vcamd.common.quality import Level
 from vcamd.common.types import Face, Frame
 from vcamd.config.schema import Config
-from vcamd.faces.engine import StageTimer
+from vcamd.faces.blend import PasteRegion
+from vcamd.faces.engine import StageTimer, SwappedFace
+from vcamd.faces.following import Selecting
 from vcamd.faces.identity import SourceIdentity
 from vcamd.inference.precision import Choice, Verdict
 from vcamd.live.tracking.sizes import all_detect_sizes
@@ -49,16 +51,15 @@ from vcamd.models.pipeline import build_face_engine
 log = logging.getLogger(__name__)
 
 
-class FacePipeline(Protocol):
-    """What the live engine needs from the face engine (`vcamd.faces.engine.FaceEngine`)."""
+class FacePipeline(Selecting, Protocol):
+    """What the live engine needs from the face engine (`vcamd.faces.engine.FaceEngine`); `select`,
+    its selection rule and its recogniser are `FollowedFace`'s (`Selecting`)."""
 
     def detect(self, frame: Frame, input_size: int | None = None, threshold: float | None = None) -> list[Face]: ...
 
-    def select(self, faces: list[Face], frame: Frame) -> list[Face]: ...
+    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[SwappedFace]: ...
 
-    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[Any]: ...
-
-    def composite(self, frame: Frame, swapped: Any, face: Face) -> None: ...
+    def composite(self, frame: Frame, swapped: SwappedFace, face: Face) -> PasteRegion | None: ...
 
     @property
     def source(self) -> SourceIdentity | None:
@@ -199,12 +200,12 @@ class FaceLoader:
     a photo longer than they choose to)."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="face-loader", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[], Any]) -> Future:
-        future: Future = Future()
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
         self._jobs.put((fn, future))
         return future
 
@@ -271,7 +272,7 @@ def build_in_child(request: Int8Request, stop: threading.Event) -> Int8Built:
     return Int8Built(Verdict(bool(result["passed"]), str(result["summary"])), Path(result["copy"]) if result["copy"] else None)
 
 
-def _kill_on_stop(child: subprocess.Popen, stop: threading.Event) -> None:
+def _kill_on_stop(child: subprocess.Popen[str], stop: threading.Event) -> None:
     while child.poll() is None:
         if stop.wait(0.5):
             child.kill()

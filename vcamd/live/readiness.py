@@ -67,6 +67,30 @@ def consent_missing(withdrawn: bool) -> Need:
     return Need("consent", "consent", CONSENT_WITHDRAWN if withdrawn else CONSENT_NOT_GIVEN, CONSENT_FIX)
 
 
+class Consent:
+    """[swap] source_consent while the daemon runs: given at start or not, withdrawn by an edit
+    (swapping goes off and stays off until it is given again), given again. Loop thread."""
+
+    def __init__(self, given: bool) -> None:
+        self.withdrawn = False
+        """It went from true to false while running."""
+        self._not_yet = not given  # not given at start: the same refusals, worded as never given
+
+    def need(self) -> Need | None:
+        """The missing consent, or None when it is given."""
+        return consent_missing(withdrawn=self.withdrawn) if self.withdrawn or self._not_yet else None
+
+    def edited(self, given: bool) -> None:
+        """The file's source_consent, edited while running (also giving it when never given at start)."""
+        self.withdrawn = not given
+        self._not_yet = False
+
+    def require(self) -> None:
+        """Refuse what would swap a face in while consent is withdrawn or not given yet."""
+        if (need := self.need()) is not None:
+            raise VcamdError(need.what, fix=need.fix)
+
+
 FACE_MISSING = Need(
     "face", "a source face", "no source face is set",
     "choose a photo with one clear face: `vcamd set-face PHOTO`, the tray's Source face menu, the control page, "

@@ -45,7 +45,7 @@ from vcamd.modelstore.wayout import ways_out
 if TYPE_CHECKING:
     from vcamd.common.types import Frame
     from vcamd.faces.specs import SwapperSpec
-    from vcamd.inference.int8cache import Kept
+    from vcamd.inference.int8cache import Entry, Kept
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,8 @@ OP_TYPES = ("Conv", "MatMul", "Gemm")
 def onnxruntime_version() -> str:
     import onnxruntime
 
-    return onnxruntime.__version__
+    version: str = onnxruntime.__version__
+    return version
 
 
 def build_key(reduce_range: bool) -> str:
@@ -185,7 +186,7 @@ class Attempt:
     def speedup(self) -> float:
         return self.float_ms / self.int8_ms if self.int8_ms > 0 else float("nan")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"recipe": asdict(self.recipe), "float_ms": round(self.float_ms, 1), "int8_ms": round(self.int8_ms, 1),
                 "speedup": round(self.speedup, 2), "check": self.report.to_json()}
 
@@ -230,7 +231,7 @@ def build_checked(model: Path, recognizer: Path, faces: CalibrationFaces, *, pro
     return Built(kept, attempts, time.monotonic() - started)
 
 
-def _built_path(entry: Any) -> Path:
+def _built_path(entry: Entry) -> Path:
     return entry.model.with_name(f".{entry.model.name}.passed")
 
 
@@ -284,7 +285,8 @@ def swapper_spec(model: Path) -> SwapperSpec:
     return spec
 
 
-def _float_side(model: Path, recognizer: Path, faces: CalibrationFaces, spec: SwapperSpec, providers: list[str], threads: int):
+def _float_side(model: Path, recognizer: Path, faces: CalibrationFaces, spec: SwapperSpec, providers: list[str],
+                threads: int) -> tuple[list[Frame], float, np.ndarray, Callable[[Frame], np.ndarray]]:
     """The float model's swaps of every face (and its ms a face), the latent, and the user's
     recogniser as a function of a swapped crop."""
     from vcamd.faces.align import similarity_transform, template_points, warp
@@ -378,7 +380,8 @@ def _quantize(source: Path, out: Path, spec: SwapperSpec, crops: list[Frame], la
     swapped to `latent`; the nodes named in `excluded` stay float."""
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    class Feeds(CalibrationDataReader):
+    # onnxruntime ships no types, so its reader's base class is Any to the checker.
+    class Feeds(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
             self._left = iter(crops)
 

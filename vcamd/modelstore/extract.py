@@ -25,7 +25,7 @@ def extract(entry: ModelEntry, zip_path: Path, state: State, inside: Callable[[s
     started: list[Path] = []  # every .part opened, removed at the end whatever happens
     try:
         with zipfile.ZipFile(zip_path) as zf:
-            by_base = {}
+            by_base: dict[str, list[zipfile.ZipInfo]] = {}
             for info in zf.infolist():
                 if not info.is_dir():
                     by_base.setdefault(Path(info.filename).name, []).append(info)

@@ -16,6 +16,7 @@ symlink: `vcamd.files.private_files`).
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -219,7 +220,7 @@ class ModelStore:
 
     # ---- verify ---------------------------------------------------------------------------
 
-    def verify(self, names: Iterable[str] | None = None) -> list[VerifyResult]:
+    def verify(self, names: Iterable[str] | None = None) -> builtins.list[VerifyResult]:
         """Re-hash the files of `names` (default: every model with a file present)."""
         state = read_state(self.dir)
         if names is None:
@@ -265,7 +266,7 @@ class ModelStore:
         """The entry's URL, with scheme and host replaced by `mirror` when one is set."""
         return mirror_url(entry.url, self.mirror)
 
-    def pull(self, names: Iterable[str], progress: bool = True) -> list[PullResult]:
+    def pull(self, names: Iterable[str], progress: bool = True) -> builtins.list[PullResult]:
         """Download and verify each model unless a verified copy is already in place.
 
         Stops at the first failure with a ModelError; a partial download stays as `<file>.part`

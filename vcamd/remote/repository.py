@@ -60,7 +60,8 @@ def _wrapped(path: Path, role: str, session: Any) -> Any:
     outputs = [Arg(o.name, list(o.shape), o.type) for o in session.get_outputs()]
     sig = Signature.to_serve(role, inputs, outputs)
     graph = model.graph
-    head, tail = [], []
+    head: list[Any] = []  # onnx NodeProtos
+    tail: list[Any] = []
     for value in graph.input:
         codec = sig.codecs.get(value.name)
         if not isinstance(codec, CropPixels) and type(codec).__name__ != "ParserPixels":
@@ -107,9 +108,12 @@ def _wrapped(path: Path, role: str, session: Any) -> Any:
 
 def _normalisation(codec: Any) -> tuple[np.ndarray, np.ndarray]:
     """(mean, std) in pixel units, shaped to broadcast over N×3×H×W."""
+    from vcamd.faces.specs import per_channel
+
     if isinstance(codec, CropPixels):
-        mean, std = np.float32(codec.spec.mean), np.float32(codec.spec.std)
-        return np.full((1, 3, 1, 1), mean, np.float32), np.full((1, 3, 1, 1), std, np.float32)
+        # One value or one per channel (RGB, the tensor's channel order): the client's CropPixels reads it the same way.
+        mean, std = per_channel(codec.spec.mean), per_channel(codec.spec.std)
+        return np.asarray(mean, np.float32).reshape(1, 3, 1, 1), np.asarray(std, np.float32).reshape(1, 3, 1, 1)
     from vcamd.faces.parse import MEAN, STD
 
     return (MEAN * 255.0).reshape(1, 3, 1, 1).astype(np.float32), (STD * 255.0).reshape(1, 3, 1, 1).astype(np.float32)

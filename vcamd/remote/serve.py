@@ -119,7 +119,7 @@ def _served(name: str, role: str, session: Any) -> ServedModel:
     dtypes = {i.name: _ort_numpy(i.type) for i in inputs}
 
     def infer(**wire: np.ndarray) -> dict[str, np.ndarray]:
-        feeds = {n: sig.codec(n).from_wire(wire[n]).astype(dtypes[n], copy=False) for n in dtypes}
+        feeds: dict[str, np.ndarray] = {n: sig.codec(n).from_wire(wire[n]).astype(dtypes[n], copy=False) for n in dtypes}
         count = len(next(iter(feeds.values())))
         if whole_batches:
             results = session.run(out_names, feeds)
@@ -297,7 +297,8 @@ def _fresh_workspace(listen: ServerAddress) -> Path:
 def _batched(infer: Callable[..., dict[str, np.ndarray]]) -> Callable[..., Any]:
     from pytriton.decorators import batch
 
-    return batch(infer)
+    batched: Callable[..., Any] = batch(infer)  # PyTriton is untyped
+    return batched
 
 
 def _single(infer: Callable[..., dict[str, np.ndarray]]) -> Callable[..., Any]:

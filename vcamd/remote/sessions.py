@@ -164,10 +164,12 @@ class FailoverSession:
         self.ran_local = 0
 
     def get_inputs(self) -> list[Any]:
-        return self.local.get_inputs()
+        inputs: list[Any] = self.local.get_inputs()  # an ONNX Runtime session: untyped
+        return inputs
 
     def get_outputs(self) -> list[Any]:
-        return self.local.get_outputs()
+        outputs: list[Any] = self.local.get_outputs()
+        return outputs
 
     def get_providers(self) -> list[str]:
         return [f"Triton {self.link.address}", *self.local.get_providers()]
@@ -185,7 +187,8 @@ class FailoverSession:
                 log.error("%s; running the local %s", err, self.served.role)
                 self._refused_generation = self.link.generation
         self.ran_local += 1
-        return self.local.run(output_names, feeds)
+        ran: list[np.ndarray] = self.local.run(output_names, feeds)
+        return ran
 
     def _usable_remote(self) -> RemoteSession | None:
         if not self.link.up or self._refused_generation == self.link.generation:

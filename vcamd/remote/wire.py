@@ -92,7 +92,10 @@ class ServedElsewhere(Protocol):
 class Codec(Protocol):
     """How one tensor travels: `to_wire` on the sending end, `from_wire` on the receiving end."""
 
-    datatype: str
+    @property
+    def datatype(self) -> str:
+        """Triton's name of its type on the wire ("UINT8", "FP32")."""
+        ...
 
     def to_wire(self, value: np.ndarray) -> np.ndarray: ...
 

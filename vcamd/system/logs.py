@@ -6,10 +6,12 @@ the handlers here report their first write failure once on stderr and then drop 
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.handlers
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from vcamd.files.private_files import open_private, private_dir, private_parent
 
@@ -21,7 +23,7 @@ _MARK = "_vcamd_handler"
 """Attribute set on the handlers this module installs, so a second setup replaces them."""
 
 
-class _ReportOnce:
+class _ReportOnce(logging.Handler):
     """Mixin: an OSError while writing a record is reported once on stderr, then ignored."""
 
     _reported = False
@@ -31,15 +33,18 @@ class _ReportOnce:
         if isinstance(exc, OSError):
             self._report(exc)
         else:
-            super().handleError(record)  # type: ignore[misc]  # a programming error (bad format args)
+            super().handleError(record)  # a programming error (bad format args)
 
     def _report(self, exc: OSError) -> None:
         if not self._reported:
             self._reported = True
             target = getattr(self, "baseFilename", None) or "stderr"
+            stderr = sys.__stderr__
+            if stderr is None:
+                return  # no stderr at all (pythonw): nothing to tell
             try:
-                sys.__stderr__.write(f"vcamd: logging to {target} failed ({exc}); further log records there are dropped\n")
-                sys.__stderr__.flush()
+                stderr.write(f"vcamd: logging to {target} failed ({exc}); further log records there are dropped\n")
+                stderr.flush()
             except (OSError, ValueError, AttributeError):
                 pass  # stderr itself is gone: nothing left to tell
 
@@ -47,7 +52,7 @@ class _ReportOnce:
 class SafeRotatingFileHandler(_ReportOnce, logging.handlers.RotatingFileHandler):
     """RotatingFileHandler whose write, flush and rollover failures never propagate."""
 
-    def _open(self):  # type: ignore[no-untyped-def]
+    def _open(self) -> io.TextIOWrapper:
         # 0600 (a looser file from before is tightened): the log names source-face photos and
         # control requests; other local users must not read it. A symlink planted at the name is
         # refused, not followed.
@@ -68,7 +73,7 @@ class SafeRotatingFileHandler(_ReportOnce, logging.handlers.RotatingFileHandler)
             pass
 
 
-class SafeStreamHandler(_ReportOnce, logging.StreamHandler):
+class SafeStreamHandler(_ReportOnce, logging.StreamHandler[TextIO]):
     """StreamHandler that survives a closed or broken stderr."""
 
     def flush(self) -> None:

@@ -180,7 +180,8 @@ def import_pystray_menus() -> ModuleType:
             os.environ.pop(BACKEND_ENV, None)
         else:
             os.environ[BACKEND_ENV] = previous
-    return pystray
+    package: ModuleType = pystray  # untyped: Any to the checker
+    return package
 
 
 def import_pystray(backend: str) -> Pystray:

@@ -21,7 +21,7 @@ def open_with_desktop(target: Path | str) -> None:
     """Open a file, folder or URL with the desktop's default application."""
     target = str(target)
     if sys.platform == "win32":
-        os.startfile(target)  # type: ignore[attr-defined]  # only exists on Windows
+        os.startfile(target)  # only exists on Windows
         return
     opener = "open" if sys.platform == "darwin" else "xdg-open"
     if not shutil.which(opener):

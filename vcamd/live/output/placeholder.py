@@ -63,7 +63,11 @@ def _placeholder(width: int, height: int, message: str) -> Frame:
     return frame
 
 
-def _layout(width: int, height: int, message: str):
+Layout = tuple[ImageFont.FreeTypeFont | ImageFont.ImageFont, str, tuple[float, float], tuple[int, int]]
+"""The font, the text, where it is drawn and the rows it covers."""
+
+
+def _layout(width: int, height: int, message: str) -> Layout | None:
     """Font, text, where to draw it and the rows it covers: centred, as large as looks calm and no
     larger than fits; None on a frame too small for readable text (a tiny camera mode): the
     background says enough."""

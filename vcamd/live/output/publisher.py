@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from vcamd.common.errors import VcamdError
 from vcamd.common.types import Face, Frame
@@ -31,7 +32,7 @@ class Publisher:
         self,
         sink_factory: SinkFactory,
         *,
-        badge: Callable[[Frame, str, str], None],
+        badge: Callable[[Frame, str, str], object],
         placeholder: Callable[[int, int, str], Frame],
         clock: Clock,
     ) -> None:
@@ -100,7 +101,7 @@ class Publisher:
         assert self.size is not None
         return self._placeholder(self.size[0], self.size[1], STARTING_MESSAGE)
 
-    def send(self, frame: Frame, status: dict | None) -> None:
+    def send(self, frame: Frame, status: dict[str, Any] | None) -> None:
         """Write `frame`; a failed write is logged once per streak and retried with the next frame."""
         try:
             if self.sink is None:

@@ -132,7 +132,8 @@ class FaceFilter:
         out = self.centre(centre, t) + self.shape(points - centre, t)
         # Never far from where the face is (a guard: the paste must cover the face it is for).
         limit = MAX_LAG_WIDTHS * self._width
-        return points + np.clip(out - points, -limit, limit)
+        kept: np.ndarray = points + np.clip(out - points, -limit, limit)
+        return kept
 
 
 def _points(face: Face) -> np.ndarray:
@@ -178,7 +179,7 @@ class FaceSmoother:
             self._tracks = []
             return list(faces)
         new_ids = {id(f) for f in appeared}
-        previous, taken = self._tracks, set()
+        previous, taken = self._tracks, set[int]()
         tracks: list[_Track] = []
         match = _Matcher(faces, previous)
         for k, face in enumerate(faces):

@@ -7,8 +7,10 @@ on for at most a deadline, runs the periodic full detections (`full`) and feeds 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
 
 from vcamd.common.newest import BoundedCall
 from vcamd.common.quality import Level
@@ -22,6 +24,8 @@ from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_pat
 from vcamd.live.tracking.sizes import detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
 from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_matrix
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +128,7 @@ class LiveTracker:
         return not self.book.started or self._warm.busy or self._shapes_wanted
 
     @property
-    def call_thread(self):
+    def call_thread(self) -> threading.Thread:
         return self._call.thread
 
     @property
@@ -314,7 +318,7 @@ class LiveTracker:
                 keys[id(face)] = (face, key)
         self._keys, self._followed_keys = keys, {}
 
-    def _guarded(self, work: Callable[[], object], deadline_s: float):
+    def _guarded(self, work: Callable[[], T], deadline_s: float) -> T | None:
         """Run `work` on the tracker thread, waiting at most `deadline_s`: (value) or None (late or failed)."""
         try:
             done, value = self._call.call(work, deadline_s)
@@ -326,7 +330,8 @@ class LiveTracker:
         if not done:
             self.late += 1
             return None
-        return value
+        done_value: T = value  # what `work` returned (BoundedCall hands it back untyped)
+        return done_value
 
     def _redetect(self, frame: Frame, faces: list[Face], sizes: list[int],
                   deadline_s: float) -> tuple[list[Face | None] | None, None]:
