@@ -18,9 +18,10 @@ two).
 
 A swapper on its int8 copy (`vcamd.inference.precision`) takes every core even while quiet: its
 worker thread moves, its pool stays off the loop's core. On the inswapper stand-in's copy, 720p,
-quiet, 2 cores (2026-12-05, one exclusive run each): 878 ms a swap off the loop's core, 605 ms with
-the worker on every core, the loop's p99 30 → 36 ms, 100 % at full quality either way; the worker
-pinned to the loop's core alone gave 608 ms (p99 42 ms), the pool unpinned too 678 ms (p99 43 ms).
+quiet, 2 cores (2026-12-05, three interleaved pairs): 862–878 ms a swap off the loop's core,
+584–605 ms with the worker on every core, p99 31–37 → 31–39 ms, 100 % at full quality either way;
+the worker pinned to the loop's core alone gave 608 ms (p99 42 ms), the pool unpinned too 678 ms
+(p99 43 ms), one run each. The call's int8 swapper, quiet: 108–111 → 64–66 ms.
 The float model's quiet every-core was not measured this way (the pool on every core was: it took
 the watchdog off full quality, docs/performance.md "Tried, not kept").
 
