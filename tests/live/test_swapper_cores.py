@@ -266,6 +266,7 @@ def test_the_real_swap_worker_runs_an_int8_swapper_on_every_core_while_quiet() -
     before each swap: float off the loop's core, int8 on every core, quiet (no meter verdict: the
     meter is read at most once a READ_EVERY_S and these swaps are back to back)."""
     from vcamd.common.quality import BEST
+    from vcamd.faces.engine import SwappedFace
     from vcamd.inference.precision import FLOAT
     from vcamd.live.measures.stats import LiveStats
     from vcamd.live.swapworker import SwapJob, SwapWorker
@@ -280,7 +281,8 @@ def test_the_real_swap_worker_runs_an_int8_swapper_on_every_core_while_quiet() -
 
         def swap_faces(self, frame, faces, level=BEST, timer=None):
             seen.append(os.sched_getaffinity(0))
-            return [np.random.default_rng(len(seen)).integers(0, 255, (8, 8, 3), np.uint8)]
+            crop = np.random.default_rng(len(seen)).integers(0, 255, (8, 8, 3), np.uint8)
+            return [SwappedFace(crop, "arcface", np.zeros((5, 2), np.float32))]
 
     faces = Faces()
     worker = SwapWorker(faces, LiveStats(time.monotonic), time.monotonic)  # type: ignore[arg-type]
