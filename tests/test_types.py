@@ -10,6 +10,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 IGNORE = re.compile(r"#\s*type:\s*ignore(\[[a-z-, ]+\])?")
 
@@ -28,8 +30,16 @@ def _checked_files() -> list[Path]:
     return files
 
 
-def test_mypy_is_green_on_the_checked_modules(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache")],
+def _mypy_cache(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """mypy's incremental cache, kept between runs under the pytest cache (.pytest_cache/d/mypy):
+    a second run re-checks only what changed (mypy compares each file's hash and the options with
+    what the cache recorded). Without the pytest cache (`-p no:cacheprovider`), a fresh one."""
+    cache = getattr(request.config, "cache", None)
+    return tmp_path / "cache" if cache is None else cache.mkdir("mypy")
+
+
+def test_mypy_is_green_on_the_checked_modules(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(_mypy_cache(request, tmp_path))],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
 

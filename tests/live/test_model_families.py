@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 
 import cv2
-import numpy as np
 import pytest
+from support.live import KeepAll
 from support.waiting import wait_for
 
 from vcamd.bench import leaks
@@ -30,7 +30,7 @@ from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import load_face_pipeline
 
 FIRST = "inswapper_128_fp16"
-SWITCHED = ("hyperswap_1a_256", "ghost_1_256", "hififace_unofficial_256", "simswap_256", "blendswap_256",
+SWITCHED = ("hyperswap_1b_256", "ghost_1_256", "hififace_unofficial_256", "simswap_256", "blendswap_256",
             "simswap_unofficial_512", "uniface_256")
 """One model of every family but DeepFaceLab's, by its manifest name, in the order they are switched to:
 each one's crop (template, size) differs from the one before, so its swaps are told from the last."""
@@ -78,24 +78,6 @@ def clip(tmp_path_factory, assets: Path, checkers) -> leaks.Clip:
     face = max(both[1].detect(portrait), key=lambda f: f.area)
     return leaks.portrait_clip(tmp_path_factory.mktemp("clip") / "newton.avi", portrait, face, [0.45] * 15 + [0.55] * 15,
                                size=(320, 240), fps=15.0, face_height=0.45, detectors=both, recognizer=recognizer)
-
-
-class KeepAll:
-    """A sink keeping every published frame."""
-
-    def __init__(self) -> None:
-        self.frames: list[np.ndarray] = []
-        self._lock = threading.Lock()
-
-    def open(self) -> None:
-        pass
-
-    def send(self, frame: np.ndarray, stats: dict | None = None) -> None:
-        with self._lock:
-            self.frames.append(frame.copy())
-
-    def close(self) -> None:
-        pass
 
 
 def test_every_family_swaps_live_and_switching_shows_no_raw_frame(models_dir: Path, clip: leaks.Clip, checkers, stranger, assets: Path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.cli import one_clear_line, run_vcamd
 
-GFPGAN_PATH = "/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx"
+GFPGAN_PATH = "/facefusion/models-3.0.0/resolve/main/gfpgan_1.3.onnx"
 FP16_PATH = "/hacksider/deep-live-cam/resolve/main/inswapper_128_fp16.onnx"
 
 
@@ -84,31 +84,31 @@ def test_pull_unpublished_model_records_its_hash_then_verify_uses_it(config_file
     file_server.serve(GFPGAN_PATH.replace(".onnx", ".hash"), crc.encode())  # FaceFusion's CRC32 beside the model
     models = config_file.parent / "models"
 
-    pulled = vcamd_cli("models", "pull", "gfpgan_1.4", "--config", str(config_file))
+    pulled = vcamd_cli("models", "pull", "gfpgan_1.3", "--config", str(config_file))
     assert pulled.returncode == 0, pulled.stderr
-    assert f"gfpgan_1.4: downloaded: {models / 'gfpgan_1.4.onnx'}\n" in pulled.stdout
-    assert f"gfpgan_1.4: CRC32 {crc} matches the one its publisher gives" in pulled.stdout
-    assert f"no published SHA-256 for gfpgan_1.4.onnx; recorded {sha} in {models / 'vcamd-models.json'}" in pulled.stdout
-    assert (models / "gfpgan_1.4.onnx").read_bytes() == data
+    assert f"gfpgan_1.3: downloaded: {models / 'gfpgan_1.3.onnx'}\n" in pulled.stdout
+    assert f"gfpgan_1.3: CRC32 {crc} matches the one its publisher gives" in pulled.stdout
+    assert f"no published SHA-256 for gfpgan_1.3.onnx; recorded {sha} in {models / 'vcamd-models.json'}" in pulled.stdout
+    assert (models / "gfpgan_1.3.onnx").read_bytes() == data
 
-    again = vcamd_cli("models", "pull", "gfpgan_1.4", "--config", str(config_file))
-    assert f"gfpgan_1.4: already present, SHA-256 ok: {models / 'gfpgan_1.4.onnx'}\n" in again.stdout
+    again = vcamd_cli("models", "pull", "gfpgan_1.3", "--config", str(config_file))
+    assert f"gfpgan_1.3: already present, SHA-256 ok: {models / 'gfpgan_1.3.onnx'}\n" in again.stdout
     assert [hit.path for hit in file_server.hits] == [GFPGAN_PATH, GFPGAN_PATH.replace(".onnx", ".hash")]  # pinned: not fetched again
 
     listed = vcamd_cli("models", "list", "--config", str(config_file))
-    assert [line.split()[2] for line in listed.stdout.splitlines() if line.startswith("gfpgan_1.4 ")] == ["verified"]
+    assert [line.split()[2] for line in listed.stdout.splitlines() if line.startswith("gfpgan_1.3 ")] == ["verified"]
 
     ok = vcamd_cli("models", "verify", "--config", str(config_file))
-    assert (ok.returncode, ok.stdout) == (0, f"gfpgan_1.4 (enhancer): {models / 'gfpgan_1.4.onnx'}: SHA-256 ok\n")
+    assert (ok.returncode, ok.stdout) == (0, f"gfpgan_1.3 (enhancer): {models / 'gfpgan_1.3.onnx'}: SHA-256 ok\n")
 
-    with (models / "gfpgan_1.4.onnx").open("r+b") as f:
+    with (models / "gfpgan_1.3.onnx").open("r+b") as f:
         f.seek(len(data) // 2)  # a byte of its weights: still a loadable model, another hash
         f.write(bytes([data[len(data) // 2] ^ 1]))
-    bad = vcamd_cli("models", "verify", "gfpgan_1.4", "--config", str(config_file))
+    bad = vcamd_cli("models", "verify", "gfpgan_1.3", "--config", str(config_file))
     assert bad.returncode == 2
-    assert f"SHA-256 MISMATCH: {_sha_of(models / 'gfpgan_1.4.onnx')}, expected {sha}" in bad.stdout
+    assert f"SHA-256 MISMATCH: {_sha_of(models / 'gfpgan_1.3.onnx')}, expected {sha}" in bad.stdout
     assert bad.stderr.splitlines() == [
-        "vcamd: error: model check failed: gfpgan_1.4.onnx mismatch — run `vcamd models pull gfpgan_1.4` to download it again, "
+        "vcamd: error: model check failed: gfpgan_1.3.onnx mismatch — run `vcamd models pull gfpgan_1.3` to download it again, "
         "or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
     ]
 
@@ -162,13 +162,13 @@ def test_list_says_how_to_copy_the_files_in_by_hand_then_verify_accepts_them(tmp
 
     data, sha = enhancer_onnx(300_000)
     models.mkdir()
-    (models / "gfpgan_1.4.onnx").write_bytes(data)  # copied in by hand
+    (models / "gfpgan_1.3.onnx").write_bytes(data)  # copied in by hand
     verified = vcamd_cli("models", "verify", "--config", str(config))
     assert verified.returncode == 0, verified.stderr
     assert sha in verified.stdout
     again = vcamd_cli("models", "list", "--config", str(config))
-    assert "  gfpgan_1.4: " not in again.stdout  # in place: no longer in the by-hand list
-    assert [line.split()[2] for line in again.stdout.splitlines() if line.startswith("gfpgan_1.4 ")] == ["verified"]
+    assert "  gfpgan_1.3: " not in again.stdout  # in place: no longer in the by-hand list
+    assert [line.split()[2] for line in again.stdout.splitlines() if line.startswith("gfpgan_1.3 ")] == ["verified"]
 
 
 @pytest.mark.parametrize("command", [("run", "--no-tray", "--source", "synthetic", "--sink", "null", "--frames", "3"),

@@ -57,8 +57,10 @@ def test_packaged_manifest_is_the_repo_manifest_and_covers_the_config_defaults()
     assert manifest.get("buffalo_l").installed()["detector"].file == "det_10g.onnx"
     assert manifest.get("buffalo_l").installed()["recognizer"].file == "w600k_r50.onnx"
     assert manifest.get("inswapper_128").size == 554_253_681
-    assert manifest.get("gfpgan_1.4").sha256 == ""  # unpublished: pinned on first download
-    assert manifest.get("bisenet_resnet_34").sha256 == "" and "parser" in manifest.get("bisenet_resnet_34").roles
+    assert manifest.get("gfpgan_1.3").sha256 == ""  # unpublished: pinned on first download
+    # Pinned from git-lfs pointers of the same files (docs/models.md, "Pinned hashes"), with their sizes.
+    assert (manifest.get("gfpgan_1.4").size, manifest.get("bisenet_resnet_34").size) == (340_299_087, 93_632_546)
+    assert manifest.get("bisenet_resnet_34").sha256 and "parser" in manifest.get("bisenet_resnet_34").roles
     assert manifest.default_for("parser") is None and ModelsConfig().parser == ""  # off unless asked for
     for entry in manifest.entries.values():
         assert entry.url.startswith(("https://huggingface.co/", "https://github.com/deepinsight/insightface/releases/"))

@@ -1,6 +1,6 @@
 """A cut-off model download is never installed or pinned (issue 10, item 1).
 
-The mirror is a real HTTP server on 127.0.0.1. Its worst case: half of `gfpgan_1.4` (whose hash
+The mirror is a real HTTP server on 127.0.0.1. Its worst case: half of `gfpgan_1.3` (whose hash
 is not published) sent with no Content-Length and a clean close — to the client that looks like
 a complete download. The store must prove the byte count (Content-Length / Content-Range total,
 or the manifest's exact size) and load the file as an ONNX model of its role before pinning it.
@@ -17,7 +17,7 @@ from vcamd.common.errors import ModelError
 from vcamd.modelstore.store import ModelStore
 from vcamd.modelstore.verify import STATE_FILE
 
-GFPGAN_PATH = "/facefusion/models-3.0.0/resolve/main/gfpgan_1.4.onnx"
+GFPGAN_PATH = "/facefusion/models-3.0.0/resolve/main/gfpgan_1.3.onnx"
 
 
 def store_for(tmp_path: Path, entries: dict) -> ModelStore:
@@ -48,11 +48,11 @@ def test_cli_half_of_gfpgan_without_content_length_is_refused_and_nothing_stays(
     file_server.serve(GFPGAN_PATH, data, send_length=False, truncate_after=len(data) // 2)
     models = config_file.parent / "models"
 
-    pulled = vcamd_cli("models", "pull", "gfpgan_1.4", "--no-progress", "--config", str(config_file))
+    pulled = vcamd_cli("models", "pull", "gfpgan_1.3", "--no-progress", "--config", str(config_file))
 
     assert pulled.returncode == 2, pulled.stdout
     [line] = pulled.stderr.splitlines()
-    assert line.startswith("vcamd: error: gfpgan_1.4: 127.0.0.1:") and "without a Content-Length" in line
+    assert line.startswith("vcamd: error: gfpgan_1.3: 127.0.0.1:") and "without a Content-Length" in line
     assert "nothing was installed" in line
     assert file_server.hits[-1].body_bytes == len(data) // 2
     assert everything_in(models) == []  # no model, no .part, no empty lock file
@@ -177,12 +177,12 @@ def test_cli_verify_reports_the_invalid_pinned_file_in_one_line(config_file, enh
     models = config_file.parent / "models"
     models.mkdir()
     data, _ = enhancer_onnx(200_000)
-    (models / "gfpgan_1.4.onnx").write_bytes(data[: len(data) // 2])
+    (models / "gfpgan_1.3.onnx").write_bytes(data[: len(data) // 2])
     result = vcamd_cli("models", "verify", "--config", str(config_file))
     assert result.returncode == 2
-    assert "gfpgan_1.4 (enhancer)" in result.stdout and "NOT A USABLE MODEL" in result.stdout
+    assert "gfpgan_1.3 (enhancer)" in result.stdout and "NOT A USABLE MODEL" in result.stdout
     assert result.stderr.splitlines() == [
-        "vcamd: error: model check failed: gfpgan_1.4.onnx invalid — run `vcamd models pull gfpgan_1.4` to download it again, "
+        "vcamd: error: model check failed: gfpgan_1.3.onnx invalid — run `vcamd models pull gfpgan_1.3` to download it again, "
         "or copy it in by hand: `vcamd models list` says where each file comes from and where it goes"
     ]
 

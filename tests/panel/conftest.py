@@ -70,6 +70,7 @@ class PanelEngine(FakeEngine):
         self.status_calls = 0
         self.face_calls = 0
         self.source_face_pick: str | None = None  # a group photo: which face the engine took
+        self.face_map: list[dict[str, str]] = []  # [[swap.map]] as the engine's status lists it
 
     def publish(self, frame: np.ndarray) -> None:
         with self._lock:
@@ -90,6 +91,7 @@ class PanelEngine(FakeEngine):
                                "p99": 52.0},
                 "source_face": self.source_face,
                 "source_face_pick": self.source_face_pick,
+                "face_map": self.face_map,
                 "providers": {"scrfd_500m_kps.onnx": "CPUExecutionProvider", "inswapper_128.onnx": "CPUExecutionProvider"},
                 "precision": {"detector": "float", "swapper": "int8"},
                 "precision_why": {"swapper": "int8 copy checked against float: 8 faces: PSNR ≥ 41.2 dB (needs 35)"},

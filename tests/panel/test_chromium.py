@@ -308,5 +308,9 @@ def test_the_private_login_page_logs_the_browser_in(browser, panel, engine, newt
     engine.source_face, engine.source_face_pick = Path("/faces/solvay.png"), "the largest of the 29 faces in the photo"
     page.wait("document.getElementById('face-current').textContent === 'solvay.png — the largest of the 29 faces in the photo'",
               "the face in use, with which face of the group photo was taken")
+    # Issue 41: a face map is listed beside it (each photo by its name).
+    engine.face_map = [{"reference": "/faces/alice.jpg", "source": "/faces/x.jpg"}, {"reference": "/faces/bob.jpg", "source": "/faces/y.jpg"}]
+    page.wait("document.getElementById('face-current').textContent.endsWith(' — mapped: alice.jpg → x.jpg, bob.jpg → y.jpg')",
+              "the face map beside the face in use")
     page.goto(page_file.as_uri())  # the same file again: its code is used up
     page.wait("document.body?.innerText.includes('used already')", "the used code refused")

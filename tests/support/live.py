@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import threading
+
+import numpy as np
+
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
 
@@ -20,3 +24,27 @@ class Wrapped:
 
 def make_engine(cfg, clip, faces, sink):
     return LiveEngine(cfg, source=open_source(str(clip), cfg.camera, loop=True), sink_factory=lambda w, h, fps: sink, faces=faces)
+
+
+class KeepAll:
+    """A sink keeping every published frame."""
+
+    def __init__(self) -> None:
+        self.frames: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        pass
+
+    def send(self, frame: np.ndarray, stats: dict | None = None) -> None:
+        with self._lock:
+            self.frames.append(frame.copy())
+
+    def close(self) -> None:
+        pass
+
+    def since(self, start: int) -> list[np.ndarray]:
+        """The frames published from the `start`-th on."""
+        with self._lock:
+            return self.frames[start:]
+

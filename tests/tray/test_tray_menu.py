@@ -285,6 +285,13 @@ def test_the_status_detail_says_which_face_of_a_group_photo_was_taken():
                                                     "source_face_pick": None}).detail
 
 
+def test_the_status_detail_lists_the_face_map():
+    face_map = [{"reference": "/f/alice.jpg", "source": "/f/x.jpg"}, {"reference": "/f/bob.jpg", "source": "/f/y.jpg"}]
+    detail = view_from_status({"enabled": True, "state": "running", "face_map": face_map}).detail.splitlines()
+    assert ["Mapped: alice.jpg → x.jpg", "Mapped: bob.jpg → y.jpg"] == [line for line in detail if line.startswith("Mapped")]
+    assert "Mapped" not in view_from_status({"enabled": True, "state": "running", "face_map": []}).detail
+
+
 def test_view_from_status_reads_a_reported_quality_and_rejects_bad_levels():
     view = view_from_status({"enabled": True, "state": "running", "level": 2, "quality": "low_res"})
     assert view.quality is Level.low_res and view.level is Level.low_res

@@ -70,8 +70,8 @@ def run_swap(args: argparse.Namespace) -> int:
     require_consent(cfg, args.i_have_consent)
     if args.face is not None:
         cfg = cfg.model_copy(update={"swap": cfg.swap.model_copy(update={"source_face": args.face})})
-    if cfg.swap.source_face is None and not has_own_identity(cfg):  # a DeepFaceLab model swaps in its own trained face
-        raise VcamdError("no source face to swap in", fix="pass --face PHOTO or set [swap] source_face in the config")
+    if cfg.swap.source_face is None and not cfg.swap.map and not has_own_identity(cfg):  # a .dfm swaps in its own face; a map has its own
+        raise VcamdError("no source face to swap in", fix="pass --face PHOTO, set [swap] source_face or [[swap.map]] entries in the config")
     kind = _input_kind(args.input)
     _check_output(args.output, args.input, kind)
     # Read the input before paying for loading the models and embedding the source face.

@@ -144,6 +144,9 @@ def _resolve_relative_paths(config: Config, base: Path, origin: str) -> Config:
         update={
             "source_face": fix("[swap] source_face", config.swap.source_face),
             "reference_face": fix("[swap] reference_face", config.swap.reference_face),
+            "map": [entry.model_copy(update={"reference": fix(f"[[swap.map]] {n} reference", entry.reference),
+                                             "source": fix(f"[[swap.map]] {n} source", entry.source)})
+                    for n, entry in enumerate(config.swap.map, 1)],
         }
     )
     device = config.camera.device

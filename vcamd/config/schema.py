@@ -144,6 +144,17 @@ class OnMiss(StrEnum):
     passthrough = "passthrough"
 
 
+class FaceMapEntry(Section):
+    """One `[[swap.map]]` entry: the person in `reference` is given the face in `source`
+    (`vcamd/faces/mapping.py`). Each photo must show exactly one face."""
+
+    reference: UserPath
+    """A photo of the person in the camera (one face)."""
+    source: UserPath
+    """A photo of the face they get (one face; the consent of that person is needed too), or a
+    DeepFaceLab `.dfm` model (its own trained face)."""
+
+
 class SwapConfig(Section):
     enabled: bool = True
     """Swapping on at start-up (the tray and `vcamd on/off` switch it at run time)."""
@@ -172,6 +183,9 @@ class SwapConfig(Section):
     families' 256), its crop is swapped as (N/side)² polyphase tiles (one batch, (N/side)² times the
     model's work) and blended at N px — a sharper face on a large camera picture. The watchdog gives
     it up first ("no_boost" rung). A side N is not a multiple of (a 224-px .dfm model): no boost."""
+    map: list[FaceMapEntry] = []
+    """`[[swap.map]]`: several people, each their own source face, told apart by the recogniser;
+    everyone else follows `others` (face_selection and source_face are then not used)."""
     weight: Annotated[float, Field(ge=0.0, le=1.0)] = 0.5
     """How strongly the source identity is pushed (FaceFusion's face swapper weight), for the
     swappers that take an embedding: 0.5 = the source as it is; towards 0 the target's own identity

@@ -167,3 +167,11 @@ def transform_points(points: npt.ArrayLike, m: Affine) -> Points:
     """Apply a 2×3 affine to N×2 points."""
     pts = np.asarray(points, dtype=np.float32).reshape(-1, 2)
     return (pts @ np.asarray(m, dtype=np.float32)[:, :2].T + np.asarray(m, dtype=np.float32)[:, 2]).astype(np.float32)
+
+
+def compose_affine(outer: Affine, inner: Affine) -> Affine:
+    """The 2×3 affine for applying `inner` first, then `outer`."""
+    full_outer = np.vstack([np.asarray(outer, np.float64), [0.0, 0.0, 1.0]])
+    full_inner = np.vstack([np.asarray(inner, np.float64), [0.0, 0.0, 1.0]])
+    composed: Affine = (full_outer @ full_inner)[:2].astype(np.float32)
+    return composed

@@ -22,10 +22,8 @@ that crop. The result is a SwappedFace in the enhancer's space, composited like 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,15 +32,20 @@ import numpy as np
 from vcamd.common.errors import ConfigError, FaceError, VcamdError
 from vcamd.common.quality import BEST, Level, detect_size, rung
 from vcamd.common.threads import in_thread
-from vcamd.common.types import Face, Frame, ModelFiles, Points
-from vcamd.config.schema import Config, FaceSelection, OnMiss, Others
+from vcamd.common.types import Face, Frame, ModelFiles
+from vcamd.config.schema import Config, FaceMapEntry, FaceSelection, Others
 from vcamd.faces import boost
-from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
+from vcamd.faces.align import Affine, compose_affine, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
+from vcamd.faces.identity import SourceFace, file_stamp
+from vcamd.faces.results import FrameResult as FrameResult
+from vcamd.faces.results import StageTimer as StageTimer
+from vcamd.faces.results import SwappedFace as SwappedFace
+from vcamd.faces.results import frame_scene as frame_scene
 from vcamd.faces.specs import CropSpec
 from vcamd.inference.precision import FLOAT, Choice
 from vcamd.privacy import rule
-from vcamd.privacy.rule import FaceOutcome, Scene
+from vcamd.privacy.rule import UNKNOWN_SOURCE, FaceOutcome
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -51,7 +54,8 @@ if TYPE_CHECKING:
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.following import FollowedFace
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
-    from vcamd.faces.parse import FaceParser, FloatMask
+    from vcamd.faces.mapping import FaceMap
+    from vcamd.faces.parse import FaceParser
     from vcamd.faces.swap import Latent, Swapper
     from vcamd.inference.cores import CoreSplit
     from vcamd.inference.runtime import Sessions
@@ -66,74 +70,6 @@ def require_consent(cfg: Config, flag: bool) -> None:
         "refusing to swap: putting someone's face into a photo or video needs the consent of the person in the source photo",
         fix="once you have it, set `source_consent = true` under [swap] in the config, or pass --i-have-consent",
     )
-
-
-@dataclass(frozen=True, slots=True)
-class SwappedFace:
-    """A swapped face as an aligned crop, ready to be composited at any position of that face.
-
-    `template`/`crop` size say how the crop is aligned: the swapper's crop (inswapper: "arcface"
-    128²) or the enhancer's (GFPGAN: "ffhq" 512², restored). `kps` are the keypoints it was made from.
-    """
-
-    crop: Frame
-    template: Template
-    kps: Points
-    keep: FloatMask | None = None
-    """Where the swap may show (crop-sized, [0, 1]): the face parser's regions; None: everywhere."""
-    shown: bool = True
-    """False: the face parser saw too little of the face (a hand over it, a turned head): not to be
-    pasted at all — the face is held or obscured like a face that could not be swapped."""
-    enhanced: bool = False
-    """Restored by the enhancer (its colours were matched before restoring)."""
-
-    @property
-    def size(self) -> int:
-        return int(self.crop.shape[0])
-
-
-@dataclass(frozen=True, slots=True)
-class FrameResult:
-    """One processed frame: the output image, the faces detected, how many were swapped, and the
-    milliseconds each stage took (detect, select, align, swap, enhance, blend)."""
-
-    frame: Frame
-    faces: list[Face]
-    swapped: int
-    stage_ms: dict[str, float]
-
-
-@dataclass
-class StageTimer:
-    """Accumulates wall-clock milliseconds per named stage."""
-
-    ms: dict[str, float] = field(default_factory=dict)
-
-    @contextmanager
-    def __call__(self, stage: str) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.ms[stage] = self.ms.get(stage, 0.0) + (time.perf_counter() - start) * 1000.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Source:
-    """The current source identity and its swapper latent, replaced as one object (thread-safe read)."""
-
-    identity: SourceIdentity
-    latent: Latent | None  # None: a model with its own trained identity takes no source input
-    stamp: tuple[Path, int, int]  # resolved path, mtime_ns, size: re-embed only when these change
-
-
-def _file_stamp(path: Path) -> tuple[Path, int, int]:
-    try:
-        resolved = path.expanduser().resolve()
-        st = resolved.stat()
-    except (OSError, ValueError):  # missing, a NUL byte, a name over the limit, ...
-        return path, -1, -1  # read_image will say what is wrong with it
-    return resolved, st.st_mtime_ns, st.st_size
 
 
 class FaceEngine:
@@ -177,8 +113,11 @@ class FaceEngine:
         self._blend_into_enhance = Blender(swap_side, mouth_mask=False, color_correction=color_correction)
         # Restored crops → frame: colours were matched before restoring (one Blender for every enhancer size).
         self._blend_enhanced = Blender(enhancer.crop.size if enhancer is not None else 512, mouth_mask=mouth_mask, color_correction=False)
-        self._source: _Source | None = None
+        self._source: SourceFace | None = None
         self._reference: Embedding | None = None
+        self.face_map: FaceMap | None = None
+        """`[[swap.map]]`: who gets which source (`vcamd.faces.mapping`); None: `face_selection` and the source face."""
+        self._map_sources: dict[tuple[Path, int, int], SourceFace] = {}  # the mapped sources, by file stamp
         self._load_enhancer: Callable[[float, float], Enhancer] | None = None  # set by from_config
         self.sessions: Sessions | None = None  # set by from_config: where a swapper's int8 copy gets its session
         self.precision: Choice = FLOAT
@@ -235,7 +174,7 @@ class FaceEngine:
             if parser_path is not None:
                 parser = FaceParser(parser_path, sessions, cfg.mask.regions, cfg.mask.min_visible)
             if cfg.swap.source_face is not None:
-                source = (_file_stamp(Path(cfg.swap.source_face)), load_source_identity(cfg.swap.source_face, detector, recognizer, "source face"))
+                source = (file_stamp(Path(cfg.swap.source_face)), load_source_identity(cfg.swap.source_face, detector, recognizer, "source face"))
             if cfg.swap.face_selection == FaceSelection.reference:
                 assert cfg.swap.reference_face is not None
                 reference = load_source_identity(cfg.swap.reference_face, detector, recognizer, "reference face").embedding
@@ -266,6 +205,8 @@ class FaceEngine:
         if source is not None:
             engine._use_source(*source)
         engine._reference = reference
+        if cfg.swap.map:
+            engine.set_face_map(cfg.swap.map)
         return engine
 
     @property
@@ -338,20 +279,27 @@ class FaceEngine:
         (path, modification time or size changed). Raises FaceError; the old source stays on error."""
         from vcamd.faces.identity import load_source_identity
 
-        stamp = _file_stamp(Path(path))
+        stamp = file_stamp(Path(path))
         current = self._source
         if current is not None and current.stamp == stamp:
             return current.identity
         return self._use_source(stamp, load_source_identity(path, self.detector, self.recognizer, "source face"))
 
     def _use_source(self, stamp: tuple[Path, int, int], identity: SourceIdentity) -> SourceIdentity:
-        self._source = _Source(identity, self.swapper.source_for(identity), stamp)
+        self._source = SourceFace(identity, self.swapper.source_for(identity), stamp)
         return identity
 
     @property
     def needs_source(self) -> bool:
-        """False for a swapper with its own trained identity (DeepFaceLab): it swaps without a photo."""
-        return self.swapper.needs_source
+        """False for a swapper with its own trained identity (DeepFaceLab), and with a face map."""
+        return self.swapper.needs_source and self.face_map is None
+
+    def set_face_map(self, entries: Sequence[FaceMapEntry]) -> FaceMap | None:
+        """Map people to source faces (`[[swap.map]]`, `faces/mapping.py`; empty: none); ConfigError naming the entry."""
+        from vcamd.faces.mapping import load_face_map
+
+        self.face_map = load_face_map(entries, self.detector, self.recognizer, self.swapper, self._map_sources, self.sessions) if entries else None
+        return self.face_map
 
     def set_reference_face(self, path: Path | str) -> None:
         """With selection "reference": swap the face most like the one in this photo."""
@@ -392,26 +340,34 @@ class FaceEngine:
             return [picked] if picked is not None else []
         return [max(faces, key=lambda f: f.area)]
 
-    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = BEST, timer: StageTimer | None = None) -> list[SwappedFace]:
+    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = BEST, timer: StageTimer | None = None,
+                   sources: list[str] | None = None) -> list[SwappedFace]:
         """Align, swap (one batch) and — on a rung with the enhancer, when one is set — restore each face.
+        `sources`: with a face map, each face's source key (each swapped face is labelled with it).
 
         Reads `frame`, never writes it. The results hold aligned crops only (see SwappedFace).
         """
-        timer = timer if timer is not None else StageTimer()
-        latent = self._latent()
-        # Read once: a hot reload may switch the enhancer off (set_enhancer, the loop's thread)
-        # while this runs on the swap worker.
-        enhancer = self.enhancer
-        spec = boost.boosted(self.swapper.crop, self.pixel_boost if rung(level).pixel_boost else self.swapper.crop.size)
+        if sources is not None and faces and self.face_map is not None:  # each face by its own source (`mapping`)
+            return self.face_map.swap(self, frame, faces, level, timer or StageTimer(), sources)
+        return self.swap_with(self.swapper, frame, faces, level, timer, self._latent())
+
+    def swap_with(self, swapper: Swapper, frame: Frame, faces: list[Face], level: Level, timer: StageTimer | None,
+                  latent: Latent | None) -> list[SwappedFace]:
+        """`swap_faces` with this swapper (the engine's, or a mapped person's own model) and source rows."""
+        timer = timer or StageTimer()
+        enhancer = self.enhancer  # read once: a hot reload may switch it off (the loop's thread) while this runs
+        spec = boost.boosted(swapper.crop, self.pixel_boost if rung(level).pixel_boost and swapper is self.swapper else swapper.crop.size)
         with timer("align"):
             # Many faces: every crop cut from one 4-channel copy of the frame (the same crops, cheaper).
             source = for_warps(frame, len(faces), spec.size)
             aligned = [spec.align(source, face.kps) for face in faces]
         with timer("swap"):
-            if latent is not None and self.weight != 0.5 and self.swapper.spec.source.blend != "none":
+            if latent is not None and self.weight != 0.5 and swapper.spec.source.blend != "none":
                 # `[swap] weight`: each face's own identity mixed into the source's (one recognizer run a face).
-                latent = np.concatenate([self.swapper.blended(latent, self.recognizer.embed_raw(frame, face), self.weight) for face in faces])
-            crops = self._swap(spec, [crop for crop, _ in aligned], latent)
+                rows = latent if latent.shape[0] == len(faces) else np.repeat(latent, len(faces), axis=0)
+                latent = np.concatenate([swapper.blended(rows[i : i + 1], self.recognizer.embed_raw(frame, face), self.weight)
+                                         for i, face in enumerate(faces)])
+            crops = self._swap(swapper, spec, [crop for crop, _ in aligned], latent)
         if enhancer is None or not rung(level).enhancer or not faces:
             swapped = [SwappedFace(crop, spec.template, face.kps) for crop, face in zip(crops, faces)]
             originals = [original for original, _ in aligned]
@@ -427,22 +383,21 @@ class FaceEngine:
             parsed = parser.parse(originals, out_spec)
         return [replace(sw, keep=p.mask, shown=parser.shown(p)) for sw, p in zip(swapped, parsed)]
 
-    def _swap(self, spec: CropSpec, crops: list[Frame], latent: Latent | None) -> list[Frame]:
-        """The swapped crops at `spec`'s size: the swapper's own, or — pixel boost — each face's
-        k² polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`). `latent`:
-        one source row for all, or one per face."""
-        k = boost.factor(spec.size, self.swapper.crop.size)
+    def _swap(self, swapper: Swapper, spec: CropSpec, crops: list[Frame], latent: Latent | None) -> list[Frame]:
+        """The swapped crops at `spec`'s size: the swapper's own, or — pixel boost — each face's k²
+        polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`); one row or one a face."""
+        k = boost.factor(spec.size, swapper.crop.size)
         seen = self.seen  # read once: the loop may stop recording meanwhile
         if k == 1:
             if seen is not None:
                 seen.offer(crops)
-            return self.swapper.swap(crops, latent)
+            return swapper.swap(crops, latent)
         if latent is not None and latent.shape[0] > 1:  # one row per face: each of its tiles gets it
             latent = np.repeat(latent, k * k, axis=0)
         tiles = [tile for crop in crops for tile in boost.split(crop, k)]
         if seen is not None:
             seen.offer(tiles)
-        tiles = self.swapper.swap(tiles, latent)
+        tiles = swapper.swap(tiles, latent)
         return [boost.merge(tiles[i * k * k : (i + 1) * k * k], k) for i in range(len(crops))]
 
     def _enhanced(self, enhancer: Enhancer, frame: Frame, face: Face, swapped: Frame, original: Frame,
@@ -453,7 +408,7 @@ class FaceEngine:
         canvas, m_enhance = enhancer.crop.align(frame, face.kps)
         camera = canvas.copy() if self.parser is not None else canvas
         # enhancer-crop pixel → frame → swap-crop pixel: the swap crop's matrix seen from the enhancer crop.
-        m_inner = _compose(m_swap, invert_affine(m_enhance))
+        m_inner = compose_affine(m_swap, invert_affine(m_enhance))
         self._blend_into_enhance.paste(canvas, swapped, m_inner, original_crop=original)
         return SwappedFace(enhancer.enhance_aligned(canvas), enhancer.crop.template, face.kps, enhanced=True), camera
 
@@ -473,37 +428,22 @@ class FaceEngine:
         """Swap the selected faces of one frame, obscure the others (unless `others` is "show").
         Modifies `frame` in place (copy it first to keep it). A video's frames pass one `follow`
         and their `index`: "largest" then keeps the face it chose, as live."""
+        from vcamd.faces.following import FollowedFace
+
         timer = StageTimer()
-        self._latent()  # fail before detecting when there is no source face
+        if self.face_map is None:
+            self._latent()  # fail before detecting when there is no source face
         with timer("detect"):
             faces = self.detect(frame, self.detect_size(level))
         with timer("select"):
-            targets = follow.select(self, faces, frame, index) if follow is not None else self.select(faces, frame)
-        swapped = self.swap_faces(frame, targets, level, timer)
+            picked = (follow or FollowedFace()).pick(self, faces, frame, index)
+        known = [i for i, key in enumerate(picked.sources) if key != UNKNOWN_SOURCE]  # who the others are is not known: covered
+        keys = [picked.sources[i] or "" for i in known] if self.face_map is not None else None
+        made = iter(self.swap_faces(frame, [picked.targets[i] for i in known], level, timer, keys))
+        swapped = [next(made) if i in known else None for i in range(len(picked.targets))]
         with timer("blend"):  # the camera's own privacy rule decides what each face gets
-            composed = rule.compose(frame_scene(frame, faces, targets, swapped, self.others), self.composite)
+            composed = rule.compose(frame_scene(frame, faces, picked.targets, swapped, self.others, picked.sources), self.composite)
         for stage in ("align", "swap", "enhance"):
             timer.ms.setdefault(stage, 0.0)
         return FrameResult(frame=composed.frame, faces=faces, swapped=composed.faces.count(FaceOutcome.swapped),
                            stage_ms=dict(timer.ms))
-
-
-def frame_scene(frame: Frame, faces: list[Face], targets: list[Face], swapped: list[SwappedFace], others: Others) -> Scene:
-    """One frame of `vcamd swap` as the privacy rule takes it (`vcamd.privacy.rule.Scene`): every
-    position is known (the faces were just detected at this frame); each target gets its swap, or
-    none where the face parser saw too little of the face (covered, never left raw) or no swap came
-    back; the faces not chosen are obscured unless `[swap] others = "show"`. A photo has no last good
-    output to hold, so a face that cannot be swapped is obscured."""
-    swaps: list[SwappedFace | None] = [s if s.shown else None for s in swapped[: len(targets)]]
-    swaps += [None] * (len(targets) - len(swaps))
-    not_chosen = [f for f in faces if not any(f is t for t in targets)] if others is Others.obscure else []
-    return Scene(frame=frame, enabled=True, on_miss=OnMiss.blur, known=True, targets=list(targets), swaps=list(swaps),
-                 others=not_chosen)
-
-
-def _compose(outer: Affine, inner: Affine) -> Affine:
-    """The 2×3 affine for applying `inner` first, then `outer`."""
-    full_outer = np.vstack([np.asarray(outer, np.float64), [0.0, 0.0, 1.0]])
-    full_inner = np.vstack([np.asarray(inner, np.float64), [0.0, 0.0, 1.0]])
-    composed: Affine = (full_outer @ full_inner)[:2].astype(np.float32)
-    return composed

@@ -13,7 +13,8 @@ as it) for RELEASE_FRAMES frames — the user left — the largest face is chose
 recogniser model changed (a face pipeline rebuilt for another key keeps the lock). While it is missing nothing is swapped, and every
 face in view is looked at by identity every IDENTITY_RETRY_FRAMES frames: the user coming back is
 found again. "all" swaps every face and "reference" already picks by identity in every frame:
-`FollowedFace` leaves them to `FaceEngine.select`.
+`FollowedFace` leaves them to `FaceEngine.select`. With `[[swap.map]]` the faces are chosen by who
+they are (`vcamd.faces.mapping.WhoIsWho`): `pick` says, per face chosen, which source it must show.
 """
 
 from __future__ import annotations
@@ -27,23 +28,12 @@ import numpy as np
 
 from vcamd.common.types import Face, Frame
 from vcamd.config.schema import FaceSelection
+from vcamd.faces.identity import SAME_PERSON_COSINE
+from vcamd.faces.mapping import STRANGER, FaceMap, WhoIsWho
+from vcamd.privacy.geometry import at_place_of
 
 Embed = Callable[[Frame, Face], np.ndarray]
 """The recogniser's embedding of a face (L2-normalised)."""
-
-FOLLOW_WIDTHS = 1.0
-"""The followed face moved to a face whose centre is closer than this × its width to where it was
-(consecutive selections are a frame or a few apart; a neighbour is at least a face width away)."""
-
-FOLLOW_SIZE_CHANGE = 0.35
-"""... and whose width differs from its width there by at most this share: a face of another size
-at that place (someone leaning in over the user) is checked by identity first."""
-
-SAME_PERSON_COSINE = 0.65
-"""A face is the followed one by identity when its embedding's cosine with the one taken when it
-was chosen is at least this. ArcFace: the same person in one camera session ≈ 0.7–0.95, strangers
-≤ 0.3; the tests' stand-in recogniser gives strangers up to ≈ 0.64. Too strict costs a returning
-user a few frames obscured until RELEASE_FRAMES; too loose would hand the lock to a stranger."""
 
 RELEASE_FRAMES = 90
 """The lock ends when the followed face has been missing this many frames (3 s at 30 fps)."""
@@ -51,6 +41,15 @@ RELEASE_FRAMES = 90
 IDENTITY_RETRY_FRAMES = 5
 """While the followed face is missing, the faces in view are compared with it at most this often:
 one embedding per face, on the loop's thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class Picked:
+    """The faces to swap in a frame and, with a face map, the source key each must show (None:
+    any; `rule.UNKNOWN_SOURCE`: none — who it is is not known, so it is covered)."""
+
+    targets: list[Face]
+    sources: list[str | None]
 
 
 @dataclass
@@ -90,6 +89,19 @@ class FollowedFace:
 
     def __init__(self) -> None:
         self._lock: _Lock | None = None
+        self._who: WhoIsWho | None = None
+
+    def pick(self, engine: Selecting, faces: list[Face], frame: Frame, index: int) -> Picked:
+        """`select`, or with a face map every face but the strangers, each with its source key."""
+        face_map: FaceMap | None = getattr(engine, "face_map", None)  # a face pipeline without face mapping has none
+        if face_map is None:
+            self._who = None
+            targets = self.select(engine, faces, frame, index)
+            return Picked(targets, [None] * len(targets))
+        self._lock, self._who = None, self._who or WhoIsWho()
+        who = self._who.who(face_map, faces, frame, index, engine.recognizer.embed)
+        chosen = [(f, face_map.key_of(w)) for f, w in zip(faces, who) if w != STRANGER]
+        return Picked([f for f, _ in chosen], [k for _, k in chosen])
 
     def select(self, engine: Selecting, faces: list[Face], frame: Frame, index: int) -> list[Face]:
         """The faces to swap in frame `index` (`engine`: the `FaceEngine`, whose selection and
@@ -121,7 +133,7 @@ class FollowedFace:
         """The followed face among `faces`: the one face where it was at the last selection (at
         about its size), else the face recognised as it; None: not in view, or not looked for by
         identity on this frame (IDENTITY_RETRY_FRAMES)."""
-        moved = [f for f in faces if _follows(lock.face, f)]
+        moved = [f for f in faces if at_place_of(lock.face, f)]
         seen_last_time, lock.called_at = lock.seen_at == lock.called_at, index
         if seen_last_time and len(moved) == 1:
             return moved[0]
@@ -135,11 +147,3 @@ class FollowedFace:
         scores = [float(embed(frame, f) @ lock.identity) for f in candidates]
         best = int(np.argmax(scores))
         return candidates[best] if scores[best] >= SAME_PERSON_COSINE else None
-
-
-def _follows(last: Face, face: Face) -> bool:
-    """Whether `face` is where the followed face was (`last`), at about its size."""
-    width = max(last.width, 1.0)
-    dx = (face.box[0] + face.box[2] - last.box[0] - last.box[2]) / 2
-    dy = (face.box[1] + face.box[3] - last.box[1] - last.box[3]) / 2
-    return bool(np.hypot(dx, dy) < FOLLOW_WIDTHS * width and abs(face.width - last.width) <= FOLLOW_SIZE_CHANGE * width)

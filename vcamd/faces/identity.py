@@ -38,6 +38,13 @@ GRAPH_PREFIX_NODES = 8
 """How many leading graph nodes are searched for in-graph normalisation (insightface's rule)."""
 
 
+SAME_PERSON_COSINE = 0.65
+"""Two faces are one person at this cosine or above (the followed face, `vcamd.faces.following`;
+a mapped person, `vcamd.faces.mapping`). ArcFace: the same person in one camera session ≈
+0.7–0.95, strangers ≤ 0.3; the tests' stand-in recogniser gives strangers up to ≈ 0.64. Too
+strict costs a returning user a few frames obscured; too loose would hand the swap to a stranger."""
+
+
 def graph_normalisation(path: Path) -> tuple[float, float]:
     """(mean, std) a recognizer export wants, decided from its graph as insightface's ArcFaceONNX does:
     a Sub/`_minus` and a Mul/`_mul` among the first nodes mean the graph normalises by itself
@@ -125,6 +132,25 @@ class SourceIdentity:
         x1, y1 = (round(v) for v in self.face.box[:2])
         return (f"the largest of the {self.faces_in_photo} faces in the photo ({round(self.face.width)}×"
                 f"{round(self.face.height)} px at x={x1}, y={y1}); crop the photo to one face to choose another")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFace:
+    """A source identity and its swapper latent, replaced as one object (thread-safe read)."""
+
+    identity: SourceIdentity
+    latent: npt.NDArray[np.float32] | None  # None: a model with its own trained identity takes no source input
+    stamp: tuple[Path, int, int]  # resolved path, mtime_ns, size: re-embed only when these change
+
+
+def file_stamp(path: Path) -> tuple[Path, int, int]:
+    """(resolved path, mtime_ns, size): a photo is read again only when these change."""
+    try:
+        resolved = path.expanduser().resolve()
+        st = resolved.stat()
+    except (OSError, ValueError):  # missing, a NUL byte, a name over the limit, ...
+        return path, -1, -1  # read_image will say what is wrong with it
+    return resolved, st.st_mtime_ns, st.st_size
 
 
 def largest_face(faces: list[Face]) -> Face:

@@ -440,12 +440,12 @@ class LiveEngine:
              "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status(), **self._precision(),
              "precision_changes": list(self.settings.int8.changes)}
 
-    def _precision(self) -> dict[str, dict[str, str]]:
+    def _precision(self) -> dict[str, Any]:
         """What each model of the running pipeline runs at ("float" or "int8", `vcamd.inference.precision`) and
-        why, where there is something to say; empty while none runs (or a pipeline without models)."""
-        status = getattr(self.parts.faces, "precision_status", None)
+        why; the face map's people (`face_map`: reference → source). Empty while none runs."""
+        status, face_map = getattr(self.parts.faces, "precision_status", None), getattr(self.parts.faces, "face_map", None)
         runs, why = status() if status is not None else ({}, {})
-        return {"precision": runs, "precision_why": why}
+        return {"precision": runs, "precision_why": why, "face_map": face_map.status() if face_map is not None else []}
 
     def _captured(self) -> int:
         return self.parts.replaced_captured + self.parts.reader.captured + self.parts.source.skipped

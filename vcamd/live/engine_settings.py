@@ -130,7 +130,7 @@ class Settings:
         if faces is None:
             from vcamd.models.pipeline import has_own_identity
 
-            return self.cfg.swap.source_face is None and not has_own_identity(self.cfg)
+            return self.cfg.swap.source_face is None and not self.cfg.swap.map and not has_own_identity(self.cfg)
         return faces.source is None and faces.needs_source
 
     def start_swapping_off_if_not_ready(self) -> None:

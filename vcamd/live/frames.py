@@ -35,7 +35,7 @@ from vcamd.live.tracking.unseen import UnseenChanges
 from vcamd.privacy import rule
 from vcamd.privacy.geometry import near_any
 from vcamd.privacy.obscure import obscure_frame
-from vcamd.privacy.rule import Composed, FaceOutcome, Scene, lost_to_cover, region
+from vcamd.privacy.rule import UNKNOWN_SOURCE, Composed, FaceOutcome, Scene, lost_to_cover, region
 
 if TYPE_CHECKING:
     from vcamd.faces.engine import SwappedFace
@@ -109,7 +109,8 @@ class FrameProcessor:
         self._faces_to_swap = 0  # how many the selection wanted swapped (targets may hold fewer: faces_per_round)
         self._covered_lost: list[Face] = []  # lost faces covered in the last frame
         self._others: list[Face] = []  # faces face_selection does not swap, obscured ([swap] others)
-        self._follow = FollowedFace()  # which face "largest" keeps swapping
+        self._follow = FollowedFace()  # which face "largest" keeps swapping; with a face map, who is who
+        self._sources: dict[int, str | None] | None = None  # with a face map: id(target) → the source key it must show
         self._repaint = Repaint()  # the last frame's covers and swaps, put back where nothing changed
         self._book = SwapBook()  # the newest swap per face
         self._matched: tuple[int, list[Face], list[Swap | None], bool] | None = None  # this frame's (`_matched_swaps`)
@@ -178,7 +179,7 @@ class FrameProcessor:
         composed = rule.compose(  # the one rule, `vcamd swap` asks it too
             Scene(frame=frame, enabled=True, on_miss=self.policy.on_miss, known=report.known, targets=targets,
                   swaps=swaps, lost=lost, held=parts.publisher.held, unsure=report.unsure, others=self._others,
-                  unseen=unseen),
+                  unseen=unseen, sources=self._wants(targets) or []),
             parts.faces.composite, painter,
         )
         painter.finish()
@@ -220,6 +221,8 @@ class FrameProcessor:
         # it: the next swap starts on the newest frame (the face on screen is that much younger
         # for the whole next swap).
         out_of_date = self._out_of_date(targets, report, level) if targets and report.known else []
+        wants = self._wants(out_of_date)  # a face map: who is not known yet, is not swapped
+        out_of_date = out_of_date if wants is None else [t for t, k in zip(out_of_date, wants) if k != UNKNOWN_SOURCE]
         if out_of_date:
             self._submit(frame, out_of_date, level, t_capture)
             stage_ms["submit"] = (parts.clock() - t1) * 1000.0
@@ -249,8 +252,14 @@ class FrameProcessor:
         if not usable:
             return list(targets)
         since = self._stable_since(report)
-        maker, now = self._maker(), self._parts.clock()
-        return [t for t, m in zip(targets, matched) if not SwapBook.current(m, since.get(id(t), self._index), level, maker, now)]
+        maker, now, wants = self._maker(), self._parts.clock(), self._wants(targets) or [None] * len(targets)
+        return [t for t, m, want in zip(targets, matched, wants)
+                if not SwapBook.current(m, since.get(id(t), self._index), level, maker, now)
+                or (want is not None and getattr(m.swapped if m else None, "source", None) != want)]  # another person's swap
+
+    def _wants(self, faces: list[Face]) -> list[str | None] | None:
+        """With a face map, the source key each face must show (`FollowedFace.pick`); None without one."""
+        return None if self._sources is None else [self._sources.get(id(f), UNKNOWN_SOURCE) for f in faces]
 
     def _stable_since(self, report: FaceReport) -> dict[int, int]:
         """id(face) → the frame index since which its pixels only moved (`FaceReport.stable_since`)."""
@@ -304,8 +313,12 @@ class FrameProcessor:
         try:
             if faces is None:
                 raise RuntimeError("no face pipeline")  # never: the loop selects only while one runs
-            return self._follow.select(faces, report.faces, frame, self._index), report
+            picked = self._follow.pick(faces, report.faces, frame, self._index)
+            mapped = getattr(faces, "face_map", None) is not None  # a pipeline without a map has none
+            self._sources = {id(f): k for f, k in zip(picked.targets, picked.sources)} if mapped else None
+            return picked.targets, report
         except Exception as exc:
+            self._sources = {} if self._sources is not None else None  # with a face map: nobody known
             log.error("face selection failed: %s", exc)
             return list(report.faces), FaceReport(known=False, faces=report.faces, lost=report.lost, appeared=report.appeared, full=report.full,
                                                   unsure=report.unsure)
@@ -334,7 +347,8 @@ class FrameProcessor:
         x0, y0, x1, y1 = region(frame, targets, SWAP_REGION_SCALE)
         crop = frame[y0:y1, x0:x1].copy()  # private copy: the loop keeps drawing on `frame`
         local = [_shift(f, x0, y0) for f in targets]
-        self._parts.worker.submit(SwapJob(crop, local, list(targets), level, t_capture, self._index, self._maker()))
+        self._parts.worker.submit(SwapJob(crop, local, list(targets), level, t_capture, self._index, self._maker(),
+                                          sources=[k or "" for k in wants] if (wants := self._wants(targets)) is not None else None))
 
     def send_covered(self, frame: Frame, t_capture: float) -> None:
         """The whole frame obscured, without the face pipeline's per-frame work: no face pipeline
@@ -376,7 +390,7 @@ class FrameProcessor:
         self.startup.published(now, swapped=composed is not None and FaceOutcome.swapped in composed.faces)
         if composed is not None:
             if composed.all_swapped:
-                parts.publisher.remember_good(frame, targets or [])
+                parts.publisher.remember_good(frame, targets or [], tuple(self._wants(targets or []) or ()))
             parts.stats.record_faces(composed.faces, None if swapped_at is None else (now - swapped_at) * 1000.0, composed.unsure_covered)
         latency = None if t_capture is None else (now - t_capture) * 1000.0
         parts.stats.record_publish(outcome, parts.watchdog.level, latency)

@@ -98,6 +98,7 @@ TABLE: dict[str, dict[str, Row]] = {
         "max_result_age_s": live(O.frames),
         "pixel_boost": B,  # the face engine is built with it (and the watchdog told when it is installed)
         "weight": B,  # the face engine is built with it
+        "map": B,  # every mapped photo is read at build (an unchanged source photo's latent is computed again)
     },
     "smoothing": {"enabled": live(O.frames), "min_cutoff_hz": live(O.frames), "beta": live(O.frames)},
     "mask": {"regions": B, "min_visible": B},  # the face engine's parser is built with them

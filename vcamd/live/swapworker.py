@@ -46,6 +46,7 @@ class SwapJob:
     t_capture: float
     frame_index: int = 0  # the loop's index of the frame the region was cut from
     maker: tuple[Any, Any] = (None, None)  # (the face pipeline, its source face) as the loop handed the job in
+    sources: list[str] | None = None  # with a face map: each face's source key (`vcamd.faces.mapping`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,9 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
             t0 = self._job_started = self._clock()
         timer = StageTimer()
         try:
-            swapped = self.faces.swap_faces(job.region, job.faces, job.level, timer)
+            # With a face map, each face is swapped to its own source (a pipeline without one takes no keys).
+            mapped = {"sources": job.sources} if job.sources is not None else {}
+            swapped = self.faces.swap_faces(job.region, job.faces, job.level, timer, **mapped)
             if len(swapped) != len(job.faces):
                 raise RuntimeError(f"swap_faces returned {len(swapped)} results for {len(job.faces)} faces")
             if any(_is_flat(sw.crop) for sw in swapped):

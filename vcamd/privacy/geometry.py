@@ -62,3 +62,21 @@ def greedy_pairs(allowed: np.ndarray, distance: np.ndarray) -> list[int | None]:
         taken[best] = True
         out.append(best)
     return out
+
+
+FOLLOW_WIDTHS = 1.0
+"""A face followed from one frame to the next (`FollowedFace`, `WhoIsWho`) moved to a face whose
+centre is closer than this × its width to where it was (consecutive selections are a frame or a
+few apart; a neighbour is at least a face width away)."""
+
+FOLLOW_SIZE_CHANGE = 0.35
+"""... and whose width differs from its width there by at most this share: a face of another size
+at that place (someone leaning in over the user) is checked by identity first."""
+
+
+def at_place_of(last: Face, face: Face) -> bool:
+    """Whether `face` is where a face was (`last`), at about its size."""
+    width = max(last.width, 1.0)
+    dx = (face.box[0] + face.box[2] - last.box[0] - last.box[2]) / 2
+    dy = (face.box[1] + face.box[3] - last.box[1] - last.box[3]) / 2
+    return bool(np.hypot(dx, dy) < FOLLOW_WIDTHS * width and abs(face.width - last.width) <= FOLLOW_SIZE_CHANGE * width)

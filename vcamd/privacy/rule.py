@@ -14,6 +14,13 @@ held or obscured. `on_miss = "passthrough"` is the user's explicit opt-out: miss
 Faces face_selection does not swap (`Scene.others`) are obscured whatever on_miss says, unless the
 user chose `[swap] others = "show"` (the caller then hands none).
 
+With a face map (`[[swap.map]]`, several people each with their own source), each target says which
+source it must show (`Scene.sources`): a swap made from another source is never pasted on it, and
+it is held only where the last good output showed that same source there; a target whose source
+is not known (UNKNOWN_SOURCE: who it is is not decided), and every lost or unsure place, is
+obscured rather than held. So a mapped person never shows another person's source, nor — when the
+engine is unsure who they are — their own face.
+
 No threads, no clock, no engine state: everything comes in as arguments, so the rule can be tested
 exhaustively (tests/privacy/test_rule_property.py). What it decides is drawn through a `Painter`
 (held regions copied, regions obscured, swaps pasted): by default straight onto the frame; the live
@@ -32,7 +39,7 @@ import numpy as np
 
 from vcamd.common.types import Face, Frame, Outcome
 from vcamd.config.schema import OnMiss
-from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_any
+from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_any, near_matrix
 from vcamd.privacy.obscure import obscure_frame, obscure_region
 
 log = logging.getLogger(__name__)
@@ -55,6 +62,9 @@ Paste = Callable[[Frame, Any, Face], Any]
 return the rectangle it drew on (`vcamd.faces.blend.PasteRegion`, None: nothing)."""
 
 Box = tuple[int, int, int, int]
+
+UNKNOWN_SOURCE = "?"
+"""The source a target wants when who it is is not known: no swap carries it, nothing is held for it."""
 
 
 class Painter(Protocol):
@@ -103,6 +113,8 @@ class Held:
 
     frame: Frame
     faces: list[Face]
+    sources: tuple[str | None, ...] = ()
+    """Per face, the source its swap showed (a face map's key; empty: not told)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +133,8 @@ class Scene:
     others: list[Face] = field(default_factory=list)  # faces face_selection does not swap, to obscure ([swap] others)
     unseen: list[tuple[int, int, int, int]] = field(default_factory=list)
     """Rectangles that changed away from every known face since a detection looked there (`unseen`): obscured."""
+    sources: list[str | None] = field(default_factory=list)
+    """Per target, the source its swap must show (`swapped.source`); None: any. Empty: no face map."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +164,9 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
         return _whole_frame_miss(scene, n_faces)
 
     outcomes: list[FaceOutcome | None] = [None] * len(scene.targets)
-    to_paste = [(i, sw) for i, sw in enumerate(scene.swaps) if sw is not None]
-    missed = [i for i, sw in enumerate(scene.swaps) if sw is None]
+    swaps = _of_wanted_source(scene)
+    to_paste = [(i, sw) for i, sw in enumerate(swaps) if sw is not None]
+    missed = [i for i, sw in enumerate(swaps) if sw is None]
     if scene.on_miss is OnMiss.passthrough:
         for i in missed:
             outcomes[i] = FaceOutcome.passthrough
@@ -160,7 +175,9 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
     else:
         covers = ([(scene.targets[i], MISS_REGION_SCALE) for i in missed] + [(face, LOST_REGION_SCALE) for face in scene.lost]
                   + [(face, MISS_REGION_SCALE) for face in scene.unsure])
-        decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None, painter)
+        wants = ([scene.sources[i] for i in missed] + [UNKNOWN_SOURCE] * (len(scene.lost) + len(scene.unsure))
+                 if scene.sources else None)
+        decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None, painter, wants)
         for box in scene.unseen:  # after the holds: a held region must never uncover it
             painter.obscure(frame, box)
         for i, outcome in zip(missed, decided):
@@ -207,15 +224,30 @@ def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:
     return Composed(scene.frame, Outcome.blurred, [FaceOutcome.obscured] * n_faces, fresh_badge=True, all_swapped=False)
 
 
-def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None, painter: Painter) -> list[FaceOutcome]:
+def _of_wanted_source(scene: Scene) -> list[Any | None]:
+    """The scene's swaps, each kept only where it shows the source its target wants (a face map)."""
+    if not scene.sources:
+        return list(scene.swaps)
+    return [sw if sw is not None and (want is None or (want != UNKNOWN_SOURCE and getattr(sw, "source", None) == want)) else None
+            for sw, want in zip(scene.swaps, scene.sources)]
+
+
+def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None, painter: Painter,
+           wants: list[str | None] | None = None) -> list[FaceOutcome]:
     """Hold each face (its grown region from the last good output, where that output showed it
-    swapped) or obscure it. All holds go first, then all obscures: a held region that reaches
-    over another face must never uncover it."""
+    swapped — with `wants`, swapped to the source it wants) or obscure it. All holds go first, then
+    all obscures: a held region that reaches over another face must never uncover it."""
     boxes = [region(frame, [face], scale) for face, scale in covers]
     can_hold = held is not None and held.frame.shape == frame.shape
     shown_swapped = [False] * len(covers)
     if held is not None and can_hold:
         shown_swapped = near_any([face for face, _ in covers], held.faces, HELD_MATCH_WIDTHS)
+        if wants is not None and covers:  # a face map: held only where that output showed the same source
+            near = near_matrix([face for face, _ in covers], held.faces, HELD_MATCH_WIDTHS) if held.faces else None
+            told = near is not None and len(held.sources) == len(held.faces)
+            shown_swapped = [ok and (want is None or (want != UNKNOWN_SOURCE and told and near is not None
+                                                      and any(near[k, j] and held.sources[j] == want for j in range(len(held.faces)))))
+                             for k, (ok, want) in enumerate(zip(shown_swapped, wants))]
     outcomes = [FaceOutcome.held if swapped else FaceOutcome.obscured for swapped in shown_swapped]
     for box, outcome in zip(boxes, outcomes):
         if outcome is FaceOutcome.held and held is not None:  # only ever held when there is a last good output

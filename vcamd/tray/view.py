@@ -154,6 +154,9 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
     ]
     if status.get("source_face_pick"):  # a group photo: which of its faces was taken
         lines.append(f"  {status['source_face_pick']}")
+    for mapped in status.get("face_map") or []:  # [[swap.map]]: who gets which face
+        if isinstance(mapped, Mapping):
+            lines.append(f"Mapped: {Path(str(mapped.get('reference'))).name} → {Path(str(mapped.get('source'))).name}")
     if numbers:
         lines.append("Speed: " + ", ".join(numbers))
     for role, name in models:

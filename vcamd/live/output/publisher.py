@@ -118,9 +118,10 @@ class Publisher:
                 self.failure_streak = 0
         self.last_published = frame
 
-    def remember_good(self, frame: Frame, faces: list[Face]) -> None:
-        """`frame` showed every one of `faces` swapped: the output `hold` covers faces with."""
-        self.held = Held(frame, list(faces))
+    def remember_good(self, frame: Frame, faces: list[Face], sources: tuple[str | None, ...] = ()) -> None:
+        """`frame` showed every one of `faces` swapped (with a face map: each to its `sources`): the
+        output `hold` covers faces with."""
+        self.held = Held(frame, list(faces), sources)
 
     def forget_good(self) -> None:
         """The camera changed: the old good output no longer matches the picture."""

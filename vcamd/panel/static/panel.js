@@ -122,7 +122,7 @@ function render(state) {
   renderModels(s);
 
   const face = s.source_face ? String(s.source_face).split(/[\\/]/).pop() : "none";
-  $("face-current").textContent = face + pickNote(s);
+  $("face-current").textContent = face + pickNote(s) + mapNote(s);
   renderRecent(state.recent_faces || []);
   // The server lists the levels in ladder order, best quality first (vcamd.common.quality).
   renderTransitions(state.transitions || [], (state.qualities || []).filter((q) => q !== "auto"));
@@ -184,6 +184,13 @@ function renderNeeds(needs, on) {
 // A group photo: which of its faces was taken (the largest), as the engine says.
 function pickNote(s) {
   return s && s.source_face_pick ? " — " + s.source_face_pick : "";
+}
+
+// [[swap.map]]: who gets which face (each photo by its file name).
+function mapNote(s) {
+  const name = (p) => String(p).split(/[\\/]/).pop();
+  const map = s && Array.isArray(s.face_map) ? s.face_map : [];
+  return map.length ? " — mapped: " + map.map((m) => name(m.reference) + " → " + name(m.source)).join(", ") : "";
 }
 
 function renderRecent(faces) {
