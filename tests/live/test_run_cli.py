@@ -35,7 +35,7 @@ def test_run_publishes_n_frames_to_a_file_and_writes_the_stats(tmp_path, live_co
     assert set(stats["latency_ms"]) == {"p50", "p95", "p99"}
     assert set(stats["degradation"]) == {"transitions", "level_share"}
     # [models] threads = 1 leaves the loop a core anyway: the swap model is never moved.
-    assert stats["swapper_cores"] == {"loop_core": None, "swapper_cores": None, "every_core_now": False, "every_core_s": 0.0, "changes": 0}
+    assert stats["swapper_cores"] == {"loop_core": None, "swapper_cores": None, "worker_cores": None, "every_core_now": False, "every_core_s": 0.0, "changes": 0}
     # The providers really in use, once the models are in. On a busy machine the 30 frames (1.5 s)
     # may all go out covered while the models still load: then none is in use, and none is claimed.
     providers = stats["providers"]

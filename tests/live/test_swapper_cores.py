@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 from vcamd.inference.cores import (
     BUSY_CORES,
+    EVERY_CORE_PRECISIONS,
     QUIET_CORES,
     QUIET_HOLD_S,
     READ_EVERY_S,
@@ -107,7 +109,7 @@ def test_the_worker_takes_every_core_while_others_compete_and_leaves_the_loop_s_
     swap(QUIET_CORES * 0.5)
     assert not cores.every_core and pinned[-1] == split.swapper_cores and cores.changes == 2
     assert cores.every_core_s() == pytest.approx(now[0] - borrowed_at)
-    assert cores.to_json() == {"loop_core": 0, "swapper_cores": [1, 2, 3], "every_core_now": False,
+    assert cores.to_json() == {"loop_core": 0, "swapper_cores": [1, 2, 3], "worker_cores": [1, 2, 3], "every_core_now": False,
                                "every_core_s": round(now[0] - borrowed_at, 2), "changes": 2}
     calls = meter.calls
     now[0] += READ_EVERY_S / 2
@@ -125,6 +127,22 @@ def test_the_first_swap_of_a_start_runs_on_every_core_and_the_next_ones_off_the_
     cores.follow(split)
     cores.follow(split)
     assert pinned == [split.every_core, split.swapper_cores] and not cores.every_core and cores.changes == 0
+
+
+def test_an_int8_swap_model_runs_on_every_core_while_quiet_and_a_float_one_keeps_off_the_loop_s() -> None:
+    """The int8 copy's swap takes every core, quiet or not; the float model's stays off the loop's
+    core while quiet; switching to the copy mid-run (`Int8Upgrade`) moves the worker at its next swap."""
+    assert EVERY_CORE_PRECISIONS == {"int8"}
+    split = CoreSplit(0, frozenset({1}))
+    pinned: list[frozenset[int]] = []
+    cores = SwapperCores(lambda: 0.0, meter_for=lambda c: _Meter([]), pin=pinned.append)
+    cores.follow(split, first=True)
+    cores.follow(split, precision="float")
+    cores.follow(split, precision="int8")
+    cores.follow(split, precision="int8")
+    assert pinned == [split.every_core, split.swapper_cores, split.every_core]
+    assert not cores.every_core and cores.changes == 0  # not the meter's doing: no move counted as the load's
+    assert cores.to_json()["worker_cores"] == [0, 1] and not cores.to_json()["every_core_now"]
 
 
 def test_a_pipeline_without_a_split_is_never_pinned_and_a_new_split_starts_quiet() -> None:
@@ -238,5 +256,50 @@ def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
                 swap_once()
         assert worker.cores.every_core, "the worker never saw the two busy processes"
         assert seen[-1] == split.every_core
+    finally:
+        worker.stop()
+
+
+@needs_two_cores
+def test_the_real_swap_worker_runs_an_int8_swapper_on_every_core_while_quiet() -> None:
+    """The worker reads what the swapper runs at from the face pipeline (`FaceEngine.precision`)
+    before each swap: float off the loop's core, int8 on every core, quiet (no meter verdict: the
+    meter is read at most once a READ_EVERY_S and these swaps are back to back)."""
+    from vcamd.common.quality import BEST
+    from vcamd.faces.engine import SwappedFace
+    from vcamd.inference.precision import FLOAT
+    from vcamd.live.measures.stats import LiveStats
+    from vcamd.live.swapworker import SwapJob, SwapWorker
+
+    split = core_split(0)
+    assert split is not None
+    seen: list[set[int]] = []
+
+    class Faces:
+        core_split = split
+        precision = FLOAT
+
+        def swap_faces(self, frame, faces, level=BEST, timer=None):
+            seen.append(os.sched_getaffinity(0))
+            crop = np.random.default_rng(len(seen)).integers(0, 255, (8, 8, 3), np.uint8)
+            return [SwappedFace(crop, "arcface", np.zeros((5, 2), np.float32))]
+
+    faces = Faces()
+    worker = SwapWorker(faces, LiveStats(time.monotonic), time.monotonic)  # type: ignore[arg-type]
+    worker.start()
+    frame = np.random.default_rng(0).integers(0, 255, (16, 16, 3), np.uint8)
+
+    def swap_once() -> None:
+        _, seq = worker.results.latest()
+        worker.submit(SwapJob(frame, [None], [None], BEST, time.monotonic()))  # type: ignore[list-item]
+        assert worker.results.wait_newer(seq, 60)[0] is not None
+
+    try:
+        swap_once()  # the first swap of a start: every core
+        swap_once()
+        faces.precision = replace(FLOAT, runs="int8")  # the upgrade switched the swapper to its copy
+        swap_once()
+        assert seen == [split.every_core, split.swapper_cores, split.every_core]
+        assert not worker.cores.every_core  # the load's flag: untouched
     finally:
         worker.stop()

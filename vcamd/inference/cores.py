@@ -16,6 +16,15 @@ covers the frame and tracks every few frames (`FrameProcessor._first_swap_runnin
 shown that much sooner (the 554-MB inswapper stand-in's first swap: 1.7 s on one core, 0.85 s on
 two).
 
+A swapper on its int8 copy (`vcamd.inference.precision`) takes every core even while quiet: its
+worker thread moves, its pool stays off the loop's core. On the inswapper stand-in's copy, 720p,
+quiet, 2 cores (2026-12-05, three interleaved pairs): 862–878 ms a swap off the loop's core,
+584–605 ms with the worker on every core, p99 31–37 → 31–39 ms, 100 % at full quality either way;
+the worker pinned to the loop's core alone gave 608 ms (p99 42 ms), the pool unpinned too 678 ms
+(p99 43 ms), one run each. The call's int8 swapper, quiet: 108–111 → 64–66 ms.
+The float model's quiet every-core was not measured this way (the pool on every core was: it took
+the watchdog off full quality, docs/performance.md "Tried, not kept").
+
 How (Linux): the swap worker's sessions get one intra-op thread per core of the process, and
 ONNX Runtime pins its pool threads (every one but the caller's) to the swapper's cores
 (`session.intra_op_thread_affinities`); the swap worker — the thread that calls the model and
@@ -43,6 +52,9 @@ goes onto every core."""
 QUIET_CORES = 0.25
 """Below this the machine is quiet again; held for `QUIET_HOLD_S`, the swapper leaves the loop's core."""
 QUIET_HOLD_S = 5.0
+EVERY_CORE_PRECISIONS = frozenset({"int8"})
+"""Swap models at these precisions (`vcamd.precision`: the model's checked int8 copy) take every
+core even while the machine is quiet (see the module doc)."""
 READ_EVERY_S = 1.0
 """The meter is read at most this often (between swaps: a read costs ~0.1 ms)."""
 
@@ -146,8 +158,9 @@ class SwapperCores:
         self._since: float | None = None
         self._pinned: frozenset[int] | None = None
 
-    def follow(self, split: CoreSplit | None, first: bool = False) -> None:
-        """Before a swap, on the worker's thread; `first`: no swap has landed yet."""
+    def follow(self, split: CoreSplit | None, first: bool = False, precision: str = "float") -> None:
+        """Before a swap, on the worker's thread; `first`: no swap has landed yet; `precision`: what
+        the swap model runs at (one of `EVERY_CORE_PRECISIONS`: every core, quiet or not)."""
         now = self._clock()
         if split != self._split:
             self._account(now)
@@ -162,7 +175,8 @@ class SwapperCores:
             self._read_at = now
             self._judge(now, split, self._meter.read())
         if split is not None:
-            self._pin_to(split.every_core if first or self.every_core else split.swapper_cores)
+            every = first or self.every_core or precision in EVERY_CORE_PRECISIONS
+            self._pin_to(split.every_core if every else split.swapper_cores)
 
     def _pin_to(self, cores: frozenset[int]) -> None:
         if cores != self._pinned:
@@ -201,12 +215,14 @@ class SwapperCores:
         return self._every_core_s + (now - self._since if self.every_core and self._since is not None else 0.0)
 
     def to_json(self) -> dict[str, Any]:
-        """For the stats: the split (None: the swapper runs anywhere), where it is now, how long
-        it was on every core for other programs' sake, and how often it moved."""
+        """For the stats: the split (None: the swapper runs anywhere), the cores the worker is on
+        now (an int8 swapper or a first swap: every core), whether other programs keep it on every
+        core now, how long they did, and how often it moved for them."""
         split = self._split
         return {
             "loop_core": split.loop_core if split is not None else None,
             "swapper_cores": sorted(split.swapper_cores) if split is not None else None,
+            "worker_cores": sorted(self._pinned) if split is not None and self._pinned is not None else None,
             "every_core_now": self.every_core,
             "every_core_s": round(self.every_core_s(), 2),
             "changes": self.changes,

@@ -31,8 +31,8 @@ FLAT_CROP_STD = 2.0
 
 
 class Swapping(Protocol):
-    """The part of the face engine the worker uses (and, where it has one, its `core_split`:
-    the cores its models run on, `vcamd.inference.cores`)."""
+    """The part of the face engine the worker uses (and, where it has them, its `core_split`:
+    the cores its models run on, `vcamd.inference.cores`, and its `precision`: what the swapper runs at)."""
 
     def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[SwappedFace]: ...
 
@@ -97,7 +97,8 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
 
     def _work(self, job: SwapJob) -> SwapResult | None:
         split: CoreSplit | None = getattr(self.faces, "core_split", None)  # None: a pipeline that runs anywhere
-        self.cores.follow(split, first=self.results.latest()[0] is None)
+        precision = getattr(getattr(self.faces, "precision", None), "runs", "float")  # `FaceEngine.precision`
+        self.cores.follow(split, first=self.results.latest()[0] is None, precision=precision)
         with self._lock:
             t0 = self._job_started = self._clock()
         timer = StageTimer()
