@@ -196,12 +196,16 @@ class LiveTracker:
                                      deadline_s) if looked_for else ([], None)
             if found is None:
                 # Late: a face due for its periodic look whose pixels only moved is where they
-                # moved to meanwhile; a frame with any other face not looked at is a miss (the
-                # tracks are kept for the next one, with the keys the late look's news gave).
-                if all(i in self._backstop for i in todo):
+                # moved to meanwhile, and a lost face stays lost (covered at its last place, looked
+                # for everywhere by the full detection); a frame with any other tracked face not
+                # looked at is a miss (the tracks are kept for the next one, with the keys the late
+                # look's news gave).
+                tracked = len(self.book.tracks)
+                if all(i in self._backstop for i in todo if i < tracked):
                     for i in todo:
-                        followed[i], key = self._backstop[i]
-                        self._followed_keys[id(followed[i])] = (followed[i], key)
+                        if i < tracked:
+                            followed[i], key = self._backstop[i]
+                            self._followed_keys[id(followed[i])] = (followed[i], key)
                     found, todo = [], []
                 else:
                     late = True
