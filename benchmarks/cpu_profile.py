@@ -104,8 +104,8 @@ def child(args: argparse.Namespace) -> None:
     """One measured run (under py-spy when the parent found it); writes per-thread CPU as JSON."""
     from vcamd.bench.scenarios import _cache_dir, run_live, scenario_config, sliding_clip
     from vcamd.bench.settings import RESOLUTIONS, BenchSettings
-    from vcamd.config import Config
-    from vcamd.images import read_image
+    from vcamd.config.schema import Config
+    from vcamd.files.images import read_image
 
     width, height = RESOLUTIONS[args.resolution]
     settings = BenchSettings(

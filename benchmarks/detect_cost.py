@@ -47,8 +47,8 @@ def main() -> None:
 
     from vcamd.bench.clips import BACKGROUND
     from vcamd.faces.detect import FaceDetector
+    from vcamd.inference.runtime import Sessions
     from vcamd.live.tracking.cropplan import crop_around
-    from vcamd.runtime import Sessions
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--detector", type=Path, default=SHARED / "models" / "scrfd_2.5g_kps.onnx")

@@ -37,7 +37,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from vcamd.pipeline import build_face_engine
+from vcamd.models.pipeline import build_face_engine
 
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
@@ -70,7 +70,7 @@ class _TimedSession:
 
 
 def _timed_sessions(providers: list[str], threads: int, log: dict[str, float]) -> Any:
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     class TimedSessions(Sessions):
         def _get(self, path: Path, input_hw: tuple[int, int] | None) -> Any:  # type: ignore[override]
@@ -109,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     from insightface.model_zoo.inswapper import INSwapper
 
     from vcamd.bench.standins import build_enhancer, build_recognizer, build_swapper
-    from vcamd.config import config_from_dict
+    from vcamd.common.quality import Level
+    from vcamd.config.reading import config_from_dict
     from vcamd.faces.align import estimate_affine
     from vcamd.faces.engine import FaceEngine
-    from vcamd.quality import Level
 
     image = cv2.imread(str(ASSETS / "images" / "newton.png"))
     inference: dict[str, float] = defaultdict(float)
@@ -235,7 +235,7 @@ def _live(engine: Any, cfg: Any, frame: np.ndarray, level: Any, n: int, inferenc
 
 def _blend(engine: Any, engine_no_cc: Any, frame: np.ndarray, face: Any, n: int) -> dict[str, float]:
     """One 128² swapped crop composited into the frame (colour correction on, as by default; and off)."""
-    from vcamd.quality import Level
+    from vcamd.common.quality import Level
 
     swapped = engine.swap_faces(frame, [face], Level.no_enhancer)[0]
     out: dict[str, float] = {}

@@ -43,15 +43,15 @@ def _per_call_ms(fn, calls: int) -> float:
 def main() -> None:
     import cv2
 
-    from vcamd.badge import draw_badge
     from vcamd.bench.clips import fitted_frame
+    from vcamd.common.types import Face
     from vcamd.faces.align import estimate_affine, for_warps, warp
     from vcamd.faces.blend import PREPARED_PIXELS, Blender
     from vcamd.faces.detect import FaceDetector
+    from vcamd.inference.runtime import Sessions
     from vcamd.live.tracking.cropplan import crop_around
     from vcamd.live.tracking.trackedfaces import dedupe_faces
-    from vcamd.runtime import Sessions
-    from vcamd.types import Face
+    from vcamd.privacy.badge import draw_badge
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--calls", type=int, default=300)

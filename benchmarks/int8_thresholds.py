@@ -1,4 +1,4 @@
-"""What the int8 fidelity check's thresholds rest on (`vcamd/fidelity.py`): how far a face crop already
+"""What the int8 fidelity check's thresholds rest on (`vcamd/inference/fidelity.py`): how far a face crop already
 moves on its way through a call, measured on real faces with the real recogniser. It prints what it
 measured; it asserts nothing.
 
@@ -34,9 +34,9 @@ def main() -> None:
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
     from vcamd.faces.specs import RECOGNIZER_CROP, SWAPPERS
-    from vcamd.fidelity import psnr_db
-    from vcamd.images import read_image
-    from vcamd.runtime import Sessions
+    from vcamd.files.images import read_image
+    from vcamd.inference.fidelity import psnr_db
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(["cpu"], 2)
     detector = FaceDetector(ASSETS / "models" / "scrfd_2.5g_kps.onnx", sessions)

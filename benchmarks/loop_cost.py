@@ -227,10 +227,10 @@ def _vcamd_run(clip: Path, cfg, frames: int, quality: str | None, keep_every: in
     """vcamd's live engine (as `vcamd bench` runs it) on `clip` into a sink that marks the CPU and
     keeps every `keep_every`-th frame after SKIP (references: a published frame is not drawn on again)."""
     from vcamd.bench.scenarios import _warm_up
+    from vcamd.common.quality import Level
     from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.live.engine import LiveEngine
     from vcamd.live.loading import build_face_pipeline
-    from vcamd.quality import Level
     from vcamd.sinks.null import NullSink
 
     marks, kept = Marks(min(UNTIL, frames)), []
@@ -262,8 +262,8 @@ def _settings(resolution: str, quality: str | None):
 
 def child_light(args: argparse.Namespace) -> dict:
     from vcamd.bench.scenarios import _cache_dir, scenario_config, sliding_clip
-    from vcamd.config import Config
-    from vcamd.images import read_image
+    from vcamd.config.schema import Config
+    from vcamd.files.images import read_image
 
     tmp = Path(os.environ["LOOPCOST_TMP"])
     settings = _settings(args.resolution, args.quality or None)
@@ -282,8 +282,8 @@ def child_still(args: argparse.Namespace) -> dict:
 
     from vcamd.bench.leaks import load_checkers, placements_in, recognised_as
     from vcamd.bench.scenarios import _cache_dir, scenario_config, still_clip
-    from vcamd.config import Config
-    from vcamd.images import read_image
+    from vcamd.config.schema import Config
+    from vcamd.files.images import read_image
     from vcamd.live.capture.sources import VideoFileCamera
 
     row = args.rows
@@ -329,7 +329,7 @@ def child_dlc(args: argparse.Namespace) -> dict:
 
     from vcamd.bench.scenarios import sliding_clip
     from vcamd.bench.standins import build_recognizer, build_swapper
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
     from vcamd.live.capture.sources import VideoFileCamera
 
     tmp = Path(os.environ["LOOPCOST_TMP"])

@@ -48,7 +48,7 @@ def main() -> None:
     from privacy import leak_checkers  # benchmarks/privacy.py: this folder is on the path
 
     from vcamd.bench import standins
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
 
     leaks, both, recognizer, (stranger_crop, stranger) = leak_checkers()
 

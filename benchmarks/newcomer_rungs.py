@@ -141,13 +141,13 @@ def main() -> None:
     from privacy import leak_checkers  # benchmarks/privacy.py: this folder is on the path
 
     from vcamd.bench import standins
-    from vcamd.config import config_from_dict
+    from vcamd.common.quality import Level
+    from vcamd.config.reading import config_from_dict
     from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
     from vcamd.live.loading import build_face_pipeline
     from vcamd.privacy.geometry import near
     from vcamd.privacy.obscure import obscure_frame
-    from vcamd.quality import Level
 
     leaks, both, recognizer, (stranger_crop, stranger) = leak_checkers(threads=1)
     clips = {name: frames for name, frames in scenarios(args.fps, leaks, both[1]).items() if name in args.scenarios}

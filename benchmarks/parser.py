@@ -25,7 +25,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vcamd.pipeline import build_face_engine
+from vcamd.models.pipeline import build_face_engine
 
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
@@ -40,10 +40,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from vcamd.bench.standins import build_enhancer, build_parser, build_recognizer, build_swapper, parser_layer_stats
-    from vcamd.config import config_from_dict
+    from vcamd.common.quality import Level
+    from vcamd.config.reading import config_from_dict
     from vcamd.faces.engine import FaceEngine, StageTimer
-    from vcamd.quality import Level
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions([args.providers], args.threads)
     newton = cv2.imread(str(ASSETS / "images" / "newton.png"))

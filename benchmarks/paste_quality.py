@@ -52,7 +52,7 @@ def main() -> None:
     from vcamd.faces.blend import Blender
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.swap import Swapper
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--detector", type=Path, default=SHARED / "models" / "scrfd_2.5g_kps.onnx")

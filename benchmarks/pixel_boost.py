@@ -24,7 +24,7 @@ from pathlib import Path
 
 import cv2
 
-from vcamd.pipeline import build_face_engine
+from vcamd.models.pipeline import build_face_engine
 
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
@@ -41,11 +41,11 @@ def main() -> None:
 
     from vcamd.bench.pastes import face_core, psnr
     from vcamd.bench.standins import build_identity_swapper, build_recognizer, build_swapper, swapper_layer_stats
-    from vcamd.config import config_from_dict
+    from vcamd.common.quality import Level
+    from vcamd.config.reading import config_from_dict
     from vcamd.faces.align import estimate_affine
     from vcamd.faces.engine import FaceEngine, StageTimer
-    from vcamd.quality import Level
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sizes = [int(s) for s in args.sizes.split(",")]
     frame = cv2.resize(cv2.imread(str(ASSETS / "images" / "newton.png")), (1920, 1080), interpolation=cv2.INTER_CUBIC)

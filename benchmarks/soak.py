@@ -31,7 +31,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vcamd.pipeline import build_face_engine
+from vcamd.models.pipeline import build_face_engine
 
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO.parent / "shared" / "assets"
@@ -68,10 +68,10 @@ def make_clip(path: Path, width: int, height: int, fps: float, frames: int = 90)
 
 def build(args: argparse.Namespace, folder: Path):
     from vcamd.bench.standins import build_recognizer, build_swapper
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
+    from vcamd.inference.runtime import Sessions
     from vcamd.live.capture.sources import VideoFileCamera
     from vcamd.live.engine import LiveEngine
-    from vcamd.runtime import Sessions
     from vcamd.sinks.null import NullSink
 
     width, height = args.width, args.height
@@ -107,7 +107,7 @@ def build(args: argparse.Namespace, folder: Path):
 
 def latency_count(stats) -> int:
     """Latency samples recorded so far (every published frame but the offline placeholders)."""
-    from vcamd.types import Outcome
+    from vcamd.common.types import Outcome
 
     return stats.published - stats.outcomes[Outcome.offline]
 

@@ -70,10 +70,10 @@ def placement(kps: np.ndarray) -> tuple[float, float, float]:
 def track(frames: list[np.ndarray], detector_path: Path) -> list:
     """The tracker's face per frame (None where it reported none)."""
     from vcamd.faces.detect import FaceDetector
+    from vcamd.inference.runtime import Sessions
     from vcamd.live.measures.stats import LiveStats
     from vcamd.live.tracking.full import FullDetector
     from vcamd.live.tracking.tracker import LiveTracker
-    from vcamd.runtime import Sessions
 
     detector = FaceDetector(detector_path, Sessions(["cpu"], threads=1))
     full = FullDetector(detector, LiveStats(), time.monotonic)
@@ -118,10 +118,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
-    from vcamd.config import SmoothingConfig
+    from vcamd.config.schema import SmoothingConfig
     from vcamd.faces.detect import FaceDetector
+    from vcamd.inference.runtime import Sessions
     from vcamd.live.tracking.smoothing import FaceSmoother
-    from vcamd.runtime import Sessions
 
     portrait = cv2.imread(str(ASSETS / "images" / "newton.png"))
     probe = FaceDetector(ASSETS / "models" / args.detector, Sessions(["cpu"], threads=1))

@@ -39,6 +39,8 @@ def _register_support() -> None:
 _register_support()
 
 from support import assets as test_assets  # noqa: E402  (registered just above)
+from support.heap import ReturnHeap  # noqa: E402
+from support.order import longest_first  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +71,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         report.longrepr = (ASSETS_FIXTURE_PLACE[0], ASSETS_FIXTURE_PLACE[1], longrepr[2])
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Each test process hands back, between tests, the heap its engines left (support/heap.py)."""
+    plugin = ReturnHeap.here()
+    if plugin is not None:
+        config.pluginmanager.register(plugin, "vcamd-return-heap")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suite's longest files start first (support/order.py): with `-n N --dist loadfile` the short
+    files then fill every worker up to the end. Last of the hooks, so it moves whole files only."""
+    order = longest_first([item.nodeid for item in items])
+    items[:] = [items[i] for i in order]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory):
     """Every test (and every `vcamd` subprocess it starts) gets its own config, data, state and
@@ -95,7 +112,7 @@ def models_dir(assets: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def sessions():
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     return Sessions(["cpu"], threads=2)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vcamd.badge import draw_badge
-from vcamd.config import Corner
+from vcamd.config.schema import Corner
+from vcamd.privacy.badge import draw_badge
 
 
 @pytest.mark.parametrize("corner", list(Corner))

@@ -1,10 +1,10 @@
-"""`vcamd.boundedjson`: hostile JSON is one `JsonRefused`, whatever json itself would have raised."""
+"""`vcamd.common.boundedjson`: hostile JSON is one `JsonRefused`, whatever json itself would have raised."""
 
 from __future__ import annotations
 
 import pytest
 
-from vcamd.boundedjson import JsonRefused, loads_bounded, nesting_depth
+from vcamd.common.boundedjson import JsonRefused, loads_bounded, nesting_depth
 
 
 @pytest.mark.parametrize("text, why", [

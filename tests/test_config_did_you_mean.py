@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from vcamd.config import Config, config_from_dict
-from vcamd.errors import ConfigError
+from vcamd.common.errors import ConfigError
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import Config
 
 
 def problems(data: dict) -> list[str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vcamd.config import load_config
-from vcamd.errors import ConfigError
+from vcamd.common.errors import ConfigError
+from vcamd.config.reading import load_config
 
 
 def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_unknown_section_and_key_are_named_as_such(tmp_path: Path) -> None:
 def test_a_relative_video_file_as_camera_device_is_taken_from_the_config_folder(tmp_path):
     # config.example.toml: "Relative paths are relative to this file" — [camera] device can be a
     # video file; a daemon started by systemd (working dir: home) would look elsewhere.
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
 
     folder = tmp_path / "cfg"
     folder.mkdir()
@@ -58,7 +58,7 @@ def test_a_relative_video_file_as_camera_device_is_taken_from_the_config_folder(
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the rule for Linux")
 def test_the_runtime_folder_depends_on_the_user_not_on_xdg_runtime_dir(tmp_path: Path, monkeypatch) -> None:
-    from vcamd.config import user_runtime_dir
+    from vcamd.config.folders import user_runtime_dir
 
     uid = os.geteuid()
     run_user, shared_tmp = tmp_path / "run-user", tmp_path / "tmp"
@@ -82,8 +82,8 @@ def test_the_runtime_folder_depends_on_the_user_not_on_xdg_runtime_dir(tmp_path:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="chown needs root")
 def test_a_planted_runtime_folder_is_refused(tmp_path: Path) -> None:
-    from vcamd.config import user_runtime_dir
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
+    from vcamd.config.folders import user_runtime_dir
 
     uid = os.geteuid()
     planted = tmp_path / f"vcamd-{uid}"

@@ -17,13 +17,14 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd import doctor, v4l2loopback
-from vcamd.config import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
+from vcamd import doctor
+from vcamd.config.schema import CameraConfig, Config, ModelsConfig, VirtualCameraConfig
 from vcamd.doctor import Status
 from vcamd.doctor.camera import OBS_MAC_DAL_PLUGIN, OBS_VIRTUALCAM_CLSID, UNITY_CAPTURE_CLSID
 from vcamd.doctor.providers import probe_providers
 from vcamd.doctor.results import ok
-from vcamd.pipeline import build_face_engine
+from vcamd.models.pipeline import build_face_engine
+from vcamd.system import v4l2loopback
 
 REPO = Path(__file__).resolve().parents[1]
 LOOPBACK_LOADED = Path("/sys/module/v4l2loopback").exists()
@@ -274,7 +275,7 @@ def models_config(files: dict[str, Path], **override: Path) -> ModelsConfig:
 
 
 def test_doctor_rejects_a_gfpgan_file_as_swapper_like_run(standin_models):
-    from vcamd.errors import ModelError
+    from vcamd.common.errors import ModelError
 
     good = Config(models=models_config(standin_models))
     assert [r.status for r in doctor.check_models(good)] == [Status.ok] * 3
@@ -433,7 +434,7 @@ def test_tray_check_without_a_tray_host_gives_the_desktops_fix_not_the_installed
 
 def test_doctor_fails_a_source_face_that_is_not_a_photo(tmp_path, assets):
     from vcamd import doctor
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.doctor import Status
 
     not_a_photo = tmp_path / "face.jpg"
@@ -448,7 +449,7 @@ def test_doctor_fails_a_source_face_that_is_not_a_photo(tmp_path, assets):
 
 def test_doctor_says_a_virtual_camera_device_that_exists_is_not_a_video_device(tmp_path):
     from vcamd import doctor
-    from vcamd.config import VirtualCameraConfig
+    from vcamd.config.schema import VirtualCameraConfig
     from vcamd.doctor import Status
 
     sysfs, module, dev = tmp_path / "class" / "video4linux", tmp_path / "module" / "v4l2loopback", tmp_path / "dev"
@@ -465,7 +466,7 @@ def test_doctor_says_a_virtual_camera_device_that_exists_is_not_a_video_device(t
 
 def test_doctor_names_a_camera_video_file_that_does_not_play_as_such(tmp_path):
     from vcamd import doctor
-    from vcamd.config import CameraConfig
+    from vcamd.config.schema import CameraConfig
     from vcamd.doctor import Status
 
     broken = tmp_path / "clip.mp4"
@@ -477,7 +478,7 @@ def test_doctor_names_a_camera_video_file_that_does_not_play_as_such(tmp_path):
 
 def test_doctor_warns_that_run_keeps_swapping_off_without_consent(assets):
     from vcamd import doctor
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.doctor import Status
 
     cfg = Config.model_validate({"swap": {"source_face": str(assets / "images" / "newton.png")}})

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vcamd import doctor
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor import Status
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from vcamd import doctor
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor import Status
-from vcamd.precision import Verdict
+from vcamd.inference.precision import Verdict
 
 
 @pytest.fixture
@@ -28,9 +28,9 @@ def _config(swapper: Path, precision: str = "int8", providers: tuple[str, ...] =
 
 def _keep(swapper: Path, passed: bool) -> Path:
     """A kept verdict (and copy) for `swapper`, as a build leaves it."""
-    from vcamd import int8cache
-    from vcamd.precision import int8_units, needs_reduced_range
-    from vcamd.quantize import build_key
+    from vcamd.inference import int8cache
+    from vcamd.inference.precision import int8_units, needs_reduced_range
+    from vcamd.models.quantize import build_key
 
     entry = int8cache.Entry(int8cache.sha256_of(swapper), build_key(needs_reduced_range(int8_units())))
     built = swapper.with_name("built.onnx")
@@ -87,9 +87,9 @@ def test_the_doctor_lists_the_precision_row(swapper, monkeypatch):
 
 
 def test_a_verdict_round_trips_through_the_cache(swapper):
-    from vcamd import int8cache
-    from vcamd.precision import int8_units, needs_reduced_range
-    from vcamd.quantize import build_key
+    from vcamd.inference import int8cache
+    from vcamd.inference.precision import int8_units, needs_reduced_range
+    from vcamd.models.quantize import build_key
 
     copy = _keep(swapper, passed=True)
     kept = int8cache.lookup(swapper, build_key(needs_reduced_range(int8_units())))

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vcamd.errors import FaceError
-from vcamd.images import read_image
+from vcamd.common.errors import FaceError
+from vcamd.files.images import read_image
 
 
 def test_reads_real_photo(assets: Path) -> None:

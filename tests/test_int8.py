@@ -1,6 +1,6 @@
-"""The swapper's int8 copy: built with ONNX Runtime's quantiser on real aligned faces (`vcamd.quantize`),
-checked against the float model (`vcamd.fidelity`), kept by the model file's SHA-256
-(`vcamd.int8cache`), and `vcamd models quantize`. Small stand-ins only: the 554 MB one is the bench's."""
+"""The swapper's int8 copy: built with ONNX Runtime's quantiser on real aligned faces (`vcamd.models.quantize`),
+checked against the float model (`vcamd.inference.fidelity`), kept by the model file's SHA-256
+(`vcamd.inference.int8cache`), and `vcamd models quantize`. Small stand-ins only: the 554 MB one is the bench's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from support.cli import one_clear_line, run_vcamd
 
-from vcamd.fidelity import THRESHOLDS, compare, psnr_db
+from vcamd.inference.fidelity import THRESHOLDS, compare, psnr_db
 
 
 @pytest.fixture
@@ -32,8 +32,8 @@ def calibration(assets, tmp_path_factory):
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
     from vcamd.faces.specs import SWAPPERS
-    from vcamd.quantize import faces_from_photos
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
+    from vcamd.models.quantize import faces_from_photos
 
     sessions = Sessions(["cpu"], 1)
     recognizer = build_recognizer(tmp_path_factory.mktemp("recognizer") / "recognizer.onnx")
@@ -50,7 +50,7 @@ def calibration(assets, tmp_path_factory):
 def mobilefacenet(assets):
     """The real face-embedding net: the identity half of the check, on real faces."""
     from vcamd.faces.identity import Recognizer
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     return Recognizer(assets / "models" / "mobilefacenet.onnx", Sessions(["cpu"], 1), normalisation=(127.0, 128.0))
 
@@ -89,10 +89,10 @@ def test_psnr_of_equal_crops_is_capped_and_of_noise_is_low():
 
 
 def test_a_swapper_that_quantises_well_passes_and_its_copy_is_kept_by_content(tmp_path, cache, calibration):
-    from vcamd import int8cache
     from vcamd.bench.standins import build_swapper
-    from vcamd.precision import swapper_choice
-    from vcamd.quantize import build_checked, build_key
+    from vcamd.inference import int8cache
+    from vcamd.inference.precision import swapper_choice
+    from vcamd.models.quantize import build_checked, build_key
 
     recognizer, faces = calibration
     model = build_swapper(tmp_path / "a" / "swapper.onnx", heavy_convs=1)
@@ -125,9 +125,9 @@ def test_a_swapper_that_quantises_well_passes_and_its_copy_is_kept_by_content(tm
 
 
 def test_a_swapper_whose_activations_8_bits_cannot_hold_fails_every_recipe_and_its_verdict_is_kept(tmp_path, cache, calibration):
-    from vcamd import int8cache
     from vcamd.bench.standins import build_unquantizable_swapper
-    from vcamd.quantize import RECIPES, build_checked, build_key
+    from vcamd.inference import int8cache
+    from vcamd.models.quantize import RECIPES, build_checked, build_key
 
     recognizer, faces = calibration
     model = build_unquantizable_swapper(tmp_path / "wide.onnx")
@@ -146,7 +146,7 @@ def test_an_fp16_export_is_widened_to_float32_before_it_is_quantised(tmp_path, c
     """inswapper_128_fp16 (the default swapper) keeps float16 weights behind casts; ONNX Runtime's
     quantiser writes an invalid graph from those, so the copy is made from a float32 widening."""
     from vcamd.bench.standins import build_swapper
-    from vcamd.quantize import build_checked
+    from vcamd.models.quantize import build_checked
 
     recognizer, faces = calibration
     model = build_swapper(tmp_path / "swapper_fp16.onnx", fp16=True, heavy_convs=1)
@@ -155,7 +155,7 @@ def test_an_fp16_export_is_widened_to_float32_before_it_is_quantised(tmp_path, c
 
 
 def test_the_cache_forgets_a_hash_when_the_file_changes(tmp_path, cache):
-    from vcamd import int8cache
+    from vcamd.inference import int8cache
 
     model = tmp_path / "m.onnx"
     model.write_bytes(b"one")
@@ -208,7 +208,7 @@ def test_models_quantize_builds_prints_the_check_and_a_failed_copy_is_a_clear_re
 def test_faces_seen_are_kept_at_different_moments_up_to_the_limit_and_waited_for():
     import threading
 
-    from vcamd.quantize import SeenFaces
+    from vcamd.models.quantize import SeenFaces
 
     now = [0.0]
     seen = SeenFaces(limit=3, every_s=0.5, clock=lambda: now[0])

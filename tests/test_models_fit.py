@@ -13,9 +13,9 @@ import pytest
 import tomli_w
 
 from vcamd import doctor
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor import Status
-from vcamd.modelcheck import identity_fit
+from vcamd.models.modelcheck import identity_fit
 
 MISFIT = ("[models] recognizer mobilefacenet.onnx gives 128-d face embeddings, but the swapper {swapper} "
           "(inswapper_128) takes 512-d ones: every swap would fail")

@@ -1,4 +1,4 @@
-"""`vcamd.onnxwire` reads what the onnx package would: checked against it as the oracle.
+"""`vcamd.inference.onnxwire` reads what the onnx package would: checked against it as the oracle.
 
 The last initializer in every encoding a writer may choose (raw bytes, the typed fields, fp16 bit
 patterns, external data), node names, and the detector's input-size rewrite byte for byte as
@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from vcamd import onnxwire
-from vcamd.onnxwire import WireError
+from vcamd.inference import onnxwire
+from vcamd.inference.onnxwire import WireError
 
 DETECTORS = ["scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx"]
 

@@ -1,4 +1,4 @@
-"""The optimised-graph cache (`vcamd.ortcache`, `Sessions.get(path, keep_optimized=True)`).
+"""The optimised-graph cache (`vcamd.inference.ortcache`, `Sessions.get(path, keep_optimized=True)`).
 
 A first load optimises the model and keeps the graph; the next load uses it (optimisations off)
 and computes the same outputs. An entry that no longer matches — the model file changed, another
@@ -19,10 +19,10 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from vcamd import ortcache
-from vcamd.errors import ModelError
-from vcamd.pipeline import build_face_engine
-from vcamd.runtime import Sessions
+from vcamd.common.errors import ModelError
+from vcamd.inference import ortcache
+from vcamd.inference.runtime import Sessions
+from vcamd.models.pipeline import build_face_engine
 
 ALL = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
 NONE = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -159,8 +159,8 @@ def test_entries_of_models_that_are_gone_are_removed(cache, model, tmp_path):
 def test_swapping_keeps_the_swapper_s_graph_and_checking_a_file_does_not(cache, standins, assets, tmp_path):
     """`vcamd run` / `vcamd swap` (FaceEngine.from_config) keep the swapper's optimised graph;
     `vcamd doctor`, `config check` and a download's verification only look at the file."""
-    from vcamd.config import config_from_dict
-    from vcamd.modelcheck import check_signature
+    from vcamd.config.reading import config_from_dict
+    from vcamd.models.modelcheck import check_signature
 
     swapper = tmp_path / "swapper.onnx"
     shutil.copy(standins.swapper, swapper)
@@ -211,7 +211,7 @@ def test_the_swapper_s_emap_is_kept_with_its_graph(cache, standins, tmp_path, mo
     """The next start reads `emap` from the cache, not from the model file (which a start that
     loads the kept graph would otherwise read only for it)."""
     import vcamd.faces.swap as swap
-    from vcamd.onnxwire import last_initializer
+    from vcamd.inference.onnxwire import last_initializer
 
     path = tmp_path / "swapper.onnx"
     shutil.copy(standins.swapper, path)

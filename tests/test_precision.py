@@ -1,4 +1,4 @@
-"""`vcamd.precision`: the CPU's int8 units read honestly, and the one decision of what the swapper
+"""`vcamd.inference.precision`: the CPU's int8 units read honestly, and the one decision of what the swapper
 runs at — with the runtime seam it takes effect through (`Sessions.run_copy`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vcamd.precision import CPU_PROVIDER, FLOAT, Int8Units, Verdict, choose, int8_units, needs_reduced_range
+from vcamd.inference.precision import CPU_PROVIDER, FLOAT, Int8Units, Verdict, choose, int8_units, needs_reduced_range
 
 X86_VNNI = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n\nprocessor\t: 1\nflags\t\t: fpu\n"
 X86_AVX2 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n"
@@ -97,7 +97,7 @@ def test_seven_bit_weights_only_on_x86_known_to_lack_vnni(monkeypatch):
 
 def test_a_models_sessions_run_its_copy_and_a_copy_that_does_not_load_leaves_the_model(tmp_path):
     from vcamd.bench.standins import build_identity_swapper, build_swapper
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     model = build_swapper(tmp_path / "swapper.onnx")
     copy = build_identity_swapper(tmp_path / "copy.onnx")  # recognisably another graph
@@ -130,8 +130,9 @@ def test_a_models_sessions_run_its_copy_and_a_copy_that_does_not_load_leaves_the
 
 
 def test_models_precision_is_auto_float_or_int8_and_a_change_rebuilds_the_pipeline():
-    from vcamd.config import Config, config_from_dict
-    from vcamd.errors import ConfigError
+    from vcamd.common.errors import ConfigError
+    from vcamd.config.reading import config_from_dict
+    from vcamd.config.schema import Config
     from vcamd.live.reconfigure import TABLE, Apply, plan
 
     assert Config().models.precision == "auto"
@@ -149,11 +150,11 @@ def test_a_swapper_family_without_an_int8_copy_runs_float_and_says_why(tmp_path,
     int8 builds none and says why, and `vcamd models quantize` refuses it with the same reason."""
     from vcamd.bench.families import build_family_swapper
     from vcamd.bench.standins import build_recognizer
-    from vcamd.config import config_from_dict
-    from vcamd.errors import ModelError
+    from vcamd.common.errors import ModelError
+    from vcamd.config.reading import config_from_dict
     from vcamd.faces.specs import family_named
-    from vcamd.pipeline import build_face_engine
-    from vcamd.quantize import swapper_spec
+    from vcamd.models.pipeline import build_face_engine
+    from vcamd.models.quantize import swapper_spec
 
     hyperswap = build_family_swapper(tmp_path / "hyperswap_1a_256.onnx", family_named("hyperswap_256"))
     cfg = config_from_dict({

@@ -22,9 +22,9 @@ import pytest
 from support.cli import one_clear_line
 from support.cli import run_vcamd as run_cli
 
-from vcamd import service, v4l2loopback
-from vcamd.errors import VcamdError
-from vcamd.packaged import packaged_text
+from vcamd.common.errors import VcamdError
+from vcamd.system import service, v4l2loopback
+from vcamd.system.packaged import packaged_text
 
 REPO = Path(__file__).resolve().parents[1]
 VCAMD = [sys.executable, "-m", "vcamd"]
@@ -303,10 +303,10 @@ def test_install_on_macos_and_windows_write_their_entries(tmp_path):
 
 
 def test_service_and_doctor_do_not_import_each_other():
-    # Both take what they know about v4l2loopback from vcamd.v4l2loopback.
+    # Both take what they know about v4l2loopback from vcamd.system.v4l2loopback.
     code = ("import sys, importlib; mod = importlib.import_module(sys.argv[1]); "
-            "print(sorted(m for m in ('vcamd.doctor', 'vcamd.service', 'vcamd.sinks', 'cv2') if m in sys.modules))")
-    for module, alone in (("vcamd.service", "vcamd.service"), ("vcamd.doctor", "vcamd.doctor")):
+            "print(sorted(m for m in ('vcamd.doctor', 'vcamd.system.service', 'vcamd.sinks', 'cv2') if m in sys.modules))")
+    for module, alone in (("vcamd.system.service", "vcamd.system.service"), ("vcamd.doctor", "vcamd.doctor")):
         out = subprocess.run([sys.executable, "-c", code, module], capture_output=True, text=True, timeout=60, check=True)
         assert out.stdout.strip() == str([alone]), out.stdout
 

@@ -1,6 +1,6 @@
 import sys
 
-from vcamd import stopping
+from vcamd.common import stopping
 
 stopping.install()  # before anything else is imported: a SIGTERM from here on is a clean stop
 

@@ -13,8 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from vcamd import __version__, stopping
-from vcamd.errors import VcamdError
+from vcamd import __version__
+from vcamd.common import stopping
+from vcamd.common.errors import VcamdError
 
 COMMAND_MODULES = (
     "models",
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     A command that sets `leave_process=True` (the daemon, `vcamd run`) ends the process itself when
     `main` is the process's entry point (argv None): see `leave_process`. As the entry point it
-    also makes SIGTERM a clean stop from its first line (`vcamd.stopping`)."""
+    also makes SIGTERM a clean stop from its first line (`vcamd.common.stopping`)."""
     if argv is None:
         stopping.install()
     try:
@@ -70,7 +71,7 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return 2
     if not logging.getLogger().handlers:
-        from vcamd.logs import setup_logging
+        from vcamd.system.logs import setup_logging
 
         # stderr only; `vcamd run` re-does this with the config's level and the rotating log file.
         setup_logging("debug" if args.verbose else "info", to_file=False)
@@ -91,7 +92,7 @@ def _report_providers(*, daemon: bool, verbose: bool) -> None:
     """'<model> runs on <provider>' belongs in the daemon's log; before a one-shot command's own
     output (`doctor`, `config check`, `faces`, `swap`) it is noise, so those show it with -v only.
     Set on every call: a process may run one command after another (the tests do)."""
-    from vcamd.runtime import PROVIDER_REPORT_LOGGER
+    from vcamd.inference.runtime import PROVIDER_REPORT_LOGGER
 
     logging.getLogger(PROVIDER_REPORT_LOGGER).setLevel(logging.NOTSET if daemon or verbose else logging.WARNING)
 

@@ -40,9 +40,9 @@ def _groups_summary(**overrides) -> dict:
 
 def test_the_group_photo_plays_as_a_still_camera_with_all_29_faces(tmp_path: Path, assets: Path) -> None:
     from vcamd.faces.detect import FaceDetector
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
+    from vcamd.inference.runtime import Sessions
     from vcamd.live.capture.sources import VideoFileCamera
-    from vcamd.runtime import Sessions
 
     settings = _settings(assets)
     clip = still_clip(read_image(settings.group_photo, "group photo"), settings, tmp_path, (1280, 720))
@@ -183,7 +183,8 @@ def test_the_startup_scenario_writes_a_config_vcamd_run_reads_back() -> None:
     import tomllib
 
     from vcamd.bench.scenarios import _toml
-    from vcamd.config import Config, config_from_dict
+    from vcamd.config.reading import config_from_dict
+    from vcamd.config.schema import Config
 
     cfg = config_from_dict({"models": {"providers": ["cpu"], "threads": 1}, "swap": {"source_face": "/tmp/a \"quoted\" face.png"}}, "test")
     assert config_from_dict(tomllib.loads(_toml(cfg.model_dump(mode="json", exclude_none=True))), "test") == cfg
@@ -209,8 +210,8 @@ def test_bench_refuses_a_json_path_it_could_only_fail_to_write_at_the_end(tmp_pa
 
 
 def test_the_bench_keeps_optimised_graphs_in_its_own_folder(tmp_path, monkeypatch) -> None:
-    from vcamd import ortcache
     from vcamd.bench.scenarios import _cache_dir
+    from vcamd.inference import ortcache
 
     monkeypatch.delenv("VCAMD_CACHE_DIR", raising=False)
     users = ortcache.cache_dir()
@@ -305,7 +306,7 @@ def test_the_call_swapper_gets_as_many_convolutions_as_make_the_asked_cost_here(
 
 def test_a_call_row_names_a_change_of_faces_per_round_apart_from_a_rung_change(assets) -> None:
     from vcamd.bench.scenarios import call_row
-    from vcamd.config import WatchdogConfig
+    from vcamd.config.schema import WatchdogConfig
     from vcamd.live.measures.watchdog import Watchdog
 
     now = [0.0]
@@ -377,9 +378,9 @@ def test_groups_without_a_group_photo_tiles_the_face_into_29(tmp_path: Path, ass
     from vcamd.bench.clips import tiled_group
     from vcamd.bench.settings import GROUP_FACES
     from vcamd.faces.detect import FaceDetector
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
+    from vcamd.inference.runtime import Sessions
     from vcamd.live.capture.sources import VideoFileCamera
-    from vcamd.runtime import Sessions
 
     settings = _settings(assets, group_photo=None)
     crowd = tiled_group(read_image(settings.face, "bench face"), GROUP_FACES, (1280, 720))
@@ -418,8 +419,8 @@ def test_a_failed_vcamd_run_prints_the_command_to_run_by_hand_and_keeps_its_file
     import subprocess
 
     from vcamd.bench.scenarios import RunFailed, _bench_folder, run_vcamd, scenario_config, sliding_clip
-    from vcamd.config import Config
-    from vcamd.images import read_image
+    from vcamd.config.schema import Config
+    from vcamd.files.images import read_image
 
     settings = _settings(assets, frames=0)  # `vcamd run --frames 0` refuses: a failure to reproduce
     with pytest.raises(RunFailed) as failed, _bench_folder() as folder:

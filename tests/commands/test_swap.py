@@ -13,7 +13,7 @@ import pytest
 from support.configs import swap_config
 from support.video import read_video
 
-from vcamd.badge import badge_box
+from vcamd.privacy.badge import badge_box
 
 
 def _vcamd(*args: object) -> subprocess.CompletedProcess[str]:

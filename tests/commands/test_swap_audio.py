@@ -1,4 +1,4 @@
-"""vcamd.audio and the swap command's use of it, in process: what happens when the sound cannot be kept."""
+"""vcamd.files.audio and the swap command's use of it, in process: what happens when the sound cannot be kept."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import av
 import numpy as np
 import pytest
 
-from vcamd.audio import audio_track_count, mux_audio
 from vcamd.commands.swap import _keep_audio
-from vcamd.errors import VcamdError
-from vcamd.videofile import VideoFile
+from vcamd.common.errors import VcamdError
+from vcamd.files.audio import audio_track_count, mux_audio
+from vcamd.files.videofile import VideoFile
 
 
 def _tone_clip(path: Path, seconds: float = 1.0, rate: int = 16000) -> None:

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from support.fakes import FakeEngine
 
+from vcamd.common.errors import ConfigError, FaceError
 from vcamd.control.server import ControlServer
-from vcamd.errors import ConfigError, FaceError
 
 
 class SmallEngine(FakeEngine):

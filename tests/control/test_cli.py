@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from support.cli import one_clear_line, run_vcamd
 
+from vcamd.common.quality import Level
 from vcamd.control.server import ControlServer
-from vcamd.quality import Level
 
 
 def vcamd(runtime: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -229,8 +229,8 @@ def test_status_table_names_no_gpu_and_keeps_the_control_page_address_whole(caps
 
 
 def test_without_the_override_the_user_runtime_dir_is_used(short_dir):
-    """The same folder with and without XDG_RUNTIME_DIR (`config.user_runtime_dir`), in one line."""
-    from vcamd.config import user_runtime_dir
+    """The same folder with and without XDG_RUNTIME_DIR (`config.folders.user_runtime_dir`), in one line."""
+    from vcamd.config.folders import user_runtime_dir
 
     env = {k: v for k, v in os.environ.items() if k not in ("VCAMD_RUNTIME_DIR", "XDG_RUNTIME_DIR")}
     with_xdg = subprocess.run([sys.executable, "-m", "vcamd", "status"], env={**env, "XDG_RUNTIME_DIR": str(short_dir)},

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vcamd.jsonable import to_jsonable
-from vcamd.quality import Level
-from vcamd.types import Outcome
+from vcamd.common.jsonable import to_jsonable
+from vcamd.common.quality import Level
+from vcamd.common.types import Outcome
 
 
 def test_status_values_become_plain_json():
@@ -43,6 +43,6 @@ def test_rounding_is_the_callers_choice():
 
 
 def test_importing_it_does_not_import_numpy():
-    code = "import sys, vcamd.jsonable, vcamd.control.protocol; print('numpy' in sys.modules)"
+    code = "import sys, vcamd.common.jsonable, vcamd.control.protocol; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False", out.stderr

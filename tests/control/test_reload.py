@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from support.waiting import wait_for
 
-from vcamd.config import Config, load_config
-from vcamd.errors import ConfigError
-from vcamd.reload import ConfigWatcher
+from vcamd.common.errors import ConfigError
+from vcamd.config.reading import load_config
+from vcamd.config.schema import Config
+from vcamd.live.reload import ConfigWatcher
 
 APPLY_WITHIN_S = 20.0
 """How long a test waits for an edit to be applied before calling the watcher broken: a bound, not
@@ -268,16 +269,16 @@ def test_a_load_is_counted_once_its_outcome_is_in_place(config_file, events, mon
     """`loads` went up when a load began: a caller that waited for the count could read the config
     from before that load (a loaded run lost test_a_deleted_file_is_an_error_until_it_comes_back
     so: `watcher.config is good` failed, `good` having been read mid-load)."""
-    import vcamd.reload
+    import vcamd.live.reload
 
-    real_load = vcamd.reload.load_config
+    real_load = vcamd.live.reload.load_config
 
     def slow_load(path):
         loaded = real_load(path)
         time.sleep(0.3)  # a busy machine's slow load, made certain
         return loaded
 
-    monkeypatch.setattr(vcamd.reload, "load_config", slow_load)
+    monkeypatch.setattr(vcamd.live.reload, "load_config", slow_load)
     current, _ = load_config(config_file)
     events.last = current  # the sections each event reports differ from this
     with ConfigWatcher(config_file, events.on_change, events.on_error, current=current, **FAST) as w:

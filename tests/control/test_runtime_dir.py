@@ -14,9 +14,9 @@ import pytest
 from support.cli import one_clear_line, run_vcamd
 from support.users import NOBODY, needs_root, skip_unless_runs_as
 
+from vcamd.common.errors import VcamdError
 from vcamd.control.client import ControlClient, ForeignDaemon, RuntimeDirError, checked_runtime_dir
 from vcamd.control.server import ControlServer
-from vcamd.errors import VcamdError
 
 
 def mode(path: Path) -> int:

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from support.waiting import wait_for
 
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
 from vcamd.control.client import ControlClient, find_endpoint
 from vcamd.control.protocol import (
     MAX_REQUEST_BYTES,
@@ -22,8 +24,6 @@ from vcamd.control.protocol import (
     DaemonNotRunning,
 )
 from vcamd.control.server import AlreadyRunning, ControlServer
-from vcamd.errors import VcamdError
-from vcamd.quality import Level
 
 # ---- who can reach it ---------------------------------------------------------------------------
 
@@ -531,7 +531,7 @@ class CountingFaces:
             self.running += 1
             self.most = max(self.most, self.running)
         try:
-            from vcamd.images import read_image
+            from vcamd.files.images import read_image
 
             read_image(path, "source face")  # the real decode of a large photo
             time.sleep(0.05)  # hold the slot a little longer than the decode
@@ -586,7 +586,7 @@ from conftest import SmallEngine
 import numpy as np
 from vcamd.control.client import ControlClient
 from vcamd.control.server import ControlServer
-from vcamd.images import read_image
+from vcamd.files.images import read_image
 from vcamd.control.protocol import ControlError
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from vcamd.common.quality import Level
 from vcamd.control.protocol import VERBS, Command, Controllable, ProtocolError
-from vcamd.quality import Level
 
 ANSWERED_BY_THE_SERVER = {Command.status, Command.snapshot, Command.quit}
 

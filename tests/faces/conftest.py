@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vcamd.common.types import Face
 from vcamd.faces.detect import FaceDetector
 from vcamd.faces.identity import Recognizer
-from vcamd.runtime import Sessions
-from vcamd.types import Face
+from vcamd.inference.runtime import Sessions
 
 SCRFD_MODELS = ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from insightface.utils import face_align
 
+from vcamd.common.types import Face
 from vcamd.faces.align import (
     ARCFACE_112,
     FFHQ_512,
@@ -17,7 +18,6 @@ from vcamd.faces.align import (
     transform_points,
     warp,
 )
-from vcamd.types import Face
 
 pytestmark = pytest.mark.filterwarnings("ignore:`estimate` is deprecated:FutureWarning")  # inside insightface
 

@@ -6,9 +6,9 @@ import cv2
 import numpy as np
 import pytest
 
+from vcamd.common.types import Face, Frame
 from vcamd.faces.align import estimate_affine, transform_points, warp
 from vcamd.faces.blend import Blender, feather_mask, paste_region
-from vcamd.types import Face, Frame
 
 
 def _aligned(frame: Frame, face: Face, size: int = 128, template: str = "arcface") -> tuple[Frame, np.ndarray]:

@@ -27,9 +27,9 @@ import cv2
 import numpy as np
 import pytest
 
+from vcamd.common.types import Face, Frame
 from vcamd.faces.align import template_points
 from vcamd.faces.blend import Blender
-from vcamd.types import Face, Frame
 
 
 def _psnr(a: np.ndarray, b: np.ndarray) -> float:

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from vcamd.bench.pastes import face_core, psnr
-from vcamd.config import config_from_dict
-from vcamd.errors import ConfigError
+from vcamd.common.errors import ConfigError
+from vcamd.common.quality import Level
+from vcamd.config.reading import config_from_dict
 from vcamd.faces import boost
 from vcamd.faces.align import estimate_affine
 from vcamd.faces.engine import FaceEngine
-from vcamd.pipeline import build_face_engine
-from vcamd.quality import Level
+from vcamd.models.pipeline import build_face_engine
 
 
 def test_tiles_are_the_contract_s_polyphase_split_and_merge_inverts_it(newton, newton_face):
@@ -84,7 +84,7 @@ def test_pixel_boost_takes_only_the_sizes_the_swapper_divides():
 
 
 def test_the_watchdog_gives_the_boost_up_first_and_takes_it_back_last():
-    from vcamd.config import WatchdogConfig
+    from vcamd.config.schema import WatchdogConfig
     from vcamd.live.measures.watchdog import Watchdog
 
     now = [0.0]

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
+from vcamd.common.types import Face
 from vcamd.faces.detect import FaceDetector
-from vcamd.types import Face
 
 MODELS = ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")
 

@@ -11,14 +11,15 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.config import Config, config_from_dict
-from vcamd.errors import ConfigError, FaceError, VcamdError
+from vcamd.common.errors import ConfigError, FaceError, VcamdError
+from vcamd.common.quality import Level
+from vcamd.common.types import Face, Frame
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import Config
 from vcamd.faces.align import estimate_affine
 from vcamd.faces.blend import paste_region
 from vcamd.faces.engine import FaceEngine, require_consent
-from vcamd.pipeline import build_face_engine
-from vcamd.quality import Level
-from vcamd.types import Face, Frame
+from vcamd.models.pipeline import build_face_engine
 
 
 def _config(standins, assets: Path, **sections: dict) -> Config:  # type: ignore[no-untyped-def]
@@ -177,7 +178,7 @@ def test_the_swapper_loads_on_its_own_thread_beside_the_rest(standins, assets) -
     (the test seam) until `warm_up` ran with the detector on the calling thread: were the parts
     loaded one after the other, the warm-up could not come first. The source face is embedded
     beside it too."""
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     warmed = threading.Event()
     loaded_on: dict[str, str] = {}
@@ -202,8 +203,8 @@ def test_the_swapper_loads_on_its_own_thread_beside_the_rest(standins, assets) -
     assert loaded_on[standins.detector.name] == threading.current_thread().name
     # The swap worker's model leaves the loop a core, at the loop's priority: a lower one starved it
     # against every other program (a call app) at normal priority. Where threads can choose their
-    # cores its session has a thread per core, its pool pinned off the loop's (`vcamd.cores`).
-    from vcamd.cores import core_split
+    # cores its session has a thread per core, its pool pinned off the loop's (`vcamd.inference.cores`).
+    from vcamd.inference.cores import core_split
 
     cores = os.cpu_count() or 1
     assert intra_op[standins.detector.name] == cores
@@ -217,7 +218,7 @@ def test_the_swapper_loads_on_its_own_thread_beside_the_rest(standins, assets) -
 
 @pytest.mark.parametrize(("threads", "cores", "helper"), [(2, 2, 1), (1, 2, 1), (1, 1, 1), (8, 8, 7), (4, 16, 4)])
 def test_a_model_beside_the_loop_leaves_it_a_core(threads: int, cores: int, helper: int) -> None:
-    from vcamd.runtime import helper_threads
+    from vcamd.inference.runtime import helper_threads
 
     assert helper_threads(threads, cores) == helper
 
@@ -230,8 +231,8 @@ def _broken(tmp_path: Path, name: str) -> Path:
 
 @pytest.mark.parametrize("broken", ["detector", "recognizer", "swapper"])
 def test_a_model_that_fails_beside_the_others_is_the_one_error(standins, assets, tmp_path: Path, broken: str) -> None:  # type: ignore[no-untyped-def]
-    from vcamd.errors import ModelError
-    from vcamd.runtime import Sessions
+    from vcamd.common.errors import ModelError
+    from vcamd.inference.runtime import Sessions
 
     path = _broken(tmp_path, f"broken_{broken}.onnx")
     cfg = _config(standins, assets, models={broken: str(path)})
@@ -243,8 +244,8 @@ def test_a_model_that_fails_beside_the_others_is_the_one_error(standins, assets,
 def test_the_swapper_s_error_comes_before_the_source_face_s(standins, assets, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """As the parts are listed: a broken swapper is reported, not the photo without a face that was
     read beside it; with a good swapper the photo's error is the one."""
-    from vcamd.errors import ModelError
-    from vcamd.runtime import Sessions
+    from vcamd.common.errors import ModelError
+    from vcamd.inference.runtime import Sessions
 
     wall = tmp_path / "wall.png"
     cv2.imwrite(str(wall), np.full((200, 200, 3), 128, np.uint8))

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
+from vcamd.common.types import Face, Frame
 from vcamd.faces.enhance import ENHANCE_SIZE, Enhancer
-from vcamd.pipeline import build_face_engine
-from vcamd.types import Face, Frame
+from vcamd.models.pipeline import build_face_engine
 
 
 def test_enhanced_swap_changes_the_face_region_only(standins, assets, sessions, newton: Frame, newton_face: Face) -> None:  # type: ignore[no-untyped-def]
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.faces.align import estimate_affine
     from vcamd.faces.blend import paste_region
 

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from vcamd.errors import FaceError, ModelError
+from vcamd.common.errors import FaceError, ModelError
 from vcamd.faces.identity import Recognizer, load_source_identity, pick_reference
 
 

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from vcamd.bench.hands import with_hand
-from vcamd.config import config_from_dict
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
+from vcamd.common.quality import Level
+from vcamd.config.reading import config_from_dict
 from vcamd.faces.engine import FaceEngine
 from vcamd.faces.parse import FaceParser, region_mask
-from vcamd.pipeline import build_face_engine
-from vcamd.quality import Level
+from vcamd.models.pipeline import build_face_engine
 
 
 @pytest.fixture(scope="module")

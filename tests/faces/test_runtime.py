@@ -10,8 +10,8 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from vcamd.errors import ModelError, VcamdError
-from vcamd.runtime import (
+from vcamd.common.errors import ModelError, VcamdError
+from vcamd.inference.runtime import (
     PROVIDER_NAMES,
     Sessions,
     gpu_install_problem,

@@ -9,14 +9,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from vcamd.config import config_from_dict
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
+from vcamd.common.types import Face, Frame
+from vcamd.config.reading import config_from_dict
 from vcamd.faces import specs
 from vcamd.faces.align import estimate_affine
 from vcamd.faces.blend import paste_region
 from vcamd.faces.specs import ENHANCERS, SWAPPERS, CropSpec, SourceRule, SwapperSpec
-from vcamd.pipeline import build_face_engine
-from vcamd.types import Face, Frame
+from vcamd.models.pipeline import build_face_engine
 
 SIMSWAP_LIKE = SwapperSpec("simswap_256_like", (), CropSpec("arcface", 224, 127.5, 127.5), SourceRule("emap"), denorm=True,
                            target_input="img", source_input="id")

@@ -10,7 +10,7 @@ import pytest
 from insightface.utils import face_align
 from onnx import TensorProto, helper, numpy_helper
 
-from vcamd.errors import FaceError, ModelError
+from vcamd.common.errors import FaceError, ModelError
 from vcamd.faces.identity import Recognizer
 from vcamd.faces.swap import Swapper
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vcamd.config import Config, config_from_dict
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import Config
 
 CLIP_SIZE = (640, 480)
 

@@ -9,13 +9,13 @@ import cv2
 import numpy as np
 import pytest
 
+from vcamd.common.types import Face
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.measures.stats import LiveStats
 from vcamd.live.tracking import changes
 from vcamd.live.tracking.changes import WHOLE, ChangeMap, Region, RegionImage, area_shrunk, downscaled
 from vcamd.live.tracking.full import FullDetector, scaled
 from vcamd.live.tracking.tracker import LiveTracker
-from vcamd.types import Face
 
 W, H, SIZE = 1280, 720, 640
 

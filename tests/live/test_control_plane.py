@@ -13,11 +13,11 @@ import pytest
 import tomli_w
 from support.waiting import wait_for
 
-from vcamd.errors import ConfigError, ModelError
+from vcamd.common.errors import ConfigError, ModelError
+from vcamd.common.quality import Level
+from vcamd.common.types import Outcome
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
-from vcamd.quality import Level
-from vcamd.types import Outcome
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_set_face_with_a_group_photo_says_which_face_it_took(start, other_face, 
 def test_set_face_with_an_impossible_path_says_what_is_wrong_with_it(start, tmp_path, name, why):
     """Issue 36 item 5: the live engine answered "internal error" (ValueError: embedded null byte;
     OSError: File name too long); the old face stays."""
-    from vcamd.errors import FaceError
+    from vcamd.common.errors import FaceError
 
     engine = start().engine
     before = engine.status()["source_face"]
@@ -275,10 +275,10 @@ def test_one_photo_lane_for_the_socket_the_page_and_the_engine(start, other_face
     import contextlib
     import tempfile
 
-    from vcamd.config import PanelConfig
+    from vcamd.common.errors import VcamdError
+    from vcamd.config.schema import PanelConfig
     from vcamd.control.client import ControlClient
     from vcamd.control.server import ControlServer
-    from vcamd.errors import VcamdError
     from vcamd.panel import PanelServer
 
     run = start()
@@ -320,7 +320,7 @@ def test_one_photo_lane_for_the_socket_the_page_and_the_engine(start, other_face
 def test_the_page_never_decodes_a_photo_on_its_own_thread(start, newton, tmp_path, monkeypatch):
     """The page checks an upload from its header only; the one decode happens on the engine's
     face-loader thread, inside the lane (before: a full decode per upload on each HTTP thread)."""
-    from vcamd.config import PanelConfig
+    from vcamd.config.schema import PanelConfig
     from vcamd.panel import PanelServer
 
     run = start()

@@ -10,11 +10,11 @@ import pytest
 import tomli_w
 from support.waiting import wait_for
 
-from vcamd.errors import ConfigError
+from vcamd.common.errors import ConfigError
+from vcamd.common.quality import Level
+from vcamd.common.types import Outcome
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
-from vcamd.quality import Level
-from vcamd.types import Outcome
 
 
 def test_status_toggle_quality_snapshot_reload_and_quit(tmp_path, live_config, clip_20fps, make_clip, face_engine_factory, recording_sink):
@@ -84,7 +84,7 @@ def test_withdrawn_consent_turns_swapping_off_at_once_and_refuses_on_and_set_fac
         reload_by, tmp_path, live_config, clip_20fps, face_engine_factory, recording_sink, assets):
     """[swap] source_consent = false while running: before the fix it waited for a restart, swapping
     stayed on and set-face took a new photo."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     cfg = live_config()
     config_path = tmp_path / "config.toml"

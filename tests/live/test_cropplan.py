@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vcamd.common.types import Face
 from vcamd.live.tracking.cropplan import crop_around
-from vcamd.types import Face
 
 
 def _dot_frame(x: float, y: float, shape=(720, 1280)) -> np.ndarray:

@@ -14,11 +14,11 @@ import pytest
 from support.live import Wrapped, make_engine
 from support.video import read_video
 
+from vcamd.common.quality import Level
+from vcamd.common.types import Outcome
 from vcamd.live.capture.sources import SyntheticCamera
 from vcamd.live.engine import LiveEngine
-from vcamd.quality import Level
 from vcamd.sinks.null import NullSink
-from vcamd.types import Outcome
 
 RATE = 20.0  # the test clip's frame rate
 

@@ -10,10 +10,10 @@ import tomli_w
 from support.live import Wrapped, make_engine
 from support.waiting import wait_for
 
+from vcamd.common.quality import Level
+from vcamd.common.types import Outcome
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
-from vcamd.quality import Level
-from vcamd.types import Outcome
 
 
 def test_enhancer_toggle_and_output_settings_apply_without_restart(

@@ -18,10 +18,11 @@ import pytest
 import tomli_w
 from support.waiting import wait_for
 
+from vcamd.bench.daemon import DaemonRun
+from vcamd.common.types import Outcome
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import Int8Built, Int8Request, load_face_pipeline
-from vcamd.types import Outcome
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ def test_the_float_model_serves_while_the_int8_copy_is_built_then_the_copy_takes
     real and the swapper switches to it between two frames, with no raw frame."""
     from vcamd.bench.standins import build_swapper
     from vcamd.live import loading
-    from vcamd.quantize import build_checked
+    from vcamd.models.quantize import build_checked
 
     asked, release = threading.Event(), threading.Event()
     requests: list[Int8Request] = []
@@ -152,31 +153,28 @@ def test_vcamd_run_shows_the_precision_in_status_and_stats(tmp_path, live_config
     config, stats_path = tmp_path / "config.toml", tmp_path / "stats.json"
     config.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)))
     runtime = Path(tempfile.mkdtemp(prefix="v8-", dir="/tmp")) / "rt"  # short: a Unix socket path must fit
-    env = {**os.environ, "VCAMD_RUNTIME_DIR": str(runtime), "VCAMD_CACHE_DIR": str(tmp_path / "cache")}
-    log = (tmp_path / "daemon.log").open("w+")
-    proc = subprocess.Popen([sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip_20fps), "--loop",
-                             "--sink", "null", "--no-tray", "--stats-json", str(stats_path)], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-    def status() -> dict:
-        assert proc.poll() is None, "the daemon exited"
-        answer = subprocess.run([sys.executable, "-m", "vcamd", "status", "--json"], capture_output=True, text=True, timeout=60, env=env)
-        return json.loads(answer.stdout) if answer.returncode == 0 else {}
-
+    env = {"VCAMD_CACHE_DIR": str(tmp_path / "cache")}
     try:
-        wait_for(lambda: (status().get("precision") or {}).get("swapper") == "int8", timeout_s=180, poll_s=2.0,
-                 what="`vcamd status --json` saying the swapper runs in int8")
-        shown = status()
-        assert shown["precision"]["recognizer"] == "float" and "PSNR" in shown["precision_why"]["swapper"]
-        table = subprocess.run([sys.executable, "-m", "vcamd", "status"], capture_output=True, text=True, timeout=60, env=env).stdout
-        assert "swapper int8" in table and "Precision, why" in table
+        with DaemonRun(config, clip_20fps, "null", runtime, args=["--stats-json", str(stats_path)], env=env,
+                       log=tmp_path / "daemon.log") as run:
+            def vcamd(*args: str) -> subprocess.CompletedProcess[str]:
+                return subprocess.run([sys.executable, "-m", "vcamd", *args], capture_output=True, text=True, timeout=60,
+                                      env={**os.environ, **env, "VCAMD_RUNTIME_DIR": str(runtime)})
+
+            def status() -> dict:
+                """What `vcamd status --json` prints ({} before the daemon listens)."""
+                assert run.returncode is None, "the daemon exited"
+                answer = vcamd("status", "--json")
+                return json.loads(answer.stdout) if answer.returncode == 0 else {}
+
+            wait_for(lambda: (status().get("precision") or {}).get("swapper") == "int8", timeout_s=180, poll_s=2.0,
+                     what="`vcamd status --json` saying the swapper runs in int8")
+            shown = status()
+            assert shown["precision"]["recognizer"] == "float" and "PSNR" in shown["precision_why"]["swapper"]
+            table = vcamd("status").stdout
+            assert "swapper int8" in table and "Precision, why" in table
+            run.quit()
     finally:
-        subprocess.run([sys.executable, "-m", "vcamd", "quit"], capture_output=True, timeout=60, env=env)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
         shutil.rmtree(runtime.parent, ignore_errors=True)
     stats = json.loads(stats_path.read_text())
     assert stats["precision"]["swapper"] == "int8" and stats["precision_changes"][0]["to"] == "int8"

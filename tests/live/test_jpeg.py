@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.config import CameraConfig
+from vcamd.config.schema import CameraConfig
 from vcamd.live.capture.jpeg import NOT_AN_IMAGE, decode_jpeg, is_jpeg_packet
 from vcamd.live.capture.sources import OpenCVCamera
 
@@ -241,7 +241,7 @@ def test_a_frame_claiming_a_huge_size_is_refused_before_it_is_allocated(photos):
     reserved before the first one is read. It is a bad frame, and nothing of that size is allocated."""
     import tracemalloc
 
-    from vcamd.images import MAX_PIXELS
+    from vcamd.files.images import MAX_PIXELS
 
     data = encoded(cv2.resize(photos["newton"], (64, 48)))
     assert decode_jpeg(claiming_size(data, 64, 48)).shape == (48, 64, 3)  # the rewrite itself keeps a valid JPEG

@@ -17,18 +17,18 @@ import numpy as np
 import pytest
 from support.waiting import wait_for
 
-from vcamd.config import Config
+from vcamd.common.types import Outcome
+from vcamd.config.schema import Config
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import PipelineBuild
-from vcamd.types import Outcome
 
 
 def test_loading_the_face_pipeline_never_imports_the_onnx_package(live_config):
     cfg = live_config()
     code = (
         "import json, sys\n"
-        "from vcamd.config import config_from_dict\n"
+        "from vcamd.config.reading import config_from_dict\n"
         "from vcamd.live.loading import load_face_pipeline, warm_up_detector\n"
         f"cfg = config_from_dict(json.loads({json.dumps(cfg.model_dump(mode='json'))!r}))\n"
         "faces, providers = load_face_pipeline(cfg, lambda detector: warm_up_detector(detector, cfg, (640, 480)))\n"
@@ -105,7 +105,7 @@ def test_frames_keep_going_out_covered_while_the_models_load(live_config, clip_2
 def test_open_publishes_the_starting_card_at_once_and_starts_loading(live_config, clip_20fps, recording_sink):
     """`vcamd run` opens the engine before its control plane: the output gets the "starting" card
     at once and the models start loading; an engine that then never runs is released by close()."""
-    from vcamd.errors import ModelError
+    from vcamd.common.errors import ModelError
     from vcamd.live.output.placeholder import STARTING_MESSAGE, offline_frame
 
     cfg = live_config()

@@ -22,12 +22,12 @@ from support.waiting import wait_for
 from vcamd.bench import leaks
 from vcamd.bench.families import build_converter, build_family_swapper
 from vcamd.bench.standins import build_recognizer
-from vcamd.config import config_from_dict
+from vcamd.common.types import Outcome
+from vcamd.config.reading import config_from_dict
 from vcamd.faces.specs import SWAPPERS, family_named
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import load_face_pipeline
-from vcamd.types import Outcome
 
 FIRST = "inswapper_128_fp16"
 SWITCHED = ("hyperswap_1a_256", "ghost_1_256", "hififace_unofficial_256", "simswap_256", "blendswap_256",
@@ -157,7 +157,7 @@ def test_every_family_swaps_live_and_switching_shows_no_raw_frame(models_dir: Pa
 
 
 def test_a_model_not_downloaded_is_refused_at_once_and_nothing_changes(models_dir: Path, assets: Path, clip: leaks.Clip):
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     cfg = config_from_dict({
         "models": {"dir": str(models_dir), "detector": str(assets / "models" / "scrfd_500m_kps.onnx"),
@@ -178,7 +178,7 @@ def test_a_model_not_downloaded_is_refused_at_once_and_nothing_changes(models_di
 def test_with_a_server_a_served_model_is_not_switched_here(models_dir: Path, assets: Path, clip: leaks.Clip):
     """The server serves the models it was started with: a switch from the page or the tray is
     refused at once with what to do there, and nothing changes (nothing is loaded, no server asked)."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     cfg = config_from_dict({
         "models": {"dir": str(models_dir), "detector": str(assets / "models" / "scrfd_500m_kps.onnx"),

@@ -11,17 +11,17 @@ import cv2
 import numpy as np
 import pytest
 
+from vcamd.common.types import Face
 from vcamd.live.measures.stats import LiveStats
 from vcamd.live.tracking import motion
 from vcamd.live.tracking.full import FullDetector
 from vcamd.live.tracking.tracker import LiveTracker
-from vcamd.types import Face
 
 
 @pytest.fixture(scope="module")
 def detector(assets: Path):
     from vcamd.faces.detect import FaceDetector
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     return FaceDetector(assets / "models" / "scrfd_2.5g_kps.onnx", Sessions(["cpu"], threads=1))
 

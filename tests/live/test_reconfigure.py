@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.live.reconfigure import APPLY_ORDER, TABLE, Apply, Owner, needs_rebuild, plan
 
 
@@ -93,7 +93,7 @@ def test_an_edit_cannot_switch_swapping_on_while_consent_is_withdrawn(live_confi
     assert engine.parts.enabled is False
     engine.apply_config(live_config(swap={"source_consent": False, "enabled": False}))
     engine.apply_config(live_config(swap={"source_consent": False, "enabled": True}))
-    assert engine.parts.enabled is False and engine.settings.consent_withdrawn
+    assert engine.parts.enabled is False and engine.settings.consent.withdrawn
     engine.apply_config(live_config(swap={"source_consent": True, "enabled": True}))
     assert engine.parts.enabled is False  # consent given again: swapping may be switched on, not switched on by it
     engine.apply_config(live_config(swap={"source_consent": True, "enabled": False}))
@@ -165,7 +165,7 @@ def _runs_on(engine, owner: Owner, section: str, key: str):
     if owner is Owner.swapping:
         return parts.enabled
     if owner is Owner.consent:
-        return not engine.settings.consent_withdrawn
+        return not engine.settings.consent.withdrawn
     if owner is Owner.source_face:
         return parts.faces.source.path if parts.faces.source is not None else None
     if owner is Owner.enhancer:
@@ -196,7 +196,7 @@ def test_every_live_key_changed_in_a_running_engine_takes_effect(live_config, cl
 
     from tests.support.waiting import wait_for
     from vcamd.bench.standins import build_enhancer
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
     from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
 
@@ -239,3 +239,74 @@ def test_every_live_key_changed_in_a_running_engine_takes_effect(live_config, cl
         thread.join(10)
         root.setLevel(level)
     assert not thread.is_alive()
+
+
+# -- one diff per edit, each owner its part ---------------------------------------------------------
+
+def _counting_plans(monkeypatch) -> list[int]:
+    """Count `reconfigure.plan` evaluations (every diff of two configs goes through it)."""
+    from vcamd.live import reconfigure
+
+    calls = [0]
+    real = reconfigure.plan
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(reconfigure, "plan", counted)
+    return calls
+
+
+def test_a_config_edit_is_diffed_once(live_config, clip_20fps, face_engine_factory, recording_sink, monkeypatch):
+    """Through the loop, as the watcher hands an edit over, with the status refreshed after it and
+    every 10 frames. Before: `apply` diffed the edit, then asked whether the pipeline must be
+    rebuilt (a second diff, the same as `file_valid`'s when nothing changed), and while a model
+    differed each status refresh asked it again: 2 for a live edit, 7 for a model over these 21
+    frames, 2 for the badge."""
+    from vcamd.live.capture.sources import open_source
+    from vcamd.live.engine import STATUS_EVERY, LiveEngine
+
+    cfg = live_config()
+    calls = _counting_plans(monkeypatch)
+    edits = {
+        "a live key": live_config(watchdog={"budget_ms": 55.0}),
+        "a rebuild key": live_config(detection={"size": 384}),
+        # A model differs from the running pipeline's: the status says it is loading at each refresh.
+        "a model": live_config(models={"swapper": "inswapper_128"}),
+        "nothing": cfg,
+    }
+    for what, new in edits.items():
+        engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True),
+                            sink_factory=lambda w, h, fps: recording_sink(), faces=face_engine_factory(cfg))
+        calls[0] = 0
+        engine.on_config_change(new)
+        engine.run(max_frames=2 * STATUS_EVERY + 1)
+        assert calls[0] == 1, f"an edit of {what}: {calls[0]} diffs"
+        assert engine.cfg == new
+    calls[0] = 0
+    engine.set_badge(False)  # the tray's and the page's switch: an edit too
+    assert calls[0] == 1 and engine.cfg.disclosure.badge is False
+
+
+def test_a_watchdog_edit_through_the_settings_keeps_the_level_and_the_frames(live_config, clip_20fps, face_engine_factory,
+                                                                              recording_sink):
+    """[watchdog] recover_after_s judges no frame: the running engine's watchdog keeps its level and
+    its half-full window, so the next step needs only the frames the window lacked."""
+    from vcamd.live.capture.sources import open_source
+    from vcamd.live.engine import LiveEngine
+
+    cfg = live_config(watchdog={"cooldown_s": 0.0})
+    engine = LiveEngine(cfg, source=open_source(str(clip_20fps), cfg.camera, loop=True),
+                        sink_factory=lambda w, h, fps: recording_sink(), faces=face_engine_factory(cfg))
+    dog = engine.parts.watchdog
+    window = cfg.watchdog.window
+    for _ in range(window + 5):  # a window over budget: one step down; then 5 frames of the next
+        dog.observe(10 * cfg.watchdog.budget_ms)
+    level, transitions = dog.level, len(dog.transitions)
+    assert transitions == 1
+    engine.settings.file_valid(live_config(watchdog={"cooldown_s": 0.0, "recover_after_s": 4.0}))
+    assert dog.cfg.recover_after_s == 4.0 and dog.level is level
+    for _ in range(window - 5):
+        dog.observe(10 * cfg.watchdog.budget_ms)
+    assert len(dog.transitions) == transitions + 1

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from vcamd.config import OnMiss
+from vcamd.common.types import Face
+from vcamd.config.schema import OnMiss
 from vcamd.faces.blend import PasteRegion
 from vcamd.live.output.repaint import Repaint
 from vcamd.privacy.rule import Held, Scene, compose
-from vcamd.types import Face
 
 H, W = 240, 320
 

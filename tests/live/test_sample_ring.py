@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from vcamd.common.quality import Level
+from vcamd.common.types import Outcome
 from vcamd.live.measures.stats import LiveStats, SampleRing, percentiles
-from vcamd.quality import Level
-from vcamd.types import Outcome
 
 
 def test_ring_keeps_the_most_recent_samples_in_order_and_exact_totals() -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 from support.live import Wrapped
 
-from vcamd.config import SmoothingConfig
+from vcamd.common.types import Face
+from vcamd.config.schema import SmoothingConfig
 from vcamd.live.tracking.smoothing import MAX_LAG_WIDTHS, FaceSmoother
-from vcamd.types import Face
 
 FPS = 30.0
 ON = SmoothingConfig()
@@ -124,7 +124,7 @@ def test_the_engine_pastes_the_filtered_position(live_config, tmp_path, newton, 
     it costs less than the crops) 3.5 px higher — so the runs compared detector sizes, not the
     filter (spread ratios 0.27–1.5 from run to run)."""
     from vcamd.bench.clips import write_sliding_clip
-    from vcamd.quality import Level
+    from vcamd.common.quality import Level
 
     x1, y1, x2, y2 = (int(v) for v in newton_face.box)
     pad = int(0.6 * newton_face.width)

@@ -10,12 +10,12 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.config import CameraConfig
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.common.types import Captured
+from vcamd.config.schema import CameraConfig
 from vcamd.live.capture.jpeg import NOT_AN_IMAGE, decode_jpeg
 from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState, as_bgr
 from vcamd.live.capture.sources import SyntheticCamera, VideoFileCamera, open_source
-from vcamd.types import Captured
 
 
 def captured(seq: int) -> Captured:

@@ -18,12 +18,12 @@ import pytest
 import tomli_w
 from support.waiting import wait_for
 
-from vcamd.errors import ModelError, VcamdError
+from vcamd.common.errors import ModelError, VcamdError
+from vcamd.common.types import Outcome
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import load_face_pipeline
 from vcamd.live.readiness import SwapNotReady, look_at_model_files
-from vcamd.types import Outcome
 
 
 class Running:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vcamd.common.quality import Level
+from vcamd.common.types import Face
 from vcamd.live.swapbook import KEEP_UNMATCHED, REFRESH_S, SwapBook
-from vcamd.quality import Level
-from vcamd.types import Face
 
 
 def _face(x: float, y: float = 50.0, size: float = 40.0) -> Face:

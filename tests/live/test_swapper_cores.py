@@ -1,4 +1,4 @@
-"""The swap worker's cores (`vcamd.cores`): off the loop's core while the machine is quiet, on
+"""The swap worker's cores (`vcamd.inference.cores`): off the loop's core while the machine is quiet, on
 every core while other programs use at least BUSY_CORES; the meter that says which, from
 /proc/stat; the sessions' pool pinned where the split says; and the real worker thread moving."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vcamd.cores import (
+from vcamd.inference.cores import (
     BUSY_CORES,
     QUIET_CORES,
     QUIET_HOLD_S,
@@ -170,7 +170,7 @@ def _allowed(tid: str | int) -> set[int] | None:
 def test_a_swap_worker_session_has_a_thread_per_core_with_its_pool_off_the_loop_s_core(standins) -> None:
     """The threads that appear while each session is created (other tests' threads may start or
     end meanwhile in this process: only the pinned ones are counted)."""
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(["cpu"], threads=0)
     split = sessions.core_split
@@ -201,9 +201,10 @@ def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
     thread pins itself off the loop's core at its first swap and onto every core once the meter
     has seen them. Waits for the condition (each swap reads at most once a READ_EVERY_S)."""
     from vcamd.bench.scenarios import busy_processes
+    from vcamd.common.quality import BEST
+    from vcamd.faces.engine import SwappedFace
     from vcamd.live.measures.stats import LiveStats
     from vcamd.live.swapworker import SwapJob, SwapWorker
-    from vcamd.quality import BEST
 
     split = core_split(0)
     assert split is not None
@@ -214,7 +215,8 @@ def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
 
         def swap_faces(self, frame, faces, level=BEST, timer=None):
             seen.append(os.sched_getaffinity(0))
-            return [np.random.default_rng(len(seen)).integers(0, 255, (8, 8, 3), np.uint8)]
+            crop = np.random.default_rng(len(seen)).integers(0, 255, (8, 8, 3), np.uint8)
+            return [SwappedFace(crop, "arcface", np.zeros((5, 2), np.float32))]
 
     worker = SwapWorker(Faces(), LiveStats(time.monotonic), time.monotonic)  # type: ignore[arg-type]
     worker.start()

@@ -10,10 +10,10 @@ import cv2
 import numpy as np
 
 from vcamd.faces.detect import FaceDetector
+from vcamd.inference.runtime import Sessions
 from vcamd.live.measures.stats import LiveStats
 from vcamd.live.tracking.full import FullDetection, FullDetector
 from vcamd.live.tracking.tracker import LiveTracker
-from vcamd.runtime import Sessions
 
 
 def _tracked(detector: FaceDetector, frame: np.ndarray, moved: np.ndarray):

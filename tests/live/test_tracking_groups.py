@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
+from vcamd.common.types import Face
 from vcamd.live.measures.stats import LiveStats
 from vcamd.live.tracking.cropplan import (
     CROP_FACTOR,
@@ -27,7 +28,6 @@ from vcamd.live.tracking.cropplan import (
 )
 from vcamd.live.tracking.full import FullDetection, FullDetector
 from vcamd.live.tracking.tracker import LiveTracker
-from vcamd.types import Face
 
 
 def _centre(face: Face) -> np.ndarray:
@@ -37,7 +37,7 @@ def _centre(face: Face) -> np.ndarray:
 @pytest.fixture(scope="module")
 def detector(assets: Path):
     from vcamd.faces.detect import FaceDetector
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     return FaceDetector(assets / "models" / "scrfd_2.5g_kps.onnx", Sessions(["cpu"], threads=1))
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from vcamd.common.types import Face
 from vcamd.live.tracking.changes import Region
 from vcamd.live.tracking.full import FullDetection
 from vcamd.live.tracking.unseen import UnseenChanges
-from vcamd.types import Face
 
 H, W = 360, 640
 
@@ -74,7 +74,7 @@ def test_a_face_moving_inside_its_zone_is_its_own_but_a_change_reaching_out_of_i
 
 
 def test_compose_obscures_the_unseen_boxes_under_the_swaps_and_leaves_them_to_the_users_opt_out():
-    from vcamd.config import OnMiss
+    from vcamd.config.schema import OnMiss
     from vcamd.privacy.rule import Scene, compose
 
     raw = np.random.default_rng(4).integers(0, 256, (H, W, 3), np.uint8)

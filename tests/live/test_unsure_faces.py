@@ -19,11 +19,11 @@ import cv2
 import numpy as np
 import pytest
 
+from vcamd.common.types import Face, Outcome
 from vcamd.faces.detect import FaceDetector
+from vcamd.inference.runtime import Sessions
 from vcamd.live.tracking.full import FullDetection
 from vcamd.live.tracking.trackedfaces import _away_from, _Unsure
-from vcamd.runtime import Sessions
-from vcamd.types import Face, Outcome
 
 CROP = (320, 600, 640, 360)  # x, y, width, height in crowd_selfie.jpg: ~28 faces sure, 6 unsure away from them
 DETECTOR = "scrfd_2.5g_kps.onnx"
@@ -167,7 +167,7 @@ def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_confi
 
 
 def test_compose_covers_unsure_places_and_still_keeps_a_good_output():
-    from vcamd.config import OnMiss
+    from vcamd.config.schema import OnMiss
     from vcamd.privacy.rule import FaceOutcome, Scene, compose
 
     rng = np.random.default_rng(3)

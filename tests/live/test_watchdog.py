@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 
-from vcamd.config import Config, WatchdogConfig
-from vcamd.live.measures.watchdog import HISTORY_CAP, Transition, TransitionResult, Watchdog
-from vcamd.quality import Level
+from vcamd.common.quality import Level
+from vcamd.config.schema import WatchdogConfig
+from vcamd.live.measures.watchdog import HISTORY_CAP, STALE_AFTER_EDIT, Transition, TransitionResult, Watchdog
 
 FPS = 30.0
+LADDER_ORDER = list(Level)  # best first (the member order is the ladder's)
 
 
 class FakeClock:
@@ -148,7 +149,7 @@ def test_new_thresholds_keep_the_pin_the_switches_and_the_history():
     clock = FakeClock()
     dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False, boost_enabled=True)
     dog.force(Level.low_res)
-    dog.configure(Config(watchdog=WatchdogConfig(budget_ms=60.0, window=10)))
+    dog.configure(WatchdogConfig(budget_ms=60.0, window=10), {"budget_ms", "window"})
     assert dog.cfg.budget_ms == 60.0 and dog.level is Level.low_res and not dog.automatic
     assert (dog.enhancer_enabled, dog.boost_enabled) == (False, True)
     assert [t.to_level for t in dog.transitions] == [Level.low_res]
@@ -156,13 +157,48 @@ def test_new_thresholds_keep_the_pin_the_switches_and_the_history():
     assert dog.level is Level.low_res  # still pinned under the new thresholds
 
 
-def test_new_thresholds_measure_the_automatic_level_afresh():
+def test_every_watchdog_key_says_what_an_edit_of_it_makes_stale():
+    assert set(STALE_AFTER_EDIT) == set(WatchdogConfig.model_fields)
+
+
+def test_a_new_budget_keeps_the_level_and_judges_the_frames_under_it():
+    """Before, any [watchdog] edit threw the level and every measurement away: the camera jumped
+    back to full quality and stepped down again while a new window filled."""
     clock = FakeClock()
     dog = Watchdog(WatchdogConfig(), clock)
     feed(dog, clock, 500.0, 30 * 10)  # far over budget: stepped down
-    assert dog.level is not Level.full
-    dog.configure(Config(watchdog=WatchdogConfig(budget_ms=1000.0)))
-    assert dog.level is Level.full and dog.automatic  # from the top, judged under the new budget
+    degraded = dog.level
+    assert degraded is not Level.full
+    dog.configure(WatchdogConfig(budget_ms=1000.0), {"budget_ms"})
+    assert dog.level is degraded and dog.automatic  # no jump to the top
+    events = feed(dog, clock, 500.0, 30 * 10)  # under budget × headroom now: climbs, rung by rung
+    assert [t.reason for t in events if isinstance(t, Transition)][:1] == ["headroom"]
+    assert LADDER_ORDER.index(dog.level) < LADDER_ORDER.index(degraded)
+
+
+def test_an_edit_that_judges_nothing_keeps_the_frames_measured():
+    """A cooldown edit: the half-full window counts on, so the next decision needs only the frames
+    it lacked (before: all of a new window, from full quality)."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(cooldown_s=0.0), clock)
+    feed(dog, clock, 500.0, 15)  # one full window over budget: one step down
+    first = dog.level
+    assert first is not Level.full
+    feed(dog, clock, 500.0, 5)
+    dog.configure(WatchdogConfig(cooldown_s=0.1), {"cooldown_s"})
+    events = feed(dog, clock, 500.0, 10)  # with the 5 kept, a full window: the next step down
+    assert [t.reason for t in events if isinstance(t, Transition)] == ["over_budget"]
+    assert LADDER_ORDER.index(dog.level) > LADDER_ORDER.index(first)
+
+
+def test_a_shorter_window_keeps_the_newest_frames():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock)
+    feed(dog, clock, 500.0, 10)  # under the 15-frame window: nothing decided yet
+    assert dog.level is Level.full
+    dog.configure(WatchdogConfig(window=5), {"window"})
+    events = feed(dog, clock, 500.0, 1)  # 5 over-budget frames in the window now
+    assert [t.reason for t in events if isinstance(t, Transition)] == ["over_budget"]
 
 
 def test_watchdog_history_stays_bounded():

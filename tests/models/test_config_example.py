@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from vcamd.config import Config, load_config
+from vcamd.config.reading import load_config
+from vcamd.config.schema import Config
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"

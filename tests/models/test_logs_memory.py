@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from vcamd.errors import VcamdError
-from vcamd.logs import SafeRotatingFileHandler, setup_logging
-from vcamd.memory import GB, apply_memory_cap, check_all_fit, check_fits
+from vcamd.common.errors import VcamdError
+from vcamd.system.logs import SafeRotatingFileHandler, setup_logging
+from vcamd.system.memory import GB, apply_memory_cap, check_all_fit, check_fits
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
@@ -49,7 +49,7 @@ def test_full_disk_never_crashes_and_is_reported_once() -> None:
         """
         import logging
         from pathlib import Path
-        from vcamd.logs import setup_logging
+        from vcamd.system.logs import setup_logging
         assert setup_logging("info", Path("/dev/full")) == Path("/dev/full")
         for i in range(200):
             logging.getLogger("vcamd.test").info("frame %d", i)
@@ -68,7 +68,7 @@ def test_default_log_file_is_in_the_user_state_dir(tmp_path) -> None:
     result = run_python(
         """
         import logging
-        from vcamd.logs import setup_logging
+        from vcamd.system.logs import setup_logging
         print(setup_logging("warning", None))
         logging.getLogger("vcamd.x").info("hidden")
         logging.getLogger("vcamd.x").warning("shown")
@@ -113,7 +113,7 @@ def test_bad_level_is_a_config_error(clean_root_logger) -> None:
 def test_memory_cap_makes_a_big_allocation_fail() -> None:
     code = """
         import resource
-        from vcamd.memory import GB, apply_memory_cap
+        from vcamd.system.memory import GB, apply_memory_cap
         cap = apply_memory_cap({cap})
         print("cap", cap, resource.getrlimit(resource.RLIMIT_AS)[0])
         small = bytearray(50 * 1024 * 1024)  # well under the cap: fine
@@ -138,8 +138,8 @@ def test_memory_cap_makes_a_big_allocation_fail() -> None:
 def test_cap_below_current_use_is_refused() -> None:
     result = run_python(
         """
-        from vcamd.errors import VcamdError
-        from vcamd.memory import apply_memory_cap
+        from vcamd.common.errors import VcamdError
+        from vcamd.system.memory import apply_memory_cap
         try:
             apply_memory_cap(0.001)
         except VcamdError as err:
@@ -156,7 +156,7 @@ def test_cap_zero_is_no_cap() -> None:
 
 def test_platform_without_rlimit_logs_a_warning(monkeypatch, caplog) -> None:
     monkeypatch.setitem(sys.modules, "resource", None)  # what `import resource` does on Windows
-    with caplog.at_level(logging.WARNING, logger="vcamd.memory"):
+    with caplog.at_level(logging.WARNING, logger="vcamd.system.memory"):
         assert apply_memory_cap(2.0) is None
     assert f"[runtime] max_memory_gb = 2 is not supported on {sys.platform}; running without a memory cap" in caplog.text
 
@@ -191,7 +191,7 @@ def test_log_file_is_private(tmp_path):
     # The daemon log names the source-face photos and every control request: only the user may read it.
     import logging
 
-    from vcamd.logs import SafeRotatingFileHandler
+    from vcamd.system.logs import SafeRotatingFileHandler
 
     path = tmp_path / "vcamd.log"
     handler = SafeRotatingFileHandler(path, maxBytes=200, backupCount=2, encoding="utf-8", delay=True)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from vcamd.config import Config, ModelsConfig, user_data_dir
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
+from vcamd.config.folders import user_data_dir
+from vcamd.config.schema import Config, ModelsConfig
 from vcamd.modelstore.manifest import Manifest
 from vcamd.modelstore.store import ModelStore
 from vcamd.modelstore.verify import STATE_FILE
@@ -458,7 +459,7 @@ def test_disk_full_while_downloading_is_a_clear_error(tmp_path, file_server, blo
     code = f"""
 import resource, signal
 from pathlib import Path
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 from vcamd.modelstore.store import ModelStore
 store = ModelStore(Path({str(tmp_path / 'models')!r}), "", {{"models": {{"full": {entry!r}}}}})
 store.dir.mkdir(parents=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import inspect
 
-from vcamd.config import ModelsConfig, config_from_dict
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import ModelsConfig
 from vcamd.modelstore.manifest import Manifest
 from vcamd.modelstore.roles import ROLE_NAMES, ROLES, configured_models
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 from vcamd.modelstore.store import ModelStore
 from vcamd.modelstore.verify import STATE_FILE
 

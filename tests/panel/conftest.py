@@ -25,11 +25,11 @@ import pytest
 from support.fakes import FakeEngine
 from support.waiting import wait_for
 
-from vcamd.config import PanelConfig, WatchdogConfig
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
+from vcamd.config.schema import PanelConfig, WatchdogConfig
 from vcamd.live.measures.watchdog import Watchdog
 from vcamd.panel import PanelServer
-from vcamd.quality import Level
 from vcamd.tray import RecentFaces
 
 WAIT_S = 45.0  # generous: the suite must pass on a busy 2-core machine

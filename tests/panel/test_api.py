@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 from support.users import read_as_another_user
 
-from vcamd.config import PanelConfig, config_from_dict
+from vcamd.common.quality import Level
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import PanelConfig
 from vcamd.control.client import ControlClient
 from vcamd.control.server import ControlServer
 from vcamd.panel import WithPanelUrl, open_panel
 from vcamd.panel.history import StatusHistory
-from vcamd.quality import Level
 from vcamd.tray import RecentFaces
 
 
@@ -368,7 +369,7 @@ def test_open_panel_follows_the_config(engine, tmp_path, http):
 
 
 def test_a_taken_port_is_a_clear_error(engine, tmp_path):
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
     from vcamd.panel import PanelServer
 
     with socket.socket() as taken:
@@ -410,7 +411,7 @@ def test_a_model_is_switched_from_the_page(panel, engine, http):
 
 
 def test_a_model_the_engine_refuses_is_said_on_the_page(panel, engine, http, monkeypatch):
-    from vcamd.errors import ModelError
+    from vcamd.common.errors import ModelError
 
     def missing(role, name):
         raise ModelError(f"1 model file missing: /m/{name}.onnx ({name})", fix=f"run `vcamd models pull {name}`")

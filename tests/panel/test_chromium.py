@@ -22,10 +22,10 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.badge import draw_badge
-from vcamd.config import config_from_dict
-from vcamd.errors import ConfigError
-from vcamd.quality import Level
+from vcamd.common.errors import ConfigError
+from vcamd.common.quality import Level
+from vcamd.config.reading import config_from_dict
+from vcamd.privacy.badge import draw_badge
 
 pytestmark = pytest.mark.slow
 

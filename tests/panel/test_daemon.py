@@ -22,6 +22,8 @@ import numpy as np
 import pytest
 import tomli_w
 
+from vcamd.bench.daemon import DaemonRun
+
 pytestmark = pytest.mark.slow
 
 START_TIMEOUT_S = 60.0  # imports + model sessions on a busy 2-core machine
@@ -38,13 +40,8 @@ def request(port: int, method: str, path: str, token: str, body: bytes | None = 
     return conn.getresponse()
 
 
-def log_text(log) -> str:
-    log.seek(0)
-    return log.read()
-
-
 @pytest.fixture
-def daemon(assets: Path, tmp_path: Path, wait, newton):
+def daemon(assets: Path, tmp_path: Path, newton):
     from vcamd.bench.clips import write_sliding_clip
     from vcamd.bench.standins import build_recognizer, build_swapper
 
@@ -59,37 +56,16 @@ def daemon(assets: Path, tmp_path: Path, wait, newton):
     config.write_text(tomli_w.dumps(settings))
     clip = write_sliding_clip(tmp_path / "camera.avi", newton, size=(480, 360), fps=15.0, frames=30, face_scale=0.7)
     runtime = Path(tempfile.mkdtemp(prefix="vp-", dir="/tmp")) / "rt"  # short: a Unix socket path must fit
-    log = (tmp_path / "daemon.log").open("w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip), "--loop",
-         "--sink", "null", "--no-tray"],
-        env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)}, stdout=log, stderr=subprocess.STDOUT, text=True,
-    )
-
-    def up() -> dict | None:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise AssertionError(f"the daemon exited with {proc.returncode}:\n{log.read()[-3000:]}")
-        answer = vcamd(runtime, "status", "--json")
-        return json.loads(answer.stdout) if answer.returncode == 0 else None
-
     try:
-        wait(up, "the daemon's status", timeout_s=START_TIMEOUT_S, poll_s=0.3)
-        yield proc, runtime, config, settings, log
+        with DaemonRun(config, clip, "null", runtime, log=tmp_path / "daemon.log") as run:
+            run.wait_for(lambda status: True, "the daemon's status", timeout_s=START_TIMEOUT_S, poll_s=0.3)
+            yield run, runtime, config, settings
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
         shutil.rmtree(runtime.parent, ignore_errors=True)
 
 
 def test_vcamd_run_serves_the_control_page(daemon, wait):
-    proc, runtime, config, settings, log = daemon
+    run, runtime, config, settings = daemon
     # The daemon answers while its models still load in the background (cold start); an upload
     # then is refused as "still loading" — what this test checks needs them loaded.
     status = wait(lambda: (s := json.loads(vcamd(runtime, "status", "--json").stdout))["providers"] and s,
@@ -143,12 +119,12 @@ def test_vcamd_run_serves_the_control_page(daemon, wait):
 
     # An edit of [panel] while running changes nothing until the next start: the page carries on.
     config.write_text(tomli_w.dumps({**settings, "panel": {"video_fps": 5.0}}))
-    wait(lambda: any(("reloaded" in line or "applied" in line) and "panel" in line for line in log_text(log).splitlines()),
+    wait(lambda: any(("reloaded" in line or "applied" in line) and "panel" in line for line in run.output().splitlines()),
          "the daemon noticing the [panel] edit", timeout_s=30, poll_s=0.2)
     assert request(url.port, "GET", "/api/status", token).status == 200
-    assert proc.poll() is None
+    assert run.returncode is None
 
     assert vcamd(runtime, "quit").returncode == 0
-    proc.wait(30)
+    run.wait(30)
     with pytest.raises(OSError):  # the page stops with the daemon
         socket.create_connection(("127.0.0.1", url.port), timeout=5).close()

@@ -461,7 +461,7 @@ def test_deeply_nested_json_is_400_not_a_recursion_error(panel, engine, caplog):
     b'"auto"',
 ], ids=["5000-digit-int", "overflowing-float", "nan", "lone-surrogate", "nested-objects", "not-utf8", "not-an-object"])
 def test_every_hostile_json_body_is_one_400_line(panel, engine, caplog, body):
-    """Issue 36 item 2, the page's side: bounded as the control socket is (`vcamd.boundedjson`)."""
+    """Issue 36 item 2, the page's side: bounded as the control socket is (`vcamd.common.boundedjson`)."""
     caplog.set_level("INFO", logger="vcamd.panel")
     answer = raw_request(panel, f"POST /api/quality HTTP/1.0\r\nContent-Type: application/json\r\n"
                                 f"Content-Length: {len(body)}\r\n", body)
@@ -507,7 +507,7 @@ def test_another_local_user_is_refused_even_with_the_token_or_a_code(panel, engi
 def test_the_peer_uid_of_a_loopback_connection_is_read_from_the_socket_table():
     import os
 
-    from vcamd.peers import loopback_peer_uid
+    from vcamd.common.peers import loopback_peer_uid
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -544,7 +544,7 @@ def test_the_peer_is_found_by_the_whole_connection_not_by_its_port(tmp_path, map
     """Issue 36 item 1: another user's socket bound to the owner's client port on another loopback
     address (127.0.0.2, or an IPv6 socket's ::ffff:127.0.0.2) was taken for the owner's, whose row
     came first in the table. Only the row with both ends of this very connection counts."""
-    from vcamd.peers import PeerUnknown, loopback_peer_uid
+    from vcamd.common.peers import PeerUnknown, loopback_peer_uid
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))

@@ -11,7 +11,8 @@ import cv2
 import pytest
 
 from vcamd.bench import leaks, obscured, standins
-from vcamd.config import Config, config_from_dict
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import Config
 
 
 @pytest.fixture(scope="session")

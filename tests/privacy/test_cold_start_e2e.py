@@ -16,7 +16,6 @@ only the frames published while the models loaded are checked.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +25,8 @@ import pytest
 import tomli_w
 
 from vcamd.bench import leaks, standins
-from vcamd.config import config_from_dict
+from vcamd.bench.daemon import DaemonRun
+from vcamd.config.reading import config_from_dict
 
 FPS = 15.0
 FRAMES = 60
@@ -115,12 +115,8 @@ def test_a_model_that_fails_to_load_in_the_background_keeps_every_frame_covered_
     until the status says so and 30 frames went out (a condition: on a busy machine the load fails
     later), then `vcamd quit`."""
     import json
-    import time
 
     from support.video import read_video
-
-    from vcamd.control.client import ControlClient
-    from vcamd.control.protocol import ControlError, DaemonNotRunning
 
     corrupt = work / "corrupt.onnx"
     corrupt.write_bytes(bytes(range(256)) * 64)
@@ -131,34 +127,14 @@ def test_a_model_that_fails_to_load_in_the_background_keeps_every_frame_covered_
     })
     config, out, stats_path, runtime = work / "corrupt.toml", work / "corrupt.mp4", work / "corrupt.json", work / "rt-corrupt"
     config.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
-    runtime.mkdir(mode=0o700)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip.path), "--loop", "--sink", f"file:{out}",
-         "--stats-json", str(stats_path), "--no-tray"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "VCAMD_RUNTIME_DIR": str(runtime)},
-    )
-    client = ControlClient(runtime, timeout_s=30.0)
-    deadline = time.monotonic() + leaks.RUN_DEADLINE_S
-    try:
-        while True:
-            assert proc.poll() is None, f"the daemon ended by itself (exit {proc.returncode})"
-            try:
-                status = client.status()
-            except (DaemonNotRunning, ControlError):
-                status = {}
-            failed = [n for n in status.get("swap_needs", []) if "did not load" in n["what"]]
-            if failed and status["frames"]["published"] >= 30:
-                break
-            assert time.monotonic() < deadline, f"no load failure reported: {status.get('swap_needs')}"
-            time.sleep(0.2)
-        assert status["enabled"] is True and str(corrupt) in failed[0]["what"]
-        client.quit()
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, stderr[-2000:]
+    with DaemonRun(config, clip.path, f"file:{out}", runtime, args=["--stats-json", str(stats_path)]) as daemon:
+        def load_failed(status: dict) -> list:
+            return [n for n in status.get("swap_needs", []) if "did not load" in n["what"]]
+
+        status = daemon.wait_for(lambda s: load_failed(s) and s["frames"]["published"] >= 30, "a reported load failure")
+        assert status["enabled"] is True and str(corrupt) in load_failed(status)[0]["what"]
+        stderr = daemon.quit()
+    assert daemon.returncode == 0, stderr[-2000:]
     assert "Traceback" not in stderr
     said = [line for line in stderr.splitlines() if "the face models did not load" in line]
     assert len(said) == 1 and str(corrupt) in said[0] and "vcamd models pull" in said[0] and "vcamd models list" in said[0], stderr[-2000:]

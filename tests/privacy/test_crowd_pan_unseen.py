@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from vcamd.bench import leaks
-from vcamd.config import OnMiss
+from vcamd.config.schema import OnMiss
 from vcamd.live.tracking.full import FullDetection
 from vcamd.live.tracking.unseen import UnseenChanges
 from vcamd.privacy.rule import Scene, compose

@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from vcamd.bench import leaks
-from vcamd.config import FaceSelection, config_from_dict
+from vcamd.common.types import Face, Frame
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import FaceSelection
 from vcamd.faces.detect import FaceDetector
 from vcamd.faces.following import IDENTITY_RETRY_FRAMES, RELEASE_FRAMES, FollowedFace
 from vcamd.faces.identity import Recognizer
-from vcamd.pipeline import build_face_engine
-from vcamd.runtime import Sessions
-from vcamd.types import Face, Frame
+from vcamd.inference.runtime import Sessions
+from vcamd.models.pipeline import build_face_engine
 
 WIDTH, HEIGHT = 1280, 720
 

@@ -36,7 +36,7 @@ import cv2
 import pytest
 
 from vcamd.bench import leaks, standins
-from vcamd.config import config_from_dict
+from vcamd.config.reading import config_from_dict
 
 FPS = 15.0
 PORTRAIT_FRAMES = 36

@@ -30,7 +30,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vcamd.config import OnMiss, Others
+from vcamd.common.types import Face, Outcome
+from vcamd.config.schema import OnMiss, Others
 from vcamd.faces.blend import PasteRegion
 from vcamd.live.output.repaint import Repaint
 from vcamd.live.tracking.changes import Region
@@ -38,7 +39,6 @@ from vcamd.live.tracking.full import FullDetection
 from vcamd.live.tracking.trackedfaces import JUMP_FRAMES, LOST_KEEP_FRAMES, TrackedFaces
 from vcamd.privacy.obscure import obscure_frame
 from vcamd.privacy.rule import FaceOutcome, Held, Scene, compose, lost_to_cover, match_swaps
-from vcamd.types import Face, Outcome
 
 W, H, CELL = 640, 480, 96
 COLS, ROWS = W // CELL, H // CELL  # 6 × 5 = 30 cells, one face each at most

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 from vcamd.bench import leaks, standins
-from vcamd.config import config_from_dict
+from vcamd.config.reading import config_from_dict
 
 FPS = 15.0
 WIDTH, HEIGHT = 1280, 720

@@ -22,7 +22,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from support.waiting import wait_for
 
-from vcamd.pipeline import build_face_engine
+from vcamd.models.pipeline import build_face_engine
 
 
 @pytest.fixture(scope="session")
@@ -253,7 +253,7 @@ class FaceVideo:
         import cv2
 
         from vcamd.faces.detect import FaceDetector
-        from vcamd.runtime import Sessions
+        from vcamd.inference.runtime import Sessions
 
         photo = cv2.imread(str(assets / "images" / "newton.png"))
         self.base = cv2.resize(photo, VIDEO_SIZE, interpolation=cv2.INTER_AREA)
@@ -404,7 +404,7 @@ class FaultySession:
 
 def faulty_sessions(faults: dict):
     """A real `Sessions` whose every session is wrapped in FaultySession (keyed by file name)."""
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     return Sessions(["cpu"], threads=1, wrap=lambda session, path: FaultySession(session, path.name, faults))
 
@@ -412,7 +412,7 @@ def faulty_sessions(faults: dict):
 def live_config(tmp_path: Path, assets: Path, standin_dir: Path, face_video: FaceVideo, **sections: dict):
     """A Config for a live test run: real SCRFD-500M, stand-in recognizer/swapper/enhancer,
     the generated clip as the camera, quick reopen/stall timings. `sections` override keys."""
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
 
     data = {
         "models": {
@@ -463,7 +463,7 @@ class LiveRun:
         return self.thread.is_alive()
 
     def counts(self) -> dict:
-        from vcamd.types import Outcome
+        from vcamd.common.types import Outcome
 
         outcomes = self.engine.parts.stats.outcomes
         return {o.value: outcomes[o] for o in Outcome} | {"published": self.engine.parts.stats.published}
@@ -555,7 +555,7 @@ class FaultySource:
 
     def open(self) -> None:
         if self.mode == "stopped":
-            from vcamd.errors import VcamdError
+            from vcamd.common.errors import VcamdError
 
             raise VcamdError(f"cannot open {self.description} (injected: unplugged)")
         self.opens += 1

@@ -16,13 +16,13 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 
 LOADERS = ["sessions", "detector", "recognizer", "swapper", "enhancer"]
 
 
 def load(kind: str, path: Path):
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(["cpu"], threads=1)
     if kind == "sessions":

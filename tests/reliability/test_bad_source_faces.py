@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vcamd.errors import FaceError
+from vcamd.common.errors import FaceError
 
 
 @pytest.fixture(scope="module")
 def models(assets: Path, standin_dir: Path):
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(["cpu"], threads=1)
     return FaceDetector(assets / "models" / "scrfd_500m_kps.onnx", sessions, size=320), Recognizer(standin_dir / "recognizer.onnx", sessions)

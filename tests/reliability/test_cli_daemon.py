@@ -211,12 +211,12 @@ def test_running_daemon_listens_on_loopback_only(tmp_path, assets, standin_dir, 
 @pytest.mark.slow
 def test_full_disk_under_the_log_file_does_not_stop_the_daemon(tmp_path, assets, standin_dir, face_video, vcamd_cli) -> None:
     # /dev/full fails every write with ENOSPC, exactly like a full disk. The daemon's own logging
-    # setup (vcamd.logs) points the file handler at it; then `vcamd run` publishes 60 frames.
+    # setup (vcamd.system.logs) points the file handler at it; then `vcamd run` publishes 60 frames.
     config = daemon_config(tmp_path, assets, standin_dir)
     script = (
         "import sys, logging\n"
         "from pathlib import Path\n"
-        "from vcamd.logs import setup_logging\n"
+        "from vcamd.system.logs import setup_logging\n"
         "setup_logging('debug', Path('/dev/full'))\n"
         "logging.getLogger('vcamd.test').info('first record goes to a full disk')\n"
         "from vcamd.cli import main\n"
@@ -258,7 +258,7 @@ def test_without_xdg_runtime_dir_the_cli_finds_the_daemon_and_a_second_one_is_re
     Uses the user's real runtime folder (no override): skipped when a daemon of theirs runs there."""
     import json
 
-    from vcamd.config import user_runtime_dir
+    from vcamd.config.folders import user_runtime_dir
 
     config = daemon_config(tmp_path, assets, standin_dir)
     cron = {k: v for k, v in vcamd_cli.env.items() if k not in ("XDG_RUNTIME_DIR", "VCAMD_RUNTIME_DIR")}

@@ -17,7 +17,7 @@ import pytest
 from support.configs import daemon_config, swap_config
 from support.video import read_video
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 from vcamd.modelstore.store import ModelStore
 
 PAYLOAD = os.urandom(1_000_000)

@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.waiting import wait_for
 
-from vcamd.config import Config, config_from_dict, load_config
-from vcamd.errors import ConfigError
+from vcamd.common.errors import ConfigError
+from vcamd.config.reading import config_from_dict, load_config
+from vcamd.config.schema import Config
 
 FUZZ = settings(
     deadline=None,
@@ -190,8 +191,8 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 
-from vcamd.config import MAX_CONFIG_BYTES  # noqa: E402
-from vcamd.reload import ConfigWatcher  # noqa: E402
+from vcamd.config.reading import MAX_CONFIG_BYTES  # noqa: E402
+from vcamd.live.reload import ConfigWatcher  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 VALID = "[swap]\nenabled = true\n"
@@ -306,7 +307,7 @@ def test_watcher_reports_a_special_file_then_applies_the_next_valid_edit(tmp_pat
 def test_watcher_survives_an_unexpected_error_while_loading(tmp_path: Path, monkeypatch) -> None:
     # Under [runtime] max_memory_gb a big allocation raises MemoryError: it must show as a config
     # error, not kill the watching thread while config_error says all is well.
-    import vcamd.reload as reload_module
+    import vcamd.live.reload as reload_module
 
     path = tmp_path / "config.toml"
     path.write_text(VALID)
@@ -341,9 +342,9 @@ def test_dev_zero_under_a_memory_limit_is_a_config_error_and_the_watcher_lives(t
 import resource, time
 from pathlib import Path
 resource.setrlimit(resource.RLIMIT_AS, (1536 * 1024**2, 1536 * 1024**2))
-from vcamd.config import load_config
-from vcamd.errors import ConfigError
-from vcamd.reload import ConfigWatcher
+from vcamd.config.reading import load_config
+from vcamd.common.errors import ConfigError
+from vcamd.live.reload import ConfigWatcher
 path = Path({str(tmp_path / 'config.toml')!r})
 zero = Path({str(tmp_path / 'zero.toml')!r})
 zero.symlink_to("/dev/zero")

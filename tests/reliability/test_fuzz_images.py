@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vcamd.errors import FaceError
-from vcamd.images import MAX_PIXELS, read_image
+from vcamd.common.errors import FaceError
+from vcamd.files.images import MAX_PIXELS, read_image
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -160,8 +160,8 @@ def test_header_claimed_huge_image_in_a_format_pillow_cannot_identify(tmp_path: 
             for line in open("/proc/self/status"):
                 if line.startswith("VmPeak:"):
                     return int(line.split()[1]) // 1024
-        from vcamd.errors import FaceError
-        from vcamd.images import read_image
+        from vcamd.common.errors import FaceError
+        from vcamd.files.images import read_image
         before = peak_mb()
         try:
             read_image({str(bomb)!r}, what="source face")

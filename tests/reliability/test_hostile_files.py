@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from support.waiting import wait_for
 
-from vcamd.errors import VcamdError
-from vcamd.private_files import UnsafePathError, open_private, open_private_fd, private_dir, write_private_atomic
+from vcamd.common.errors import VcamdError
+from vcamd.files.private_files import UnsafePathError, open_private, open_private_fd, private_dir, write_private_atomic
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX modes, symlinks and FIFOs")
 
@@ -181,7 +181,7 @@ def restore_logging() -> Iterator[None]:
 def test_log_file_and_state_dir_are_private(state_home: Path, open_umask, restore_logging) -> None:
     import logging
 
-    from vcamd.logs import setup_logging
+    from vcamd.system.logs import setup_logging
 
     state_home.mkdir(parents=True, mode=0o755)
     state_home.chmod(0o755)  # as an older vcamd left it
@@ -197,7 +197,7 @@ def test_log_file_and_state_dir_are_private(state_home: Path, open_umask, restor
 def test_log_file_planted_symlink_is_not_followed(state_home: Path, victim: Path, restore_logging, capfd) -> None:
     import logging
 
-    from vcamd.logs import setup_logging
+    from vcamd.system.logs import setup_logging
 
     private_dir(state_home)
     (state_home / "vcamd.log").symlink_to(victim)

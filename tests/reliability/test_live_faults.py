@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from vcamd.config import OnMiss
+from vcamd.config.schema import OnMiss
 
 pytestmark = pytest.mark.slow
 
@@ -210,7 +210,7 @@ def test_sink_write_fails_for_a_while(live, caplog) -> None:
 def test_virtual_camera_write_fails_then_reopens(live, recording, tmp_path) -> None:
     # The real VirtualCameraSink (retry, drop, close and reopen after a streak) in front of a
     # "device" whose writes fail 45 times in a row.
-    from vcamd.config import VirtualCameraConfig
+    from vcamd.config.schema import VirtualCameraConfig
     from vcamd.sinks.virtual import VirtualCameraSink
 
     device = tmp_path / "video-test"
@@ -246,7 +246,7 @@ def test_virtual_camera_write_fails_then_reopens(live, recording, tmp_path) -> N
 def test_source_face_file_breaks_while_running(live, tmp_path, assets, fault: str) -> None:
     import shutil
 
-    from vcamd.errors import FaceError
+    from vcamd.common.errors import FaceError
 
     face = tmp_path / "me.png"
     shutil.copy(assets / "images" / "newton.png", face)
@@ -295,7 +295,7 @@ def _write_config(path, cfg) -> None:
 def watched(live, live_cfg, tmp_path):
     """A live run whose config file is watched as `vcamd run` watches it: a ConfigWatcher calling
     the engine's `on_config_change` / `on_config_error` (polling every 0.1 s instead of 0.5 s)."""
-    from vcamd.reload import ConfigWatcher
+    from vcamd.live.reload import ConfigWatcher
 
     path = tmp_path / "config.toml"
     cfg = live_cfg(**STEADY)

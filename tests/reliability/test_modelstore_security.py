@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 from vcamd.modelstore.store import ModelStore
 
 PAYLOAD = b"ONNX-ish model bytes " * 100

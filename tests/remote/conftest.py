@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from support.triton import TritonProcess
 
-from vcamd.config import Config, config_from_dict
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import Config
 
 
 @dataclass(frozen=True)

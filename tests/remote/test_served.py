@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from support.waiting import wait_for
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 from vcamd.faces.enhance import Enhancer
 from vcamd.faces.parse import FaceParser
 from vcamd.faces.specs import ENHANCER_CROP
 from vcamd.faces.swap import Swapper
-from vcamd.pipeline import make_sessions, model_files
+from vcamd.models.pipeline import make_sessions, model_files
 from vcamd.remote.link import ServerRefused
 from vcamd.remote.sessions import RemoteSession, RemoteSessions
 

@@ -20,11 +20,11 @@ from tritonclient.grpc import model_config_pb2
 
 from vcamd.bench.families import build_converter, build_family_enhancer, build_family_swapper
 from vcamd.bench.standins import build_recognizer
-from vcamd.config import config_from_dict
+from vcamd.config.reading import config_from_dict
 from vcamd.faces.enhance import Enhancer
 from vcamd.faces.specs import ENHANCERS, family_named
 from vcamd.faces.swap import EmbeddingConverter, Swapper
-from vcamd.pipeline import make_sessions, model_files
+from vcamd.models.pipeline import make_sessions, model_files
 from vcamd.remote.sessions import RemoteSession
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 from support.triton import TritonProcess
 
 from vcamd.faces.swap import Swapper
-from vcamd.pipeline import make_sessions, model_files
+from vcamd.models.pipeline import make_sessions, model_files
 from vcamd.remote.address import ServerAddress
 from vcamd.remote.link import ACCESS_HEADER
 
@@ -112,7 +112,7 @@ def test_a_client_without_the_pairing_certificate_is_refused(tls_server, tmp_pat
 def test_the_daemon_refuses_a_plaintext_url_beyond_this_machine(served_files) -> None:
     """No pairing for a host elsewhere: refused before anything is sent (nothing listens at that
     documentation address; the refusal must come from the client, at once)."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     cfg = served_files.config(server="grpc://192.0.2.10:8001")
     with pytest.raises(VcamdError) as refused:

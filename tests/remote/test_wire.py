@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from vcamd.errors import ConfigError, VcamdError
+from vcamd.common.errors import ConfigError, VcamdError
 from vcamd.faces.parse import CLASSES, to_blob
 from vcamd.faces.specs import ENHANCER_CROP, SWAPPERS, swapper_spec_for
 from vcamd.remote.address import ServerAddress
@@ -93,7 +93,7 @@ def test_server_addresses(url: str, target: str, loopback: bool) -> None:
 
 @pytest.mark.parametrize("bad", ["127.0.0.1:8001", "http://127.0.0.1:8001", "grpc://:8001", "grpc://h:99999", "grpc://h:1/x"])
 def test_bad_server_urls_are_config_errors(bad: str) -> None:
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
 
     with pytest.raises(ConfigError, match="server"):
         config_from_dict({"models": {"server": bad}}, "test")

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vcamd.config import Config, config_from_dict
+from vcamd.config.reading import config_from_dict
+from vcamd.config.schema import Config
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from support.video import read_video, video_fps
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 from vcamd.sinks.file import FileSink
 from vcamd.sinks.null import NullSink
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from vcamd.commands.run import _open_output_page
-from vcamd.config import Config
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.config.schema import Config
 from vcamd.sinks.base import Sink
 from vcamd.sinks.file import FileSink
 from vcamd.sinks.null import NullSink

@@ -11,7 +11,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.quality import Level
+from vcamd.common.quality import Level
 from vcamd.sinks.preview import PreviewSink
 
 FRAME_BGR = (40, 180, 220)  # a warm yellow: RGB (220, 180, 40)

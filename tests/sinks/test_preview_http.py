@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from support.users import as_another_user, needs_root
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
 from vcamd.pages.security import LOGGED_IN_PAGE
-from vcamd.quality import Level
 from vcamd.sinks.preview import MJPEG_BOUNDARY, PreviewSink
 
 BGR = (40, 180, 220)

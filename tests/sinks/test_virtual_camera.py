@@ -14,9 +14,9 @@ import cv2
 import numpy as np
 import pytest
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 from vcamd.sinks.virtual import RetryPolicy, VirtualCameraSink, pyvirtualcam_camera
-from vcamd.v4l2loopback import RESTART_APPS_HINT, SECURE_BOOT_HINT, find_loopback_device, list_video_devices
+from vcamd.system.v4l2loopback import RESTART_APPS_HINT, SECURE_BOOT_HINT, find_loopback_device, list_video_devices
 
 EXACT_MODPROBE = 'sudo modprobe v4l2loopback devices=1 video_nr=10 card_label="FaceLive Camera" exclusive_caps=1'
 

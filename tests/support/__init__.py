@@ -9,4 +9,6 @@ run as a subprocess puts tests/ on its sys.path instead, see tests/tray/tray_hos
 * `video` — `read_video` (every frame of a file a test wrote), `video_fps`;
 * `assets` — where the real test models and photos come from (`$VCAMD_TEST_ASSETS`, `../shared/assets`,
   a SHA-256-checked download), behind the `assets` fixture.
+* `order` — the suite's longest files, started first (`pytest_collection_modifyitems` in tests/conftest.py);
+* `heap` — `ReturnHeap`, which hands a test process's leftover heap back between tests.
 """

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from vcamd.errors import FaceError
-from vcamd.images import read_image
-from vcamd.quality import Level
+from vcamd.common.errors import FaceError
+from vcamd.common.quality import Level
+from vcamd.files.images import read_image
 
 
 class FakeEngine:

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 from support.waiting import wait_for
 
-import vcamd.tray.app as tray
+import vcamd.tray.lifecycle as tray
+from vcamd.tray.controller import TrayApp
 
 
 class Controller:
@@ -61,7 +62,7 @@ def test_quit_from_the_menu_stops_the_engine(monkeypatch, caplog) -> None:
     controller = Controller()
 
     def tray_quit_chosen(ctrl, setup, **_):
-        app = tray.TrayApp(ctrl)
+        app = TrayApp(ctrl)
         setup(app)  # starts the engine thread
         app.quit()  # the menu's Quit item itself; the event loop then ends
         return app

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from vcamd.errors import VcamdError
-from vcamd.quality import Level
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
 from vcamd.tray import (
     STATE_COLOURS,
     NoFileDialog,

@@ -24,7 +24,7 @@ if "support" not in sys.modules:  # run as a script (the tray tests' subprocess)
 
 from support.fakes import FakeEngine  # noqa: E402
 
-from vcamd.quality import Level  # noqa: E402
+from vcamd.common.quality import Level  # noqa: E402
 
 
 class LoggingController(FakeEngine):

@@ -6,7 +6,7 @@ took 0.37–0.43 s a face on one host of these 2-core machines and 0.17 s on ano
 same targets twice as easy there. So before its runs, on a quiet machine, the bench times the light
 swap alone and with `PROBE_CONVS` heavy convolutions as the run's swapper runs quiet (the same
 providers and session, `Sessions.get(background=True)`, called from a thread on the swapper's cores,
-`vcamd.cores`), and builds the stand-in with as many as make a swap of `--swap-ms`. What it
+`vcamd.inference.cores`), and builds the stand-in with as many as make a swap of `--swap-ms`. What it
 measured is printed with the runs.
 """
 
@@ -76,10 +76,10 @@ def convs_for(target_ms: float, light_ms: float, per_conv_ms: float) -> int:
 
 def swap_ms(path: Path, providers: list[str], threads: int) -> float:
     """The median milliseconds of one swap as the live swapper runs it on a quiet machine: its
-    session (`background`), called from a thread on the swapper's cores (`vcamd.cores`; on every
+    session (`background`), called from a thread on the swapper's cores (`vcamd.inference.cores`; on every
     core it would be up to twice as fast as the swaps of the runs)."""
-    from vcamd.runtime import Sessions
-    from vcamd.threads import in_thread
+    from vcamd.common.threads import in_thread
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(providers, threads)
     session = sessions.get(path, background=True)
@@ -89,7 +89,7 @@ def swap_ms(path: Path, providers: list[str], threads: int) -> float:
 
 def _median_ms(session, cores: frozenset[int] | None) -> float:
     from vcamd.bench.standins import LATENT_DIM, SWAP_SIZE
-    from vcamd.cores import pin_calling_thread
+    from vcamd.inference.cores import pin_calling_thread
 
     if cores is not None:
         pin_calling_thread(cores)  # this thread only: it ends with the timing

@@ -8,8 +8,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vcamd.errors import VcamdError
-from vcamd.types import Frame
+from vcamd.common.errors import VcamdError
+from vcamd.common.types import Frame
 
 BACKGROUND = 110
 """Flat grey around the face: a test can tell raw background from anything drawn on it."""

@@ -25,8 +25,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from vcamd.bench.standins import _adain_block, _gfpgan_layers, _Graph, _inswapper_layers, _save
+from vcamd.common.types import Frame
 from vcamd.faces.specs import DFM_FACE_INPUT, DFM_MORPH_INPUT, ENHANCERS, SWAPPERS, EnhancerSpec, SwapperSpec, per_channel
-from vcamd.types import Frame
 
 LATENT = 512
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from vcamd.types import Face, Frame
+from vcamd.common.types import Face, Frame
 
 GLOVE = (200, 120, 40)
 """BGR: a blue glove, no skin colour (the rule-based stand-in parser tells it from skin)."""

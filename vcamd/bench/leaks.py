@@ -15,10 +15,6 @@ chain on its input whose result is multiplied by zero), so swaps arrive late and
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,11 +24,12 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from vcamd.bench.clips import BACKGROUND
+from vcamd.bench.daemon import DaemonRun
+from vcamd.common.types import Face, Frame
 from vcamd.faces.align import estimate_affine, warp
 from vcamd.faces.detect import FaceDetector, iou
 from vcamd.faces.identity import Recognizer
-from vcamd.runtime import Sessions
-from vcamd.types import Face, Frame
+from vcamd.inference.runtime import Sessions
 
 SWAP_SIZE = 128
 MAX_COSINE = 0.3
@@ -237,10 +234,6 @@ def still_clip(path: Path, picture: Frame, *, frames: int, fps: float, detectors
 
 # -- the daemon, run until it has shown enough ------------------------------------------------------
 
-RUN_DEADLINE_S = 600
-"""Only a hung daemon gets this far: a run lasts until its conditions are met, however busy the machine."""
-
-
 def run_daemon_until(work: Path, name: str, cfg, clip: Clip, *, frames: int, swapped_faces: int,
                      env: dict[str, str] | None = None) -> tuple[list[Frame], dict]:
     """`vcamd run` with `cfg` on `clip` (looped) into `work/NAME.mp4` until its status shows at least
@@ -249,40 +242,13 @@ def run_daemon_until(work: Path, name: str, cfg, clip: Clip, *, frames: int, swa
     Returns every published frame and the run's stats JSON."""
     import tomli_w  # the `test` extra: only tests and benchmarks run this
 
-    from vcamd.control.client import ControlClient
-    from vcamd.control.protocol import ControlError, DaemonNotRunning
-
     config, out, stats_path = work / f"{name}.toml", work / f"{name}.mp4", work / f"{name}.json"
     config.write_text(tomli_w.dumps(cfg.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
-    runtime = work / f"rt-{name}"  # this daemon's own control socket
-    runtime.mkdir(mode=0o700)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vcamd", "run", "--config", str(config), "--source", str(clip.path), "--loop",
-         "--sink", f"file:{out}", "--stats-json", str(stats_path), "--no-tray"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **(env or {}), "VCAMD_RUNTIME_DIR": str(runtime)},
-    )
-    client = ControlClient(runtime, timeout_s=30.0)
-    deadline = time.monotonic() + RUN_DEADLINE_S
-    status: dict = {}
-    try:
-        while proc.poll() is None:
-            try:
-                status = client.status()
-            except (DaemonNotRunning, ControlError):
-                status = {}  # not listening yet
-            if status and status["frames"]["published"] >= frames and status["faces"]["swapped"] >= swapped_faces:
-                break
-            assert time.monotonic() < deadline, f"the daemon did not get there: {status.get('frames')}, faces {status.get('faces')}"
-            time.sleep(0.2)
-        assert proc.poll() is None, f"the daemon ended by itself (exit {proc.returncode})"
-        client.quit()
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, stderr[-2000:]
+    with DaemonRun(config, clip.path, f"file:{out}", work / f"rt-{name}", args=["--stats-json", str(stats_path)], env=env) as daemon:
+        daemon.wait_for(lambda s: s["frames"]["published"] >= frames and s["faces"]["swapped"] >= swapped_faces,
+                        f"{frames} published frames and {swapped_faces} swapped faces")
+        output = daemon.quit()
+    assert daemon.returncode == 0, output[-2000:]
     stats = json.loads(stats_path.read_text())
     published = read_video(out)
     assert len(published) == stats["frames"]["published"] >= frames

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from vcamd.bench.settings import BenchSettings
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,8 @@ def enhancer_models(names: list[str]) -> list[str]:
 def time_models(settings: BenchSettings, tmpdir: Path, swappers: list[str], enhancers: list[str]) -> list[Timed]:
     """Each model's stand-in timed on the bench's face (see the module's doc)."""
     from vcamd.faces.detect import FaceDetector
-    from vcamd.images import read_image
-    from vcamd.runtime import Sessions
+    from vcamd.files.images import read_image
+    from vcamd.inference.runtime import Sessions
 
     image = read_image(settings.face, "bench face")
     detector_path = _detector_path(settings)
@@ -98,7 +98,7 @@ def _detector_path(settings: BenchSettings) -> Path:
     path = Path(settings.detector).expanduser()
     if path.is_file():
         return path
-    from vcamd.config import ModelsConfig
+    from vcamd.config.schema import ModelsConfig
     from vcamd.modelstore.store import ModelStore
 
     return ModelStore.from_config(ModelsConfig()).path_for(settings.detector, "detector")
@@ -109,7 +109,7 @@ def _time_swapper(settings: BenchSettings, tmpdir: Path, model: str, image, face
     from vcamd.faces.identity import SourceIdentity
     from vcamd.faces.specs import family_named
     from vcamd.faces.swap import EmbeddingConverter, Swapper
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     spec = family_named(model)
     assert spec is not None
@@ -141,7 +141,7 @@ def _time_enhancer(settings: BenchSettings, tmpdir: Path, model: str, image, fac
     from vcamd.bench.families import ENHANCER_LAYERS, build_family_enhancer, enhancer_family_stats
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.specs import ENHANCERS
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     spec = next(s for s in ENHANCERS if model in s.models)
     path = tmpdir / f"{model}.onnx"

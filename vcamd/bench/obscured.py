@@ -24,11 +24,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from vcamd.common.types import Face, Frame
 from vcamd.faces.detect import FaceDetector, iou
 from vcamd.faces.identity import Recognizer
+from vcamd.inference.runtime import Sessions
 from vcamd.privacy.obscure import obscure_region
-from vcamd.runtime import Sessions
-from vcamd.types import Face, Frame
 
 DETECTOR_MODELS = ("scrfd_500m_kps.onnx", "scrfd_2.5g_kps.onnx")
 DETECTION_THRESHOLD = 0.5

@@ -8,9 +8,9 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vcamd.common.types import Face, Frame
 from vcamd.faces.align import estimate_affine
 from vcamd.faces.blend import feather_mask, paste_region
-from vcamd.types import Face, Frame
 
 SUPERSAMPLE = 8
 """Points per frame pixel side at which the ideal paste interpolates the crop."""

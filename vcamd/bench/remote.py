@@ -88,8 +88,8 @@ def hop_cost(cfg, server_cfg: Path, image, tmpdir: Path) -> dict:
     alternating blocks; the medians' difference is what the hop costs a swap."""
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.swap import Swapper
-    from vcamd.pipeline import make_sessions, model_files
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
+    from vcamd.models.pipeline import make_sessions, model_files
 
     local_sessions = Sessions(list(cfg.models.providers), cfg.models.threads)
     local = Swapper(cfg.models.swapper, local_sessions)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vcamd.bench.settings import BenchSettings
-from vcamd.quality import BEST
+from vcamd.common.quality import BEST
 
 # Targets from the live-daemon issue (720p / 30 fps on a 2-core CPU).
 TARGET_FPS_RATIO = 0.95

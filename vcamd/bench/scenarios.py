@@ -17,8 +17,8 @@ from pathlib import Path
 
 from vcamd.bench.report import TARGET_P99_BUDGET_MS
 from vcamd.bench.settings import BUSY_CODE, CROWD_RESOLUTION, RESOLUTIONS, BenchSettings
-from vcamd.errors import VcamdError
-from vcamd.quality import BEST, Level, worst
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import BEST, Level, worst
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +30,8 @@ class RunFailed(VcamdError):
 
 def run_benchmark(settings: BenchSettings, scenarios: list[str], base=None) -> dict[str, dict]:
     """Run each scenario; returns scenario → summary (and the full stats JSON under "stats")."""
-    from vcamd.config import Config
-    from vcamd.images import read_image
+    from vcamd.config.schema import Config
+    from vcamd.files.images import read_image
 
     base = base or Config()
     image = read_image(settings.face, "bench face")
@@ -73,7 +73,7 @@ def _work_folder(kept: Path | None):
     built once, reused by later runs — the 554 MB stand-in and its int8 copy take a minute or two),
     else the bench's temporary folder (`_bench_folder`)."""
     if kept is not None:
-        from vcamd.private_files import private_dir
+        from vcamd.files.private_files import private_dir
 
         yield private_dir(kept)
         return
@@ -98,7 +98,7 @@ def _bench_folder():
 
 @contextlib.contextmanager
 def _cache_dir(folder: Path):
-    """The optimised graphs of the stand-in swappers (`vcamd.ortcache`) go to the bench's temporary
+    """The optimised graphs of the stand-in swappers (`vcamd.inference.ortcache`) go to the bench's temporary
     folder, not the user's cache (554 MB each, of models deleted after the run)."""
     previous = os.environ.get("VCAMD_CACHE_DIR")
     os.environ["VCAMD_CACHE_DIR"] = str(folder)
@@ -130,7 +130,7 @@ def still_clip(image, settings: BenchSettings, tmpdir: Path, size: tuple[int, in
     import cv2
 
     from vcamd.bench.clips import fitted_frame
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     width, height = size
     frame = fitted_frame(image, size)
@@ -153,7 +153,7 @@ def scenario_config(name: str, settings: BenchSettings, tmpdir: Path, base, *, f
     built in `tmpdir`, enhancer off, the swapper at `precision` ("int8": its int8 copy, once
     `prepare_int8` built it)."""
     from vcamd.bench.standins import build_recognizer, build_swapper
-    from vcamd.config import config_from_dict
+    from vcamd.config.reading import config_from_dict
 
     if swapper is None:
         compute_equivalent = name in ("inswapper", "startup")
@@ -228,9 +228,9 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
 
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
-    from vcamd.precision import int8_units, needs_reduced_range
-    from vcamd.quantize import CALIBRATION_FACES, build_checked, faces_from_images
-    from vcamd.runtime import Sessions
+    from vcamd.inference.precision import int8_units, needs_reduced_range
+    from vcamd.inference.runtime import Sessions
+    from vcamd.models.quantize import CALIBRATION_FACES, build_checked, faces_from_images
 
     cfg = scenario_config("int8", settings, tmpdir, base, swapper=swapper)
     sessions = Sessions(["cpu"], settings.threads)
@@ -245,8 +245,8 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
         if int(capture.get(cv2.CAP_PROP_POS_FRAMES)) % int(settings.fps // 2 or 1) == 0:  # two a second: different moments
             frames.append(frame)
     capture.release()
-    from vcamd.images import read_image
-    from vcamd.quantize import swapper_spec
+    from vcamd.files.images import read_image
+    from vcamd.models.quantize import swapper_spec
 
     spec = swapper_spec(swapper)
     faces = faces_from_images([read_image(settings.face, "bench face"), *frames], detector, recognizer, spec.crop, limit=CALIBRATION_FACES)
@@ -476,7 +476,7 @@ def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
     GROUP_FACES copies of the --face photo tiled."""
     from vcamd.bench.clips import tiled_group
     from vcamd.bench.settings import GROUP_FACES
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     size = (settings.width, settings.height)
     if settings.group_photo is not None:
@@ -488,7 +488,7 @@ def run_groups(settings: BenchSettings, tmpdir: Path, base) -> dict:
 
 def run_crowd(settings: BenchSettings, tmpdir: Path, base) -> dict:
     """The crowd photo (100+ faces) as a still 1080p camera, every face swapped."""
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     assert settings.crowd_photo is not None
     photo = read_image(settings.crowd_photo, "crowd photo")
@@ -570,7 +570,7 @@ def resolution_pair(quality: str, runs: dict[str, dict]) -> dict:
 def _first_frame(clip: Path):
     import cv2
 
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     cap = cv2.VideoCapture(str(clip))
     ok, frame = cap.read()
@@ -582,7 +582,7 @@ def _first_frame(clip: Path):
 
 def _warm_up(faces, cfg, clip: Path) -> None:
     """Create every session and run each model once, so the measured run starts warm."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     frame = _first_frame(clip)
     found = faces.detect(frame, cfg.detection.size)
@@ -592,6 +592,6 @@ def _warm_up(faces, cfg, clip: Path) -> None:
     targets = faces.select(found, frame)
     for swapped, face in zip(faces.swap_faces(frame, targets), targets):
         faces.composite(frame, swapped, face)  # builds the blend masks once
-    from vcamd.badge import draw_badge
+    from vcamd.privacy.badge import draw_badge
 
     draw_badge(frame, cfg.disclosure.text, cfg.disclosure.corner)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 READY_LINE = "vcamd serve: ready"  # vcamd.remote.serve.READY_LINE, without importing numpy-1-only code paths
 START_S = 180.0

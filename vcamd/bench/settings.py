@@ -10,7 +10,7 @@ RESOLUTIONS = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
 SCENARIOS = ("light", "inswapper", "groups", "crowd", "resolution", "startup", "call", "remote")
 DEFAULT_SCENARIOS = ("light", "inswapper")
 PRECISIONS = ("float", "int8")
-"""What `--precision` may list: the swapper in float, and its int8 copy (`vcamd.precision`)."""
+"""What `--precision` may list: the swapper in float, and its int8 copy (`vcamd.inference.precision`)."""
 PRECISION_SCENARIOS = ("inswapper", "startup", "call")
 """The scenarios that run once per `--precision`, side by side (the others: the swapper in float)."""
 

@@ -420,7 +420,7 @@ def build_unquantizable_swapper(path: Path | str) -> Path:
     identity convolutions, the middle one on the swap plus a constant spike of `SPIKE` in one
     corner pixel (taken off again after it). In float the output is the light swap's; in 8 bits
     that convolution's input and output span 0–4000, so the face is rounded away. The spike sits
-    in the middle convolution, which every recipe quantises (`vcamd.quantize.RECIPES` may keep the
+    in the middle convolution, which every recipe quantises (`vcamd.models.quantize.RECIPES` may keep the
     first and last in float)."""
     g = _Graph()
     target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [1, 3, SWAP_SIZE, SWAP_SIZE])

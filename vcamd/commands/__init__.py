@@ -3,6 +3,10 @@
 import argparse
 import os
 from pathlib import Path
+from typing import TypeAlias
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What `vcamd.cli` hands each module's `register` (argparse's class is generic only to the checker)."""
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +21,7 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
 
 def check_output_file(path: Path, flag: str) -> None:
     """Refuse, before a long run, an output file that cannot be written at its end."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     if path.is_dir():
         raise VcamdError(f"{flag} {path} is a folder", fix=f"give a file name, e.g. {flag} stats.json")

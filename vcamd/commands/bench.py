@@ -16,7 +16,7 @@ frame at 30 fps, publishing to the null sink. Scenarios:
 * `startup` — `vcamd run` started as a user starts it (a subprocess, the compute-equivalent
   inswapper stand-in, the clip as a file camera, null sink, `--frames N --stats-json`), twice: how
   long from the process start until the first frame is published and until the first swapped face,
-  at the first start (the swapper optimised by ONNX Runtime and its graph kept: `vcamd.ortcache`)
+  at the first start (the swapper optimised by ONNX Runtime and its graph kept: `vcamd.inference.ortcache`)
   — a `vcamd run` that fails names the command to run by hand, its temporary folder kept for it —
   and at the next start (every later one: the kept graph loaded). Python writes and reads bytecode
   as an installed vcamd has it, whatever PYTHONDONTWRITEBYTECODE says here (else every start
@@ -25,7 +25,7 @@ frame at 30 fps, publishing to the null sink. Scenarios:
 * `--precision float,int8` (the default): `inswapper`, `startup` and `call` run once per precision,
   side by side, interleaved (float then int8 in each round): the swapper's int8 copy is built and
   checked against float before the first int8 run, as `vcamd models quantize` builds it
-  (calibrated on the bench's face and frames of its clip; `vcamd.quantize`), and kept in the
+  (calibrated on the bench's face and frames of its clip; `vcamd.models.quantize`), and kept in the
   bench's temporary folder, so an int8 run starts on it as a user's daily start does. Printed: the
   swap per face, the swap age and the first swap of each, and the int8 targets;
 * `call` — what a video call asks: `vcamd run` started as a user starts it (as `startup`), with a
@@ -59,6 +59,7 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vcamd.bench.settings import (
     CALL_SWAP_MS,
@@ -73,13 +74,16 @@ from vcamd.bench.settings import (
     BenchSettings,
     settings_dict,
 )
-from vcamd.commands import add_config_option, check_output_file
-from vcamd.quality import Level
+from vcamd.commands import Subcommands, add_config_option, check_output_file
+from vcamd.common.quality import Level
+
+if TYPE_CHECKING:
+    from vcamd.config.schema import Config
 
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser(
         "bench",
         help="benchmark the live loop (generated clip as camera, stand-in swappers)",
@@ -146,8 +150,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from vcamd.bench.report import format_table
     from vcamd.bench.scenarios import run_benchmark
-    from vcamd.config import load_config
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
+    from vcamd.config.reading import load_config
 
     cfg, _ = load_config(args.config)
     face = args.face or cfg.swap.source_face
@@ -211,24 +215,24 @@ def handle(args: argparse.Namespace) -> int:
     )
     if "groups" in scenarios and settings.group_photo is not None and not settings.group_photo.is_file():
         raise VcamdError(f"--group-photo: {settings.group_photo} not found", fix="pass --group-photo PHOTO (a photo with many faces)")
-    if "crowd" in scenarios and not settings.crowd_photo.is_file():
+    if "crowd" in scenarios and (settings.crowd_photo is None or not settings.crowd_photo.is_file()):
         raise VcamdError(f"--crowd-photo: {settings.crowd_photo} not found", fix="pass --crowd-photo PHOTO (a photo with a hundred faces)")
     check_detector(detector, cfg, from_flag=args.detector is not None)  # now, not after the stand-ins are built
     results = run_benchmark(settings, scenarios, base=cfg)
     print(format_table(results, settings))
     if args.json is not None:
-        from vcamd.private_files import private_parent, write_private_atomic
+        from vcamd.files.private_files import private_parent, write_private_atomic
 
         private_parent(args.json)  # 0600 like --stats-json, never through a symlink
         write_private_atomic(args.json, json.dumps({"settings": settings_dict(settings), "results": results}, indent=2) + "\n")
     return 0
 
 
-def check_detector(value: str, cfg, *, from_flag: bool) -> None:
+def check_detector(value: str, cfg: Config, *, from_flag: bool) -> None:
     """The detector the runs will use is there and is a detector; a bad one is blamed on where it
     came from: `--detector` as typed, or `[models] detector` in the config."""
-    from vcamd.errors import VcamdError
-    from vcamd.modelcheck import check_signature
+    from vcamd.common.errors import VcamdError
+    from vcamd.models.modelcheck import check_signature
     from vcamd.modelstore.store import ModelStore
 
     store = ModelStore.from_config(cfg.models)

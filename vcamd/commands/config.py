@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vcamd.commands import Subcommands
+
+if TYPE_CHECKING:
+    from vcamd.config.schema import Config
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "config",
         help="check the settings file or create one",
@@ -39,8 +45,9 @@ def example_text() -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from vcamd.config import load_config, user_config_path
-    from vcamd.errors import ConfigError
+    from vcamd.common.errors import ConfigError
+    from vcamd.config.folders import user_config_path
+    from vcamd.config.reading import load_config
 
     if args.file is None and not user_config_path().exists():
         print(f"{user_config_path()}: not found; the defaults apply (create it with `vcamd config init`)")
@@ -60,10 +67,10 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _missing_files(config: object) -> list[str]:
+def _missing_files(config: Config) -> list[str]:
     """Photos the config names that are not there: valid TOML, but the swap would fail later."""
     problems = []
-    swap = config.swap  # type: ignore[attr-defined]
+    swap = config.swap
     for key in ("source_face", "reference_face"):
         path = getattr(swap, key)
         if path is not None and not Path(path).is_file():
@@ -71,25 +78,25 @@ def _missing_files(config: object) -> list[str]:
     return problems
 
 
-def _model_problems(config: object) -> list[str]:
+def _model_problems(config: Config) -> list[str]:
     """Models that `vcamd run` would refuse for their role (e.g. a GFPGAN file as swapper), or
     that do not fit each other (a 128-d recognizer with a 512-d swapper)."""
-    from vcamd.modelcheck import identity_fit_problem, wrong_role_problems
+    from vcamd.models.modelcheck import identity_fit_problem, wrong_role_problems
 
     problems = []
-    for role, err in wrong_role_problems(config):  # type: ignore[arg-type]
+    for role, err in wrong_role_problems(config):
         message = err.message if err.message.startswith("[models]") else f"[models] {role}: {err.message}"
         problems.append(message + (f" — {err.fix}" if err.fix else ""))
-    misfit = identity_fit_problem(config)  # type: ignore[arg-type]
+    misfit = identity_fit_problem(config)
     if misfit is not None:
         problems.append(f"{misfit.message} — {misfit.fix}")
     return problems
 
 
 def _init(args: argparse.Namespace) -> int:
-    from vcamd.config import user_config_path
-    from vcamd.errors import VcamdError
-    from vcamd.private_files import private_parent, write_private_atomic
+    from vcamd.common.errors import VcamdError
+    from vcamd.config.folders import user_config_path
+    from vcamd.files.private_files import private_parent, write_private_atomic
 
     target = user_config_path()
     if target.exists() and not args.force:
@@ -104,7 +111,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _path(args: argparse.Namespace) -> int:
-    from vcamd.config import user_config_path
+    from vcamd.config.folders import user_config_path
 
     target = user_config_path()
     print(target)

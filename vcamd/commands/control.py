@@ -2,7 +2,7 @@
 
 Each verb is one request over the daemon's control socket, found in the user runtime dir (e.g.
 /run/user/1000/facelive/control.sock, /tmp/vcamd-1000 without a login session: the same folder
-whatever the environment, see `config.user_runtime_dir`) or in `$VCAMD_RUNTIME_DIR` when that is set. With no daemon
+whatever the environment, see `config.folders.user_runtime_dir`) or in `$VCAMD_RUNTIME_DIR` when that is set. With no daemon
 running every verb prints one line and exits 3 (`status --json` also prints a JSON answer saying so,
 `"running": false`, for the scripts that read it).
 """
@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vcamd.private_files import write_private_atomic
-from vcamd.quality import quality_names  # standard library only: the parser must not import numpy
+from vcamd.commands import Subcommands
+from vcamd.common.quality import quality_names  # standard library only: the parser must not import numpy
+from vcamd.files.private_files import write_private_atomic
 from vcamd.remote.summary import describe_server  # standard library only, like quality
 
 ENDPOINT_HELP = (
@@ -27,7 +28,7 @@ ENDPOINT_HELP = (
 QUIT_WAIT_S = 15.0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     def verb(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
         # The short help reads as the other commands' (lower case, in `vcamd --help`'s list); the
         # description is a sentence before the next one.
@@ -97,8 +98,8 @@ def _reload(args: argparse.Namespace) -> int:
 def _set_face(args: argparse.Namespace) -> int:
     import stat
 
-    from vcamd.errors import FaceError
-    from vcamd.images import stat_given_path
+    from vcamd.common.errors import FaceError
+    from vcamd.files.images import stat_given_path
 
     path = args.path.expanduser().resolve()
     info = stat_given_path(path, "source face")  # every way the path itself is wrong, as one line
@@ -136,7 +137,7 @@ def snapshot_format(out: Path) -> str:
     """The image format for OUT's extension; asked before the daemon, so a bad name fails at once."""
     fmt = SNAPSHOT_FORMATS.get(out.suffix.lower())
     if fmt is None:
-        from vcamd.errors import VcamdError
+        from vcamd.common.errors import VcamdError
 
         raise VcamdError(
             f"cannot tell the image format of {out} from its extension {out.suffix or '(none)'!r}",
@@ -161,7 +162,7 @@ def encode_snapshot(png: bytes, fmt: str) -> tuple[bytes, int, int]:
     params = {"JPEG": [cv2.IMWRITE_JPEG_QUALITY, 95], "WebP": [cv2.IMWRITE_WEBP_QUALITY, 95]}[fmt]
     ok, data = cv2.imencode(".jpg" if fmt == "JPEG" else ".webp", frame, params)
     if not ok:
-        from vcamd.errors import VcamdError
+        from vcamd.common.errors import VcamdError
 
         raise VcamdError(f"this OpenCV build cannot encode {fmt}", fix="save the snapshot as .png")
     return data.tobytes(), width, height
@@ -176,10 +177,10 @@ def _snapshot(args: argparse.Namespace) -> int:
     except OSError as exc:
         import errno
 
-        from vcamd.errors import VcamdError
+        from vcamd.common.errors import VcamdError
 
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            from vcamd.diskspace import full_disk_message
+            from vcamd.files.diskspace import full_disk_message
 
             message, fix = full_disk_message(str(out), out, "the snapshot")
             raise VcamdError(message, fix=fix) from None

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from vcamd.commands import add_config_option
+from vcamd.commands import Subcommands, add_config_option
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "doctor",
         help="check the environment (packages, GPU, models, camera, virtual camera, tray, config) and say how to fix it",

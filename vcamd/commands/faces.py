@@ -6,10 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from vcamd.commands import add_config_option
+from vcamd.commands import Subcommands, add_config_option
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "faces",
         help="list the faces the detector finds in a photo",
@@ -23,11 +23,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_faces(args: argparse.Namespace) -> int:
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
     from vcamd.faces.detect import FaceDetector
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
+    from vcamd.inference.runtime import Sessions
     from vcamd.modelstore.store import ModelStore
-    from vcamd.runtime import Sessions
 
     cfg, _ = load_config(args.config)
     image = read_image(args.image, "image")  # fail on a bad photo before paying for a model load

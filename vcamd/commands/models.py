@@ -7,15 +7,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vcamd.commands import add_config_option
+from vcamd.commands import Subcommands, add_config_option
 
 if TYPE_CHECKING:
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
+    from vcamd.models.quantize import Attempt
     from vcamd.modelstore.manifest import ModelEntry
     from vcamd.modelstore.store import ModelStore
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "models",
         help="list, download and verify the model files",
@@ -61,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _store(args: argparse.Namespace) -> tuple[ModelStore, Config]:
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
     from vcamd.modelstore.store import ModelStore
 
     config, _ = load_config(args.config)
@@ -135,7 +136,7 @@ def _print_by_hand(store: ModelStore, entry: ModelEntry) -> None:
 
 
 def _pull(args: argparse.Namespace) -> int:
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     store, config = _store(args)
     if args.all:
@@ -167,7 +168,7 @@ def _pull(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from vcamd.errors import ModelError
+    from vcamd.common.errors import ModelError
     from vcamd.modelstore.wayout import ways_out
 
     store, _ = _store(args)
@@ -197,12 +198,12 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _quantize(args: argparse.Namespace) -> int:
-    from vcamd.errors import ModelError, VcamdError
+    from vcamd.common.errors import ModelError, VcamdError
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
-    from vcamd.precision import choose, int8_units, needs_reduced_range
-    from vcamd.quantize import CALIBRATION_FACES, build_checked, build_key, faces_from_photos, swapper_spec
-    from vcamd.runtime import Sessions
+    from vcamd.inference.precision import choose, int8_units, needs_reduced_range
+    from vcamd.inference.runtime import Sessions
+    from vcamd.models.quantize import CALIBRATION_FACES, build_checked, build_key, faces_from_photos, swapper_spec
 
     store, config = _store(args)
     model = store.path_for(args.model or config.models.swapper, "swapper").resolve()
@@ -244,7 +245,7 @@ def _quantize(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_attempt(attempt) -> None:
+def _print_attempt(attempt: Attempt) -> None:
     report = attempt.report
     t = report.thresholds
     print(f"  {attempt.recipe.name}: float {attempt.float_ms:.0f} ms a face, int8 {attempt.int8_ms:.0f} ms ({attempt.speedup:.1f}× faster)")
@@ -255,11 +256,11 @@ def _print_attempt(attempt) -> None:
           f" → {'passed' if report.passed else 'failed: ' + '; '.join(report.failures())}")
 
 
-def _forget_copy(model, key: str) -> None:
+def _forget_copy(model: Path, key: str) -> None:
     """--again: the kept copy and verdict of this model file go first (a new build replaces them)."""
     import contextlib
 
-    from vcamd import int8cache
+    from vcamd.inference import int8cache
 
     entry = int8cache.Entry(int8cache.sha256_of(model), key)
     for path in (entry.verdict_file, entry.model):

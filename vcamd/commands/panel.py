@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 
+from vcamd.commands import Subcommands
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "panel",
         help="open the control page (live video, swap on/off, quality, source face) in the browser",

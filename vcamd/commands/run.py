@@ -9,16 +9,25 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from vcamd.commands import add_config_option, check_output_file
-from vcamd.private_files import private_parent, write_private_atomic
+from vcamd.commands import Subcommands, add_config_option, check_output_file
+from vcamd.files.private_files import private_parent, write_private_atomic
 from vcamd.sinks.registry import SINK_FORMS
+
+if TYPE_CHECKING:
+    from vcamd.config.schema import Config
+    from vcamd.control.protocol import Controllable
+    from vcamd.live.engine import LiveEngine
+    from vcamd.live.loading import FacePipeline, WarmUp
+    from vcamd.tray import RecentFaces
 
 log = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser(
         "run",
         help="run the live camera: swap your face and publish it as the virtual camera",
@@ -45,15 +54,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     started_at = process_started_at()  # the zero of the stats' startup_ms
-    from vcamd.config import load_config, user_config_path
+    from vcamd.common.errors import VcamdError
+    from vcamd.config.folders import user_config_path
+    from vcamd.config.reading import load_config
     from vcamd.control.client import ControlClient
-    from vcamd.errors import VcamdError
     from vcamd.live.capture.sources import open_source
     from vcamd.live.engine import LiveEngine
     from vcamd.live.readiness import look_at_model_files
-    from vcamd.logs import setup_logging
-    from vcamd.memory import apply_memory_cap
     from vcamd.sinks.registry import open_sink
+    from vcamd.system.logs import setup_logging
+    from vcamd.system.memory import apply_memory_cap
 
     if args.frames is not None and args.frames <= 0:
         raise VcamdError(f"--frames {args.frames}: must be a positive number of frames", fix="omit it to run until stopped")
@@ -101,10 +111,10 @@ def handle(args: argparse.Namespace) -> int:
         # loading, before the control page, the socket and the watcher are set up (and imported).
         engine.open()
         try:
-            from vcamd.config import user_state_dir
+            from vcamd.config.folders import user_state_dir
             from vcamd.control.server import ControlServer
+            from vcamd.live.reload import ConfigWatcher
             from vcamd.panel import open_panel
-            from vcamd.reload import ConfigWatcher
             from vcamd.tray import RecentFaces
 
             # One list of recent source faces, shared by the page and the tray (the same file, one lock).
@@ -155,7 +165,8 @@ def _remove_partial_uploads() -> None:
         sweep_partial_uploads(folder, including_ours=True)
 
 
-def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg, config_path, recent) -> dict:
+def _run_with_optional_tray(engine: LiveEngine, controllable: Controllable, args: argparse.Namespace, cfg: Config, config_path: Path,
+                            recent: RecentFaces) -> dict[str, Any]:
     """Run the engine; with a display, the tray icon owns the main thread and the engine runs beside it.
     The tray drives `controllable`: the engine as the control socket serves it (with "panel_url");
     `recent` is the recent-faces list the control page shares."""
@@ -184,12 +195,12 @@ def _run_with_optional_tray(engine, controllable, args: argparse.Namespace, cfg,
     )
 
 
-def _open_output_page(engine, open_url) -> None:
+def _open_output_page(engine: LiveEngine, open_url: Callable[[Path | str], None]) -> None:
     """The tray's "Open control page" when there is no control page: the output's own page, if it has one.
     The sink exists only once the engine runs, so its URL is read when the item is clicked. A page
     that needs a login (the preview) is opened through a private file holding a one-time address
     (`panel.login.login_page`), never with its token or a code on the opener's command line."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
 
     sink = engine.sink
     if sink is None or sink.url is None:
@@ -203,7 +214,7 @@ def _open_output_page(engine, open_url) -> None:
     open_url(login_page(login_url()))
 
 
-def _face_pipeline(cfg, warm_up):
+def _face_pipeline(cfg: Config, warm_up: WarmUp) -> tuple[FacePipeline, dict[str, str]]:
     """The face pipeline for `cfg` (at start-up and for a reloaded config), and which provider runs
     each of its models. `VCAMD_TEST_MODEL_LOAD_DELAY_S` (tests only) makes loading that much
     slower, to show what is published while the models load."""
@@ -215,15 +226,15 @@ def _face_pipeline(cfg, warm_up):
     return load_face_pipeline(cfg, warm_up)
 
 
-def _check_models_ready(cfg, *, capped: bool) -> None:
+def _check_models_ready(cfg: Config, *, capped: bool) -> None:
     """What a user can fix, found before the camera opens (cheap: no model is loaded): the model
     files there fit the memory cap, the photos the config names can be read. Missing model files
     do not stop the start: the daemon runs with swapping off and says which (`live.readiness`)."""
-    from vcamd.config import FaceSelection
-    from vcamd.errors import ModelError
-    from vcamd.images import read_image
-    from vcamd.memory import check_all_fit
-    from vcamd.pipeline import local_model_paths
+    from vcamd.common.errors import ModelError
+    from vcamd.config.schema import FaceSelection
+    from vcamd.files.images import read_image
+    from vcamd.models.pipeline import local_model_paths
+    from vcamd.system.memory import check_all_fit
 
     try:
         paths = local_model_paths(cfg)  # with [models] server, the models run there need no file here
@@ -251,7 +262,7 @@ def process_started_at() -> float:
     return now - age if 0 <= age < 600 else now
 
 
-def _run_engine(engine, frames: int | None) -> dict:
+def _run_engine(engine: LiveEngine, frames: int | None) -> dict[str, Any]:
     try:
         return engine.run(max_frames=frames)
     except KeyboardInterrupt:

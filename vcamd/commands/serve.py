@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vcamd.commands import add_config_option
+from vcamd.commands import Subcommands, add_config_option
+
+if TYPE_CHECKING:
+    from vcamd.remote.address import ServerAddress
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser(
         "serve",
         help="run the face models on this machine for other machines' cameras (NVIDIA Triton Inference Server)",
@@ -46,8 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.set_defaults(func=handle_pair)
 
 
-def _address(text: str, flag: str):
-    from vcamd.errors import VcamdError
+def _address(text: str, flag: str) -> ServerAddress:
+    from vcamd.common.errors import VcamdError
     from vcamd.remote.address import ServerAddress
 
     try:
@@ -57,9 +61,9 @@ def _address(text: str, flag: str):
 
 
 def handle(args: argparse.Namespace) -> int:
-    from vcamd.config import load_config
-    from vcamd.errors import VcamdError
-    from vcamd.logs import setup_logging
+    from vcamd.common.errors import VcamdError
+    from vcamd.config.reading import load_config
+    from vcamd.system.logs import setup_logging
 
     cfg, _ = load_config(args.config)
     setup_logging("debug" if args.verbose else cfg.runtime.log_level)

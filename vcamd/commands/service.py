@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from vcamd.commands import Subcommands
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "service",
         help="install, remove or show the start-up entry (systemd user unit, autostart, launchd, Startup folder)",
@@ -31,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _install(args: argparse.Namespace) -> int:
-    from vcamd import service
+    from vcamd.system import service
 
     mode = service.default_mode(args.tray)
     report = service.install(mode, service.ServicePaths.from_env(), service.daemon_command(tray=mode is not service.Mode.systemd))
@@ -44,8 +46,9 @@ def _config_steps() -> list[str]:
     """What the user config must say for the started daemon to swap: the service runs `vcamd run`
     without --i-have-consent, reading only the user config file (without consent it runs with
     swapping off; with an invalid config it stops at once)."""
-    from vcamd.config import load_config, user_config_path
-    from vcamd.errors import ConfigError
+    from vcamd.common.errors import ConfigError
+    from vcamd.config.folders import user_config_path
+    from vcamd.config.reading import load_config
 
     path = user_config_path()
     try:
@@ -61,14 +64,14 @@ def _config_steps() -> list[str]:
 
 
 def _uninstall(args: argparse.Namespace) -> int:
-    from vcamd import service
+    from vcamd.system import service
 
     print("\n".join(service.uninstall(service.ServicePaths.from_env()).lines()))
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
-    from vcamd import service
+    from vcamd.system import service
 
     installed, lines = service.status(service.ServicePaths.from_env())
     print("\n".join(lines))

@@ -3,7 +3,7 @@
 Every frame goes through `FaceEngine.process_frame` (the same path the live camera uses) and gets
 the disclosure badge when `[disclosure] badge = true`. Videos keep their frame rate, size and sound:
 the frames are written with OpenCV's codec to a temporary file next to OUT, the input's audio
-tracks are then muxed in with PyAV (`vcamd.audio`), and the result is renamed into place only when
+tracks are then muxed in with PyAV (`vcamd.files.audio`), and the result is renamed into place only when
 complete, so an interrupted run never leaves a truncated OUT behind. Progress goes to stderr: a
 bar with the time left on a terminal, a line every 10 % otherwise (logs, pipes).
 
@@ -24,20 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vcamd.commands import add_config_option
-from vcamd.diskspace import full_disk_message, mount_point
-from vcamd.errors import VcamdError
-from vcamd.private_files import private_temporary, write_private_atomic
-from vcamd.videofile import VideoFile, check_video
+from vcamd.commands import Subcommands, add_config_option
+from vcamd.common.errors import VcamdError
+from vcamd.files.diskspace import full_disk_message, mount_point
+from vcamd.files.private_files import private_temporary, write_private_atomic
+from vcamd.files.videofile import VideoFile, check_video
 
 if TYPE_CHECKING:
     import cv2
     from rich.console import Console
 
-    from vcamd.config import Config
+    from vcamd.common.types import Frame
+    from vcamd.config.schema import Config
     from vcamd.faces.engine import FaceEngine
     from vcamd.faces.following import FollowedFace
-    from vcamd.types import Frame
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 VIDEO_SUFFIXES = {".mp4", ".mov", ".m4v", ".avi", ".mkv", ".webm", ".mpg", ".mpeg"}
@@ -45,7 +45,7 @@ VIDEO_OUTPUT_FOURCC = {".mp4": "mp4v", ".m4v": "mp4v", ".mov": "mp4v", ".avi": "
 """Containers we write, with a codec every OpenCV build has."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "swap",
         help="swap faces in a photo or video file (offline)",
@@ -62,9 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_swap(args: argparse.Namespace) -> int:
-    from vcamd.config import load_config
+    from vcamd.config.reading import load_config
     from vcamd.faces.engine import require_consent
-    from vcamd.pipeline import build_face_engine, has_own_identity
+    from vcamd.models.pipeline import build_face_engine, has_own_identity
 
     cfg, _ = load_config(args.config)
     require_consent(cfg, args.i_have_consent)
@@ -76,7 +76,7 @@ def run_swap(args: argparse.Namespace) -> int:
     _check_output(args.output, args.input, kind)
     # Read the input before paying for loading the models and embedding the source face.
     if kind == "image":
-        from vcamd.images import read_image
+        from vcamd.files.images import read_image
 
         frame = read_image(args.input, "input")
         return _swap_image(build_face_engine(cfg), cfg, frame, args.input, args.output)
@@ -88,7 +88,7 @@ def run_swap(args: argparse.Namespace) -> int:
 
 
 def _input_kind(path: Path) -> str:
-    from vcamd.images import stat_given_path
+    from vcamd.files.images import stat_given_path
 
     if not stat.S_ISREG(stat_given_path(path, "input").st_mode):  # missing, NUL, name too long: one line
         raise VcamdError(f"input {path} is not a file", fix="give --input a photo or a video file")
@@ -123,7 +123,7 @@ def _check_output(output: Path, source: Path, kind: str) -> None:
 
 def _stat_output(output: Path) -> os.stat_result | None:
     """What is at --output now (None: nothing yet), or one line when the path itself cannot be one."""
-    from vcamd.images import shown_path
+    from vcamd.files.images import shown_path
 
     try:
         return os.stat(output)
@@ -142,7 +142,7 @@ def _stat_output(output: Path) -> os.stat_result | None:
 def _finish_frame(engine: FaceEngine, cfg: Config, frame: Frame, follow: FollowedFace | None = None, index: int = 0) -> tuple[int, int]:
     """Swap in place, badge in place; returns (faces found, faces swapped). A video's frames pass
     one `follow` (the face "largest" chose keeps the swap) and their index."""
-    from vcamd.badge import draw_badge
+    from vcamd.privacy.badge import draw_badge
 
     result = engine.process_frame(frame, follow=follow, index=index)
     if cfg.disclosure.badge:
@@ -197,7 +197,7 @@ def _open_video(source: Path) -> tuple[cv2.VideoCapture, Frame]:
     # leaves a user's own OPENCV_FFMPEG_LOGLEVEL (for debugging) alone.
     os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
     capture = cv2.VideoCapture(str(source))
-    ok, frame = capture.read() if capture.isOpened() else (False, None)
+    ok, frame = _next_frame(capture) if capture.isOpened() else (False, None)
     if not ok or frame is None:
         capture.release()
         raise VcamdError(
@@ -205,6 +205,14 @@ def _open_video(source: Path) -> tuple[cv2.VideoCapture, Frame]:
             fix="give an .mp4/.mov/.avi file that plays, or convert it with ffmpeg",
         )
     return capture, frame
+
+
+def _next_frame(capture: cv2.VideoCapture) -> tuple[bool, Frame | None]:
+    """The next decoded frame, None where there is none (past the end, a damaged stretch)."""
+    from vcamd.common.types import as_frame
+
+    ok, frame = capture.read()
+    return ok, as_frame(frame) if frame is not None else None
 
 
 @dataclass
@@ -304,9 +312,10 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
 
     tally = VideoTally()
     follow = FollowedFace()
-    ok, frame = True, first
+    ok = True
+    frame: Frame | None = first
     # Written under a fresh 0600 temporary name next to OUT, checked, and renamed when complete
-    # (`vcamd.videofile`): no truncated OUT, no write through a symlink planted at OUT, private
+    # (`vcamd.files.videofile`): no truncated OUT, no write through a symlink planted at OUT, private
     # whatever the umask, and a full disk is an error at once, not a file that plays nowhere.
     video = VideoFile(output, fourcc=VIDEO_OUTPUT_FOURCC[output.suffix.lower()], fps=fps, size=(width, height), what="output")
     video.open()
@@ -318,12 +327,12 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
                 tally.add(*_finish_frame(engine, cfg, frame, follow, tally.frames))
                 video.write(frame)
                 progress.advance()
-                ok, frame = capture.read()
+                ok, frame = _next_frame(capture)
                 # A damaged stretch fails reads that later ones get past (MPEG-4); a file cut short
                 # fails them all. Either way no more reads than the frames the input claims.
                 while not ok and total and tally.frames + tally.unreadable < total:
                     tally.unreadable += 1
-                    ok, frame = capture.read()
+                    ok, frame = _next_frame(capture)
         if not tally.swapped:
             raise no_face_error(source, cfg, tally.unmatched, where="any frame of ")
         complete = video.finish()
@@ -359,7 +368,7 @@ def _keep_audio(video: VideoFile, complete: Path, source: Path, frames: int) -> 
     audio part. When FFmpeg cannot copy the sound (or the result does not read back whole: a disk
     that filled up meanwhile), the swapped video is still kept (it may have taken an hour) and a
     warning says why it is silent."""
-    from vcamd.audio import audio_track_count, mux_audio
+    from vcamd.files.audio import audio_track_count, mux_audio
 
     output = video.path
     tracks = audio_track_count(source)

@@ -7,7 +7,7 @@ overridable with `VCAMD_RUNTIME_DIR`): the Unix socket `control.sock` where AF_U
 Nothing is sent to a daemon that may not be the user's own: the runtime dir must be a folder of
 the user's that no other user can write or swap out (`checked_runtime_dir`, the rule the daemon
 follows too), the socket file the user's, and the process listening on it the user's — the kernel
-says who is at the other end of a Unix socket (`vcamd.peers.unix_peer_uid`), asked before the
+says who is at the other end of a Unix socket (`vcamd.common.peers.unix_peer_uid`), asked before the
 request goes out. So a `control.sock` another user planted in a shared folder is never believed.
 """
 
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from vcamd.common.peers import unix_peer_uid
+from vcamd.common.quality import AUTO, Level
 from vcamd.control.protocol import (
     MAX_RESPONSE_BYTES,
     SOCKET_NAME,
@@ -36,9 +38,7 @@ from vcamd.control.protocol import (
     runtime_dir,
     unix_sockets_available,
 )
-from vcamd.peers import unix_peer_uid
-from vcamd.private_files import UnsafePathError, check_private_dir, others_can_write, private_dir
-from vcamd.quality import AUTO, Level
+from vcamd.files.private_files import UnsafePathError, check_private_dir, others_can_write, private_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -257,24 +257,29 @@ class ControlClient:
         except (DaemonNotRunning, ControlError):
             return False
 
+    def _state(self, cmd: Command, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A request the daemon answers with its state (a JSON object)."""
+        state: dict[str, Any] = self.request(cmd, args)
+        return state
+
     def status(self) -> dict[str, Any]:
-        return self.request(Command.status)
+        return self._state(Command.status)
 
     def set_enabled(self, on: bool) -> dict[str, Any]:
-        return self.request(Command.on if on else Command.off)
+        return self._state(Command.on if on else Command.off)
 
     def toggle(self) -> dict[str, Any]:
-        return self.request(Command.toggle)
+        return self._state(Command.toggle)
 
     def set_source_face(self, path: Path) -> dict[str, Any]:
         # The daemon may run in another working directory: always send an absolute path.
-        return self.request(Command.set_face, {"path": str(Path(path).expanduser().resolve())})
+        return self._state(Command.set_face, {"path": str(Path(path).expanduser().resolve())})
 
     def set_quality(self, level: Level | None) -> dict[str, Any]:
-        return self.request(Command.quality, {"level": AUTO if level is None else level.name})
+        return self._state(Command.quality, {"level": AUTO if level is None else level.name})
 
     def reload(self) -> dict[str, Any]:
-        return self.request(Command.reload)
+        return self._state(Command.reload)
 
     def snapshot_png(self) -> bytes:
         result = self.request(Command.snapshot)

@@ -10,7 +10,7 @@ compete with the camera loop for the GIL. Here:
 - heavy requests (loading a source-face photo: a decode of up to 64 megapixels) go to one lane
   of their own, one at a time with a short queue; beyond it the answer is "busy, try again", so
   eight concurrent set-face requests never hold eight decoded photos in memory (and the engine's
-  `vcamd.photo_lane` answers "busy" while the control page or the tray reads a photo);
+  `vcamd.files.photo_lane` answers "busy" while the control page or the tray reads a photo);
 - at most `max_connections` are open. Past the bound a new client makes room by closing the
   longest-idle connection (told why); when none has been idle for a moment, new clients wait in
   the kernel's listen queue, and if that lasts `refuse_after_s` they are refused with one line.
@@ -32,9 +32,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from vcamd.common.threads import lower_thread_priority
 from vcamd.control.protocol import MAX_REQUEST_BYTES, encode_error
-from vcamd.photo_lane import PHOTO_BUSY
-from vcamd.threads import lower_thread_priority
+from vcamd.files.photo_lane import PHOTO_BUSY
 
 log = logging.getLogger(__name__)
 

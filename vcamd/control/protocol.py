@@ -10,7 +10,7 @@ Commands and their args/results:
     status                                  → the status dict (see `Status`)
     on | off | toggle                       → the status dict after the change
     set_face   {"path": "/abs/face.png"}    → the status dict
-    quality    {"level": "auto" | a level name from `vcamd.quality.LADDER`}
+    quality    {"level": "auto" | a level name from `vcamd.common.quality.LADDER`}
                                             → the status dict ("auto" unlocks: the watchdog decides)
     model      {"role": "swapper" | "enhancer", "name": a manifest model of that role}
                                             → the status dict (the model loads in the background)
@@ -39,11 +39,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from vcamd.boundedjson import JsonRefused, loads_bounded
-from vcamd.errors import VcamdError
-from vcamd.jsonable import to_jsonable
+from vcamd.common.boundedjson import JsonRefused, loads_bounded
+from vcamd.common.errors import VcamdError
+from vcamd.common.jsonable import to_jsonable
+from vcamd.common.quality import AUTO, Level, quality_names
 from vcamd.live.measures.numbers import LiveNumbers
-from vcamd.quality import AUTO, Level, quality_names
 
 MAX_REQUEST_BYTES = 64 * 1024
 """A request line longer than this is refused (a request is a command and a path, never data)."""
@@ -85,9 +85,13 @@ class Status(LiveNumbers, total=False):
     providers: dict[str, str] | list[str]  # model file → ONNX Runtime provider really in use
     models: dict[str, str | None]  # role → the running model ("swapper", "enhancer"), and "loading": the one loading or None
     model_choices: dict[str, list[dict[str, Any]]]  # role → [{"name", "license", "present"}]: what `model` can switch to
-    precision: dict[str, str]  # model role → "float" or "int8", what it really runs at (`vcamd.precision`)
+    precision: dict[str, str]  # model role → "float" or "int8", what it really runs at (`vcamd.inference.precision`)
     precision_why: dict[str, str]  # model role → why it runs at that precision (float where int8 was possible, int8's check)
     config_error: str | None  # the last config problem while running on the last good config
+
+
+StateAnswer = dict[str, Any] | None
+"""What a change of `Controllable` answers: the state after it applied (as `status()`), or None."""
 
 
 @runtime_checkable
@@ -96,24 +100,25 @@ class Controllable(Protocol):
 
     Methods are called from control-server threads, so implementations must be thread-safe. A
     user-caused problem is raised as `VcamdError` (e.g. `FaceError` for a bad photo); its one-line
-    message is what the user sees.
+    message is what the user sees. A change may answer with the state after it applied (the live
+    engine does: `StateAnswer`) or with None.
     """
 
     def status(self) -> dict[str, Any]: ...
 
-    def set_enabled(self, on: bool) -> None: ...
+    def set_enabled(self, on: bool) -> StateAnswer: ...
 
     def toggle(self) -> Any:
         """Switch swapping over from its current state, as one step (two toggles never cancel out)."""
         ...
 
-    def set_source_face(self, path: Path) -> None: ...
+    def set_source_face(self, path: Path) -> StateAnswer: ...
 
-    def set_quality(self, level: Level | None) -> None:
+    def set_quality(self, level: Level | None) -> StateAnswer:
         """Pin the quality level; None = automatic (the watchdog decides)."""
         ...
 
-    def reload_config(self) -> None: ...
+    def reload_config(self) -> StateAnswer: ...
 
     def snapshot_png(self) -> bytes: ...
 
@@ -125,11 +130,11 @@ class Controllable(Protocol):
         """The watchdog's level changes with their reasons, oldest first."""
         ...
 
-    def set_badge(self, on: bool) -> None:
+    def set_badge(self, on: bool) -> StateAnswer:
         """Show or hide the "AI-altered" disclosure badge."""
         ...
 
-    def set_model(self, role: str, name: str) -> None:
+    def set_model(self, role: str, name: str) -> StateAnswer:
         """Use the manifest's model `name` for `role` (swapper or enhancer), loaded in the
         background while the running one keeps swapping (VcamdError when it is not there)."""
         ...
@@ -154,14 +159,14 @@ class DaemonNotRunning(VcamdError):
 
 
 def runtime_dir() -> Path:
-    """`$VCAMD_RUNTIME_DIR` if set, else the user runtime dir (`config.user_runtime_dir`: on Linux
+    """`$VCAMD_RUNTIME_DIR` if set, else the user runtime dir (`config.folders.user_runtime_dir`: on Linux
     /run/user/UID/facelive or /tmp/vcamd-UID, by the user id alone, whatever XDG_RUNTIME_DIR says)."""
     override = os.environ.get(RUNTIME_DIR_ENV)
     if override:
         return Path(override).expanduser()
     import warnings
 
-    from vcamd.config import user_runtime_dir  # pydantic is only needed when no override is set
+    from vcamd.config.folders import user_runtime_dir  # platformdirs (~13 ms) only when no override is set
 
     with warnings.catch_warnings():
         # Off Linux platformdirs decides, and may warn on stderr,
@@ -260,7 +265,7 @@ def decode_request(line: bytes) -> tuple[Command, dict[str, Any], str | None]:
     unknown = set(message) - {"cmd", "args", "token"}
     if unknown:
         raise ProtocolError(f"unknown request field(s): {', '.join(name[:40] for name in sorted(unknown)[:5])}")
-    cmd = message.get("cmd")
+    cmd: Any = message.get("cmd")  # untrusted JSON: Command() refuses anything but one of its values
     try:
         command = Command(cmd)
     except ValueError:

@@ -7,7 +7,7 @@ Only the user who runs the daemon can reach it:
   it is, never chmod-ed, refused when shared); the socket is bound under a temporary name,
   chmod-ed to 0600, and only then renamed to its public name, so it is never reachable with looser
   permissions (a process-wide umask change would do the same but would race with every other
-  thread creating files). Each connection's peer uid (`vcamd.peers.unix_peer_uid`) must also equal ours.
+  thread creating files). Each connection's peer uid (`vcamd.common.peers.unix_peer_uid`) must also equal ours.
 - Loopback TCP (`control.json`, where AF_UNIX is unavailable): bound to 127.0.0.1 only; a random
   token lives in the 0600 endpoint file and every request must carry it.
 
@@ -29,6 +29,8 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
+from vcamd.common.errors import VcamdError
+from vcamd.common.peers import unix_peer_uid
 from vcamd.control.client import Endpoint, answers, checked_runtime_dir, read_tcp_endpoint
 from vcamd.control.connections import ConnectionLoop
 from vcamd.control.protocol import (
@@ -45,9 +47,7 @@ from vcamd.control.protocol import (
     runtime_dir,
     unix_sockets_available,
 )
-from vcamd.errors import VcamdError
-from vcamd.peers import unix_peer_uid
-from vcamd.private_files import open_private_fd, write_private_atomic
+from vcamd.files.private_files import open_private_fd, write_private_atomic
 
 log = logging.getLogger(__name__)
 

@@ -4,14 +4,15 @@ Unity Capture on Windows, OBS's camera extension on macOS)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from vcamd import v4l2loopback
-from vcamd.config import CameraConfig, VirtualCameraConfig
+from vcamd.config.schema import CameraConfig, VirtualCameraConfig
 from vcamd.doctor.platform import Platform
 from vcamd.doctor.results import CheckResult, Status, ok
+from vcamd.system import v4l2loopback
 
 
-def check_camera(camera: CameraConfig, daemon_status: dict | None = None, platform: Platform | None = None) -> CheckResult:
+def check_camera(camera: CameraConfig, daemon_status: dict[str, Any] | None = None, platform: Platform | None = None) -> CheckResult:
     """Open the configured camera and read a frame; while the daemon runs, it holds the camera and
     its status says whether the camera delivers."""
     name = "camera"

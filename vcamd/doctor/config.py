@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from vcamd.config import Config
+from vcamd.common.errors import ConfigError, VcamdError
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
-from vcamd.errors import ConfigError, VcamdError
 
 
 def check_config(path: Path | None) -> tuple[CheckResult, Config]:
     """The config check, and the config the other checks use (the defaults when it is invalid)."""
-    from vcamd.config import load_config, user_config_path
+    from vcamd.config.folders import user_config_path
+    from vcamd.config.reading import load_config
 
     try:
         cfg, origin = load_config(path)
@@ -23,7 +25,7 @@ def check_config(path: Path | None) -> tuple[CheckResult, Config]:
     return ok("config", f"{where} is valid"), cfg
 
 
-def check_source_face(cfg: Config, daemon_status: dict | None = None) -> CheckResult:
+def check_source_face(cfg: Config, daemon_status: dict[str, Any] | None = None) -> CheckResult:
     """The config's source face; with none there, the one the running daemon uses (`--face`,
     `vcamd set-face`, the tray or the control page)."""
     face = cfg.swap.source_face
@@ -39,7 +41,7 @@ def check_source_face(cfg: Config, daemon_status: dict | None = None) -> CheckRe
     if not Path(face).is_file():
         return CheckResult("source face", Status.fail, f"[swap] source_face = {face} does not exist",
                            "fix the path in the config file")
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     try:
         image = read_image(face, "[swap] source_face")  # a file that is there but not a photo fails the run just the same

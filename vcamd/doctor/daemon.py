@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from vcamd.doctor.results import CheckResult, Status, ok
 
 
-def check_control_socket(directory: Path | None = None) -> tuple[CheckResult, dict | None]:
+def check_control_socket(directory: Path | None = None) -> tuple[CheckResult, dict[str, Any] | None]:
     """The daemon check, and the daemon's status when it answers."""
     from vcamd.control.client import ControlClient
     from vcamd.control.protocol import ControlError, DaemonNotRunning

@@ -4,11 +4,15 @@ detector runs at the camera's shapes."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vcamd.config import Config
+from vcamd.common.errors import VcamdError
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
-from vcamd.errors import VcamdError
 from vcamd.modelstore.wayout import how_to_get, ways_out
+
+if TYPE_CHECKING:
+    from vcamd.modelstore.store import ModelRow, ModelStore
 
 
 def check_models(cfg: Config) -> list[CheckResult]:
@@ -34,12 +38,12 @@ def check_models(cfg: Config) -> list[CheckResult]:
     return results
 
 
-def _signature_result(store: object, role: str, value: str, found: CheckResult, cfg: Config) -> CheckResult:
+def _signature_result(store: ModelStore, role: str, value: str, found: CheckResult, cfg: Config) -> CheckResult:
     """The file is there: load it as `vcamd run` does, so a model in the wrong role fails here too."""
-    from vcamd.modelcheck import check_signature
+    from vcamd.models.modelcheck import check_signature
 
     try:
-        check_signature(store.path_for(value, role), role, family=cfg.models.swapper_family or None)  # type: ignore[attr-defined]
+        check_signature(store.path_for(value, role), role, family=cfg.models.swapper_family or None)
     except VcamdError as err:
         return CheckResult(found.name, Status.fail, err.message, err.fix or f"fix [models] {role} in the config")
     return found
@@ -48,7 +52,7 @@ def _signature_result(store: object, role: str, value: str, found: CheckResult, 
 def check_models_fit(cfg: Config) -> CheckResult | None:
     """Whether the recognizer's embeddings fit the swapper (`modelcheck.identity_fit`): each may
     pass its own row and every swap still fail. None when either model is not there (its row says so)."""
-    from vcamd.modelcheck import identity_fit_problem
+    from vcamd.models.modelcheck import identity_fit_problem
 
     try:
         misfit = identity_fit_problem(cfg)
@@ -69,9 +73,9 @@ def check_detector_shapes(cfg: Config) -> CheckResult | None:
     import numpy as np
 
     from vcamd.faces.detect import FaceDetector
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
+    from vcamd.inference.runtime import Sessions
     from vcamd.modelstore.store import ModelStore
-    from vcamd.runtime import Sessions
 
     try:
         path = ModelStore.from_config(cfg.models).path_for(cfg.models.detector, "detector")
@@ -106,7 +110,7 @@ def check_detector_shapes(cfg: Config) -> CheckResult | None:
     return ok(name, f"runs at the camera's aspect ({w}×{h} for {cfg.camera.width}×{cfg.camera.height}) and at {track}² tracking crops: {compared}")
 
 
-def _model_file_result(store: object, rows: list, role: str, value: str) -> CheckResult:
+def _model_file_result(store: ModelStore, rows: list[ModelRow], role: str, value: str) -> CheckResult:
     """Whether the configured model's file is there and intact (manifest size and hash)."""
     name = f"model {role}"
     row = next((r for r in rows if r.name == value and r.role == role), None)
@@ -125,10 +129,10 @@ def _model_file_result(store: object, rows: list, role: str, value: str) -> Chec
     return CheckResult(name, Status.fail, f"{value} is {row.status} ({row.path})", ways_out([value]))
 
 
-def _verify(store: object, value: str, role: str, name: str) -> CheckResult:
+def _verify(store: ModelStore, value: str, role: str, name: str) -> CheckResult:
     """Hash a present, not yet verified model file (once: the store remembers the result)."""
     try:
-        outcome = next(r for r in store.verify([value]) if r.role == role)  # type: ignore[attr-defined]
+        outcome = next(r for r in store.verify([value]) if r.role == role)
     except (VcamdError, OSError, StopIteration) as exc:
         return CheckResult(name, Status.fail, f"{value}: cannot verify ({exc})", f"vcamd models verify {value}")
     if outcome.status == "ok":

@@ -20,8 +20,10 @@ def _command_output(command: Sequence[str]) -> str | None:
 
 def _registry_key_exists(key: str) -> bool:
     """Windows: whether HKEY_CLASSES_ROOT\\<key> exists (64-bit view)."""
+    if sys.platform != "win32":
+        return False  # winreg exists only on Windows
     try:
-        import winreg  # type: ignore[import-not-found]  # Windows only
+        import winreg
     except ImportError:
         return False
     try:

@@ -1,23 +1,24 @@
-"""The swapper's precision: float or its checked int8 copy on the CPU's integer units (`vcamd.precision`)."""
+"""The swapper's precision: float or its checked int8 copy on the CPU's integer units (`vcamd.inference.precision`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
 
 NAME = "precision"
 
 
-def check_precision(cfg: Config, daemon_status: dict | None = None) -> CheckResult:
+def check_precision(cfg: Config, daemon_status: dict[str, Any] | None = None) -> CheckResult:
     """What `[models] precision` gives on this machine: the CPU's int8 units, the swapper's int8 copy
     (kept and checked, failed, or not built yet) — and what the running daemon really runs, when
     one answers. A copy that failed its check is worth knowing (!); everything else is fine."""
-    from vcamd.errors import VcamdError
+    from vcamd.common.errors import VcamdError
+    from vcamd.inference.precision import int8_units, swapper_choice
+    from vcamd.inference.runtime import resolve_providers
     from vcamd.modelstore.store import ModelStore
-    from vcamd.precision import int8_units, swapper_choice
-    from vcamd.runtime import resolve_providers
 
     setting = cfg.models.precision
     units = int8_units()

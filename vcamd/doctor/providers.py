@@ -7,11 +7,11 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from vcamd.config import ModelsConfig
+from vcamd.config.schema import ModelsConfig
 from vcamd.doctor.packages import gpu_build
 from vcamd.doctor.platform import Platform
 from vcamd.doctor.results import CheckResult, Status, ok
-from vcamd.runtime import PROVIDER_NAMES, available_providers
+from vcamd.inference.runtime import PROVIDER_NAMES, available_providers
 
 PROBED = ("CUDAExecutionProvider", "ROCMExecutionProvider", "DmlExecutionProvider", "CoreMLExecutionProvider",
           "OpenVINOExecutionProvider")

@@ -6,16 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vcamd.config import Config
+from vcamd.common.errors import VcamdError
+from vcamd.config.schema import Config
 from vcamd.doctor.results import CheckResult, Status, ok
-from vcamd.errors import VcamdError
 from vcamd.remote.summary import describe_server
 
 NAME = "server"
 REACH_S = 5.0
 
 
-def check_server(cfg: Config, daemon_status: dict | None = None, *, reach_s: float = REACH_S) -> CheckResult | None:
+def check_server(cfg: Config, daemon_status: dict[str, Any] | None = None, *, reach_s: float = REACH_S) -> CheckResult | None:
     """None without a server. With the daemon running on it, what the daemon sees; else a link of
     our own: reached within `reach_s`, each served role loaded through it."""
     if not cfg.models.server:
@@ -23,10 +23,10 @@ def check_server(cfg: Config, daemon_status: dict | None = None, *, reach_s: flo
     running = (daemon_status or {}).get("server")
     if isinstance(running, dict) and running.get("url") == cfg.models.server:
         return _from_status(running, "the daemon's link")
+    from vcamd.common.types import ModelFiles
+    from vcamd.inference.runtime import Sessions
     from vcamd.modelstore.roles import role_named
     from vcamd.remote.sessions import RemoteSessions, served_roles
-    from vcamd.runtime import Sessions
-    from vcamd.types import ModelFiles
 
     served = served_roles(cfg)
     wanted = {role: s for role, s in served.items() if role != "enhancer" or cfg.enhancer.enabled}
@@ -44,9 +44,9 @@ def check_server(cfg: Config, daemon_status: dict | None = None, *, reach_s: flo
             return CheckResult(NAME, Status.fail, f"{cfg.models.server} does not answer within {reach_s:g} s ({status['error']})",
                                "start it there: `vcamd serve` (README \"The swap on a GPU elsewhere\"); faces are held or "
                                "obscured until it answers" + ("; the local models run meanwhile" if cfg.models.fallback == "local" else ""))
-        for role, served in wanted.items():
+        for role, spec in wanted.items():
             try:
-                role_named(role).loader_class()(Path(served.name), remote)
+                role_named(role).loader_class()(Path(spec.name), remote)
             except VcamdError as err:
                 return CheckResult(NAME, Status.fail, f"{cfg.models.server}, the {role}: {err.message}", err.fix or "")
         return _from_status(remote.server_status(), "checked now")

@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.types import Frame, Points
+from vcamd.common.types import Frame, Points, as_frame
 
 Template = Literal["arcface", "ffhq", "arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "dfl_whole_face"]
 
@@ -118,7 +118,8 @@ def _similarity(src: list[list[float]], dst: list[list[float]]) -> Affine:
 
 @functools.lru_cache(maxsize=32)
 def _template_list(size: int, template: Template) -> list[list[float]]:
-    return template_points(size, template).astype(np.float64).tolist()
+    points: list[list[float]] = template_points(size, template).astype(np.float64).tolist()
+    return points
 
 
 def estimate_affine(kps: npt.ArrayLike, size: int, template: Template = "arcface") -> Affine:
@@ -136,8 +137,8 @@ def warp(frame: Frame, m: Affine, size: int) -> Frame:
     `frame` is BGR, or the same frame from `for_warps` (BGRA): then the crop is the same, bit for
     bit, and ~2× cheaper.
     """
-    crop = cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-    return cv2.cvtColor(crop, cv2.COLOR_BGRA2BGR) if crop.ndim == 3 and crop.shape[2] == 4 else crop
+    crop = as_frame(cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0))
+    return as_frame(cv2.cvtColor(crop, cv2.COLOR_BGRA2BGR)) if crop.ndim == 3 and crop.shape[2] == 4 else crop
 
 
 WARP4_PAYS = 16
@@ -154,7 +155,7 @@ def for_warps(frame: Frame, crops: int, side: int) -> Frame:
     face (the conversion of its region costs about what one crop saves)."""
     if crops < 2 or crops * side * side * WARP4_PAYS < frame.shape[0] * frame.shape[1]:
         return frame
-    return cv2.cvtColor(frame, cv2.COLOR_BGR2BGRA)
+    return as_frame(cv2.cvtColor(frame, cv2.COLOR_BGR2BGRA))
 
 
 def invert_affine(m: Affine) -> Affine:

@@ -40,12 +40,13 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass
+from typing import cast
 
 import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.types import Frame
+from vcamd.common.types import Frame, as_float32, as_frame
 
 FloatImage = npt.NDArray[np.float32]
 
@@ -94,7 +95,7 @@ def feather_mask(size: int) -> FloatImage:
     mask = np.zeros((size, size), np.float32)
     mask[margin : size - margin, margin : size - margin] = 1.0
     sigma = max(0.5, size * MASK_SIGMA)
-    return cv2.GaussianBlur(mask, (0, 0), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_CONSTANT)
+    return as_float32(cv2.GaussianBlur(mask, (0, 0), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_CONSTANT))
 
 
 Affine6 = tuple[float, float, float, float, float, float]
@@ -167,7 +168,8 @@ def _crop_validity(frame_shape: tuple[int, ...], size: tuple[int, int], inverse:
     fx = a * gx + b * gy + c
     fy = d * gx + e * gy + f
     inside = (fx >= 0) & (fx <= width - 1) & (fy >= 0) & (fy <= height - 1)
-    return inside.astype(np.uint8)
+    valid: npt.NDArray[np.uint8] = inside.astype(np.uint8)
+    return valid
 
 
 def _halve(image: np.ndarray) -> np.ndarray:
@@ -194,6 +196,11 @@ Stats = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
 """Per-channel mean and standard deviation (3×1 each), as cv2.meanStdDev returns them."""
 
 
+def _mean_std(image: Frame, mask: npt.NDArray[np.uint8]) -> Stats:
+    """cv2.meanStdDev where `mask` ≠ 0, as the float64 arrays it returns (its stubs say any depth)."""
+    return cast(Stats, cv2.meanStdDev(image, mask=mask))
+
+
 def _colour_table(src: Stats, ref: Stats) -> npt.NDArray[np.uint8]:
     """The lookup table (256×1×3) that maps each LAB channel's `src` mean/std onto `ref`'s."""
     (src_mean, src_std), (ref_mean, ref_std) = src, ref
@@ -217,10 +224,10 @@ def match_colour(swapped: Frame, original: Frame, region: npt.NDArray[np.uint8])
         return swapped
     # 8-bit LAB (L scaled to 0..255, a/b offset by 128) is 5× cheaper than float LAB and the
     # per-channel affine map becomes a lookup table; the rounding costs under one grey level.
-    src = cv2.cvtColor(swapped, cv2.COLOR_BGR2LAB)
-    ref = cv2.cvtColor(original, cv2.COLOR_BGR2LAB)
-    table = _colour_table(cv2.meanStdDev(src, mask=region), cv2.meanStdDev(ref, mask=region))
-    return cv2.cvtColor(cv2.LUT(src, table), cv2.COLOR_LAB2BGR)
+    src = as_frame(cv2.cvtColor(swapped, cv2.COLOR_BGR2LAB))
+    ref = as_frame(cv2.cvtColor(original, cv2.COLOR_BGR2LAB))
+    table = _colour_table(_mean_std(src, region), _mean_std(ref, region))
+    return as_frame(cv2.cvtColor(cv2.LUT(src, table), cv2.COLOR_LAB2BGR))
 
 
 def mouth_keep_mask(size: tuple[int, int], mouth_corners_crop: npt.ArrayLike) -> FloatImage:
@@ -276,24 +283,24 @@ class _Prepared:
 
     def bgra(self) -> Frame:
         if self._bgra is None:
-            self._bgra = cv2.cvtColor(self.pixels, cv2.COLOR_BGR2BGRA)
+            self._bgra = as_frame(cv2.cvtColor(self.pixels, cv2.COLOR_BGR2BGRA))
         return self._bgra
 
     def lab(self) -> Frame:
         if self._lab is None:
-            self._lab = cv2.cvtColor(self.pixels, cv2.COLOR_BGR2LAB)
+            self._lab = as_frame(cv2.cvtColor(self.pixels, cv2.COLOR_BGR2LAB))
         return self._lab
 
     def lab4(self) -> Frame:
         """The LAB crop with a fourth (unused) channel, for `_warp4`."""
         if self._lab4 is None:
-            self._lab4 = cv2.cvtColor(self.lab(), cv2.COLOR_BGR2BGRA)  # appends a channel; LAB stays LAB
+            self._lab4 = as_frame(cv2.cvtColor(self.lab(), cv2.COLOR_BGR2BGRA))  # appends a channel; LAB stays LAB
         return self._lab4
 
     def stats(self, region: npt.NDArray[np.uint8]) -> Stats:
         """LAB statistics where `region` ≠ 0; `region` is always the level's statistics region."""
         if self._stats is None:
-            self._stats = cv2.meanStdDev(self.lab(), mask=region)
+            self._stats = _mean_std(self.lab(), region)
         return self._stats
 
 
@@ -303,7 +310,7 @@ def _warp4(image4: Frame, roi_m: npt.NDArray[np.float64], size: tuple[int, int],
     same pixels, bit for bit, in half the time or less (a 330² paste rectangle: 527 → 270 µs)."""
     flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
     warped = cv2.warpAffine(image4, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=border)
-    return cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR)  # drops the fourth channel, whatever the colours
+    return as_frame(cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR))  # drops the fourth channel, whatever the colours
 
 
 PREPARED_PIXELS = 64 * 128 * 128
@@ -454,11 +461,12 @@ class Blender:
             return region
         size = (region.width, region.height)
         flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
-        weight = cv2.warpAffine(alpha, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
+        weight = as_float32(cv2.warpAffine(alpha, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT))
         if in_frame:
             lab = _warp4(prepared.lab4(), roi_m, size, LAB_BLACK)
             plain = weight if plain_alpha is alpha else cv2.warpAffine(plain_alpha, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
-            warped = _corrected_roi(lab, roi, cv2.compare(plain, 0.5, cv2.CMP_GE))
+            # OpenCV compares with a scalar; its stubs take only an array as the second operand.
+            warped = _corrected_roi(lab, roi, as_frame(cv2.compare(plain, 0.5, cv2.CMP_GE)))  # type: ignore[call-overload]
         else:
             assert pixels4 is not None
             warped = _warp4(pixels4, roi_m, size)
@@ -488,7 +496,7 @@ class Blender:
         the corrected crop, with a fourth channel for `_warp4`."""
         if original_crop is None:
             # Warping to the crop's size reads only the face's pixels of the frame.
-            original_crop = cv2.warpAffine(frame, np.array((m[:3], m[3:]), np.float64), (side, side), flags=cv2.INTER_LINEAR)
+            original_crop = as_frame(cv2.warpAffine(frame, np.array((m[:3], m[3:]), np.float64), (side, side), flags=cv2.INTER_LINEAR))
         valid = _crop_validity(frame.shape, (side, side), _invert6(m))
         if valid is None:
             region, src = stats_region, prepared.stats(stats_region)
@@ -496,15 +504,15 @@ class Blender:
             region = stats_region * valid
             if cv2.countNonZero(region) < MIN_STATS_PIXELS:
                 return prepared.bgra()
-            src = cv2.meanStdDev(prepared.lab(), mask=region)
-        ref = cv2.meanStdDev(cv2.cvtColor(original_crop, cv2.COLOR_BGR2LAB), mask=region)
-        return cv2.cvtColor(cv2.LUT(prepared.lab(), _colour_table(src, ref)), cv2.COLOR_LAB2BGR, dstCn=4)
+            src = _mean_std(prepared.lab(), region)
+        ref = _mean_std(as_frame(cv2.cvtColor(original_crop, cv2.COLOR_BGR2LAB)), region)
+        return as_frame(cv2.cvtColor(cv2.LUT(prepared.lab(), _colour_table(src, ref)), cv2.COLOR_LAB2BGR, dstCn=4))
 
 
 def premultiply_weights(alpha: FloatImage) -> FloatImage:
     """(alpha, alpha, alpha, 1 − alpha) per crop pixel: what a BGRA crop (A = 255) is multiplied by
     to become `blend_premultiplied`'s premultiplied crop."""
-    return cv2.merge((alpha, alpha, alpha, 1.0 - alpha))
+    return as_float32(cv2.merge((alpha, alpha, alpha, 1.0 - alpha)))
 
 
 def blend_premultiplied(roi: Frame, pixels4: Frame, weights: FloatImage, roi_m: npt.NDArray[np.float64]) -> None:
@@ -537,9 +545,9 @@ def _corrected_roi(lab: Frame, roi: Frame, region: npt.NDArray[np.uint8]) -> Fra
     on the real faces of benchmarks/paste_quality.py, the swapped crop's own statistics in crop
     space matched the face's colour less well: a bilinear step down changes its spread)."""
     if cv2.countNonZero(region) < MIN_STATS_PIXELS:
-        return cv2.cvtColor(lab, cv2.COLOR_LAB2BGR)
-    table = _colour_table(cv2.meanStdDev(lab, mask=region), cv2.meanStdDev(cv2.cvtColor(roi, cv2.COLOR_BGR2LAB), mask=region))
-    return cv2.cvtColor(cv2.LUT(lab, table), cv2.COLOR_LAB2BGR)
+        return as_frame(cv2.cvtColor(lab, cv2.COLOR_LAB2BGR))
+    table = _colour_table(_mean_std(lab, region), _mean_std(as_frame(cv2.cvtColor(roi, cv2.COLOR_BGR2LAB)), region))
+    return as_frame(cv2.cvtColor(cv2.LUT(lab, table), cv2.COLOR_LAB2BGR))
 
 
 def _inside(frame_shape: tuple[int, ...], inverse: Affine6, side: int) -> bool:

@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from vcamd.common.types import Frame
 from vcamd.faces.specs import CropSpec
-from vcamd.types import Frame
 
 SIZES = (128, 256, 512)
 """The face sizes `[swap] pixel_boost` accepts (k = 1, 2, 4 for a 128-px swapper)."""

@@ -38,11 +38,13 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.errors import ModelError
-from vcamd.types import Face, Frame
+from vcamd.common.errors import ModelError
+from vcamd.common.types import Face, Frame
 
 if TYPE_CHECKING:
-    from vcamd.runtime import Sessions
+    import onnxruntime
+
+    from vcamd.inference.runtime import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +120,8 @@ class FaceDetector:
         """A rewritten shape found the own shape's faces on a frame with a face (or no rewriting needed)."""
         self._session((self.size, self.size))  # build the full-frame session now, so a bad model fails at load
 
-    def _check_signature(self, session: object) -> None:
-        inputs, outputs = session.get_inputs(), session.get_outputs()  # type: ignore[attr-defined]
+    def _check_signature(self, session: onnxruntime.InferenceSession) -> None:
+        inputs, outputs = session.get_inputs(), session.get_outputs()
         if len(inputs) != 1 or len(outputs) not in (9, 15) or len(inputs[0].shape) != 4:
             raise ModelError(
                 f"{self.path.name} is not an SCRFD detector with keypoints (expected 1 image input and 9 outputs: "
@@ -127,7 +129,7 @@ class FaceDetector:
                 fix="set [models] detector to buffalo_l (det_10g.onnx) or another SCRFD *_kps model",
             )
 
-    def _session(self, hw: tuple[int, int]):
+    def _session(self, hw: tuple[int, int]) -> onnxruntime.InferenceSession:
         session = self._sessions_by_hw.get(hw)
         if session is None:
             if self._native_hw is None or self._native_hw == hw:
@@ -212,7 +214,7 @@ class FaceDetector:
         boxes, scores, kps = boxes[order], scores[order], kps[order]
         keep = nms(boxes, scores, NMS_THRESHOLD)
         faces = [
-            Face(box=tuple(float(v) for v in boxes[i]), score=float(scores[i]), kps=kps[i].copy())
+            Face(box=_box(boxes[i]), score=float(scores[i]), kps=kps[i].copy())
             for i in keep
         ]
         faces.sort(key=lambda f: f.box[0])
@@ -291,6 +293,11 @@ class FaceDetector:
 
 class _OffGrid(ValueError):
     """A run's outputs do not fit the anchor grid of its input shape."""
+
+
+def _box(row: np.ndarray) -> tuple[float, float, float, float]:
+    x1, y1, x2, y2 = (float(v) for v in row)
+    return x1, y1, x2, y2
 
 
 def same_faces(a: list[Face], b: list[Face], sure_score: float) -> bool:

@@ -31,29 +31,31 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vcamd.config import Config, FaceSelection, OnMiss, Others
-from vcamd.errors import ConfigError, FaceError, VcamdError
+from vcamd.common.errors import ConfigError, FaceError, VcamdError
+from vcamd.common.quality import BEST, Level, detect_size, rung
+from vcamd.common.threads import in_thread
+from vcamd.common.types import Face, Frame, ModelFiles, Points
+from vcamd.config.schema import Config, FaceSelection, OnMiss, Others
 from vcamd.faces import boost
 from vcamd.faces.align import Affine, Template, estimate_affine, for_warps, invert_affine
 from vcamd.faces.blend import Blender, PasteRegion
 from vcamd.faces.specs import CropSpec
-from vcamd.precision import FLOAT, Choice
+from vcamd.inference.precision import FLOAT, Choice
 from vcamd.privacy import rule
 from vcamd.privacy.rule import FaceOutcome, Scene
-from vcamd.quality import BEST, Level, detect_size, rung
-from vcamd.threads import in_thread
-from vcamd.types import Face, Frame, ModelFiles, Points
 
 if TYPE_CHECKING:
-    from vcamd.cores import CoreSplit
+    import onnxruntime
+
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.enhance import Enhancer
     from vcamd.faces.following import FollowedFace
     from vcamd.faces.identity import Embedding, Recognizer, SourceIdentity
     from vcamd.faces.parse import FaceParser, FloatMask
     from vcamd.faces.swap import Latent, Swapper
-    from vcamd.quantize import CalibrationFaces, SeenFaces
-    from vcamd.runtime import Sessions
+    from vcamd.inference.cores import CoreSplit
+    from vcamd.inference.runtime import Sessions
+    from vcamd.models.quantize import CalibrationFaces, SeenFaces
 
 
 def require_consent(cfg: Config, flag: bool) -> None:
@@ -180,17 +182,17 @@ class FaceEngine:
         self._load_enhancer: Callable[[float, float], Enhancer] | None = None  # set by from_config
         self.sessions: Sessions | None = None  # set by from_config: where a swapper's int8 copy gets its session
         self.precision: Choice = FLOAT
-        """The precision the swapper runs at, and why (`vcamd.precision`; set where it is decided, `vcamd.pipeline`)."""
+        """The precision the swapper runs at, and why (`vcamd.inference.precision`; set where it is decided, `vcamd.models.pipeline`)."""
         self.seen: SeenFaces | None = None
-        """While the swapper's int8 copy waits for calibration faces: the crops it is given, kept (`vcamd.quantize`)."""
+        """While the swapper's int8 copy waits for calibration faces: the crops it is given, kept (`vcamd.models.quantize`)."""
         self.remote: Any = None
         """The Triton server's sessions (`vcamd.remote.sessions.RemoteSessions`) when models run there
-        (`[models] server`; set by `vcamd.pipeline`): its `server_status()` is shown in the status."""
+        (`[models] server`; set by `vcamd.models.pipeline`): its `server_status()` is shown in the status."""
 
     @classmethod
     def from_config(cls, cfg: Config, files: ModelFiles, sessions: Sessions | None = None, *,
                     warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
-        """Build every model of `files` (resolved from `[models]`: `vcamd.pipeline.build_face_engine`),
+        """Build every model of `files` (resolved from `[models]`: `vcamd.models.pipeline.build_face_engine`),
         load `[swap] source_face` (and reference_face).
 
         The swapper — the long pole: seconds for inswapper's 554 MB, where the other models take
@@ -205,7 +207,7 @@ class FaceEngine:
         from vcamd.faces.identity import Recognizer, load_source_identity
         from vcamd.faces.parse import FaceParser
         from vcamd.faces.swap import EmbeddingConverter, Swapper
-        from vcamd.runtime import Sessions
+        from vcamd.inference.runtime import Sessions
 
         if cfg.swap.face_selection == FaceSelection.reference and cfg.swap.reference_face is None:
             raise ConfigError("[swap]", ['face_selection = "reference" needs reference_face = "<photo of the person to swap>"'])
@@ -268,7 +270,7 @@ class FaceEngine:
 
     @property
     def core_split(self) -> CoreSplit | None:
-        """Where the swap worker's models run (`vcamd.cores`): the swapper's, the enhancer's and
+        """Where the swap worker's models run (`vcamd.inference.cores`): the swapper's, the enhancer's and
         the parser's sessions come from one `Sessions`."""
         return self.swapper.core_split
 
@@ -277,11 +279,11 @@ class FaceEngine:
         """Faces are swapped above the swapper's own size on the rungs with pixel boost."""
         return self.pixel_boost > self.swapper.crop.size
 
-    # ---- precision (`vcamd.precision`) ---------------------------------------------------------------
+    # ---- precision (`vcamd.inference.precision`) ---------------------------------------------------------------
 
     def precision_status(self) -> tuple[dict[str, str], dict[str, str]]:
         """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
-        runs = {"detector": "float", "recognizer": "float", "swapper": self.precision.runs}
+        runs: dict[str, str] = {"detector": "float", "recognizer": "float", "swapper": self.precision.runs}
         if self.enhancer is not None:
             runs["enhancer"] = "float"
         if self.parser is not None:
@@ -292,8 +294,8 @@ class FaceEngine:
         """The int8 copy's calibration faces: the source photo's face, aligned to the swapper's crop,
         and the crops the swapper was given (`seen`), with the source's embedding. FaceError
         without a source face."""
-        from vcamd.images import read_image
-        from vcamd.quantize import CalibrationFaces
+        from vcamd.files.images import read_image
+        from vcamd.models.quantize import CalibrationFaces
 
         current = self._source
         if current is None:
@@ -301,10 +303,10 @@ class FaceEngine:
         photo, _ = self.swapper.crop.align(read_image(current.identity.path, "source face"), current.identity.face.kps)
         return CalibrationFaces([photo, *seen], current.identity.embedding)
 
-    def use_int8(self, session: object, precision: Choice) -> None:
+    def use_int8(self, session: onnxruntime.InferenceSession, precision: Choice) -> None:
         """Run the swapper on its checked int8 copy's `session` from the next swap (the loop's thread,
         between two frames: the swap worker reads the session once per run)."""
-        self.swapper.session = session  # type: ignore[assignment]
+        self.swapper.session = session
         self.precision = precision
         self.seen = None
 
@@ -503,4 +505,5 @@ def _compose(outer: Affine, inner: Affine) -> Affine:
     """The 2×3 affine for applying `inner` first, then `outer`."""
     full_outer = np.vstack([np.asarray(outer, np.float64), [0.0, 0.0, 1.0]])
     full_inner = np.vstack([np.asarray(inner, np.float64), [0.0, 0.0, 1.0]])
-    return (full_outer @ full_inner)[:2].astype(np.float32)
+    composed: Affine = (full_outer @ full_inner)[:2].astype(np.float32)
+    return composed

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
+from vcamd.common.types import Frame, as_frame
 from vcamd.faces.specs import ENHANCER_CROP, ENHANCERS, ORT_FLOAT_DTYPES, CropSpec, EnhancerSpec, enhancer_spec_for
 from vcamd.modelstore.wayout import how_to_get
-from vcamd.types import Frame
 
 if TYPE_CHECKING:
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 ENHANCE_SIZE = ENHANCER_CROP.size
 """GFPGAN's crop side (the default enhancer); the face is aligned to the FFHQ template scaled to this size."""
@@ -105,7 +105,7 @@ class Enhancer:
         restored = self.restore(crop_bgr)
         if self.strength >= 1.0:
             return restored
-        return cv2.addWeighted(restored, self.strength, crop_bgr, 1.0 - self.strength, 0.0)
+        return as_frame(cv2.addWeighted(restored, self.strength, crop_bgr, 1.0 - self.strength, 0.0))
 
 
 def _square_side(shape: list[object]) -> int:

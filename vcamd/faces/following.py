@@ -21,15 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-from vcamd.config import FaceSelection
-from vcamd.types import Face, Frame
-
-if TYPE_CHECKING:
-    from vcamd.faces.engine import FaceEngine
+from vcamd.common.types import Face, Frame
+from vcamd.config.schema import FaceSelection
 
 Embed = Callable[[Frame, Face], np.ndarray]
 """The recogniser's embedding of a face (L2-normalised)."""
@@ -66,13 +63,35 @@ class _Lock:
     recognizer: Path  # the recogniser model the identity came from (another one ends the lock)
 
 
+class Recognizing(Protocol):
+    """The recogniser the lock compares faces with (`faces.identity.Recognizer`)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def embed(self, frame: Frame, face: Face) -> np.ndarray: ...
+
+
+class Selecting(Protocol):
+    """What `FollowedFace.select` needs of the face engine (`faces.engine.FaceEngine`): its selection
+    rule and its recogniser."""
+
+    @property
+    def selection(self) -> FaceSelection: ...
+
+    @property
+    def recognizer(self) -> Recognizing: ...
+
+    def select(self, faces: list[Face], frame: Frame) -> list[Face]: ...
+
+
 class FollowedFace:
     """The face being swapped under face_selection = "largest", kept while its track lives."""
 
     def __init__(self) -> None:
         self._lock: _Lock | None = None
 
-    def select(self, engine: FaceEngine, faces: list[Face], frame: Frame, index: int) -> list[Face]:
+    def select(self, engine: Selecting, faces: list[Face], frame: Frame, index: int) -> list[Face]:
         """The faces to swap in frame `index` (`engine`: the `FaceEngine`, whose selection and
         recogniser apply). Raises what the recogniser raises (the caller covers the frame)."""
         if engine.selection is not FaceSelection.largest:

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.errors import FaceError, ModelError
-from vcamd.faces.specs import RECOGNIZER_CROP, CropSpec
+from vcamd.common.errors import FaceError, ModelError
+from vcamd.common.types import Face, Frame
+from vcamd.faces.specs import ARCFACE_PIXELS, RECOGNIZER_CROP, CropSpec
 from vcamd.modelstore.wayout import ways_out
-from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
     from vcamd.faces.detect import FaceDetector
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def graph_normalisation(path: Path) -> tuple[float, float]:
     """(mean, std) a recognizer export wants, decided from its graph as insightface's ArcFaceONNX does:
     a Sub/`_minus` and a Mul/`_mul` among the first nodes mean the graph normalises by itself
     (mxnet-style exports) and takes raw pixels; otherwise ArcFace's (127.5, 127.5)."""
-    from vcamd.onnxwire import WireError, node_names
+    from vcamd.inference.onnxwire import WireError, node_names
 
     try:
         names = node_names(path, GRAPH_PREFIX_NODES)
@@ -50,7 +50,7 @@ def graph_normalisation(path: Path) -> tuple[float, float]:
         raise ModelError(f"{path.name} is not a readable ONNX model ({exc})", fix=ways_out(pull_note=" to download it again")) from None
     subtracts = any(n.startswith(("Sub", "_minus")) for n in names)
     multiplies = any(n.startswith(("Mul", "_mul")) for n in names)
-    return RAW_PIXELS if subtracts and multiplies else (RECOGNIZER_CROP.mean, RECOGNIZER_CROP.std)
+    return RAW_PIXELS if subtracts and multiplies else ARCFACE_PIXELS
 
 
 class Recognizer:
@@ -98,7 +98,7 @@ class Recognizer:
     def embed_crop_raw(self, crop: Frame) -> Embedding:
         """`embed_raw` of an already aligned 112×112 BGR crop; FaceError when it is empty."""
         blob = self.crop.to_blob([crop])
-        raw = self.session.run(None, {self.input_name: blob})[0].reshape(-1).astype(np.float32)
+        raw: Embedding = self.session.run(None, {self.input_name: blob})[0].reshape(-1).astype(np.float32)
         norm = float(np.linalg.norm(raw))
         if not np.isfinite(norm) or norm == 0.0:
             raise FaceError("the recognizer returned an empty embedding for this face", fix="use a clearer, larger face")
@@ -133,7 +133,7 @@ def largest_face(faces: list[Face]) -> Face:
 
 def load_source_identity(path: Path | str, detector: FaceDetector, recognizer: Recognizer, what: str = "source face") -> SourceIdentity:
     """Read a photo, find its face (the largest if several) and embed it. Raises FaceError."""
-    from vcamd.images import read_image
+    from vcamd.files.images import read_image
 
     path = Path(path).expanduser()
     image = read_image(path, what)

@@ -28,14 +28,14 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
+from vcamd.common.types import Frame, as_frame
 from vcamd.faces.align import template_points
 from vcamd.faces.specs import CropSpec
 from vcamd.modelstore.wayout import how_to_get
-from vcamd.types import Frame
 
 if TYPE_CHECKING:
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 PARSER_SIZE = 512
 INPUT_NAME = "input"
@@ -110,7 +110,7 @@ class FaceParser:
         """The class per pixel (512², argmax of the logits) of aligned BGR crops."""
         out = []
         for crop in crops:
-            rgb = cv2.cvtColor(cv2.resize(crop, (PARSER_SIZE, PARSER_SIZE), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
+            rgb = as_frame(cv2.cvtColor(cv2.resize(crop, (PARSER_SIZE, PARSER_SIZE), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB))
             logits = self.session.run(None, {INPUT_NAME: to_blob(rgb)})[0]
             if logits.shape[1:] != (CLASSES, PARSER_SIZE, PARSER_SIZE) or not np.isfinite(logits).all():
                 raise ModelError(f"{self.path.name} returned {logits.shape} (or NaN) instead of [1,19,512,512] logits",

@@ -17,7 +17,7 @@ hififace all take `target` [1,3,256,256] + `source` [1,512], so only their names
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -26,8 +26,8 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from vcamd.common.types import Frame, Points, as_float32, as_frame
 from vcamd.faces.align import Affine, Template, estimate_affine, warp
-from vcamd.types import Frame, Points
 
 ORT_FLOAT_DTYPES: dict[str, type[np.floating]] = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 """ONNX Runtime's type strings for the float inputs our models take, and their numpy types."""
@@ -77,25 +77,27 @@ class CropSpec:
         """Aligned BGR uint8 crops → one normalised RGB NCHW float32 batch (one OpenCV call, and one
         more pass for a per-channel std)."""
         size = (self.size, self.size)
-        if not self.channelwise:
-            return cv2.dnn.blobFromImages(list(crops), 1.0 / float(self.std), size, (float(self.mean),) * 3, swapRB=True)  # type: ignore[arg-type]
-        blob = cv2.dnn.blobFromImages(list(crops), 1.0, size, per_channel(self.mean), swapRB=True)
-        blob *= (1.0 / np.asarray(per_channel(self.std), np.float32)).reshape(1, 3, 1, 1)
+        mean, std = self.mean, self.std
+        if isinstance(mean, (int, float)) and isinstance(std, (int, float)):  # one value each: not `channelwise`
+            return as_float32(cv2.dnn.blobFromImages(list(crops), 1.0 / float(std), size, (float(mean),) * 3, swapRB=True))
+        blob = as_float32(cv2.dnn.blobFromImages(list(crops), 1.0, size, per_channel(mean), swapRB=True))
+        blob *= (1.0 / np.asarray(per_channel(std), np.float32)).reshape(1, 3, 1, 1)
         return blob
 
     def to_crops(self, blob: npt.ArrayLike) -> list[Frame]:
         """The inverse of `to_blob` for a model's image output: BGR uint8 crops, rounded and saturated."""
         out = np.asarray(blob, dtype=np.float32)
-        crops = []
-        if not self.channelwise:
+        crops: list[Frame] = []
+        one_mean, one_std = self.mean, self.std
+        if isinstance(one_mean, (int, float)) and isinstance(one_std, (int, float)):  # one value each: not `channelwise`
             for planes in out:
                 bgr = cv2.merge([planes[2], planes[1], planes[0]])  # NCHW RGB → HWC BGR in one pass
-                crops.append(cv2.addWeighted(bgr, float(self.std), bgr, 0.0, float(self.mean), dtype=cv2.CV_8U))  # type: ignore[arg-type]
+                crops.append(as_frame(cv2.addWeighted(bgr, float(one_std), bgr, 0.0, float(one_mean), dtype=cv2.CV_8U)))
             return crops
-        mean, std = per_channel(self.mean), per_channel(self.std)
+        mean, std = per_channel(one_mean), per_channel(one_std)
         for planes in out:
             channels = [cv2.addWeighted(planes[c], std[c], planes[c], 0.0, mean[c], dtype=cv2.CV_8U) for c in (2, 1, 0)]
-            crops.append(cv2.merge(channels))
+            crops.append(as_frame(cv2.merge(channels)))
         return crops
 
 
@@ -162,7 +164,7 @@ class SwapperSpec:
         """This family at a model's own crop side (DeepFaceLab models come in many)."""
         return self if size == self.crop.size else replace(self, crop=replace(self.crop, size=size))
 
-    def matches(self, inputs: dict[str, Sequence[object]]) -> bool:
+    def matches(self, inputs: Mapping[str, Sequence[object]]) -> bool:
         """Whether a model's inputs (name → shape) are this family's signature."""
         if self.layout == "dfm":
             face = inputs.get(DFM_FACE_INPUT)
@@ -224,13 +226,13 @@ def family_named(name: str) -> SwapperSpec | None:
     return next((spec for spec in SWAPPERS if stem == spec.family or stem in spec.models), None)
 
 
-def swapper_candidates(inputs: dict[str, Sequence[object]]) -> list[SwapperSpec]:
+def swapper_candidates(inputs: Mapping[str, Sequence[object]]) -> list[SwapperSpec]:
     """The families whose signature these inputs (name → shape) are — several for the
     `target` [1,3,256,256] + `source` [1,512] signature (hyperswap, ghost, simswap, hififace)."""
     return [spec for spec in SWAPPERS if spec.matches(inputs)]
 
 
-def swapper_spec_for(inputs: dict[str, Sequence[object]]) -> SwapperSpec | None:
+def swapper_spec_for(inputs: Mapping[str, Sequence[object]]) -> SwapperSpec | None:
     """The swapper family whose signature these inputs (name → shape) are, when only one family
     has it; None otherwise (none, or several: then the model's name must say which)."""
     found = swapper_candidates(inputs)
@@ -266,7 +268,9 @@ def dfm_crops(face: npt.ArrayLike) -> list[Frame]:
 
 # ---- the recognizer and the enhancers ------------------------------------------------------------
 
-RECOGNIZER_CROP = CropSpec("arcface", 112, 127.5, 127.5)
+ARCFACE_PIXELS = (127.5, 127.5)
+"""ArcFace's (mean, std) in pixel units: one value each."""
+RECOGNIZER_CROP = CropSpec("arcface", 112, *ARCFACE_PIXELS)
 """ArcFace recognizers (w600k_r50): 112² ArcFace crop, (x - 127.5) / 127.5. Exports that normalise
 inside the graph take raw pixels instead: see `vcamd.faces.identity.graph_normalisation`."""
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.errors import FaceError, ModelError
+from vcamd.common.errors import FaceError, ModelError
+from vcamd.common.types import Face, Frame
 from vcamd.faces.align import Affine
 from vcamd.faces.specs import (
     DFM_FACE_INPUT,
@@ -39,11 +40,10 @@ from vcamd.faces.specs import (
 )
 from vcamd.modelstore.wayout import how_to_get, ways_out
 from vcamd.remote.wire import ServedElsewhere
-from vcamd.types import Face, Frame
 
 if TYPE_CHECKING:
     from vcamd.faces.identity import SourceIdentity
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
 Latent = npt.NDArray[np.float32]
 """The swapper's `source` input for one identity: (1, D) float32 for the embedding families (one
@@ -141,13 +141,13 @@ class Swapper:
         """`family`: the row to use (`[models] swapper_family`); None tells it from the model's
         name or signature (`choose_family`). `converter`: the family's embedding converter (the
         "converted" families need one). `keep_optimized`: load the session from the model's
-        optimised graph kept on disk (`vcamd.ortcache`, built on the first load) — for swapping,
+        optimised graph kept on disk (`vcamd.inference.ortcache`, built on the first load) — for swapping,
         where every start waits for this model; not for a check of the file (`vcamd doctor`, a
         download's verification)."""
         self.path = Path(path)
         self.session = sessions.get(self.path, keep_optimized=keep_optimized, background=True)
         self.core_split = sessions.core_split
-        """The cores the session's pool is pinned to, and its caller must follow (`vcamd.cores`)."""
+        """The cores the session's pool is pinned to, and its caller must follow (`vcamd.inference.cores`)."""
         inputs = {i.name: i for i in self.session.get_inputs()}
         outputs = self.session.get_outputs()
         spec = choose_family(self.path, {name: i.shape for name, i in inputs.items()}, family)
@@ -177,7 +177,7 @@ class Swapper:
             if isinstance(self.session, ServedElsewhere):  # the file is on a Triton server ([models] server): so is its emap
                 self.emap = self.session.initializer("emap", (dim, dim))
             elif keep_optimized:  # kept with the graph: a start that loads the kept graph leaves the model file unread
-                from vcamd.ortcache import kept_array
+                from vcamd.inference.ortcache import kept_array
 
                 self.emap = kept_array(self.path.expanduser().resolve(), "emap", lambda: _read_emap(self.path, dim), (dim, dim))
             else:
@@ -189,7 +189,7 @@ class Swapper:
         if self.spec.source.kind == "converted" and self.converter is None:
             raise ModelError(
                 f"{self.path.name} ({self.spec.family}) takes its source identity through an embedding converter, and none is set",
-                fix=f"set [models] converter = {self.spec.converter!r} ({how_to_get([self.spec.converter])}), or \"\" with a "
+                fix=f"set [models] converter = {self.spec.converter!r} ({how_to_get([self.spec.converter or 'NAME'])}), or \"\" with a "
                     "swapper named as its model (e.g. ghost_2_256) for its family's own",
             )
 
@@ -301,13 +301,14 @@ class Swapper:
 
     def _run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         feeds = {name: np.ascontiguousarray(value) for name, value in feeds.items()}
-        return self.session.run(None, feeds)[0]
+        first: np.ndarray = self.session.run(None, feeds)[0]  # an ONNX Runtime session: untyped
+        return first
 
 
 def _read_emap(path: Path, dim: int) -> npt.NDArray[np.float32]:
     """The dim×dim `emap`: the graph's last initializer, read at load straight from the file
-    (`vcamd.onnxwire`: milliseconds, where parsing the whole 554 MB model took seconds)."""
-    from vcamd.onnxwire import WireError, last_initializer
+    (`vcamd.inference.onnxwire`: milliseconds, where parsing the whole 554 MB model took seconds)."""
+    from vcamd.inference.onnxwire import WireError, last_initializer
 
     try:
         emap = last_initializer(path)

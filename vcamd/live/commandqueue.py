@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ faces are, which were lost, what changed unseen), `swapworker` (the swap model),
 (`compose`, the privacy rule; `obscure`; `publisher`: badge, sink, the frames kept), `measures/`
 (stats, the watchdog). Around them: `reconfigure` (how each config key takes effect, and which part
 applies it), `settings` (applying a config change, the one owner of `config_error`), `loading`
-(models and photos loaded off the loop), `commands` (the loop's command queue), `vcamd.newest`
+(models and photos loaded off the loop), `commands` (the loop's command queue), `vcamd.common.newest`
 (the newest-wins hand-offs).
 
 Threads:
@@ -48,27 +48,29 @@ from typing import Any
 
 import cv2
 
-from vcamd.config import CameraConfig, Config, load_config
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
+from vcamd.common.types import Frame, Outcome
+from vcamd.config.reading import load_config
+from vcamd.config.schema import CameraConfig, Config
+from vcamd.files.photo_lane import PhotoLane
 from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.commandqueue import CommandQueue
+from vcamd.live.engine_settings import Settings
 from vcamd.live.frames import FrameProcessor, log_events
 from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
+from vcamd.live.measures.numbers import Misses
 from vcamd.live.measures.stats import GpuSampler, LiveStats, count_misses
 from vcamd.live.measures.watchdog import Watchdog
 from vcamd.live.output.publisher import Publisher
 from vcamd.live.parts import LiveParts
 from vcamd.live.process import ProcessSettings
 from vcamd.live.readiness import ModelFilesSeen, log_needs
-from vcamd.live.settings import Settings
 from vcamd.live.swapworker import SwapWorker
 from vcamd.live.tracking.full import FullDetector
 from vcamd.live.tracking.tracker import LiveTracker
-from vcamd.photo_lane import PhotoLane
-from vcamd.quality import Level
 from vcamd.sinks.base import Sink
-from vcamd.types import Frame, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +100,7 @@ class LiveEngine:
         faces: FacePipeline | None,
         config_path: Path | None = None,
         providers: dict[str, str] | None = None,
-        badge: Callable[[Frame, str, str], None] | None = None,
+        badge: Callable[[Frame, str, str], object] | None = None,
         placeholder: Callable[[int, int, str], Frame] | None = None,
         source_factory: Callable[[CameraConfig], FrameSource] | None = None,
         pipeline_factory: PipelineFactory | None = None,
@@ -127,14 +129,18 @@ class LiveEngine:
         self.clock = clock
         stats = LiveStats(clock)
         slot = LatestFrame()
-        full_detector = FullDetector(faces, stats, clock)  # type: ignore[arg-type]  # set before any job
+        # `faces` is None until the first pipeline is installed (`Settings`), which hands it to the
+        # detector, the worker and the tracker before any job reaches them.
+        full_detector = FullDetector(faces, stats, clock)  # type: ignore[arg-type]
         self.parts = LiveParts(
             clock=clock, stats=stats, slot=slot, source=source,
             reader=CameraReader(source, slot, reopen_interval_s=cfg.camera.reopen_interval_s, clock=clock),
             camera=cfg.camera,
             watchdog=Watchdog(cfg.watchdog, clock, enhancer_enabled=cfg.enhancer.enabled),
+            # None until installed, as above.
             worker=SwapWorker(faces, stats, clock),  # type: ignore[arg-type]
             full_detector=full_detector,
+            # None until installed, as above.
             tracker=LiveTracker(faces, full_detector, full_every=cfg.detection.full_every),  # type: ignore[arg-type]
             publisher=Publisher(sink_factory, badge=badge or _load_badge(), placeholder=placeholder or _load_placeholder(), clock=clock),
             faces=faces,  # None until the first pipeline is installed
@@ -187,17 +193,17 @@ class LiveEngine:
         return self.parts.publisher.sink
 
     # -- Controllable -----------------------------------------------------------------------------
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """The snapshot the loop refreshed last (every few frames and after each command)."""
         return dict(self.parts.status)
 
-    def set_enabled(self, on: bool) -> dict:
+    def set_enabled(self, on: bool) -> dict[str, Any]:
         """Swapping on or off; on is refused with what swapping still needs (`SwapNotReady`)."""
         value = bool(on)
         seen = self._look_for_models() if value else None
         return self._ask(lambda: self._switch(value, seen), "on" if value else "off")
 
-    def toggle(self) -> dict:
+    def toggle(self) -> dict[str, Any]:
         """Swap on if off, off if on — decided by the loop, so two toggles never race."""
         seen = self._look_for_models()
         return self._ask(lambda: self._switch(not self.parts.enabled, seen), "toggle")
@@ -212,11 +218,11 @@ class LiveEngine:
             self.settings.models_seen(seen)
         self.settings.switch_swapping(on)
 
-    def set_source_face(self, path: Path) -> dict:
+    def set_source_face(self, path: Path) -> dict[str, Any]:
         """Read and embed the photo (face-loader thread), then make it the source face (loop).
         Raises FaceError on a bad image, before anything changes; returns the state after."""
         path, faces = Path(path), self.parts.faces
-        self.settings.require_consent()  # withdrawn: refused before the photo is even read
+        self.settings.consent.require()  # withdrawn: refused before the photo is even read
         self.photo_lane.enter()  # PhotoLaneBusy when another surface's photo is being read
         try:
             loaded = self.settings.read_source_face(path)  # if the wait below gives up, it is still recorded once read
@@ -234,10 +240,10 @@ class LiveEngine:
         # The state after: its "source_face_pick" says which face of a group photo was taken.
         return self._ask(lambda: self.settings.record_source_face(path, faces), "set-face")
 
-    def set_quality(self, level: Level | None) -> dict:
+    def set_quality(self, level: Level | None) -> dict[str, Any]:
         return self._ask(lambda: log_events([t] if (t := self.parts.watchdog.force(level)) else []), "quality")
 
-    def reload_config(self) -> dict:
+    def reload_config(self) -> dict[str, Any]:
         """Re-read the config file now. A broken file raises its ConfigError (and is reported in
         status until fixed); the running settings stay."""
         try:
@@ -265,16 +271,16 @@ class LiveEngine:
         """The frame last published (read-only: the caller must not draw on it)."""
         return self.parts.publisher.last_published
 
-    def recent_transitions(self) -> list[dict]:
+    def recent_transitions(self) -> list[dict[str, Any]]:
         """The watchdog's transitions with their reasons and measured results, oldest first."""
         return self.parts.watchdog.history()
 
-    def set_badge(self, on: bool) -> dict:
+    def set_badge(self, on: bool) -> dict[str, Any]:
         """Show or hide the "AI-altered" badge from the next frame on."""
         value = bool(on)
         return self._ask(lambda: self.settings.set_badge(value), "badge")
 
-    def set_model(self, role: str, name: str) -> dict:
+    def set_model(self, role: str, name: str) -> dict[str, Any]:
         """Switch the swapper or the enhancer to the manifest's model `name` (`Settings.set_model`):
         it loads in the background, the running one swapping meanwhile. Returns the state after."""
         return self._ask(lambda: self.settings.set_model(str(role), str(name)), "model")
@@ -387,7 +393,7 @@ class LiveEngine:
         self._process.restore()
         self._refresh_status()
 
-    def run(self, max_frames: int | None = None) -> dict:
+    def run(self, max_frames: int | None = None) -> dict[str, Any]:
         """Publish until `max_frames` frames went out or `request_quit()`; returns the stats JSON."""
         self._open()
         try:
@@ -419,7 +425,7 @@ class LiveEngine:
             self._shut_down()
         return self.stats_json()
 
-    def stats_json(self) -> dict:
+    def stats_json(self) -> dict[str, Any]:
         return self.parts.stats.to_json(
             captured=self._captured(),
             dropped=self._dropped(),
@@ -435,22 +441,22 @@ class LiveEngine:
              "precision_changes": list(self.settings.int8.changes)}
 
     def _precision(self) -> dict[str, dict[str, str]]:
-        """What each model of the running pipeline runs at ("float" or "int8", `vcamd.precision`) and
+        """What each model of the running pipeline runs at ("float" or "int8", `vcamd.inference.precision`) and
         why, where there is something to say; empty while none runs (or a pipeline without models)."""
         status = getattr(self.parts.faces, "precision_status", None)
         runs, why = status() if status is not None else ({}, {})
         return {"precision": runs, "precision_why": why}
 
     def _captured(self) -> int:
-        return self.settings.replaced_captured + self.parts.reader.captured + self.parts.source.skipped
+        return self.parts.replaced_captured + self.parts.reader.captured + self.parts.source.skipped
 
-    def _misses(self):
+    def _misses(self) -> Misses:
         return count_misses(reader=self.parts.reader, tracker=self.parts.tracker, full_detector=self.parts.full_detector, swap_worker=self.parts.worker)
 
     def _dropped(self) -> int:
         """Frames captured but never processed: replaced in the slot, or skipped by a file source
         that fell behind (also those of sources replaced on a camera change)."""
-        return self.parts.slot.dropped + self.settings.replaced_skipped + self.parts.source.skipped
+        return self.parts.slot.dropped + self.parts.replaced_skipped + self.parts.source.skipped
 
     def _maybe_offline(self) -> None:
         """No camera frame within one interval: publish a placeholder if the camera is gone or
@@ -472,8 +478,8 @@ class LiveEngine:
 
 
 
-def _load_badge() -> Callable[[Frame, str, str], None]:
-    from vcamd.badge import draw_badge
+def _load_badge() -> Callable[[Frame, str, str], object]:
+    from vcamd.privacy.badge import draw_badge
 
     return draw_badge
 

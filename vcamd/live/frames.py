@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from vcamd.config import Config, OnMiss, Others, SmoothingConfig
+from vcamd.common.quality import Level, rung
+from vcamd.common.types import Captured, Face, Frame, Outcome, as_frame
+from vcamd.config.schema import Config, OnMiss, Others, SmoothingConfig, SwapConfig
 from vcamd.faces.following import FollowedFace
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.repaint import Repaint
@@ -34,10 +36,9 @@ from vcamd.privacy import rule
 from vcamd.privacy.geometry import near_any
 from vcamd.privacy.obscure import obscure_frame
 from vcamd.privacy.rule import Composed, FaceOutcome, Scene, lost_to_cover, region
-from vcamd.quality import Level, rung
-from vcamd.types import Captured, Face, Frame, Outcome
 
 if TYPE_CHECKING:
+    from vcamd.faces.engine import SwappedFace
     from vcamd.live.parts import LiveParts
 
 log = logging.getLogger(__name__)
@@ -65,9 +66,8 @@ class FramePolicy:
     smoothing: SmoothingConfig
 
     @classmethod
-    def of(cls, cfg: Config) -> FramePolicy:
-        swap = cfg.swap
-        return cls(swap.others, swap.cover_changes, swap.on_miss, swap.max_result_age_s, cfg.smoothing)
+    def of(cls, swap: SwapConfig, smoothing: SmoothingConfig) -> FramePolicy:
+        return cls(swap.others, swap.cover_changes, swap.on_miss, swap.max_result_age_s, smoothing)
 
 
 @dataclass
@@ -101,7 +101,7 @@ class FrameProcessor:
 
     def __init__(self, parts: LiveParts, cfg: Config, started_at: float) -> None:
         self._parts = parts
-        self.policy = FramePolicy.of(cfg)
+        self.policy = FramePolicy.of(cfg.swap, cfg.smoothing)
         self.startup = Startup(started_at)
         self._index = 0
         self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
@@ -126,9 +126,9 @@ class FrameProcessor:
         ledger.watch("full-detector", "full detection", lambda: parts.full_detector.cpu_s)
         ledger.watch("swap-worker", "swap: align, model, crops", lambda: parts.worker.cpu_s)
 
-    def configure(self, cfg: Config) -> None:
-        """Apply the per-frame policy's settings (from the next frame on)."""
-        self.policy = FramePolicy.of(cfg)
+    def configure(self, swap: SwapConfig, smoothing: SmoothingConfig) -> None:
+        """Apply the per-frame policy's settings, [swap]'s and [smoothing] (from the next frame on)."""
+        self.policy = FramePolicy.of(swap, smoothing)
 
     def process(self, captured: Captured) -> None:
         parts = self._parts
@@ -258,7 +258,7 @@ class FrameProcessor:
             return {}
         return {id(f): since for f, since in zip(report.faces, report.stable_since)}
 
-    def _swapped_at(self, targets: list[Face], matched: list[Swap | None], swaps: list, level: Level,
+    def _swapped_at(self, targets: list[Face], matched: list[Swap | None], swaps: list[SwappedFace | None], level: Level,
                     t_capture: float) -> float | None:
         """When the camera showed the faces as the shown swaps show them: the capture of the frame
         the oldest out-of-date swap was made from; this frame's capture (`t_capture`) when every
@@ -300,8 +300,11 @@ class FrameProcessor:
         """The faces to swap (`FollowedFace`: "largest" keeps the face it chose). A failed selection
         (e.g. the recognizer behind it) makes the positions unknown for this frame: covered, never
         shown raw."""
+        faces = self._parts.faces
         try:
-            return self._follow.select(self._parts.faces, report.faces, frame, self._index), report
+            if faces is None:
+                raise RuntimeError("no face pipeline")  # never: the loop selects only while one runs
+            return self._follow.select(faces, report.faces, frame, self._index), report
         except Exception as exc:
             log.error("face selection failed: %s", exc)
             return list(report.faces), FaceReport(known=False, faces=report.faces, lost=report.lost, appeared=report.appeared, full=report.full,
@@ -318,7 +321,7 @@ class FrameProcessor:
         size = self._parts.publisher.size
         assert size is not None
         if (frame.shape[1], frame.shape[0]) != size:
-            return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+            return as_frame(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
         return frame
 
     def _submit(self, frame: Frame, targets: list[Face], level: Level, t_capture: float) -> None:
@@ -349,7 +352,7 @@ class FrameProcessor:
         frame: Frame,
         outcome: Outcome,
         t_capture: float | None,
-        stage_ms: dict | None = None,
+        stage_ms: dict[str, float] | None = None,
         *,
         composed: Composed | None = None,
         targets: list[Face] | None = None,

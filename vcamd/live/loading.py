@@ -11,9 +11,9 @@ runs on the loop's thread or a control thread:
   serves the first load at start-up and every later rebuild: one mechanism.
 * `FaceLoader` reads and embeds source photos one at a time on the `face-loader` thread.
 * `Int8Upgrade` builds the swapper's int8 copy for an installed pipeline that wants one
-  (`vcamd.precision`), on an `int8-build` thread: it waits for calibration faces (the source photo,
+  (`vcamd.inference.precision`), on an `int8-build` thread: it waits for calibration faces (the source photo,
   faces the camera shows), builds and checks the copy in a child process at a lower priority
-  (`python -m vcamd.quantize`), loads the copy's session, and hands it to the loop, which switches
+  (`python -m vcamd.models.quantize`), loads the copy's session, and hands it to the loop, which switches
   the swapper over between two frames. The float model serves all along; nothing is reset, so the
   faces on screen stay swapped (or held) across the switch. A copy that fails the check leaves the
   float model, and the reason in status.
@@ -36,29 +36,30 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vcamd.config import Config
-from vcamd.errors import VcamdError
-from vcamd.faces.engine import StageTimer
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import Level
+from vcamd.common.types import Face, Frame
+from vcamd.config.schema import Config
+from vcamd.faces.blend import PasteRegion
+from vcamd.faces.engine import StageTimer, SwappedFace
+from vcamd.faces.following import Selecting
 from vcamd.faces.identity import SourceIdentity
+from vcamd.inference.precision import Choice, Verdict
 from vcamd.live.tracking.sizes import all_detect_sizes
-from vcamd.pipeline import build_face_engine
-from vcamd.precision import Choice, Verdict
-from vcamd.quality import Level
-from vcamd.types import Face, Frame
+from vcamd.models.pipeline import build_face_engine
 
 log = logging.getLogger(__name__)
 
 
-class FacePipeline(Protocol):
-    """What the live engine needs from the face engine (`vcamd.faces.engine.FaceEngine`)."""
+class FacePipeline(Selecting, Protocol):
+    """What the live engine needs from the face engine (`vcamd.faces.engine.FaceEngine`); `select`,
+    its selection rule and its recogniser are `FollowedFace`'s (`Selecting`)."""
 
     def detect(self, frame: Frame, input_size: int | None = None, threshold: float | None = None) -> list[Face]: ...
 
-    def select(self, faces: list[Face], frame: Frame) -> list[Face]: ...
+    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[SwappedFace]: ...
 
-    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[Any]: ...
-
-    def composite(self, frame: Frame, swapped: Any, face: Face) -> None: ...
+    def composite(self, frame: Frame, swapped: SwappedFace, face: Face) -> PasteRegion | None: ...
 
     @property
     def source(self) -> SourceIdentity | None:
@@ -106,7 +107,7 @@ Tell = Callable[[Callable[[], None], str], None]
 def build_face_pipeline(cfg: Config, warm_up: WarmUp | None = None) -> tuple[FacePipeline, Callable[[], dict[str, str]]]:
     """The real face engine for `cfg` (`warm_up` runs beside the swapper's load), and a function
     telling which provider runs each model."""
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(list(cfg.models.providers), cfg.models.threads)
     faces = build_face_engine(cfg, sessions, warm_up=warm_up)
@@ -199,12 +200,12 @@ class FaceLoader:
     a photo longer than they choose to)."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="face-loader", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[], Any]) -> Future:
-        future: Future = Future()
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        future: Future[Any] = Future()
         self._jobs.put((fn, future))
         return future
 
@@ -229,7 +230,7 @@ class Int8Request:
 
     model: Path
     recognizer: Path
-    faces: Any  # vcamd.quantize.CalibrationFaces
+    faces: Any  # vcamd.models.quantize.CalibrationFaces
     providers: list[str]
     threads: int
     reduce_range: bool
@@ -249,14 +250,14 @@ once the event is set (the daemon stops)."""
 
 
 def build_in_child(request: Int8Request, stop: threading.Event) -> Int8Built:
-    """`python -m vcamd.quantize` in a child process at a lower priority: the quantiser's gigabytes
+    """`python -m vcamd.models.quantize` in a child process at a lower priority: the quantiser's gigabytes
     are returned when it exits, and the live loop and swap outrank its minute of CPU. Killed when
     `stop` is set. Raises VcamdError when it fails."""
-    from vcamd.quantize import Job
+    from vcamd.models.quantize import Job
 
     with tempfile.TemporaryDirectory(prefix="vcamd-int8-job-") as tmp:
         Job(request.model, request.recognizer, request.providers, request.threads, request.reduce_range).write(Path(tmp), request.faces)
-        child = subprocess.Popen([sys.executable, "-m", "vcamd.quantize", tmp], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        child = subprocess.Popen([sys.executable, "-m", "vcamd.models.quantize", tmp], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
         threading.Thread(target=_kill_on_stop, args=(child, stop), name="int8-build-stop", daemon=True).start()
         out, err = child.communicate()
@@ -271,7 +272,7 @@ def build_in_child(request: Int8Request, stop: threading.Event) -> Int8Built:
     return Int8Built(Verdict(bool(result["passed"]), str(result["summary"])), Path(result["copy"]) if result["copy"] else None)
 
 
-def _kill_on_stop(child: subprocess.Popen, stop: threading.Event) -> None:
+def _kill_on_stop(child: subprocess.Popen[str], stop: threading.Event) -> None:
     while child.poll() is None:
         if stop.wait(0.5):
             child.kill()
@@ -286,7 +287,7 @@ class Int8Upgrade:
     def __init__(self, tell: Tell, *, builder: Int8Builder | None = None, seen_wait_s: float | None = None,
                  since_start: Callable[[], float] = lambda: 0.0) -> None:
         """`builder`: builds and checks a copy (default: `build_in_child`, looked up when a build starts)."""
-        from vcamd.quantize import SEEN_WAIT_S
+        from vcamd.models.quantize import SEEN_WAIT_S
 
         self._tell = tell
         self._builder = builder
@@ -304,8 +305,8 @@ class Int8Upgrade:
         choice: Choice | None = getattr(faces, "precision", None)
         if choice is None or not choice.build:
             return
-        from vcamd.precision import int8_units, needs_reduced_range
-        from vcamd.quantize import CALIBRATION_FACES, SeenFaces
+        from vcamd.inference.precision import int8_units, needs_reduced_range
+        from vcamd.models.quantize import CALIBRATION_FACES, SeenFaces
 
         seen = faces.seen = SeenFaces()
         generation, stop = self._generation, self._stop

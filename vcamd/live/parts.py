@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vcamd.config import CameraConfig, Config
+from vcamd.common.errors import VcamdError
+from vcamd.config.schema import CameraConfig, Config
 from vcamd.live.capture.reader import CameraReader, LatestFrame
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.loading import FacePipeline
@@ -55,6 +56,10 @@ class LiveParts:
     """Which execution provider runs each model of the installed pipeline."""
     status: dict[str, Any] = field(default_factory=dict)
     """The engine's status snapshot (the preview sink draws from it with each frame)."""
+    replaced_captured: int = 0
+    """Frames captured by readers replaced on a camera change."""
+    replaced_skipped: int = 0
+    """Frames skipped (dropped) by sources replaced on a camera change."""
 
     def frame_size(self, cfg: Config) -> tuple[int, int]:
         """The size frames are published at: the output's, once open; else the camera's."""
@@ -77,10 +82,19 @@ class LiveParts:
 
     def replace_camera(self, source: FrameSource, camera: CameraConfig) -> None:
         """Read `source` from now on, through a new reader into the same slot (the old reader is
-        stopped: the camera's light goes off); the tracked faces and the last good output belong
-        to the old picture and are forgotten."""
+        stopped: the camera's light goes off, its counts kept); the tracked faces and the last good
+        output belong to the old picture and are forgotten. A camera that cannot open yet is
+        retried every reopen_interval_s (the offline frame is published meanwhile)."""
+        skipped = self.source.skipped
+        self.replaced_captured += self.reader.captured + skipped
+        self.replaced_skipped += skipped
         self.reader.stop()
         self.source, self.camera = source, camera
         self.reader = CameraReader(source, self.slot, reopen_interval_s=camera.reopen_interval_s, clock=self.clock)
         self.tracker.reset()
         self.publisher.forget_good()
+        try:
+            self.reader.open_first()
+        except VcamdError as err:
+            log.warning("new camera not available yet (%s); retrying every %.1f s", err, camera.reopen_interval_s)
+        self.reader.start()

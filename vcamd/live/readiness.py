@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vcamd.config import Config
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.config.schema import Config
 from vcamd.modelstore.wayout import ways_out
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,30 @@ CONSENT_FIX = ("set source_consent = true under [swap] once you have the consent
 def consent_missing(withdrawn: bool) -> Need:
     """No consent: never given since the start, or withdrawn by a config edit while running."""
     return Need("consent", "consent", CONSENT_WITHDRAWN if withdrawn else CONSENT_NOT_GIVEN, CONSENT_FIX)
+
+
+class Consent:
+    """[swap] source_consent while the daemon runs: given at start or not, withdrawn by an edit
+    (swapping goes off and stays off until it is given again), given again. Loop thread."""
+
+    def __init__(self, given: bool) -> None:
+        self.withdrawn = False
+        """It went from true to false while running."""
+        self._not_yet = not given  # not given at start: the same refusals, worded as never given
+
+    def need(self) -> Need | None:
+        """The missing consent, or None when it is given."""
+        return consent_missing(withdrawn=self.withdrawn) if self.withdrawn or self._not_yet else None
+
+    def edited(self, given: bool) -> None:
+        """The file's source_consent, edited while running (also giving it when never given at start)."""
+        self.withdrawn = not given
+        self._not_yet = False
+
+    def require(self) -> None:
+        """Refuse what would swap a face in while consent is withdrawn or not given yet."""
+        if (need := self.need()) is not None:
+            raise VcamdError(need.what, fix=need.fix)
 
 
 FACE_MISSING = Need(
@@ -124,10 +148,10 @@ def models_key(cfg: Config) -> Any:
 
 
 def look_at_model_files(cfg: Config) -> ModelFilesSeen:
-    """Whether every model file `cfg` loads on this machine is there (`vcamd.pipeline`: every
+    """Whether every model file `cfg` loads on this machine is there (`vcamd.models.pipeline`: every
     missing one named in one error, with both ways to get it; a model run on the `[models] server`
     needs no file here). Touches the disk: never on the loop."""
-    from vcamd.pipeline import local_model_paths
+    from vcamd.models.pipeline import local_model_paths
 
     key = models_key(cfg)
     try:

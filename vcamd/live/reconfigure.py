@@ -15,12 +15,12 @@ running engine to see each take effect.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from pydantic import BaseModel
 
-from vcamd.config import Config
+from vcamd.config.schema import Config
 
 
 class Apply(StrEnum):
@@ -30,12 +30,12 @@ class Apply(StrEnum):
 
 
 class Owner(StrEnum):
-    """Who applies a live key: each part applies its own settings (`configure(cfg)`), the others
+    """Who applies a live key: each part applies its own settings (`configure(...)`), the others
     are the engine's switches and the parts it replaces whole (`settings.Settings` runs them, in
     `APPLY_ORDER`)."""
 
     camera = "camera"  # the source and its reader, reopened (`Settings`)
-    watchdog = "watchdog"  # `Watchdog.configure`: thresholds; a pinned level and the history stay
+    watchdog = "watchdog"  # `Watchdog.configure`: thresholds; forgets only what the changed keys judged
     tracker = "tracker"  # `LiveTracker.configure`: full-detection cadence, detector sizes, unsure band
     frames = "frames"  # `FrameProcessor.configure`: per-frame policy (others, cover_changes, on_miss, …)
     publisher = "publisher"  # `Publisher.configure`: the badge, and the output reopened
@@ -129,7 +129,7 @@ def config_keys(model: type[BaseModel] = Config) -> Iterator[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class Plan:
-    """What a config change needs, key by key (as "section.key")."""
+    """What a config change needs, key by key (as "section.key"). Made once per edit (`plan`)."""
 
     live: set[str] = field(default_factory=set)
     rebuild: set[str] = field(default_factory=set)
@@ -138,28 +138,39 @@ class Plan:
     owners: set[Owner] = field(default_factory=set)
     """The owners of the live changes: each applies the new config once."""
 
+    pipeline_outdated: bool = False
+    """The face pipeline built from `plan`'s `built_from` must be built anew for the new config."""
+
     @property
     def changed(self) -> set[str]:
         return self.live | self.rebuild | self.restart
 
+    def keys_in(self, section: str) -> frozenset[str]:
+        """The changed keys of one section, by their names in it (for the owner of that section)."""
+        prefix = f"{section}."
+        return frozenset(name.removeprefix(prefix) for name in self.changed if name.startswith(prefix))
 
-def changed_keys(old: Config, new: Config) -> Iterator[tuple[str, str]]:
-    for section, key in config_keys():
-        if getattr(getattr(old, section), key) != getattr(getattr(new, section), key):
-            yield section, key
 
+def plan(old: Config, new: Config, *, built_from: Config | None = None) -> Plan:
+    """The changes from `old` to `new`, sorted by how they take effect, in one walk over the keys.
 
-def plan(old: Config, new: Config) -> Plan:
-    """The changes from `old` to `new`, sorted by how they take effect."""
+    `built_from`: what the running face pipeline was built from (default `old`; it differs while a
+    load is under way or after one failed): `pipeline_outdated` compares the rebuild keys with it."""
+    base = old if built_from is None else built_from
     out = Plan()
-    for section, key in changed_keys(old, new):
+    outdated = False
+    for section, key in config_keys():
+        value = getattr(getattr(new, section), key)
         row = TABLE[section][key]
-        getattr(out, row.apply.value).add(f"{section}.{key}")
-        if row.apply is Apply.live:
-            out.owners.update(row.owners)
-    return out
+        if value != getattr(getattr(old, section), key):
+            getattr(out, row.apply.value).add(f"{section}.{key}")
+            if row.apply is Apply.live:
+                out.owners.update(row.owners)
+        if row.apply is Apply.rebuild and value != getattr(getattr(base, section), key):
+            outdated = True
+    return replace(out, pipeline_outdated=outdated)
 
 
 def needs_rebuild(built_from: Config, new: Config) -> bool:
     """Whether the face pipeline built from `built_from` must be rebuilt for `new`."""
-    return bool(plan(built_from, new).rebuild)
+    return plan(built_from, new).pipeline_outdated

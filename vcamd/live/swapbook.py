@@ -21,12 +21,16 @@ for no face for KEEP_UNMATCHED frames is dropped. Loop thread only; no models, n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from vcamd.common.quality import Level, rung
+from vcamd.common.types import Face
 from vcamd.privacy.geometry import near_any
 from vcamd.privacy.rule import match_swaps
-from vcamd.quality import Level, rung
-from vcamd.types import Face
+
+if TYPE_CHECKING:
+    from vcamd.faces.engine import SwappedFace
+    from vcamd.live.swapworker import SwapResult
 
 REFRESH_S = 2.0
 """A swap older than this is made again even for a face that did not change: what the book cannot
@@ -42,7 +46,7 @@ class Swap:
     """The newest swap made for one face."""
 
     face: Face  # where the face was, in the frame it was made from (frame coordinates)
-    swapped: Any | None  # what `FacePipeline.composite` pastes; None: the swap showed too little of the face
+    swapped: SwappedFace | None  # what `FacePipeline.composite` pastes; None: the swap showed too little of the face
     t_capture: float  # when the camera captured that frame
     frame_index: int  # that frame's index (`FrameProcessor`'s)
     level: Level  # the quality rung it was made at
@@ -60,7 +64,7 @@ class SwapBook:
     def clear(self) -> None:
         self._swaps = []
 
-    def merge(self, result: Any) -> None:
+    def merge(self, result: SwapResult | None) -> None:
         """Take the worker's newest result (`swapworker.SwapResult`) once: each of its faces' swap
         replaces the one held for that face."""
         if result is None or result is self._merged:

@@ -15,12 +15,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vcamd.cores import CoreSplit, SwapperCores
-from vcamd.faces.engine import StageTimer
+from vcamd.common.newest import NewestWorker
+from vcamd.common.quality import Level
+from vcamd.common.types import Face, Frame
+from vcamd.faces.engine import StageTimer, SwappedFace
+from vcamd.inference.cores import CoreSplit, SwapperCores
 from vcamd.live.measures.stats import LiveStats
-from vcamd.newest import NewestWorker
-from vcamd.quality import Level
-from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,9 @@ FLAT_CROP_STD = 2.0
 
 class Swapping(Protocol):
     """The part of the face engine the worker uses (and, where it has one, its `core_split`:
-    the cores its models run on, `vcamd.cores`)."""
+    the cores its models run on, `vcamd.inference.cores`)."""
 
-    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[Any]: ...
+    def swap_faces(self, frame: Frame, faces: list[Face], level: Level = ..., timer: StageTimer | None = ...) -> list[SwappedFace]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +51,7 @@ class SwapJob:
 @dataclass(frozen=True, slots=True)
 class SwapResult:
     faces: list[Face]  # frame coordinates at capture time
-    swapped: list[Any]  # one per face, what FacePipeline.composite pastes
+    swapped: list[SwappedFace | None]  # one per face, what FacePipeline.composite pastes; None: nothing to paste
     t_capture: float  # when the camera frame the swap was computed on was captured
     t_done: float
     frame_index: int = 0  # as the job's
@@ -74,7 +74,7 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
         self.swaps = 0
         self.errors = 0
         self.cores = SwapperCores(clock)
-        """The worker's own cores: off the loop's while the machine is quiet (`vcamd.cores`)."""
+        """The worker's own cores: off the loop's while the machine is quiet (`vcamd.inference.cores`)."""
 
     def latest(self) -> tuple[SwapResult | None, bool]:
         """The newest successful result, and whether the model failed after it."""
@@ -104,13 +104,13 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
             swapped = self.faces.swap_faces(job.region, job.faces, job.level, timer)
             if len(swapped) != len(job.faces):
                 raise RuntimeError(f"swap_faces returned {len(swapped)} results for {len(job.faces)} faces")
-            if any(_is_flat(getattr(sw, "crop", sw)) for sw in swapped):
+            if any(_is_flat(sw.crop) for sw in swapped):
                 # NaN/Inf model output turns into a flat crop in the uint8 conversion: a model
                 # error, never a face to publish.
                 raise RuntimeError("swap model returned a flat (NaN or empty) face crop")
             # A face the parser saw too little of (a hand over it, a turned head) has no swap to
             # paste: compose holds or obscures it like any face that could not be swapped.
-            swapped = [sw if getattr(sw, "shown", True) else None for sw in swapped]
+            shown = [sw if sw.shown else None for sw in swapped]
         except Exception as exc:  # a model error must never stop the output; compose covers the faces
             self.errors += 1
             if self.errors <= 3 or self.errors % 100 == 0:
@@ -133,7 +133,7 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
             self._failed_since = None
         if previous is not None and job.t_capture < previous.t_capture:
             return None
-        return SwapResult(job.frame_faces, list(swapped), job.t_capture, t1, job.frame_index, job.level, job.maker)
+        return SwapResult(job.frame_faces, shown, job.t_capture, t1, job.frame_index, job.level, job.maker)
 
 
 def _is_flat(crop: Frame) -> bool:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from vcamd.errors import ModelError
-from vcamd.modelcheck import check_signature
+from vcamd.common.errors import ModelError
+from vcamd.models.modelcheck import check_signature
 from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, crc32_file, fsync, open_for_write, refuse_symlink, sha256_file
 from vcamd.modelstore.manifest import ModelEntry
 from vcamd.modelstore.progress import progress_bar

@@ -10,8 +10,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from vcamd.errors import ModelError
-from vcamd.modelcheck import check_signature
+from vcamd.common.errors import ModelError
+from vcamd.models.modelcheck import check_signature
 from vcamd.modelstore.files import CHUNK_BYTES, PART_SUFFIX, fsync, open_for_write, refuse_symlink
 from vcamd.modelstore.manifest import FileSpec, ModelEntry
 from vcamd.modelstore.verify import State
@@ -25,7 +25,7 @@ def extract(entry: ModelEntry, zip_path: Path, state: State, inside: Callable[[s
     started: list[Path] = []  # every .part opened, removed at the end whatever happens
     try:
         with zipfile.ZipFile(zip_path) as zf:
-            by_base = {}
+            by_base: dict[str, list[zipfile.ZipInfo]] = {}
             for info in zf.infolist():
                 if not info.is_dir():
                     by_base.setdefault(Path(info.filename).name, []).append(info)

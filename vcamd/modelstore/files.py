@@ -9,8 +9,8 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from vcamd.errors import ModelError
-from vcamd.private_files import UnsafePathError, open_private
+from vcamd.common.errors import ModelError
+from vcamd.files.private_files import UnsafePathError, open_private
 
 PART_SUFFIX = ".part"
 CHUNK_BYTES = 1 << 20
@@ -30,9 +30,10 @@ def refuse_symlink(path: Path) -> None:
 
 def open_for_write(path: Path, *, append: bool = False, truncate: bool = True) -> BinaryIO:
     """Open a file in the models dir for writing: 0600, a symlink at its name refused (O_NOFOLLOW)."""
-    mode = "ab" if append else ("wb" if truncate else "r+b")
     try:
-        return open_private(path, mode)  # type: ignore[return-value]
+        if append:
+            return open_private(path, "ab")
+        return open_private(path, "wb" if truncate else "r+b")
     except OSError as exc:
         if path.is_symlink():
             refuse_symlink(path)

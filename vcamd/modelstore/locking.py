@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 from vcamd.modelstore.files import open_for_write
 from vcamd.modelstore.manifest import ModelEntry
 

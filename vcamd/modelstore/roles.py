@@ -55,7 +55,7 @@ ROLES: tuple[Role, ...] = (
     Role("recognizer", "recognizer", "vcamd.faces.identity:Recognizer"),
     Role("swapper", "swapper", "vcamd.faces.swap:Swapper"),
     # The ghost, simswap and hififace swappers' embedding converter: `[models] converter`, or the family's own.
-    Role("converter", "converter", "vcamd.faces.swap:EmbeddingConverter", value_from="vcamd.pipeline:converter_for"),
+    Role("converter", "converter", "vcamd.faces.swap:EmbeddingConverter", value_from="vcamd.models.pipeline:converter_for"),
     Role("enhancer", "enhancer", "vcamd.faces.enhance:Enhancer", enabled_by="enhancer.enabled"),
     Role("parser", "parser", "vcamd.faces.parse:FaceParser", enabled_by="models.parser"),  # "" = off
 )

@@ -11,19 +11,21 @@ of its role (the same signature checks the daemon runs at load): a mirror that c
 way through a body sent without a length must not get half a model pinned as the truth.
 
 Everything written here is private to the user (0600 files in a 0700 folder, never through a
-symlink: `vcamd.private_files`).
+symlink: `vcamd.files.private_files`).
 """
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from vcamd.errors import ModelError
-from vcamd.modelcheck import check_signature
+from vcamd.common.errors import ModelError
+from vcamd.files.private_files import private_dir
+from vcamd.models.modelcheck import check_signature
 from vcamd.modelstore.download import check_mirror, download, mirror_url
 from vcamd.modelstore.extract import extract
 from vcamd.modelstore.files import PART_SUFFIX, dir_error, refuse_symlink, sha256_file
@@ -32,10 +34,9 @@ from vcamd.modelstore.manifest import FileSpec, Manifest, ModelEntry, plain_file
 from vcamd.modelstore.roles import configured_models
 from vcamd.modelstore.verify import STATE_FILE, State, read_state, write_state
 from vcamd.modelstore.wayout import ways_out
-from vcamd.private_files import private_dir
 
 if TYPE_CHECKING:
-    from vcamd.config import Config, ModelsConfig
+    from vcamd.config.schema import Config, ModelsConfig
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class ModelStore:
     @classmethod
     def from_config(cls, models_cfg: ModelsConfig, manifest: Manifest | Path | Mapping[str, Any] | None = None) -> ModelStore:
         """From a `ModelsConfig`: `[models] dir` (default: user data dir / models) and `mirror`."""
-        from vcamd.config import user_data_dir
+        from vcamd.config.folders import user_data_dir
 
         directory = models_cfg.dir if models_cfg.dir is not None else user_data_dir() / "models"
         return cls(Path(directory), models_cfg.mirror, manifest)
@@ -169,11 +170,15 @@ class ModelStore:
             )
         return [self.path_for(value, role) for value, role in wanted]
 
-    def paths_in_use(self, cfg: Config) -> dict[str, Path]:
+    def paths_in_use(self, cfg: Config, served: Mapping[str, Path] | None = None) -> dict[str, Path]:
         """role → file for every model `cfg` uses (`roles.configured_models`), every missing file
-        named in one ModelError (`paths_for`)."""
+        named in one ModelError (`paths_for`). A role in `served` runs on the Triton server with no
+        copy here: it stands as its served name and is not looked for."""
+        served = served or {}
         wanted = configured_models(cfg)
-        return dict(zip((role for _, role in wanted), self.paths_for(wanted), strict=True))
+        here = [(value, role) for value, role in wanted if role not in served]
+        found = dict(zip((role for _, role in here), self.paths_for(here), strict=True))
+        return {role: served[role] if role in served else found[role] for _, role in wanted}
 
     def _inside(self, file_name: str) -> Path:
         """`dir / file_name`, refusing anything that would land outside the models dir."""
@@ -215,7 +220,7 @@ class ModelStore:
 
     # ---- verify ---------------------------------------------------------------------------
 
-    def verify(self, names: Iterable[str] | None = None) -> list[VerifyResult]:
+    def verify(self, names: Iterable[str] | None = None) -> builtins.list[VerifyResult]:
         """Re-hash the files of `names` (default: every model with a file present)."""
         state = read_state(self.dir)
         if names is None:
@@ -261,7 +266,7 @@ class ModelStore:
         """The entry's URL, with scheme and host replaced by `mirror` when one is set."""
         return mirror_url(entry.url, self.mirror)
 
-    def pull(self, names: Iterable[str], progress: bool = True) -> list[PullResult]:
+    def pull(self, names: Iterable[str], progress: bool = True) -> builtins.list[PullResult]:
         """Download and verify each model unless a verified copy is already in place.
 
         Stops at the first failure with a ModelError; a partial download stays as `<file>.part`

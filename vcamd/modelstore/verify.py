@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 from vcamd.modelstore.files import dir_error, open_for_write
 from vcamd.modelstore.manifest import FileSpec
 

@@ -17,7 +17,7 @@ control socket still worked. Here:
 
 And before any of it, a connection from another local user's process is refused (403): the page
 listens on 127.0.0.1, where every user can connect, so the kernel's socket table says whose the
-client socket is, found by the whole connection (`vcamd.peers.loopback_peer_uid`: both addresses
+client socket is, found by the whole connection (`vcamd.common.peers.loopback_peer_uid`: both addresses
 and ports, IPv4 and IPv6) — as the control socket's SO_PEERCRED does. A connection the table does
 not list is refused too. Then neither a token nor a one-time code read elsewhere lets another user in.
 """
@@ -37,7 +37,7 @@ from io import BufferedIOBase
 from socketserver import StreamRequestHandler, ThreadingMixIn
 from typing import TYPE_CHECKING, Any
 
-from vcamd.peers import PeerUnknown, loopback_peer_uid
+from vcamd.common.peers import PeerUnknown, loopback_peer_uid
 
 OWNER = "owner"
 GUEST = "guest"

@@ -2,9 +2,9 @@
 
 An upload is streamed into a 0600 temporary file inside a 0700 folder of the user's data dir
 (never into memory, never world-readable), then checked from its header with
-`vcamd.images.probe_image` (read_image's checks, no pixel decoded: the upload's HTTP thread never
+`vcamd.files.images.probe_image` (read_image's checks, no pixel decoded: the upload's HTTP thread never
 holds a decoded photo) and only then kept, named by its content hash (the same photo uploaded
-twice is stored once). The engine decodes it, in the daemon's one photo lane (`vcamd.photo_lane`).
+twice is stored once). The engine decodes it, in the daemon's one photo lane (`vcamd.files.photo_lane`).
 The newest `MAX_KEPT_FACES` stay, so the tray's and the page's recent-faces list can offer them
 again after a restart; older ones are removed as new ones come (the folder does not grow without
 bound). A temporary `.upload-PID-….part` left by a daemon that was stopped mid-upload (SIGTERM ends
@@ -24,10 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from vcamd.diskspace import mount_point
-from vcamd.errors import FaceError, VcamdError
-from vcamd.images import probe_image
-from vcamd.private_files import UnsafePathError, private_dir
+from vcamd.common.errors import FaceError, VcamdError
+from vcamd.files.diskspace import mount_point
+from vcamd.files.images import probe_image
+from vcamd.files.private_files import UnsafePathError, private_dir
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 """A face photo never needs more; bigger bodies are refused before a byte is stored."""
@@ -136,7 +136,7 @@ def not_stored(exc: OSError, folder: Path, unread: int) -> UploadNotStored:
 
 def uploads_dir() -> Path:
     """Where the control page keeps uploaded photos: the user data dir's `faces/`."""
-    from vcamd.config import user_data_dir
+    from vcamd.config.folders import user_data_dir
 
     return user_data_dir() / "faces"
 

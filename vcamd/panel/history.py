@@ -10,11 +10,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from vcamd.control.protocol import Status
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +31,9 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else None
 
 
-def sample_of(status: Status, t: float) -> Sample:
-    """Pick the charted numbers (`vcamd.live.measures.numbers.LiveNumbers`: fps, latency_ms) out of a status.
+def sample_of(status: Mapping[str, Any], t: float) -> Sample:
+    """Pick the charted numbers (`vcamd.live.measures.numbers.LiveNumbers`: fps, latency_ms) out of a status
+(`control.protocol.Status`, as `Controllable.status()` answers it: a plain dict).
 
     Read defensively: a `Controllable` other than the engine may report latency as one number, or
     leave numbers out."""

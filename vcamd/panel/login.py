@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 from vcamd.pages.security import CODE_TTL_S
 
 ASK_TIMEOUT_S = 10.0
@@ -61,7 +61,7 @@ def login_page(url: str, folder: Path | None = None) -> Path:
     (worthless by then) are removed as a new one is written."""
     from vcamd.control.client import checked_runtime_dir
     from vcamd.control.protocol import runtime_dir
-    from vcamd.private_files import write_private_atomic
+    from vcamd.files.private_files import write_private_atomic
 
     folder = checked_runtime_dir(folder if folder is not None else runtime_dir(), create=True)
     _remove_stale_login_pages(folder)

@@ -8,7 +8,7 @@ Routes (every one behind the rules of `vcamd.panel.security`):
     GET  /stream.mjpg      live video (multipart/x-mixed-replace JPEGs)
     GET  /api/status       {"status": engine status, "badge", "history", "transitions", "recent_faces", "qualities"}
     POST /api/on, /api/off, /api/toggle
-    POST /api/quality      {"level": "auto" | a level name of `vcamd.quality.LADDER`}
+    POST /api/quality      {"level": "auto" | a level name of `vcamd.common.quality.LADDER`}
     POST /api/badge        {"on": true | false}
     POST /api/model        {"role": "swapper" | "enhancer", "name": a manifest model of that role}
     POST /api/login-code   {"url": "http://127.0.0.1:PORT/?code=…"}: a one-time address for a browser
@@ -25,8 +25,10 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
+from vcamd.common.errors import VcamdError
+from vcamd.common.quality import quality_names
 from vcamd.control.protocol import parse_quality
-from vcamd.errors import VcamdError
+from vcamd.files.photo_lane import PhotoLaneBusy
 from vcamd.panel.faces import UploadNotStored, UploadTooLarge
 from vcamd.panel.gate import GUEST, OWNER, GatedHTTPServer
 from vcamd.panel.security import (
@@ -40,8 +42,6 @@ from vcamd.panel.security import (
     session_cookie,
 )
 from vcamd.panel.wire import HttpError, WireHandler
-from vcamd.photo_lane import PhotoLaneBusy
-from vcamd.quality import quality_names
 
 if TYPE_CHECKING:
     from vcamd.panel.server import PanelServer

@@ -18,17 +18,17 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Protocol
 
-from vcamd.config import PanelConfig
+from vcamd.common.errors import FaceError, VcamdError
+from vcamd.common.jsonable import to_jsonable
+from vcamd.common.quality import quality_names
+from vcamd.config.schema import PanelConfig
 from vcamd.control.protocol import Controllable
-from vcamd.errors import FaceError, VcamdError
-from vcamd.jsonable import to_jsonable
 from vcamd.pages.security import LOOPBACK, PageAccess
 from vcamd.panel.faces import naming_upload, store_upload
 from vcamd.panel.history import StatusHistory
 from vcamd.panel.routes import PanelHTTPServer, load_static
 from vcamd.panel.video import JpegFeed
 from vcamd.panel.wire import HttpError
-from vcamd.quality import quality_names
 
 log = logging.getLogger(__name__)
 

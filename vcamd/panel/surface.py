@@ -34,7 +34,8 @@ class WithPanelUrl:
         return self._panel.login_url()
 
     def status(self) -> dict[str, Any]:
-        return self._with_url(self._engine.status())
+        state: dict[str, Any] = self._with_url(self._engine.status())
+        return state
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._engine, name)

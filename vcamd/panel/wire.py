@@ -12,9 +12,9 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from vcamd.boundedjson import JsonRefused, loads_bounded
-from vcamd.errors import VcamdError
-from vcamd.jsonable import to_jsonable
+from vcamd.common.boundedjson import JsonRefused, loads_bounded
+from vcamd.common.errors import VcamdError
+from vcamd.common.jsonable import to_jsonable
 from vcamd.pages.gate import GatedHandler
 from vcamd.pages.security import SECURITY_HEADERS
 from vcamd.panel.faces import MAX_UPLOAD_BYTES
@@ -22,7 +22,7 @@ from vcamd.panel.video import JpegFeed
 
 MAX_JSON_BYTES = 64 * 1024
 MAX_JSON_DEPTH = 8
-"""A body nests 1 level ({"level": "auto"}); deeper is refused before parsing (`vcamd.boundedjson`)."""
+"""A body nests 1 level ({"level": "auto"}); deeper is refused before parsing (`vcamd.common.boundedjson`)."""
 MAX_DRAIN_BYTES = 4 * MAX_UPLOAD_BYTES
 """A refused request's body is read and dropped up to this size, so the client sees our answer
 (closing on unread data resets the connection and the browser shows a network error instead)."""

@@ -4,8 +4,9 @@ of a frame share. Pure (no state, no threads, no models)."""
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
-from vcamd.types import Face
+from vcamd.common.types import Face
 
 SAME_TRACK_WIDTHS = 0.5
 """Two positions are one face when their centres are closer than this × the smaller width (both
@@ -27,20 +28,23 @@ def centres_widths(faces: list[Face]) -> tuple[np.ndarray, np.ndarray]:
     return (boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2] - boxes[:, 0]
 
 
-def near_matrix(faces: list[Face], others: list[Face], widths: float = SAME_TRACK_WIDTHS) -> np.ndarray:
+def near_matrix(faces: list[Face], others: list[Face], widths: float = SAME_TRACK_WIDTHS) -> npt.NDArray[np.bool_]:
     """`near(faces[i], others[j], widths)` for every pair, as one len(faces) × len(others) bool
     array: a crowd's hundred faces against a hundred others in one array operation instead of ten
     thousand calls. The same rule, the same float64 arithmetic."""
     (fc, fw), (oc, ow) = centres_widths(faces), centres_widths(others)
     distance = np.hypot(oc[None, :, 0] - fc[:, None, 0], oc[None, :, 1] - fc[:, None, 1])
-    return distance < widths * np.maximum(np.minimum(fw[:, None], ow[None, :]), 1.0)
+    within: npt.NDArray[np.bool_] = distance < widths * np.maximum(np.minimum(fw[:, None], ow[None, :]), 1.0)
+    return within
 
 
 def near_any(faces: list[Face], others: list[Face], widths: float = SAME_TRACK_WIDTHS) -> list[bool]:
     """Per face: whether it is `near` any of `others`."""
     if not faces or not others:
         return [False] * len(faces)
-    return near_matrix(faces, others, widths).any(axis=1).tolist()
+    rows: npt.NDArray[np.bool_] = np.any(near_matrix(faces, others, widths), axis=1)
+    near_rows: list[bool] = rows.tolist()
+    return near_rows
 
 
 def greedy_pairs(allowed: np.ndarray, distance: np.ndarray) -> list[int | None]:

@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.types import Frame
+from vcamd.common.types import Frame
 
 BLOCKS_ACROSS = 4
 """Mosaic blocks along the longer side of the box: with the engine's 1.6× head box, about 2.5 across

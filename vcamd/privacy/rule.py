@@ -30,10 +30,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from vcamd.config import OnMiss
+from vcamd.common.types import Face, Frame, Outcome
+from vcamd.config.schema import OnMiss
 from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_any
 from vcamd.privacy.obscure import obscure_frame, obscure_region
-from vcamd.types import Face, Frame, Outcome
 
 log = logging.getLogger(__name__)
 
@@ -213,11 +213,13 @@ def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None, pa
     over another face must never uncover it."""
     boxes = [region(frame, [face], scale) for face, scale in covers]
     can_hold = held is not None and held.frame.shape == frame.shape
-    shown_swapped = near_any([face for face, _ in covers], held.faces, HELD_MATCH_WIDTHS) if can_hold else [False] * len(covers)  # type: ignore[union-attr]
+    shown_swapped = [False] * len(covers)
+    if held is not None and can_hold:
+        shown_swapped = near_any([face for face, _ in covers], held.faces, HELD_MATCH_WIDTHS)
     outcomes = [FaceOutcome.held if swapped else FaceOutcome.obscured for swapped in shown_swapped]
     for box, outcome in zip(boxes, outcomes):
-        if outcome is FaceOutcome.held:
-            painter.hold(frame, box, held)  # type: ignore[arg-type]
+        if outcome is FaceOutcome.held and held is not None:  # only ever held when there is a last good output
+            painter.hold(frame, box, held)
     for box, outcome in zip(boxes, outcomes):
         if outcome is FaceOutcome.obscured:
             painter.obscure(frame, box)

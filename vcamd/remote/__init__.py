@@ -1,7 +1,7 @@
 """The swap on a GPU elsewhere: NVIDIA Triton Inference Server runs the face models, the camera stays here.
 
 Client side (`[models] server = "grpc://HOST:PORT"`): `sessions.RemoteSessions` stands where
-`vcamd.runtime.Sessions` stands, and hands the swapper, enhancer and parser a `RemoteSession` that
+`vcamd.inference.runtime.Sessions` stands, and hands the swapper, enhancer and parser a `RemoteSession` that
 stands where an ONNX Runtime session stands, so `Swapper`, `Enhancer` and `FaceParser` run one code
 path and check the served models with their own contract code. `link.ServerLink` is the one
 connection: TLS, reconnection with backoff, round-trip time. `wire` is how each role's tensors

@@ -23,14 +23,16 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from vcamd.errors import ModelError, VcamdError
+from vcamd.common.errors import ModelError, VcamdError
 from vcamd.remote.address import ServerAddress
 from vcamd.remote.pairing import SERVER_NAME, Pairing, local_token, pairing_for
 from vcamd.remote.wire import WireArg
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +96,7 @@ class ServerLink:
         self._pairing, self._token = credentials_for(address)
         self._grpc = grpc
         self._errors = grpcclient  # InferInput, InferRequestedOutput
-        options = [
+        options: list[tuple[str, int | str]] = [
             ("grpc.max_send_message_length", 2**31 - 1),
             ("grpc.max_receive_message_length", 2**31 - 1),
             # gRPC's own reconnect waits grow to 2 minutes by default: a server back after a restart
@@ -232,17 +234,19 @@ class ServerLink:
 
     def statistics(self, model: str) -> dict[str, Any]:
         """Triton's inference statistics of a model (batch sizes executed, queue and compute times)."""
-        return self._call(lambda: self._client.get_inference_statistics(model, headers=self._headers, as_json=True,
-                                                                         client_timeout=PROBE_TIMEOUT_S * 5), model)
+        stats: dict[str, Any] = self._call(lambda: self._client.get_inference_statistics(
+            model, headers=self._headers, as_json=True, client_timeout=PROBE_TIMEOUT_S * 5), model)
+        return stats
 
-    def _call(self, call: Callable[[], Any], model: str | None) -> Any:
+    def _call(self, call: Callable[[], T], model: str | None) -> T:
         try:
             return call()
         except Exception as exc:  # tritonclient's InferenceServerException, or gRPC's own
             raise self._failed(exc, model) from None
 
     def _failed(self, exc: Exception, model: str | None) -> ModelError:
-        code = str(exc.status() if callable(getattr(exc, "status", None)) else "")
+        status = getattr(exc, "status", None)  # tritonclient's exception has status(); gRPC's own may not
+        code = str(status() if callable(status) else "")
         text = _message(exc)
         transient = "no available versions" in text or "not ready" in text.lower()  # a server starting or stopping its models
         if not transient and ("NOT_FOUND" in code or "not found" in text.lower() or "unknown model" in text.lower()):
@@ -360,7 +364,8 @@ def _probe_loop(ref: weakref.ref[ServerLink], stop: threading.Event, wake: threa
 
 def _message(exc: BaseException) -> str:
     """The first line of what tritonclient or gRPC said."""
-    text = exc.message() if callable(getattr(exc, "message", None)) else str(exc)
+    message = getattr(exc, "message", None)
+    text = message() if callable(message) else str(exc)
     lines = (text or "").strip().splitlines()
     return lines[0][:200] if lines else type(exc).__name__
 

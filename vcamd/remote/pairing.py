@@ -10,7 +10,7 @@ without it.
 
 The trust is the pinned private CA, not a host name: the server's certificate names
 `SERVER_NAME`, and the client checks that name whatever address it dials (an IP, a DNS name, a
-forwarded port). Every file is 0600 in 0700 folders (`vcamd.private_files`).
+forwarded port). Every file is 0600 in 0700 folders (`vcamd.files.private_files`).
 
 The access token gates Triton's own endpoints (PyTriton's restricted endpoints: inference,
 metadata, statistics, …); a client on the same machine reads it from the server's state folder,
@@ -25,8 +25,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from vcamd.errors import VcamdError
-from vcamd.private_files import private_dir, write_private_atomic
+from vcamd.common.errors import VcamdError
+from vcamd.files.private_files import private_dir, write_private_atomic
 from vcamd.remote.address import ServerAddress
 
 SERVER_NAME = "vcamd-serve"
@@ -38,14 +38,14 @@ BUNDLE_KIND = "vcamd-triton-pairing"
 
 def state_dir() -> Path:
     """The server's private folder: certificates, keys, the access token."""
-    from vcamd.config import user_data_dir
+    from vcamd.config.folders import user_data_dir
 
     return user_data_dir() / "serve"
 
 
 def pairings_dir() -> Path:
     """Where a client keeps the bundles of the servers it was paired with."""
-    from vcamd.config import user_data_dir
+    from vcamd.config.folders import user_data_dir
 
     return user_data_dir() / "pairings"
 

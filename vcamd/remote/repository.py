@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from vcamd.config import Config
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.config.schema import Config
 from vcamd.remote.wire import EMAP_SUFFIX, Classes, CropPixels, Signature
 
 OPSET = 17
@@ -31,8 +31,8 @@ OPSET = 17
 def write_repository(cfg: Config, folder: Path, *, max_batch: int = 8, instances: int = 1, queue_delay_us: int = 0,
                      kind: str = "KIND_GPU") -> list[str]:
     """Write the repository for `cfg`'s served roles into `folder`; returns the model names written."""
+    from vcamd.inference.runtime import Sessions
     from vcamd.remote.serve import load_served_roles
-    from vcamd.runtime import Sessions
 
     written: list[str] = []
     for item in load_served_roles(cfg, Sessions(["cpu"], threads=1)):  # a CPU session: only to check each file
@@ -60,7 +60,8 @@ def _wrapped(path: Path, role: str, session: Any) -> Any:
     outputs = [Arg(o.name, list(o.shape), o.type) for o in session.get_outputs()]
     sig = Signature.to_serve(role, inputs, outputs)
     graph = model.graph
-    head, tail = [], []
+    head: list[Any] = []  # onnx NodeProtos
+    tail: list[Any] = []
     for value in graph.input:
         codec = sig.codecs.get(value.name)
         if not isinstance(codec, CropPixels) and type(codec).__name__ != "ParserPixels":
@@ -107,9 +108,12 @@ def _wrapped(path: Path, role: str, session: Any) -> Any:
 
 def _normalisation(codec: Any) -> tuple[np.ndarray, np.ndarray]:
     """(mean, std) in pixel units, shaped to broadcast over N×3×H×W."""
+    from vcamd.faces.specs import per_channel
+
     if isinstance(codec, CropPixels):
-        mean, std = np.float32(codec.spec.mean), np.float32(codec.spec.std)
-        return np.full((1, 3, 1, 1), mean, np.float32), np.full((1, 3, 1, 1), std, np.float32)
+        # One value or one per channel (RGB, the tensor's channel order): the client's CropPixels reads it the same way.
+        mean, std = per_channel(codec.spec.mean), per_channel(codec.spec.std)
+        return np.asarray(mean, np.float32).reshape(1, 3, 1, 1), np.asarray(std, np.float32).reshape(1, 3, 1, 1)
     from vcamd.faces.parse import MEAN, STD
 
     return (MEAN * 255.0).reshape(1, 3, 1, 1).astype(np.float32), (STD * 255.0).reshape(1, 3, 1, 1).astype(np.float32)

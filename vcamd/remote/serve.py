@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from vcamd.config import Config
-from vcamd.errors import ModelError, VcamdError
+from vcamd.common.errors import ModelError, VcamdError
+from vcamd.config.schema import Config
 from vcamd.remote.address import ServerAddress
 from vcamd.remote.wire import EMAP_SUFFIX, SERVED_ROLES, Arg, Signature, served_name, wire_dtype
 
@@ -98,7 +98,7 @@ def load_served_roles(cfg: Config, sessions: Any) -> list[LoadedRole]:
 
 def served_models(cfg: Config, sessions: Any = None) -> list[ServedModel]:
     """Each role `cfg` serves, described as Triton will serve it (a swapper with its `.emap` companion)."""
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = sessions if sessions is not None else Sessions(list(cfg.models.providers), cfg.models.threads)
     models: list[ServedModel] = []
@@ -119,7 +119,7 @@ def _served(name: str, role: str, session: Any) -> ServedModel:
     dtypes = {i.name: _ort_numpy(i.type) for i in inputs}
 
     def infer(**wire: np.ndarray) -> dict[str, np.ndarray]:
-        feeds = {n: sig.codec(n).from_wire(wire[n]).astype(dtypes[n], copy=False) for n in dtypes}
+        feeds: dict[str, np.ndarray] = {n: sig.codec(n).from_wire(wire[n]).astype(dtypes[n], copy=False) for n in dtypes}
         count = len(next(iter(feeds.values())))
         if whole_batches:
             results = session.run(out_names, feeds)
@@ -229,7 +229,7 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
     if libdir is not None:
         os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, os.environ.get("LD_LIBRARY_PATH", "")) if p)
 
-    from vcamd.runtime import Sessions
+    from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(list(cfg.models.providers), cfg.models.threads)
     models = served_models(cfg, sessions)
@@ -282,7 +282,7 @@ def _fresh_workspace(listen: ServerAddress) -> Path:
     import shutil
     import tempfile
 
-    from vcamd.private_files import private_dir
+    from vcamd.files.private_files import private_dir
 
     uid = os.getuid() if hasattr(os, "getuid") else 0
     parent = Path(tempfile.gettempdir()) / f"vcamd-serve-{uid}"
@@ -297,7 +297,8 @@ def _fresh_workspace(listen: ServerAddress) -> Path:
 def _batched(infer: Callable[..., dict[str, np.ndarray]]) -> Callable[..., Any]:
     from pytriton.decorators import batch
 
-    return batch(infer)
+    batched: Callable[..., Any] = batch(infer)  # PyTriton is untyped
+    return batched
 
 
 def _single(infer: Callable[..., dict[str, np.ndarray]]) -> Callable[..., Any]:

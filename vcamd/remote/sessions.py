@@ -1,6 +1,6 @@
 """The seam: sessions on a Triton server standing where ONNX Runtime's stand.
 
-`RemoteSessions` is what `vcamd.pipeline` hands the face engine instead of `vcamd.runtime.Sessions`
+`RemoteSessions` is what `vcamd.models.pipeline` hands the face engine instead of `vcamd.inference.runtime.Sessions`
 when `[models] server` is set: the detector and recognizer keep their local sessions (they see
 whole frames, which never leave the machine); the swapper, enhancer and parser get a
 `RemoteSession`, whose `get_inputs()`/`get_outputs()` are the served model's signature (Triton's
@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vcamd.config import Config
-from vcamd.errors import ModelError, VcamdError
+from vcamd.common.errors import ModelError, VcamdError
+from vcamd.config.schema import Config
 from vcamd.remote.address import ServerAddress
 from vcamd.remote.link import ServerAway, ServerLink, ServerRefused
 from vcamd.remote.wire import EMAP_SUFFIX, SERVED_ROLES, Arg, Signature, emap_rows, served_name
 
 if TYPE_CHECKING:
-    from vcamd.runtime import Sessions
-    from vcamd.types import ModelFiles
+    from vcamd.common.types import ModelFiles
+    from vcamd.inference.runtime import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -164,10 +164,12 @@ class FailoverSession:
         self.ran_local = 0
 
     def get_inputs(self) -> list[Any]:
-        return self.local.get_inputs()
+        inputs: list[Any] = self.local.get_inputs()  # an ONNX Runtime session: untyped
+        return inputs
 
     def get_outputs(self) -> list[Any]:
-        return self.local.get_outputs()
+        outputs: list[Any] = self.local.get_outputs()
+        return outputs
 
     def get_providers(self) -> list[str]:
         return [f"Triton {self.link.address}", *self.local.get_providers()]
@@ -185,7 +187,8 @@ class FailoverSession:
                 log.error("%s; running the local %s", err, self.served.role)
                 self._refused_generation = self.link.generation
         self.ran_local += 1
-        return self.local.run(output_names, feeds)
+        ran: list[np.ndarray] = self.local.run(output_names, feeds)
+        return ran
 
     def _usable_remote(self) -> RemoteSession | None:
         if not self.link.up or self._refused_generation == self.link.generation:
@@ -222,7 +225,7 @@ class FailoverSession:
 
 
 class RemoteSessions:
-    """`vcamd.runtime.Sessions`' stand-in with a server: the served roles' models on it, the rest local."""
+    """`vcamd.inference.runtime.Sessions`' stand-in with a server: the served roles' models on it, the rest local."""
 
     def __init__(self, cfg: Config, local: Sessions, files: ModelFiles, *,
                  link_factory: Callable[[ServerAddress], ServerLink] = ServerLink) -> None:

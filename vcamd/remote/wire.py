@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from vcamd.errors import ModelError
+from vcamd.common.errors import ModelError
 from vcamd.faces.specs import CropSpec, enhancer_spec_for, swapper_spec_for
 
 Dim = int | str | None
@@ -92,7 +92,10 @@ class ServedElsewhere(Protocol):
 class Codec(Protocol):
     """How one tensor travels: `to_wire` on the sending end, `from_wire` on the receiving end."""
 
-    datatype: str
+    @property
+    def datatype(self) -> str:
+        """Triton's name of its type on the wire ("UINT8", "FP32")."""
+        ...
 
     def to_wire(self, value: np.ndarray) -> np.ndarray: ...
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import cv2
 
-from vcamd.types import Frame
+from vcamd.common.types import Frame
 
 
 @runtime_checkable

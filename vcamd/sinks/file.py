@@ -9,18 +9,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from vcamd.config import Config
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.common.types import Frame
+from vcamd.config.schema import Config
+from vcamd.files.videofile import VideoFile, VideoWriteError
 from vcamd.sinks.base import fit_to_size
-from vcamd.types import Frame
-from vcamd.videofile import VideoFile, VideoWriteError
 
 log = logging.getLogger(__name__)
 
 
 class FileSink:
     """An .mp4 file (MPEG-4 Part 2, 'mp4v') written at the output fps, 0600, appearing at its path
-    when the sink closes — only if it really holds every frame (`vcamd.videofile.VideoFile`: until
+    when the sink closes — only if it really holds every frame (`vcamd.files.videofile.VideoFile`: until
     then `.NAME.partial-…` beside it, checked by reading it back).
 
     Encoding costs ≈ 10 ms per 720p frame, so it runs on a writer thread and the publisher only

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vcamd.config import Config
-from vcamd.types import Frame
+from vcamd.common.types import Frame
+from vcamd.config.schema import Config
 
 
 class NullSink:

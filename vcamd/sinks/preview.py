@@ -25,14 +25,14 @@ from urllib.parse import parse_qs
 
 import cv2
 
-from vcamd.config import Config, PreviewConfig
-from vcamd.errors import VcamdError
-from vcamd.jsonable import to_jsonable
-from vcamd.newest import NewestSlot
+from vcamd.common.errors import VcamdError
+from vcamd.common.jsonable import to_jsonable
+from vcamd.common.newest import NewestSlot
+from vcamd.common.types import Frame
+from vcamd.config.schema import Config, PreviewConfig
 from vcamd.pages.gate import GUEST, OWNER, GatedHandler, GatedHTTPServer
 from vcamd.pages.security import LOGGED_IN_PAGE, SECURITY_HEADERS, PageAccess, check_fetch_site, session_cookie
 from vcamd.sinks.base import fit_to_size
-from vcamd.types import Frame
 
 log = logging.getLogger(__name__)
 

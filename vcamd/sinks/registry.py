@@ -11,10 +11,10 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 if TYPE_CHECKING:
-    from vcamd.config import Config
+    from vcamd.config.schema import Config
     from vcamd.sinks.base import Sink
 
 

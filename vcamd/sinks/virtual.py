@@ -1,6 +1,6 @@
 """`--sink virtual` (the default): the virtual camera call apps list as "FaceLive Camera" (pyvirtualcam).
 
-What the device is and how it is made (v4l2loopback, OBS, Unity Capture) is `vcamd.v4l2loopback`'s
+What the device is and how it is made (v4l2loopback, OBS, Unity Capture) is `vcamd.system.v4l2loopback`'s
 knowledge; this module opens it, writes frames, retries and reopens.
 """
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from vcamd.config import Config, VirtualCameraConfig
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.common.types import Frame
+from vcamd.config.schema import Config, VirtualCameraConfig
 from vcamd.sinks.base import fit_to_size
-from vcamd.types import Frame
-from vcamd.v4l2loopback import (
+from vcamd.system.v4l2loopback import (
     SYSFS,
     backends_text,
     find_loopback_device,

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
 
 BACKEND_ENV = "PYSTRAY_BACKEND"
 MENU_BACKENDS = frozenset({"appindicator", "gtk", "darwin", "win32"})
@@ -180,7 +180,8 @@ def import_pystray_menus() -> ModuleType:
             os.environ.pop(BACKEND_ENV, None)
         else:
             os.environ[BACKEND_ENV] = previous
-    return pystray
+    package: ModuleType = pystray  # untyped: Any to the checker
+    return package
 
 
 def import_pystray(backend: str) -> Pystray:

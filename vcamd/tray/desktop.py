@@ -11,8 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
-from vcamd.errors import VcamdError
-from vcamd.private_files import private_dir, write_private_atomic
+from vcamd.common.errors import VcamdError
+from vcamd.files.private_files import private_dir, write_private_atomic
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def open_with_desktop(target: Path | str) -> None:
     """Open a file, folder or URL with the desktop's default application."""
     target = str(target)
     if sys.platform == "win32":
-        os.startfile(target)  # type: ignore[attr-defined]  # only exists on Windows
+        os.startfile(target)  # only exists on Windows
         return
     opener = "open" if sys.platform == "darwin" else "xdg-open"
     if not shutil.which(opener):

@@ -1,7 +1,7 @@
 """What the tray shows, computed from `Controllable.status()`: icon state, labels, the menu model.
 
-Pure data and Pillow only: no pystray, no display. The app (vcamd.tray.app) turns the menu model
-into a pystray menu; tests read it directly.
+Pure data and Pillow only: no pystray, no display. The menu controller (vcamd.tray.controller) turns
+the menu model into a pystray menu; tests read it directly.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from vcamd.quality import Level, is_degraded, label
+from vcamd.common.quality import Level, is_degraded, label
 from vcamd.remote.summary import describe_server
 
 APP_TITLE = "FaceLive Camera"
@@ -125,7 +125,7 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
     else:
         state = TrayState.on
 
-    if state is TrayState.degraded:
+    if state is TrayState.degraded and level is not None:  # degraded is always at a level
         headline = f"swap on, degraded ({label(level).lower()})"
     elif state is TrayState.error:
         headline = problem or "error"
@@ -175,8 +175,9 @@ def view_from_status(status: Mapping[str, Any], quality_fallback: Level | None =
 def _models_of(status: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, tuple[str, ...]], ...], str | None]:
     """(role, running model), (role, models there to switch to) and the model loading, from the
     status' `models` and `model_choices` (left out by engines that do not report them)."""
-    models = status.get("models") if isinstance(status.get("models"), Mapping) else {}
-    choices = status.get("model_choices") if isinstance(status.get("model_choices"), Mapping) else {}
+    found_models, found_choices = status.get("models"), status.get("model_choices")
+    models: Mapping[str, Any] = found_models if isinstance(found_models, Mapping) else {}
+    choices: Mapping[str, Any] = found_choices if isinstance(found_choices, Mapping) else {}
     running = tuple((role, Path(str(models[role])).name if models.get(role) else "") for role in MODEL_ROLES if models.get(role))
     present = tuple(
         (role, tuple(str(c["name"]) for c in choices.get(role, []) if isinstance(c, Mapping) and c.get("present") and c.get("name")))

@@ -255,6 +255,6 @@ def systray_owner_present(display_name: str | None = None) -> bool:
     display = Display(display_name)
     try:
         atom = display.intern_atom(f"_NET_SYSTEM_TRAY_S{display.get_default_screen()}")
-        return display.get_selection_owner(atom) != X.NONE
+        return bool(display.get_selection_owner(atom) != X.NONE)  # python-xlib is untyped
     finally:
         display.close()

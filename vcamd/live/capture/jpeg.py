@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vcamd.images import MAX_PIXELS
-from vcamd.types import Frame
+from vcamd.common.types import Frame, as_frame
+from vcamd.files.images import MAX_PIXELS
 
 NOT_AN_IMAGE = np.empty(0, np.uint8)
 """What a source delivers for a frame it could not decode: the reader skips it as a bad frame."""
@@ -56,7 +56,8 @@ def decode_jpeg(packet: np.ndarray) -> Frame:
     if width * height > MAX_PIXELS:
         return NOT_AN_IMAGE
     try:
-        return simplejpeg.decode_jpeg(data, colorspace="BGR")
+        decoded: Frame = simplejpeg.decode_jpeg(data, colorspace="BGR")  # simplejpeg is untyped
+        return decoded
     except ValueError:
         return _decode_leniently(data)
 
@@ -67,4 +68,4 @@ def _decode_leniently(data: np.ndarray) -> Frame:
     import cv2
 
     frame = cv2.imdecode(data, cv2.IMREAD_COLOR)
-    return NOT_AN_IMAGE if frame is None else frame
+    return NOT_AN_IMAGE if frame is None else as_frame(frame)

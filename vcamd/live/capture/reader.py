@@ -14,9 +14,9 @@ from enum import StrEnum
 
 import numpy as np
 
+from vcamd.common.newest import NewestSlot
+from vcamd.common.types import Captured, Frame, as_frame
 from vcamd.live.capture.sources import FrameSource
-from vcamd.newest import NewestSlot
-from vcamd.types import Captured, Frame
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class SourceState(StrEnum):
 
 
 class LatestFrame(NewestSlot[Captured]):
-    """A one-frame hand-off (`vcamd.newest.NewestSlot`): `put` replaces whatever is there,
+    """A one-frame hand-off (`vcamd.common.newest.NewestSlot`): `put` replaces whatever is there,
     `take` waits for a frame newer than the last one taken. A frame that is replaced before anyone
     took it is counted as dropped."""
 
@@ -52,13 +52,13 @@ def as_bgr(frame: object) -> Frame | None:
     if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.size == 0:
         return None
     if frame.ndim == 2 or (frame.ndim == 3 and frame.shape[2] == 1):
-        return cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR)
+        return as_frame(cv2.cvtColor(frame, cv2.COLOR_GRAY2BGR))
     if frame.ndim != 3 or min(frame.shape[:2]) < 2:
         return None
     if frame.shape[2] == 3:
         return frame
     if frame.shape[2] == 4:
-        return cv2.cvtColor(frame, cv2.COLOR_BGRA2BGR)
+        return as_frame(cv2.cvtColor(frame, cv2.COLOR_BGRA2BGR))
     return None
 
 

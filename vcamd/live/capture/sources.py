@@ -17,14 +17,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
-from vcamd.config import CameraConfig
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.common.types import Frame
+from vcamd.config.schema import CameraConfig
 from vcamd.live.capture.jpeg import NOT_AN_IMAGE, decode_jpeg, is_jpeg_packet
-from vcamd.types import Frame
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,26 @@ Clock = Callable[[], float]
 MIN_FRAME_SIDE = 32
 """Smallest frame width/height a camera may deliver: below it no face can be found (the detector's
 smallest anchor is 16 px) and no message fits on the offline card; such a source is refused at open."""
+
+
+class Capture(Protocol):
+    """What the sources ask of an opened `cv2.VideoCapture` (a test's stand-in driver offers the same)."""
+
+    def isOpened(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+    def get(self, prop_id: int, /) -> float: ...
+
+    def set(self, prop_id: int, value: float, /) -> bool: ...
+
+    def grab(self) -> bool: ...
+
+    def read(self) -> tuple[bool, npt.NDArray[Any] | None]:
+        """(ok, the image: uint8 BGR, or a JPEG packet's bytes as a 1×N row; None past the end)."""
+        ...
+
+    def getBackendName(self) -> str: ...
 
 
 class FrameSource(Protocol):
@@ -97,7 +118,7 @@ class Pacer:
             self._sleep(delay)
 
 
-def checked_frame_size(cap, description: str, *, fix: str) -> tuple[int, int] | None:
+def checked_frame_size(cap: Capture, description: str, *, fix: str) -> tuple[int, int] | None:
     """(width, height) an opened capture reports; None when it does not know yet (some backends
     say 0 until the first frame). Refuses frames smaller than MIN_FRAME_SIDE with one line."""
     import cv2
@@ -141,7 +162,7 @@ class VideoFileCamera:
         self.description = f"video file {path}"
         self._clock = clock
         self._sleep = sleep  # with `clock`, the pacer's time: a test passes both and owns the clock
-        self._cap = None
+        self._cap: Capture | None = None
         self._packets = False  # the capture delivers undecoded JPEG packets (MJPG files)
         self._fps = 30.0
         self._pacer = Pacer(self._fps, clock, sleep)
@@ -208,20 +229,20 @@ class VideoFileCamera:
         """Skipping helps only while a frame decodes faster than the file's frame interval."""
         return self._decode_s < 1.0 / self._fps
 
-    def _grab(self, cap) -> bool:
+    def _grab(self, cap: Capture) -> bool:
         if cap.grab():
             return True
         return self.loop and self._rewind(cap) and cap.grab()
 
-    def _read_one(self, cap) -> Frame | None:
+    def _read_one(self, cap: Capture) -> Frame | None:
         ok, frame = cap.read()
         if not ok and self.loop and self._rewind(cap):
             ok, frame = cap.read()
-        if not ok:
+        if not ok or frame is None:  # OpenCV gives a frame whenever ok
             return None
         return decode_jpeg(frame) if self._packets else frame
 
-    def _rewind(self, cap) -> bool:
+    def _rewind(self, cap: Capture) -> bool:
         import cv2
 
         return bool(cap.set(cv2.CAP_PROP_POS_FRAMES, 0))
@@ -232,14 +253,14 @@ class VideoFileCamera:
             self._cap = None
 
 
-def _is_mjpg(cap) -> bool:
+def _is_mjpg(cap: Capture) -> bool:
     import cv2
 
     fourcc = int(cap.get(cv2.CAP_PROP_FOURCC)) & 0xFFFFFFFF
     return fourcc.to_bytes(4, "little").upper() == b"MJPG"
 
 
-def _jpeg_packets(cap) -> bool:
+def _jpeg_packets(cap: Capture) -> bool:
     """Switch an opened MJPG file's capture to deliver its JPEG packets undecoded; whether it did
     (other codecs, or a backend without raw packets, keep FFmpeg's decoded frames)."""
     import cv2
@@ -247,7 +268,7 @@ def _jpeg_packets(cap) -> bool:
     return _is_mjpg(cap) and bool(cap.set(cv2.CAP_PROP_FORMAT, -1))
 
 
-def _undecoded_mjpg(cap) -> bool:
+def _undecoded_mjpg(cap: Capture) -> bool:
     """Ask an MJPG webcam on Linux's V4L2 backend for its JPEGs undecoded; whether it agreed.
 
     With conversion off, OpenCV's V4L2 backend hands over each frame's JPEG as a 1×N byte row
@@ -264,12 +285,12 @@ def _undecoded_mjpg(cap) -> bool:
 class OpenCVCamera:
     """A webcam through OpenCV (V4L2 on Linux, MSMF/DirectShow on Windows, AVFoundation on macOS)."""
 
-    def __init__(self, device: int | str, cfg: CameraConfig, *, open_capture: Callable[[int | str], object] | None = None) -> None:
+    def __init__(self, device: int | str, cfg: CameraConfig, *, open_capture: Callable[[int | str], Capture] | None = None) -> None:
         self.device = device
         self.cfg = cfg
         self.description = f"camera {device}"
         self._open_capture = open_capture  # None: cv2.VideoCapture; a test passes a stand-in driver
-        self._cap = None
+        self._cap: Capture | None = None
         self._packets = False  # the backend hands over the camera's JPEGs undecoded (V4L2 + MJPG)
         self._fps = cfg.fps
         self.frame_size: tuple[int, int] | None = None
@@ -293,7 +314,7 @@ class OpenCVCamera:
             )
         if self.cfg.mjpg:
             # MJPG lets USB cameras deliver 720p/1080p at 30 fps; raw YUYV usually cannot.
-            cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter_fourcc(*"MJPG"))
+            cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter.fourcc(*"MJPG"))
         cap.set(cv2.CAP_PROP_FRAME_WIDTH, self.cfg.width)
         cap.set(cv2.CAP_PROP_FRAME_HEIGHT, self.cfg.height)
         cap.set(cv2.CAP_PROP_FPS, self.cfg.fps)
@@ -321,7 +342,7 @@ class OpenCVCamera:
             return decode_jpeg(frame)
         return self._decoding_in_opencv_again(frame)
 
-    def _decoding_in_opencv_again(self, frame) -> Frame:
+    def _decoding_in_opencv_again(self, frame: object) -> Frame:
         """The backend agreed to hand over JPEGs but sent something else (a driver that switched
         format, an OpenCV that decodes anyway): a decoded picture is used as it is; anything
         else is a bad frame, and OpenCV decodes from the next frame on."""
@@ -332,7 +353,8 @@ class OpenCVCamera:
         log.warning("%s sent a frame that is not a JPEG (shape %s) although it is in MJPG mode; "
                     "OpenCV decodes its frames from now on", self.description, getattr(frame, "shape", None))
         self._packets = False
-        self._cap.set(cv2.CAP_PROP_CONVERT_RGB, 1)
+        if self._cap is not None:  # read() called this with its capture open
+            self._cap.set(cv2.CAP_PROP_CONVERT_RGB, 1)
         return NOT_AN_IMAGE
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ class AgePercentiles(TypedDict):
 
 
 class FrameCounts(TypedDict):
-    """Frames since the start, by what happened to them (`vcamd.types.Outcome` for the published ones)."""
+    """Frames since the start, by what happened to them (`vcamd.common.types.Outcome` for the published ones)."""
 
     captured: int
     processed: int

@@ -18,12 +18,13 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import numpy as np
 
-from vcamd.live.measures.numbers import FaceCounts, FrameCounts, LiveNumbers, Misses, no_misses
-from vcamd.quality import Level
-from vcamd.types import Outcome
+from vcamd.common.quality import Level
+from vcamd.common.types import Outcome
+from vcamd.live.measures.numbers import AgePercentiles, FaceCounts, FrameCounts, LiveNumbers, Misses, Percentiles, no_misses
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ class SampleRing:
         return self._values[idx]
 
 
-def percentiles(samples: Iterable[float] | SampleRing) -> dict[str, float]:
+def percentiles(samples: Iterable[float] | SampleRing) -> Percentiles:
     if isinstance(samples, SampleRing):
         values = samples.recent()
     else:
@@ -159,7 +160,7 @@ class CpuLedger:
         return {"threads": threads, "stages": stages}
 
 
-def _p50_p95(samples: SampleRing) -> dict[str, float]:
+def _p50_p95(samples: SampleRing) -> AgePercentiles:
     p = percentiles(samples)
     return {"p50": p["p50"], "p95": p["p95"]}
 
@@ -167,7 +168,7 @@ def _p50_p95(samples: SampleRing) -> dict[str, float]:
 class LiveStats:
     """Everything a live run counts. `record_stage` may be called from any thread."""
 
-    def __init__(self, clock=time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self.started_at = clock()
@@ -223,7 +224,8 @@ class LiveStats:
                 self.swap_age_ms.append(swap_age_ms)
 
     def _face_counts(self) -> FaceCounts:
-        return FaceCounts(**{name: self.face_outcomes[name] for name in FACE_OUTCOMES}, unsure=self.face_outcomes[UNSURE])
+        counts = self.face_outcomes  # by FACE_OUTCOMES, and UNSURE
+        return FaceCounts(swapped=counts["swapped"], held=counts["held"], obscured=counts["obscured"], unsure=counts[UNSURE])
 
     def _frame_counts(self, captured: int, dropped: int) -> FrameCounts:
         o = self.outcomes
@@ -258,7 +260,7 @@ class LiveStats:
         cpu_s = time.process_time() - self._cpu_start
         return 1000.0 * cpu_s / self.published if self.published else 0.0
 
-    def latency_percentiles(self) -> dict[str, float]:
+    def latency_percentiles(self) -> Percentiles:
         with self._lock:
             return percentiles(self.latency_ms)
 
@@ -268,13 +270,13 @@ class LiveStats:
         captured: int,
         dropped: int,
         source_fps: float,
-        transitions: list[dict],
+        transitions: list[dict[str, Any]],
         queue_depth_max: int,
         providers: dict[str, str],
-        gpu: dict | None = None,
+        gpu: dict[str, Any] | None = None,
         misses: Misses | None = None,
         camera_cpu_s: float = 0.0,
-    ) -> dict:
+    ) -> dict[str, Any]:
         with self._lock:
             total_levels = sum(self.level_frames.values()) or 1
             doc = {
@@ -379,14 +381,14 @@ class GpuSampler:
                 return
             self._stop.wait(self.interval_s)
 
-    def latest(self) -> dict | None:
+    def latest(self) -> dict[str, Any] | None:
         """The newest sample, for the live status (None without an NVIDIA GPU, or before its first)."""
         if not self._samples:
             return None
         util, used, total = self._samples[-1]
         return {"util_pct": util, "memory_used_mib": round(used, 1), "memory_total_mib": round(total, 1)}
 
-    def stop(self) -> dict | None:
+    def stop(self) -> dict[str, Any] | None:
         """Ends the sampling; the run's figures (None when there was no sample)."""
         self._stop.set()
         if self._thread is not None:
@@ -404,7 +406,30 @@ class GpuSampler:
         }
 
 
-def count_misses(*, reader, tracker, full_detector, swap_worker) -> Misses:
+class _ReaderCounts(Protocol):
+    @property
+    def times_lost(self) -> int: ...
+
+    @property
+    def bad_frames(self) -> int: ...
+
+
+class _ErrorCount(Protocol):
+    @property
+    def errors(self) -> int: ...
+
+
+class _TrackerCounts(_ErrorCount, Protocol):
+    @property
+    def late(self) -> int: ...
+
+
+class _SwapCounts(_ErrorCount, Protocol):
+    @property
+    def jobs_replaced(self) -> int: ...
+
+
+def count_misses(*, reader: _ReaderCounts, tracker: _TrackerCounts, full_detector: _ErrorCount, swap_worker: _SwapCounts) -> Misses:
     """The live engine's parts' own counters, as `Misses` (see there for what each means)."""
     return Misses(
         tracker_late=tracker.late,

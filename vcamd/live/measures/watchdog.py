@@ -1,4 +1,4 @@
-"""Walks the quality ladder (`vcamd.quality`): a small, deterministic state machine over capture→publish latencies.
+"""Walks the quality ladder (`vcamd.common.quality`): a small, deterministic state machine over capture→publish latencies.
 
 Each published frame reports its latency with `observe()`. Over a rolling window of the last
 `window` frames the watchdog decides:
@@ -45,12 +45,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
+from typing import Any
 
-from vcamd.config import Config, WatchdogConfig
-from vcamd.jsonable import to_jsonable
-from vcamd.quality import BEST, Level, adds_swap_work, higher, lower, lower_swap_work
+from vcamd.common.jsonable import to_jsonable
+from vcamd.common.quality import BEST, Level, adds_swap_work, higher, lower, lower_swap_work, rung
+from vcamd.config.schema import WatchdogConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,24 @@ HISTORY_CAP = 1000
 changing level (or a tray user flipping quality) must not grow without end; the newest are kept."""
 
 
+STALE_AFTER_EDIT: Mapping[str, frozenset[str]] = MappingProxyType({
+    # [watchdog] key -> what the watchdog remembers that was judged under its old value (`configure`).
+    # The frames measured are times, not verdicts: they stay, and so does the level.
+    "budget_ms": frozenset({"headroom", "fits"}),  # "p95 under budget × headroom since"; windows that kept the budget
+    "degrade_ratio": frozenset({"fits"}),  # a window kept the budget with at most this share over it
+    "recover_headroom": frozenset({"headroom", "young"}),  # since when the frames, the faces had headroom
+    "swap_age_budget_ms": frozenset({"young", "uncaps"}),  # since when the face was young; faces given back too soon
+    "window": frozenset({"window"}),  # the series' length (their newest frames kept)
+    "lowres_scale": frozenset({"lowres"}),  # what the reduced-detection rungs cost, as measured
+    "recover_after_s": frozenset(),  # a duration, compared at each decision
+    "cooldown_s": frozenset(),  # likewise
+})
+"""Memories: "headroom" (`_headroom_since`), "fits" (each rung's last window that kept the budget,
+since when it has, and the climbs that failed: the back-off), "young" (`_young_since`), "uncaps"
+(the give-backs of faces that failed), "window" (the series re-bounded), "lowres" (the memories of
+the reduced-detection rungs, and the window when the level is one)."""
+
+
 class Watchdog:
     """Decides the processing level from measured latencies. Not thread-safe: one caller."""
 
@@ -154,15 +174,9 @@ class Watchdog:
         self._forced: Level | None = None
         self.transitions: list[Transition] = []
         self.results: list[TransitionResult] = []
-        self._measure_afresh(cfg)
+        self._start_measuring(cfg)
 
-    def configure(self, cfg: Config) -> None:
-        """Apply an edit of [watchdog]: the new thresholds, and the level the watchdog decides is
-        measured afresh under them (from the top, as at start). What must survive stays: a level the
-        user pinned, the switches of the running pipeline and the history shown in the stats."""
-        self._measure_afresh(cfg.watchdog)
-
-    def _measure_afresh(self, cfg: WatchdogConfig) -> None:
+    def _start_measuring(self, cfg: WatchdogConfig) -> None:
         self.cfg = cfg
         self._level = BEST
         self._latencies: deque[float] = deque(maxlen=cfg.window)
@@ -179,6 +193,39 @@ class Watchdog:
         self._faces_to_swap: deque[int] = deque(maxlen=cfg.window)  # per frame of the window, the faces it had to swap
         self._young_since: float | None = None  # since when the swap age has had headroom
         self._failed_uncaps = 0
+
+    def configure(self, cfg: WatchdogConfig, changed: Iterable[str]) -> None:
+        """Apply an edit of [watchdog] whose `changed` keys are named: the new thresholds from the
+        next frame, and only what was judged under the old values of those keys is forgotten
+        (`STALE_AFTER_EDIT`). The frames measured, the level, a level the user pinned, the switches
+        of the running pipeline and the history shown in the stats stay."""
+        self.cfg = cfg
+        for memory in sorted(set().union(*(STALE_AFTER_EDIT[key] for key in changed))):
+            self._forget(memory)
+
+    def _forget(self, memory: str) -> None:
+        """One memory of `STALE_AFTER_EDIT`, made anew under `self.cfg`."""
+        if memory == "window":  # the series bounded anew, their newest frames kept
+            self._latencies = deque(self._latencies, maxlen=self.cfg.window)
+            self._swap_ages = deque(self._swap_ages, maxlen=self.cfg.window)
+            self._faces_to_swap = deque(self._faces_to_swap, maxlen=self.cfg.window)
+            self._stages = {name: deque(series, maxlen=self.cfg.window) for name, series in self._stages.items()}
+        elif memory == "headroom":
+            self._headroom_since = None
+        elif memory == "fits":
+            self._fits.clear()
+            self._fits_since = None
+            self._failed_climbs = 0
+        elif memory == "young":
+            self._young_since = None
+        elif memory == "uncaps":
+            self._failed_uncaps = 0
+        elif memory == "lowres":
+            self._fits = {level: w for level, w in self._fits.items() if not rung(level).reduced_detection}
+            if rung(self._level).reduced_detection:
+                self._reset_window()  # its frames ran at the old detection size
+        else:  # pragma: no cover — STALE_AFTER_EDIT names only the memories above
+            raise ValueError(memory)
 
     # -- the level ------------------------------------------------------------------------------
     @property
@@ -364,7 +411,7 @@ class Watchdog:
                            *(ages if ages is not None else (None, 0.0)))
 
     # -- reporting ------------------------------------------------------------------------------
-    def history(self) -> list[dict]:
+    def history(self) -> list[dict[str, Any]]:
         """Transitions with the result measured after each, for the stats JSON."""
         results = {id(r.transition): r for r in self.results}
         out = []

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from vcamd.types import Frame
+from vcamd.common.types import Frame
 
 OFFLINE_MESSAGE = "Camera offline — reconnecting…"
 STARTING_MESSAGE = "Camera starting…"
@@ -63,7 +63,11 @@ def _placeholder(width: int, height: int, message: str) -> Frame:
     return frame
 
 
-def _layout(width: int, height: int, message: str):
+Layout = tuple[ImageFont.FreeTypeFont | ImageFont.ImageFont, str, tuple[float, float], tuple[int, int]]
+"""The font, the text, where it is drawn and the rows it covers."""
+
+
+def _layout(width: int, height: int, message: str) -> Layout | None:
     """Font, text, where to draw it and the rows it covers: centred, as large as looks calm and no
     larger than fits; None on a frame too small for readable text (a tiny camera mode): the
     background says enough."""

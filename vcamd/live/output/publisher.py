@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
-from vcamd.config import Config
-from vcamd.errors import VcamdError
+from vcamd.common.errors import VcamdError
+from vcamd.common.types import Face, Frame
+from vcamd.config.schema import Config
 from vcamd.live.output.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
 from vcamd.privacy.rule import Held
 from vcamd.sinks.base import Sink, SinkFactory
 from vcamd.sinks.registry import OUTPUT_SECTIONS
-from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class Publisher:
         self,
         sink_factory: SinkFactory,
         *,
-        badge: Callable[[Frame, str, str], None],
+        badge: Callable[[Frame, str, str], object],
         placeholder: Callable[[int, int, str], Frame],
         clock: Clock,
     ) -> None:
@@ -100,7 +101,7 @@ class Publisher:
         assert self.size is not None
         return self._placeholder(self.size[0], self.size[1], STARTING_MESSAGE)
 
-    def send(self, frame: Frame, status: dict | None) -> None:
+    def send(self, frame: Frame, status: dict[str, Any] | None) -> None:
         """Write `frame`; a failed write is logged once per streak and retried with the next frame."""
         try:
             if self.sink is None:

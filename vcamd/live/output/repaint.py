@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from vcamd.common.types import Face, Frame
 from vcamd.privacy.obscure import obscure_region
 from vcamd.privacy.rule import Box, Held
-from vcamd.types import Face, Frame
 
 GRID_PX = 8
 """What was drawn anew in a frame is marked on a grid of this many pixels a cell (an overlap test
@@ -54,7 +54,7 @@ class Repaint:
     then `finish()`."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple, _Drawn] = {}
+        self._last: dict[tuple[Any, ...], _Drawn] = {}
         self._shape: tuple[int, ...] | None = None
         self.put_back = 0
         """Things put back instead of drawn again, since the start (stats, tests)."""
@@ -78,8 +78,8 @@ class FramePainter:
         self._memo = memo
         self._frame = frame
         self._paste = paste
-        self._now: dict[tuple, _Drawn] = {}
-        self._fresh_keys: set[tuple] = set()
+        self._now: dict[tuple[Any, ...], _Drawn] = {}
+        self._fresh_keys: set[tuple[Any, ...]] = set()
         h, w = frame.shape[:2]
         self._fresh = np.zeros((-(-h // GRID_PX), -(-w // GRID_PX)), bool)  # drawn anew this frame
 
@@ -122,7 +122,7 @@ class FramePainter:
         self._memo._last = self._now
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _put_back(self, frame: Frame, key: tuple) -> bool:
+    def _put_back(self, frame: Frame, key: tuple[Any, ...]) -> bool:
         last = self._memo._last.get(key)
         if last is None or last.pixels is None or key in self._now or self._overlaps_fresh(last.box):
             return False
@@ -132,7 +132,7 @@ class FramePainter:
         self._memo.put_back += 1
         return True
 
-    def _drawn(self, key: tuple, box: Box, refs: tuple[Any, ...]) -> None:
+    def _drawn(self, key: tuple[Any, ...], box: Box, refs: tuple[Any, ...]) -> None:
         x0, y0, x1, y1 = box
         if x1 <= x0 or y1 <= y0:
             return

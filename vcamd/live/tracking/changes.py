@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from vcamd.common.types import Face, Frame, as_frame
 from vcamd.faces.detect import SHAPE_STEP, input_shape_for
-from vcamd.types import Face, Frame
 
 THUMB_CELLS = 80
 """About this many cells across the frame's long side (16-px cells at 1280 wide, 24 at 1920)."""
@@ -179,8 +179,8 @@ def area_shrunk(image: Frame, size: tuple[int, int]) -> Frame:
     height, width = image.shape[:2]
     k = width // size[0]
     if k >= 3 and k % 2 == 1 and width == k * size[0] and height == k * size[1]:
-        return cv2.resize(cv2.blur(image, (k, k), anchor=(0, 0)), size, interpolation=cv2.INTER_NEAREST)
-    return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+        return as_frame(cv2.resize(cv2.blur(image, (k, k), anchor=(0, 0)), size, interpolation=cv2.INTER_NEAREST))
+    return as_frame(cv2.resize(image, size, interpolation=cv2.INTER_AREA))
 
 
 def thumbnail(frame: Frame) -> np.ndarray:
@@ -255,7 +255,7 @@ class RegionImage:
     @property
     def input_size(self) -> int:
         """The detector input size for this image: its long side (its shape is the input shape)."""
-        return max(self.image.shape[:2])
+        return int(max(self.image.shape[:2]))
 
     def to_frame(self, face: Face) -> Face | None:
         """The detection in frame coordinates; None when it reaches past a side of the region

@@ -25,7 +25,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from vcamd.types import Face, Frame
+from vcamd.common.types import Face, Frame, as_frame
 
 
 class Detecting(Protocol):
@@ -95,13 +95,13 @@ def crop_around(frame: Frame, face: Face, size: int) -> tuple[Frame, TrackCrop]:
     x0, y0 = round(cx - side_px / 2), round(cy - side_px / 2)
     if x0 >= 0 and y0 >= 0 and x0 + side_px <= width and y0 + side_px <= height:
         scale = size / side_px
-        patch = cv2.resize(frame[y0 : y0 + side_px, x0 : x0 + side_px], (size, size), interpolation=cv2.INTER_LINEAR)
+        patch = as_frame(cv2.resize(frame[y0 : y0 + side_px, x0 : x0 + side_px], (size, size), interpolation=cv2.INTER_LINEAR))
         # resize maps patch pixel p to frame pixel (p + 0.5) / scale - 0.5 + x0.
         offset = 0.5 / scale - 0.5
         return patch, TrackCrop(x0=x0 + offset, y0=y0 + offset, scale=scale)
     crop = TrackCrop(x0=cx - side / 2, y0=cy - side / 2, scale=size / side)
     m = np.array([[crop.scale, 0, -crop.x0 * crop.scale], [0, crop.scale, -crop.y0 * crop.scale]], dtype=np.float32)
-    patch = cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderValue=0)
+    patch = as_frame(cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderValue=0))
     return patch, crop
 
 
@@ -161,7 +161,8 @@ class Mosaic:
             if x1 < ox - slack or y1 < oy - slack or x2 > ox + t + slack or y2 > oy + t + slack:
                 continue
             d = (cx - ox - t / 2) ** 2 + (cy - oy - t / 2) ** 2
-            if best[k] is None or d < best[k][0]:  # type: ignore[index]
+            held = best[k]
+            if held is None or d < held[0]:
                 local = Face(box=(x1 - ox, y1 - oy, x2 - ox, y2 - oy), score=face.score,
                              kps=(face.kps - np.array([ox, oy], np.float32)).astype(np.float32))
                 best[k] = (d, local)

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vcamd.common.newest import NewestWorker
+from vcamd.common.types import Face, Frame
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.measures.stats import LiveStats
 from vcamd.live.tracking.changes import WHOLE, Look, Region, RegionImage
 from vcamd.live.tracking.cropplan import DetectCosts, Detecting
-from vcamd.newest import NewestWorker
-from vcamd.types import Face, Frame
 
 log = logging.getLogger(__name__)
 

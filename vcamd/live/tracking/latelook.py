@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from vcamd.common.types import Face, Frame
 from vcamd.live.tracking.motion import KeyPatch, follow, key_patch
 from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_matrix
-from vcamd.types import Face, Frame
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from vcamd.common.types import Face, Frame
 from vcamd.live.tracking.cropplan import CROP_FACTOR
-from vcamd.types import Face, Frame
 
 KEY_SIDE = 104
 """The key patch's side at most, in patch pixels (a larger square is downscaled by a whole factor)."""
@@ -84,7 +84,7 @@ class KeyPatch:
 
     @property
     def side(self) -> int:
-        return self.patch.shape[0] * self.factor
+        return int(self.patch.shape[0]) * self.factor
 
 
 def _geometry(face: Face, frame_hw: tuple[int, int]) -> tuple[int, int, int, int] | None:
@@ -193,7 +193,7 @@ def follow(frame: Frame, key: KeyPatch, last: Face, frame_index: int, *, backsto
     if np.hypot(dx, dy) > MAX_SHIFT * key.side:
         return None
     # The key patch moved by the measured (sub-pixel) shift, against the new one.
-    moved = cv2.warpAffine(key.patch, np.float32([[1, 0, sx], [0, 1, sy]]), (n, n), flags=cv2.INTER_LINEAR,
+    moved = cv2.warpAffine(key.patch, np.array([[1, 0, sx], [0, 1, sy]], np.float32), (n, n), flags=cv2.INTER_LINEAR,
                            borderMode=cv2.BORDER_REPLICATE)
     m = int(np.ceil(max(abs(sx), abs(sy))))
     inner = (max(box[0], m), max(box[1], m), min(box[2], n - m), min(box[3], n - m))

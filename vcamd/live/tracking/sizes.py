@@ -4,8 +4,8 @@ the tracker, the warm-up and the full detections."""
 
 from __future__ import annotations
 
-from vcamd.config import Config, FaceSelection, Others
-from vcamd.quality import BEST, Level, detect_size
+from vcamd.common.quality import BEST, Level, detect_size
+from vcamd.config.schema import Config, FaceSelection, Others
 
 
 def detect_sizes(cfg: Config, level: Level) -> dict[str, int]:

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vcamd.config import SmoothingConfig
+from vcamd.common.types import Face
+from vcamd.config.schema import SmoothingConfig
 from vcamd.privacy.geometry import centres_widths, near_matrix
-from vcamd.types import Face
 
 D_CUTOFF_HZ = 4.0
 """Cutoff of the speed estimate's own smoothing (Hz). Lower steadies the speed against noise but
@@ -132,7 +132,8 @@ class FaceFilter:
         out = self.centre(centre, t) + self.shape(points - centre, t)
         # Never far from where the face is (a guard: the paste must cover the face it is for).
         limit = MAX_LAG_WIDTHS * self._width
-        return points + np.clip(out - points, -limit, limit)
+        kept: np.ndarray = points + np.clip(out - points, -limit, limit)
+        return kept
 
 
 def _points(face: Face) -> np.ndarray:
@@ -178,7 +179,7 @@ class FaceSmoother:
             self._tracks = []
             return list(faces)
         new_ids = {id(f) for f in appeared}
-        previous, taken = self._tracks, set()
+        previous, taken = self._tracks, set[int]()
         tracks: list[_Track] = []
         match = _Matcher(faces, previous)
         for k, face in enumerate(faces):

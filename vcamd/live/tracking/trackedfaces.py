@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from vcamd.common.types import Face
 from vcamd.live.tracking.full import FullDetection
 from vcamd.privacy.geometry import SAME_TRACK_WIDTHS, near, near_any, near_matrix
-from vcamd.types import Face
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ class TrackedFaces:
         pairs = near_matrix(faces, [s.face for s in previous]) if faces and previous else None
         taken = np.zeros(len(previous), bool)
         for k, face in enumerate(faces):
-            candidates = np.flatnonzero(pairs[k] & ~taken) if pairs is not None else ()
+            candidates = np.flatnonzero(pairs[k] & ~taken) if pairs is not None else np.empty(0, np.intp)
             if len(candidates) == 0:
                 appeared.append(face)
                 tracks.append(_Seen(face, result.input_size))

@@ -7,22 +7,25 @@ on for at most a deadline, runs the periodic full detections (`full`) and feeds 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
-from vcamd.config import Config
+from vcamd.common.newest import BoundedCall
+from vcamd.common.quality import Level
+from vcamd.common.types import Face, Frame
+from vcamd.config.schema import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.tracking.changes import ChangeMap, downscaled
-from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
+from vcamd.live.tracking.cropplan import CropRun, DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
 from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
 from vcamd.live.tracking.sizes import detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
-from vcamd.newest import BoundedCall
-from vcamd.quality import Level
-from vcamd.types import Face, Frame
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +134,7 @@ class LiveTracker:
         return not self.book.started or self._warm.busy or self._shapes_wanted
 
     @property
-    def call_thread(self):
+    def call_thread(self) -> threading.Thread:
         return self._call.thread
 
     @property
@@ -204,8 +207,9 @@ class LiveTracker:
                 if all(i in self._backstop for i in todo if i < tracked):
                     for i in todo:
                         if i < tracked:
-                            followed[i], key = self._backstop[i]
-                            self._followed_keys[id(followed[i])] = (followed[i], key)
+                            moved, key = self._backstop[i]
+                            followed[i] = moved
+                            self._followed_keys[id(moved)] = (moved, key)
                     found, todo = [], []
                 else:
                     late = True
@@ -340,7 +344,7 @@ class LiveTracker:
         spread over the next REDETECT_EVERY frames (one face: REDETECT_EVERY frames on)."""
         return frame_index + REDETECT_EVERY - (k * REDETECT_EVERY // n if n > 1 else 0)
 
-    def _guarded(self, work: Callable[[], object], deadline_s: float):
+    def _guarded(self, work: Callable[[], T], deadline_s: float) -> T | None:
         """Run `work` on the tracker thread, waiting at most `deadline_s`: (value) or None (late or failed)."""
         self._started_late = False
         starts = self._call.idle  # busy: the previous look still runs, nothing is started
@@ -355,7 +359,8 @@ class LiveTracker:
             self.late += 1
             self._started_late = starts and self._call.late_pending
             return None
-        return value
+        done_value: T = value  # what `work` returned (BoundedCall hands it back untyped)
+        return done_value
 
     def _look(self, frame: Frame, frame_index: int, looked_for: list[Face], unchanged: list[bool], full_size: int,
               track_size: int, deadline_s: float) -> tuple[list[Face | None] | None, FullDetection | None]:
@@ -427,7 +432,7 @@ class LiveTracker:
 
 
 
-def crop_results(runs: list, found_lists: list[list[Face]], n: int) -> list[Face | None]:
+def crop_results(runs: list[CropRun], found_lists: list[list[Face]], n: int) -> list[Face | None]:
     """Per face looked for (of `n`), its detection in the crop runs' results (`cut_runs`), or None."""
     found: list[Face | None] = [None] * n
     for run, dets in zip(runs, found_lists):

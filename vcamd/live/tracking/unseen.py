@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from vcamd.common.types import Face, Frame, as_frame
 from vcamd.live.tracking.changes import CHANGE_LIMIT, THUMB_CELLS
 from vcamd.live.tracking.full import FullDetection
-from vcamd.types import Face, Frame
 
 FACE_ZONE_SCALE = 1.5
 """A group of changed cells wholly inside a known face's box grown this much (a square of its
@@ -192,7 +192,7 @@ def cell_means(frame: Frame) -> np.ndarray:
     cell = max(1, round(max(h, w) / THUMB_CELLS))
     size = (max(1, round(w / cell)), max(1, round(h / cell)))
     if cell >= 8:
-        frame = cv2.resize(frame, (w // 4, h // 4), interpolation=cv2.INTER_LINEAR)
+        frame = as_frame(cv2.resize(frame, (w // 4, h // 4), interpolation=cv2.INTER_LINEAR))
     means = cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
     return (means if means.ndim == 3 else means[:, :, None]).astype(np.float32)
 

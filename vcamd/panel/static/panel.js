@@ -124,7 +124,7 @@ function render(state) {
   const face = s.source_face ? String(s.source_face).split(/[\\/]/).pop() : "none";
   $("face-current").textContent = face + pickNote(s);
   renderRecent(state.recent_faces || []);
-  // The server lists the levels in ladder order, best quality first (vcamd.quality).
+  // The server lists the levels in ladder order, best quality first (vcamd.common.quality).
   renderTransitions(state.transitions || [], (state.qualities || []).filter((q) => q !== "auto"));
   drawChart(state.history || [], state.history_span_s || 60);
 }

@@ -1,0 +1,464 @@
+"""The swapper's int8 copy: built from the user's own weights with ONNX Runtime's quantiser,
+calibrated on real aligned faces, checked against the float model (`vcamd.inference.fidelity`), kept
+(`vcamd.inference.int8cache`).
+
+How (`onnxruntime.quantization.quantize_static`): static quantisation in the QDQ format, u8
+activations and s8 weights per output channel (7-bit weights on an x86 CPU without VNNI: ONNX
+Runtime's own guidance), the Conv, MatMul and Gemm nodes — where the swapper's time goes (92 % of
+the int8 copy's time is its QLinearConv: docs/performance.md, "int8 on the CPU"). Calibrated with
+each tensor's min/max over the calibration faces: the source photo's face and faces the camera
+saw (`SeenFaces`), each swapped to the source identity — what the live swap feeds the model.
+
+`RECIPES` are tried in order until one passes the check: every such node in int8 (fastest), then
+the same with the first and last convolution kept in float (the image in and the image out, the
+layers most sensitive to rounding, under 1 % of inswapper's work). None passing: the verdict is
+kept as failed and the float model stays.
+
+Built three ways: `vcamd models quantize` (in the foreground, printing the check), the daemon on
+first use (`python -m vcamd.models.quantize JOB_DIR` at a lower priority, so its gigabytes and its
+minute of CPU stay out of the daemon: `live.loading.Int8Upgrade`), and `vcamd bench`. Importing
+this module is cheap; ONNX Runtime's quantiser and onnx are imported when a copy is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from vcamd.common.errors import ModelError
+from vcamd.inference.fidelity import THRESHOLDS, FidelityReport, compare
+from vcamd.inference.precision import family_has_int8, no_int8_for
+from vcamd.modelstore.wayout import ways_out
+
+if TYPE_CHECKING:
+    from vcamd.common.types import Frame
+    from vcamd.faces.specs import SwapperSpec
+    from vcamd.inference.int8cache import Entry, Kept
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+"""Bumped when how a copy is built or checked changes in a way the recipes below do not show."""
+
+CALIBRATION_FACES = 8
+"""Faces a copy is calibrated and checked on: the source photo's and up to 7 the camera saw."""
+SEEN_EVERY_S = 0.5
+"""At most one face the camera saw is kept per this many seconds (different moments, not one pose)."""
+SEEN_WAIT_S = 30.0
+"""How long the daemon waits for faces from the camera before calibrating on what it has."""
+BUILD_NICE = 10
+"""The background build's niceness: the live loop and swap outrank it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    name: str
+    keep_ends_float: bool
+    """The first and the last convolution stay float."""
+
+
+RECIPES: tuple[Recipe, ...] = (
+    Recipe("every Conv/MatMul/Gemm in int8", keep_ends_float=False),
+    Recipe("first and last Conv in float", keep_ends_float=True),
+)
+OP_TYPES = ("Conv", "MatMul", "Gemm")
+
+
+def onnxruntime_version() -> str:
+    import onnxruntime
+
+    version: str = onnxruntime.__version__
+    return version
+
+
+def build_key(reduce_range: bool) -> str:
+    """What a kept copy was built and checked under (`int8cache.Entry.key`), as 16 hex digits."""
+    ingredients = {"format": FORMAT, "recipes": [asdict(r) for r in RECIPES], "ops": OP_TYPES, "thresholds": asdict(THRESHOLDS),
+                   "onnxruntime": onnxruntime_version(), "reduce_range": reduce_range}
+    return hashlib.sha256(json.dumps(ingredients, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# -- calibration faces -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CalibrationFaces:
+    """Faces aligned to the swapper's crop (BGR uint8) and the source identity they are swapped to."""
+
+    crops: list[Frame]
+    source: np.ndarray
+    """The source face's embedding (the recogniser's, L2-normalised)."""
+
+    def save(self, path: Path) -> None:
+        np.savez(path, crops=np.stack(self.crops), source=np.asarray(self.source, np.float32))
+
+    @classmethod
+    def load(cls, path: Path) -> CalibrationFaces:
+        with np.load(path, allow_pickle=False) as data:
+            return cls(list(data["crops"]), data["source"])
+
+
+class SeenFaces:
+    """Aligned crops the swapper was given, kept while an int8 copy waits for its calibration faces:
+    a copy of one at most every `every_s`, up to `limit` (then nothing more is kept)."""
+
+    def __init__(self, limit: int = CALIBRATION_FACES - 1, every_s: float = SEEN_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self._limit, self._every_s, self._clock = limit, every_s, clock
+        self._crops: list[Frame] = []
+        self._last: float | None = None
+        self._changed = threading.Condition()
+
+    def offer(self, crops: Sequence[Frame]) -> None:
+        """Called with each batch the swapper is given (the swap worker's thread): cheap when full."""
+        if len(self._crops) >= self._limit or not crops:
+            return
+        now = self._clock()
+        if self._last is not None and now - self._last < self._every_s:
+            return
+        with self._changed:
+            self._crops.append(np.array(crops[0], copy=True))
+            self._last = now
+            self._changed.notify_all()
+
+    def wait(self, count: int, timeout_s: float, stop: threading.Event) -> list[Frame]:
+        """The crops kept once there are `count` (or after `timeout_s`, or on `stop`: what there is)."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while len(self._crops) < count and not stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(min(left, 0.5))
+            return list(self._crops)
+
+
+def faces_from_photos(photos: Sequence[Path], detector: Any, recognizer: Any, crop: Any, limit: int = CALIBRATION_FACES * 2) -> CalibrationFaces:
+    """Calibration faces from photos (`faces_from_images`). FaceError when one cannot be read."""
+    from vcamd.files.images import read_image
+
+    return faces_from_images([read_image(photo, "calibration photo") for photo in photos], detector, recognizer, crop, limit)
+
+
+def faces_from_images(images: Sequence[Frame], detector: Any, recognizer: Any, crop: Any, limit: int = CALIBRATION_FACES * 2) -> CalibrationFaces:
+    """Calibration faces from images (photos, camera frames): the largest face of the first is the
+    source; the faces of every image, largest first, aligned to the swapper's `crop`, up to
+    `limit`. FaceError when the first image has no face."""
+    from vcamd.common.errors import FaceError
+    from vcamd.faces.identity import largest_face
+
+    if not images:
+        raise FaceError("no calibration image", fix="pass --face PHOTO")
+    crops: list[Frame] = []
+    source = None
+    for image in images:
+        faces = sorted(detector.detect(image), key=lambda f: -f.area)
+        if source is None:
+            if not faces:
+                raise FaceError("no face found in the first calibration image (the source)", fix="use a photo with a clearly visible face")
+            source = recognizer.embed(image, largest_face(faces))
+        crops += [crop.align(image, face.kps)[0] for face in faces][: max(0, limit - len(crops))]
+    assert source is not None
+    return CalibrationFaces(crops, source)
+
+
+# -- building and checking ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Attempt:
+    recipe: Recipe
+    report: FidelityReport
+    float_ms: float
+    """Median ms of one face through the float model (the check's own runs)."""
+    int8_ms: float
+
+    @property
+    def speedup(self) -> float:
+        return self.float_ms / self.int8_ms if self.int8_ms > 0 else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recipe": asdict(self.recipe), "float_ms": round(self.float_ms, 1), "int8_ms": round(self.int8_ms, 1),
+                "speedup": round(self.speedup, 2), "check": self.report.to_json()}
+
+
+@dataclass(frozen=True)
+class Built:
+    """A build's outcome: what is kept now, and each recipe tried (none when another build had
+    already made the entry)."""
+
+    kept: Kept
+    attempts: list[Attempt] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.kept.verdict.passed
+
+
+def build_checked(model: Path, recognizer: Path, faces: CalibrationFaces, *, providers: Sequence[str] = ("cpu",), threads: int = 0,
+                  reduce_range: bool = False, say: Callable[[str], None] = log.info) -> Built:
+    """Build, check and keep `model`'s int8 copy (or its failed verdict), unless already kept; one
+    build per model file at a time across processes. Raises ModelError when the model or the
+    recogniser cannot be run (nothing is kept then)."""
+    from vcamd.inference import int8cache
+
+    started = time.monotonic()
+    model = Path(model).expanduser().resolve()
+    sha = int8cache.sha256_of(model)
+    entry = int8cache.Entry(sha, build_key(reduce_range))
+    with int8cache.build_lock(sha):
+        kept = int8cache.read(entry)
+        if kept is not None:
+            return Built(kept, seconds=time.monotonic() - started)
+        with _quiet_quantiser():
+            attempts = _attempts(model, recognizer, faces, entry, providers=list(providers), threads=threads, reduce_range=reduce_range, say=say)
+        passed = next((a for a in attempts if a.report.passed), None)
+        shown = passed or attempts[-1]
+        details = {"model": str(model), "recipe": asdict(shown.recipe), "attempts": [a.to_json() for a in attempts],
+                   "calibration_faces": len(faces.crops), "onnxruntime": onnxruntime_version(), "reduce_range": reduce_range}
+        summary = shown.report.summary() + (f"; {shown.speedup:.1f}× faster" if passed else "")
+        kept = int8cache.record(entry, passed is not None, summary, details, _built_path(entry) if passed else None)
+    return Built(kept, attempts, time.monotonic() - started)
+
+
+def _built_path(entry: Entry) -> Path:
+    return entry.model.with_name(f".{entry.model.name}.passed")
+
+
+def _attempts(model: Path, recognizer: Path, faces: CalibrationFaces, entry: Any, *, providers: list[str], threads: int,
+              reduce_range: bool, say: Callable[[str], None]) -> list[Attempt]:
+    """Each recipe in turn until one passes; the passing copy is left at `_built_path(entry)`."""
+    import os
+
+    from vcamd.files.private_files import private_temporary
+
+    spec = swapper_spec(model)
+    float_crops, float_ms, latent, embed = _float_side(model, recognizer, faces, spec, providers, threads)
+    say(f"float model: {float_ms:.0f} ms a face")
+    attempts: list[Attempt] = []
+    with _float32_source(model) as (source, convs):
+        for recipe in RECIPES:
+            say(f"quantising: {recipe.name}")
+            built = private_temporary(entry.model, "building")
+            try:
+                excluded = [convs[0], convs[-1]] if recipe.keep_ends_float and convs else []
+                _quantize(source, built, spec, faces.crops, latent, excluded, reduce_range)
+                int8_crops, int8_ms = _swaps(model, built, faces.crops, latent, providers, threads)
+                report = compare(float_crops, int8_crops, embed, faces.source)
+            except BaseException:
+                built.unlink(missing_ok=True)
+                raise
+            attempt = Attempt(recipe, report, float_ms, int8_ms)
+            attempts.append(attempt)
+            say(f"{recipe.name}: {'passed' if report.passed else 'failed'} ({int8_ms:.0f} ms a face)")
+            if report.passed:
+                os.replace(built, _built_path(entry))
+                return attempts
+            built.unlink(missing_ok=True)
+    return attempts
+
+
+def swapper_spec(model: Path) -> SwapperSpec:
+    from vcamd.faces.specs import swapper_spec_for
+    from vcamd.inference.onnxwire import WireError, signature
+
+    try:
+        inputs, _ = signature(model)
+    except (OSError, WireError) as exc:
+        raise ModelError(f"{model.name} is not a readable ONNX model ({exc})", fix=ways_out(pull_note=" to download it again")) from None
+    spec = swapper_spec_for(inputs)
+    if spec is None:
+        raise ModelError(f"{model.name} is not a face swapper vcamd knows; only the swapper has an int8 copy",
+                         fix="name the swapper (or leave MODEL out: the [models] swapper)")
+    if not family_has_int8(spec.family):
+        raise ModelError(f"{model.name}: {no_int8_for(spec.family)}", fix="leave [models] precision at \"auto\" or \"float\" for this swapper")
+    return spec
+
+
+def _float_side(model: Path, recognizer: Path, faces: CalibrationFaces, spec: SwapperSpec, providers: list[str],
+                threads: int) -> tuple[list[Frame], float, np.ndarray, Callable[[Frame], np.ndarray]]:
+    """The float model's swaps of every face (and its ms a face), the latent, and the user's
+    recogniser as a function of a swapped crop."""
+    from vcamd.faces.align import similarity_transform, template_points, warp
+    from vcamd.faces.identity import Recognizer
+    from vcamd.faces.swap import Swapper
+    from vcamd.inference.runtime import Sessions
+
+    swapper = Swapper(model, Sessions(providers, threads))
+    latent = swapper.latent(faces.source)
+    crops, ms = _timed_swaps(swapper, faces.crops, latent)
+    reader = Recognizer(recognizer, Sessions(providers, threads))
+    size = reader.crop.size
+    to_recogniser = similarity_transform(template_points(spec.crop.size, spec.crop.template), template_points(size, reader.crop.template))
+
+    def embed(crop: Frame) -> np.ndarray:
+        return reader.embed_crop(warp(crop, to_recogniser, size))
+
+    return crops, ms, latent, embed
+
+
+def _swaps(model: Path, copy: Path, crops: list[Frame], latent: np.ndarray, providers: list[str], threads: int) -> tuple[list[Frame], float]:
+    from vcamd.faces.swap import Swapper
+    from vcamd.inference.runtime import Sessions
+
+    sessions = Sessions(providers, threads)
+    sessions.run_copy(model, copy)
+    swapper = Swapper(model, sessions)
+    if not sessions.runs_copy(model):
+        raise ModelError(f"the int8 copy of {model.name} does not load", fix="see the log; the float model serves")
+    return _timed_swaps(swapper, crops, latent)
+
+
+def _timed_swaps(swapper: Any, crops: list[Frame], latent: np.ndarray) -> tuple[list[Frame], float]:
+    """Each crop swapped alone (as live); the median ms a face, the first (allocating) run left out."""
+    out, times = [], []
+    for crop in crops:
+        t0 = time.perf_counter()
+        out.append(swapper.swap([crop], latent)[0])
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return out, statistics.median(times[1:] or times)
+
+
+@contextlib.contextmanager
+def _float32_source(model: Path) -> Iterator[tuple[Path, list[str]]]:
+    """The model as the quantiser takes it, and its Conv nodes' names in graph order: the file
+    itself when it is float32 with named nodes; else a float32 copy with names (an fp16 export's
+    weights and casts widened to float32 — widening loses nothing — and nameless nodes named) in a
+    temporary folder."""
+    import tempfile
+
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    proto = onnx.load(str(model))
+    graph = proto.graph
+    changed = False
+    for i, init in enumerate(graph.initializer):
+        if init.data_type == TensorProto.FLOAT16:
+            graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float32), init.name))
+            changed = True
+    for i, node in enumerate(graph.node):
+        if not node.name:
+            node.name = f"{node.op_type}_{i}"
+            changed = True
+        for attr in node.attribute:
+            if node.op_type == "Cast" and attr.name == "to" and attr.i == TensorProto.FLOAT16:
+                attr.i = TensorProto.FLOAT
+                changed = True
+            elif attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == TensorProto.FLOAT16:
+                attr.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(attr.t).astype(np.float32), attr.t.name))
+                changed = True
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        if value.type.tensor_type.elem_type == TensorProto.FLOAT16:
+            value.type.tensor_type.elem_type = TensorProto.FLOAT
+            changed = True
+    convs = [node.name for node in graph.node if node.op_type == "Conv"]
+    if not changed:
+        del proto, graph
+        yield model, convs
+        return
+    with tempfile.TemporaryDirectory(prefix="vcamd-int8-") as tmp:
+        path = Path(tmp) / "float32.onnx"
+        onnx.save_model(proto, str(path))
+        del proto, graph
+        yield path, convs
+
+
+def _quantize(source: Path, out: Path, spec: SwapperSpec, crops: list[Frame], latent: np.ndarray, excluded: list[str],
+              reduce_range: bool) -> None:
+    """`onnxruntime.quantization.quantize_static` of `source` into `out`, calibrated on the crops
+    swapped to `latent`; the nodes named in `excluded` stay float."""
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    # onnxruntime ships no types, so its reader's base class is Any to the checker.
+    class Feeds(CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self._left = iter(crops)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            crop = next(self._left, None)
+            if crop is None:
+                return None
+            return {spec.target_input: spec.crop.to_blob([crop]), spec.source_input: np.asarray(latent, np.float32).reshape(1, -1)}
+
+    quantize_static(str(source), str(out), Feeds(), quant_format=QuantFormat.QDQ, op_types_to_quantize=list(OP_TYPES),
+                    per_channel=True, reduce_range=reduce_range, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    nodes_to_exclude=excluded, calibrate_method=CalibrationMethod.MinMax)
+
+
+@contextlib.contextmanager
+def _quiet_quantiser() -> Iterator[None]:
+    """The quantiser's advice on the root logger ("consider pre-processing") and ONNX Runtime's
+    warnings about its calibration graph are not the user's to read."""
+    import onnxruntime
+
+    class NotQuantiser(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "onnxruntime" not in record.pathname
+
+    root, quiet = logging.getLogger(), NotQuantiser()
+    root.addFilter(quiet)
+    onnxruntime.set_default_logger_severity(3)
+    try:
+        yield
+    finally:
+        root.removeFilter(quiet)
+
+
+# -- the daemon's background build: `python -m vcamd.models.quantize JOB_DIR` --------------------------------
+
+@dataclass(frozen=True)
+class Job:
+    """What the background build is asked to do (written to JOB_DIR as job.json + faces.npz)."""
+
+    model: Path
+    recognizer: Path
+    providers: list[str]
+    threads: int
+    reduce_range: bool
+
+    def write(self, folder: Path, faces: CalibrationFaces) -> None:
+        (folder / "job.json").write_text(json.dumps({"model": str(self.model), "recognizer": str(self.recognizer), "providers": self.providers,
+                                                     "threads": self.threads, "reduce_range": self.reduce_range}), encoding="utf-8")
+        faces.save(folder / "faces.npz")
+
+    @classmethod
+    def read(cls, folder: Path) -> tuple[Job, CalibrationFaces]:
+        data = json.loads((folder / "job.json").read_text(encoding="utf-8"))
+        job = cls(Path(data["model"]), Path(data["recognizer"]), list(data["providers"]), int(data["threads"]), bool(data["reduce_range"]))
+        return job, CalibrationFaces.load(folder / "faces.npz")
+
+
+def main(argv: list[str]) -> int:
+    """Run one background build (JOB_DIR from the daemon) at a lower priority; the last line of
+    stdout is its verdict as JSON: {"passed", "summary", "copy"}."""
+    import os
+
+    from vcamd.common.errors import VcamdError
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(BUILD_NICE)
+    try:
+        job, faces = Job.read(Path(argv[0]))
+        built = build_checked(job.model, job.recognizer, faces, providers=job.providers, threads=job.threads, reduce_range=job.reduce_range)
+    except VcamdError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    verdict = built.kept.verdict
+    print(json.dumps({"passed": verdict.passed, "summary": verdict.summary, "copy": str(built.kept.model) if built.kept.model else None}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
