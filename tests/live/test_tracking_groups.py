@@ -3,6 +3,7 @@ detection of the frame when that costs less — on the 29-face 1927 Solvay photo
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -228,4 +229,72 @@ def test_a_group_keyed_together_is_looked_at_again_a_few_faces_a_frame(detector,
         assert max(steady) <= -(-29 // REDETECT_EVERY) + 1, looked
         assert sum(steady) >= 29 * len(steady) // REDETECT_EVERY - 1, looked  # every face, once a cycle
     finally:
+        tracker.stop()
+
+
+class _LateLooks:
+    """The detector, with every look on the tracker's thread held until the test lets it go —
+    after the loop stopped waiting for it: each look is slower than its deadline, however fast the
+    machine (a crowd's crop re-detection on a busy one). The warm-up and full detections are not held."""
+
+    def __init__(self, detector) -> None:  # type: ignore[no-untyped-def]
+        self.detector = detector
+        self.gate = threading.Event()
+
+    def detect(self, frame, input_size=None, threshold=None):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "face-tracker":
+            assert self.gate.wait(60.0), "the test never let the look go"
+        return self.detector.detect(frame, input_size, threshold)
+
+
+def _late_frame(tracker: LiveTracker, looks: _LateLooks, frame: np.ndarray, index: int):  # type: ignore[no-untyped-def]
+    """One frame whose look comes in after the loop stopped waiting: then the look runs to its end."""
+    report = tracker.update(frame, index, full_size=640, track_size=192, deadline_s=0.05)
+    looks.gate.set()
+    for _ in range(6000):  # until the look (if one started) has landed
+        if tracker.call_thread is not None and tracker._call.idle:
+            break
+        time.sleep(0.01)
+    looks.gate.clear()
+    return report
+
+
+def test_a_still_group_whose_every_look_is_late_is_known_all_the_same(detector, group_frame, group_faces):
+    """Every re-detection runs past the loop's deadline: each one, landed, says where the faces are
+    in the next frame as long as their pixels only moved since (`latelook`) — before, each late
+    look was dropped and the next one started over, as late: the group was never known (a crowd on
+    a busy machine was covered whole all run long)."""
+    from vcamd.live.tracking.motion import REDETECT_EVERY
+
+    looks = _LateLooks(detector)
+    tracker = LiveTracker(looks, FullDetector(detector, LiveStats(), time.monotonic), full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        known = []
+        for index in range(1, 1 + 4 * REDETECT_EVERY):
+            report = _late_frame(tracker, looks, group_frame, index)
+            known.append(report.known and len(report.faces) == 29 and not report.lost)
+        assert tracker.late >= 4, "the looks were not late"  # the first one, and the periodic re-looks
+        assert not known[0]  # the first look is late: nothing says where the faces are yet
+        assert all(known[2:]), known
+    finally:
+        looks.gate.set()
+        tracker.stop()
+
+
+def test_a_late_look_says_nothing_where_the_picture_changed_since(detector, group_frame, group_faces):
+    """The faces moved since the late look's frame (the picture mirrored): it is not used, the
+    faces are not known at the places it found them — the frame is covered."""
+    looks = _LateLooks(detector)
+    tracker = LiveTracker(looks, FullDetector(detector, LiveStats(), time.monotonic), full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        assert not _late_frame(tracker, looks, group_frame, 1).known
+        mirrored = np.ascontiguousarray(group_frame[:, ::-1])
+        report = _late_frame(tracker, looks, mirrored, 2)
+        assert not report.known
+    finally:
+        looks.gate.set()
         tracker.stop()

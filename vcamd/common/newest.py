@@ -182,6 +182,7 @@ class BoundedCall(NewestWorker[tuple[int, Callable[[], Any]], tuple[int, Any, Ba
     def __init__(self, name: str) -> None:
         super().__init__(name)
         self._next_id = 0
+        self._late_id: int | None = None  # the call that ran past its deadline, until its result is taken
         self.start()
 
     def call(self, fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:
@@ -191,12 +192,14 @@ class BoundedCall(NewestWorker[tuple[int, Callable[[], Any]], tuple[int, Any, Ba
             return False, None
         my_id = self._next_id
         self._next_id += 1
+        self._late_id = None  # a late result not taken before this call is dropped
         _, seen = self.results.latest()
         deadline = time.monotonic() + timeout
         self.submit((my_id, fn))
         while True:  # a result of an earlier call that timed out may land first: skip it
             answer, seen = self.results.wait_newer(seen, max(0.0, deadline - time.monotonic()))
             if answer is None:
+                self._late_id = my_id
                 return False, None
             job_id, value, error = answer
             if job_id == my_id:
@@ -204,6 +207,25 @@ class BoundedCall(NewestWorker[tuple[int, Callable[[], Any]], tuple[int, Any, Ba
         if error is not None:
             raise error
         return True, value
+
+    @property
+    def late_pending(self) -> bool:
+        """The last call ran past its deadline and its result has not been taken (`take_late`)."""
+        return self._late_id is not None
+
+    def take_late(self) -> tuple[bool, Any]:
+        """The result of the last call that ran past its deadline, once it has finished: (True,
+        fn()) — once; (False, None) while it runs, or when there is none. Re-raises fn's exception.
+        A caller whose late call still says something true now uses it (`live.tracking.latelook`)."""
+        if self._late_id is None:
+            return False, None
+        answer, _ = self.results.latest()
+        if answer is None or answer[0] != self._late_id:
+            return False, None
+        self._late_id = None
+        if answer[2] is not None:
+            raise answer[2]
+        return True, answer[1]
 
     def _work(self, job: tuple[int, Callable[[], Any]]) -> tuple[int, Any, BaseException | None]:
         job_id, fn = job

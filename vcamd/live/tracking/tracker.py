@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from vcamd.common.newest import BoundedCall
 from vcamd.common.quality import Level
@@ -18,12 +18,12 @@ from vcamd.common.types import Face, Frame
 from vcamd.config.schema import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.tracking.changes import ChangeMap, downscaled
-from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
+from vcamd.live.tracking.cropplan import CropRun, DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
+from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
 from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
 from vcamd.live.tracking.sizes import detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
-from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_matrix
 
 T = TypeVar("T")
 
@@ -81,6 +81,12 @@ class LiveTracker:
         self._keys: dict[int, tuple[Face, KeyPatch]] = {}
         """id(track's Face) → (that Face, its key patch): the faces `motion.follow` may follow."""
         self._followed_keys: dict[int, tuple[Face, KeyPatch]] = {}
+        self._backstop: dict[int, tuple[Face, KeyPatch]] = {}
+        """Per index of a face the detector is due to look at again (`motion.REDETECT_EVERY`) whose
+        pixels only moved: where they moved to, with its key — its place while that look runs late."""
+        self._late: LateLook | None = None
+        """The last re-detection that ran past the deadline, until it lands (`latelook`)."""
+        self._started_late = False  # the last `_guarded` call started a look that ran late
         self._stable: dict[int, tuple[Face, int]] = {}
         """id(track's Face) → (that Face, the frame index since which its pixels only moved):
         `FaceReport.stable_since` (a swap made since then is the face as it is now)."""
@@ -140,6 +146,7 @@ class LiveTracker:
         self.book.reset()
         self._keys = {}
         self._stable = {}
+        self._late = None
         self._shapes_wanted = False
         self._last_full_submit = None
         self._look_soon = False
@@ -178,40 +185,47 @@ class LiveTracker:
             # moved to (`motion.follow`); the others, and the lost faces, are looked for below.
             followed, unchanged = self._follow(frame, everyone[: len(self.book.tracks)], frame_index)
             followed += [None] * (len(everyone) - len(followed))
+            unchanged += [False] * (len(everyone) - len(unchanged))
+            # A look that ran late, landed since: its faces where its detections still hold.
+            news = self._late_news(frame, frame_index, [everyone[i] for i, f in enumerate(followed) if f is None])
             todo = [i for i, f in enumerate(followed) if f is None]
+            news_at = {i: n for i, n in zip(todo, news) if n is not None}
+            todo = [i for i in todo if i not in news_at]
             looked_for = [everyone[i] for i in todo]
         else:
-            followed, todo, looked_for = [], [], []
-        if looked_for:
-            sizes, crop_shapes, unready = plan_shapes(looked_for, track_size, self._warm.ready)
-            self._shapes_wanted = bool(unready)
-            self._warm.build(unready, self.faces)
-            crops_ms = sum(self.costs.estimate(shape) for shape in crop_shapes)
-            full_shape = input_shape_for(frame.shape[:2], full_size)
-            full_ms = self.costs.estimate(full_shape)
-            # ... only where it can see every face looked for: one found at a finer size than
-            # this full detection's would be lost by it (the watchdog's low_res sizes).
-            use_full = full_ms < crops_ms and full_size >= self.book.finest_size
-            # The full detection's cost is measured by the FullDetector's own runs; the crops' is
-            # extrapolated until they ran, so now and then they are tried while it is.
-            if use_full and frame_index % PROBE_EVERY == 0 and self.costs.unmeasured(crop_shapes):
-                use_full = False
-            if use_full:
-                self.plans["full"] += 1
-                looked = self._full_here(frame, frame_index, looked_for, full_size, deadline_s)
-            else:
-                self.plans["crops"] += 1
-                looked = self._redetect(frame, looked_for, sizes, deadline_s)
-            found, here = looked
+            followed, todo, looked_for, news_at = [], [], [], {}
+        if looked_for or news_at:
+            found, here = self._look(frame, frame_index, looked_for, [unchanged[i] for i in todo], full_size, track_size,
+                                     deadline_s) if looked_for else ([], None)
             if found is None:
-                late = True  # a miss for this frame; the tracks are kept for the next one
-            else:
+                # Late: a face due for its periodic look whose pixels only moved is where they
+                # moved to meanwhile, and a lost face stays lost (covered at its last place, looked
+                # for everywhere by the full detection); a frame with any other tracked face not
+                # looked at is a miss (the tracks are kept for the next one, with the keys the late
+                # look's news gave).
+                tracked = len(self.book.tracks)
+                if all(i in self._backstop for i in todo if i < tracked):
+                    for i in todo:
+                        if i < tracked:
+                            moved, key = self._backstop[i]
+                            followed[i] = moved
+                            self._followed_keys[id(moved)] = (moved, key)
+                    found, todo = [], []
+                else:
+                    late = True
+                    self._key_tracks(everyone, news_at, frame_index)
+            if found is not None:
                 detected = found
                 found = list(followed)
                 for i, face in zip(todo, detected):
                     found[i] = face
-                self._keep_keys(frame, [(f, self._on_cycle(everyone[i], frame_index)) for i, f in zip(todo, detected) if f is not None],
-                                frame_index)
+                for i, n in news_at.items():
+                    found[i] = n.face
+                    unchanged[i] = n.unchanged
+                fresh: list[tuple[Face, bool, KeyPatch | None]] = [
+                    (f, self._on_cycle(everyone[i], frame_index), None) for i, f in zip(todo, detected) if f is not None]
+                fresh += [(n.face, False, n.key) for n in news_at.values() if n.face is not None]
+                self._keep_keys(frame, fresh, frame_index)
                 self._keep_stable(found, since_before, unchanged, frame_index)
                 appeared += self.book.take_tracked(found, frame_index)[1]
                 if here is not None:  # this frame's own full detection: where every face is now
@@ -273,6 +287,7 @@ class LiveTracker:
         out: list[Face | None] = []
         unchanged: list[bool] = []
         self._followed_keys = {}
+        self._backstop = {}
         if not self.follow_motion:
             return [None] * len(tracks), [False] * len(tracks)
         for face in tracks:
@@ -285,7 +300,10 @@ class LiveTracker:
             if moved is not None:
                 self._followed_keys[id(moved)] = (moved, entry[1])
             elif frame_index >= entry[1].redetect_at:  # the backstop: looked at again all the same
-                unchanged.append(follow(frame, entry[1], face, frame_index, backstop=False) is not None)
+                only_moved = follow(frame, entry[1], face, frame_index, backstop=False)
+                if only_moved is not None:
+                    self._backstop[len(out)] = (only_moved, entry[1])
+                unchanged.append(only_moved is not None)
                 out.append(None)
                 continue
             out.append(moved)
@@ -299,7 +317,7 @@ class LiveTracker:
         entry = self._keys.get(id(face))
         return entry is not None and entry[0] is face and frame_index >= entry[1].redetect_at
 
-    def _keep_keys(self, frame: Frame, detected: list[tuple[Face, bool]], frame_index: int) -> None:
+    def _keep_keys(self, frame: Frame, detected: list[tuple[Face, bool, KeyPatch | None]], frame_index: int) -> None:
         """The key patches for the next frame: a new one for each face a detector found in this
         frame, the same one for each face followed; every other is dropped.
 
@@ -308,18 +326,28 @@ class LiveTracker:
         face look again) would all be due on the same frame — a mosaic of the whole group and every
         face pasted anew on one frame in REDETECT_EVERY: the spikes a 29-face group's latency had.
         Their next look is spread over the next REDETECT_EVERY frames instead; a face looked at
-        because its cycle came round (`detected`'s flag) keeps its place in the cycle."""
+        because its cycle came round (`detected`'s flag) keeps its place in the cycle. A face a late
+        look found comes with its key (cut from the frame that look saw: `latelook`)."""
         keys = self._followed_keys
-        spread_out = [face for face, on_cycle in detected if not on_cycle]
-        spread = {id(face): k * REDETECT_EVERY // len(spread_out) for k, face in enumerate(spread_out)} if len(spread_out) > 1 else {}
-        for face, _ in detected:
-            key = key_patch(frame, face, frame_index, frame_index + REDETECT_EVERY - spread.get(id(face), 0))
+        spread_out = [face for face, on_cycle, _ in detected if not on_cycle]
+        spread = {id(face): k for k, face in enumerate(spread_out)}
+        for face, _, late_key in detected:
+            due = self._due(frame_index, spread.get(id(face), 0), len(spread_out))
+            key = key_patch(frame, face, frame_index, due) if late_key is None else replace(late_key, due=due)
             if key is not None:
                 keys[id(face)] = (face, key)
         self._keys, self._followed_keys = keys, {}
 
+    @staticmethod
+    def _due(frame_index: int, k: int, n: int) -> int:
+        """When the detector looks again at the k-th of `n` faces keyed together at `frame_index`:
+        spread over the next REDETECT_EVERY frames (one face: REDETECT_EVERY frames on)."""
+        return frame_index + REDETECT_EVERY - (k * REDETECT_EVERY // n if n > 1 else 0)
+
     def _guarded(self, work: Callable[[], T], deadline_s: float) -> T | None:
         """Run `work` on the tracker thread, waiting at most `deadline_s`: (value) or None (late or failed)."""
+        self._started_late = False
+        starts = self._call.idle  # busy: the previous look still runs, nothing is started
         try:
             done, value = self._call.call(work, deadline_s)
         except Exception as exc:  # a failing detector is a miss for this frame, not a crash
@@ -329,46 +357,89 @@ class LiveTracker:
             return None
         if not done:
             self.late += 1
+            self._started_late = starts and self._call.late_pending
             return None
         done_value: T = value  # what `work` returned (BoundedCall hands it back untyped)
         return done_value
 
-    def _redetect(self, frame: Frame, faces: list[Face], sizes: list[int],
-                  deadline_s: float) -> tuple[list[Face | None] | None, None]:
-        runs = cut_runs(frame, faces, sizes, self._warm.ready)  # `sizes` as plan_shapes chose them
+    def _look(self, frame: Frame, frame_index: int, looked_for: list[Face], unchanged: list[bool], full_size: int,
+              track_size: int, deadline_s: float) -> tuple[list[Face | None] | None, FullDetection | None]:
+        """`looked_for` found again in this frame, by crops or one full detection, whichever costs
+        less: (per face its detection or None, this frame's full detection or None); (None, None)
+        when it ran late — kept for a later frame (`latelook`) — or failed. `unchanged`: per face,
+        whether its pixels only moved since its key (kept with a late look)."""
+        sizes, crop_shapes, unready = plan_shapes(looked_for, track_size, self._warm.ready)
+        self._shapes_wanted = bool(unready)
+        self._warm.build(unready, self.faces)
+        crops_ms = sum(self.costs.estimate(shape) for shape in crop_shapes)
+        full_shape = input_shape_for(frame.shape[:2], full_size)
+        full_ms = self.costs.estimate(full_shape)
+        # ... only where it can see every face looked for: one found at a finer size than
+        # this full detection's would be lost by it (the watchdog's low_res sizes).
+        use_full = full_ms < crops_ms and full_size >= self.book.finest_size
+        # The full detection's cost is measured by the FullDetector's own runs; the crops' is
+        # extrapolated until they ran, so now and then they are tried while it is.
+        if use_full and frame_index % PROBE_EVERY == 0 and self.costs.unmeasured(crop_shapes):
+            use_full = False
         detect, costs = self.faces, self.costs
-        found_lists = self._guarded(lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs], deadline_s)
-        if found_lists is None:
+        self.plans["full" if use_full else "crops"] += 1
+        if use_full:
+            small, scale = downscaled(frame, full_size)
+
+            def full_work() -> list[Face]:
+                dets = timed_detect(detect, small, full_size, costs)
+                return [scaled(f, 1.0 / scale) for f in dets] if scale != 1.0 else dets
+
+            work: Callable[[], Any] = full_work
+            decode: Callable[[Any], list[Face | None]] = lambda dets: nearest_each(looked_for, dets)  # noqa: E731
+        else:
+            runs = cut_runs(frame, looked_for, sizes, self._warm.ready)  # `sizes` as plan_shapes chose them
+            work = lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs]  # noqa: E731
+            decode = lambda found_lists: crop_results(runs, found_lists, len(looked_for))  # noqa: E731
+        value = self._guarded(work, deadline_s)
+        if value is None:
+            if self._started_late:
+                self._late = LateLook.cut(frame, frame_index, looked_for, unchanged, decode)
             return None, None
-        found: list[Face | None] = [None] * len(faces)
-        for run, dets in zip(runs, found_lists):
-            if run.mosaic is not None:
-                for i, face in zip(run.members, run.mosaic.split(dets)):
-                    found[i] = face
-            elif dets:
-                assert run.crop is not None
-                found[run.members[0]] = run.crop.to_frame(nearest_to_centre(dets, run.size))
-        return found, None
+        # One full detection of this frame: where every face is now.
+        return decode(value), FullDetection(value, frame_index, full_size) if use_full else None
 
-    def _full_here(self, frame: Frame, frame_index: int, faces: list[Face], size: int,
-                   deadline_s: float) -> tuple[list[Face | None] | None, FullDetection | None]:
-        """One full detection of this frame (a downscaled private copy) instead of the crops;
-        each face looked for is the nearest detection that is the same face (`near`), or None."""
-        small, scale = downscaled(frame, size)
-        detect, costs = self.faces, self.costs
-        dets = self._guarded(lambda: timed_detect(detect, small, size, costs), deadline_s)
-        if dets is None:
-            return None, None
-        dets = [scaled(f, 1.0 / scale) for f in dets] if scale != 1.0 else dets
-        return nearest_each(faces, dets), FullDetection(dets, frame_index, size)
+    def _late_news(self, frame: Frame, frame_index: int, faces: list[Face]) -> list[Landed | None]:
+        """Per face of `faces` (the tracks and lost faces to look for in this frame): what the last
+        late look, landed since, says of it now (`LateLook.holds_now`), or None."""
+        late, self._late = self._late, None
+        if late is None:
+            return [None] * len(faces)
+        try:
+            done, value = self._call.take_late()
+        except Exception as exc:  # a failing detector is a miss, counted where it ran
+            log.debug("a late look failed: %s", exc)
+            return [None] * len(faces)
+        if not done:
+            if self._call.late_pending:
+                self._late = late  # still running
+            return [None] * len(faces)
+        now = late.holds_now(frame, frame_index, value)
+        return [None if j is None else now[j] for j in pairs(faces, late.faces)]
+
+    def _key_tracks(self, everyone: list[Face], news_at: dict[int, Landed], frame_index: int) -> None:
+        """On a late frame, the keys a landed late look gave, on the tracks as they are (the tracks are
+        kept): those faces are followed from the next frame, and the next look is that much smaller."""
+        landed = [(i, n) for i, n in news_at.items() if n.face is not None and n.key is not None and i < len(self.book.tracks)]
+        for k, (i, n) in enumerate(landed):
+            assert n.key is not None
+            self._keys[id(everyone[i])] = (everyone[i], replace(n.key, due=self._due(frame_index, k, len(landed))))
 
 
-def nearest_each(faces: list[Face], dets: list[Face]) -> list[Face | None]:
-    """Per face (in order), the detection nearest its centre among those `near` it and not taken
-    by an earlier face; None when there is none. One array of pairs, however many faces."""
-    if not faces or not dets:
-        return [None] * len(faces)
-    close = near_matrix(dets, faces).T  # faces × dets, `near(det, face)` as the rule reads
-    (fc, _), (dc, _) = centres_widths(faces), centres_widths(dets)
-    distance = ((dc[None, :, 0] - fc[:, None, 0]) ** 2 + (dc[None, :, 1] - fc[:, None, 1]) ** 2)
-    return [None if j is None else dets[j] for j in greedy_pairs(close, distance)]
+
+def crop_results(runs: list[CropRun], found_lists: list[list[Face]], n: int) -> list[Face | None]:
+    """Per face looked for (of `n`), its detection in the crop runs' results (`cut_runs`), or None."""
+    found: list[Face | None] = [None] * n
+    for run, dets in zip(runs, found_lists):
+        if run.mosaic is not None:
+            for i, face in zip(run.members, run.mosaic.split(dets)):
+                found[i] = face
+        elif dets:
+            assert run.crop is not None
+            found[run.members[0]] = run.crop.to_frame(nearest_to_centre(dets, run.size))
+    return found
