@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from vcamd.commands import Subcommands, add_config_option
 from vcamd.common.errors import VcamdError
+from vcamd.common.stopping import held_off
 from vcamd.files.diskspace import full_disk_message, mount_point
 from vcamd.files.private_files import private_temporary, write_private_atomic
 from vcamd.files.videofile import VideoFile, check_video
@@ -318,8 +319,8 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
     # (`vcamd.files.videofile`): no truncated OUT, no write through a symlink planted at OUT, private
     # whatever the umask, and a full disk is an error at once, not a file that plays nowhere.
     video = VideoFile(output, fourcc=VIDEO_OUTPUT_FOURCC[output.suffix.lower()], fps=fps, size=(width, height), what="output")
-    video.open()
     try:
+        video.open()  # inside: a stop while it opens removes its temporary too
         with SwapProgress(total, Console(stderr=True)) as progress:
             while ok and frame is not None:
                 if frame.shape[:2] != (height, width):
@@ -375,12 +376,18 @@ def _keep_audio(video: VideoFile, complete: Path, source: Path, frames: int) -> 
     if not tracks:
         video.commit(complete)
         return "the input has no audio"
+    muxed: Path | None = None
     try:
-        muxed = private_temporary(output, "partial-audio")
+        with held_off():  # a stop (SIGTERM) comes once `muxed` names the file to remove
+            muxed = private_temporary(output, "partial-audio")
     except OSError as exc:
         video.commit(complete)
         print(f"vcamd: warning: cannot add the sound ({exc.strerror or exc}); {output} has no sound", file=sys.stderr)
         return "audio NOT kept (see the warning)"
+    except BaseException:
+        if muxed is not None:
+            muxed.unlink(missing_ok=True)
+        raise
     try:
         kept = mux_audio(complete, source, muxed)
         problem = check_video(muxed, frames)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import FrameType
 
 EXIT_CODE = 128 + signal.SIGTERM
@@ -32,6 +34,29 @@ def _raise_stopped(signum: int, frame: FrameType | None) -> None:
 def install() -> None:
     """SIGTERM raises `Stopped` in the main thread from now on (until a command replaces it)."""
     signal.signal(signal.SIGTERM, _raise_stopped)
+
+
+@contextmanager
+def held_off() -> Iterator[None]:
+    """SIGTERM waits until the block ends, then acts as it would have. For making a file and
+    recording where it is as one step: `Stopped` raised between the two would leave a file nobody
+    knows to remove. The handler is swapped, not the signal blocked: a process-wide signal goes to
+    any thread that does not block it (ONNX Runtime's, OpenCV's), and Python runs its handler in
+    the main thread anyway. Main thread only (the only one that may set handlers); elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: arrived.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if arrived:
+            if callable(previous):
+                previous(signal.SIGTERM, None)
+            elif previous == signal.SIG_DFL:
+                signal.raise_signal(signal.SIGTERM)
 
 
 def stopped(argv: Sequence[str]) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 import cv2
 
 from vcamd.common.errors import VcamdError
+from vcamd.common.stopping import held_off
 from vcamd.common.types import Frame
 from vcamd.files.diskspace import disk_is_full, full_disk_message
 from vcamd.files.private_files import private_temporary
@@ -71,7 +72,8 @@ class VideoFile:
 
     def open(self) -> None:
         try:
-            self.temporary = private_temporary(self.path)
+            with held_off():  # a stop (SIGTERM) comes once `discard` knows the file
+                self.temporary = private_temporary(self.path)
         except OSError as exc:
             raise self._error(f"cannot create a file in {_folder_of(self.path)} ({exc.strerror or exc})") from None
         writer = cv2.VideoWriter(str(self.temporary), cv2.VideoWriter.fourcc(*self._fourcc), self._fps, self._size)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vcamd.common.errors import ModelError
+from vcamd.common.stopping import held_off
 from vcamd.common.wayout import ways_out
 from vcamd.faces.calibration import CalibrationFaces
 from vcamd.inference.fidelity import FidelityReport, compare
@@ -130,14 +131,17 @@ def _attempts(model: Path, recognizer: Path, faces: CalibrationFaces, entry: Any
     with _float32_source(model) as (source, convs):
         for recipe in RECIPES:
             say(f"quantising: {recipe.name}")
-            built = private_temporary(entry.model, "building")
+            built: Path | None = None
             try:
+                with held_off():  # a stop (SIGTERM) comes once `built` names the file to remove
+                    built = private_temporary(entry.model, "building")
                 excluded = [convs[0], convs[-1]] if recipe.keep_ends_float and convs else []
                 _quantize(source, built, spec, faces.crops, latent, excluded, reduce_range)
                 int8_crops, int8_ms = _swaps(model, built, faces.crops, latent, providers, threads)
                 report = compare(float_crops, int8_crops, embed, faces.source)
             except BaseException:
-                built.unlink(missing_ok=True)
+                if built is not None:
+                    built.unlink(missing_ok=True)
                 raise
             attempt = Attempt(recipe, report, float_ms, int8_ms)
             attempts.append(attempt)
