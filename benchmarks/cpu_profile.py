@@ -189,11 +189,11 @@ def stage_of(thread: str, frames: list[str]) -> str | None:
         return base if thread == "camera-reader" else f"{base}: other"
     if "crop_around" in text:
         return "loop: cutting tracking crops"
-    if "match_colour" in text or "_corrected_crop" in text or "_corrected_roi" in text:
+    if "faces/colour.py" in text or "_corrected_crop" in text:
         return "loop: composite — colour correction (LAB)"
     if "estimate_affine" in text or "similarity_transform" in text or "_similarity" in text:
         return "loop: composite — similarity transform"
-    if "composite" in text or "blend.py" in text:
+    if "composite" in text or "faces/blend.py" in text or "faces/footprint.py" in text or "faces/masks.py" in text:
         return "loop: composite — warp + blend"
     if "badge" in text:
         return "loop: badge"

@@ -8,7 +8,9 @@ import pytest
 
 from vcamd.common.types import Face, Frame
 from vcamd.faces.align import estimate_affine, transform_points, warp
-from vcamd.faces.blend import Blender, feather_mask, paste_region
+from vcamd.faces.blend import Blender
+from vcamd.faces.footprint import paste_region
+from vcamd.faces.masks import feather_mask
 
 
 def _aligned(frame: Frame, face: Face, size: int = 128, template: str = "arcface") -> tuple[Frame, np.ndarray]:

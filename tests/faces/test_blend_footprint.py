@@ -24,7 +24,8 @@ from vcamd.bench.clips import fitted_frame
 from vcamd.bench.pastes import face_core, footprint, ideal_paste, psnr, scaled_for_footprint
 from vcamd.common.types import Face, Frame
 from vcamd.faces.align import estimate_affine, warp
-from vcamd.faces.blend import PREPARED_PIXELS, SHRINK_RATIO, Blender, feather_mask
+from vcamd.faces.blend import PREPARED_PIXELS, SHRINK_RATIO, Blender
+from vcamd.faces.masks import feather_mask
 from vcamd.faces.swap import Swapper
 
 

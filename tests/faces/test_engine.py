@@ -17,8 +17,8 @@ from vcamd.common.types import Face, Frame
 from vcamd.config.reading import config_from_dict
 from vcamd.config.schema import Config
 from vcamd.faces.align import estimate_affine
-from vcamd.faces.blend import paste_region
 from vcamd.faces.engine import FaceEngine, require_consent
+from vcamd.faces.footprint import paste_region
 from vcamd.models.pipeline import build_face_engine
 
 

@@ -14,7 +14,7 @@ from vcamd.models.pipeline import build_face_engine
 def test_enhanced_swap_changes_the_face_region_only(standins, assets, sessions, newton: Frame, newton_face: Face) -> None:  # type: ignore[no-untyped-def]
     from vcamd.config.reading import config_from_dict
     from vcamd.faces.align import estimate_affine
-    from vcamd.faces.blend import paste_region
+    from vcamd.faces.footprint import paste_region
 
     models = {"detector": str(standins.detector), "recognizer": str(standins.recognizer), "swapper": str(standins.identity_swapper),
               "enhancer": str(standins.enhancer), "providers": ["cpu"], "threads": 1}

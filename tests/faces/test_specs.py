@@ -14,7 +14,7 @@ from vcamd.common.types import Face, Frame
 from vcamd.config.reading import config_from_dict
 from vcamd.faces import specs
 from vcamd.faces.align import estimate_affine
-from vcamd.faces.blend import paste_region
+from vcamd.faces.footprint import paste_region
 from vcamd.faces.specs import ENHANCERS, SWAPPERS, CropSpec, SourceRule, SwapperSpec
 from vcamd.models.pipeline import build_face_engine
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from vcamd.common.types import Face
 from vcamd.config.schema import OnMiss
-from vcamd.faces.blend import PasteRegion
+from vcamd.faces.footprint import PasteRegion
 from vcamd.live.output.repaint import Repaint
 from vcamd.privacy.rule import Held, Scene, compose
 

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from vcamd.common.types import Face, Outcome
 from vcamd.config.schema import OnMiss, Others
-from vcamd.faces.blend import PasteRegion
+from vcamd.faces.footprint import PasteRegion
 from vcamd.live.output.repaint import Repaint
 from vcamd.live.tracking.changes import Region
 from vcamd.live.tracking.full import FullDetection

@@ -12,7 +12,8 @@ import numpy.typing as npt
 
 from vcamd.common.types import Face, Frame
 from vcamd.faces.align import estimate_affine
-from vcamd.faces.blend import feather_mask, paste_region
+from vcamd.faces.footprint import paste_region
+from vcamd.faces.masks import feather_mask
 
 SUPERSAMPLE = 8
 """Points per frame pixel side at which the ideal paste interpolates the crop."""

@@ -32,49 +32,32 @@ A face whose crop is upsampled into the frame (the one-face case, a 181-px face 
 as before but for the 8-bit weights of its premultiplied cross-fade (within 2 grey levels);
 `Blender(..., footprint_sized=False)` pastes every face the old way, crop-sized and cross-faded in
 float32 (the reference of benchmarks/paste_quality.py and tests/faces/test_blend_footprint.py).
-The mouth mask is computed on the crop.
+The mouth mask is computed on the crop. Where the crop lands: `footprint`; the masks: `masks`; the
+colour correction: `colour`.
 """
 
 from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
-from typing import cast
 
 import cv2
 import numpy as np
 import numpy.typing as npt
 
 from vcamd.common.types import Frame, as_float32, as_frame
-
-FloatImage = npt.NDArray[np.float32]
-
-MASK_MARGIN = 0.10
-"""Zero border of the feathered mask, as a share of the crop side (the 'erode' step)."""
-
-MASK_SIGMA = MASK_MARGIN / 3.0
-"""Gaussian feather, as a share of the crop side. margin = 3σ: the mask is ~0 at the crop edge, so
-the crop's own border (resampling fringe, black fill where the face left the frame) never shows."""
-
-
-@dataclass(frozen=True, slots=True)
-class PasteRegion:
-    """The frame rectangle a paste touched, half-open: frame[y0:y1, x0:x1]."""
-
-    x0: int
-    y0: int
-    x1: int
-    y1: int
-
-    @property
-    def width(self) -> int:
-        return self.x1 - self.x0
-
-    @property
-    def height(self) -> int:
-        return self.y1 - self.y0
-
+from vcamd.faces.colour import LAB_BLACK, MIN_STATS_PIXELS, Stats, colour_table, corrected_roi, mean_std
+from vcamd.faces.footprint import (
+    Affine6,
+    PasteRegion,
+    affine6,
+    crop_validity,
+    footprint_region,
+    halved_affine,
+    invert6,
+    roi_affine,
+)
+from vcamd.faces.masks import FloatImage, feather_mask, mouth_keep_mask
 
 SHRINK_RATIO = 2.6
 """A crop with this many crop pixels or more per frame pixel (its face is much smaller in the frame
@@ -89,181 +72,10 @@ MIN_SHRUNK_SIDE = 16
 """Crops are never halved below this side."""
 
 
-def feather_mask(size: int) -> FloatImage:
-    """size×size float32 mask in aligned space: 1 in the middle, smoothly 0 at the edges."""
-    margin = max(1, round(size * MASK_MARGIN))
-    mask = np.zeros((size, size), np.float32)
-    mask[margin : size - margin, margin : size - margin] = 1.0
-    sigma = max(0.5, size * MASK_SIGMA)
-    return as_float32(cv2.GaussianBlur(mask, (0, 0), sigmaX=sigma, sigmaY=sigma, borderType=cv2.BORDER_CONSTANT))
-
-
-Affine6 = tuple[float, float, float, float, float, float]
-"""A 2×3 affine as six Python floats (a, b, c, d, e, f): x' = a·x + b·y + c, y' = d·x + e·y + f.
-Per-face geometry in plain floats: a 3×3 `np.linalg.inv` and corner products cost ~20 µs a
-call, the same arithmetic on six floats ~2 µs — it adds up over a group's faces."""
-
-
-def _affine6(M: npt.ArrayLike) -> Affine6:
-    m = np.asarray(M, np.float64)
-    if m.shape != (2, 3):
-        raise ValueError(f"M must be a 2×3 affine matrix, got shape {m.shape}")
-    a, b, c, d, e, f = m.ravel().tolist()
-    return a, b, c, d, e, f
-
-
-def _invert6(m: Affine6) -> Affine6:
-    a, b, c, d, e, f = m
-    det = a * e - b * d
-    if det == 0.0:
-        raise ValueError("M is singular: it does not map the frame onto the crop")
-    return e / det, -b / det, (b * f - e * c) / det, -d / det, a / det, (d * c - a * f) / det
-
-
-def _corners(inverse: Affine6, right: float, bottom: float) -> tuple[list[float], list[float]]:
-    """The crop rectangle's corners (0, 0)…(right, bottom) mapped into the frame: xs, ys."""
-    a, b, c, d, e, f = inverse
-    xs = [c, a * right + c, b * bottom + c, a * right + b * bottom + c]
-    ys = [f, d * right + f, e * bottom + f, d * right + e * bottom + f]
-    return xs, ys
-
-
-def _region(frame_shape: tuple[int, ...], crop_w: int, crop_h: int, inverse: Affine6) -> PasteRegion | None:
-    height, width = frame_shape[:2]
-    xs, ys = _corners(inverse, crop_w, crop_h)
-    # One pixel of slack each side: bilinear sampling reaches half a pixel past the corners.
-    x0 = max(0, math.floor(min(xs)) - 1)
-    y0 = max(0, math.floor(min(ys)) - 1)
-    x1 = min(width, math.ceil(max(xs)) + 1)
-    y1 = min(height, math.ceil(max(ys)) + 1)
-    if x1 <= x0 or y1 <= y0:
-        return None
-    return PasteRegion(x0, y0, x1, y1)
-
-
-def paste_region(frame_shape: tuple[int, ...], crop_size: tuple[int, int], M: npt.ArrayLike) -> PasteRegion | None:
-    """Bounding rectangle of the crop's footprint in the frame, clipped; None if fully outside."""
-    return _region(frame_shape, crop_size[0], crop_size[1], _invert6(_affine6(M)))
-
-
-def _roi_affine(m: Affine6, region: PasteRegion) -> npt.NDArray[np.float64]:
-    """M re-based so that ROI pixel (0, 0) is frame pixel (x0, y0): maps ROI → crop coordinates."""
-    a, b, c, d, e, f = m
-    x0, y0 = region.x0, region.y0
-    return np.array(((a, b, c + a * x0 + b * y0), (d, e, f + d * x0 + e * y0)), np.float64)
-
-
-def _crop_validity(frame_shape: tuple[int, ...], size: tuple[int, int], inverse: Affine6) -> npt.NDArray[np.uint8] | None:
-    """Which crop pixels came from inside the frame (1) vs the black fill (0); None = all inside.
-
-    Only needed when the face is partly outside the frame, so statistics (colour correction) do
-    not count the fill. Checking the four corners first keeps the common case free.
-    """
-    height, width = frame_shape[:2]
-    crop_w, crop_h = size
-    if _inside(frame_shape, inverse, crop_w):
-        return None
-    a, b, c, d, e, f = inverse
-    gy, gx = np.mgrid[0:crop_h, 0:crop_w].astype(np.float32)
-    fx = a * gx + b * gy + c
-    fy = d * gx + e * gy + f
-    inside = (fx >= 0) & (fx <= width - 1) & (fy >= 0) & (fy <= height - 1)
-    valid: npt.NDArray[np.uint8] = inside.astype(np.uint8)
-    return valid
-
-
 def _halve(image: np.ndarray) -> np.ndarray:
     """The image at half its side, each pixel the mean of a 2×2 block (INTER_AREA at exactly ½)."""
     side = image.shape[0] // 2
     return cv2.resize(image, (side, side), interpolation=cv2.INTER_AREA)
-
-
-def _halved_affine(m: Affine6) -> Affine6:
-    """M for the halved crop: crop pixel x (centre at x) lies at (x − ½)/2 in the half-size crop."""
-    a, b, c, d, e, f = m
-    return a * 0.5, b * 0.5, c * 0.5 - 0.25, d * 0.5, e * 0.5, f * 0.5 - 0.25
-
-
-_LEVELS = np.arange(256, dtype=np.float64)[:, None]
-
-LAB_BLACK = (0, 128, 128, 0)
-"""Black in OpenCV's 8-bit LAB: the fill where a warped LAB crop reaches past the crop."""
-
-MIN_STATS_PIXELS = 16
-"""Fewer pixels than this in the statistics region: no colour correction (nothing to measure)."""
-
-Stats = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]
-"""Per-channel mean and standard deviation (3×1 each), as cv2.meanStdDev returns them."""
-
-
-def _mean_std(image: Frame, mask: npt.NDArray[np.uint8]) -> Stats:
-    """cv2.meanStdDev where `mask` ≠ 0, as the float64 arrays it returns (its stubs say any depth)."""
-    return cast(Stats, cv2.meanStdDev(image, mask=mask))
-
-
-def _colour_table(src: Stats, ref: Stats) -> npt.NDArray[np.uint8]:
-    """The lookup table (256×1×3) that maps each LAB channel's `src` mean/std onto `ref`'s."""
-    (src_mean, src_std), (ref_mean, ref_std) = src, ref
-    # A flat channel (std ~0) would blow up the ratio; clamp it to a sane range. (numpy's ufuncs
-    # rather than np.clip and a fresh arange: the same numbers, a few µs less per face.)
-    gain = np.minimum(np.maximum(ref_std / np.maximum(src_std, 0.5), 0.5), 2.0)
-    table = (_LEVELS - src_mean.T) * gain.T + ref_mean.T + 0.5
-    return np.minimum(np.maximum(table, 0.0, out=table), 255.0, out=table).astype(np.uint8).reshape(256, 1, 3)
-
-
-def match_colour(swapped: Frame, original: Frame, region: npt.NDArray[np.uint8]) -> Frame:
-    """Shift the swapped crop's LAB mean/std to the original crop's, measured where `region` ≠ 0.
-
-    The swap model's output often has a slightly different white balance/exposure than the camera
-    frame; matching the statistics of the face area (region = the inner part of the paste mask)
-    hides that seam. Statistics use cv2.meanStdDev (one pass each); the correction is one affine
-    map per LAB channel on the crop, applied as a lookup table. (`Blender.paste` runs the same
-    steps with the swapped crop's LAB and statistics kept from one frame to the next.)
-    """
-    if cv2.countNonZero(region) < MIN_STATS_PIXELS:
-        return swapped
-    # 8-bit LAB (L scaled to 0..255, a/b offset by 128) is 5× cheaper than float LAB and the
-    # per-channel affine map becomes a lookup table; the rounding costs under one grey level.
-    src = as_frame(cv2.cvtColor(swapped, cv2.COLOR_BGR2LAB))
-    ref = as_frame(cv2.cvtColor(original, cv2.COLOR_BGR2LAB))
-    table = _colour_table(_mean_std(src, region), _mean_std(ref, region))
-    return as_frame(cv2.cvtColor(cv2.LUT(src, table), cv2.COLOR_LAB2BGR))
-
-
-def mouth_keep_mask(size: tuple[int, int], mouth_corners_crop: npt.ArrayLike) -> FloatImage:
-    """Soft ellipse (1 = keep the real mouth) around the two mouth corners, in crop coordinates.
-
-    The ellipse is wider than the corners (lips reach past the keypoints) and 3/4 as tall as wide
-    (an open mouth), rotated with the mouth line; it keeps the mouth fully up to 70% of its radius
-    and fades to 0 at its edge.
-    """
-    crop_w, crop_h = size
-    left, right = np.asarray(mouth_corners_crop, np.float32).reshape(2, 2)
-    centre = (left + right) / 2.0
-    span = float(np.linalg.norm(right - left))
-    out = np.zeros((crop_h, crop_w), np.float32)
-    if span < 1.0:
-        return out
-    # Centre a little below the corner line: the lower lip hangs below the corners.
-    direction = (right - left) / span
-    normal = np.array([-direction[1], direction[0]], np.float32)
-    centre = centre + normal * span * 0.05
-    semi_x = span * 0.8
-    semi_y = span * 0.6
-    reach = int(np.ceil(max(semi_x, semi_y) * 1.3)) + 1
-    x0, x1 = max(0, int(centre[0]) - reach), min(crop_w, int(centre[0]) + reach + 1)
-    y0, y1 = max(0, int(centre[1]) - reach), min(crop_h, int(centre[1]) + reach + 1)
-    if x1 <= x0 or y1 <= y0:
-        return out
-    ys, xs = np.mgrid[y0:y1, x0:x1].astype(np.float32)
-    dx, dy = xs - centre[0], ys - centre[1]
-    along = dx * direction[0] + dy * direction[1]
-    across = dx * normal[0] + dy * normal[1]
-    radius = np.sqrt((along / semi_x) ** 2 + (across / semi_y) ** 2)
-    # 1 inside r < 0.7, smoothstep down to 0 at r = 1.
-    t = np.clip((1.0 - radius) / 0.3, 0.0, 1.0)
-    out[y0:y1, x0:x1] = t * t * (3.0 - 2.0 * t)
-    return out
 
 
 class _Prepared:
@@ -300,7 +112,7 @@ class _Prepared:
     def stats(self, region: npt.NDArray[np.uint8]) -> Stats:
         """LAB statistics where `region` ≠ 0; `region` is always the level's statistics region."""
         if self._stats is None:
-            self._stats = _mean_std(self.lab(), region)
+            self._stats = mean_std(self.lab(), region)
         return self._stats
 
 
@@ -416,9 +228,9 @@ class Blender:
         side = swapped_crop.shape[0]
         if swapped_crop.shape[1] != side:
             raise ValueError(f"aligned crops are square, got {swapped_crop.shape[1]}×{side}")
-        m = _affine6(M)
-        inverse = _invert6(m)
-        region = _region(frame.shape, side, side, inverse)
+        m = affine6(M)
+        inverse = invert6(m)
+        region = footprint_region(frame.shape, side, side, inverse)
         if region is None or opacity <= 0.0:
             return region
         if self.mouth_mask and mouth_kps is None:
@@ -426,7 +238,7 @@ class Blender:
         halvings = 0
         while (self.footprint_sized and math.sqrt(abs(m[0] * m[4] - m[1] * m[3])) >= SHRINK_RATIO
                and side % 2 == 0 and side > MIN_SHRUNK_SIDE):
-            m = _halved_affine(m)
+            m = halved_affine(m)
             side //= 2
             halvings += 1
             if original_crop is not None:
@@ -449,7 +261,7 @@ class Blender:
             shown = keep if keep.shape[0] == side else cv2.resize(keep, (side, side), interpolation=cv2.INTER_AREA)
             alpha = np.minimum(alpha, shown.astype(np.float32, copy=False))
 
-        roi_m = _roi_affine(m, region)
+        roi_m = roi_affine(m, region)
         roi = frame[region.y0 : region.y1, region.x0 : region.x1]
         if self.footprint_sized and not small_face:  # a face at least the crop's size: premultiplied
             assert pixels4 is not None
@@ -466,7 +278,7 @@ class Blender:
             lab = _warp4(prepared.lab4(), roi_m, size, LAB_BLACK)
             plain = weight if plain_alpha is alpha else cv2.warpAffine(plain_alpha, roi_m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT)
             # OpenCV compares with a scalar; its stubs take only an array as the second operand.
-            warped = _corrected_roi(lab, roi, as_frame(cv2.compare(plain, 0.5, cv2.CMP_GE)))  # type: ignore[call-overload]
+            warped = corrected_roi(lab, roi, as_frame(cv2.compare(plain, 0.5, cv2.CMP_GE)))  # type: ignore[call-overload]
         else:
             assert pixels4 is not None
             warped = _warp4(pixels4, roi_m, size)
@@ -497,16 +309,16 @@ class Blender:
         if original_crop is None:
             # Warping to the crop's size reads only the face's pixels of the frame.
             original_crop = as_frame(cv2.warpAffine(frame, np.array((m[:3], m[3:]), np.float64), (side, side), flags=cv2.INTER_LINEAR))
-        valid = _crop_validity(frame.shape, (side, side), _invert6(m))
+        valid = crop_validity(frame.shape, (side, side), invert6(m))
         if valid is None:
             region, src = stats_region, prepared.stats(stats_region)
         else:
             region = stats_region * valid
             if cv2.countNonZero(region) < MIN_STATS_PIXELS:
                 return prepared.bgra()
-            src = _mean_std(prepared.lab(), region)
-        ref = _mean_std(as_frame(cv2.cvtColor(original_crop, cv2.COLOR_BGR2LAB)), region)
-        return as_frame(cv2.cvtColor(cv2.LUT(prepared.lab(), _colour_table(src, ref)), cv2.COLOR_LAB2BGR, dstCn=4))
+            src = mean_std(prepared.lab(), region)
+        ref = mean_std(as_frame(cv2.cvtColor(original_crop, cv2.COLOR_BGR2LAB)), region)
+        return as_frame(cv2.cvtColor(cv2.LUT(prepared.lab(), colour_table(src, ref)), cv2.COLOR_LAB2BGR, dstCn=4))
 
 
 def premultiply_weights(alpha: FloatImage) -> FloatImage:
@@ -536,25 +348,6 @@ def blend_premultiplied(roi: Frame, pixels4: Frame, weights: FloatImage, roi_m: 
     share = cv2.cvtColor(cv2.extractChannel(warped, 3), cv2.COLOR_GRAY2BGR)
     cv2.multiply(roi, share, dst=roi, scale=1.0 / 255.0)
     cv2.add(roi, cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR), dst=roi)
-
-
-def _corrected_roi(lab: Frame, roi: Frame, region: npt.NDArray[np.uint8]) -> Frame:
-    """Colour correction in frame space: `lab` is the swapped crop's LAB (kept per crop) warped
-    onto the paste rectangle, `roi` the frame's own pixels there (the original face), `region`
-    where the paste's mask is ≥ ½. Both statistics are taken here, on the pixels pasted (measured
-    on the real faces of benchmarks/paste_quality.py, the swapped crop's own statistics in crop
-    space matched the face's colour less well: a bilinear step down changes its spread)."""
-    if cv2.countNonZero(region) < MIN_STATS_PIXELS:
-        return as_frame(cv2.cvtColor(lab, cv2.COLOR_LAB2BGR))
-    table = _colour_table(_mean_std(lab, region), _mean_std(as_frame(cv2.cvtColor(roi, cv2.COLOR_BGR2LAB)), region))
-    return as_frame(cv2.cvtColor(cv2.LUT(lab, table), cv2.COLOR_LAB2BGR))
-
-
-def _inside(frame_shape: tuple[int, ...], inverse: Affine6, side: int) -> bool:
-    """Whether the whole crop (side × side) maps inside the frame."""
-    height, width = frame_shape[:2]
-    xs, ys = _corners(inverse, side - 1, side - 1)
-    return min(xs) >= 0 and max(xs) <= width - 1 and min(ys) >= 0 and max(ys) <= height - 1
 
 
 def _in_frame_space(region: PasteRegion, crop_side: int) -> bool:

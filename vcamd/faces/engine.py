@@ -36,7 +36,8 @@ from vcamd.common.types import Face, Frame, ModelFiles
 from vcamd.config.schema import Config, FaceMapEntry, FaceSelection, Others
 from vcamd.faces import boost
 from vcamd.faces.align import Affine, compose_affine, estimate_affine, for_warps, invert_affine
-from vcamd.faces.blend import Blender, PasteRegion
+from vcamd.faces.blend import Blender
+from vcamd.faces.footprint import PasteRegion
 from vcamd.faces.identity import SourceFace, file_stamp
 from vcamd.faces.results import FrameResult as FrameResult
 from vcamd.faces.results import StageTimer as StageTimer

@@ -7,8 +7,8 @@ faces are, which were lost, what changed unseen), `swapworker` (the swap model),
 (`compose`, the privacy rule; `obscure`; `publisher`: badge, sink, the frames kept), `measures/`
 (stats, the watchdog). Around them: `reconfigure` (how each config key takes effect, and which part
 applies it), `settings` (applying a config change, the one owner of `config_error`), `loading`
-(models and photos loaded off the loop), `commands` (the loop's command queue), `vcamd.common.newest`
-(the newest-wins hand-offs).
+(models and photos loaded off the loop), `commands` (the loop's command queue), `engine_status` (the
+status snapshot and the stats JSON), `vcamd.common.newest` (the newest-wins hand-offs).
 
 Threads:
 * **camera-reader** (`capture.reader.CameraReader`) writes the newest frame into a one-frame slot;
@@ -58,10 +58,10 @@ from vcamd.live.capture.reader import CameraReader, LatestFrame, SourceState
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.commandqueue import CommandQueue
 from vcamd.live.engine_settings import Settings
+from vcamd.live.engine_status import EngineStatus
 from vcamd.live.frames import FrameProcessor, log_events
 from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
-from vcamd.live.measures.numbers import Misses
-from vcamd.live.measures.stats import GpuSampler, LiveStats, count_misses
+from vcamd.live.measures.stats import GpuSampler, LiveStats
 from vcamd.live.measures.watchdog import Watchdog
 from vcamd.live.output.publisher import Publisher
 from vcamd.live.parts import LiveParts
@@ -150,7 +150,6 @@ class LiveEngine:
         self.parts.tracker.configure(cfg)
         self.parts.publisher.configure(cfg)
         self.frames = FrameProcessor(self.parts, cfg, clock() if started_at is None else started_at)
-        self._gpu = GpuSampler()
         # -- control plane
         self._commands = CommandQueue(self._refresh_status, lambda message: self.settings.problems.report("settings", message))
         self._ask, self._tell = self._commands.ask, self._commands.tell
@@ -162,6 +161,8 @@ class LiveEngine:
                                  consent_given=cfg.swap.source_consent if consent_given is None else consent_given,
                                  look_at_models=look_at_models)
         self._look_at_models = look_at_models
+        self._gpu = GpuSampler()
+        self._status = EngineStatus(self.parts, self.settings, self.frames, self._gpu)
         self.settings.start_swapping_off_if_not_ready()
         # -- state the loop owns (read by other threads only through the status snapshot)
         self._state = "starting"
@@ -302,35 +303,9 @@ class LiveEngine:
         """The applied edit removed settings (sections back at their defaults): shown until the next edit."""
         self._tell(lambda: self.settings.file_note(message), "config note")
 
-    # -- status -------------------------------------------------------------------------------------
+    # -- status (`engine_status.EngineStatus`) -------------------------------------------------------
     def _refresh_status(self) -> dict[str, Any]:
-        source_face = self.cfg.swap.source_face
-        identity = self.parts.faces.source if self.parts.faces is not None else None
-        self.parts.status = {
-            "enabled": self.parts.enabled,
-            "state": self._state,
-            "camera": self.parts.reader.state.value,
-            "level": self.parts.watchdog.level.name,
-            "quality": "auto" if self.parts.watchdog.automatic else self.parts.watchdog.level.name,
-            **self.parts.stats.live_numbers(captured=self._captured(), dropped=self._dropped(), misses=self._misses()),
-            "source_face": str(source_face) if source_face else None,
-            # A group photo: which face was taken, for every surface (socket, page, tray), not only set-face's answer.
-            "source_face_pick": identity.which_face() if identity is not None else None,
-            "providers": dict(self.parts.providers),
-            **self.settings.models_status(),
-            **self._precision(),
-            "config_error": self.settings.problems.text(),
-            "swap_needs": [need.to_json() for need in self.settings.swap_needs()],
-            "queue_depth": self.parts.slot.depth,
-            "gpu": self._gpu.latest(),
-            "server": self._server_status(),
-        }
-        return self.parts.status
-
-    def _server_status(self) -> dict[str, Any] | None:
-        """The Triton server the models run on (`[models] server`): its state, round trip, models; None: here."""
-        remote = getattr(self.parts.faces, "remote", None)
-        return remote.server_status() if remote is not None else None
+        return self._status.refresh(self._state)
 
     # -- the loop -----------------------------------------------------------------------------------
     def open(self) -> None:
@@ -426,37 +401,7 @@ class LiveEngine:
         return self.stats_json()
 
     def stats_json(self) -> dict[str, Any]:
-        return self.parts.stats.to_json(
-            captured=self._captured(),
-            dropped=self._dropped(),
-            source_fps=self.parts.source.fps,
-            transitions=self.parts.watchdog.history(),
-            queue_depth_max=self.parts.slot.max_depth,
-            providers=self.parts.providers,
-            gpu=self._gpu.stop(),
-            misses=self._misses(),
-            camera_cpu_s=self.parts.reader.cpu_s,
-        ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap,
-             "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status(), **self._precision(),
-             "precision_changes": list(self.settings.int8.changes)}
-
-    def _precision(self) -> dict[str, Any]:
-        """What each model of the running pipeline runs at ("float" or "int8", `vcamd.inference.precision`) and
-        why; the face map's people (`face_map`: reference → source). Empty while none runs."""
-        status, face_map = getattr(self.parts.faces, "precision_status", None), getattr(self.parts.faces, "face_map", None)
-        runs, why = status() if status is not None else ({}, {})
-        return {"precision": runs, "precision_why": why, "face_map": face_map.status() if face_map is not None else []}
-
-    def _captured(self) -> int:
-        return self.parts.replaced_captured + self.parts.reader.captured + self.parts.source.skipped
-
-    def _misses(self) -> Misses:
-        return count_misses(reader=self.parts.reader, tracker=self.parts.tracker, full_detector=self.parts.full_detector, swap_worker=self.parts.worker)
-
-    def _dropped(self) -> int:
-        """Frames captured but never processed: replaced in the slot, or skipped by a file source
-        that fell behind (also those of sources replaced on a camera change)."""
-        return self.parts.slot.dropped + self.parts.replaced_skipped + self.parts.source.skipped
+        return self._status.stats_json()
 
     def _maybe_offline(self) -> None:
         """No camera frame within one interval: publish a placeholder if the camera is gone or
@@ -475,7 +420,6 @@ class LiveEngine:
             self._state = "offline"
             self._refresh_status()
         self.frames.send(self.parts.publisher.offline_frame(), Outcome.offline, None)
-
 
 
 def _load_badge() -> Callable[[Frame, str, str], object]:

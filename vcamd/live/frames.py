@@ -255,7 +255,7 @@ class FrameProcessor:
         maker, now, wants = self._maker(), self._parts.clock(), self._wants(targets) or [None] * len(targets)
         return [t for t, m, want in zip(targets, matched, wants)
                 if not SwapBook.current(m, since.get(id(t), self._index), level, maker, now)
-                or (want is not None and getattr(m.swapped if m else None, "source", None) != want)]  # another person's swap
+                or (want is not None and _source_of(m) != want)]  # another person's swap
 
     def _wants(self, faces: list[Face]) -> list[str | None] | None:
         """With a face map, the source key each face must show (`FollowedFace.pick`); None without one."""
@@ -416,3 +416,8 @@ def _shift(face: Face, dx: float, dy: float) -> Face:
     x1, y1, x2, y2 = face.box
     kps = (face.kps - np.array([dx, dy], np.float32)).astype(np.float32)
     return Face(box=(x1 - dx, y1 - dy, x2 - dx, y2 - dy), score=face.score, kps=kps)
+
+
+def _source_of(swap: Swap | None) -> str | None:
+    """Which source face a held swap shows (`SwappedFace.source`); None without one."""
+    return swap.swapped.source if swap is not None and swap.swapped is not None else None

@@ -40,9 +40,9 @@ from vcamd.common.errors import VcamdError
 from vcamd.common.quality import Level
 from vcamd.common.types import Face, Frame
 from vcamd.config.schema import Config
-from vcamd.faces.blend import PasteRegion
 from vcamd.faces.engine import StageTimer, SwappedFace
 from vcamd.faces.following import Selecting
+from vcamd.faces.footprint import PasteRegion
 from vcamd.faces.identity import SourceIdentity
 from vcamd.inference.fidelity import Verdict
 from vcamd.inference.precision import Choice

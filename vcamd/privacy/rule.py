@@ -59,7 +59,7 @@ HELD_MATCH_WIDTHS = 0.5
 
 Paste = Callable[[Frame, Any, Face], Any]
 """Pastes one swapped face (what the swap worker made) onto the frame at a face's keypoints; may
-return the rectangle it drew on (`vcamd.faces.blend.PasteRegion`, None: nothing)."""
+return the rectangle it drew on (`vcamd.faces.footprint.PasteRegion`, None: nothing)."""
 
 Box = tuple[int, int, int, int]
 

@@ -87,6 +87,7 @@ class LiveTracker:
         self._late: LateLook | None = None
         """The last re-detection that ran past the deadline, until it lands (`latelook`)."""
         self._started_late = False  # the last `_guarded` call started a look that ran late
+        self._look_failed = False  # the last `_guarded` call raised: the detector is failing, not slow
         self._stable: dict[int, tuple[Face, int]] = {}
         """id(track's Face) → (that Face, the frame index since which its pixels only moved):
         `FaceReport.stable_since` (a swap made since then is the face as it is now)."""
@@ -204,7 +205,9 @@ class LiveTracker:
                 # looked at is a miss (the tracks are kept for the next one, with the keys the late
                 # look's news gave).
                 tracked = len(self.book.tracks)
-                if all(i in self._backstop for i in todo if i < tracked):
+                # Only for a look that is slow: a detector that fails cannot vouch that no other
+                # face came in, so its frames are misses (covered), however still the faces are.
+                if not self._look_failed and all(i in self._backstop for i in todo if i < tracked):
                     for i in todo:
                         if i < tracked:
                             moved, key = self._backstop[i]
@@ -346,11 +349,12 @@ class LiveTracker:
 
     def _guarded(self, work: Callable[[], T], deadline_s: float) -> T | None:
         """Run `work` on the tracker thread, waiting at most `deadline_s`: (value) or None (late or failed)."""
-        self._started_late = False
+        self._started_late = self._look_failed = False
         starts = self._call.idle  # busy: the previous look still runs, nothing is started
         try:
             done, value = self._call.call(work, deadline_s)
         except Exception as exc:  # a failing detector is a miss for this frame, not a crash
+            self._look_failed = True
             self.errors += 1
             if self.errors <= 3 or self.errors % 100 == 0:
                 log.error("face tracking failed (%d so far): %s", self.errors, exc)
