@@ -95,3 +95,52 @@ def test_a_killed_servers_shared_memory_is_cleared_when_one_starts_on_its_port(s
     finally:
         server.stop()
     assert _wait_until(lambda: not _regions(port), 30), f"a stopped server left its shared memory: {_regions(port)}"
+
+
+def test_no_command_line_of_the_server_lets_a_reader_drive_it(served_files, tmp_path) -> None:
+    """Every local user reads every command line (/proc/PID/cmdline, `ps`). A client on loopback
+    with all they hold — any restricted-protocol header found there, no client certificate — is
+    refused: the server's one key is the pairing's client key, in a 0600 file."""
+    import tritonclient.grpc as grpcclient
+
+    server = TritonProcess(_swapper_config(served_files, tmp_path / "server.toml"), log=tmp_path / "serve.log").start()
+    try:
+        server.wait_ready()
+        lines = " ".join(_group(server.proc.pid).values())
+        headers = {}
+        for arg in lines.split():
+            if arg.startswith("--grpc-restricted-protocol="):  # PROTOCOLS:KEY=VALUE — Triton prefixes the header's name
+                key, value = arg.split(":", 1)[1].split("=", 1)
+                headers[f"triton-grpc-protocol-{key}"] = value
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.port}")
+        try:
+            with pytest.raises(Exception) as refused:
+                client.get_model_metadata("swapper", headers=headers or None, client_timeout=10)
+        finally:
+            client.close()
+        assert "UNAVAILABLE" in str(refused.value) or "handshake" in str(refused.value).lower(), refused.value
+        assert not headers, f"a secret on a command line: {sorted(headers)}"
+    finally:
+        server.stop()
+
+
+def test_the_backends_shared_memory_is_its_users_alone(served_files, tmp_path) -> None:
+    """Triton's Python backend makes its regions 0644 (boost sets the mode, whatever the umask):
+    another local user could read a crop in flight. By the time the server is ready they are 0600
+    and another uid cannot open them."""
+    from support.users import NOBODY, read_as_another_user
+
+    port = free_port()
+    server = TritonProcess(_swapper_config(served_files, tmp_path / "server.toml"), port=port, log=tmp_path / "serve.log").start()
+    try:
+        server.wait_ready()
+        regions = sorted(Path("/dev/shm").glob(f"vcamd_serve_{os.getuid()}_{port}_*"))
+        assert len(regions) == 2, regions  # the swapper's stub and its .emap companion's
+        modes = {p.name: oct(p.stat().st_mode & 0o777) for p in regions}
+        assert set(modes.values()) == {"0o600"}, modes
+        if os.geteuid() == 0:
+            for region in regions:
+                answer = read_as_another_user(str(region), NOBODY)
+                assert answer.startswith(b"EXC PermissionError"), (region, answer[:80])
+    finally:
+        server.stop()

@@ -1,5 +1,5 @@
-"""Mutual TLS: a server started with TLS (on loopback with `--tls`, as any address beyond it gets)
-serves a client paired with its bundle, and refuses one without the pairing certificate."""
+"""Mutual TLS (every `vcamd serve` has it, loopback too): a server serves a client paired with its
+bundle, and refuses one without the pairing certificate."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from support.triton import TritonProcess
 from vcamd.config.address import ServerAddress
 from vcamd.faces.swap import Swapper
 from vcamd.models.pipeline import make_sessions, model_files
-from vcamd.remote.link import ACCESS_HEADER
 
 from .conftest import write_server_config
 
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.slow
 def tls_server(served_files, tmp_path_factory: pytest.TempPathFactory):
     folder = tmp_path_factory.mktemp("triton-tls")
     bundle = folder / "bundle.json"
-    server = TritonProcess(write_server_config(served_files, folder / "server.toml"), "--tls", "--pairing-bundle", str(bundle),
+    server = TritonProcess(write_server_config(served_files, folder / "server.toml"), "--pairing-bundle", str(bundle),
                            log=folder / "serve.log").start()
     try:
         server.wait_ready()
@@ -71,7 +70,7 @@ def _swaps_done(bundle: dict, url: str) -> int:
     creds = grpc.ssl_channel_credentials(bundle["ca"].encode(), bundle["key"].encode(), bundle["certificate"].encode())
     client = grpcclient.InferenceServerClient(ServerAddress.parse(url).target, creds=creds,
                                               channel_args=[("grpc.ssl_target_name_override", bundle["server_name"])])
-    stats = client.get_inference_statistics("swapper", headers={ACCESS_HEADER: bundle["token"]}, as_json=True)
+    stats = client.get_inference_statistics("swapper", as_json=True)
     client.close()
     return int(stats["model_stats"][0].get("inference_count", 0))
 
@@ -85,7 +84,7 @@ def test_a_client_without_the_pairing_certificate_is_refused(tls_server, tmp_pat
     before = _swaps_done(bundle, tls_server.url)
     target = ServerAddress.parse(tls_server.url).target
     options = [("grpc.ssl_target_name_override", bundle["server_name"])]
-    if who == "no certificate":  # trusts the server, knows the token, but has no client certificate
+    if who == "no certificate":  # trusts the server, but has no client certificate
         client = grpcclient.InferenceServerClient(target, creds=grpc.ssl_channel_credentials(bundle["ca"].encode()), channel_args=options)
     elif who == "another CA's certificate":
         from vcamd.remote.pairing import server_credentials
@@ -95,16 +94,15 @@ def test_a_client_without_the_pairing_certificate_is_refused(tls_server, tmp_pat
         client = grpcclient.InferenceServerClient(target, creds=creds, channel_args=options)
     else:
         client = grpcclient.InferenceServerClient(target)
-    headers = {ACCESS_HEADER: bundle["token"]}
     crop = grpcclient.InferInput("target", [1, 3, 128, 128], "UINT8")
     crop.set_data_from_numpy(np.zeros((1, 3, 128, 128), np.uint8))
     latent = grpcclient.InferInput("source", [1, 512], "FP32")
     latent.set_data_from_numpy(np.ones((1, 512), np.float32))
     with pytest.raises(Exception) as refused:
-        client.get_model_metadata("swapper", headers=headers, client_timeout=10)
+        client.get_model_metadata("swapper", client_timeout=10)
     assert "UNAVAILABLE" in str(refused.value) or "handshake" in str(refused.value).lower() or "ssl" in str(refused.value).lower(), refused.value
     with pytest.raises(Exception):
-        client.infer("swapper", [crop, latent], headers=headers, client_timeout=10)
+        client.infer("swapper", [crop, latent], client_timeout=10)
     client.close()
     assert _swaps_done(bundle, tls_server.url) == before, "the server ran a request of an unpaired client"
 
@@ -119,3 +117,22 @@ def test_the_daemon_refuses_a_plaintext_url_beyond_this_machine(served_files) ->
         make_sessions(cfg, model_files(cfg))
     assert "not on this machine" in str(refused.value) and "vcamd pair" in str(refused.value)
 
+
+
+def test_a_link_started_before_the_users_first_server_reaches_it(served_files, tmp_path, monkeypatch) -> None:
+    """On loopback the client takes this user's own server's certificates from its state folder; a
+    daemon started before the server ever ran (none there yet) reads them again while the server
+    is away, and swaps once it runs."""
+    from vcamd.remote.link import ServerLink
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # no server has run for this user: no certificates yet
+    server = TritonProcess(write_server_config(served_files, tmp_path / "server.toml"), log=tmp_path / "serve.log")
+    link = ServerLink(ServerAddress.parse(server.url))
+    try:
+        assert not link.tls
+        server.start().wait_ready()
+        assert link.wait_up(60), link.status()
+        assert link.tls
+    finally:
+        link.close()
+        server.stop()

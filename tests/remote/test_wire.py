@@ -109,7 +109,7 @@ def test_pairing_bundle_install(tmp_path) -> None:
     path, address = install_bundle(bundle)
     assert address.url == "grpc://gpu-box:8001" and path.stat().st_mode & 0o077 == 0
     kept = pairing_for(address)
-    assert kept is not None and kept.certificate == pairing.certificate and kept.token == pairing.token
+    assert kept is not None and kept.certificate == pairing.certificate and kept.key == pairing.key
     again, _ = server_credentials(tmp_path / "server")  # kept, not remade: pairings stay valid across restarts
     assert again.certificate.read_bytes() == files.certificate.read_bytes()
     (tmp_path / "junk.json").write_text(json.dumps({"kind": "something else"}))

@@ -32,7 +32,7 @@ def register(subparsers: Subcommands) -> None:
     p.add_argument("--instances", type=int, default=1, metavar="N", help="model instances running side by side (default 1)")
     p.add_argument("--pairing-bundle", type=Path, default=None, metavar="FILE",
                    help="where to write the clients' pairing bundle (default: the server's private folder)")
-    p.add_argument("--tls", action="store_true", help="mutual TLS on loopback too (beyond loopback it is always on)")
+    p.add_argument("--tls", action="store_true", help=argparse.SUPPRESS)  # kept for old scripts: mutual TLS is always on now
     p.add_argument("--new-pairing", action="store_true", help="make new certificates: clients paired before are refused")
     p.add_argument("--write-repository", type=Path, default=None, metavar="DIR",
                    help="write a Triton model repository (config.pbtxt, onnxruntime backend) for NVIDIA's Triton container and exit")
@@ -41,8 +41,8 @@ def register(subparsers: Subcommands) -> None:
     q = subparsers.add_parser(
         "pair",
         help="pair this client with a `vcamd serve` beyond this machine (its pairing bundle)",
-        description="Keep the pairing bundle `vcamd serve --listen` wrote (its CA, this client's certificate and key, the "
-        "access token) in a private folder, so [models] server can reach that server over mutual TLS.",
+        description="Keep the pairing bundle `vcamd serve --listen` wrote (its CA, and this client's certificate "
+        "and key) in a private folder, so [models] server can reach that server over mutual TLS.",
     )
     q.add_argument("bundle", type=Path, metavar="BUNDLE", help="the pairing bundle copied from the server")
     q.add_argument("--server", default=None, metavar="URL",
@@ -92,7 +92,7 @@ def handle(args: argparse.Namespace) -> int:
     from vcamd.remote.serve import ServeOptions, serve
 
     options = ServeOptions(_address(args.listen, "--listen"), max_batch=args.max_batch, queue_delay_us=args.queue_delay_us,
-                           instances=args.instances, renew_pairing=args.new_pairing, tls=args.tls, bundle=args.pairing_bundle)
+                           instances=args.instances, renew_pairing=args.new_pairing, bundle=args.pairing_bundle)
     try:
         serve(cfg, options, announce=lambda line: print(line, flush=True))
     except KeyboardInterrupt:

@@ -11,8 +11,9 @@ the server does, and the faces are held or obscured meanwhile (`on_miss`).
 Each time the server comes back its models are checked again (`generation` moves on; a
 `RemoteSession` re-reads its model's metadata): a restarted server may serve another model.
 
-Beyond this machine the link is mutual TLS with the paired certificates (`vcamd.remote.pairing`);
-a plaintext URL to another host is refused before anything is sent.
+The link is mutual TLS with the paired certificates (`vcamd.remote.pairing`): beyond this machine
+the bundle `vcamd pair` kept, on it those of this user's own `vcamd serve`; a plaintext URL to
+another host is refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 
 from vcamd.common.errors import ModelError, VcamdError
 from vcamd.config.address import ServerAddress
-from vcamd.remote.pairing import SERVER_NAME, Pairing, local_token, pairing_for
+from vcamd.remote.pairing import SERVER_NAME, Pairing, local_pairing, pairing_for
 from vcamd.remote.wire import WireArg
 
 T = TypeVar("T")
@@ -47,9 +48,6 @@ MODEL_LOAD_WAIT_S = 60.0
 explicit model control loads them after it answers) before a missing one is an error, not a wait."""
 PROBE_EVERY_S = 2.0
 """While up: how often the probe measures the round trip (a tiny liveness call) and the models served."""
-ACCESS_HEADER = "triton-grpc-protocol-triton-access-token"
-"""The gRPC header Triton's restricted protocols check (`vcamd serve`'s `triton-access-token`, with
-the prefix Triton's gRPC server puts before a restriction's header; `vcamd.remote.pairing`)."""
 
 
 class ServerAway(ModelError):
@@ -57,7 +55,7 @@ class ServerAway(ModelError):
 
 
 class ServerRefused(ModelError):
-    """The server answered but will not do what was asked (TLS refused, wrong token, no such model)."""
+    """The server answered but will not do what was asked (TLS refused, no such model)."""
 
 
 def _require_tritonclient() -> Any:
@@ -69,12 +67,12 @@ def _require_tritonclient() -> Any:
     return grpcclient
 
 
-def credentials_for(address: ServerAddress) -> tuple[Pairing | None, str | None]:
-    """(the pairing, the access token) to reach `address`: beyond this machine only paired, over
-    mutual TLS; on it, the token of this user's own server."""
+def credentials_for(address: ServerAddress) -> Pairing | None:
+    """The pairing to reach `address` over mutual TLS: beyond this machine only the one `vcamd pair`
+    kept; on it, that or this user's own server's (None: none has run here — the server refuses)."""
     pairing = pairing_for(address)
     if pairing is not None:
-        return pairing, pairing.token
+        return pairing
     if not address.loopback:
         raise VcamdError(
             f"[models] server = \"{address}\" is not on this machine, and this client is not paired with it: "
@@ -82,7 +80,7 @@ def credentials_for(address: ServerAddress) -> tuple[Pairing | None, str | None]
             fix="on the server run `vcamd serve --listen HOST:PORT` (it writes a pairing bundle), copy the bundle here "
                 "and run `vcamd pair BUNDLE`",
         )
-    return None, local_token()
+    return local_pairing()
 
 
 class ServerLink:
@@ -93,10 +91,11 @@ class ServerLink:
         import grpc
 
         self.address = address
-        self._pairing, self._token = credentials_for(address)
+        self._local = pairing_for(address) is None  # this user's own server here: its files are read again when it is away
+        self._pairing = credentials_for(address)
         self._grpc = grpc
         self._errors = grpcclient  # InferInput, InferRequestedOutput
-        options: list[tuple[str, int | str]] = [
+        self._options: list[tuple[str, int | str]] = [
             ("grpc.max_send_message_length", 2**31 - 1),
             ("grpc.max_receive_message_length", 2**31 - 1),
             # gRPC's own reconnect waits grow to 2 minutes by default: a server back after a restart
@@ -107,13 +106,7 @@ class ServerLink:
             ("grpc.keepalive_time_ms", 10_000),
             ("grpc.keepalive_timeout_ms", 5_000),
         ]
-        creds = None
-        if self._pairing is not None:
-            options.append(("grpc.ssl_target_name_override", SERVER_NAME))
-            creds = grpc.ssl_channel_credentials(root_certificates=self._pairing.ca, private_key=self._pairing.key,
-                                                 certificate_chain=self._pairing.certificate)
-        self._client = grpcclient.InferenceServerClient(address.target, creds=creds, channel_args=options)
-        self._headers = {ACCESS_HEADER: self._token} if self._token else None
+        self._client = self._connect(self._pairing)
         self._clock = clock
         self._lock = threading.Lock()  # guards the fields below
         self._up = False
@@ -134,6 +127,27 @@ class ServerLink:
         # The probe holds the link weakly: a link dropped with its face pipeline (a rebuild) ends its probe.
         self._probe = threading.Thread(target=_probe_loop, args=(weakref.ref(self), self._stop, self._wake), name="server-probe", daemon=True)
         self._probe.start()
+
+    def _connect(self, pairing: Pairing | None) -> Any:
+        options, creds = list(self._options), None
+        if pairing is not None:
+            options.append(("grpc.ssl_target_name_override", SERVER_NAME))
+            creds = self._grpc.ssl_channel_credentials(root_certificates=pairing.ca, private_key=pairing.key,
+                                                       certificate_chain=pairing.certificate)
+        return self._errors.InferenceServerClient(self.address.target, creds=creds, channel_args=options)
+
+    def _renew_local_pairing(self) -> None:
+        """While this user's own server is away: its certificates as they are now (it may have made
+        them after this link started, or new ones with `--new-pairing`)."""
+        if not self._local:
+            return
+        pairing = local_pairing()
+        if pairing != self._pairing:
+            old, self._pairing, self._client = self._client, pairing, self._connect(pairing)
+            try:
+                old.close()
+            except Exception:  # noqa: BLE001 — closing a broken channel: nothing to report
+                pass
 
     # ---- state -------------------------------------------------------------------------------------
 
@@ -199,7 +213,7 @@ class ServerLink:
 
     def metadata(self, model: str) -> tuple[list[WireArg], list[WireArg]]:
         """The model's inputs and outputs as Triton's metadata says. ServerRefused when it does not serve it."""
-        data = self._call(lambda: self._client.get_model_metadata(model, headers=self._headers, as_json=True,
+        data = self._call(lambda: self._client.get_model_metadata(model, as_json=True,
                                                                    client_timeout=PROBE_TIMEOUT_S * 5), model)
         return ([WireArg.from_metadata(i) for i in data.get("inputs", [])], [WireArg.from_metadata(o) for o in data.get("outputs", [])])
 
@@ -215,7 +229,7 @@ class ServerLink:
             requests.append(item)
         wanted = [self._errors.InferRequestedOutput(name) for name in outputs]
         start = time.perf_counter()
-        result = self._call(lambda: self._client.infer(model, requests, outputs=wanted, headers=self._headers,
+        result = self._call(lambda: self._client.infer(model, requests, outputs=wanted,
                                                        client_timeout=CALL_TIMEOUT_S), model)
         took = (time.perf_counter() - start) * 1000.0
         with self._lock:
@@ -229,13 +243,13 @@ class ServerLink:
 
     def _index(self) -> list[str]:
         # The loaded models, from their statistics (a server that loads its models by API lists none in its index).
-        stats = self._client.get_inference_statistics("", headers=self._headers, as_json=True, client_timeout=PROBE_TIMEOUT_S)
+        stats = self._client.get_inference_statistics("", as_json=True, client_timeout=PROBE_TIMEOUT_S)
         return sorted({m["name"] for m in stats.get("model_stats", [])})
 
     def statistics(self, model: str) -> dict[str, Any]:
         """Triton's inference statistics of a model (batch sizes executed, queue and compute times)."""
         stats: dict[str, Any] = self._call(lambda: self._client.get_inference_statistics(
-            model, headers=self._headers, as_json=True, client_timeout=PROBE_TIMEOUT_S * 5), model)
+            model, as_json=True, client_timeout=PROBE_TIMEOUT_S * 5), model)
         return stats
 
     def _call(self, call: Callable[[], T], model: str | None) -> T:
@@ -292,10 +306,10 @@ class ServerLink:
         with self._lock:
             wanted = sorted(self._wanted)
         try:
-            live = self._client.is_server_ready(headers=self._headers, client_timeout=PROBE_TIMEOUT_S)
+            live = self._client.is_server_ready(client_timeout=PROBE_TIMEOUT_S)
             rtt = (time.perf_counter() - start) * 1000.0
             serves = self._index() if live else []
-            loading = [m for m in wanted if not self._client.is_model_ready(m, headers=self._headers, client_timeout=PROBE_TIMEOUT_S)] \
+            loading = [m for m in wanted if not self._client.is_model_ready(m, client_timeout=PROBE_TIMEOUT_S)] \
                 if live and not self.up else []
         except Exception as exc:  # noqa: BLE001 — whatever the channel raised: still away
             with self._lock:
@@ -304,6 +318,7 @@ class ServerLink:
                 self._retry += 1
             if was_up:
                 self._went_away(self._error or "")
+            self._renew_local_pairing()
             return
         with self._lock:
             if not live:

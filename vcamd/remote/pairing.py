@@ -1,20 +1,22 @@
 """Mutual TLS between `vcamd serve` and its clients, and the one bundle that pairs a client.
 
-`vcamd serve` listening beyond this machine makes (once, then reuses) a private certificate
-authority, a server certificate and a client certificate (`cryptography`), gives Triton the server's
-pair and the CA (`--grpc-use-ssl-mutual`: a client without a certificate from this CA is refused
-during the handshake), and writes one pairing bundle: the server's address, the CA, the client's
-certificate and key, and the server's access token. `vcamd pair BUNDLE` on the client keeps it
-privately; a client talking to a server that is not on its own machine uses it, and refuses to go
-without it.
+`vcamd serve` makes (once, then reuses) a private certificate authority, a server certificate and
+a client certificate (`cryptography`), and gives Triton the server's pair and the CA
+(`--grpc-use-ssl-mutual`: a client without a certificate from this CA is refused during the
+handshake) — on loopback too. Listening beyond this machine, it writes one pairing bundle: the
+server's address, the CA, the client's certificate and key. `vcamd pair BUNDLE` on the client keeps
+it privately; a client talking to a server that is not on its own machine uses it, and refuses to
+go without it. A client on the server's own machine, as its user, reads the same files from the
+server's state folder (`local_pairing`).
 
 The trust is the pinned private CA, not a host name: the server's certificate names
 `SERVER_NAME`, and the client checks that name whatever address it dials (an IP, a DNS name, a
 forwarded port). Every file is 0600 in 0700 folders (`vcamd.files.private_files`).
 
-The access token gates Triton's own endpoints (its restricted gRPC protocols: inference,
-metadata, statistics, …); a client on the same machine reads it from the server's state folder,
-which is private to the user — so another local user can neither drive nor read the server.
+The client's key is the only key to the server, and it lives in files (0600), never on a command
+line: Triton's other gate, a restricted-protocol header, takes its secret only as an argument
+(`--grpc-restricted-protocol=...:KEY=VALUE`), which every local user reads in /proc/PID/cmdline.
+So another local user, who cannot read the key, can neither drive nor read the server.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ BUNDLE_KIND = "vcamd-triton-pairing"
 
 
 def state_dir() -> Path:
-    """The server's private folder: certificates, keys, the access token."""
+    """The server's private folder: certificates and keys."""
     from vcamd.config.folders import user_data_dir
 
     return user_data_dir() / "serve"
@@ -52,17 +54,16 @@ def pairings_dir() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Pairing:
-    """What a client needs to reach one server over mutual TLS (PEM bytes) and its access token."""
+    """What a client needs to reach one server over mutual TLS (PEM bytes)."""
 
     server: str
     ca: bytes
     certificate: bytes
     key: bytes
-    token: str
 
     def to_json(self) -> str:
         return json.dumps({"kind": BUNDLE_KIND, "server": self.server, "server_name": SERVER_NAME, "ca": self.ca.decode(),
-                           "certificate": self.certificate.decode(), "key": self.key.decode(), "token": self.token}, indent=1)
+                           "certificate": self.certificate.decode(), "key": self.key.decode()}, indent=1)
 
     @classmethod
     def from_json(cls, text: str, origin: str) -> Pairing:
@@ -70,7 +71,8 @@ class Pairing:
             data = json.loads(text)
             if data.get("kind") != BUNDLE_KIND:
                 raise ValueError("not a pairing bundle")
-            return cls(str(data["server"]), data["ca"].encode(), data["certificate"].encode(), data["key"].encode(), str(data["token"]))
+            # An older bundle's "token" is ignored: the server no longer has one.
+            return cls(str(data["server"]), data["ca"].encode(), data["certificate"].encode(), data["key"].encode())
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise VcamdError(f"{origin} is not a vcamd pairing bundle ({exc})",
                              fix="use the file `vcamd serve` wrote when it started listening beyond its machine") from None
@@ -85,26 +87,19 @@ class ServerCredentials:
     ca: Path
 
 
-def access_token(folder: Path | None = None) -> str:
-    """The server's access token, made once (0600)."""
-    path = (folder or state_dir()) / "access-token"
-    try:
-        token = path.read_text().strip()
-    except FileNotFoundError:
-        token = ""
-    if not token:
-        private_dir(path.parent)
-        token = secrets.token_urlsafe(32)
-        write_private_atomic(path, token)
-    return token
+CLIENT_FILES = ("client.pem", "client.key")
+"""In the server's state folder: the client's certificate and key (a bundle carries the same)."""
 
 
-def local_token(folder: Path | None = None) -> str | None:
-    """The token of a server run by this user on this machine, or None when none has run."""
+def local_pairing(folder: Path | None = None) -> Pairing | None:
+    """The pairing of a server run by this user on this machine (read from its state folder), or
+    None when none has run here."""
+    folder = folder or state_dir()
     try:
-        return ((folder or state_dir()) / "access-token").read_text().strip() or None
+        ca, certificate, key = ((folder / name).read_bytes() for name in ("ca.pem", *CLIENT_FILES))
     except OSError:
         return None
+    return Pairing("", ca, certificate, key)
 
 
 def server_credentials(folder: Path | None = None, *, renew: bool = False) -> tuple[ServerCredentials, Pairing]:
@@ -112,18 +107,18 @@ def server_credentials(folder: Path | None = None, *, renew: bool = False) -> tu
     folder = folder or state_dir()
     private_dir(folder)
     files = ServerCredentials(folder / "server.pem", folder / "server.key", folder / "ca.pem")
-    client_cert, client_key = folder / "client.pem", folder / "client.key"
+    client_cert, client_key = (folder / name for name in CLIENT_FILES)
     made = [files.certificate, files.key, files.ca, client_cert, client_key]
     if renew or not all(p.is_file() for p in made) or _expiring(files.certificate) or _expiring(client_cert):
         _make_all(files, client_cert, client_key)
-    pairing = Pairing("", files.ca.read_bytes(), client_cert.read_bytes(), client_key.read_bytes(), access_token(folder))
+    pairing = Pairing("", files.ca.read_bytes(), client_cert.read_bytes(), client_key.read_bytes())
     return files, pairing
 
 
 def write_bundle(pairing: Pairing, server: ServerAddress, path: Path) -> Path:
     """The client's pairing bundle for `server`, 0600."""
     private_dir(path.parent)
-    write_private_atomic(path, Pairing(server.url, pairing.ca, pairing.certificate, pairing.key, pairing.token).to_json())
+    write_private_atomic(path, Pairing(server.url, pairing.ca, pairing.certificate, pairing.key).to_json())
     return path
 
 
@@ -138,7 +133,7 @@ def install_bundle(source: Path, server: ServerAddress | None = None) -> tuple[P
     address = server or ServerAddress.parse(pairing.server)
     path = pairing_path(address)
     private_dir(path.parent)
-    write_private_atomic(path, Pairing(address.url, pairing.ca, pairing.certificate, pairing.key, pairing.token).to_json())
+    write_private_atomic(path, Pairing(address.url, pairing.ca, pairing.certificate, pairing.key).to_json())
     return path, address
 
 

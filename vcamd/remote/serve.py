@@ -13,10 +13,12 @@ under its `wire.served_name`, with its image tensors as uint8 pixels (`vcamd.rem
 loaders are the same classes `vcamd run` uses (`Swapper`, `Enhancer`, `FaceParser`), so a wrong
 file is refused here with the same message.
 
-Private by default: gRPC on 127.0.0.1 unless `--listen` says otherwise, and then only with mutual
-TLS (`vcamd.remote.pairing`); no HTTP endpoint, no metrics; every gRPC protocol but health needs
-the access token. Nothing here writes or logs a tensor: requests live in memory (Triton's, and the
-Python backend's shared memory, its user's alone) and errors name the model, never the data.
+Private by default: gRPC on 127.0.0.1 unless `--listen` says otherwise, and mutual TLS on every
+address, loopback too (`vcamd.remote.pairing`): the client's key is in files only its user reads,
+and no secret is on a command line (any local user reads those). No HTTP endpoint, no metrics.
+Nothing here writes or logs a tensor: requests live in memory (Triton's, and the Python backend's
+shared memory, made private to the user before the server is ready: `tritonserver.private_regions`)
+and errors name the model, never the data.
 """
 
 from __future__ import annotations
@@ -43,13 +45,6 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 8
 """The most requests Triton hands the model at once (faces from several clients)."""
-TRITON_ENDPOINTS = {"health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics", "trace",
-                   "logging"}
-"""Triton's gRPC protocols that `--grpc-restricted-protocol` can put behind a header."""
-OPEN_ENDPOINTS = {"health"}
-"""Triton endpoints that need no token: whether the server is alive says nothing about anyone."""
-TOKEN_HEADER = "triton-access-token"
-"""The restricted protocols' header (a gRPC client sends it as `triton-grpc-protocol-triton-access-token`)."""
 READY_LINE = "vcamd serve: ready"
 
 
@@ -215,12 +210,10 @@ class ServeOptions:
     queue_delay_us: int = 0
     instances: int = 1
     renew_pairing: bool = False
-    tls: bool = False
-    """Mutual TLS on loopback too (beyond it always)."""
     bundle: Path | None = None
     """Where to write the client's pairing bundle (beyond loopback); None: the server's state folder."""
     state: Path | None = None
-    """The server's private folder (certificates, token); None: `pairing.state_dir()`."""
+    """The server's private folder (certificates and keys); None: `pairing.state_dir()`."""
 
 
 def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None] = print) -> None:
@@ -239,11 +232,10 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
     providers = sorted(set(sessions.active_providers().values()))
     del sessions  # Triton's stubs load the models; this process only watches the server
     state = options.state or pairing.state_dir()
-    token = pairing.access_token(state)
-    tls, bundle_path, pair = None, None, None
-    if options.tls or not listen.loopback:
-        files, pair = pairing.server_credentials(state, renew=options.renew_pairing)
-        tls = {"certificate": files.certificate, "key": files.key, "ca": files.ca}
+    files, pair = pairing.server_credentials(state, renew=options.renew_pairing)  # mutual TLS, loopback too: no secret on argv
+    tls = {"certificate": files.certificate, "key": files.key, "ca": files.ca}
+    bundle_path = None
+    if not listen.loopback or options.bundle is not None:
         bundle_path = pairing.write_bundle(pair, public_address(listen), options.bundle or state / "pairing.json")
     workspace = _fresh_workspace(listen)
     config_file = workspace / "config.json"
@@ -253,17 +245,16 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
     shm_prefix = f"vcamd_serve_{os.getuid() if hasattr(os, 'getuid') else 0}_{listen.port}_"
     tritonserver.clear_stale_regions(shm_prefix)
     log_file = state / f"tritonserver-{listen.port}.log"
-    restricted = f"{','.join(sorted(TRITON_ENDPOINTS - OPEN_ENDPOINTS))}:{TOKEN_HEADER}={token}"
     args = tritonserver.command(dist, workspace / "models", dist.backends(workspace / "backends"), host=listen.host, port=listen.port,
-                                log_file=log_file, restricted=restricted, shm_prefix=shm_prefix, tls=tls)
+                                log_file=log_file, shm_prefix=shm_prefix, tls=tls)
     announce(f"Triton's own log: {log_file}")
     with log_file.open("ab") as out:
         proc = subprocess.Popen(args, env=tritonserver.environment(dist, stub_library_path()), stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=out, preexec_fn=tritonserver.child_setup)  # noqa: PLW1509 — before any thread of ours
     try:
         signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
-        _wait_ready(proc, listen, pair, log_file)
-        announce(f"serving {', '.join(m.name for m in models)} on {listen.url} ({'mutual TLS' if tls else 'loopback only'}; "
+        _wait_ready(proc, listen, pair, log_file, lambda: tritonserver.private_regions(shm_prefix))
+        announce(f"serving {', '.join(m.name for m in models)} on {listen.url} (mutual TLS{'' if listen.loopback else ', beyond loopback'}; "
                  f"ONNX Runtime on {', '.join(providers)})")
         if bundle_path is not None:
             announce(f"pairing bundle for clients: {bundle_path} — copy it to the client and run `vcamd pair {bundle_path.name}` there")
@@ -287,31 +278,32 @@ def _require_free(listen: ServerAddress) -> None:
                              fix="stop what runs there, or choose another port with --listen") from None
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], listen: ServerAddress, pair: Any, log_file: Path) -> None:
-    """Until Triton says it is ready — every model loaded (strict readiness) — or it exits."""
+def _wait_ready(proc: subprocess.Popen[bytes], listen: ServerAddress, pair: Any, log_file: Path, private: Callable[[], Any]) -> None:
+    """Until Triton says it is ready — every model loaded (strict readiness) — or it exits; `private`
+    (the Python backend's regions made 0600) runs at every look, and once more when it is ready."""
     import time
 
     import tritonclient.grpc as grpcclient
 
     host = "127.0.0.1" if listen.host in ("0.0.0.0", "::") else listen.host
-    options = None if pair is None else {"root_certificates": pair.ca, "private_key": pair.key, "certificate_chain": pair.certificate}
+    options = {"root_certificates": pair.ca, "private_key": pair.key, "certificate_chain": pair.certificate}
     client = _health_client(grpcclient, f"{host}:{listen.port}", options)
     try:
         while proc.poll() is None:
+            private()  # Triton makes a region as each model instance loads, before it listens
             try:
                 if client.is_server_ready(client_timeout=1.0):
+                    private()
                     return
             except Exception:  # noqa: BLE001 — not listening yet
                 pass
-            time.sleep(0.1)
+            time.sleep(0.02)
     finally:
         client.close()
     raise VcamdError(f"Triton did not start (exit {proc.returncode}): {_last_error(log_file)}", fix=f"see Triton's log: {log_file}")
 
 
-def _health_client(grpcclient: Any, target: str, tls: dict[str, bytes] | None) -> Any:
-    if tls is None:
-        return grpcclient.InferenceServerClient(target)
+def _health_client(grpcclient: Any, target: str, tls: dict[str, bytes]) -> Any:
     import grpc
 
     from vcamd.remote.pairing import SERVER_NAME

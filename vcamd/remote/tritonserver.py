@@ -97,18 +97,17 @@ def write_python_repository(folder: Path, models: Sequence[Any], config_file: Pa
 
 
 def command(dist: Distribution, repository: Path, backends: Path, *, host: str, port: int, log_file: Path,
-            restricted: str, shm_prefix: str, tls: dict[str, Path] | None) -> list[str]:
-    """tritonserver's command line: gRPC alone (no HTTP, no metrics), the restricted protocols behind the token."""
-    args = [str(dist.binary), f"--model-repository={repository}", f"--backend-directory={backends}",
+            shm_prefix: str, tls: dict[str, Path]) -> list[str]:
+    """tritonserver's command line: gRPC alone (no HTTP, no metrics), mutual TLS. Paths only, no
+    secret: every local user reads a command line (/proc/PID/cmdline), so the client's key — the
+    one way in — stays in its 0600 file."""
+    return [str(dist.binary), f"--model-repository={repository}", f"--backend-directory={backends}",
             "--disable-auto-complete-config", "--allow-http=false", "--allow-metrics=false", "--allow-gpu-metrics=false",
             "--allow-cpu-metrics=false", f"--grpc-address={host}", f"--grpc-port={port}", "--log-verbose=0", f"--log-file={log_file}",
-            "--exit-timeout-secs=5", f"--grpc-restricted-protocol={restricted}",
-            f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
-            f"--backend-config=python,shm-default-byte-size={BACKEND_SHM_BYTES}", "--backend-config=python,shm-growth-byte-size=1048576"]
-    if tls is not None:
-        args += ["--grpc-use-ssl=true", "--grpc-use-ssl-mutual=true", f"--grpc-server-cert={tls['certificate']}",
-                 f"--grpc-server-key={tls['key']}", f"--grpc-root-cert={tls['ca']}"]
-    return args
+            "--exit-timeout-secs=5", f"--backend-config=python,shm-region-prefix-name={shm_prefix}",
+            f"--backend-config=python,shm-default-byte-size={BACKEND_SHM_BYTES}", "--backend-config=python,shm-growth-byte-size=1048576",
+            "--grpc-use-ssl=true", "--grpc-use-ssl-mutual=true", f"--grpc-server-cert={tls['certificate']}",
+            f"--grpc-server-key={tls['key']}", f"--grpc-root-cert={tls['ca']}"]
 
 
 def environment(dist: Distribution, libdir: str | None) -> dict[str, str]:
@@ -129,6 +128,23 @@ def clear_stale_regions(prefix: str, shm: Path = Path("/dev/shm")) -> int:
             region.unlink()
             removed += 1
     return removed
+
+
+def private_regions(prefix: str, shm: Path = Path("/dev/shm")) -> int:
+    """Make the Python backend's regions of this server (`prefix`) readable by their user alone; how many there are.
+
+    Triton's Python backend makes one region per model instance (`prefix` + a UUID) as the instance
+    loads — before the server listens, and never later here: no stub restart, no model control —
+    through boost, which sets mode 0644 whatever the umask. Growth resizes the same region (its mode
+    stays). `vcamd serve` calls this while Triton starts and once more when it is ready, before a
+    client can send a crop."""
+    count = 0
+    for region in shm.glob(prefix + "*") if shm.is_dir() else ():
+        with contextlib.suppress(FileNotFoundError):
+            if region.stat().st_mode & 0o077:
+                os.chmod(region, 0o600)
+            count += 1
+    return count
 
 
 def child_setup() -> None:
