@@ -12,7 +12,7 @@ import pytest
 import vcamd
 from vcamd.common.quality import BEST, LADDER, Level, higher, label, lower, quality_names, worst
 from vcamd.config.schema import Config
-from vcamd.live.tracking.sizes import detect_sizes
+from vcamd.live.tracking.sizes import TrackerSettings, detect_sizes
 
 PACKAGE = Path(vcamd.__file__).parent
 
@@ -49,7 +49,7 @@ def test_walking_down_then_up_visits_every_rung_that_changes_the_work(enhancer, 
 
 
 def test_detection_sizes_follow_the_table():
-    cfg = Config()
+    cfg = TrackerSettings.of(Config())
     full = detect_sizes(cfg, BEST)
     for level in Level:
         sizes = detect_sizes(cfg, level)

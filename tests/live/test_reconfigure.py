@@ -147,14 +147,33 @@ NEW_LIVE_VALUES: dict[tuple[str, str], object] = {
 }
 
 
+def test_the_tracker_and_the_publisher_see_only_the_keys_they_read():
+    """Their records of the config (`TrackerSettings`, `PublisherSettings`) change with each live key
+    they own, and with no other live key (an edit elsewhere does not reach them)."""
+    from vcamd.live.output.publisher import PublisherSettings
+    from vcamd.live.tracking.sizes import TrackerSettings
+
+    record_of = {Owner.tracker: TrackerSettings.of, Owner.publisher: PublisherSettings.of}
+    old, changed = Config(), set()
+    for (section, key), value in NEW_LIVE_VALUES.items():
+        new = Config.model_validate({section: {key: value}})
+        if getattr(getattr(new, section), key) == getattr(getattr(old, section), key):
+            continue  # that value is the default (swap.source_consent): no edit from `old`
+        changed.add((section, key))
+        for owner, record in record_of.items():
+            assert (record(new) != record(old)) is (owner in TABLE[section][key].owners), (owner, section, key)
+    owned = {(s, k) for s, rows in TABLE.items() for k, row in rows.items() if row.apply is Apply.live and set(row.owners) & set(record_of)}
+    assert owned <= changed, "every key they own was edited here"
+
+
 def _runs_on(engine, owner: Owner, section: str, key: str):
     """The value of [section] key that `owner`'s part is running with now."""
     parts = engine.parts
     if owner is Owner.watchdog:
         return getattr(parts.watchdog.cfg, key)
     if owner is Owner.tracker:
-        applied = parts.tracker.applied
-        return getattr(getattr(applied, section), key), applied.detection.full_every == parts.tracker.full_every
+        applied = parts.tracker.applied  # `TrackerSettings`: the keys it reads, by their names
+        return getattr(applied, key), applied.full_every == parts.tracker.full_every
     if owner is Owner.frames:
         policy = engine.frames.policy
         return getattr(policy.smoothing, key) if section == "smoothing" else getattr(policy, key)

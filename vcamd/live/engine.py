@@ -63,12 +63,13 @@ from vcamd.live.frames import FrameProcessor, log_events
 from vcamd.live.loading import FacePipeline, PipelineFactory, warm_up_detector
 from vcamd.live.measures.stats import GpuSampler, LiveStats
 from vcamd.live.measures.watchdog import Watchdog
-from vcamd.live.output.publisher import Publisher
+from vcamd.live.output.publisher import Publisher, PublisherSettings
 from vcamd.live.parts import LiveParts
 from vcamd.live.process import ProcessSettings
 from vcamd.live.readiness import ModelFilesSeen, log_needs
 from vcamd.live.swapworker import SwapWorker
 from vcamd.live.tracking.full import FullDetector
+from vcamd.live.tracking.sizes import TrackerSettings
 from vcamd.live.tracking.tracker import LiveTracker
 from vcamd.sinks.base import Sink
 
@@ -147,8 +148,8 @@ class LiveEngine:
             enabled=cfg.swap.enabled,
             providers=dict(providers or {}),
         )
-        self.parts.tracker.configure(cfg)
-        self.parts.publisher.configure(cfg)
+        self.parts.tracker.configure(TrackerSettings.of(cfg))
+        self.parts.publisher.configure(PublisherSettings.of(cfg))
         self.frames = FrameProcessor(self.parts, cfg, clock() if started_at is None else started_at)
         # -- control plane
         self._commands = CommandQueue(self._refresh_status, lambda message: self.settings.problems.report("settings", message))

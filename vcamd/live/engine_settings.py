@@ -26,6 +26,7 @@ from vcamd.live import reconfigure
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.first_load import FirstLoad
 from vcamd.live.loading import FaceLoader, FacePipeline, Int8Upgrade, Loaded, PipelineBuild, PipelineFactory, Tell
+from vcamd.live.output.publisher import PublisherSettings
 from vcamd.live.problems import Problems
 from vcamd.live.readiness import (
     FACE_MISSING,
@@ -39,6 +40,7 @@ from vcamd.live.readiness import (
 )
 from vcamd.live.reconfigure import Owner
 from vcamd.live.runtime_choices import RuntimeChoices
+from vcamd.live.tracking.sizes import TrackerSettings
 from vcamd.sinks.registry import OUTPUT_SECTIONS
 
 if TYPE_CHECKING:
@@ -90,13 +92,12 @@ class Settings:
         self._first_load = FirstLoad.watching(
             None if look_at_models is None else lambda: look_at_models(self.cfg), self._tell_models_seen)
         """The model files, the load and its failure, while no face pipeline is installed."""
-        # Who applies each live key (`reconfigure.Owner`): the parts their own settings, the rest here.
-        # Each gets its own sections (and the watchdog which of its keys changed); the tracker and the
-        # publisher read parts of several, so they get the config.
+        # Who applies each live key (`reconfigure.Owner`): the parts their own settings, the rest here. Each
+        # gets only what it reads: its sections, or a record of its keys (tracker, publisher); the watchdog also which changed.
         self._appliers: dict[Owner, Callable[[Config, reconfigure.Plan], None]] = {
             Owner.camera: lambda new, _: self._restart_camera(new.camera),
             Owner.watchdog: lambda new, edit: parts.watchdog.configure(new.watchdog, edit.keys_in("watchdog")),
-            Owner.tracker: lambda new, _: parts.tracker.configure(new),  # [detection], lowres_scale, the selection
+            Owner.tracker: lambda new, _: parts.tracker.configure(TrackerSettings.of(new)),  # [detection], lowres_scale, the selection
             Owner.frames: lambda new, _: frames.configure(new.swap, new.smoothing),
             Owner.swapping: lambda new, _: self._apply_enabled(new.swap.enabled),
             Owner.consent: lambda new, _: self._consent_changed(new.swap.source_consent),
@@ -418,19 +419,18 @@ class Settings:
         self.apply(self.cfg.model_copy(update={"disclosure": self.cfg.disclosure.model_copy(update={"badge": on})}))
 
     def _apply_publisher(self, new: Config) -> None:
-        """[disclosure] and the output sections (`sinks.registry.OUTPUT_SECTIONS`: [virtual_camera],
-        [preview], …): the publisher applies them. If a new output cannot open, go back to the old
-        output settings so the output never vanishes."""
+        """The publisher applies [disclosure] and the output sections (`PublisherSettings`). If a new output
+        cannot open, go back to the old output settings (`sinks.registry.OUTPUT_SECTIONS`) so the output never vanishes."""
         publisher = self._parts.publisher
         self.problems.clear("output")
         old = publisher.applied
-        problem = publisher.configure(new)
+        problem = publisher.configure(PublisherSettings.of(new))
         if problem is None or old is None:
             return
         self.problems.report("output", message := f"output settings: {problem}; keeping the previous output")
         log.error(message)
         self.cfg = self.cfg.model_copy(update={section: getattr(old, section) for section in OUTPUT_SECTIONS})
-        if (again := publisher.configure(self.cfg)) is not None:
+        if (again := publisher.configure(PublisherSettings.of(self.cfg))) is not None:
             log.error("the previous output does not open either: %s", again)
 
     def _restart_camera(self, camera: CameraConfig) -> None:

@@ -46,7 +46,7 @@ from vcamd.faces.footprint import PasteRegion
 from vcamd.faces.identity import SourceIdentity
 from vcamd.inference.fidelity import Verdict
 from vcamd.inference.precision import Choice
-from vcamd.live.tracking.sizes import all_detect_sizes
+from vcamd.live.tracking.sizes import TrackerSettings, all_detect_sizes
 from vcamd.models.pipeline import build_face_engine
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def warm_up_detector(faces: Detects, cfg: Config, frame_size: tuple[int, int]) -
     """Build the detector's session for every input size a level may ask for, now: building one
     mid-stream costs a few hundred ms, a visible stall."""
     for blank in warm_up_frames(frame_size):
-        for size in all_detect_sizes(cfg):
+        for size in all_detect_sizes(TrackerSettings.of(cfg)):
             faces.detect(blank, size)
 
 

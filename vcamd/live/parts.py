@@ -2,7 +2,8 @@
 
 `LiveEngine` builds a `LiveParts` and hands it to the loop's per-frame work (`frames.FrameProcessor`) and
 to the settings (`settings.Settings`); neither sees the engine. Each part applies its own settings
-(`configure(cfg)`: the watchdog, the tracker, the frame policy, the publisher); the settings replace
+(`configure(...)`, each with its own part of the config: the watchdog, the tracker, the frame policy,
+the publisher); the settings replace
 a part whole where a change needs a new one (a camera reopened, a face pipeline rebuilt) — here, so
 the loop picks the new one up at its next frame. Every field is read and written on the loop's
 thread only (the status snapshot is how other threads see it).
@@ -25,6 +26,7 @@ from vcamd.live.measures.watchdog import Watchdog
 from vcamd.live.output.publisher import Publisher
 from vcamd.live.swapworker import SwapWorker
 from vcamd.live.tracking.full import FullDetector
+from vcamd.live.tracking.sizes import TrackerSettings
 from vcamd.live.tracking.tracker import LiveTracker
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,7 @@ class LiveParts:
         watchdog learns whether its pixel-boost rung is a step."""
         self.faces = self.worker.faces = self.full_detector.faces = self.tracker.faces = faces
         self.tracker.reset()
-        self.tracker.configure(cfg)
+        self.tracker.configure(TrackerSettings.of(cfg))
         self.watchdog.boost_enabled = faces.boosts
         self.providers = dict(providers)
 

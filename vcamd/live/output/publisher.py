@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from vcamd.common.errors import VcamdError
 from vcamd.common.types import Face, Frame
-from vcamd.config.schema import Config
+from vcamd.config.schema import Config, DisclosureConfig, PreviewConfig, VirtualCameraConfig
 from vcamd.live.output.placeholder import OFFLINE_MESSAGE, STARTING_MESSAGE
 from vcamd.privacy.rule import Held
 from vcamd.sinks.base import Sink, SinkFactory
@@ -23,6 +24,21 @@ from vcamd.sinks.registry import OUTPUT_SECTIONS
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class PublisherSettings:
+    """What the publisher reads of the config (`Publisher.configure`): the badge ([disclosure]) and
+    the output sections (`sinks.registry.OUTPUT_SECTIONS`: the sink factory opens the output with
+    them; the publisher compares them to know when to reopen it). Built from a config in one place (`of`)."""
+
+    disclosure: DisclosureConfig
+    virtual_camera: VirtualCameraConfig
+    preview: PreviewConfig
+
+    @classmethod
+    def of(cls, cfg: Config) -> PublisherSettings:
+        return cls(cfg.disclosure, cfg.virtual_camera, cfg.preview)
 
 
 class Publisher:
@@ -46,16 +62,16 @@ class Publisher:
         self.failure_streak = 0  # consecutive failed sink writes (logged once per streak)
         self.last_published: Frame | None = None
         self.held: Held | None = None  # the last good output
-        self.applied: Config | None = None
-        """The config `configure` applied last: the badge drawn from its [disclosure], the output
+        self.applied: PublisherSettings | None = None
+        """The settings `configure` applied last: the badge drawn from its [disclosure], the output
         opened with its output sections (the sink factory reads them)."""
 
-    def configure(self, cfg: Config) -> str | None:
+    def configure(self, settings: PublisherSettings) -> str | None:
         """Apply the publisher's settings: [disclosure] from the next frame, and the output
         reopened when one of its sections (`sinks.registry.OUTPUT_SECTIONS`) changed. Returns the
         problem when the new output cannot open (the caller goes back to the old settings)."""
-        before, self.applied = self.applied, cfg
-        if before is None or all(getattr(before, s) == getattr(cfg, s) for s in OUTPUT_SECTIONS):
+        before, self.applied = self.applied, settings
+        if before is None or all(getattr(before, s) == getattr(settings, s) for s in OUTPUT_SECTIONS):
             return None
         return self.reopen()
 

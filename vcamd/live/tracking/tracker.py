@@ -15,14 +15,13 @@ from typing import Any, TypeVar
 from vcamd.common.newest import BoundedCall
 from vcamd.common.quality import Level
 from vcamd.common.types import Face, Frame
-from vcamd.config.schema import Config
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.tracking.changes import ChangeMap, downscaled
 from vcamd.live.tracking.cropplan import CropRun, DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
 from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
-from vcamd.live.tracking.sizes import detect_sizes, unsure_band, vouch_size
+from vcamd.live.tracking.sizes import TrackerSettings, detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
 
 T = TypeVar("T")
@@ -100,16 +99,16 @@ class LiveTracker:
         """The full detections that landed with the last `update` (`unseen.UnseenChanges` uncovers what they saw)."""
         self._look_soon = False
         self._look_size = 0  # the least input size the look asked for by `look_soon` runs at
-        self.applied: Config | None = None
-        """The config `configure` applied last: the detector sizes per level and the unsure band
-        `locate` asks for come from it."""
+        self.applied: TrackerSettings | None = None
+        """The settings `configure` applied last: the detector sizes per level and the unsure band
+        `locate` asks for come from them."""
 
-    def configure(self, cfg: Config) -> None:
+    def configure(self, settings: TrackerSettings) -> None:
         """Apply the tracker's settings: the full detections' cadence ([detection] full_every), the
         detector sizes at each level ([detection] sizes, [watchdog] lowres_scale) and the unsure
         band ([detection] cover_threshold, with the selection that decides whether it is asked)."""
-        self.applied = cfg
-        self.full_every = cfg.detection.full_every
+        self.applied = settings
+        self.full_every = settings.full_every
 
     def locate(self, frame: Frame, frame_index: int, level: Level, *, deadline_s: float) -> FaceReport:
         """`update` at the detector sizes `level` asks for, with the unsure band, as configured."""
