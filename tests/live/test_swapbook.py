@@ -65,6 +65,17 @@ def test_another_pipeline_source_face_or_swap_work_makes_it_out_of_date_detectio
     assert not SwapBook.current(swap, 10, Level.no_enhancer, (PIPELINE, object()), now=1.1)  # another source face
 
 
+def test_a_new_swap_replaces_the_one_shown_on_its_face_not_only_the_one_made_where_it_is():
+    """A face that moved far from where its swap was made: the new swap replaces the old one, which
+    is not matched again (the bench's sliding face: shown 2 s old each time it passed there)."""
+    book = SwapBook()
+    book.merge(Result([_face(0)], ["old"], 1.0, 10))
+    assert [s.swapped for s in book.match([_face(60)])] == ["old"]  # the face moved on, still matched
+    book.merge(Result([_face(55)], ["new"], 2.0, 20))  # made where the face was then
+    assert [s.swapped for s in book.match([_face(5)])] == ["new"]  # back near the old place: the new swap
+    assert len(book._swaps) == 1
+
+
 def test_a_swap_no_face_matches_goes_after_keep_unmatched_frames():
     book = SwapBook()
     gone, stays = _face(0), _face(300)

@@ -64,6 +64,7 @@ class Swap:
     level: Level  # the quality rung it was made at
     maker: tuple[Any, Any]  # (the face pipeline, its source face) it was made by: another's swap is out of date
     unmatched: int = 0  # frames in a row no face matched it
+    seen: Face | None = None  # the face it was matched to last (frame coordinates)
     t_current: float = float("-inf")  # capture of the newest frame it was checked current for (`SwapBook.check`)
 
     def __post_init__(self) -> None:
@@ -87,8 +88,11 @@ class SwapBook:
             return
         self._merged = result
         faces = list(result.faces)
-        replaced = near_any([s.face for s in self._swaps], faces)
-        kept = [s for s, gone in zip(self._swaps, replaced) if not gone]
+        # A new swap replaces the one made where its face was, and the one shown on its face (made
+        # where the face was long ago: left behind, it would be matched again as the face passes).
+        made_here = near_any([s.face for s in self._swaps], faces)
+        shown_here = near_any([s.seen or s.face for s in self._swaps], faces)
+        kept = [s for s, a, b in zip(self._swaps, made_here, shown_here) if not (a or b)]
         self._swaps = kept + [Swap(face, swapped, result.t_capture, result.frame_index, result.level, result.maker)
                               for face, swapped in zip(faces, result.swapped)]
 
@@ -97,6 +101,9 @@ class SwapBook:
         them), or None; swaps no target matched age by one frame, and go after KEEP_UNMATCHED."""
         matched = match_swaps(targets, [s.face for s in self._swaps], list(self._swaps)) if targets else []
         ids = {id(s) for s in matched if s is not None}
+        for target, s in zip(targets, matched):
+            if s is not None:
+                s.seen = target
         for s in self._swaps:
             s.unmatched = 0 if id(s) in ids else s.unmatched + 1
         self._swaps = [s for s in self._swaps if s.unmatched < KEEP_UNMATCHED]
