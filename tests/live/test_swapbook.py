@@ -65,6 +65,17 @@ def test_another_pipeline_source_face_or_swap_work_makes_it_out_of_date_detectio
     assert not SwapBook.current(swap, 10, Level.no_enhancer, (PIPELINE, object()), now=1.1)  # another source face
 
 
+def test_a_new_swap_replaces_the_one_shown_on_its_face_not_only_the_one_made_where_it_is():
+    """A face that moved far from where its swap was made: the new swap replaces the old one, which
+    is not matched again (the bench's sliding face: shown 2 s old each time it passed there)."""
+    book = SwapBook()
+    book.merge(Result([_face(0)], ["old"], 1.0, 10))
+    assert [s.swapped for s in book.match([_face(60)])] == ["old"]  # the face moved on, still matched
+    book.merge(Result([_face(55)], ["new"], 2.0, 20))  # made where the face was then
+    assert [s.swapped for s in book.match([_face(5)])] == ["new"]  # back near the old place: the new swap
+    assert len(book._swaps) == 1
+
+
 def test_a_swap_no_face_matches_goes_after_keep_unmatched_frames():
     book = SwapBook()
     gone, stays = _face(0), _face(300)
@@ -75,6 +86,49 @@ def test_a_swap_no_face_matches_goes_after_keep_unmatched_frames():
     for _ in range(KEEP_UNMATCHED):
         book.match([stays])
     assert [None if s is None else s.swapped for s in book.match([_face(0), stays])] == [None, "s"]
+
+
+def test_a_kept_swap_shows_its_face_as_of_the_last_frame_it_was_checked_current_not_its_own():
+    """Frames at 30 fps: a swap made from frame 10 is checked current at every frame while the face
+    only moves; at frame 41 the face changes. The shown face is as old as frame 40, not frame 10."""
+    book, face = SwapBook(), _face(0)
+    t = {i: 1.0 + (i - 10) / 30.0 for i in range(10, 80)}  # the fake camera's capture times
+    book.merge(Result([face], ["s"], t[10], 10))
+    for i in range(11, 41):
+        (swap,) = book.match([face])
+        assert SwapBook.check(swap, 5, Level.full, MAKER, now=t[i] + 0.03, t_frame=t[i])
+        assert SwapBook.shown_since([swap]) == t[i]  # current: as young as the frame checked
+    (swap,) = book.match([face])
+    assert not SwapBook.check(swap, 41, Level.full, MAKER, now=t[41] + 0.03, t_frame=t[41])  # the face changed
+    assert SwapBook.shown_since([swap]) == t[40]
+    (swap,) = book.match([face])
+    assert not SwapBook.check(swap, 41, Level.full, MAKER, now=t[60] + 0.03, t_frame=t[60])
+    assert SwapBook.shown_since([swap]) == t[40]  # still the last frame it showed the face as it was
+    book.merge(Result([face], ["s2"], t[55], 55))  # a swap made after the change: its own frame
+    (fresh,) = book.match([face])
+    assert SwapBook.shown_since([fresh]) == t[55]
+    assert SwapBook.shown_since([fresh, swap]) == t[40]  # the oldest face shown sets the frame's age
+    assert SwapBook.shown_since([]) is None
+
+
+def test_a_kept_swap_past_refresh_counts_from_its_last_current_frame():
+    book, face = SwapBook(), _face(0)
+    book.merge(Result([face], ["s"], 1.0, 10))
+    (swap,) = book.match([face])
+    last = 1.0 + REFRESH_S - 0.05
+    assert SwapBook.check(swap, 10, Level.full, MAKER, now=last + 0.02, t_frame=last)
+    assert not SwapBook.check(swap, 10, Level.full, MAKER, now=1.0 + REFRESH_S + 0.1, t_frame=1.0 + REFRESH_S + 0.08)
+    assert SwapBook.shown_since([swap]) == last  # not 1.0: it showed the still face until `last`
+
+
+def test_a_kept_swap_is_due_one_lead_ahead_of_refresh_and_the_lead_is_capped():
+    book, face = SwapBook(), _face(0)
+    book.merge(Result([face], ["s"], 1.0, 10))
+    (swap,) = book.match([face])
+    assert not SwapBook.due(swap, 1.0 + REFRESH_S - 0.31, lead_s=0.3)
+    assert SwapBook.due(swap, 1.0 + REFRESH_S - 0.29, lead_s=0.3)
+    assert not SwapBook.due(swap, 1.1, lead_s=60.0)  # a swap slower than REFRESH_S: not made again at once
+    assert not SwapBook.due(None, 10.0, lead_s=0.3)
 
 
 # ---- in the live engine -------------------------------------------------------------------------
@@ -132,3 +186,25 @@ def test_swaps_of_faces_that_did_not_change_count_as_young_as_the_frame_shown(li
     age, latency = stats["swap_age_ms"], stats["latency_ms"]
     assert stats["frames"]["swapped"] > 0
     assert age["p50"] <= latency["p95"] + 1.0, (age, latency)
+
+
+def test_a_still_pair_is_refreshed_before_its_swap_expires_and_its_age_stays_young(live_config, run_live, newton, tmp_path):
+    """Past REFRESH_S a still pair's swap is made again; it is asked ahead of REFRESH_S, and every
+    frame's age counts from the last frame the kept swap was current for: no frame shows the face
+    REFRESH_S old (before: each refresh showed frames 2 s+ old while the new swap was made)."""
+    cfg = live_config(swap={"face_selection": "all", "on_miss": "blur"})
+    seen: dict[str, int] = {}
+
+    def refreshed_and_after(engine) -> bool:
+        ring = engine.parts.stats.swap_age_ms
+        if engine.parts.worker.swaps >= 2 and "at" not in seen:
+            seen["at"] = ring.count
+        return "at" in seen and ring.count >= seen["at"] + 10
+
+    box: dict[str, object] = {}
+    stats, _, engine = run_live(cfg, _pair_clip(tmp_path / "still.avi", newton, change_from=None, frames=40), frames=600,
+                                before_run=lambda e: box.setdefault("engine", e),
+                                until=lambda sink: "engine" in box and refreshed_and_after(box["engine"]))
+    ages = engine.parts.stats.swap_age_ms.recent()
+    assert "at" in seen, f"no refresh swap within the run ({engine.parts.worker.swaps} swaps)"
+    assert float(ages.max()) < REFRESH_S * 1000.0 / 2, sorted(ages)[-5:]

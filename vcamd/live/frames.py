@@ -27,7 +27,7 @@ from vcamd.config.schema import Config, OnMiss, Others, SmoothingConfig, SwapCon
 from vcamd.faces.following import FollowedFace
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.repaint import Repaint
-from vcamd.live.swapbook import Swap, SwapBook
+from vcamd.live.swapbook import REFRESH_AHEAD, Swap, SwapBook
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking.smoothing import FaceSmoother
 from vcamd.live.tracking.trackedfaces import FaceReport
@@ -105,6 +105,7 @@ class FrameProcessor:
         self.startup = Startup(started_at)
         self._index = 0
         self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
+        self._report_t = 0.0  # the capture time of the frame `_report` looked at
         self.targets: list[Face] = []  # faces being swapped, as of the last processed frame
         self._faces_to_swap = 0  # how many the selection wanted swapped (targets may hold fewer: faces_per_round)
         self._covered_lost: list[Face] = []  # lost faces covered in the last frame
@@ -186,7 +187,7 @@ class FrameProcessor:
         stage_ms["composite"] = (parts.clock() - t2) * 1000.0
         parts.stats.record_stage("composite", stage_ms["composite"])
         self._cpu.mark("composite")
-        swapped_at = self._swapped_at(targets, matched, swaps, level, captured.t_capture)
+        swapped_at = self._swapped_at(targets, matched, swaps, level)
         self.send(composed.frame, composed.outcome, captured.t_capture, stage_ms, composed=composed, targets=targets, swapped_at=swapped_at)
         # The loop's own time for this frame (take → published), the base of the overhead figure.
         parts.stats.record_stage("loop", (parts.clock() - t_take) * 1000.0)
@@ -211,6 +212,7 @@ class FrameProcessor:
         # bystanders included); a bystander shown by choice (others = "show") stays alone.
         lost = lost_to_cover(report.lost, report.known, self.targets + self._covered_lost + self._others)
         self._report, self.targets, self._covered_lost, self._others = report, targets, lost, others
+        self._report_t = t_capture
         t1 = parts.clock()
         stage_ms["detect"] = (t1 - t0) * 1000.0
         parts.stats.record_stage("detect", stage_ms["detect"])
@@ -247,15 +249,21 @@ class FrameProcessor:
 
     def _out_of_date(self, targets: list[Face], report: FaceReport, level: Level) -> list[Face]:
         """The targets whose swap does not show them as they are now (all of them while the model
-        fails or hangs: only a new swap clears that)."""
+        fails or hangs: only a new swap clears that), and those whose swap is `due` to be made
+        again (with them, or alone when the worker is free: one refresh at a time)."""
         matched, usable = self._matched_swaps(targets)
         if not usable:
             return list(targets)
         since = self._stable_since(report)
         maker, now, wants = self._maker(), self._parts.clock(), self._wants(targets) or [None] * len(targets)
-        return [t for t, m, want in zip(targets, matched, wants)
-                if not SwapBook.current(m, since.get(id(t), self._index), level, maker, now)
-                or (want is not None and _source_of(m) != want)]  # another person's swap
+        stale = [not SwapBook.check(m, since.get(id(t), self._index), level, maker, now, self._report_t)
+                 or (want is not None and _source_of(m) != want)  # another person's swap
+                 for t, m, want in zip(targets, matched, wants)]
+        worker = self._parts.worker
+        lead = REFRESH_AHEAD * (worker.usual_s or 0.0)
+        due = [not old and SwapBook.due(m, now, lead) for old, m in zip(stale, matched)]
+        refresh = any(due) and (any(stale) or worker.idle)
+        return [t for t, old, d in zip(targets, stale, due) if old or (refresh and d)]
 
     def _wants(self, faces: list[Face]) -> list[str | None] | None:
         """With a face map, the source key each face must show (`FollowedFace.pick`); None without one."""
@@ -267,18 +275,16 @@ class FrameProcessor:
             return {}
         return {id(f): since for f, since in zip(report.faces, report.stable_since)}
 
-    def _swapped_at(self, targets: list[Face], matched: list[Swap | None], swaps: list[SwappedFace | None], level: Level,
-                    t_capture: float) -> float | None:
-        """When the camera showed the faces as the shown swaps show them: the capture of the frame
-        the oldest out-of-date swap was made from; this frame's capture (`t_capture`) when every
-        swap shown is current (it shows the face as this frame does); None when none is shown.
+    def _swapped_at(self, targets: list[Face], matched: list[Swap | None], swaps: list[SwappedFace | None],
+                    level: Level) -> float | None:
+        """When the camera last showed the faces as the shown swaps show them (`SwapBook.shown_since`,
+        each swap checked against the faces the frame of `_report` saw); None when none is shown.
         Publish time minus it is the frame's swap age (stats, watchdog)."""
         shown = [(t, m) for t, m, sw in zip(targets, matched, swaps) if sw is not None and m is not None]
-        if not shown:
-            return None
         since, maker, now = self._stable_since(self._report) if self._report else {}, self._maker(), self._parts.clock()
-        old = [m.t_capture for t, m in shown if not SwapBook.current(m, since.get(id(t), self._index), level, maker, now)]
-        return min(old) if old else t_capture
+        for t, m in shown:
+            SwapBook.check(m, since.get(id(t), self._index), level, maker, now, self._report_t)
+        return SwapBook.shown_since([m for _, m in shown])
 
     def _per_round(self, targets: list[Face]) -> tuple[list[Face], list[Face]]:
         """The faces to swap this round under the watchdog's `faces_per_round` (the face young

@@ -13,9 +13,13 @@ holds, so a job need only carry the faces whose swap is out of date:
   group of 29 faces, or a crowd of 150, costs no swaps at all while nobody moves, and the faces
   that change are swapped a few at a time instead of the whole group with them.
 
-Its age on screen (`swap_age_ms`: the face trailing the person) counts from the capture of the
-frame it was made from, and is none while it is current (it shows the face as it is). A swap found
-for no face for KEEP_UNMATCHED frames is dropped. Loop thread only; no models, no clock.
+Its age on screen (`swap_age_ms`: the face trailing the person, `shown_since`) counts from the
+capture of the newest frame at which it was checked current for its face (`Swap.t_current`; at
+first the frame it was made from): a swap kept for a face that then changed (or went past
+REFRESH_S) showed the face as the camera did until that frame, not only at its own. A kept swap is
+made again ahead of REFRESH_S (`due`), early enough that the new one lands before the old one goes
+out of date. A swap found for no face for KEEP_UNMATCHED frames is dropped. Loop thread only; no
+models, no clock.
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ REFRESH_S = 2.0
 """A swap older than this is made again even for a face that did not change: what the book cannot
 see changing (the enhancer's strength, a swapper replaced inside the pipeline) shows within it."""
 
+REFRESH_AHEAD = 1.5
+"""A kept swap is asked again this many usual swap times before REFRESH_S (the wait for the worker
+and a slower swap under load fit in the margin)."""
+
+REFRESH_AHEAD_MAX = 0.75
+"""... but at most this share of REFRESH_S ahead (a swap as slow as REFRESH_S swaps the still face
+all the time, not more)."""
+
 KEEP_UNMATCHED = 30
 """A swap no face has matched for this many frames is dropped (its face left, or was lost for
 a second: found again, it is swapped again)."""
@@ -52,6 +64,11 @@ class Swap:
     level: Level  # the quality rung it was made at
     maker: tuple[Any, Any]  # (the face pipeline, its source face) it was made by: another's swap is out of date
     unmatched: int = 0  # frames in a row no face matched it
+    seen: Face | None = None  # the face it was matched to last (frame coordinates)
+    t_current: float = float("-inf")  # capture of the newest frame it was checked current for (`SwapBook.check`)
+
+    def __post_init__(self) -> None:
+        self.t_current = max(self.t_current, self.t_capture)  # it shows the face of its own frame
 
 
 class SwapBook:
@@ -71,8 +88,11 @@ class SwapBook:
             return
         self._merged = result
         faces = list(result.faces)
-        replaced = near_any([s.face for s in self._swaps], faces)
-        kept = [s for s, gone in zip(self._swaps, replaced) if not gone]
+        # A new swap replaces the one made where its face was, and the one shown on its face (made
+        # where the face was long ago: left behind, it would be matched again as the face passes).
+        made_here = near_any([s.face for s in self._swaps], faces)
+        shown_here = near_any([s.seen or s.face for s in self._swaps], faces)
+        kept = [s for s, a, b in zip(self._swaps, made_here, shown_here) if not (a or b)]
         self._swaps = kept + [Swap(face, swapped, result.t_capture, result.frame_index, result.level, result.maker)
                               for face, swapped in zip(faces, result.swapped)]
 
@@ -81,6 +101,9 @@ class SwapBook:
         them), or None; swaps no target matched age by one frame, and go after KEEP_UNMATCHED."""
         matched = match_swaps(targets, [s.face for s in self._swaps], list(self._swaps)) if targets else []
         ids = {id(s) for s in matched if s is not None}
+        for target, s in zip(targets, matched):
+            if s is not None:
+                s.seen = target
         for s in self._swaps:
             s.unmatched = 0 if id(s) in ids else s.unmatched + 1
         self._swaps = [s for s in self._swaps if s.unmatched < KEEP_UNMATCHED]
@@ -91,6 +114,30 @@ class SwapBook:
         """Whether `swap` shows its face as it is now (see the module doc)."""
         return (swap is not None and swap.frame_index >= stable_since and _swap_work(swap.level) == _swap_work(level)
                 and swap.maker[0] is maker[0] and swap.maker[1] is maker[1] and now - swap.t_capture <= REFRESH_S)
+
+
+    @staticmethod
+    def check(swap: Swap | None, stable_since: int, level: Level, maker: tuple[Any, Any], now: float, t_frame: float) -> bool:
+        """`current`, for the frame captured at `t_frame` (the frame whose faces were looked at);
+        when it is, the swap is remembered as showing its face as of that frame (`t_current`)."""
+        ok = SwapBook.current(swap, stable_since, level, maker, now)
+        if ok and swap is not None:
+            swap.t_current = max(swap.t_current, t_frame)
+        return ok
+
+    @staticmethod
+    def shown_since(shown: list[Swap]) -> float | None:
+        """When the camera last showed the shown faces as their swaps show them (the oldest of
+        their `t_current`, after this frame's `check`); None when no swap is shown. Publish time
+        minus it is the frame's swap age (stats, watchdog, status): one definition."""
+        return min(s.t_current for s in shown) if shown else None
+
+    @staticmethod
+    def due(swap: Swap | None, now: float, lead_s: float) -> bool:
+        """A current swap to make again now: within `lead_s` (about one swap's time, capped below
+        REFRESH_S) of going past REFRESH_S, so its successor lands before it is out of date."""
+        lead_s = min(max(lead_s, 0.0), REFRESH_AHEAD_MAX * REFRESH_S)
+        return swap is not None and now - swap.t_capture > REFRESH_S - lead_s
 
 
 def _swap_work(level: Level) -> tuple[bool, bool]:

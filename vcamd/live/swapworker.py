@@ -83,6 +83,12 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
         with self._lock:
             return result, self._failed_since is not None
 
+    @property
+    def usual_s(self) -> float | None:
+        """A swap's usual duration (moving average); None before the first."""
+        with self._lock:
+            return self._usual_s
+
     def stale(self, now: float, max_age_s: float) -> bool:
         """True when the newest result is older than `max_age_s` *and* the swap now running has
         taken over 4× the usual swap time: the model hangs (driver, deadlock). A model that is
