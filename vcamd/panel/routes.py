@@ -1,7 +1,7 @@
 """The control page's routes, and who may use them (every one behind the rules of
-`vcamd.panel.security`):
+`vcamd.pages.security`):
 
-Routes (every one behind the rules of `vcamd.panel.security`):
+Routes (every one behind the rules of `vcamd.pages.security`):
 
     GET  /                 the page (also /?code=ONE-TIME-CODE: sets the cookie, then moves on to /)
     GET  /panel.js, /panel.css
@@ -29,9 +29,8 @@ from vcamd.common.errors import VcamdError
 from vcamd.common.quality import quality_names
 from vcamd.control.protocol import parse_quality
 from vcamd.files.photo_lane import PhotoLaneBusy
-from vcamd.panel.faces import UploadNotStored, UploadTooLarge
-from vcamd.panel.gate import GUEST, OWNER, GatedHTTPServer
-from vcamd.panel.security import (
+from vcamd.pages.gate import GUEST, OWNER, GatedHTTPServer
+from vcamd.pages.security import (
     LOGGED_IN_PAGE,
     LOOPBACK,
     Refusal,
@@ -41,6 +40,7 @@ from vcamd.panel.security import (
     check_origin,
     session_cookie,
 )
+from vcamd.panel.faces import UploadNotStored, UploadTooLarge
 from vcamd.panel.wire import HttpError, WireHandler
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def load_static() -> dict[str, bytes]:
 
 class PanelHTTPServer(GatedHTTPServer):
     """Owners (the token, as Bearer or cookie) and guests (everything else) in pools of their own:
-    see `vcamd.panel.gate`."""
+    see `vcamd.pages.gate`."""
 
     def __init__(self, panel: Panel) -> None:
         self.panel = panel
