@@ -213,30 +213,29 @@ def test_a_swap_worker_session_has_a_thread_per_core_with_its_pool_off_the_loop_
     assert loop_session.get_session_options().intra_op_num_threads == sessions.threads
 
 
-@needs_two_cores
-def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
-    """Two busy processes at normal priority (the bench's call app) and the real meter: the worker
-    thread pins itself off the loop's core at its first swap and onto every core once the meter
-    has seen them. Waits for the condition (each swap reads at most once a READ_EVERY_S)."""
-    from vcamd.bench.runs import busy_processes
+class _RecordingFaces:
+    """A face pipeline for the real SwapWorker that records the cores each swap ran on."""
+
+    def __init__(self, split, precision=None) -> None:
+        self.core_split = split
+        self.precision = precision
+        self.seen: list[set[int]] = []
+
+    def swap_faces(self, frame, faces, level=None, timer=None):
+        from vcamd.faces.engine import SwappedFace
+
+        self.seen.append(os.sched_getaffinity(0))
+        crop = np.random.default_rng(len(self.seen)).integers(0, 255, (8, 8, 3), np.uint8)
+        return [SwappedFace(crop, "arcface", np.zeros((5, 2), np.float32))]
+
+
+def _swapping(faces: _RecordingFaces):
+    """The real SwapWorker on `faces`, and one swap through it (waits for its result)."""
     from vcamd.common.quality import BEST
-    from vcamd.faces.engine import SwappedFace
     from vcamd.live.measures.stats import LiveStats
     from vcamd.live.swapworker import SwapJob, SwapWorker
 
-    split = core_split(0)
-    assert split is not None
-    seen: list[set[int]] = []
-
-    class Faces:
-        core_split = split
-
-        def swap_faces(self, frame, faces, level=BEST, timer=None):
-            seen.append(os.sched_getaffinity(0))
-            crop = np.random.default_rng(len(seen)).integers(0, 255, (8, 8, 3), np.uint8)
-            return [SwappedFace(crop, "arcface", np.zeros((5, 2), np.float32))]
-
-    worker = SwapWorker(Faces(), LiveStats(time.monotonic), time.monotonic)  # type: ignore[arg-type]
+    worker = SwapWorker(faces, LiveStats(time.monotonic), time.monotonic)  # type: ignore[arg-type]
     worker.start()
     frame = np.random.default_rng(0).integers(0, 255, (16, 16, 3), np.uint8)
 
@@ -245,6 +244,21 @@ def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
         worker.submit(SwapJob(frame, [None], [None], BEST, time.monotonic()))  # type: ignore[list-item]
         assert worker.results.wait_newer(seq, 60)[0] is not None
 
+    return worker, swap_once
+
+
+@needs_two_cores
+def test_under_real_load_the_real_swap_worker_moves_onto_every_core() -> None:
+    """Two busy processes at normal priority (the bench's call app) and the real meter: the worker
+    thread pins itself off the loop's core at its first swap and onto every core once the meter
+    has seen them. Waits for the condition (each swap reads at most once a READ_EVERY_S)."""
+    from vcamd.bench.runs import busy_processes
+
+    split = core_split(0)
+    assert split is not None
+    faces = _RecordingFaces(split)
+    worker, swap_once = _swapping(faces)
+    seen = faces.seen
     try:
         swap_once()  # the first swap of a start: every core
         swap_once()
@@ -265,35 +279,13 @@ def test_the_real_swap_worker_runs_an_int8_swapper_on_every_core_while_quiet() -
     """The worker reads what the swapper runs at from the face pipeline (`FaceEngine.precision`)
     before each swap: float off the loop's core, int8 on every core, quiet (no meter verdict: the
     meter is read at most once a READ_EVERY_S and these swaps are back to back)."""
-    from vcamd.common.quality import BEST
-    from vcamd.faces.engine import SwappedFace
     from vcamd.inference.precision import FLOAT
-    from vcamd.live.measures.stats import LiveStats
-    from vcamd.live.swapworker import SwapJob, SwapWorker
 
     split = core_split(0)
     assert split is not None
-    seen: list[set[int]] = []
-
-    class Faces:
-        core_split = split
-        precision = FLOAT
-
-        def swap_faces(self, frame, faces, level=BEST, timer=None):
-            seen.append(os.sched_getaffinity(0))
-            crop = np.random.default_rng(len(seen)).integers(0, 255, (8, 8, 3), np.uint8)
-            return [SwappedFace(crop, "arcface", np.zeros((5, 2), np.float32))]
-
-    faces = Faces()
-    worker = SwapWorker(faces, LiveStats(time.monotonic), time.monotonic)  # type: ignore[arg-type]
-    worker.start()
-    frame = np.random.default_rng(0).integers(0, 255, (16, 16, 3), np.uint8)
-
-    def swap_once() -> None:
-        _, seq = worker.results.latest()
-        worker.submit(SwapJob(frame, [None], [None], BEST, time.monotonic()))  # type: ignore[list-item]
-        assert worker.results.wait_newer(seq, 60)[0] is not None
-
+    faces = _RecordingFaces(split, FLOAT)
+    worker, swap_once = _swapping(faces)
+    seen = faces.seen
     try:
         swap_once()  # the first swap of a start: every core
         swap_once()
