@@ -42,7 +42,8 @@ def main() -> None:
     from vcamd.bench.standins import build_enhancer, build_parser, build_recognizer, build_swapper, parser_layer_stats
     from vcamd.common.quality import Level
     from vcamd.config.reading import config_from_dict
-    from vcamd.faces.engine import FaceEngine, StageTimer
+    from vcamd.faces.engine import FaceEngine
+    from vcamd.faces.results import StageTimer
     from vcamd.inference.runtime import Sessions
 
     sessions = Sessions([args.providers], args.threads)

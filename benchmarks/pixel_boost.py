@@ -44,7 +44,8 @@ def main() -> None:
     from vcamd.common.quality import Level
     from vcamd.config.reading import config_from_dict
     from vcamd.faces.align import estimate_affine
-    from vcamd.faces.engine import FaceEngine, StageTimer
+    from vcamd.faces.engine import FaceEngine
+    from vcamd.faces.results import StageTimer
     from vcamd.inference.runtime import Sessions
 
     sizes = [int(s) for s in args.sizes.split(",")]

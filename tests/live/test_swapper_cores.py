@@ -222,7 +222,7 @@ class _RecordingFaces:
         self.seen: list[set[int]] = []
 
     def swap_faces(self, frame, faces, level=None, timer=None):
-        from vcamd.faces.engine import SwappedFace
+        from vcamd.faces.results import SwappedFace
 
         self.seen.append(os.sched_getaffinity(0))
         crop = np.random.default_rng(len(self.seen)).integers(0, 255, (8, 8, 3), np.uint8)

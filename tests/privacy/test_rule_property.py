@@ -510,7 +510,7 @@ def test_a_vcamd_swap_frame_never_shows_a_chosen_face_raw(data, others):
     (`frame_scene`): whatever faces it holds (1 to 30), whichever were chosen, and whatever came back
     of their swaps (pasted, hidden by the face parser, or none), no chosen face is published raw, and
     with `[swap] others = "obscure"` no face at all; the faces counted swapped are the ones pasted."""
-    from vcamd.faces.engine import SwappedFace, frame_scene
+    from vcamd.faces.results import SwappedFace, frame_scene
 
     pick = drawing(data)
     rng = np.random.default_rng(pick("seed", range(1000)))
@@ -536,7 +536,7 @@ def test_a_vcamd_swap_frame_never_shows_a_chosen_face_raw(data, others):
 
 def test_the_vcamd_swap_property_can_fail_a_face_left_out_of_the_scene_is_raw():
     """The check above can see a leak: a chosen face the scene is not told of stays raw."""
-    from vcamd.faces.engine import frame_scene
+    from vcamd.faces.results import frame_scene
 
     rng = np.random.default_rng(3)
     world = World([RealFace(0, 7, 0, 0, 40, rng.integers(0, 256, (40, 40, 3), dtype=np.uint8))])

@@ -39,10 +39,7 @@ from vcamd.faces.align import Affine, compose_affine, estimate_affine, for_warps
 from vcamd.faces.blend import Blender
 from vcamd.faces.footprint import PasteRegion
 from vcamd.faces.identity import SourceFace, file_stamp
-from vcamd.faces.results import FrameResult as FrameResult
-from vcamd.faces.results import StageTimer as StageTimer
-from vcamd.faces.results import SwappedFace as SwappedFace
-from vcamd.faces.results import frame_scene as frame_scene
+from vcamd.faces.results import FrameResult, StageTimer, SwappedFace, frame_scene
 from vcamd.faces.specs import CropSpec
 from vcamd.inference.precision import FLOAT, Choice
 from vcamd.privacy import rule

@@ -38,7 +38,7 @@ from vcamd.privacy.obscure import obscure_frame
 from vcamd.privacy.rule import UNKNOWN_SOURCE, Composed, FaceOutcome, Scene, lost_to_cover, region
 
 if TYPE_CHECKING:
-    from vcamd.faces.engine import SwappedFace
+    from vcamd.faces.results import SwappedFace
     from vcamd.live.parts import LiveParts
 
 log = logging.getLogger(__name__)

@@ -40,10 +40,10 @@ from vcamd.common.errors import VcamdError
 from vcamd.common.quality import Level
 from vcamd.common.types import Face, Frame
 from vcamd.config.schema import Config
-from vcamd.faces.engine import StageTimer, SwappedFace
 from vcamd.faces.following import Selecting
 from vcamd.faces.footprint import PasteRegion
 from vcamd.faces.identity import SourceIdentity
+from vcamd.faces.results import StageTimer, SwappedFace
 from vcamd.inference.fidelity import Verdict
 from vcamd.inference.precision import Choice
 from vcamd.live.tracking.sizes import TrackerSettings, all_detect_sizes

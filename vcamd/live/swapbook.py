@@ -33,7 +33,7 @@ from vcamd.privacy.geometry import near_any
 from vcamd.privacy.rule import match_swaps
 
 if TYPE_CHECKING:
-    from vcamd.faces.engine import SwappedFace
+    from vcamd.faces.results import SwappedFace
     from vcamd.live.swapworker import SwapResult
 
 REFRESH_S = 2.0

@@ -18,7 +18,7 @@ import numpy as np
 from vcamd.common.newest import NewestWorker
 from vcamd.common.quality import Level
 from vcamd.common.types import Face, Frame
-from vcamd.faces.engine import StageTimer, SwappedFace
+from vcamd.faces.results import StageTimer, SwappedFace
 from vcamd.inference.cores import CoreSplit, SwapperCores
 from vcamd.live.measures.stats import LiveStats
 
