@@ -129,3 +129,51 @@ def test_open_publishes_the_starting_card_at_once_and_starts_loading(live_config
     closed.set()
     assert sink.closed and engine.status()["state"] == "stopped"
     engine.close()  # once is enough; again does nothing
+
+
+class _Shapes:
+    """A detector that records the (frame shape, input size) of each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple[int, ...], int | None]] = []
+
+    def detect(self, frame, input_size=None, threshold=None):
+        self.calls.append((frame.shape[:2], input_size))
+        return []
+
+
+def test_the_install_waits_only_for_the_best_rungs_detector_shapes_the_rest_follow_the_first_swap(live_config):
+    """Before the install: the camera frame at the full-detection size and a square crop at the
+    tracking size (what the first swap's frames run); the lower rungs' shapes once the first swap
+    has landed. Before, every shape was built before the install, on the first swap's way."""
+    from vcamd.common.newest import NewestSlot
+
+    cfg = live_config()
+    full, track = cfg.detection.size, cfg.detection.track_size
+    detector, ready = _Shapes(), []
+    build = PipelineBuild(lambda cfg, warm_up: (warm_up(detector), (detector, {}))[1], lambda apply, what: apply())
+    build.start(cfg, (1280, 720), loaded=ready.append, failed=lambda generation, exc: pytest.fail(str(exc)))
+    wait_for(lambda: ready, "the pipeline built")
+    assert detector.calls == [((720, 1280), full), ((64, 64), track)]
+
+    from vcamd.live.loading import warm_rest_after_first_swap, warm_up_pairs
+
+    results: NewestSlot[object] = NewestSlot()
+    later = warm_rest_after_first_swap(results, ready[0].warm_rest, current=lambda: True, cap_s=None)
+    assert later.is_alive() and len(detector.calls) == 2  # no swap yet: waiting
+    results.put(object())  # the first swap lands
+    later.join(30)
+    every = {(blank.shape[:2], size) for blank, size in warm_up_pairs(cfg, (1280, 720), "all")}
+    assert len(every) > 2 and sorted(detector.calls) == sorted(every)  # each shape once
+
+
+def test_the_rest_is_not_built_for_a_pipeline_replaced_meanwhile():
+    from vcamd.common.newest import NewestSlot
+    from vcamd.live.loading import warm_rest_after_first_swap
+
+    results: NewestSlot[object] = NewestSlot()
+    built: list[bool] = []
+    later = warm_rest_after_first_swap(results, lambda: built.append(True), current=lambda: False, cap_s=None)
+    results.put(object())
+    later.join(30)
+    assert not later.is_alive() and built == []

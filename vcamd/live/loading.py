@@ -4,10 +4,13 @@ Both take seconds or a good part of one (a 554 MB swapper, a photo to detect and
 runs on the loop's thread or a control thread:
 
 * `PipelineBuild` builds a face pipeline on a `pipeline-rebuild` thread — models loaded and the
-  detector warmed up for every input shape the stream will use (beside the swapper's load, which
+  detector warmed up for the input shapes the best rung uses (beside the swapper's load, which
   has a thread of its own: `FaceEngine.from_config`) — then hands the result (or the error) to the
-  loop through `tell`. Each build has a generation number; only the newest one asked
-  for may be installed, so an edit reverted while its models load is simply dropped. The same path
+  loop through `tell`. The lower rungs' shapes are built once the first swap has landed
+  (`warm_rest_after_first_swap`): before it they would hold up the install and then share the
+  two cores with the first swap, which is what a start waits for. Each build has a generation
+  number; only the newest one asked for may be installed, so an edit reverted while its models
+  load is simply dropped. The same path
   serves the first load at start-up and every later rebuild: one mechanism.
 * `FaceLoader` reads and embeds source photos one at a time on the `face-loader` thread.
 * `Int8Upgrade` builds the swapper's int8 copy for an installed pipeline that wants one
@@ -32,12 +35,13 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from vcamd.common.errors import VcamdError
-from vcamd.common.quality import Level
+from vcamd.common.newest import NewestSlot
+from vcamd.common.quality import BEST, Level
 from vcamd.common.types import Face, Frame
 from vcamd.config.schema import Config
 from vcamd.faces.following import Selecting
@@ -46,7 +50,7 @@ from vcamd.faces.identity import SourceIdentity
 from vcamd.faces.results import StageTimer, SwappedFace
 from vcamd.inference.fidelity import Verdict
 from vcamd.inference.precision import Choice
-from vcamd.live.tracking.sizes import TrackerSettings, all_detect_sizes
+from vcamd.live.tracking.sizes import TrackerSettings, all_detect_sizes, detect_sizes
 from vcamd.models.pipeline import build_face_engine
 
 log = logging.getLogger(__name__)
@@ -128,12 +132,66 @@ def warm_up_frames(frame_size: tuple[int, int]) -> list[Frame]:
     return [np.zeros((64, 64, 3), np.uint8), np.zeros((max(1, height), max(1, width), 3), np.uint8)]
 
 
-def warm_up_detector(faces: Detects, cfg: Config, frame_size: tuple[int, int]) -> None:
-    """Build the detector's session for every input size a level may ask for, now: building one
+WarmPart = Literal["first", "rest", "all"]
+"""Which of the detector's warm-up shapes (`warm_up_pairs`)."""
+
+REST_WARM_UP_CAP_S = 5.0
+"""The longest the lower rungs' detector shapes wait for the first swap (`warm_rest_after_first_swap`):
+with no face in view nothing is swapped, and they are built anyway."""
+
+
+def warm_up_pairs(cfg: Config, frame_size: tuple[int, int], part: WarmPart = "all") -> list[tuple[Frame, int]]:
+    """The (blank frame, input size) pairs whose detector sessions a warm-up builds. "first": what
+    the best rung runs — the camera frame at its full-detection size, a square crop at its tracking
+    size; "rest": every other pair of every level's sizes on both blanks (the lower rungs'); "all": both."""
+    settings = TrackerSettings.of(cfg)
+    square, camera = warm_up_frames(frame_size)
+    best = detect_sizes(settings, BEST)
+    first = [(camera, best["full_size"]), (square, best["track_size"])]
+    if part == "first":
+        return first
+    rest = [(blank, size) for blank in (square, camera) for size in all_detect_sizes(settings)
+            if not any(blank is b and size == s for b, s in first)]
+    return rest if part == "rest" else first + rest
+
+
+def warm_up_detector(faces: Detects, cfg: Config, frame_size: tuple[int, int], part: WarmPart = "all") -> None:
+    """Build the detector's sessions for the input shapes of `part` (`warm_up_pairs`), now: building one
     mid-stream costs a few hundred ms, a visible stall."""
-    for blank in warm_up_frames(frame_size):
-        for size in all_detect_sizes(TrackerSettings.of(cfg)):
-            faces.detect(blank, size)
+    for blank, size in warm_up_pairs(cfg, frame_size, part):
+        faces.detect(blank, size)
+
+
+def prime_colour_tables() -> None:
+    """Have OpenCV build its BGR→LAB tables, which it does at a process's first such conversion
+    (55–110 ms here). The face engine's colour-matching blender converts once when it is built —
+    after the swapper's load, on the way to the first swap; done in the warm-up beside that load,
+    the start does not wait for it."""
+    import cv2
+
+    cv2.cvtColor(np.zeros((1, 1, 3), np.uint8), cv2.COLOR_BGR2LAB)
+
+
+def warm_rest_after_first_swap(results: NewestSlot[Any], warm_rest: Callable[[], None], *, current: Callable[[], bool],
+                               cap_s: float | None = REST_WARM_UP_CAP_S) -> threading.Thread:
+    """Run `warm_rest` (the lower rungs' detector shapes) on a `detector-warm-up` thread once the swap
+    worker's `results` has a result newer than now — the pipeline's first swap has landed — or after
+    `cap_s`; not when the pipeline is no longer `current` by then. A failure is left to the detections
+    that use the shape (where it is counted)."""
+    seen = results.latest()[1]
+
+    def run() -> None:
+        results.wait_newer(seen, cap_s)
+        if not current():
+            return
+        try:
+            warm_rest()
+        except Exception as exc:
+            log.debug("the detector's lower-rung shapes were not built ahead (%s); they are built when first used", exc)
+
+    thread = threading.Thread(target=run, name="detector-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 @dataclass(frozen=True)
@@ -144,6 +202,13 @@ class Loaded:
     faces: FacePipeline
     providers: dict[str, str]
     built_from: Config
+    warm_rest: Callable[[], None] = lambda: None
+    """Builds the detector's shapes the warm-up left for later (`warm_up_pairs`' "rest")."""
+
+    def warm_rest_after_first_swap(self, results: NewestSlot[Any], *, current: Callable[[], bool]) -> threading.Thread:
+        """`warm_rest` once the pipeline's first swap has landed (`warm_rest_after_first_swap`), for the
+        loop that installed it."""
+        return warm_rest_after_first_swap(results, self.warm_rest, current=current)
 
 
 class PipelineBuild:
@@ -170,20 +235,23 @@ class PipelineBuild:
             warmed: list[Detects] = []
 
             def warm_up(detector: Detects) -> None:
-                warm_up_detector(detector, cfg, frame_size)
+                warm_up_detector(detector, cfg, frame_size, "first")
                 warmed.append(detector)
+                prime_colour_tables()  # beside the swapper's load, not after it
 
             try:
                 faces, providers = factory(cfg, warm_up)
                 if not warmed:
                     warm_up(faces)
+                detector = warmed[0]
             except Exception as exc:  # handed to the loop: reported, never takes the daemon down by itself
                 if not isinstance(exc, VcamdError):
                     log.exception("face pipeline build failed")
                 error = exc
                 tell(lambda: failed(generation, error), "models")
                 return
-            tell(lambda: loaded(Loaded(generation, faces, dict(providers), cfg)), "models")
+            rest = lambda: warm_up_detector(detector, cfg, frame_size, "rest")  # noqa: E731
+            tell(lambda: loaded(Loaded(generation, faces, dict(providers), cfg, rest)), "models")
 
         threading.Thread(target=build, name="pipeline-rebuild", daemon=True).start()
 
