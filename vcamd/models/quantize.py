@@ -28,7 +28,7 @@ import logging
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -261,24 +261,31 @@ def _float32_source(model: Path) -> Iterator[tuple[Path, list[str]]]:
 
 def _quantize(source: Path, out: Path, spec: SwapperSpec, crops: list[Frame], latent: np.ndarray, excluded: list[str],
               reduce_range: bool) -> None:
-    """`onnxruntime.quantization.quantize_static` of `source` into `out`, calibrated on the crops
-    swapped to `latent`; the nodes named in `excluded` stay float."""
+    """`quantize_copy` of the swapper, calibrated on the crops swapped to `latent`."""
+    row = np.asarray(latent, np.float32).reshape(1, -1)
+    quantize_copy(source, out, ({spec.target_input: spec.crop.to_blob([crop]), spec.source_input: row} for crop in crops),
+                  excluded=excluded, reduce_range=reduce_range)
+
+
+def quantize_copy(source: Path, out: Path, feeds: Iterable[dict[str, np.ndarray]], *, excluded: Sequence[str] = (),
+                  reduce_range: bool = False) -> None:
+    """`onnxruntime.quantization.quantize_static` of `source` into `out` the way every int8 copy is
+    built (the module doc: QDQ, u8 activations, s8 weights per output channel, `OP_TYPES`, min/max
+    calibration), calibrated on `feeds` (the model's inputs, one dict per sample); the nodes named in
+    `excluded` stay float. The swapper's copy, and `benchmarks/int8_models.py`'s of the enhancer and parser."""
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     # onnxruntime ships no types, so its reader's base class is Any to the checker.
     class Feeds(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
-            self._left = iter(crops)
+            self._left = iter(feeds)
 
         def get_next(self) -> dict[str, np.ndarray] | None:
-            crop = next(self._left, None)
-            if crop is None:
-                return None
-            return {spec.target_input: spec.crop.to_blob([crop]), spec.source_input: np.asarray(latent, np.float32).reshape(1, -1)}
+            return next(self._left, None)
 
     quantize_static(str(source), str(out), Feeds(), quant_format=QuantFormat.QDQ, op_types_to_quantize=list(OP_TYPES),
                     per_channel=True, reduce_range=reduce_range, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                    nodes_to_exclude=excluded, calibrate_method=CalibrationMethod.MinMax)
+                    nodes_to_exclude=list(excluded), calibrate_method=CalibrationMethod.MinMax)
 
 
 @contextlib.contextmanager
