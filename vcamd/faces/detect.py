@@ -186,6 +186,24 @@ class FaceDetector:
             self._rewrite_trusted = True
         return rewritten
 
+    def shape_verdict(self) -> tuple[bool, str | None]:
+        """What comparing the rewritten shapes with the own shape has said so far: (trusted, own_shape_reason)."""
+        return self._rewrite_trusted, self.own_shape_reason
+
+    def adopt_shape_verdict(self, trusted: bool, own_shape_reason: str | None) -> None:
+        """Take the verdict a read of the source photo reached with this model file (kept with the
+        photo's face, `vcamd.faces.source_cache`), so a start that does not detect on the photo
+        again does not move that comparison onto the first camera frame."""
+        if own_shape_reason is not None and self._native_hw is not None:
+            with self._lock:
+                if self.own_shape_reason is not None:
+                    return
+                self.own_shape_reason = own_shape_reason
+            log.warning("%s: runs at its own input shape %d×%d only (the frame letterboxed into it; slower): %s",
+                        self.path.name, self._native_hw[1], self._native_hw[0], own_shape_reason)
+        elif trusted:
+            self._rewrite_trusted = True
+
     def _fall_back(self, hw: tuple[int, int], why: object) -> None:
         """From now on run this model at its own input shape only; logged once."""
         assert self._native_hw is not None

@@ -22,6 +22,7 @@ from vcamd.faces.specs import ARCFACE_PIXELS, RECOGNIZER_CROP, CropSpec
 
 if TYPE_CHECKING:
     from vcamd.faces.detect import FaceDetector
+    from vcamd.faces.source_cache import ReadFace
     from vcamd.inference.runtime import Sessions
 
 log = logging.getLogger(__name__)
@@ -158,11 +159,35 @@ def largest_face(faces: list[Face]) -> Face:
 
 
 def load_source_identity(path: Path | str, detector: FaceDetector, recognizer: Recognizer, what: str = "source face") -> SourceIdentity:
-    """Read a photo, find its face (the largest if several) and embed it. Raises FaceError."""
-    from vcamd.files.images import read_image
+    """Read a photo, find its face (the largest if several) and embed it. Raises FaceError.
+    What the models find is kept per photo content and models (`vcamd.faces.source_cache`): a photo
+    read before is not detected or embedded again."""
+    from vcamd.faces import source_cache
+    from vcamd.files.images import read_photo
 
     path = Path(path).expanduser()
-    image = read_image(path, what)
+    image, sha = read_photo(path, what)
+    readers = source_cache.Readers(detector.path, detector.size, detector.threshold, recognizer.path, (recognizer.mean, recognizer.std),
+                                   recognizer.dim)
+    read = source_cache.lookup(image, sha, readers)
+    if read is None:
+        read = _read_face(image, path, detector, recognizer, what)
+        source_cache.keep(sha, readers, read)
+    else:
+        detector.adopt_shape_verdict(*read.shape_verdict)
+    raw = read.raw_embedding
+    image.setflags(write=False)
+    identity = SourceIdentity(path=path, embedding=raw / np.float32(np.linalg.norm(raw)), face=read.face, faces_in_photo=read.faces_in_photo,
+                              raw_embedding=raw, photo=image)
+    if (which := identity.which_face()) is not None:
+        log.info("%s: using %s", path, which)
+    return identity
+
+
+def _read_face(image: Frame, path: Path, detector: FaceDetector, recognizer: Recognizer, what: str) -> ReadFace:
+    """The photo's largest face and its raw embedding, from the models; FaceError when it has none."""
+    from vcamd.faces.source_cache import ReadFace
+
     faces = detector.detect(image)
     if not faces:
         raise FaceError(
@@ -170,13 +195,7 @@ def load_source_identity(path: Path | str, detector: FaceDetector, recognizer: R
             fix="use a photo with one clearly visible, roughly frontal face (at least ~60 px wide)",
         )
     face = largest_face(faces)
-    raw = recognizer.embed_raw(image, face)
-    image.setflags(write=False)
-    identity = SourceIdentity(path=path, embedding=raw / np.float32(np.linalg.norm(raw)), face=face, faces_in_photo=len(faces),
-                              raw_embedding=raw, photo=image)
-    if (which := identity.which_face()) is not None:
-        log.info("%s: using %s", path, which)
-    return identity
+    return ReadFace(face, len(faces), recognizer.embed_raw(image, face), detector.shape_verdict())
 
 
 def pick_reference(faces: list[Face], frame: Frame, reference_embedding: Embedding, recognizer: Recognizer) -> Face | None:

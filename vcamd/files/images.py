@@ -7,6 +7,7 @@ what to do: missing, a folder, empty, not an image, animated, absurdly large, un
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 import warnings
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+import numpy.typing as npt
 from PIL import Image, UnidentifiedImageError
 
 from vcamd.common.errors import FaceError
@@ -111,9 +113,20 @@ def probe_image(path: Path | str, what: str = "image") -> ImageHeader:
 def read_image(path: Path | str, what: str = "image") -> Frame:
     """Decode a still photo to an H×W×3 uint8 BGR frame, or raise FaceError saying why not.
     The header is checked first (`probe_image`): nothing over MAX_PIXELS is ever decoded."""
+    return read_photo(path, what)[0]
+
+
+def read_photo(path: Path | str, what: str = "image") -> tuple[Frame, str]:
+    """`read_image`, and the SHA-256 of the very bytes it decoded (what a photo's kept face is
+    keyed by, `vcamd.faces.source_cache`: a file replaced between hashing and decoding cannot
+    pair one photo's pixels with another's key)."""
     path = Path(path).expanduser()
     probe_image(path, what)
     data = np.fromfile(path, dtype=np.uint8)
+    return _decoded(data, path, what), hashlib.sha256(data.data).hexdigest()
+
+
+def _decoded(data: npt.NDArray[np.uint8], path: Path, what: str) -> Frame:
     try:
         image = cv2.imdecode(data, cv2.IMREAD_COLOR)
     except cv2.error as exc:  # OpenCV refuses e.g. a header claiming more pixels than it allows

@@ -11,7 +11,8 @@ not build it again; a new key (another ONNX Runtime, other thresholds) tries aga
 Hashing a 554 MB model takes seconds, so a start never hashes: each model file's SHA-256 is
 remembered with the file's identity (resolved path, size, modification time) when the copy is
 built, and a start looks it up by that identity (a changed file is unknown until it is hashed
-again, by its next build).
+again, by its next build). The source photo's kept face (`vcamd.faces.source_cache`) is keyed by these
+remembered hashes too.
 
 Where: `<optimised-graph cache>/int8/` (`~/.cache/facelive/optimized/int8` on Linux; it follows
 `$VCAMD_CACHE_DIR`), 0600 files in 0700 folders:
