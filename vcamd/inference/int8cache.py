@@ -11,8 +11,8 @@ not build it again; a new key (another ONNX Runtime, other thresholds) tries aga
 Hashing a 554 MB model takes seconds, so a start never hashes: each model file's SHA-256 is
 remembered with the file's identity (resolved path, size, modification time) when the copy is
 built, and a start looks it up by that identity (a changed file is unknown until it is hashed
-again, by its next build). The source photo's kept face (`vcamd.faces.source_cache`) is keyed by these
-remembered hashes too.
+again, by its next build). The source photo's kept face (`vcamd.faces.source_cache`) is keyed by model
+hashes remembered the same way, in its own folder.
 
 Where: `<optimised-graph cache>/int8/` (`~/.cache/facelive/optimized/int8` on Linux; it follows
 `$VCAMD_CACHE_DIR`), 0600 files in 0700 folders:
@@ -55,15 +55,17 @@ def _identity(model: Path) -> dict[str, Any]:
     return {"model": str(model), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _hash_record(model: Path) -> Path:
-    return folder() / "hashes" / f"{hashlib.sha256(str(model).encode()).hexdigest()[:24]}.json"
+def _hash_record(model: Path, records: Path | None) -> Path:
+    return (records or folder() / "hashes") / f"{hashlib.sha256(str(model).encode()).hexdigest()[:24]}.json"
 
 
-def known_sha256(model: Path) -> str | None:
-    """The SHA-256 remembered for this model file, if the file is unchanged since (never hashes)."""
+def known_sha256(model: Path, records: Path | None = None) -> str | None:
+    """The SHA-256 remembered for this model file, if the file is unchanged since (never hashes).
+    `records`: the folder remembering them (default `<int8 folder>/hashes`; the source-face cache
+    keeps its own, `vcamd.faces.source_cache`)."""
     model = model.expanduser().resolve()
     try:
-        recorded = json.loads(_hash_record(model).read_text(encoding="utf-8"))
+        recorded = json.loads(_hash_record(model, records).read_text(encoding="utf-8"))
         identity = _identity(model)
     except (OSError, ValueError):
         return None
@@ -73,13 +75,14 @@ def known_sha256(model: Path) -> str | None:
     return sha if isinstance(sha, str) and len(sha) == 64 else None
 
 
-def sha256_of(model: Path) -> str:
-    """The model file's SHA-256: remembered, or hashed now (seconds for 554 MB) and remembered."""
+def sha256_of(model: Path, records: Path | None = None) -> str:
+    """The model file's SHA-256: remembered (in `records`, as `known_sha256`), or hashed now (seconds
+    for 554 MB) and remembered."""
     from vcamd.files.digests import sha256_file
     from vcamd.files.private_files import private_dir, write_private_atomic
 
     model = model.expanduser().resolve()
-    known = known_sha256(model)
+    known = known_sha256(model, records)
     if known is not None:
         return known
     identity = _identity(model)
@@ -87,11 +90,11 @@ def sha256_of(model: Path) -> str:
     if _identity(model) != identity:  # changed while it was read: this hash is of no file
         raise OSError(f"{model} changed while it was hashed")
     try:
-        record = _hash_record(model)
+        record = _hash_record(model, records)
         private_dir(record.parent)
         write_private_atomic(record, json.dumps({"identity": identity, "sha256": sha}) + "\n")
     except OSError as exc:
-        log.info("could not remember the SHA-256 of %s in %s: %s", model.name, folder(), exc)
+        log.info("could not remember the SHA-256 of %s in %s: %s", model.name, record.parent, exc)
     return sha
 
 
