@@ -1,6 +1,6 @@
 """The order the suite's files start in: its longest files first.
 
-`pytest -n 3 --dist loadfile` hands each worker whole files, in the order they were collected
+`pytest -n N --dist loadfile` hands each worker whole files, in the order they were collected
 (pyproject's `--no-loadscope-reorder`: xdist's own order, the files with the most tests first, put
 the long end-to-end files of one or two tests last, where one worker ran them alone while the others
 sat idle). Started first, they run beside the many short files, which then fill every worker up to
