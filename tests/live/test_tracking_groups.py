@@ -298,3 +298,66 @@ def test_a_late_look_says_nothing_where_the_picture_changed_since(detector, grou
     finally:
         looks.gate.set()
         tracker.stop()
+
+
+def test_a_look_that_cannot_make_the_deadline_is_not_waited_for_and_used_when_it_lands(detector, group_frame, group_faces):
+    """A look whose CPU alone is past the loop's deadline (a crowd's re-detection: 100+ ms against
+    two frame intervals) was waited for the whole deadline and came in late all the same: the loop
+    lost two frame intervals on every look, a crowd's published rate fell to 0.6 of the camera's.
+    Now it is started and not waited for — its frame is late at once, as after the wait — and what
+    it found is used when it lands (`latelook`). Here every shape is priced past the deadline."""
+    full = FullDetector(detector, LiveStats(), time.monotonic)
+    tracker = LiveTracker(detector, full, full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        for _ in range(2):  # a shape's first run is not counted
+            tracker.costs.record((8, 8), 1e9)
+        known = []
+        for index in range(1, 6):
+            report = tracker.update(group_frame, index, full_size=640, track_size=192, deadline_s=30.0)
+            known.append(report.known and len(report.faces) == 29 and not report.lost)
+            for _ in range(6000):  # until the look (if one started) has landed
+                if tracker._call.idle:
+                    break
+                time.sleep(0.01)
+        assert not known[0], "the first look was waited for"
+        assert tracker.unwaited >= 1
+        assert all(known[2:]), known
+    finally:
+        tracker.stop()
+
+
+class _Failing:
+    """A detector whose every look on the tracker's thread raises (a broken session)."""
+
+    def __init__(self, detector) -> None:  # type: ignore[no-untyped-def]
+        self.detector = detector
+
+    def detect(self, frame, input_size=None, threshold=None):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "face-tracker":
+            raise RuntimeError("the session broke")
+        return self.detector.detect(frame, input_size, threshold)
+
+
+def test_a_failing_detector_is_waited_for_even_when_its_looks_are_dear(detector, group_frame, group_faces):
+    """A look not waited for (priced past the deadline) that fails says so only when it lands: the
+    next look is waited for, so the failure is met and counted there, and no frame is known —
+    a failing detector vouches for nothing."""
+    tracker = LiveTracker(_Failing(detector), FullDetector(detector, LiveStats(), time.monotonic), full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        for _ in range(2):
+            tracker.costs.record((8, 8), 1e9)
+        known = []
+        for index in range(1, 6):
+            known.append(tracker.update(group_frame, index, full_size=640, track_size=192, deadline_s=30.0).known)
+            for _ in range(6000):
+                if tracker._call.idle:
+                    break
+                time.sleep(0.01)
+        assert tracker.errors >= 1, "the failure was never met"
+        assert not any(known), known
+    finally:
+        tracker.stop()

@@ -313,3 +313,16 @@ class ShapeWarmer:
 
         self._building = threading.Thread(target=run, name="tracker-warm-up", daemon=True)
         self._building.start()
+
+
+def crop_results(runs: list[CropRun], found_lists: list[list[Face]], n: int) -> list[Face | None]:
+    """Per face looked for (of `n`), its detection in the crop runs' results (`cut_runs`), or None."""
+    found: list[Face | None] = [None] * n
+    for run, dets in zip(runs, found_lists):
+        if run.mosaic is not None:
+            for i, face in zip(run.members, run.mosaic.split(dets)):
+                found[i] = face
+        elif dets:
+            assert run.crop is not None
+            found[run.members[0]] = run.crop.to_frame(nearest_to_centre(dets, run.size))
+    return found

@@ -17,7 +17,7 @@ from vcamd.common.quality import Level
 from vcamd.common.types import Face, Frame
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.tracking.changes import ChangeMap, downscaled
-from vcamd.live.tracking.cropplan import CropRun, DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
+from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, crop_results, cut_runs, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
 from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
@@ -72,6 +72,8 @@ class LiveTracker:
         self._call = BoundedCall("face-tracker")
         self.errors = 0
         self.late = 0
+        self.unwaited = 0
+        """Looks started without waiting for them: their estimated cost was past the deadline (stats, tests)."""
         self._warm = ShapeWarmer()
         self.plans = {"crops": 0, "full": 0}
         """How often each way was chosen (stats, tests)."""
@@ -87,6 +89,7 @@ class LiveTracker:
         """The last re-detection that ran past the deadline, until it lands (`latelook`)."""
         self._started_late = False  # the last `_guarded` call started a look that ran late
         self._look_failed = False  # the last `_guarded` call raised: the detector is failing, not slow
+        self._failing = False  # the last look that finished, waited for or late, raised
         self._stable: dict[int, tuple[Face, int]] = {}
         """id(track's Face) → (that Face, the frame index since which its pixels only moved):
         `FaceReport.stable_since` (a swap made since then is the face as it is now)."""
@@ -353,7 +356,7 @@ class LiveTracker:
         try:
             done, value = self._call.call(work, deadline_s)
         except Exception as exc:  # a failing detector is a miss for this frame, not a crash
-            self._look_failed = True
+            self._look_failed = self._failing = True
             self.errors += 1
             if self.errors <= 3 or self.errors % 100 == 0:
                 log.error("face tracking failed (%d so far): %s", self.errors, exc)
@@ -362,6 +365,7 @@ class LiveTracker:
             self.late += 1
             self._started_late = starts and self._call.late_pending
             return None
+        self._failing = False
         done_value: T = value  # what `work` returned (BoundedCall hands it back untyped)
         return done_value
 
@@ -386,6 +390,12 @@ class LiveTracker:
             use_full = False
         detect, costs = self.faces, self.costs
         self.plans["full" if use_full else "crops"] += 1
+        # A look whose CPU alone is past the deadline cannot land in time: it is started, not
+        # waited for — its frame is late as it would be after the wait, the wait is spared.
+        # (Not while the detector fails: its failure is met, and counted, within the wait.)
+        if (full_ms if use_full else crops_ms) > 1000.0 * deadline_s and not self._failing:
+            deadline_s = 0.0
+            self.unwaited += 1
         if use_full:
             small, scale = downscaled(frame, full_size)
 
@@ -415,13 +425,15 @@ class LiveTracker:
             return [None] * len(faces)
         try:
             done, value = self._call.take_late()
-        except Exception as exc:  # a failing detector is a miss, counted where it ran
+        except Exception as exc:  # a failing detector is a miss; the next look is waited for (counted there)
             log.debug("a late look failed: %s", exc)
+            self._failing = True
             return [None] * len(faces)
         if not done:
             if self._call.late_pending:
                 self._late = late  # still running
             return [None] * len(faces)
+        self._failing = False
         now = late.holds_now(frame, frame_index, value)
         return [None if j is None else now[j] for j in pairs(faces, late.faces)]
 
@@ -432,17 +444,3 @@ class LiveTracker:
         for k, (i, n) in enumerate(landed):
             assert n.key is not None
             self._keys[id(everyone[i])] = (everyone[i], replace(n.key, due=self._due(frame_index, k, len(landed))))
-
-
-
-def crop_results(runs: list[CropRun], found_lists: list[list[Face]], n: int) -> list[Face | None]:
-    """Per face looked for (of `n`), its detection in the crop runs' results (`cut_runs`), or None."""
-    found: list[Face | None] = [None] * n
-    for run, dets in zip(runs, found_lists):
-        if run.mosaic is not None:
-            for i, face in zip(run.members, run.mosaic.split(dets)):
-                found[i] = face
-        elif dets:
-            assert run.crop is not None
-            found[run.members[0]] = run.crop.to_frame(nearest_to_centre(dets, run.size))
-    return found
