@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ from vcamd.common.quality import Level
 from vcamd.common.types import Face, Frame
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.tracking.changes import ChangeMap, downscaled
-from vcamd.live.tracking.cropplan import DetectCosts, Detecting, ShapeWarmer, crop_results, cut_runs, plan_shapes
+from vcamd.live.tracking.cropplan import DetectCosts, Detecting, LookStretch, ShapeWarmer, crop_results, cut_runs, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
 from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 PROBE_EVERY = 15
 """Every this many frames the tracker tries the crops instead of a full detection while their
 cost has not been measured yet (`LiveTracker.update`)."""
-
-
 
 
 class LiveTracker:
@@ -72,8 +71,8 @@ class LiveTracker:
         self._call = BoundedCall("face-tracker")
         self.errors = 0
         self.late = 0
-        self.unwaited = 0
-        """Looks started without waiting for them: their estimated cost was past the deadline (stats, tests)."""
+        self.unwaited = 0  # looks started without a wait: their stretched estimate was past the deadline
+        self.stretch = LookStretch()
         self._warm = ShapeWarmer()
         self.plans = {"crops": 0, "full": 0}
         """How often each way was chosen (stats, tests)."""
@@ -156,7 +155,7 @@ class LiveTracker:
         self.changes.reset()
         # A new detector (pipeline rebuilt) has sessions and costs of its own: measured again.
         self._warm = ShapeWarmer()
-        self._full.costs = DetectCosts()
+        self._full.costs, self.stretch = DetectCosts(), LookStretch()
 
     def stop(self) -> None:
         self._call.stop()
@@ -390,10 +389,11 @@ class LiveTracker:
             use_full = False
         detect, costs = self.faces, self.costs
         self.plans["full" if use_full else "crops"] += 1
-        # A look whose CPU alone is past the deadline cannot land in time: it is started, not
-        # waited for — its frame is late as it would be after the wait, the wait is spared.
-        # (Not while the detector fails: its failure is met, and counted, within the wait.)
-        if (full_ms if use_full else crops_ms) > 1000.0 * deadline_s and not self._failing:
+        # A look whose CPU, stretched as the last looks' was (`LookStretch`), is past the deadline is
+        # started, not waited for: its frame is late at once, as after the wait. (Not while the
+        # detector fails: its failure is met, and counted, within the wait.)
+        estimate = full_ms if use_full else crops_ms
+        if estimate * self.stretch.value > 1000.0 * deadline_s and not self._failing:
             deadline_s = 0.0
             self.unwaited += 1
         if use_full:
@@ -409,7 +409,10 @@ class LiveTracker:
             runs = cut_runs(frame, looked_for, sizes, self._warm.ready)  # `sizes` as plan_shapes chose them
             work = lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs]  # noqa: E731
             decode = lambda found_lists: crop_results(runs, found_lists, len(looked_for))  # noqa: E731
+        t0 = time.monotonic()
         value = self._guarded(work, deadline_s)
+        if value is not None:
+            self.stretch.seen(1000.0 * (time.monotonic() - t0), estimate)
         if value is None:
             if self._started_late:
                 self._late = LateLook.cut(frame, frame_index, looked_for, unchanged, decode)
