@@ -300,6 +300,19 @@ def test_a_late_look_says_nothing_where_the_picture_changed_since(detector, grou
         tracker.stop()
 
 
+def _each_look_landed(tracker: LiveTracker, frame: np.ndarray, frames: int) -> list:  # type: ignore[type-arg]
+    """The reports of frames 1..`frames` (a 30 s deadline: the loop would wait for any look it
+    waits for), each followed by the landing of the look it started, if any (a condition, not a clock)."""
+    reports = []
+    for index in range(1, frames + 1):
+        reports.append(tracker.update(frame, index, full_size=640, track_size=192, deadline_s=30.0))
+        for _ in range(6000):
+            if tracker._call.idle:
+                break
+            time.sleep(0.01)
+    return reports
+
+
 def test_a_look_that_cannot_make_the_deadline_is_not_waited_for_and_used_when_it_lands(detector, group_frame, group_faces):
     """A look whose CPU alone is past the loop's deadline (a crowd's re-detection: 100+ ms against
     two frame intervals) was waited for the whole deadline and came in late all the same: the loop
@@ -313,14 +326,7 @@ def test_a_look_that_cannot_make_the_deadline_is_not_waited_for_and_used_when_it
         tracker._last_full_submit = 0
         for _ in range(2):  # a shape's first run is not counted
             tracker.costs.record((8, 8), 1e9)
-        known = []
-        for index in range(1, 6):
-            report = tracker.update(group_frame, index, full_size=640, track_size=192, deadline_s=30.0)
-            known.append(report.known and len(report.faces) == 29 and not report.lost)
-            for _ in range(6000):  # until the look (if one started) has landed
-                if tracker._call.idle:
-                    break
-                time.sleep(0.01)
+        known = [r.known and len(r.faces) == 29 and not r.lost for r in _each_look_landed(tracker, group_frame, 5)]
         assert not known[0], "the first look was waited for"
         assert tracker.unwaited >= 1
         assert all(known[2:]), known
@@ -350,13 +356,7 @@ def test_a_failing_detector_is_waited_for_even_when_its_looks_are_dear(detector,
         tracker._last_full_submit = 0
         for _ in range(2):
             tracker.costs.record((8, 8), 1e9)
-        known = []
-        for index in range(1, 6):
-            known.append(tracker.update(group_frame, index, full_size=640, track_size=192, deadline_s=30.0).known)
-            for _ in range(6000):
-                if tracker._call.idle:
-                    break
-                time.sleep(0.01)
+        known = [r.known for r in _each_look_landed(tracker, group_frame, 5)]
         assert tracker.errors >= 1, "the failure was never met"
         assert not any(known), known
     finally:
@@ -384,14 +384,7 @@ def test_a_look_is_priced_as_long_as_the_last_looks_took_on_this_machine(detecto
         tracker._last_full_submit = 0
         for _ in range(30):
             tracker.stretch.seen(wall_ms=1e9, estimate_ms=1.0)
-        known = []
-        for index in range(1, 6):
-            report = tracker.update(group_frame, index, full_size=640, track_size=192, deadline_s=30.0)
-            known.append(report.known and len(report.faces) == 29 and not report.lost)
-            for _ in range(6000):  # until the look (if one started) has landed
-                if tracker._call.idle:
-                    break
-                time.sleep(0.01)
+        known = [r.known and len(r.faces) == 29 and not r.lost for r in _each_look_landed(tracker, group_frame, 5)]
         assert not known[0], "the first look was waited for"
         assert all(known[2:]), known
     finally:
