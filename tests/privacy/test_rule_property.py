@@ -3,7 +3,9 @@ real code, driven by random worlds — faces drifting, jumping, vanishing and co
 full (at the full or a lower size, fresh or a few frames late; of the whole frame or, as the
 change map asks for, of a region of it — drawn anywhere here), crop re-detections (that blink, or
 that find a neighbour instead of the face), late detectors,
-swap results late, failing or NaN, swapping toggled, 1 to 30 faces.
+swap results late, failing or NaN, swapping toggled, 1 to 30 faces; and, as the live loop does with
+`[swap] cover_changes` on (the default), what changed away from the known faces since a detection
+looked there obscured (`UnseenChanges`, the real code).
 
 Each "real face" is a distinct random texture, so a leak is checkable pixel-wise: a published face
 leaks when most of its visible pixels are exactly the raw pattern. The property: while swapping is
@@ -37,6 +39,7 @@ from vcamd.live.output.repaint import Repaint
 from vcamd.live.tracking.changes import Region
 from vcamd.live.tracking.full import FullDetection
 from vcamd.live.tracking.trackedfaces import JUMP_FRAMES, LOST_KEEP_FRAMES, TrackedFaces
+from vcamd.live.tracking.unseen import UnseenChanges
 from vcamd.privacy.obscure import obscure_frame
 from vcamd.privacy.rule import FaceOutcome, Held, Scene, compose, lost_to_cover, match_swaps
 
@@ -211,12 +214,15 @@ class Run:
     put_back: int = 0  # things the repaint put back instead of drawing them (with `repaint`)
 
 
-def simulate(pick, on_miss: OnMiss, steps: int, *, repaint: bool = False) -> Run:
+def simulate(pick, on_miss: OnMiss, steps: int, *, repaint: bool = False, cover_changes: bool = True) -> Run:
     """Run one random world through TrackedFaces + compose: frames checked, leak reports, and (for
     passthrough) the faces left raw by construction. With `repaint`, every frame is drawn through
     one `Repaint`, as the live loop draws it: the last frame's drawing put back where nothing it
-    depends on changed."""
+    depends on changed. With `cover_changes` (`[swap] cover_changes`, on by default), what changed
+    away from the known faces since a detection looked there is obscured, by the live loop's own
+    `UnseenChanges`: the one thing that can say a face the tracker does not follow moved."""
     memo = Repaint() if repaint else None
+    changes = UnseenChanges() if cover_changes else None
     rng = np.random.default_rng(pick("seed", range(0, 2**31 + 1)))
     n_faces = pick("faces", range(1, 30 + 1))
     cells = list(rng.permutation(COLS * ROWS)[:n_faces])
@@ -268,13 +274,16 @@ def simulate(pick, on_miss: OnMiss, steps: int, *, repaint: bool = False) -> Run
         history.append(snapshot)
         raw = world.render()
         frame = raw.copy()
+        thumb = changes.remember(frame, t) if changes is not None else None  # before anything is drawn on it
 
         # -- the tracker (vcamd.live.tracking.tracker.LiveTracker.update, with the detectors simulated)
         appeared: list[Face] = []
+        looks: list[FullDetection] = []
         if kind in ("full", "region") and len(history) > delay:
             seen = history[-1 - delay]
             faces = [face for face, visible, small in seen if visible and not (small and size == LOW) and inside(face, region)]
-            appeared = book.take_full(FullDetection(faces, frame_index=t - delay, input_size=size, region=region))
+            looks.append(FullDetection(faces, frame_index=t - delay, input_size=size, region=region))
+            appeared = book.take_full(looks[-1])
             started = True
             if delay == 0:
                 for f in world.faces:
@@ -287,6 +296,10 @@ def simulate(pick, on_miss: OnMiss, steps: int, *, repaint: bool = False) -> Run
                 found = [crop_answer(pick("crop", range(0, 9 + 1)), face, world) for face in looked_for]
                 book.take_tracked(found, t)
         report = book.report(late=late, appeared=appeared, full=kind in ("full", "region"))
+        unseen: list[tuple[int, int, int, int]] = []
+        if changes is not None and thumb is not None:  # vcamd.live.frames, step 3 (a look at FULL vouches)
+            changes.looked(looks, vouch_size=FULL)
+            unseen = changes.covers(thumb, report.faces + report.lost + report.unsure) if report.known else []
 
         # -- the engine's glue (LiveEngine._process): face_selection = "all"
         targets = report.faces
@@ -311,7 +324,8 @@ def simulate(pick, on_miss: OnMiss, steps: int, *, repaint: bool = False) -> Run
 
         painter = memo.painter(frame, paste) if memo is not None else None
         composed = compose(
-            Scene(frame=frame, enabled=enabled, on_miss=on_miss, known=report.known, targets=targets, swaps=swaps, lost=lost, held=held),
+            Scene(frame=frame, enabled=enabled, on_miss=on_miss, known=report.known, targets=targets, swaps=swaps, lost=lost, held=held,
+                  unseen=unseen),
             paste, painter,
         )
         if painter is not None:
@@ -423,6 +437,47 @@ def test_a_jumped_face_is_covered_at_its_old_and_its_new_place():
         assert report.known and len(report.faces) == 1
         composed = compose(Scene(raw.copy(), True, on_miss, True, report.faces, [None], [], held), paste_green)
         assert composed.faces == [FaceOutcome.obscured] and not leaks(composed.frame, world, raw)
+
+
+@pytest.mark.parametrize("on_miss", [OnMiss.hold, OnMiss.blur])
+def test_a_face_lost_while_turned_away_that_moves_elsewhere_is_covered_by_the_change_cover(on_miss):
+    """What hypothesis found (29 frames, 17 faces, shrunk): a face turns away (no detector finds it)
+    and is lost, covered at its last place; a whole look after the loss makes the positions known
+    again without it; it turns back and moves elsewhere at once. No detector has it, so the tracker
+    cannot say where it went — the change cover can (the picture changed where no face is known):
+    obscured there, never raw. With `cover_changes = false` (the documented opt-out: "a newcomer
+    may show for a few frames") it is raw — the check sees it."""
+    rng = np.random.default_rng(11)
+    stays = RealFace(0, cell=8, dx=0, dy=0, size=40, pattern=rng.integers(0, 256, (40, 40, 3), dtype=np.uint8))
+    mover = RealFace(1, cell=14, dx=0, dy=0, size=40, pattern=rng.integers(0, 256, (40, 40, 3), dtype=np.uint8))
+    world = World([stays, mover])
+    published: dict[bool, list[int]] = {}
+    for cover_changes in (True, False):
+        stays.cell, mover.cell, mover.turned = 8, 14, 0
+        book, changes = TrackedFaces(), UnseenChanges()
+        changes.remember(world.render(), 0)
+        first = FullDetection([stays.face(), mover.face()], 0, FULL)
+        book.take_full(first)
+        changes.looked([first], vouch_size=FULL)
+        mover.turned = 3  # turned away: the crop re-detection misses it, the face is lost
+        book.take_tracked([crop_find(f, World([stays])) for f in book.to_redetect], 1)
+        assert not book.report(late=False, appeared=[], full=False).known
+        changes.remember(world.render(), 2)
+        whole = FullDetection([stays.face()], 2, FULL)  # a whole look after the loss, the face still turned away
+        book.take_full(whole)
+        changes.looked([whole], vouch_size=FULL)
+        before = book.report(late=False, appeared=[], full=True)
+        assert before.known and [f.box for f in before.lost] == [mover.face().box]
+        mover.cell, mover.turned = 27, 0  # turned back, and somewhere else
+        raw = world.render()
+        thumb = changes.remember(raw, 3)
+        book.take_tracked([crop_find(f, World([stays])) if i == 0 else None for i, f in enumerate(book.to_redetect)], 3)
+        report = book.report(late=False, appeared=[], full=False)
+        assert report.known and len(report.lost) == 1  # the tracker alone: known, the face "at" its old place
+        unseen = changes.covers(thumb, report.faces + report.lost) if cover_changes else []
+        composed = compose(Scene(raw.copy(), True, on_miss, True, report.faces, [object()], report.lost, None, unseen=unseen), paste_green)
+        published[cover_changes] = leaks(composed.frame, world, raw)
+    assert published == {True: [], False: [1]}
 
 
 def test_start_up_under_hold_with_nothing_held_is_an_obscured_frame():

@@ -72,11 +72,16 @@ class Recognizing(Protocol):
 
 
 class Selecting(Protocol):
-    """What `FollowedFace.select` needs of the face engine (`faces.engine.FaceEngine`): its selection
-    rule and its recogniser."""
+    """What `FollowedFace` needs of the face engine (`faces.engine.FaceEngine`): its selection rule,
+    its recogniser and its face map."""
 
     @property
     def selection(self) -> FaceSelection: ...
+
+    @property
+    def face_map(self) -> FaceMap | None:
+        """`[[swap.map]]`: who gets which source; None: `selection` and the one source face."""
+        ...
 
     @property
     def recognizer(self) -> Recognizing: ...
@@ -93,7 +98,7 @@ class FollowedFace:
 
     def pick(self, engine: Selecting, faces: list[Face], frame: Frame, index: int) -> Picked:
         """`select`, or with a face map every face but the strangers, each with its source key."""
-        face_map: FaceMap | None = getattr(engine, "face_map", None)  # a face pipeline without face mapping has none
+        face_map = engine.face_map
         if face_map is None:
             self._who = None
             targets = self.select(engine, faces, frame, index)

@@ -68,15 +68,17 @@ class EngineStatus:
 
     def _server_status(self) -> dict[str, Any] | None:
         """The Triton server the models run on (`[models] server`): its state, round trip, models; None: here."""
-        remote = getattr(self.parts.faces, "remote", None)
+        remote = self.parts.faces.remote if self.parts.faces is not None else None
         return remote.server_status() if remote is not None else None
 
     def _precision(self) -> dict[str, Any]:
         """What each model of the running pipeline runs at ("float" or "int8", `vcamd.inference.precision`) and
         why; the face map's people (`face_map`: reference → source). Empty while none runs."""
-        status, face_map = getattr(self.parts.faces, "precision_status", None), getattr(self.parts.faces, "face_map", None)
-        runs, why = status() if status is not None else ({}, {})
-        return {"precision": runs, "precision_why": why, "face_map": face_map.status() if face_map is not None else []}
+        faces = self.parts.faces
+        if faces is None:
+            return {"precision": {}, "precision_why": {}, "face_map": []}
+        runs, why = faces.precision_status()
+        return {"precision": runs, "precision_why": why, "face_map": faces.face_map.status() if faces.face_map is not None else []}
 
     def _captured(self) -> int:
         return self.parts.replaced_captured + self.parts.reader.captured + self.parts.source.skipped

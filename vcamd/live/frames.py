@@ -320,7 +320,7 @@ class FrameProcessor:
             if faces is None:
                 raise RuntimeError("no face pipeline")  # never: the loop selects only while one runs
             picked = self._follow.pick(faces, report.faces, frame, self._index)
-            mapped = getattr(faces, "face_map", None) is not None  # a pipeline without a map has none
+            mapped = faces.face_map is not None
             self._sources = {id(f): k for f, k in zip(picked.targets, picked.sources)} if mapped else None
             return picked.targets, report
         except Exception as exc:

@@ -85,6 +85,21 @@ class FacePipeline(Selecting, Protocol):
         """Faces are swapped above the swapper's own size on the rungs with pixel boost."""
         ...
 
+    def precision_status(self) -> tuple[dict[str, str], dict[str, str]]:
+        """What each model runs at ("float" or "int8"), and why where it is not what was asked."""
+        ...
+
+    @property
+    def remote(self) -> ServerSessions | None:
+        """The Triton server's sessions when the models run there (`[models] server`); None: here."""
+        ...
+
+
+class ServerSessions(Protocol):
+    """What the status shows of the server the models run on (`vcamd.remote.sessions.RemoteSessions`)."""
+
+    def server_status(self) -> dict[str, Any]: ...
+
 
 class Detects(Protocol):
     """What a warm-up needs: the face pipeline, or its detector alone (`FaceDetector`)."""
