@@ -71,8 +71,7 @@ class LiveTracker:
         self._call = BoundedCall("face-tracker")
         self.errors = 0
         self.late = 0
-        self.unwaited = 0  # looks started without a wait: their stretched estimate was past the deadline
-        self.stretch = LookStretch()
+        self.unwaited, self.stretch = 0, LookStretch()  # looks started without a wait (stretched estimate past the deadline)
         self._warm = ShapeWarmer()
         self.plans = {"crops": 0, "full": 0}
         """How often each way was chosen (stats, tests)."""
@@ -86,6 +85,7 @@ class LiveTracker:
         pixels only moved: where they moved to, with its key — its place while that look runs late."""
         self._late: LateLook | None = None
         """The last re-detection that ran past the deadline, until it lands (`latelook`)."""
+        self._late_since = (0.0, 0.0)  # when the late look started (monotonic s), and its CPU estimate (ms)
         self._started_late = False  # the last `_guarded` call started a look that ran late
         self._look_failed = False  # the last `_guarded` call raised: the detector is failing, not slow
         self._failing = False  # the last look that finished, waited for or late, raised
@@ -415,7 +415,7 @@ class LiveTracker:
             self.stretch.seen(1000.0 * (time.monotonic() - t0), estimate)
         if value is None:
             if self._started_late:
-                self._late = LateLook.cut(frame, frame_index, looked_for, unchanged, decode)
+                self._late, self._late_since = LateLook.cut(frame, frame_index, looked_for, unchanged, decode), (t0, estimate)
             return None, None
         # One full detection of this frame: where every face is now.
         return decode(value), FullDetection(value, frame_index, full_size) if use_full else None
@@ -436,7 +436,8 @@ class LiveTracker:
             if self._call.late_pending:
                 self._late = late  # still running
             return [None] * len(faces)
-        self._failing = False
+        self._failing = False  # ... and a look not waited for tells the stretch too (at most a frame late: an upper bound)
+        self.stretch.seen(1000.0 * (time.monotonic() - self._late_since[0]), self._late_since[1])
         now = late.holds_now(frame, frame_index, value)
         return [None if j is None else now[j] for j in pairs(faces, late.faces)]
 
