@@ -298,3 +298,98 @@ def test_a_late_look_says_nothing_where_the_picture_changed_since(detector, grou
     finally:
         looks.gate.set()
         tracker.stop()
+
+
+def _each_look_landed(tracker: LiveTracker, frame: np.ndarray, frames: int) -> list:  # type: ignore[type-arg]
+    """The reports of frames 1..`frames` (a 30 s deadline: the loop would wait for any look it
+    waits for), each followed by the landing of the look it started, if any (a condition, not a clock)."""
+    reports = []
+    for index in range(1, frames + 1):
+        reports.append(tracker.update(frame, index, full_size=640, track_size=192, deadline_s=30.0))
+        for _ in range(6000):
+            if tracker._call.idle:
+                break
+            time.sleep(0.01)
+    return reports
+
+
+def test_a_look_that_cannot_make_the_deadline_is_not_waited_for_and_used_when_it_lands(detector, group_frame, group_faces):
+    """A look whose CPU alone is past the loop's deadline (a crowd's re-detection: 100+ ms against
+    two frame intervals) was waited for the whole deadline and came in late all the same: the loop
+    lost two frame intervals on every look, a crowd's published rate fell to 0.6 of the camera's.
+    Now it is started and not waited for — its frame is late at once, as after the wait — and what
+    it found is used when it lands (`latelook`). Here every shape is priced past the deadline."""
+    full = FullDetector(detector, LiveStats(), time.monotonic)
+    tracker = LiveTracker(detector, full, full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        for _ in range(2):  # a shape's first run is not counted
+            tracker.costs.record((8, 8), 1e9)
+        known = [r.known and len(r.faces) == 29 and not r.lost for r in _each_look_landed(tracker, group_frame, 5)]
+        assert not known[0], "the first look was waited for"
+        assert tracker.unwaited >= 1
+        assert all(known[2:]), known
+    finally:
+        tracker.stop()
+
+
+class _Failing:
+    """A detector whose every look on the tracker's thread raises (a broken session)."""
+
+    def __init__(self, detector) -> None:  # type: ignore[no-untyped-def]
+        self.detector = detector
+
+    def detect(self, frame, input_size=None, threshold=None):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "face-tracker":
+            raise RuntimeError("the session broke")
+        return self.detector.detect(frame, input_size, threshold)
+
+
+def test_a_failing_detector_is_waited_for_even_when_its_looks_are_dear(detector, group_frame, group_faces):
+    """A look not waited for (priced past the deadline) that fails says so only when it lands: the
+    next look is waited for, so the failure is met and counted there, and no frame is known —
+    a failing detector vouches for nothing."""
+    tracker = LiveTracker(_Failing(detector), FullDetector(detector, LiveStats(), time.monotonic), full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        for _ in range(2):
+            tracker.costs.record((8, 8), 1e9)
+        known = [r.known for r in _each_look_landed(tracker, group_frame, 5)]
+        assert tracker.errors >= 1, "the failure was never met"
+        assert not any(known), known
+    finally:
+        tracker.stop()
+
+
+def test_a_look_is_priced_as_long_as_the_last_looks_took_on_this_machine(detector, group_frame, group_faces):
+    """Beside a call app keeping both cores busy, a look takes 2–3 times its CPU in wall time: a
+    look whose CPU alone fits the deadline still came in late after the whole wait (the loaded
+    crowd). The estimate is stretched by how long the last looks took against theirs
+    (`LookStretch`); here the machine is made to look very slow, and the first look is not waited for."""
+    from vcamd.live.tracking.cropplan import LookStretch
+
+    stretch = LookStretch()
+    assert stretch.value == 1.0
+    stretch.seen(wall_ms=5.0, estimate_ms=10.0)  # faster than priced: never under 1
+    assert stretch.value == 1.0
+    for _ in range(30):
+        stretch.seen(wall_ms=30.0, estimate_ms=10.0)
+    assert 2.9 < stretch.value <= 3.0
+
+    tracker = LiveTracker(detector, FullDetector(detector, LiveStats(), time.monotonic), full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        for _ in range(30):
+            tracker.stretch.seen(wall_ms=1e9, estimate_ms=1.0)
+        slow = tracker.stretch.value
+        known = [r.known and len(r.faces) == 29 and not r.lost for r in _each_look_landed(tracker, group_frame, 5)]
+        assert not known[0], "the first look was waited for"
+        assert all(known[2:]), known
+        # The looks not waited for landed quickly: they bring the stretch down (else a busy spell
+        # would leave every dear look unwaited for good).
+        assert tracker.stretch.value < slow
+    finally:
+        tracker.stop()

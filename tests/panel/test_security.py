@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from http.cookies import SimpleCookie
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import quote
 
 import pytest
 from support.users import as_another_user, needs_root
 
+from vcamd.pages.gate import GUEST, OWNER, GatedHTTPServer
 from vcamd.pages.security import LOGGED_IN_PAGE
 from vcamd.panel.faces import MAX_UPLOAD_BYTES
 
@@ -391,10 +394,31 @@ def test_a_head_that_never_completes_is_dropped_with_408(start_panel):
 
 
 def test_a_client_that_sends_nothing_is_dropped(start_panel):
-    panel = start_panel(request_timeout_s=0.5)
+    # Its head never comes, so head_timeout_s is the bound that drops it (5 s by default).
+    panel = start_panel(request_timeout_s=0.5, head_timeout_s=0.5)
     with socket.create_connection(("127.0.0.1", panel.port)) as sock:
         sock.settimeout(30)
         assert sock.recv(1024) == b""  # the server closed it, instead of keeping a thread for ever
+
+
+def test_shutdown_ends_the_accept_loop_without_waiting_for_its_poll(wait):
+    """socketserver's own loop looks for a shutdown once per poll_interval: every closed page, and
+    every quit of the daemon, waited for it. An hour's poll here: shutdown() must not wait for it."""
+    server = GatedHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler, classify=lambda method, target, headers: GUEST,
+                             limits={OWNER: 1, GUEST: 1}, read_timeouts={OWNER: 30.0, GUEST: 30.0})
+    loop = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 3600.0}, daemon=True)
+    loop.start()
+    try:
+        with socket.create_connection(server.server_address, timeout=30):
+            wait(lambda: server.waiting == 1, "the loop to accept a connection (it is in its wait)")
+        stopping = threading.Thread(target=server.shutdown, daemon=True)
+        stopping.start()
+        stopping.join(60)
+        assert not stopping.is_alive(), "shutdown() is waiting for the accept loop's next poll"
+        loop.join(60)
+        assert not loop.is_alive()
+    finally:
+        server.server_close()
 
 
 # ---- malformed requests (issue 27 item 7): a 4xx and one log line, never a traceback --------------

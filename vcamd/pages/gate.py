@@ -63,6 +63,9 @@ class GatedHTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # a stuck client must never keep the daemon from exiting
     block_on_close = False
     request_queue_size = 64
+    timeout = 0.5
+    """handle_request()'s wait for a connection, which serve_forever() calls once one is there: if it
+    went away in between, the loop is back in its own wait (the one shutdown() wakes) within this."""
 
     def __init__(
         self,
@@ -93,6 +96,11 @@ class GatedHTTPServer(ThreadingHTTPServer):
         self._wake_w.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._heads = threading.Thread(target=self._read_heads, name="page-heads", daemon=True)
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._stopped.set()  # not serving yet: a shutdown() before serve_forever() has nothing to wait for
+        self._stop_r, self._stop_w = socket.socketpair()
+        self._stop_w.setblocking(False)
         super().__init__(address, handler)  # binds (a failure calls server_close)
         self._heads.start()
 
@@ -100,6 +108,34 @@ class GatedHTTPServer(ThreadingHTTPServer):
     def waiting(self) -> int:
         """Connections whose head has not arrived yet."""
         return len(self._waiting)
+
+    # ---- the accept loop: ended by shutdown() at once ----------------------------------------------
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """socketserver's accept loop, but `shutdown()` wakes it at once instead of at its next poll
+        (every closed page and every quit of the daemon waited up to `poll_interval` for it); the
+        argument is kept for socketserver's signature and not needed."""
+        self._stopped.clear()
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self, selectors.EVENT_READ)
+                selector.register(self._stop_r, selectors.EVENT_READ)
+                while not self._stopping.is_set():
+                    ready = [key.fileobj for key, _ in selector.select()]
+                    if self in ready and not self._stopping.is_set():
+                        self.handle_request()  # accept (ready now), then process_request; `timeout` bounds a lost one
+                    self.service_actions()
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """End `serve_forever()` (from another thread) and wait until it has."""
+        self._stopping.set()
+        try:
+            self._stop_w.send(b"x")
+        except OSError:
+            pass  # full: the loop is woken already
+        self._stopped.wait()
 
     # ---- accept: hand over, never block ----------------------------------------------------------
 
@@ -118,6 +154,8 @@ class GatedHTTPServer(ThreadingHTTPServer):
             self._wake_r.close()
             self._wake_w.close()
         super().server_close()
+        self._stop_r.close()
+        self._stop_w.close()
 
     # ---- the heads thread ------------------------------------------------------------------------
 

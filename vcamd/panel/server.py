@@ -122,8 +122,7 @@ class PanelServer:
         self.port = int(server.server_address[1])
         self.feed.start()
         self.history.start()
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="panel-http", daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, name="panel-http", daemon=True)
         self._thread.start()
         log.info("control page on %s (`vcamd panel` opens it with a one-time login code)", self.base_url)
         return self

@@ -224,7 +224,7 @@ class PreviewSink:
         self.port = server.server_address[1]
         self._state = "open"
         self._threads = [
-            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="preview-http", daemon=True),
+            threading.Thread(target=server.serve_forever, name="preview-http", daemon=True),
             threading.Thread(target=self._encode_loop, name="preview-jpeg", daemon=True),
         ]
         for thread in self._threads:

@@ -313,3 +313,30 @@ class ShapeWarmer:
 
         self._building = threading.Thread(target=run, name="tracker-warm-up", daemon=True)
         self._building.start()
+
+
+def crop_results(runs: list[CropRun], found_lists: list[list[Face]], n: int) -> list[Face | None]:
+    """Per face looked for (of `n`), its detection in the crop runs' results (`cut_runs`), or None."""
+    found: list[Face | None] = [None] * n
+    for run, dets in zip(runs, found_lists):
+        if run.mosaic is not None:
+            for i, face in zip(run.members, run.mosaic.split(dets)):
+                found[i] = face
+        elif dets:
+            assert run.crop is not None
+            found[run.members[0]] = run.crop.to_frame(nearest_to_centre(dets, run.size))
+    return found
+
+
+class LookStretch:
+    """How many times its CPU estimate a look on the tracker's thread takes in wall time, running
+    (COST_SMOOTHING), never under 1: about 1 on a quiet machine, 2–3 beside a call app that keeps
+    both cores busy. A look's estimated CPU times this is what the loop would wait for it."""
+
+    def __init__(self) -> None:
+        self.value = 1.0
+
+    def seen(self, wall_ms: float, estimate_ms: float) -> None:
+        """A look estimated at `estimate_ms` of CPU came back after `wall_ms`."""
+        if estimate_ms > 0.0:
+            self.value = max(1.0, self.value + COST_SMOOTHING * (wall_ms / estimate_ms - self.value))

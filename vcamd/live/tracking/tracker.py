@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -17,7 +18,7 @@ from vcamd.common.quality import Level
 from vcamd.common.types import Face, Frame
 from vcamd.faces.detect import input_shape_for
 from vcamd.live.tracking.changes import ChangeMap, downscaled
-from vcamd.live.tracking.cropplan import CropRun, DetectCosts, Detecting, ShapeWarmer, cut_runs, nearest_to_centre, plan_shapes
+from vcamd.live.tracking.cropplan import DetectCosts, Detecting, LookStretch, ShapeWarmer, crop_results, cut_runs, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
 from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 PROBE_EVERY = 15
 """Every this many frames the tracker tries the crops instead of a full detection while their
 cost has not been measured yet (`LiveTracker.update`)."""
-
-
 
 
 class LiveTracker:
@@ -72,6 +71,7 @@ class LiveTracker:
         self._call = BoundedCall("face-tracker")
         self.errors = 0
         self.late = 0
+        self.unwaited, self.stretch = 0, LookStretch()  # looks started without a wait (stretched estimate past the deadline)
         self._warm = ShapeWarmer()
         self.plans = {"crops": 0, "full": 0}
         """How often each way was chosen (stats, tests)."""
@@ -85,8 +85,10 @@ class LiveTracker:
         pixels only moved: where they moved to, with its key — its place while that look runs late."""
         self._late: LateLook | None = None
         """The last re-detection that ran past the deadline, until it lands (`latelook`)."""
+        self._late_since = (0.0, 0.0)  # when the late look started (monotonic s), and its CPU estimate (ms)
         self._started_late = False  # the last `_guarded` call started a look that ran late
         self._look_failed = False  # the last `_guarded` call raised: the detector is failing, not slow
+        self._failing = False  # the last look that finished, waited for or late, raised
         self._stable: dict[int, tuple[Face, int]] = {}
         """id(track's Face) → (that Face, the frame index since which its pixels only moved):
         `FaceReport.stable_since` (a swap made since then is the face as it is now)."""
@@ -153,7 +155,7 @@ class LiveTracker:
         self.changes.reset()
         # A new detector (pipeline rebuilt) has sessions and costs of its own: measured again.
         self._warm = ShapeWarmer()
-        self._full.costs = DetectCosts()
+        self._full.costs, self.stretch = DetectCosts(), LookStretch()
 
     def stop(self) -> None:
         self._call.stop()
@@ -353,7 +355,7 @@ class LiveTracker:
         try:
             done, value = self._call.call(work, deadline_s)
         except Exception as exc:  # a failing detector is a miss for this frame, not a crash
-            self._look_failed = True
+            self._look_failed = self._failing = True
             self.errors += 1
             if self.errors <= 3 or self.errors % 100 == 0:
                 log.error("face tracking failed (%d so far): %s", self.errors, exc)
@@ -362,6 +364,7 @@ class LiveTracker:
             self.late += 1
             self._started_late = starts and self._call.late_pending
             return None
+        self._failing = False
         done_value: T = value  # what `work` returned (BoundedCall hands it back untyped)
         return done_value
 
@@ -386,6 +389,13 @@ class LiveTracker:
             use_full = False
         detect, costs = self.faces, self.costs
         self.plans["full" if use_full else "crops"] += 1
+        # A look whose CPU, stretched as the last looks' was (`LookStretch`), is past the deadline is
+        # started, not waited for: its frame is late at once, as after the wait. (Not while the
+        # detector fails: its failure is met, and counted, within the wait.)
+        estimate = full_ms if use_full else crops_ms
+        if estimate * self.stretch.value > 1000.0 * deadline_s and not self._failing:
+            deadline_s = 0.0
+            self.unwaited += 1
         if use_full:
             small, scale = downscaled(frame, full_size)
 
@@ -399,10 +409,13 @@ class LiveTracker:
             runs = cut_runs(frame, looked_for, sizes, self._warm.ready)  # `sizes` as plan_shapes chose them
             work = lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs]  # noqa: E731
             decode = lambda found_lists: crop_results(runs, found_lists, len(looked_for))  # noqa: E731
+        t0 = time.monotonic()
         value = self._guarded(work, deadline_s)
+        if value is not None:
+            self.stretch.seen(1000.0 * (time.monotonic() - t0), estimate)
         if value is None:
             if self._started_late:
-                self._late = LateLook.cut(frame, frame_index, looked_for, unchanged, decode)
+                self._late, self._late_since = LateLook.cut(frame, frame_index, looked_for, unchanged, decode), (t0, estimate)
             return None, None
         # One full detection of this frame: where every face is now.
         return decode(value), FullDetection(value, frame_index, full_size) if use_full else None
@@ -415,13 +428,16 @@ class LiveTracker:
             return [None] * len(faces)
         try:
             done, value = self._call.take_late()
-        except Exception as exc:  # a failing detector is a miss, counted where it ran
+        except Exception as exc:  # a failing detector is a miss; the next look is waited for (counted there)
             log.debug("a late look failed: %s", exc)
+            self._failing = True
             return [None] * len(faces)
         if not done:
             if self._call.late_pending:
                 self._late = late  # still running
             return [None] * len(faces)
+        self._failing = False  # ... and a look not waited for tells the stretch too (at most a frame late: an upper bound)
+        self.stretch.seen(1000.0 * (time.monotonic() - self._late_since[0]), self._late_since[1])
         now = late.holds_now(frame, frame_index, value)
         return [None if j is None else now[j] for j in pairs(faces, late.faces)]
 
@@ -432,17 +448,3 @@ class LiveTracker:
         for k, (i, n) in enumerate(landed):
             assert n.key is not None
             self._keys[id(everyone[i])] = (everyone[i], replace(n.key, due=self._due(frame_index, k, len(landed))))
-
-
-
-def crop_results(runs: list[CropRun], found_lists: list[list[Face]], n: int) -> list[Face | None]:
-    """Per face looked for (of `n`), its detection in the crop runs' results (`cut_runs`), or None."""
-    found: list[Face | None] = [None] * n
-    for run, dets in zip(runs, found_lists):
-        if run.mosaic is not None:
-            for i, face in zip(run.members, run.mosaic.split(dets)):
-                found[i] = face
-        elif dets:
-            assert run.crop is not None
-            found[run.members[0]] = run.crop.to_frame(nearest_to_centre(dets, run.size))
-    return found
