@@ -80,6 +80,8 @@ class Startup:
     first_swap: float | None = None
     before_first_swap: int = 0
     """Frames published before the first swapped one (placeholder cards and covered frames)."""
+    while_loading: int = 0
+    """Frames published while no face pipeline ran yet (the models loading): the first ones, all covered whole."""
 
     def published(self, now: float, *, swapped: bool) -> None:
         if self.first_frame is None:
@@ -147,6 +149,7 @@ class FrameProcessor:
             self.send(frame, Outcome.off, captured.t_capture)
             return
         if parts.faces is None:
+            self.startup.while_loading += 1
             self.send_covered(frame, captured.t_capture)
             return
         thumb = self.unseen.remember(frame, self._index)  # before anything is drawn on it
