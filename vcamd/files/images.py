@@ -113,17 +113,24 @@ def probe_image(path: Path | str, what: str = "image") -> ImageHeader:
 def read_image(path: Path | str, what: str = "image") -> Frame:
     """Decode a still photo to an H×W×3 uint8 BGR frame, or raise FaceError saying why not.
     The header is checked first (`probe_image`): nothing over MAX_PIXELS is ever decoded."""
-    return read_photo(path, what)[0]
+    path = Path(path).expanduser()
+    return _decoded(_checked_bytes(path, what), path, what)
 
 
 def read_photo(path: Path | str, what: str = "image") -> tuple[Frame, str]:
     """`read_image`, and the SHA-256 of the very bytes it decoded (what a photo's kept face is
     keyed by, `vcamd.faces.source_cache`: a file replaced between hashing and decoding cannot
-    pair one photo's pixels with another's key)."""
+    pair one photo's pixels with another's key). Only the source-face cache needs the hash, so
+    `read_image` does not compute it."""
     path = Path(path).expanduser()
-    probe_image(path, what)
-    data = np.fromfile(path, dtype=np.uint8)
+    data = _checked_bytes(path, what)
     return _decoded(data, path, what), hashlib.sha256(data.data).hexdigest()
+
+
+def _checked_bytes(path: Path, what: str) -> npt.NDArray[np.uint8]:
+    """The file's bytes, once its header passed `probe_image`."""
+    probe_image(path, what)
+    return np.fromfile(path, dtype=np.uint8)
 
 
 def _decoded(data: npt.NDArray[np.uint8], path: Path, what: str) -> Frame:
