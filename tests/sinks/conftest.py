@@ -134,16 +134,19 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def publisher() -> Iterator[Callable[..., threading.Event]]:
-    """`publisher(sink, frame, stats, fps=30)` sends `frame` on a thread until the test ends."""
+    """`publisher(sink, frame, stats, fps=30, burst=1)` sends `frame` on a thread until the test ends,
+    `burst` times each time the thread wakes (so many frames per wake however rarely a loaded
+    machine lets the thread run)."""
     stops: list[threading.Event] = []
     threads: list[threading.Thread] = []
 
-    def start(sink: Any, frame: np.ndarray, stats: dict[str, Any] | None = None, fps: float = 30.0) -> threading.Event:
+    def start(sink: Any, frame: np.ndarray, stats: dict[str, Any] | None = None, fps: float = 30.0, burst: int = 1) -> threading.Event:
         stop = threading.Event()
 
         def run() -> None:
             while not stop.is_set():
-                sink.send(frame, stats)
+                for _ in range(burst):
+                    sink.send(frame, stats)
                 time.sleep(1.0 / fps)
 
         thread = threading.Thread(target=run, daemon=True)
