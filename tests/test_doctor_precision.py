@@ -11,6 +11,7 @@ import pytest
 from vcamd import doctor
 from vcamd.config.schema import Config
 from vcamd.doctor import Status
+from vcamd.inference import modelhashes
 from vcamd.inference.fidelity import Verdict
 
 
@@ -32,7 +33,7 @@ def _keep(swapper: Path, passed: bool) -> Path:
     from vcamd.inference.int8recipes import build_key
     from vcamd.inference.precision import int8_units, needs_reduced_range
 
-    entry = int8cache.Entry(int8cache.sha256_of(swapper), build_key(needs_reduced_range(int8_units())))
+    entry = int8cache.Entry(modelhashes.sha256_of(swapper), build_key(needs_reduced_range(int8_units())))
     built = swapper.with_name("built.onnx")
     built.write_bytes(swapper.read_bytes())
     summary = "8 faces: PSNR ≥ 44.0 dB (needs 35)" if passed else "failed on 8 faces: PSNR 9.0 dB < 35 dB"
@@ -107,7 +108,7 @@ def test_the_enhancer_and_the_parser_each_get_their_words(tmp_path, swapper):
 
     enhancer, parser = build_residual_enhancer(tmp_path / "enhancer.onnx"), build_conv_parser(tmp_path / "parser.onnx")
     for model, role, passed in ((enhancer, "enhancer", True), (parser, "parser", False)):
-        entry = int8cache.Entry(int8cache.sha256_of(model), build_key(needs_reduced_range(int8_units()), role))
+        entry = int8cache.Entry(modelhashes.sha256_of(model), build_key(needs_reduced_range(int8_units()), role))
         built = model.with_name(f"built-{role}.onnx")
         built.write_bytes(model.read_bytes())
         int8cache.record(entry, passed, "8 faces: PSNR ≥ 44.0 dB (needs 35)" if passed else "failed on 8 faces: 3.7 % of the face changes class",

@@ -286,8 +286,9 @@ def _forget_copy(model: Path, key: str) -> None:
     import contextlib
 
     from vcamd.inference import int8cache
+    from vcamd.inference.modelhashes import sha256_of
 
-    entry = int8cache.Entry(int8cache.sha256_of(model), key)
+    entry = int8cache.Entry(sha256_of(model), key)
     for path in (entry.verdict_file, entry.model):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -91,10 +91,11 @@ def build_checked(model: Path, recognizer: Path, faces: CalibrationFaces, *, rol
     kept; one build per model file at a time across processes. Raises ModelError when the model or the
     recogniser cannot be run (nothing is kept then)."""
     from vcamd.inference import int8cache
+    from vcamd.inference.modelhashes import sha256_of
 
     started = time.monotonic()
     model = Path(model).expanduser().resolve()
-    sha = int8cache.sha256_of(model)
+    sha = sha256_of(model)
     entry = int8cache.Entry(sha, build_key(reduce_range, role))
     with int8cache.build_lock(sha):
         kept = int8cache.read(entry)
