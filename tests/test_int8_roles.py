@@ -182,6 +182,12 @@ def test_the_pipeline_runs_each_kept_copy_and_status_says_each_roles_precision(t
     assert runs["swapper"] == "float" and "being built" in why["swapper"]
     assert "PSNR" in why["enhancer"] and "failed the fidelity check" in why["parser"]
     assert faces.precisions["parser"].failed_check and not faces.precisions["parser"].build
+    faces.set_enhancer(False, 0.8)
+    assert "enhancer" not in faces.precision_status()[0]
+    off = load_face_pipeline(cfg.model_copy(update={"enhancer": cfg.enhancer.model_copy(update={"enabled": False})}))[0]
+    assert "enhancer" not in off.precisions
+    off.set_enhancer(True, 0.8)  # switched on while running (hot reload): loaded, and said to run in float
+    assert off.precision_status()[0]["enhancer"] == "float"
 
 
 def test_models_quantize_covers_the_configs_roles_and_names_the_one_that_stays_float(tmp_path, assets, recognizer):

@@ -230,7 +230,7 @@ class FaceEngine:
         """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
         from vcamd.inference.precision import precision_status
 
-        return precision_status({role: c for role, c in self.precisions.items() if role == "swapper" or getattr(self, role) is not None})
+        return precision_status({role: self.precisions.get(role, FLOAT) for role in ("swapper", "enhancer", "parser") if getattr(self, role)})
 
     def calibration_faces(self, seen: list[Frame], crop: CropSpec | None = None) -> CalibrationFaces:
         """An int8 copy's calibration faces aligned to `crop` (default: the swapper's): the source photo's face and
