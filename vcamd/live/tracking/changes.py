@@ -18,6 +18,12 @@ periodic full detection:
   corner on the detector's coarsest anchor grid: a face inside is seen by the same anchors at the
   same pixels as in the whole frame, only less of the frame is looked at. No changed cell:
   nothing new can be there, no run at all;
+* changed cells that only show what the last whole look saw, moved (`moved_cells`: one shift of
+  the picture explains them — a camera pan, a still picture sliding, the whole scene swaying)
+  hold nothing that look did not see: only the rest (new content entering at an edge, anything
+  that changed otherwise) is looked at; none left, no run. Not refreshed: they keep being
+  compared with that look until the next whole one (the faces the look found move on screen as
+  the tracker follows them; one it lost sends the next look to the whole frame anyway);
 * the whole frame whenever the map cannot vouch for the rest: the first look, after a reset (new
   detector, camera, frame size), at another detection size, after a failed run, when the
   rectangle would be most of the frame anyway — and at least every WHOLE_EVERY-th look, however
@@ -58,6 +64,9 @@ WHOLE_SHARE = 0.6
 
 WHOLE_EVERY = 3
 """At least every this many looks, the whole frame (1 s at 30 fps with full_every = 10)."""
+
+MOVED_RESPONSE = 0.2
+"""A phase correlation peak under this is no single shift of the picture (none is tried)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +120,11 @@ class ChangeMap:
         """Forget what was seen (a new detector, a new camera): the next look is the whole frame."""
         self._thumb: np.ndarray | None = None
         self._seen_as: tuple[tuple[int, int], float] | None = None  # (downscaled size, scale) of the thumbnail
+        self._whole_seen: Frame | None = None  # the downscaled frame the last whole look ran on (`moved_cells`)
         self._since_whole = 0
         self.wanted: tuple[int, int] | None = None
         """The detector input shape the last answer wanted but found not `ready` (to be built)."""
-        self.looks = {"whole": 0, "region": 0, "none": 0}
+        self.looks = {"whole": 0, "region": 0, "moved": 0, "none": 0}
         """How often each answer was given (stats, tests)."""
 
     def where_to_look(self, small: Frame, scale: float,
@@ -130,18 +140,24 @@ class ChangeMap:
         old = self._thumb
         seen_as = (small.shape[:2], scale)  # another frame size or detection size: not comparable
         if whole or old is None or self._seen_as != seen_as or self._since_whole + 1 >= WHOLE_EVERY:
-            return self._looked_whole(thumb, seen_as)
+            return self._looked_whole(small, thumb, seen_as)
         changed = np.abs(thumb - old).max(axis=2) > CHANGE_LIMIT
         if not changed.any():
             self.looks["none"] += 1
             self._since_whole += 1
             return None
+        if self._whole_seen is not None:
+            changed &= ~moved_cells(self._whole_seen, small, changed.shape)[0]
+            if not changed.any():
+                self.looks["moved"] += 1
+                self._since_whole += 1
+                return None
         region = changed_region(small.shape[:2], changed, scale)
         if region is None:
-            return self._looked_whole(thumb, seen_as)
+            return self._looked_whole(small, thumb, seen_as)
         if not ready(region.shape):
             self.wanted = region.shape
-            return self._looked_whole(thumb, seen_as)
+            return self._looked_whole(small, thumb, seen_as)
         x0, y0, x1, y1 = cells_inside(region, small.shape[:2], thumb.shape[:2])
         old[y0:y1, x0:x1] = thumb[y0:y1, x0:x1]
         self._since_whole += 1
@@ -150,10 +166,10 @@ class ChangeMap:
 
     def failed(self) -> None:
         """The last look's detection failed: what it covered was not really seen."""
-        self._thumb = None
+        self._thumb = self._whole_seen = None
 
-    def _looked_whole(self, thumb: np.ndarray, seen_as: tuple[tuple[int, int], float]) -> Look:
-        self._thumb, self._seen_as, self._since_whole = thumb, seen_as, 0
+    def _looked_whole(self, small: Frame, thumb: np.ndarray, seen_as: tuple[tuple[int, int], float]) -> Look:
+        self._thumb, self._seen_as, self._since_whole, self._whole_seen = thumb, seen_as, 0, small
         self.looks["whole"] += 1
         return WHOLE
 
@@ -270,3 +286,32 @@ class RegionImage:
         box = ((x1 + r.x0) * k, (y1 + r.y0) * k, (x2 + r.x0) * k, (y2 + r.y0) * k)
         kps = ((face.kps + np.array([r.x0, r.y0], np.float32)) * np.float32(k)).astype(np.float32)
         return Face(box=box, score=face.score, kps=kps)
+
+
+def moved_cells(seen: Frame, now: Frame, cells_hw: tuple[int, int]) -> tuple[np.ndarray, tuple[float, float]]:
+    """Which cells of `now` show the picture `seen` showed, moved: one shift for the whole picture
+    (the strongest peak of their phase correlation), `seen` shifted by it, and per cell (a grid of
+    `cells_hw` over both images) whether `now` is no change from the shifted `seen` by the map's own
+    rule — no cell mean apart by more than CHANGE_LIMIT in any channel (a sub-pixel error in the
+    shift moves an edge's pixels, hardly a cell's mean).
+    A cell whose pixels come from outside `seen` (entering at an edge) is new content: never
+    matched. Returns (the mask, the shift (dx, dy) in these images' pixels: now(x) ≈ seen(x − d)).
+    A faint peak (MOVED_RESPONSE), or images of two sizes: nothing matched."""
+    th, tw = cells_hw
+    none = np.zeros((th, tw), bool)
+    if seen.shape != now.shape:
+        return none, (0.0, 0.0)
+    h, w = now.shape[:2]
+    grey_seen, grey_now = (np.float32(cv2.cvtColor(im, cv2.COLOR_BGR2GRAY) if im.ndim == 3 else im) for im in (seen, now))
+    (dx, dy), response = cv2.phaseCorrelate(grey_seen, grey_now, cv2.createHanningWindow((w, h), cv2.CV_32F))
+    if response < MOVED_RESPONSE:
+        return none, (0.0, 0.0)
+    shifted = cv2.warpAffine(seen, np.float32([[1, 0, dx], [0, 1, dy]]), (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    diff = np.abs(np.float32(cv2.resize(now, (tw, th), interpolation=cv2.INTER_AREA))
+                  - np.float32(cv2.resize(shifted, (tw, th), interpolation=cv2.INTER_AREA)))
+    matched = (diff if diff.ndim == 2 else diff.max(axis=2)) <= CHANGE_LIMIT
+    # Every pixel of a cell, shifted back, must come from inside `seen` (pixel i from i − d; within
+    # half a pixel of its edge: the estimate's sub-pixel error, what BORDER_REPLICATE fills in).
+    xs, ys = np.arange(tw + 1) * w / tw - dx, np.arange(th + 1) * h / th - dy
+    inside_x, inside_y = (xs[:-1] >= -0.5) & (xs[1:] <= w + 0.5), (ys[:-1] >= -0.5) & (ys[1:] <= h + 0.5)
+    return matched & inside_y[:, None] & inside_x[None, :], (float(dx), float(dy))
