@@ -27,7 +27,7 @@ from vcamd.config.schema import Config, OnMiss, Others, SmoothingConfig, SwapCon
 from vcamd.faces.following import FollowedFace
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.repaint import Repaint
-from vcamd.live.startframes import StartFrames
+from vcamd.live.startframes import StartFrames, Startup
 from vcamd.live.swapbook import REFRESH_AHEAD, Swap, SwapBook
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking.smoothing import FaceSmoother
@@ -69,34 +69,6 @@ class FramePolicy:
     @classmethod
     def of(cls, swap: SwapConfig, smoothing: SmoothingConfig) -> FramePolicy:
         return cls(swap.others, swap.cover_changes, swap.on_miss, swap.max_result_age_s, smoothing)
-
-
-@dataclass
-class Startup:
-    """When the first frame and the first swapped face reached the output, on the engine's clock,
-    counted from `started_at` (the process start: `vcamd run` passes it)."""
-
-    started_at: float
-    first_frame: float | None = None
-    first_swap: float | None = None
-    before_first_swap: int = 0
-    """Frames published before the first swapped one (placeholder cards and covered frames)."""
-    while_loading: int = 0
-    """Frames published while no face pipeline ran yet (the models loading): the first ones, all covered whole."""
-
-    def published(self, now: float, *, swapped: bool) -> None:
-        if self.first_frame is None:
-            self.first_frame = now
-        if swapped and self.first_swap is None:
-            self.first_swap = now
-        if self.first_swap is None:
-            self.before_first_swap += 1
-
-    def to_json(self) -> dict[str, float | None]:
-        def ms(t: float | None) -> float | None:
-            return None if t is None else round((t - self.started_at) * 1000.0, 1)
-
-        return {"first_frame": ms(self.first_frame), "first_swap": ms(self.first_swap)}
 
 
 class FrameProcessor:

@@ -11,7 +11,8 @@ processed again at once (`FrameProcessor.process`): located afresh and composed 
 as every frame — a swap is put only on a face found in that very frame, where it was found, and
 whatever cannot be said is covered. Each kept frame is processed again at most once; the first
 full detection after an install at most once per pipeline (in an empty room every look lands
-with nothing, and the frames are not sent twice for it).
+with nothing, and the frames are not sent twice for it). `Startup` records when the first frame and
+the first swapped face went out (the stats' `startup_ms`).
 """
 
 from __future__ import annotations
@@ -108,3 +109,31 @@ class StartFrames:
         if not parts.worker.idle:
             return Awaits.swap
         return Awaits.look if self._looked_for is not parts.faces else None
+
+
+@dataclass
+class Startup:
+    """When the first frame and the first swapped face reached the output, on the engine's clock,
+    counted from `started_at` (the process start: `vcamd run` passes it)."""
+
+    started_at: float
+    first_frame: float | None = None
+    first_swap: float | None = None
+    before_first_swap: int = 0
+    """Frames published before the first swapped one (placeholder cards and covered frames)."""
+    while_loading: int = 0
+    """Frames published while no face pipeline ran yet (the models loading): the first ones, all covered whole."""
+
+    def published(self, now: float, *, swapped: bool) -> None:
+        if self.first_frame is None:
+            self.first_frame = now
+        if swapped and self.first_swap is None:
+            self.first_swap = now
+        if self.first_swap is None:
+            self.before_first_swap += 1
+
+    def to_json(self) -> dict[str, float | None]:
+        def ms(t: float | None) -> float | None:
+            return None if t is None else round((t - self.started_at) * 1000.0, 1)
+
+        return {"first_frame": ms(self.first_frame), "first_swap": ms(self.first_swap)}
