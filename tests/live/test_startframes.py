@@ -146,3 +146,69 @@ def test_a_start_with_no_face_in_view_sends_its_kept_frame_again_at_most_once(li
         assert engine.parts.stats.again <= 1, (engine.parts.stats.again, runs, engine.parts.full_detector.runs)
     finally:
         _end(engine, camera, thread)
+
+
+class WatchedEvent(threading.Event):
+    """An event that says when somebody started waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waited = threading.Event()
+
+    def wait(self, timeout=None):
+        self.waited.set()
+        return super().wait(timeout)
+
+
+class _Faces:
+    """A swap model stand-in: returns each face's crop; `entered[k]` is set when call k starts."""
+
+    def __init__(self) -> None:
+        self.entered = [threading.Event() for _ in range(3)]
+        self.calls = 0
+
+    def swap_faces(self, frame, faces, level=None, timer=None):
+        self.entered[min(self.calls, 2)].set()
+        self.calls += 1
+        crop = np.random.default_rng(self.calls).integers(0, 255, (32, 32, 3), dtype=np.uint8)
+        return [_Swapped(crop) for _ in faces]
+
+
+class _Swapped:
+    def __init__(self, crop) -> None:
+        self.crop, self.shown, self.source = crop, True, None
+
+
+def test_the_swap_after_the_first_waits_until_the_first_is_shown():
+    """The start's first swap lands: the frame that shows it is located and composed before the next
+    swap takes the cores — the worker's next job waits until the first swapped face went out
+    (`Startup.shown`); after that, jobs run at once. Before, the next job started with the result."""
+    from vcamd.common.quality import Level
+    from vcamd.common.types import Face
+    from vcamd.live.measures.stats import LiveStats
+    from vcamd.live.startframes import Startup
+    from vcamd.live.swapworker import SwapJob, SwapWorker
+
+    faces = _Faces()
+    worker = SwapWorker(faces, LiveStats(), clock=lambda: 0.0)
+    startup = Startup(0.0)
+    startup.shown = WatchedEvent()
+    worker.first_shown = startup.shown
+    face = Face(box=(4.0, 4.0, 28.0, 28.0), score=0.9, kps=np.zeros((5, 2), np.float32))
+    job = SwapJob(np.zeros((32, 32, 3), np.uint8), [face], [face], Level.full, 0.0)
+    worker.start()
+    try:
+        worker.submit(job)
+        wait_for(lambda: worker.latest()[0] is not None, what="the first swap's result")
+        worker.submit(job)
+        wait_for(lambda: faces.entered[1].is_set() or startup.shown.waited.is_set(), what="the next job taken")
+        assert not faces.entered[1].is_set(), "the next swap started before the first was shown"
+        startup.published(1.0, swapped=False)
+        assert not startup.shown.is_set()
+        startup.published(2.0, swapped=True)  # the first swapped face goes out
+        assert startup.shown.is_set()
+        wait_for(faces.entered[1].is_set, what="the next swap, once the first was shown")
+        worker.submit(job)
+        wait_for(faces.entered[2].is_set, what="a later swap at once")
+    finally:
+        worker.stop()

@@ -78,6 +78,7 @@ class FrameProcessor:
         self._parts = parts
         self.policy = FramePolicy.of(cfg.swap, cfg.smoothing)
         self.startup = Startup(started_at)
+        parts.worker.first_shown = self.startup.shown  # the swap after the first waits until it is shown
         self._index = 0
         self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
         self._report_t = 0.0  # the capture time of the frame `_report` looked at

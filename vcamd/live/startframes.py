@@ -17,8 +17,9 @@ the first swapped face went out (the stats' `startup_ms`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -123,12 +124,16 @@ class Startup:
     """Frames published before the first swapped one (placeholder cards and covered frames)."""
     while_loading: int = 0
     """Frames published while no face pipeline ran yet (the models loading): the first ones, all covered whole."""
+    shown: threading.Event = field(default_factory=threading.Event)
+    """Set once the first swapped face went out: what waits for the first swap's frame to have the
+    cores (the swap worker's next job, the detector's lower-rung shapes) waits on it."""
 
     def published(self, now: float, *, swapped: bool) -> None:
         if self.first_frame is None:
             self.first_frame = now
         if swapped and self.first_swap is None:
             self.first_swap = now
+            self.shown.set()
         if self.first_swap is None:
             self.before_first_swap += 1
 
