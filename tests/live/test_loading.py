@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 import pytest
+from support.live import WatchedEvent
 from support.waiting import wait_for
 
 from vcamd.common.types import Outcome
@@ -185,17 +186,8 @@ def test_the_rest_waits_for_the_first_swap_to_be_shown_not_only_to_land():
     from vcamd.common.newest import NewestSlot
     from vcamd.live.loading import warm_rest_after_first_swap
 
-    class Watched(threading.Event):
-        def __init__(self) -> None:
-            super().__init__()
-            self.waited = threading.Event()
-
-        def wait(self, timeout=None):
-            self.waited.set()
-            return super().wait(timeout)
-
     results: NewestSlot[object] = NewestSlot()
-    shown, built = Watched(), threading.Event()
+    shown, built = WatchedEvent(), threading.Event()
     later = warm_rest_after_first_swap(results, built.set, current=lambda: True, cap_s=None, shown=shown)
     results.put(object())  # the first swap lands
     wait_for(lambda: built.is_set() or shown.waited.is_set(), what="the warm-up past the landing")

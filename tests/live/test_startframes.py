@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from support.live import Wrapped
+from support.live import WatchedEvent, Wrapped
 from support.waiting import wait_for
 
 from vcamd.common.types import Outcome
@@ -146,18 +146,6 @@ def test_a_start_with_no_face_in_view_sends_its_kept_frame_again_at_most_once(li
         assert engine.parts.stats.again <= 1, (engine.parts.stats.again, runs, engine.parts.full_detector.runs)
     finally:
         _end(engine, camera, thread)
-
-
-class WatchedEvent(threading.Event):
-    """An event that says when somebody started waiting on it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.waited = threading.Event()
-
-    def wait(self, timeout=None):
-        self.waited.set()
-        return super().wait(timeout)
 
 
 class _Faces:
