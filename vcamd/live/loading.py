@@ -189,12 +189,8 @@ def prime_colour_tables() -> None:
 
 def warm_rest_after_first_swap(results: NewestSlot[Any], warm_rest: Callable[[], None], *, current: Callable[[], bool],
                                cap_s: float | None = REST_WARM_UP_CAP_S, shown: threading.Event | None = None) -> threading.Thread:
-    """Run `warm_rest` (the lower rungs' detector shapes) on a `detector-warm-up` thread once the swap
-    worker's `results` has a result newer than now — the pipeline's first swap has landed — and, with
-    `shown` (`startframes.Startup.shown`), once the start's first swapped face went out (the frame
-    that shows it is located and composed without it), each wait at most `cap_s`; not when the
-    pipeline is no longer `current` by then. A failure is left to the detections that use the shape
-    (where it is counted)."""
+    """`warm_rest` (the lower rungs' detector shapes) on a `detector-warm-up` thread once `results` has a newer result and `shown`
+    (`startframes.Startup.shown`) is set, each wait ≤ `cap_s`; not when no longer `current` (a failure: left to the detections)."""
     seen = results.latest()[1]
 
     def run() -> None:
@@ -226,8 +222,7 @@ class Loaded:
 
     def warm_rest_after_first_swap(self, results: NewestSlot[Any], *, current: Callable[[], bool],
                                    shown: threading.Event | None = None) -> threading.Thread:
-        """`warm_rest` once the pipeline's first swap has landed (and was shown: `warm_rest_after_first_swap`),
-        for the loop that installed it."""
+        """`warm_rest` once the first swap landed and was shown (`warm_rest_after_first_swap`), for the loop that installed it."""
         return warm_rest_after_first_swap(results, self.warm_rest, current=current, shown=shown)
 
 
