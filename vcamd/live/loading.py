@@ -188,15 +188,15 @@ def prime_colour_tables() -> None:
 
 
 def warm_rest_after_first_swap(results: NewestSlot[Any], warm_rest: Callable[[], None], *, current: Callable[[], bool],
-                               cap_s: float | None = REST_WARM_UP_CAP_S) -> threading.Thread:
-    """Run `warm_rest` (the lower rungs' detector shapes) on a `detector-warm-up` thread once the swap
-    worker's `results` has a result newer than now — the pipeline's first swap has landed — or after
-    `cap_s`; not when the pipeline is no longer `current` by then. A failure is left to the detections
-    that use the shape (where it is counted)."""
+                               cap_s: float | None = REST_WARM_UP_CAP_S, shown: threading.Event | None = None) -> threading.Thread:
+    """`warm_rest` (the lower rungs' detector shapes) on a `detector-warm-up` thread once `results` has a newer result and `shown`
+    (`startframes.Startup.shown`) is set, each wait ≤ `cap_s`; not when no longer `current` (a failure: left to the detections)."""
     seen = results.latest()[1]
 
     def run() -> None:
         results.wait_newer(seen, cap_s)
+        if shown is not None:
+            shown.wait(cap_s)
         if not current():
             return
         try:
@@ -220,10 +220,10 @@ class Loaded:
     warm_rest: Callable[[], None] = lambda: None
     """Builds the detector's shapes the warm-up left for later (`warm_up_pairs`' "rest")."""
 
-    def warm_rest_after_first_swap(self, results: NewestSlot[Any], *, current: Callable[[], bool]) -> threading.Thread:
-        """`warm_rest` once the pipeline's first swap has landed (`warm_rest_after_first_swap`), for the
-        loop that installed it."""
-        return warm_rest_after_first_swap(results, self.warm_rest, current=current)
+    def warm_rest_after_first_swap(self, results: NewestSlot[Any], *, current: Callable[[], bool],
+                                   shown: threading.Event | None = None) -> threading.Thread:
+        """`warm_rest` once the first swap landed and was shown (`warm_rest_after_first_swap`), for the loop that installed it."""
+        return warm_rest_after_first_swap(results, self.warm_rest, current=current, shown=shown)
 
 
 class PipelineBuild:
