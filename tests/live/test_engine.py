@@ -178,28 +178,46 @@ def test_while_the_first_swap_runs_the_frame_is_covered_whole_and_the_faces_trac
     cfg = live_config()
     sink = recording_sink(keep_every=1)
     held_frames = 30
-    faces = first_swap_waits(face_engine_factory(cfg), ready=lambda: len(sink.times) >= held_frames)
+    first_job: list[int] = []  # the loop's index of the frame whose faces went to the swap worker first
+    released_at: list[int] = []  # frames published when the first swap was let go
+
+    def held_long_enough() -> bool:
+        if not first_job or len(sink.times) < first_job[0] + held_frames:
+            return False
+        released_at[:] = released_at or [len(sink.times)]
+        return True
+
+    faces = first_swap_waits(face_engine_factory(cfg), ready=held_long_enough)
     engine = make_engine(cfg, clip_20fps, faces, sink)
     updates: list[int] = []
-    update = engine.parts.tracker.update
+    update, submit = engine.parts.tracker.update, engine.parts.worker.submit
 
     def counted(frame, frame_index, **kw):
         updates.append(frame_index)
         return update(frame, frame_index, **kw)
 
+    def first_noted(job, *args, **kw):
+        first_job[:] = first_job or [job.frame_index]
+        return submit(job, *args, **kw)
+
     engine.parts.tracker.update = counted  # type: ignore[method-assign]
-    stats = engine.run(max_frames=held_frames + 20)
+    engine.parts.worker.submit = first_noted  # type: ignore[method-assign]
+    stats = engine.run(max_frames=held_frames + 40)
+    assert first_job and released_at, "the first swap was never submitted, or never let go"
+    start, end = first_job[0], released_at[0]
     covered = [_covered_whole(f) for f in sink.frames]
     # Covered whole until the first swap landed — from the frame after the one whose faces went
     # to the swap worker (the frames before it: no face known yet, or the face obscured alone).
-    assert sum(not c for c in covered[:held_frames]) <= 2, covered[:held_frames]
-    # The tracker looked on every 4th of those frames, not on each (the first looks found the face).
-    sparse = [i for i in updates if i <= held_frames]
-    assert 0 < len(sparse) <= held_frames // FIRST_SWAP_TRACK_STRIDE + 3, sparse
+    assert sum(not c for c in covered[:end]) <= 2, covered[:end]
+    # While the first swap ran the tracker looked on every FIRST_SWAP_TRACK_STRIDE-th frame, not on
+    # each. (Before it, it looks on every frame until a face is found: how many frames that takes
+    # depends on how busy the machine is, so those are not counted.)
+    sparse = [i for i in updates if start < i <= end]
+    assert 0 < len(sparse) <= (end - start) // FIRST_SWAP_TRACK_STRIDE + 2, (start, end, sparse)
     # The face was still tracked when the swap landed: pasted within two frames of it, and from
     # then on the frames show the swapped face, not a cover.
-    first_swapped = next(i for i in range(held_frames, len(covered)) if not covered[i])
-    assert first_swapped <= held_frames + 2, (first_swapped, held_frames)
+    first_swapped = next(i for i in range(end, len(covered)) if not covered[i])
+    assert first_swapped <= end + 2, (first_swapped, end)
     assert stats["frames"]["swapped"] >= 15 and stats["frames"]["passthrough"] == 0
     raws = raw_face_regions(clip_20fps, face_engine_factory(cfg))
     assert not any(leaks_raw_face(frame, raws) for frame in sink.frames)
