@@ -311,14 +311,13 @@ class LiveTracker:
 
     def _key_appeared(self, appeared: list[Face], result: FullDetection | None) -> None:
         """Keys for the faces a full look found that nobody tracked, cut from the frame it looked at (as a
-        late look's): each is followed where its pixels only moved since. A face no crop finds (a crowd's
-        faint one) was lost, found by a whole look, lost, … — the frame covered while each look ran."""
+        late look's), due at once: each is where its pixels only moved since until a crop looks at it
+        (at once, within `cropplan.BACKSTOP_SHARE`: a crowd's first look spread over frames, not 150 crops)."""
         looked = self._looked_at
         if result is None or looked is None or looked[0] != result.frame_index:
             return
-        for k, face in enumerate(appeared):
-            key = key_patch(looked[1], face, result.frame_index, spread_due(result.frame_index, k, len(appeared)))
-            if key is not None:
+        for face in appeared:
+            if (key := key_patch(looked[1], face, result.frame_index, result.frame_index)) is not None:
                 self._keys[id(face)] = (face, key)
 
     def _on_cycle(self, face: Face, frame_index: int) -> bool:
