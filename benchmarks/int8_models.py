@@ -8,13 +8,14 @@ The compute-equivalent stand-ins (`vcamd.bench.standins`: GFPGAN 1.4's layer lis
 512²; BiSeNet with a ResNet-18 context path, 512²; random weights) are quantised the way the swapper's
 copy is (`vcamd.models.quantize.quantize_copy`), calibrated on real aligned faces (newton.png and the
 1927 Solvay photo in ../shared/assets, up to 8 faces), and run through vcamd's own `Enhancer` and
-`FaceParser`, the copy loaded as the swapper's is (`Sessions.run_copy`). Float and int8 alternate face
+`FaceParser`, the copy loaded as vcamd loads it (`Sessions.run_copy`). Float and int8 alternate face
 by face; the figure is each side's median ms a face.
 
-The agreement columns (the int8 output against the float one: the restored crop's PSNR, the share of
-pixels whose class is the same) are printed for completeness only: random weights spread a layer's
-values in a way trained weights do not, so they say nothing about a real GFPGAN's or BiSeNet's copy —
-that is what a check on the user's own weights is for.
+The copy is fed and checked the way vcamd builds one (`vcamd.models.int8roles`: each role's calibration
+crop, feeds and fidelity check, the real MobileFaceNet as the recogniser); the last column is that
+check's verdict on the stand-in, printed for completeness only: random weights spread a layer's values
+in a way trained weights do not, so it says nothing about a real GFPGAN's or BiSeNet's copy — that is
+what the check on the user's own weights is for (a copy that fails it stays float in vcamd).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def main() -> None:
     faces = [(image, face) for image in images for face in sorted(detector.detect(image), key=lambda f: -f.area)][:CALIBRATION_FACES]
     units = int8_units()
     print(f"{len(faces)} faces; CPU int8 units: {units.describe()}; ONNX Runtime threads {args.threads or 'all cores'}")
-    print(f"{'model':10s} {'float ms':>9s} {'int8 ms':>8s} {'speed-up':>9s}  {'MB float → int8':>16s}  int8 against float (stand-in weights)")
+    print(f"{'model':10s} {'float ms':>9s} {'int8 ms':>8s} {'speed-up':>9s}  {'MB float → int8':>16s}  the fidelity check (stand-in weights)")
     with tempfile.TemporaryDirectory(prefix="vcamd-int8-models-") as tmp:
         for name in args.models.split(","):
             row = measure(name.strip(), Path(tmp), faces, args, needs_reduced_range(units))
@@ -60,10 +61,11 @@ def main() -> None:
 
 def measure(name: str, folder: Path, faces: list[tuple[Any, Any]], args: argparse.Namespace, reduce_range: bool) -> str:
     from vcamd.bench.standins import build_enhancer, build_parser
+    from vcamd.faces.calibration import CalibrationFaces
     from vcamd.faces.enhance import Enhancer
-    from vcamd.faces.parse import FaceParser, to_blob
-    from vcamd.inference.fidelity import psnr_db
+    from vcamd.faces.parse import FaceParser
     from vcamd.inference.runtime import Sessions
+    from vcamd.models.int8roles import calibration_crop, check_for
     from vcamd.models.quantize import quantize_copy
 
     model, copy = folder / f"{name}.onnx", folder / f"{name}.int8.onnx"
@@ -76,16 +78,13 @@ def measure(name: str, folder: Path, faces: list[tuple[Any, Any]], args: argpars
     else:
         raise SystemExit(f"--models {name}: enhancer or parser")
     floating = make(Sessions(["cpu"], args.threads))
-    spec = floating.crop if name == "enhancer" else None
-    crops = [spec.align(image, face.kps)[0] if spec is not None else _parser_crop(image, face) for image, face in faces]
-    if name == "enhancer":
-        feeds = [{"input": spec.to_blob([crop])} for crop in crops]
-    else:
-        import cv2
-
-        feeds = [{"input": to_blob(np.ascontiguousarray(cv2.resize(c, (512, 512))[:, :, ::-1]))} for c in crops]
+    spec = calibration_crop(name, model)
+    crops = [spec.align(image, face.kps)[0] for image, face in faces]
+    recogniser = ASSETS / "models" / "mobilefacenet.onnx"
+    source = np.zeros(128, np.float32)  # no source photo here: the identity drop reads 0; PSNR and int8 vs float face stand
+    check = check_for(name, model, recogniser, CalibrationFaces(crops, source), ["cpu"], args.threads)
     started = time.monotonic()
-    quantize_copy(model, copy, feeds, reduce_range=reduce_range)
+    quantize_copy(model, copy, check.feeds(), reduce_range=reduce_range)
     built_s = time.monotonic() - started
     sessions = Sessions(["cpu"], args.threads)
     sessions.run_copy(model, copy)
@@ -104,22 +103,10 @@ def measure(name: str, folder: Path, faces: list[tuple[Any, Any]], args: argpars
                 times[side].append((time.perf_counter() - t0) * 1000.0)
                 if r == 0:
                     outs[side].append(out)
-    if name == "enhancer":
-        agree = [psnr_db(a, b) for a, b in zip(outs["float"], outs["int8"])]
-        said = f"restored crop PSNR worst {min(agree):.1f} dB, median {statistics.median(agree):.1f} dB"
-    else:
-        agree = [float(np.mean(a == b)) for a, b in zip(outs["float"], outs["int8"])]
-        said = f"same class worst {100 * min(agree):.1f} %, median {100 * statistics.median(agree):.1f} % of pixels"
+    said = check.compare(outs["float"], outs["int8"]).summary()
     f, q = statistics.median(times["float"]), statistics.median(times["int8"])
     sizes = f"{model.stat().st_size / 1e6:.0f} → {copy.stat().st_size / 1e6:.0f}"
-    return f"{name:10s} {f:9.0f} {q:8.0f} {f / q:8.2f}×  {sizes:>16s}  {said}; quantised in {built_s:.0f} s"
-
-
-def _parser_crop(image: Any, face: Any) -> Any:
-    """The parser's input as the engine cuts it: the face aligned as the enhancer's FFHQ crop (512²)."""
-    from vcamd.faces.specs import ENHANCERS
-
-    return next(iter(ENHANCERS)).crop.align(image, face.kps)[0]
+    return f"{name:10s} {f:9.0f} {q:8.0f} {f / q:8.2f}×  {sizes:>16s}  quantised in {built_s:.0f} s; the check: {said}"
 
 
 if __name__ == "__main__":

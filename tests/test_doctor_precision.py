@@ -11,6 +11,7 @@ import pytest
 from vcamd import doctor
 from vcamd.config.schema import Config
 from vcamd.doctor import Status
+from vcamd.inference import modelhashes
 from vcamd.inference.fidelity import Verdict
 
 
@@ -32,7 +33,7 @@ def _keep(swapper: Path, passed: bool) -> Path:
     from vcamd.inference.int8recipes import build_key
     from vcamd.inference.precision import int8_units, needs_reduced_range
 
-    entry = int8cache.Entry(int8cache.sha256_of(swapper), build_key(needs_reduced_range(int8_units())))
+    entry = int8cache.Entry(modelhashes.sha256_of(swapper), build_key(needs_reduced_range(int8_units())))
     built = swapper.with_name("built.onnx")
     built.write_bytes(swapper.read_bytes())
     summary = "8 faces: PSNR ≥ 44.0 dB (needs 35)" if passed else "failed on 8 faces: PSNR 9.0 dB < 35 dB"
@@ -96,3 +97,29 @@ def test_a_verdict_round_trips_through_the_cache(swapper):
     assert kept is not None and kept.verdict == Verdict(True, "8 faces: PSNR ≥ 44.0 dB (needs 35)") and kept.model == copy
     copy.write_bytes(b"cut short")  # a copy whose size no longer matches its verdict is no copy
     assert int8cache.lookup(swapper, build_key(needs_reduced_range(int8_units()))) is None
+
+
+def test_the_enhancer_and_the_parser_each_get_their_words(tmp_path, swapper):
+    """Per role: the enhancer's kept copy runs, the parser's failed check is worth knowing (and names it)."""
+    from vcamd.bench.int8standins import build_conv_parser, build_residual_enhancer
+    from vcamd.inference import int8cache
+    from vcamd.inference.int8recipes import build_key
+    from vcamd.inference.precision import int8_units, needs_reduced_range
+
+    enhancer, parser = build_residual_enhancer(tmp_path / "enhancer.onnx"), build_conv_parser(tmp_path / "parser.onnx")
+    for model, role, passed in ((enhancer, "enhancer", True), (parser, "parser", False)):
+        entry = int8cache.Entry(modelhashes.sha256_of(model), build_key(needs_reduced_range(int8_units()), role))
+        built = model.with_name(f"built-{role}.onnx")
+        built.write_bytes(model.read_bytes())
+        int8cache.record(entry, passed, "8 faces: PSNR ≥ 44.0 dB (needs 35)" if passed else "failed on 8 faces: 3.7 % of the face changes class",
+                         {}, built if passed else None)
+    cfg = Config.model_validate({"models": {"swapper": str(swapper), "enhancer": str(enhancer), "parser": str(parser), "providers": ["cpu"],
+                                            "precision": "int8"}, "enhancer": {"enabled": True}})
+    result = doctor.check_precision(cfg)
+    assert result.status is Status.warn and "parser" in result.fix
+    assert "the enhancer enhancer.onnx runs its int8 copy (int8 copy checked against float: 8 faces: PSNR ≥ 44.0 dB" in result.detail
+    assert "the parser parser.onnx runs in float: its int8 copy failed the fidelity check (failed on 8 faces: 3.7 %" in result.detail
+    assert "the swapper swapper.onnx: its int8 copy is built in the background" in result.detail
+    running = {"precision": {"swapper": "int8", "enhancer": "int8", "parser": "float"}, "precision_why": {"parser": "its int8 copy failed"}}
+    said = doctor.check_precision(cfg, running).detail
+    assert "the running daemon's enhancer runs in int8" in said and "the running daemon's parser runs in float (its int8 copy failed)" in said

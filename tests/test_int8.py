@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from support.cli import one_clear_line, run_vcamd
 
+from vcamd.inference import modelhashes
 from vcamd.inference.fidelity import THRESHOLDS, compare, psnr_db
 
 
@@ -105,7 +106,7 @@ def test_a_swapper_that_quantises_well_passes_and_its_copy_is_kept_by_content(tm
     assert len(report.faces) == len(faces.crops) and report.worst_psnr_db >= THRESHOLDS.psnr_db
     copy = built.kept.model
     assert copy is not None and copy.parent == cache / "int8" and copy.stat().st_size > 0
-    assert int8cache.sha256_of(model) in copy.name and oct(copy.stat().st_mode & 0o777) == "0o600"
+    assert modelhashes.sha256_of(model) in copy.name and oct(copy.stat().st_mode & 0o777) == "0o600"
     # Found at the next start without hashing: by the file's identity.
     kept = int8cache.lookup(model, build_key(False))
     assert kept is not None and kept.model == copy and kept.verdict.passed
@@ -157,16 +158,43 @@ def test_an_fp16_export_is_widened_to_float32_before_it_is_quantised(tmp_path, c
 
 
 def test_the_cache_forgets_a_hash_when_the_file_changes(tmp_path, cache):
-    from vcamd.inference import int8cache
-
     model = tmp_path / "m.onnx"
     model.write_bytes(b"one")
-    sha = int8cache.sha256_of(model)
-    assert int8cache.known_sha256(model) == sha
+    sha = modelhashes.sha256_of(model)
+    assert modelhashes.known_sha256(model) == sha
     model.write_bytes(b"two")
     os.utime(model, ns=(1, 1))
-    assert int8cache.known_sha256(model) is None
-    assert int8cache.sha256_of(model) != sha
+    assert modelhashes.known_sha256(model) is None
+    assert modelhashes.sha256_of(model) != sha
+
+
+def test_model_hashes_have_one_home_shared_with_the_source_face_and_old_records_are_still_found(tmp_path, cache, assets, monkeypatch):
+    """The int8 copies and the source photo's kept face remember model hashes in one folder,
+    `<cache>/hashes`; a record an older vcamd kept in `int8/hashes` or `faces/hashes` is found without hashing."""
+    import json
+
+    from vcamd.faces import source_cache
+
+    swapper = tmp_path / "swapper.onnx"
+    swapper.write_bytes(b"a swapper")
+    modelhashes.sha256_of(swapper)
+    detector, recognizer = assets / "models" / "scrfd_500m_kps.onnx", assets / "models" / "mobilefacenet.onnx"
+    assert source_cache.Readers(detector, 640, 0.5, recognizer, (127.0, 128.0), 128).key("0" * 64, hash_models=True) is not None
+    assert len(list((cache / "hashes").glob("*.json"))) == 3
+    assert not (cache / "int8" / "hashes").exists() and not (cache / "faces" / "hashes").exists()
+    for sha, model in ((modelhashes.known_sha256(m), m) for m in (swapper, detector, recognizer)):
+        assert sha is not None and len(sha) == 64, model
+
+    shutil.rmtree(cache / "hashes")  # as an older vcamd left them: one in each old folder
+    for old, model in (("int8", swapper), ("faces", detector)):
+        st = model.resolve().stat()
+        record = {"identity": {"model": str(model.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}, "sha256": "ab" * 32}
+        folder = cache / old / "hashes"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / modelhashes._record_name(model.resolve())).write_text(json.dumps(record))
+    monkeypatch.setattr("vcamd.files.digests.sha256_file", lambda path: pytest.fail(f"hashed {path}"))
+    assert modelhashes.known_sha256(swapper) == modelhashes.known_sha256(detector) == "ab" * 32
+    assert modelhashes.known_sha256(recognizer) is None  # not remembered anywhere: unknown, not hashed
 
 
 # ---- `vcamd models quantize` -------------------------------------------------------------------------

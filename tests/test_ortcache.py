@@ -172,8 +172,10 @@ def test_swapping_keeps_the_swapper_s_graph_and_checking_a_file_does_not(cache, 
         "swap": {"source_face": str(assets / "images" / "newton.png"), "source_consent": True},
     })
     levels = [build_face_engine(cfg).swapper.session.get_session_options().graph_optimization_level for _ in range(2)]
-    # The graph, its key, emap; and the folder `faces/` (the source photo's face, `faces/source_cache.py`).
-    assert levels == [ALL, NONE] and entries(cache) == ["", ".json", ".npz", ".onnx"] and (cache / "faces").is_dir()
+    # The graph, its key, emap; the folder `faces/` (the source photo's face, `faces/source_cache.py`) and `hashes/`
+    # (the model hashes it is keyed by, `inference/modelhashes.py`).
+    assert levels == [ALL, NONE] and entries(cache) == ["", "", ".json", ".npz", ".onnx"]
+    assert (cache / "faces").is_dir() and (cache / "hashes").is_dir()
 
 
 def test_an_array_read_from_the_model_is_kept_and_read_again_only_when_stale(cache, model, caplog):

@@ -154,8 +154,8 @@ def test_a_swapper_family_without_an_int8_copy_runs_float_and_says_why(tmp_path,
     from vcamd.common.errors import ModelError
     from vcamd.config.reading import config_from_dict
     from vcamd.faces.specs import family_named
+    from vcamd.models.int8roles import swapper_spec
     from vcamd.models.pipeline import build_face_engine
-    from vcamd.models.quantize import swapper_spec
 
     hyperswap = build_family_swapper(tmp_path / "hyperswap_1a_256.onnx", family_named("hyperswap_256"))
     cfg = config_from_dict({

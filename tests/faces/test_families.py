@@ -250,7 +250,7 @@ def test_a_deepfacelab_model_is_fed_and_read_as_published(family_dir: Path, sess
 def test_an_enhancer_is_fed_and_read_as_published(model: str, family_dir: Path, sessions, newton, newton_face):
     enhancer = Enhancer(family_dir / f"{model}.onnx", sessions, strength=1.0, weight=0.3)
     assert enhancer.spec is enhancer_of(model)
-    enhancer._session = recorded = Recorded(enhancer._session)
+    enhancer.session = recorded = Recorded(enhancer.session)
     crop, _ = enhancer.crop.align(newton, newton_face.kps)
     restored = enhancer.restore(crop)
     (feeds,), ((out,),) = recorded.feeds, recorded.outputs

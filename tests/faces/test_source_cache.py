@@ -161,7 +161,7 @@ def test_a_lookup_never_hashes_a_model(cache, photo, counting, mobilefacenet, mo
 
     assert source_cache.lookup(image, hashlib.sha256(photo.read_bytes()).hexdigest(), readers) is not None
     assert not (cache.parent / "int8").exists()  # the int8 cache's folder is not this cache's
-    shutil.rmtree(cache / "hashes")
+    shutil.rmtree(cache.parent / "hashes")  # the model hashes' one home (`vcamd.inference.modelhashes`)
     assert source_cache.lookup(image, hashlib.sha256(photo.read_bytes()).hexdigest(), readers) is None
 
 

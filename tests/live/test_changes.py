@@ -57,7 +57,7 @@ def test_a_still_picture_needs_no_run_and_the_whole_frame_comes_back_every_few_l
     seen = ChangeMap()
     answers = [look_at(seen, room, SIZE) for _ in range(3 * changes.WHOLE_EVERY + 1)]
     assert answers == ([WHOLE] + [None] * (changes.WHOLE_EVERY - 1)) * 3 + [WHOLE]
-    assert seen.looks == {"whole": 4, "region": 0, "none": 6}
+    assert seen.looks == {"whole": 4, "region": 0, "moved": 0, "none": 6}
 
 
 def test_camera_noise_is_no_change(room):
@@ -90,6 +90,55 @@ def test_a_face_stepping_in_is_looked_for_where_it_stepped_in_and_found_as_the_w
     assert np.abs(in_region[0].kps - in_whole[0].kps).max() < 0.01 * width
     # Looked at: the same picture again is no change.
     assert look_at(seen, frame, SIZE) is None
+
+
+def sliding(picture: np.ndarray, x: int, y: int) -> np.ndarray:
+    """`picture` on grey at (x, y) of a 720p frame, through the camera's JPEG round trip."""
+    frame = np.full((H, W, 3), 128, np.uint8)
+    frame[y : y + picture.shape[0], x : x + picture.shape[1]] = picture
+    return cv2.imdecode(cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, 85])[1], cv2.IMREAD_COLOR)
+
+
+def test_a_picture_that_only_moved_is_not_looked_at_again_only_what_it_uncovered(newton):
+    """A still picture sliding on a wall (the bench's camera): everything it covers changes between
+    two looks, and all of it is what the last whole look saw, moved — not looked at again. Only the
+    strip of wall it uncovered behind it is new (it could hide anything): looked at, that strip
+    alone. The backstop's whole look still comes every WHOLE_EVERY looks."""
+    picture = cv2.resize(newton, (845, 475))
+    seen = ChangeMap()
+    looks = []
+    for k in range(2 * changes.WHOLE_EVERY):
+        x = 40 + 31 * k
+        look = look_at(seen, sliding(picture, x, 120 + (5 if k % 2 else 0)), SIZE)
+        looks.append(look)
+        if k % changes.WHOLE_EVERY == 0:
+            assert look is WHOLE, (k, look)
+        else:  # the strip behind the picture's left edge, not the picture
+            assert look is None or (look.region is not None and not look.region.contains(x + 845 / 2, H / 2)), (k, look)
+    assert seen.looks["moved"] + seen.looks["region"] == 2 * (changes.WHOLE_EVERY - 1), looks
+
+
+def test_what_enters_a_moving_picture_is_looked_at_where_it_entered_and_found_there(room, newton, detector):
+    """A pan: the picture moves and new content enters at its edge — only that strip is looked at.
+    A face stepping into a sliding picture is no part of what was seen: looked at, and found
+    as the whole frame finds it."""
+    wide = cv2.resize(room, (W + 240, H))
+    seen = ChangeMap()
+    assert look_at(seen, np.ascontiguousarray(wide[:, :W]), SIZE) is WHOLE
+    look = look_at(seen, np.ascontiguousarray(wide[:, 40 : 40 + W]), SIZE)  # panned 40 px: new at the right edge
+    assert look is not None and look.region is not None, look
+    assert look.region.contains(W - 10, H / 2) and not look.region.contains(W / 2, H / 2), look.region
+
+    picture = cv2.resize(newton, (845, 475))
+    seen = ChangeMap()
+    assert look_at(seen, sliding(picture, 40, 120), SIZE) is WHOLE
+    frame = with_face(sliding(picture, 71, 125), cv2.resize(newton, (256, 144)), 960, 520)  # moved, and a face stepped in
+    look = look_at(seen, frame, SIZE)
+    assert look is not None and look.region is not None, look
+    small, _ = downscaled(frame, SIZE)
+    cut = RegionImage.cut(small, look.region)
+    in_region = [f for f in map(cut.to_frame, detector.detect(cut.image, cut.input_size)) if f is not None]
+    assert [f for f in in_region if f.box[0] >= 960 and f.box[1] >= 520], in_region
 
 
 def test_a_slow_change_adds_up_against_what_was_last_looked_at(room):

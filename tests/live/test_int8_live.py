@@ -1,5 +1,5 @@
-"""The swapper's int8 copy in the live daemon (`vcamd.live.loading.Int8Upgrade`): built in the
-background on first use while the float model serves — the first frame and the first swap never
+"""The int8 copies in the live daemon (`vcamd.live.loading.Int8Upgrade`: the swapper's, the enhancer's, the
+parser's): built in the background on first use while the float model serves — the first frame and the first swap never
 wait for it — switched to between two frames without a raw one, kept for the next start; a copy
 that fails its check leaves the float model, and status says why."""
 
@@ -125,6 +125,44 @@ def test_a_swapper_whose_int8_copy_fails_its_check_stays_float_and_status_says_w
     # The verdict is kept: the next start runs float at once and builds nothing.
     faces, _ = load_face_pipeline(cfg)
     assert faces.precision.runs == "float" and faces.precision.failed_check and not faces.precision.build
+
+
+def test_the_enhancer_and_the_parser_get_their_copies_in_the_background_and_a_failed_one_says_why(
+        tmp_path, cache, live_config, clip_20fps, recording_sink):
+    """The real background builds (a child process each), one role after another: the swapper's and the
+    enhancer's copies pass and are switched to; the parser's (a stand-in whose activations 8 bits cannot
+    hold) fails, and the parser runs on in float with the reason in status."""
+    from vcamd.bench.int8standins import build_conv_parser, build_residual_enhancer
+    from vcamd.bench.standins import build_swapper
+
+    enhancer = build_residual_enhancer(tmp_path / "enhancer.onnx")
+    parser = build_conv_parser(tmp_path / "wide_parser.onnx", unquantizable=True)
+    cfg = live_config(models={"swapper": str(build_swapper(tmp_path / "swapper.onnx", heavy_convs=1)), "enhancer": str(enhancer),
+                              "parser": str(parser), "precision": "int8"}, enhancer={"enabled": True})
+    engine = _engine(cfg, clip_20fps, recording_sink(keep_every=1000))
+    thread, result = _run(engine)
+
+    def shown() -> tuple[dict, dict]:
+        status = engine.status()
+        return status.get("precision") or {}, status.get("precision_why") or {}
+
+    try:
+        wait_for(lambda: "failed the fidelity check" in shown()[1].get("parser", ""), timeout_s=240, poll_s=0.5,
+                 what="the parser's verdict in status")
+        wait_for(lambda: shown()[0].get("enhancer") == "int8", timeout_s=60, what="the enhancer on its int8 copy")
+        runs, why = shown()
+        assert runs == {"detector": "float", "recognizer": "float", "swapper": "int8", "enhancer": "int8", "parser": "float"}
+        assert "PSNR" in why["enhancer"] and "changes class" in why["parser"]
+        faces = engine.parts.faces
+        assert faces.sessions.runs_copy(enhancer) and not faces.sessions.runs_copy(parser)
+        swapped = engine.parts.stats.outcomes[Outcome.swapped]
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] > swapped + 5, what="swaps after the switch")
+    finally:
+        engine.request_quit()
+        thread.join(30)
+    stats = result["stats"]
+    assert stats["frames"]["passthrough"] == 0 and stats["precision"]["enhancer"] == "int8"
+    assert [c["model"] for c in stats["precision_changes"]] == ["swapper", "enhancer"]
 
 
 def test_precision_float_builds_nothing_and_says_nothing(cache, live_config, clip_20fps, recording_sink, monkeypatch):

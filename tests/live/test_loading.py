@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 import pytest
+from support.live import WatchedEvent
 from support.waiting import wait_for
 
 from vcamd.common.types import Outcome
@@ -177,3 +178,21 @@ def test_the_rest_is_not_built_for_a_pipeline_replaced_meanwhile():
     results.put(object())
     later.join(30)
     assert not later.is_alive() and built == []
+
+
+def test_the_rest_waits_for_the_first_swap_to_be_shown_not_only_to_land():
+    """The frame that shows the first swap is located and composed while the lower rungs' shapes
+    wait: they are built once it went out (`Startup.shown`), not as soon as the result lands."""
+    from vcamd.common.newest import NewestSlot
+    from vcamd.live.loading import warm_rest_after_first_swap
+
+    results: NewestSlot[object] = NewestSlot()
+    shown, built = WatchedEvent(), threading.Event()
+    later = warm_rest_after_first_swap(results, built.set, current=lambda: True, cap_s=None, shown=shown)
+    results.put(object())  # the first swap lands
+    wait_for(lambda: built.is_set() or shown.waited.is_set(), what="the warm-up past the landing")
+    assert not built.is_set(), "built as the result landed, before the swap was shown"
+    shown.set()  # the first swapped face went out
+    later.join(30)
+    assert built.is_set()
+

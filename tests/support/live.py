@@ -48,3 +48,16 @@ class KeepAll:
         with self._lock:
             return self.frames[start:]
 
+
+class WatchedEvent(threading.Event):
+    """An event that says when somebody started waiting on it (`waited`): a test can tell "it
+    waits" from "it went on" without a clock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waited = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waited.set()
+        return super().wait(timeout)
+

@@ -165,7 +165,7 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
             frames.append(cast("Frame", frame))
     capture.release()
     from vcamd.files.images import read_image
-    from vcamd.models.quantize import swapper_spec
+    from vcamd.models.int8roles import swapper_spec
 
     spec = swapper_spec(swapper)
     faces = faces_from_images([read_image(settings.face, "bench face"), *frames], detector, recognizer, spec.crop, limit=CALIBRATION_FACES)

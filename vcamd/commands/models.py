@@ -1,4 +1,5 @@
-"""`vcamd models list|pull|verify|quantize`: the model files in the models dir, and the swapper's int8 copy."""
+"""`vcamd models list|pull|verify|quantize`: the model files in the models dir, and the int8 copies of the
+swapper, the enhancer and the face parser."""
 
 from __future__ import annotations
 
@@ -46,13 +47,15 @@ def register(subparsers: Subcommands) -> None:
 
     quantize = actions.add_parser(
         "quantize",
-        help="build the swapper's int8 copy now and print its fidelity check against the float model",
-        description="Build an int8 copy of the swapper (ONNX Runtime's static quantisation, calibrated on the faces in "
-                    "--face photos), check it against the float model on those faces (PSNR and the recogniser's identity), "
-                    "and keep it beside the optimised graphs. `vcamd run` builds it by itself on first use; this does it "
-                    "now and shows the figures. [models] precision says when it runs.",
+        help="build the int8 copies (swapper, enhancer, face parser) now and print their fidelity check against the float models",
+        description="Build an int8 copy of the swapper, the enhancer and the face parser the config uses (or of MODEL): ONNX "
+                    "Runtime's static quantisation, calibrated on the faces in --face photos, checked against the float model "
+                    "on those faces (the swapper and the enhancer: PSNR and the recogniser's identity; the parser: its class "
+                    "maps over the face), and kept beside the optimised graphs. `vcamd run` builds them by itself on first use; "
+                    "this does it now and shows the figures. [models] precision says when they run.",
     )
-    quantize.add_argument("model", nargs="?", metavar="MODEL", help="the swapper: manifest name or .onnx path (default: [models] swapper)")
+    quantize.add_argument("model", nargs="?", metavar="MODEL",
+                          help="a swapper, enhancer or face parser: manifest name or .onnx path (default: the config's, each in turn)")
     quantize.add_argument("--face", type=Path, action="append", default=None, metavar="PHOTO",
                           help="a photo to calibrate on; repeat for more (the first one's largest face is the source; "
                                "default: [swap] source_face)")
@@ -197,6 +200,26 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quantize_targets(args: argparse.Namespace, store: ModelStore, config: Config) -> list[tuple[str, Path]]:
+    """(role, model file) to build: MODEL's (its role from the manifest or its inputs), or each the config uses."""
+    from vcamd.inference.precision import INT8_ROLES
+    from vcamd.models.int8roles import role_of
+
+    if args.model:
+        entry = store.manifest.entries.get(args.model)
+        role = next((r for r in INT8_ROLES if r in entry.roles), None) if entry is not None else None
+        if entry is not None and role is None:
+            from vcamd.common.errors import ModelError
+
+            raise ModelError(f"{args.model} is a {entry.role}: int8 copies are made of the swapper, the enhancer and the face parser",
+                             fix="name one of those (or leave MODEL out: the config's)")
+        path = store.path_for(args.model, role or "swapper").resolve()
+        return [(role or role_of(path), path)]
+    used = {"swapper": config.models.swapper, "enhancer": config.models.enhancer if config.enhancer.enabled else "",
+            "parser": config.models.parser}
+    return [(role, store.path_for(used[role], role).resolve()) for role in INT8_ROLES if used[role]]
+
+
 def _quantize(args: argparse.Namespace) -> int:
     from vcamd.common.errors import ModelError, VcamdError
     from vcamd.faces.calibration import CALIBRATION_FACES, faces_from_photos
@@ -205,57 +228,57 @@ def _quantize(args: argparse.Namespace) -> int:
     from vcamd.inference.int8recipes import build_key
     from vcamd.inference.precision import choose, int8_units, needs_reduced_range
     from vcamd.inference.runtime import Sessions
-    from vcamd.models.quantize import build_checked, swapper_spec
+    from vcamd.models.int8roles import calibration_crop
+    from vcamd.models.quantize import build_checked
 
     store, config = _store(args)
-    model = store.path_for(args.model or config.models.swapper, "swapper").resolve()
+    targets = _quantize_targets(args, store, config)
+    crops = [calibration_crop(role, model) for role, model in targets]  # a ModelError for a model that is not its role
     photos = args.face or ([config.swap.source_face] if config.swap.source_face else [])
     if not photos:
         raise VcamdError("vcamd models quantize needs photos of faces to calibrate on", fix="pass --face PHOTO (or set [swap] source_face)")
-    spec = swapper_spec(model)  # a ModelError for a model that is not a swapper: only the swapper has an int8 copy
     units = int8_units()
     reduce_range = needs_reduced_range(units)
     sessions = Sessions(["cpu"], config.models.threads)
     detector = FaceDetector(store.path_for(config.models.detector, "detector"), sessions, config.detection.size, config.detection.threshold)
     recognizer = Recognizer(store.path_for(config.models.recognizer, "recognizer"), sessions)
-    faces = faces_from_photos([Path(p) for p in photos], detector, recognizer, spec.crop, limit=CALIBRATION_FACES)
-    count = f"{len(faces.crops)} face{'s' if len(faces.crops) != 1 else ''}"
-    print(f"{model.name}: int8 copy calibrated and checked on {count} from {', '.join(Path(p).name for p in photos)}"
-          + (" (more faces, more --face photos, make the check sturdier)" if len(faces.crops) < 4 else ""))
-    print(f"  this CPU's int8 dot-product units: {units.describe()}" + ("; weights in 7 bits (x86 without VNNI)" if reduce_range else ""))
-    if args.again:
-        _forget_copy(model, build_key(reduce_range))
-    built = build_checked(model, recognizer.path, faces, providers=["cpu"], threads=config.models.threads, reduce_range=reduce_range,
-                          say=lambda line: print(f"  {line}", flush=True))
-    if not built.attempts:
-        print(f"  already built and checked ({built.kept.record.get('built_at', '?')}): {built.kept.verdict.summary}")
-        print("  (--again builds and checks it again)")
-    for attempt in built.attempts:
-        _print_attempt(attempt)
-    kept = built.kept
-    choice = choose(config.models.precision, "CPUExecutionProvider", units, kept.verdict, kept.model)
-    if kept.verdict.passed:
-        print(f"passed: kept at {kept.model}")
-    else:
-        print(f"failed: {kept.verdict.summary}")
-    print(f"with [models] precision = \"{config.models.precision}\" on the CPU the swapper runs in {choice.runs}"
-          + (f": {choice.why}" if choice.runs == "float" and choice.why else ""))
-    if not kept.verdict.passed:
+    print(f"this CPU's int8 dot-product units: {units.describe()}" + ("; weights in 7 bits (x86 without VNNI)" if reduce_range else ""))
+    failed = []
+    for (role, model), crop in zip(targets, crops):
+        faces = faces_from_photos([Path(p) for p in photos], detector, recognizer, crop, limit=CALIBRATION_FACES)
+        count = f"{len(faces.crops)} face{'s' if len(faces.crops) != 1 else ''}"
+        print(f"{role} {model.name}: int8 copy calibrated and checked on {count} from {', '.join(Path(p).name for p in photos)}"
+              + (" (more faces, more --face photos, make the check sturdier)" if len(faces.crops) < 4 else ""))
+        if args.again:
+            _forget_copy(model, build_key(reduce_range, role))
+        built = build_checked(model, recognizer.path, faces, role=role, providers=["cpu"], threads=config.models.threads,
+                              reduce_range=reduce_range, say=lambda line: print(f"  {line}", flush=True))
+        if not built.attempts:
+            print(f"  already built and checked ({built.kept.record.get('built_at', '?')}): {built.kept.verdict.summary}")
+            print("  (--again builds and checks it again)")
+        for attempt in built.attempts:
+            _print_attempt(attempt)
+        kept = built.kept
+        choice = choose(config.models.precision, "CPUExecutionProvider", units, kept.verdict, kept.model)
+        print(f"  passed: kept at {kept.model}" if kept.verdict.passed else f"  failed: {kept.verdict.summary}")
+        print(f"  with [models] precision = \"{config.models.precision}\" on the CPU the {role} runs in {choice.runs}"
+              + (f": {choice.why}" if choice.runs == "float" and choice.why else ""))
+        if not kept.verdict.passed:
+            failed.append(f"{model.name} ({role})")
+    if failed:
         sys.stdout.flush()
-        raise ModelError(f"the int8 copy of {model.name} failed the fidelity check: the float model stays",
+        raise ModelError(f"the int8 copy of {', '.join(failed)} failed the fidelity check: the float model stays",
                          fix="nothing to do: vcamd runs the float model; the figures above say how far the int8 copy is off")
     return 0
 
 
 def _print_attempt(attempt: Attempt) -> None:
     report = attempt.report
-    t = report.thresholds
     print(f"  {attempt.recipe.name}: float {attempt.float_ms:.0f} ms a face, int8 {attempt.int8_ms:.0f} ms ({attempt.speedup:.1f}× faster)")
-    print("    face   PSNR dB   to source float / int8 (drop)   int8 vs float")
-    for i, f in enumerate(report.faces, 1):
-        print(f"    {i:>4}   {f.psnr_db:7.1f}   {f.float_to_source:.3f} / {f.int8_to_source:.3f} ({f.identity_drop:+.3f})      {f.int8_to_float:.3f}")
-    print(f"    needs: PSNR ≥ {t.psnr_db:g} dB on every face, a drop of at most {t.identity_drop:g}, int8 vs float ≥ {t.same_face:g}"
-          f" → {'passed' if report.passed else 'failed: ' + '; '.join(report.failures())}")
+    lines = report.table()
+    for line in lines[:-1]:
+        print(f"    {line}")
+    print(f"    {lines[-1]} → {'passed' if report.passed else 'failed: ' + '; '.join(report.failures())}")
 
 
 def _forget_copy(model: Path, key: str) -> None:
@@ -263,8 +286,9 @@ def _forget_copy(model: Path, key: str) -> None:
     import contextlib
 
     from vcamd.inference import int8cache
+    from vcamd.inference.modelhashes import sha256_of
 
-    entry = int8cache.Entry(int8cache.sha256_of(model), key)
+    entry = int8cache.Entry(sha256_of(model), key)
     for path in (entry.verdict_file, entry.model):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

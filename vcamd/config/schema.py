@@ -69,9 +69,9 @@ class ModelsConfig(Section):
     threads: Annotated[int, Field(ge=0, le=256)] = 0
     """ONNX Runtime intra-op threads per session; 0 = number of cores."""
     precision: Literal["auto", "float", "int8"] = "auto"
-    """The swapper on the CPU: "auto" runs its int8 copy where the CPU has int8 dot-product units and
-    the copy passed the fidelity check on these weights (`vcamd.inference.precision`); "float" never; "int8"
-    also without those units. GPUs keep their float path; a swapper on the `server` runs as served."""
+    """The swapper, the enhancer and the parser on the CPU: "auto" runs each one's int8 copy where the CPU has
+    int8 dot-product units and the copy passed the fidelity check on these weights (`vcamd.inference.precision`);
+    "float" never; "int8" also without those units. GPUs keep their float path; a model on the `server` runs as served."""
     server: str = ""
     """A Triton Inference Server running the swapper (and the enhancer and parser when set),
     "grpc://HOST:PORT"; "" = here. Only aligned face crops and the source latent go there."""

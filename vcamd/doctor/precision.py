@@ -1,4 +1,5 @@
-"""The swapper's precision: float or its checked int8 copy on the CPU's integer units (`vcamd.inference.precision`)."""
+"""The precision of the models with an int8 copy (the swapper, the enhancer, the face parser): float, or
+their checked int8 copy on the CPU's integer units (`vcamd.inference.precision`)."""
 
 from __future__ import annotations
 
@@ -12,36 +13,53 @@ NAME = "precision"
 
 
 def check_precision(cfg: Config, daemon_status: dict[str, Any] | None = None) -> CheckResult:
-    """What `[models] precision` gives on this machine: the CPU's int8 units, the swapper's int8 copy
+    """What `[models] precision` gives on this machine: the CPU's int8 units, each model's int8 copy
     (kept and checked, failed, or not built yet) — and what the running daemon really runs, when
     one answers. A copy that failed its check is worth knowing (!); everything else is fine."""
-    from vcamd.common.errors import VcamdError
-    from vcamd.inference.precision import int8_units, swapper_choice
-    from vcamd.inference.runtime import resolve_providers
-    from vcamd.modelstore.store import ModelStore
+    from vcamd.inference.precision import INT8_ROLES, int8_units
 
     setting = cfg.models.precision
-    units = int8_units()
-    head = f"[models] precision = \"{setting}\"; this CPU's int8 dot-product units: {units.describe()}"
+    head = f"[models] precision = \"{setting}\"; this CPU's int8 dot-product units: {int8_units().describe()}"
     running = (daemon_status or {}).get("precision")
     if isinstance(running, dict) and running.get("swapper"):
-        why = ((daemon_status or {}).get("precision_why") or {}).get("swapper")
-        return ok(NAME, f"{head}; the running daemon's swapper runs in {running['swapper']}" + (f" ({why})" if why else ""))
-    if cfg.models.server:  # served: no int8 copy here, and maybe no local file to look up
-        choice = swapper_choice(setting, Path(cfg.models.swapper), resolve_providers(list(cfg.models.providers)), server=cfg.models.server)
-        return ok(NAME, f"{head}; the swapper runs in float" + (f": {choice.why}" if choice.why else ""))
+        why = (daemon_status or {}).get("precision_why") or {}
+        said = [f"the running daemon's {role} runs in {running[role]}" + (f" ({why[role]})" if why.get(role) else "")
+                for role in INT8_ROLES if running.get(role)]
+        return ok(NAME, f"{head}; {'; '.join(said)}")
+    used = {"swapper": cfg.models.swapper, "enhancer": cfg.models.enhancer if cfg.enhancer.enabled else "", "parser": cfg.models.parser}
+    said, failed = [], []
+    for role in INT8_ROLES:
+        if used[role]:
+            line, check_failed = _role(cfg, role, used[role])
+            said.append(line)
+            failed += [role] if check_failed else []
+    if failed:
+        return CheckResult(NAME, Status.warn, f"{head}; {'; '.join(said)}",
+                           f"nothing to fix: the float model is the right one for these weights ({', '.join(failed)}; "
+                           "`vcamd models quantize --again` checks again after a model or ONNX Runtime update)")
+    return ok(NAME, f"{head}; {'; '.join(said)}")
+
+
+def _role(cfg: Config, role: str, value: str) -> tuple[str, bool]:
+    """What the `role` model (`value`: its `[models]` entry) runs at, in words, and whether its copy failed its check."""
+    from vcamd.common.errors import VcamdError
+    from vcamd.inference.precision import role_choice
+    from vcamd.inference.runtime import resolve_providers
+    from vcamd.modelstore.store import ModelStore
+    from vcamd.remote.sessions import served_roles
+
+    providers = resolve_providers(list(cfg.models.providers))
+    if role in served_roles(cfg):  # served: no int8 copy here, and maybe no local file to look up
+        choice = role_choice(role, cfg.models.precision, Path(value), providers, server=cfg.models.server)
+        return f"the {role} runs in float" + (f": {choice.why}" if choice.why else ""), False
     try:
-        swapper = ModelStore.from_config(cfg.models).path_for(cfg.models.swapper, "swapper")
-        choice = swapper_choice(setting, swapper, resolve_providers(list(cfg.models.providers)))
+        model = ModelStore.from_config(cfg.models).path_for(value, role)
+        choice = role_choice(role, cfg.models.precision, model, providers)
     except VcamdError as err:  # the models and providers checks say what is wrong
-        return ok(NAME, f"{head}; the swapper's precision is decided once it can load ({err.message})")
+        return f"the {role}'s precision is decided once it can load ({err.message})", False
     if choice.runs == "int8":
-        return ok(NAME, f"{head}; {swapper.name} runs its int8 copy ({choice.why})")
+        return f"the {role} {model.name} runs its int8 copy ({choice.why})", False
     if choice.build:
-        return ok(NAME, f"{head}; {swapper.name}: its int8 copy is built in the background on the first `vcamd run` "
-                        "(the float model serves meanwhile), or now: `vcamd models quantize`")
-    if choice.failed_check:
-        return CheckResult(NAME, Status.warn, f"{head}; {swapper.name} runs in float: {choice.why}",
-                           "nothing to fix: the float model is the right one for these weights "
-                           "(`vcamd models quantize --again` checks again after a model or ONNX Runtime update)")
-    return ok(NAME, f"{head}; {swapper.name} runs in float" + (f": {choice.why}" if choice.why else ""))
+        return (f"the {role} {model.name}: its int8 copy is built in the background on the first `vcamd run` "
+                "(the float model serves meanwhile), or now: `vcamd models quantize`"), False
+    return f"the {role} {model.name} runs in float" + (f": {choice.why}" if choice.why else ""), choice.failed_check

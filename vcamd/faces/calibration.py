@@ -1,5 +1,5 @@
-"""The faces the swapper's int8 copy is calibrated and checked on (`vcamd.models.quantize`): the
-source photo's face and faces the camera saw, aligned to the swapper's crop.
+"""The faces an int8 copy is calibrated and checked on (`vcamd.models.quantize`): the source photo's face
+and faces the camera saw, aligned to the model's crop (`vcamd.models.int8roles.calibration_crop`).
 
 Below the face engine, which keeps the crops it swaps while a copy waits for them (`SeenFaces`,
 `FaceEngine.seen`), and beside the detector and recogniser that find and embed them.
@@ -18,6 +18,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     from vcamd.common.types import Frame
+    from vcamd.faces.identity import SourceIdentity
+    from vcamd.faces.specs import CropSpec
 
 CALIBRATION_FACES = 8
 """Faces a copy is calibrated and checked on: the source photo's and up to 7 the camera saw."""
@@ -29,7 +31,7 @@ SEEN_WAIT_S = 30.0
 
 @dataclass(frozen=True)
 class CalibrationFaces:
-    """Faces aligned to the swapper's crop (BGR uint8) and the source identity they are swapped to."""
+    """Faces aligned to a model's crop (BGR uint8) and the source identity (the swapper swaps them to it)."""
 
     crops: list[Frame]
     source: np.ndarray
@@ -105,3 +107,18 @@ def faces_from_images(images: Sequence[Frame], detector: Any, recognizer: Any, c
         crops += [crop.align(image, face.kps)[0] for face in faces][: max(0, limit - len(crops))]
     assert source is not None
     return CalibrationFaces(crops, source)
+
+
+def faces_for(source: SourceIdentity, seen: Sequence[Frame], seen_crop: CropSpec, crop: CropSpec) -> CalibrationFaces:
+    """The daemon's calibration faces for a model taking `crop`: the source photo's face aligned to it
+    from the photo, and the faces seen (crops the swapper was given, aligned as `seen_crop`) warped
+    into it — for the enhancer that is what it restores live: a swapper-sized face in its larger
+    crop. FaceError when the photo cannot be read."""
+    from vcamd.faces.align import similarity_transform, template_points, warp
+    from vcamd.files.images import read_image
+
+    photo, _ = crop.align(read_image(source.path, "source face"), source.face.kps)
+    if (seen_crop.size, seen_crop.template) != (crop.size, crop.template):
+        m = similarity_transform(template_points(seen_crop.size, seen_crop.template), template_points(crop.size, crop.template))
+        seen = [warp(face, m, crop.size) for face in seen]
+    return CalibrationFaces([photo, *seen], source.embedding)

@@ -118,8 +118,9 @@ class FaceEngine:
         self._map_sources: dict[tuple[Path, int, int], SourceFace] = {}  # the mapped sources, by file stamp
         self._load_enhancer: Callable[[float, float], Enhancer] | None = None  # set by from_config
         self.sessions: Sessions | None = None  # set by from_config: where a swapper's int8 copy gets its session
-        self.precision: Choice = FLOAT
-        """The precision the swapper runs at, and why (`vcamd.inference.precision`; set where it is decided, `vcamd.models.pipeline`)."""
+        self.precisions: dict[str, Choice] = {"swapper": FLOAT}
+        """The precision each model with an int8 copy runs at, and why, by role (`vcamd.inference.precision`;
+        set where it is decided, `vcamd.models.pipeline`): the swapper's, the enhancer's and parser's when loaded."""
         self.seen: SeenFaces | None = None
         """While the swapper's int8 copy waits for calibration faces: the crops it is given, kept (`vcamd.models.quantize`)."""
         self.remote: Any = None
@@ -220,33 +221,34 @@ class FaceEngine:
 
     # ---- precision (`vcamd.inference.precision`) ---------------------------------------------------------------
 
+    @property
+    def precision(self) -> Choice:
+        """The swapper's precision (`precisions`)."""
+        return self.precisions["swapper"]
+
     def precision_status(self) -> tuple[dict[str, str], dict[str, str]]:
         """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
-        runs: dict[str, str] = {"detector": "float", "recognizer": "float", "swapper": self.precision.runs}
-        if self.enhancer is not None:
-            runs["enhancer"] = "float"
-        if self.parser is not None:
-            runs["parser"] = "float"
-        return runs, ({"swapper": self.precision.why} if self.precision.why else {})
+        from vcamd.inference.precision import precision_status
 
-    def calibration_faces(self, seen: list[Frame]) -> CalibrationFaces:
-        """The int8 copy's calibration faces: the source photo's face, aligned to the swapper's crop,
-        and the crops the swapper was given (`seen`), with the source's embedding. FaceError
-        without a source face."""
-        from vcamd.faces.calibration import CalibrationFaces
-        from vcamd.files.images import read_image
+        return precision_status({role: self.precisions.get(role, FLOAT) for role in ("swapper", "enhancer", "parser") if getattr(self, role)})
+
+    def calibration_faces(self, seen: list[Frame], crop: CropSpec | None = None) -> CalibrationFaces:
+        """An int8 copy's calibration faces aligned to `crop` (default: the swapper's): the source photo's face and
+        the crops the swapper was given (`seen`), with the source's embedding. FaceError without a source face."""
+        from vcamd.faces.calibration import faces_for
 
         current = self._source
         if current is None:
             raise FaceError("no source face is set", fix="set one; the int8 copy is calibrated on it")
-        photo, _ = self.swapper.crop.align(read_image(current.identity.path, "source face"), current.identity.face.kps)
-        return CalibrationFaces([photo, *seen], current.identity.embedding)
+        return faces_for(current.identity, seen, self.swapper.crop, crop or self.swapper.crop)
 
-    def use_int8(self, session: onnxruntime.InferenceSession, precision: Choice) -> None:
-        """Run the swapper on its checked int8 copy's `session` from the next swap (the loop's thread,
-        between two frames: the swap worker reads the session once per run)."""
-        self.swapper.session = session
-        self.precision = precision
+    def use_int8(self, session: onnxruntime.InferenceSession, precision: Choice, role: str = "swapper") -> None:
+        """Run the `role` model on its checked int8 copy's `session` from the next swap (the loop's thread,
+        between two frames: the swap worker reads a model's session once per run)."""
+        model = getattr(self, role)
+        if model is not None:  # the enhancer switched off meanwhile: its next load gets the copy (`Sessions.copy_session`)
+            model.session = session
+        self.precisions[role] = precision
         self.seen = None
 
     def set_enhancer(self, enabled: bool, strength: float, weight: float | None = None) -> None:

@@ -45,7 +45,8 @@ class Enhancer:
         self.path = Path(path)
         self.strength = float(strength)
         self.weight = float(weight)
-        self._session = sessions.get(self.path, background=True)
+        self.session = sessions.get(self.path, background=True)
+        """Its ONNX Runtime session: the model's, or its checked int8 copy's (`FaceEngine.use_int8` switches it)."""
         self.spec, self._input_name, self._input_dtype = self._check_signature()
 
     @property
@@ -54,7 +55,7 @@ class Enhancer:
         return self.spec.crop
 
     def _check_signature(self) -> tuple[EnhancerSpec, str, type]:
-        inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
+        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
         fix = f"set [models] enhancer to one from `vcamd models list` (gfpgan_1.4, codeformer, gpen_bfr_512, …), then get it: {how_to_get()}"
         sizes = sorted({spec.crop.size for spec in ENHANCERS})
         expected = f"an `input` [1,3,S,S] (S = {', '.join(map(str, sizes))}; CodeFormer also a `weight`) and an image output of the same shape"
@@ -90,7 +91,7 @@ class Enhancer:
         feeds: dict[str, np.ndarray] = {self._input_name: blob.astype(self._input_dtype, copy=False)}
         if self.spec.weight_input is not None:
             feeds[self.spec.weight_input] = np.array([self.weight], np.float64)
-        out = self._session.run(None, feeds)[0]
+        out = self.session.run(None, feeds)[0]
         out = np.asarray(out[:1], np.float32)
         if not np.isfinite(out).all():  # NaN/Inf would become arbitrary pixels: never a face to show
             raise ModelError(f"{self.path.name} returned NaN/Inf values", fix="check the model file (`vcamd models verify`) and the execution provider")

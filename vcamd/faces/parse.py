@@ -32,7 +32,7 @@ from vcamd.common.errors import ModelError
 from vcamd.common.types import Frame, as_frame
 from vcamd.common.wayout import how_to_get
 from vcamd.faces.align import template_points
-from vcamd.faces.specs import CropSpec
+from vcamd.faces.specs import ENHANCER_CROP, CropSpec
 
 if TYPE_CHECKING:
     from vcamd.inference.runtime import Sessions
@@ -54,6 +54,11 @@ REGION_CLASSES: dict[str, tuple[int, ...]] = {
 }
 """`[mask] regions` names → CelebAMask-HQ classes (0 background, 7/8 ears, 9 earring, 14 neck,
 15 necklace, 16 cloth, 17 hair, 18 hat are never the face)."""
+FACE_CLASSES = tuple(sorted({c for classes in REGION_CLASSES.values() for c in classes}))
+"""Every class a `[mask] regions` choice can paste over: the face's area (its int8 copy's check, `vcamd.inference.fidelity`)."""
+PARSER_CROP = ENHANCER_CROP
+"""The crop the parser's int8 copy is calibrated and checked on: FFHQ at 512² (what it reads with the
+enhancer on; CelebAMask-HQ's own alignment)."""
 
 EDGE_SIGMA = 5.0
 """The region mask's softening at 512 px (FaceFusion's)."""
@@ -70,6 +75,11 @@ class ParsedFace:
 def to_blob(rgb: Frame) -> npt.NDArray[np.float32]:
     """A 512² RGB uint8 image → the parser's input [1,3,512,512]: ImageNet normalisation."""
     return np.ascontiguousarray(((rgb.astype(np.float32) / 255.0 - MEAN) / STD).transpose(2, 0, 1)[None])
+
+
+def parser_input(crop: Frame) -> npt.NDArray[np.float32]:
+    """An aligned BGR crop of any size → the parser's input: resized to 512², RGB, normalised (`to_blob`)."""
+    return to_blob(as_frame(cv2.cvtColor(cv2.resize(crop, (PARSER_SIZE, PARSER_SIZE), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)))
 
 
 def region_mask(classes: npt.NDArray[np.integer], regions: Sequence[str], size: int) -> FloatMask:
@@ -110,8 +120,7 @@ class FaceParser:
         """The class per pixel (512², argmax of the logits) of aligned BGR crops."""
         out = []
         for crop in crops:
-            rgb = as_frame(cv2.cvtColor(cv2.resize(crop, (PARSER_SIZE, PARSER_SIZE), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB))
-            logits = self.session.run(None, {INPUT_NAME: to_blob(rgb)})[0]
+            logits = self.session.run(None, {INPUT_NAME: parser_input(crop)})[0]
             if logits.shape[1:] != (CLASSES, PARSER_SIZE, PARSER_SIZE) or not np.isfinite(logits).all():
                 raise ModelError(f"{self.path.name} returned {logits.shape} (or NaN) instead of [1,19,512,512] logits",
                                  fix="check the model file (`vcamd models verify`)")

@@ -7,8 +7,8 @@ depends only on the photo's bytes, the detector and recogniser model files and t
 photo holds and the recogniser's raw embedding.
 
 Keyed by content: the SHA-256 of the bytes the photo was decoded from, and the SHA-256 of each model
-file (remembered by the file's identity in `hashes/`, as `int8cache.known_sha256` does, so a start never
-hashes a model),
+file (remembered by the file's identity in the one home of those records, `vcamd.inference.modelhashes`,
+shared with the int8 copies, so a start never hashes a model),
 plus the detector's input size and threshold, the recogniser's normalisation and the ONNX Runtime version. A changed photo,
 model or setting misses and is read afresh; an entry is never used for other bytes than it was
 made from, so it cannot put a wrong face on the camera. A model whose hash is not remembered yet
@@ -19,7 +19,7 @@ that does not fit the photo it claims to be of) is logged and rebuilt, one that 
 is logged — never an error of its own.
 
 Where: `<optimised-graph cache>/faces/` (`~/.cache/facelive/optimized/faces` on Linux; it follows
-`$VCAMD_CACHE_DIR`), one `<key>.npz` per photo and models and `hashes/`, 0600 files in a 0700 folder (an
+`$VCAMD_CACHE_DIR`), one `<key>.npz` per photo and models, 0600 files in a 0700 folder (an
 embedding of the user's face is as private as the photo). Delete the folder to drop the cache.
 """
 
@@ -77,13 +77,12 @@ class Readers:
     def key(self, photo_sha256: str, *, hash_models: bool) -> str | None:
         """The entry's key for this photo's bytes; None when a model's SHA-256 is not remembered and
         `hash_models` is False (a lookup never hashes a model file)."""
-        from vcamd.inference import int8cache
+        from vcamd.inference.modelhashes import known_sha256, sha256_of
 
         shas = []
         for model in (self.detector, self.recognizer):
             try:
-                records = folder() / "hashes"
-                sha = int8cache.sha256_of(model, records) if hash_models else int8cache.known_sha256(model, records)
+                sha = sha256_of(model) if hash_models else known_sha256(model)
             except OSError as exc:
                 log.info("%s cannot be hashed (%s): the source face is not kept", model, exc)
                 return None

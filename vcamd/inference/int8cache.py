@@ -9,10 +9,9 @@ checked by. A copy that failed the check is kept as its verdict alone (no model)
 not build it again; a new key (another ONNX Runtime, other thresholds) tries again.
 
 Hashing a 554 MB model takes seconds, so a start never hashes: each model file's SHA-256 is
-remembered with the file's identity (resolved path, size, modification time) when the copy is
-built, and a start looks it up by that identity (a changed file is unknown until it is hashed
-again, by its next build). The source photo's kept face (`vcamd.faces.source_cache`) is keyed by model
-hashes remembered the same way, in its own folder.
+remembered with the file's identity when the copy is built (`vcamd.inference.modelhashes`, the one home
+of those records, shared with the source photo's kept face), and a start looks it up by that
+identity (a changed file is unknown until it is hashed again, by its next build).
 
 Where: `<optimised-graph cache>/int8/` (`~/.cache/facelive/optimized/int8` on Linux; it follows
 `$VCAMD_CACHE_DIR`), 0600 files in 0700 folders:
@@ -20,7 +19,6 @@ Where: `<optimised-graph cache>/int8/` (`~/.cache/facelive/optimized/int8` on Li
     <sha256>.<build key>.onnx   the copy (only when it passed)
     <sha256>.<build key>.json   the verdict: passed, summary, the figures, the recipe, when
     <sha256>.lock               one build per model file at a time (several daemons, `vcamd models quantize`)
-    hashes/<path id>.json       a model file's identity → its SHA-256
 
 Everything here fails soft: a cache that cannot be read is "not built", one that cannot be
 written leaves the float model serving (logged), never an error of its own.
@@ -29,7 +27,6 @@ written leaves the float model serving (logged), never an error of its own.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -48,54 +45,6 @@ def folder() -> Path:
     from vcamd.inference.ortcache import cache_dir
 
     return cache_dir() / "int8"
-
-
-def _identity(model: Path) -> dict[str, Any]:
-    st = model.stat()
-    return {"model": str(model), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def _hash_record(model: Path, records: Path | None) -> Path:
-    return (records or folder() / "hashes") / f"{hashlib.sha256(str(model).encode()).hexdigest()[:24]}.json"
-
-
-def known_sha256(model: Path, records: Path | None = None) -> str | None:
-    """The SHA-256 remembered for this model file, if the file is unchanged since (never hashes).
-    `records`: the folder remembering them (default `<int8 folder>/hashes`; the source-face cache
-    keeps its own, `vcamd.faces.source_cache`)."""
-    model = model.expanduser().resolve()
-    try:
-        recorded = json.loads(_hash_record(model, records).read_text(encoding="utf-8"))
-        identity = _identity(model)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(recorded, dict) or recorded.get("identity") != identity:
-        return None
-    sha = recorded.get("sha256")
-    return sha if isinstance(sha, str) and len(sha) == 64 else None
-
-
-def sha256_of(model: Path, records: Path | None = None) -> str:
-    """The model file's SHA-256: remembered (in `records`, as `known_sha256`), or hashed now (seconds
-    for 554 MB) and remembered."""
-    from vcamd.files.digests import sha256_file
-    from vcamd.files.private_files import private_dir, write_private_atomic
-
-    model = model.expanduser().resolve()
-    known = known_sha256(model, records)
-    if known is not None:
-        return known
-    identity = _identity(model)
-    sha = sha256_file(model)
-    if _identity(model) != identity:  # changed while it was read: this hash is of no file
-        raise OSError(f"{model} changed while it was hashed")
-    try:
-        record = _hash_record(model, records)
-        private_dir(record.parent)
-        write_private_atomic(record, json.dumps({"identity": identity, "sha256": sha}) + "\n")
-    except OSError as exc:
-        log.info("could not remember the SHA-256 of %s in %s: %s", model.name, record.parent, exc)
-    return sha
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +91,8 @@ def read(entry: Entry) -> Kept | None:
 def lookup(model: Path, key: str) -> Kept | None:
     """What is kept for this model file under `key`, found without hashing the file; None: not built
     (or the file changed since, or its hash was never remembered)."""
+    from vcamd.inference.modelhashes import known_sha256
+
     sha = known_sha256(model)
     return read(Entry(sha, key)) if sha is not None else None
 

@@ -50,7 +50,7 @@ import cv2
 
 from vcamd.common.errors import VcamdError
 from vcamd.common.quality import Level
-from vcamd.common.types import Frame, Outcome
+from vcamd.common.types import Captured, Frame, Outcome
 from vcamd.config.reading import load_config
 from vcamd.config.schema import CameraConfig, Config
 from vcamd.files.photo_lane import PhotoLane
@@ -386,20 +386,27 @@ class LiveEngine:
                 if max_frames is not None and self.parts.stats.published >= max_frames:
                     break
                 self._commands.run_pending()
-                captured = self.parts.slot.take(timeout=interval)
+                # At the start, a covered frame is processed again once what it waited on is here (`startframes`).
+                captured, fresh = self.frames.start.take(self.parts.slot, interval, self.clock, self._between_frames)
                 if captured is None:
                     self._maybe_offline()
                     continue
-                self._last_frame_at = self.clock()
+                if fresh:
+                    self._last_frame_at = self.clock()
                 if self._state != "running":
                     self._state = "running"
                     self._refresh_status()
-                self.frames.process(captured)
+                self.frames.process(captured, again=not fresh)
                 if self.parts.stats.published % STATUS_EVERY == 0:
                     self._refresh_status()
         finally:
             self._shut_down()
         return self.stats_json()
+
+    def _between_frames(self) -> Captured | None:
+        """Between two camera frames: the commands applied, then the start's kept frame if its wait is over."""
+        self._commands.run_pending()
+        return self.frames.start.again(self.parts)
 
     def stats_json(self) -> dict[str, Any]:
         return self._status.stats_json()

@@ -297,7 +297,7 @@ class Settings:
         # The last swap stays on screen until the new pipeline's first swap lands (no leak: compose covers).
         parts.watchdog.enhancer_enabled = self.cfg.enhancer.enabled
         self.int8.start(loaded.faces, loaded.built_from)  # the swapper's int8 copy, when this pipeline wants one
-        loaded.warm_rest_after_first_swap(parts.worker.results, current=lambda: parts.faces is loaded.faces)
+        loaded.warm_rest_after_first_swap(parts.worker.results, current=lambda: parts.faces is loaded.faces, shown=parts.worker.first_shown)
         if first:
             self._on_first_pipeline()
         log.info("face pipeline installed; providers: %s", loaded.providers)

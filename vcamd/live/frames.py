@@ -27,6 +27,7 @@ from vcamd.config.schema import Config, OnMiss, Others, SmoothingConfig, SwapCon
 from vcamd.faces.following import FollowedFace
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.repaint import Repaint
+from vcamd.live.startframes import StartFrames, Startup
 from vcamd.live.swapbook import REFRESH_AHEAD, Swap, SwapBook
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking.smoothing import FaceSmoother
@@ -70,34 +71,6 @@ class FramePolicy:
         return cls(swap.others, swap.cover_changes, swap.on_miss, swap.max_result_age_s, smoothing)
 
 
-@dataclass
-class Startup:
-    """When the first frame and the first swapped face reached the output, on the engine's clock,
-    counted from `started_at` (the process start: `vcamd run` passes it)."""
-
-    started_at: float
-    first_frame: float | None = None
-    first_swap: float | None = None
-    before_first_swap: int = 0
-    """Frames published before the first swapped one (placeholder cards and covered frames)."""
-    while_loading: int = 0
-    """Frames published while no face pipeline ran yet (the models loading): the first ones, all covered whole."""
-
-    def published(self, now: float, *, swapped: bool) -> None:
-        if self.first_frame is None:
-            self.first_frame = now
-        if swapped and self.first_swap is None:
-            self.first_swap = now
-        if self.first_swap is None:
-            self.before_first_swap += 1
-
-    def to_json(self) -> dict[str, float | None]:
-        def ms(t: float | None) -> float | None:
-            return None if t is None else round((t - self.started_at) * 1000.0, 1)
-
-        return {"first_frame": ms(self.first_frame), "first_swap": ms(self.first_swap)}
-
-
 class FrameProcessor:
     """The loop's per-frame work on the engine's `parts`, and what it remembers from one frame to the next."""
 
@@ -105,6 +78,7 @@ class FrameProcessor:
         self._parts = parts
         self.policy = FramePolicy.of(cfg.swap, cfg.smoothing)
         self.startup = Startup(started_at)
+        parts.worker.first_shown = self.startup.shown  # the swap after the first waits until it is shown
         self._index = 0
         self._report: FaceReport | None = None  # the last frame's, reused on frame_skip's skipped frames
         self._report_t = 0.0  # the capture time of the frame `_report` looked at
@@ -121,6 +95,8 @@ class FrameProcessor:
         self._no_source_logged = False
         self.unseen = UnseenChanges()
         """Where the picture changed away from the known faces since a detection looked: covered."""
+        self.start = StartFrames()  # the start's newest covered frame, processed again when its wait is over
+        self._again = False  # the frame being processed is a kept one, processed again (`startframes`)
         self._cpu = parts.stats.cpu.loop  # the loop's CPU by stage: marked as each stage ends
         # ... and the threads this work hands frames to, read through `parts` (a part replaced by a
         # reload is followed): each one's CPU is one stage of the frame.
@@ -134,12 +110,17 @@ class FrameProcessor:
         """Apply the per-frame policy's settings, [swap]'s and [smoothing] (from the next frame on)."""
         self.policy = FramePolicy.of(swap, smoothing)
 
-    def process(self, captured: Captured) -> None:
+    def process(self, captured: Captured, *, again: bool = False) -> None:
+        """`again`: a kept frame of the start, processed again now that what it waited for is here."""
         parts = self._parts
+        self._again = again
         self._cpu.begin()
         t_take = parts.clock()
         parts.stats.record_stage("queue", (t_take - captured.t_capture) * 1000.0)
-        parts.stats.processed += 1
+        if again:
+            parts.stats.again += 1
+        else:
+            parts.stats.processed += 1
         frame = self._fit(captured.frame)
         level = parts.watchdog.level
         self._index += 1
@@ -150,6 +131,7 @@ class FrameProcessor:
             return
         if parts.faces is None:
             self.startup.while_loading += 1
+            self.start.keep(captured, frame, parts, swap_shown=False)
             self.send_covered(frame, captured.t_capture)
             return
         thumb = self.unseen.remember(frame, self._index)  # before anything is drawn on it
@@ -157,6 +139,7 @@ class FrameProcessor:
         if self._first_swap_running():
             if self._index % FIRST_SWAP_TRACK_STRIDE == 0:
                 self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
+            self.start.keep(captured, frame, parts, swap_shown=False)
             self.send_covered(frame, captured.t_capture)
             return
 
@@ -166,6 +149,7 @@ class FrameProcessor:
             report, targets, lost = self._report, self.targets, self._covered_lost
         else:
             report, targets, lost = self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
+        self.start.keep(captured, frame, parts, swap_shown=self.startup.first_swap is not None)  # before it is drawn on
 
         # 3. What changed away from those faces since a detection looked there is covered, and
         # looked at as soon as it holds still and the detector is free (`unseen`).
@@ -409,7 +393,8 @@ class FrameProcessor:
         # small faces never seen before.
         # Nor do the frames of the tracker's warm-up (sessions being built, the first full
         # detection not in yet): they took a group to low_res before it was measured at full.
-        if judged and latency is not None and outcome is not Outcome.off and parts.faces is not None:
+        # Nor a kept frame processed again: its latency holds the wait for what it waited for.
+        if judged and not self._again and latency is not None and outcome is not Outcome.off and parts.faces is not None:
             swap_age_ms = None if composed is None or swapped_at is None else (now - swapped_at) * 1000.0
             log_events(parts.watchdog.observe(latency, stage_ms, warming=parts.tracker.warming, swap_age_ms=swap_age_ms,
                                               faces_to_swap=self._faces_to_swap))

@@ -13,12 +13,12 @@ runs on the loop's thread or a control thread:
   load is simply dropped. The same path
   serves the first load at start-up and every later rebuild: one mechanism.
 * `FaceLoader` reads and embeds source photos one at a time on the `face-loader` thread.
-* `Int8Upgrade` builds the swapper's int8 copy for an installed pipeline that wants one
-  (`vcamd.inference.precision`), on an `int8-build` thread: it waits for calibration faces (the source photo,
-  faces the camera shows), builds and checks the copy in a child process at a lower priority
-  (`python -m vcamd.models.quantize`), loads the copy's session, and hands it to the loop, which switches
-  the swapper over between two frames. The float model serves all along; nothing is reset, so the
-  faces on screen stay swapped (or held) across the switch. A copy that fails the check leaves the
+* `Int8Upgrade` builds the int8 copies an installed pipeline wants (the swapper's, the enhancer's, the
+  parser's: `vcamd.inference.precision`), on an `int8-build` thread: it waits for calibration faces (the source
+  photo, faces the camera shows), builds and checks each copy in turn in a child process at a lower
+  priority (`python -m vcamd.models.quantize`), loads the copy's session, and hands it to the loop, which
+  switches that model over between two frames. The float model serves all along; nothing is reset, so
+  the faces on screen stay swapped (or held) across the switch. A copy that fails the check leaves the
   float model, and the reason in status.
 """
 
@@ -188,15 +188,15 @@ def prime_colour_tables() -> None:
 
 
 def warm_rest_after_first_swap(results: NewestSlot[Any], warm_rest: Callable[[], None], *, current: Callable[[], bool],
-                               cap_s: float | None = REST_WARM_UP_CAP_S) -> threading.Thread:
-    """Run `warm_rest` (the lower rungs' detector shapes) on a `detector-warm-up` thread once the swap
-    worker's `results` has a result newer than now — the pipeline's first swap has landed — or after
-    `cap_s`; not when the pipeline is no longer `current` by then. A failure is left to the detections
-    that use the shape (where it is counted)."""
+                               cap_s: float | None = REST_WARM_UP_CAP_S, shown: threading.Event | None = None) -> threading.Thread:
+    """`warm_rest` (the lower rungs' detector shapes) on a `detector-warm-up` thread once `results` has a newer result and `shown`
+    (`startframes.Startup.shown`) is set, each wait ≤ `cap_s`; not when no longer `current` (a failure: left to the detections)."""
     seen = results.latest()[1]
 
     def run() -> None:
         results.wait_newer(seen, cap_s)
+        if shown is not None:
+            shown.wait(cap_s)
         if not current():
             return
         try:
@@ -220,10 +220,10 @@ class Loaded:
     warm_rest: Callable[[], None] = lambda: None
     """Builds the detector's shapes the warm-up left for later (`warm_up_pairs`' "rest")."""
 
-    def warm_rest_after_first_swap(self, results: NewestSlot[Any], *, current: Callable[[], bool]) -> threading.Thread:
-        """`warm_rest` once the pipeline's first swap has landed (`warm_rest_after_first_swap`), for the
-        loop that installed it."""
-        return warm_rest_after_first_swap(results, self.warm_rest, current=current)
+    def warm_rest_after_first_swap(self, results: NewestSlot[Any], *, current: Callable[[], bool],
+                                   shown: threading.Event | None = None) -> threading.Thread:
+        """`warm_rest` once the first swap landed and was shown (`warm_rest_after_first_swap`), for the loop that installed it."""
+        return warm_rest_after_first_swap(results, self.warm_rest, current=current, shown=shown)
 
 
 class PipelineBuild:
@@ -309,8 +309,8 @@ class FaceLoader:
 
 @dataclass(frozen=True)
 class Int8Request:
-    """What `Int8Upgrade` builds: the model file, the recogniser that checks it, the calibration
-    faces, and the settings the copy is built for."""
+    """What `Int8Upgrade` builds: the model file and its role, the recogniser that checks it, the
+    calibration faces, and the settings the copy is built for."""
 
     model: Path
     recognizer: Path
@@ -318,6 +318,7 @@ class Int8Request:
     providers: list[str]
     threads: int
     reduce_range: bool
+    role: str = "swapper"
 
 
 @dataclass(frozen=True)
@@ -340,7 +341,7 @@ def build_in_child(request: Int8Request, stop: threading.Event) -> Int8Built:
     from vcamd.models.quantize import Job
 
     with tempfile.TemporaryDirectory(prefix="vcamd-int8-job-") as tmp:
-        Job(request.model, request.recognizer, request.providers, request.threads, request.reduce_range).write(Path(tmp), request.faces)
+        Job(request.model, request.recognizer, request.providers, request.threads, request.reduce_range, request.role).write(Path(tmp), request.faces)
         child = subprocess.Popen([sys.executable, "-m", "vcamd.models.quantize", tmp], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
         threading.Thread(target=_kill_on_stop, args=(child, stop), name="int8-build-stop", daemon=True).start()
@@ -364,7 +365,7 @@ def _kill_on_stop(child: subprocess.Popen[str], stop: threading.Event) -> None:
 
 
 class Int8Upgrade:
-    """Builds the running swapper's int8 copy in the background and switches the swapper to it on
+    """Builds the running pipeline's int8 copies in the background and switches each model to its copy on
     the loop (`module doc`). One build at a time: a newer pipeline's request makes an older
     build's result stale (it is still kept in the cache for the next start)."""
 
@@ -383,61 +384,66 @@ class Int8Upgrade:
         """Each precision change, as the stats JSON shows it (the loop's thread)."""
 
     def start(self, faces: Any, cfg: Config) -> None:
-        """For a pipeline just installed (the loop's thread): build its swapper's copy when its
-        precision says one is wanted (`Choice.build`). Never waits."""
+        """For a pipeline just installed (the loop's thread): build each copy its `precisions` want (`Choice.build`). Never waits."""
         self._generation += 1
-        choice: Choice | None = getattr(faces, "precision", None)
-        if choice is None or not choice.build:
+        choices: dict[str, Choice] = getattr(faces, "precisions", None) or {}
+        models = {role: getattr(faces, role).path for role, choice in choices.items() if choice.build and getattr(faces, role, None)}
+        if not models:
             return
         from vcamd.faces.calibration import CALIBRATION_FACES, SeenFaces
         from vcamd.inference.precision import int8_units, needs_reduced_range
 
         seen = faces.seen = SeenFaces()
         generation, stop = self._generation, self._stop
-        request = {"model": faces.swapper.path, "recognizer": faces.recognizer.path, "providers": list(cfg.models.providers),
-                   "threads": cfg.models.threads, "reduce_range": needs_reduced_range(int8_units())}
-        log.info("%s: building its int8 copy in the background (the float model serves meanwhile)", faces.swapper.path.name)
+        settings = {"recognizer": faces.recognizer.path, "providers": list(cfg.models.providers), "threads": cfg.models.threads,
+                    "reduce_range": needs_reduced_range(int8_units())}
+        log.info("%s: building int8 copies in the background (the float models serve meanwhile)", ", ".join(p.name for p in models.values()))
 
         def build() -> None:
-            try:
-                crops = seen.wait(CALIBRATION_FACES - 1, self._seen_wait_s, stop)
-                while faces.source is None and not stop.wait(1.0):  # calibrated on the source face: wait for one
-                    pass
-                if stop.is_set():
-                    return
-                builder = self._builder or build_in_child
-                built = builder(Int8Request(faces=faces.calibration_faces(crops), **request), stop)
-                session = faces.sessions.copy_session(faces.swapper.path, built.copy, background=True) if built.copy else None
-            except Exception as exc:  # the float model serves on; said in status
+            crops = seen.wait(CALIBRATION_FACES - 1, self._seen_wait_s, stop)
+            while faces.source is None and not stop.wait(1.0):  # calibrated on the source face: wait for one
+                pass
+            for role, model in models.items():  # the swapper first (`precisions`' order)
                 if not stop.is_set():
-                    if not isinstance(exc, VcamdError):
-                        log.exception("int8 build failed")
-                    why = f"its int8 copy could not be built ({exc}): the float model serves"
-                    self._tell(lambda: self._stays_float(generation, faces, why), "int8")
-                return
-            if session is None:
-                why = f"its int8 copy failed the fidelity check ({built.verdict.summary}): float stays"
-                self._tell(lambda: self._stays_float(generation, faces, why, built.verdict), "int8")
-            else:
-                assert built.copy is not None
-                upgraded = faces.precision.now_int8(built.copy, built.verdict)
-                self._tell(lambda: self._install(generation, faces, session, upgraded), "int8")
+                    self._build(generation, faces, role, model, settings, crops, stop)
 
         threading.Thread(target=build, name="int8-build", daemon=True).start()
 
-    def _install(self, generation: int, faces: Any, session: Any, precision: Choice) -> None:
+    def _build(self, generation: int, faces: Any, role: str, model: Path, settings: dict[str, Any], crops: list[Frame], stop: Any) -> None:
+        """One model's copy: built, checked, its session loaded and handed to the loop (or why it stays float)."""
+        try:
+            from vcamd.models.int8roles import calibration_crop
+            request = Int8Request(model, faces=faces.calibration_faces(crops, calibration_crop(role, model)), role=role, **settings)
+            built = (self._builder or build_in_child)(request, stop)
+            session = faces.sessions.copy_session(model, built.copy, background=True) if built.copy else None
+        except Exception as exc:  # the float model serves on; said in status
+            if not stop.is_set():
+                if not isinstance(exc, VcamdError):
+                    log.exception("int8 build failed")
+                why = f"its int8 copy could not be built ({exc}): the float model serves"
+                self._tell(lambda: self._stays_float(generation, faces, role, why), "int8")
+            return
+        if session is None:
+            why = f"its int8 copy failed the fidelity check ({built.verdict.summary}): float stays"
+            self._tell(lambda: self._stays_float(generation, faces, role, why, built.verdict), "int8")
+        else:
+            assert built.copy is not None
+            upgraded = faces.precisions[role].now_int8(built.copy, built.verdict)
+            self._tell(lambda: self._install(generation, faces, session, upgraded, role), "int8")
+
+    def _install(self, generation: int, faces: Any, session: Any, precision: Choice, role: str) -> None:
         if generation != self._generation:
             return  # another pipeline runs now (its own start decided its precision)
-        faces.use_int8(session, precision)
-        self.changes.append({"model": "swapper", "to": "int8", "after_ms": round(self._since_start() * 1000.0)})
-        log.info("swapper: now on its int8 copy (%s)", precision.why)
+        faces.use_int8(session, precision, role)
+        self.changes.append({"model": role, "to": "int8", "after_ms": round(self._since_start() * 1000.0)})
+        log.info("%s: now on its int8 copy (%s)", role, precision.why)
 
-    def _stays_float(self, generation: int, faces: Any, why: str, verdict: Verdict | None = None) -> None:
+    def _stays_float(self, generation: int, faces: Any, role: str, why: str, verdict: Verdict | None = None) -> None:
         faces.seen = None
         if generation != self._generation:
             return
-        faces.precision = faces.precision.stays_float(why, verdict)
-        log.warning("swapper: %s", why)
+        faces.precisions[role] = faces.precisions[role].stays_float(why, verdict)
+        log.warning("%s: %s", role, why)
 
     def stop(self) -> None:
         """The daemon stops: a build in progress is ended (its child killed)."""

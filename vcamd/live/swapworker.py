@@ -29,6 +29,9 @@ Clock = Callable[[], float]
 FLAT_CROP_STD = 2.0
 """A swapped crop whose pixel spread is below this is not a face (a NaN output, an empty tensor)."""
 
+FIRST_SHOWN_WAIT_S = 0.1
+"""After the first swap of a start, the longest the next one waits for it to be shown (`SwapWorker.first_shown`)."""
+
 
 class Swapping(Protocol):
     """The part of the face engine the worker uses (and, where it has them, its `core_split`:
@@ -76,6 +79,11 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
         self.errors = 0
         self.cores = SwapperCores(clock)
         """The worker's own cores: off the loop's while the machine is quiet (`vcamd.inference.cores`)."""
+        self.first_shown: threading.Event | None = None
+        """Set by the loop once the first swapped face went out (`startframes.Startup.shown`). The job
+        after the first result waits for it (at most FIRST_SHOWN_WAIT_S, once): the frame that shows
+        the first swap is located and composed while the cores are not the next swap's."""
+        self._waited_for_first = False
 
     def latest(self) -> tuple[SwapResult | None, bool]:
         """The newest successful result, and whether the model failed after it."""
@@ -102,6 +110,10 @@ class SwapWorker(NewestWorker[SwapJob, SwapResult]):
             return now - self._job_started > 4.0 * (self._usual_s or 0.0)
 
     def _work(self, job: SwapJob) -> SwapResult | None:
+        first = self.first_shown
+        if first is not None and not self._waited_for_first and self.results.latest()[0] is not None:
+            self._waited_for_first = True
+            first.wait(FIRST_SHOWN_WAIT_S)
         split: CoreSplit | None = getattr(self.faces, "core_split", None)  # None: a pipeline that runs anywhere
         precision = getattr(getattr(self.faces, "precision", None), "runs", "float")  # `FaceEngine.precision`
         self.cores.follow(split, first=self.results.latest()[0] is None, precision=precision)

@@ -1,6 +1,6 @@
 """The face engine for a config: its model files resolved (`vcamd.modelstore`), its sessions made,
-the precision the swapper runs at decided (`vcamd.inference.precision`: its checked int8 copy, where one is
-kept and wanted and the swapper runs here), then the engine built (`vcamd.faces.engine`) — the one
+the precision each of the swapper, the enhancer and the parser runs at decided (`vcamd.inference.precision`:
+its checked int8 copy, where one is kept and wanted and the model runs here), then the engine built (`vcamd.faces.engine`) — the one
 place the floors meet, so `faces/` opens files and never looks them up. `vcamd run` (through
 `live.loading`) and `vcamd swap` build their engines here.
 
@@ -89,27 +89,35 @@ def local_sessions(sessions: Any) -> Any:
 def build_face_engine(cfg: Config, sessions: Sessions | None = None, *,
                       warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
     """`FaceEngine.from_config` with the model files `cfg` names, on `make_sessions`' sessions; the
-    swapper on its checked int8 copy where `[models] precision` and the machine say so (found
-    without hashing the model) — only where ONNX Runtime runs it here: a served swapper stays as served."""
+    swapper, the enhancer and the parser each on its checked int8 copy where `[models] precision` and
+    the machine say so (found without hashing the model) — only where ONNX Runtime runs it here: a
+    served model stays as served."""
     from vcamd.faces.engine import FaceEngine
-    from vcamd.inference.precision import swapper_choice
+    from vcamd.inference.precision import INT8_ROLES, role_choice
 
     files = model_files(cfg)
     made = make_sessions(cfg, files, sessions)
     local = local_sessions(made)
-    swapper = files.paths["swapper"]
-    precision = swapper_choice(cfg.models.precision, swapper, local.providers, server=cfg.models.server)
-    if precision.copy is not None:
-        local.run_copy(swapper, precision.copy)
+    from vcamd.remote.sessions import served_roles
+
+    served = served_roles(cfg)
+    models = {role: files.paths[role] for role in INT8_ROLES if role in files.paths}
+    precisions = {role: role_choice(role, cfg.models.precision, path, local.providers, server=cfg.models.server if role in served else "")
+                  for role, path in models.items()}
+    for role, choice in precisions.items():
+        if choice.copy is not None:
+            local.run_copy(models[role], choice.copy)
     engine = FaceEngine.from_config(cfg, files, made, warm_up=warm_up)
-    if precision.copy is not None and not local.runs_copy(swapper):  # the kept copy did not load (logged)
-        precision = precision.stays_float("its kept int8 copy does not load (see the log): the float model serves")
-    if precision.build:
+    for role, choice in precisions.items():
+        if choice.copy is not None and not local.runs_copy(models[role]):  # the kept copy did not load (logged)
+            precisions[role] = choice.stays_float("its kept int8 copy does not load (see the log): the float model serves")
+    swapper = precisions["swapper"]
+    if swapper.build:
         from vcamd.inference.precision import family_has_int8, no_int8_for
 
         if not family_has_int8(family := engine.swapper.spec.family):  # `vcamd.models.quantize` builds none for it
-            precision = precision.stays_float(no_int8_for(family))
-    engine.precision = precision
+            precisions["swapper"] = swapper.stays_float(no_int8_for(family))
+    engine.precisions = precisions
     if made is not local:
         engine.remote = made
     return engine

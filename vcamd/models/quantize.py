@@ -1,13 +1,14 @@
-"""The swapper's int8 copy: built from the user's own weights with ONNX Runtime's quantiser,
-calibrated on real aligned faces, checked against the float model (`vcamd.inference.fidelity`), kept
-(`vcamd.inference.int8cache`).
+"""Int8 copies of the user's models (the swapper, the enhancer, the face parser: `vcamd.models.int8roles`):
+built from the user's own weights with ONNX Runtime's quantiser, calibrated on real aligned faces,
+checked against the float model (`vcamd.inference.fidelity`), kept (`vcamd.inference.int8cache`).
 
 How (`onnxruntime.quantization.quantize_static`): static quantisation in the QDQ format, u8
 activations and s8 weights per output channel (7-bit weights on an x86 CPU without VNNI: ONNX
-Runtime's own guidance), the Conv, MatMul and Gemm nodes — where the swapper's time goes (92 % of
-the int8 copy's time is its QLinearConv: docs/performance.md, "int8 on the CPU"). Calibrated with
-each tensor's min/max over the calibration faces: the source photo's face and faces the camera
-saw (`vcamd.faces.calibration`), each swapped to the source identity — what the live swap feeds the model.
+Runtime's own guidance), the Conv, MatMul and Gemm nodes — where the time goes (92 % of the
+swapper's int8 copy's time is its QLinearConv: docs/performance.md, "int8 on the CPU"). Calibrated
+with each tensor's min/max over the calibration faces: the source photo's face and faces the camera
+saw (`vcamd.faces.calibration`), each fed to the model the way the live path feeds it (the swapper:
+swapped to the source identity; the enhancer and the parser: aligned to their crop).
 
 `RECIPES` are tried in order until one passes the check: every such node in int8 (fastest), then
 the same with the first and last convolution kept in float (the image in and the image out, the
@@ -25,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,16 +37,13 @@ import numpy as np
 
 from vcamd.common.errors import ModelError
 from vcamd.common.stopping import held_off
-from vcamd.common.wayout import ways_out
 from vcamd.faces.calibration import CalibrationFaces
-from vcamd.inference.fidelity import FidelityReport, compare
 from vcamd.inference.int8recipes import OP_TYPES, RECIPES, Recipe, build_key, onnxruntime_version
-from vcamd.inference.precision import family_has_int8, no_int8_for
+from vcamd.models.int8roles import Report, RoleCheck, check_for
 
 if TYPE_CHECKING:
-    from vcamd.common.types import Frame
-    from vcamd.faces.specs import SwapperSpec
     from vcamd.inference.int8cache import Entry, Kept
+    from vcamd.inference.runtime import Sessions
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +56,7 @@ BUILD_NICE = 10
 @dataclass(frozen=True)
 class Attempt:
     recipe: Recipe
-    report: FidelityReport
+    report: Report
     float_ms: float
     """Median ms of one face through the float model (the check's own runs)."""
     int8_ms: float
@@ -87,26 +84,29 @@ class Built:
         return self.kept.verdict.passed
 
 
-def build_checked(model: Path, recognizer: Path, faces: CalibrationFaces, *, providers: Sequence[str] = ("cpu",), threads: int = 0,
-                  reduce_range: bool = False, say: Callable[[str], None] = log.info) -> Built:
-    """Build, check and keep `model`'s int8 copy (or its failed verdict), unless already kept; one
-    build per model file at a time across processes. Raises ModelError when the model or the
+def build_checked(model: Path, recognizer: Path, faces: CalibrationFaces, *, role: str = "swapper", providers: Sequence[str] = ("cpu",),
+                  threads: int = 0, reduce_range: bool = False, say: Callable[[str], None] = log.info) -> Built:
+    """Build, check and keep the int8 copy of `model`, a `role` model (`vcamd.models.int8roles`; its
+    calibration `faces` aligned to `int8roles.calibration_crop`), or its failed verdict, unless already
+    kept; one build per model file at a time across processes. Raises ModelError when the model or the
     recogniser cannot be run (nothing is kept then)."""
     from vcamd.inference import int8cache
+    from vcamd.inference.modelhashes import sha256_of
 
     started = time.monotonic()
     model = Path(model).expanduser().resolve()
-    sha = int8cache.sha256_of(model)
-    entry = int8cache.Entry(sha, build_key(reduce_range))
+    sha = sha256_of(model)
+    entry = int8cache.Entry(sha, build_key(reduce_range, role))
     with int8cache.build_lock(sha):
         kept = int8cache.read(entry)
         if kept is not None:
             return Built(kept, seconds=time.monotonic() - started)
         with _quiet_quantiser():
-            attempts = _attempts(model, recognizer, faces, entry, providers=list(providers), threads=threads, reduce_range=reduce_range, say=say)
+            attempts = _attempts(model, check_for(role, model, recognizer, faces, list(providers), threads), entry,
+                                 providers=list(providers), threads=threads, reduce_range=reduce_range, say=say)
         passed = next((a for a in attempts if a.report.passed), None)
         shown = passed or attempts[-1]
-        details = {"model": str(model), "recipe": asdict(shown.recipe), "attempts": [a.to_json() for a in attempts],
+        details = {"model": str(model), "role": role, "recipe": asdict(shown.recipe), "attempts": [a.to_json() for a in attempts],
                    "calibration_faces": len(faces.crops), "onnxruntime": onnxruntime_version(), "reduce_range": reduce_range}
         summary = shown.report.summary() + (f"; {shown.speedup:.1f}× faster" if passed else "")
         kept = int8cache.record(entry, passed is not None, summary, details, _built_path(entry) if passed else None)
@@ -117,15 +117,15 @@ def _built_path(entry: Entry) -> Path:
     return entry.model.with_name(f".{entry.model.name}.passed")
 
 
-def _attempts(model: Path, recognizer: Path, faces: CalibrationFaces, entry: Any, *, providers: list[str], threads: int,
-              reduce_range: bool, say: Callable[[str], None]) -> list[Attempt]:
+def _attempts(model: Path, check: RoleCheck, entry: Any, *, providers: list[str], threads: int, reduce_range: bool,
+              say: Callable[[str], None]) -> list[Attempt]:
     """Each recipe in turn until one passes; the passing copy is left at `_built_path(entry)`."""
     import os
 
     from vcamd.files.private_files import private_temporary
+    from vcamd.inference.runtime import Sessions
 
-    spec = swapper_spec(model)
-    float_crops, float_ms, latent, embed = _float_side(model, recognizer, faces, spec, providers, threads)
+    floats, float_ms = check.outputs(Sessions(providers, threads))
     say(f"float model: {float_ms:.0f} ms a face")
     attempts: list[Attempt] = []
     with _float32_source(model) as (source, convs):
@@ -136,9 +136,9 @@ def _attempts(model: Path, recognizer: Path, faces: CalibrationFaces, entry: Any
                 with held_off():  # a stop (SIGTERM) comes once `built` names the file to remove
                     built = private_temporary(entry.model, "building")
                 excluded = [convs[0], convs[-1]] if recipe.keep_ends_float and convs else []
-                _quantize(source, built, spec, faces.crops, latent, excluded, reduce_range)
-                int8_crops, int8_ms = _swaps(model, built, faces.crops, latent, providers, threads)
-                report = compare(float_crops, int8_crops, embed, faces.source)
+                quantize_copy(source, built, check.feeds(), excluded=excluded, reduce_range=reduce_range)
+                int8s, int8_ms = check.outputs(_copy_sessions(model, built, providers, threads))
+                report = check.compare(floats, int8s)
             except BaseException:
                 if built is not None:
                     built.unlink(missing_ok=True)
@@ -153,65 +153,16 @@ def _attempts(model: Path, recognizer: Path, faces: CalibrationFaces, entry: Any
     return attempts
 
 
-def swapper_spec(model: Path) -> SwapperSpec:
-    from vcamd.faces.specs import swapper_spec_for
-    from vcamd.inference.onnxwire import WireError, signature
-
-    try:
-        inputs, _ = signature(model)
-    except (OSError, WireError) as exc:
-        raise ModelError(f"{model.name} is not a readable ONNX model ({exc})", fix=ways_out(pull_note=" to download it again")) from None
-    spec = swapper_spec_for(inputs)
-    if spec is None:
-        raise ModelError(f"{model.name} is not a face swapper vcamd knows; only the swapper has an int8 copy",
-                         fix="name the swapper (or leave MODEL out: the [models] swapper)")
-    if not family_has_int8(spec.family):
-        raise ModelError(f"{model.name}: {no_int8_for(spec.family)}", fix="leave [models] precision at \"auto\" or \"float\" for this swapper")
-    return spec
-
-
-def _float_side(model: Path, recognizer: Path, faces: CalibrationFaces, spec: SwapperSpec, providers: list[str],
-                threads: int) -> tuple[list[Frame], float, np.ndarray, Callable[[Frame], np.ndarray]]:
-    """The float model's swaps of every face (and its ms a face), the latent, and the user's
-    recogniser as a function of a swapped crop."""
-    from vcamd.faces.align import similarity_transform, template_points, warp
-    from vcamd.faces.identity import Recognizer
-    from vcamd.faces.swap import Swapper
-    from vcamd.inference.runtime import Sessions
-
-    swapper = Swapper(model, Sessions(providers, threads))
-    latent = swapper.latent(faces.source)
-    crops, ms = _timed_swaps(swapper, faces.crops, latent)
-    reader = Recognizer(recognizer, Sessions(providers, threads))
-    size = reader.crop.size
-    to_recogniser = similarity_transform(template_points(spec.crop.size, spec.crop.template), template_points(size, reader.crop.template))
-
-    def embed(crop: Frame) -> np.ndarray:
-        return reader.embed_crop(warp(crop, to_recogniser, size))
-
-    return crops, ms, latent, embed
-
-
-def _swaps(model: Path, copy: Path, crops: list[Frame], latent: np.ndarray, providers: list[str], threads: int) -> tuple[list[Frame], float]:
-    from vcamd.faces.swap import Swapper
+def _copy_sessions(model: Path, copy: Path, providers: list[str], threads: int) -> Sessions:
+    """Sessions whose `model` runs `copy`; ModelError when the copy does not load."""
     from vcamd.inference.runtime import Sessions
 
     sessions = Sessions(providers, threads)
     sessions.run_copy(model, copy)
-    swapper = Swapper(model, sessions)
+    sessions.get(model, background=True)
     if not sessions.runs_copy(model):
         raise ModelError(f"the int8 copy of {model.name} does not load", fix="see the log; the float model serves")
-    return _timed_swaps(swapper, crops, latent)
-
-
-def _timed_swaps(swapper: Any, crops: list[Frame], latent: np.ndarray) -> tuple[list[Frame], float]:
-    """Each crop swapped alone (as live); the median ms a face, the first (allocating) run left out."""
-    out, times = [], []
-    for crop in crops:
-        t0 = time.perf_counter()
-        out.append(swapper.swap([crop], latent)[0])
-        times.append((time.perf_counter() - t0) * 1000.0)
-    return out, statistics.median(times[1:] or times)
+    return sessions
 
 
 @contextlib.contextmanager
@@ -257,14 +208,6 @@ def _float32_source(model: Path) -> Iterator[tuple[Path, list[str]]]:
         onnx.save_model(proto, str(path))
         del proto, graph
         yield path, convs
-
-
-def _quantize(source: Path, out: Path, spec: SwapperSpec, crops: list[Frame], latent: np.ndarray, excluded: list[str],
-              reduce_range: bool) -> None:
-    """`quantize_copy` of the swapper, calibrated on the crops swapped to `latent`."""
-    row = np.asarray(latent, np.float32).reshape(1, -1)
-    quantize_copy(source, out, ({spec.target_input: spec.crop.to_blob([crop]), spec.source_input: row} for crop in crops),
-                  excluded=excluded, reduce_range=reduce_range)
 
 
 def quantize_copy(source: Path, out: Path, feeds: Iterable[dict[str, np.ndarray]], *, excluded: Sequence[str] = (),
@@ -318,16 +261,19 @@ class Job:
     providers: list[str]
     threads: int
     reduce_range: bool
+    role: str = "swapper"
 
     def write(self, folder: Path, faces: CalibrationFaces) -> None:
         (folder / "job.json").write_text(json.dumps({"model": str(self.model), "recognizer": str(self.recognizer), "providers": self.providers,
-                                                     "threads": self.threads, "reduce_range": self.reduce_range}), encoding="utf-8")
+                                                     "threads": self.threads, "reduce_range": self.reduce_range, "role": self.role}),
+                                         encoding="utf-8")
         faces.save(folder / "faces.npz")
 
     @classmethod
     def read(cls, folder: Path) -> tuple[Job, CalibrationFaces]:
         data = json.loads((folder / "job.json").read_text(encoding="utf-8"))
-        job = cls(Path(data["model"]), Path(data["recognizer"]), list(data["providers"]), int(data["threads"]), bool(data["reduce_range"]))
+        job = cls(Path(data["model"]), Path(data["recognizer"]), list(data["providers"]), int(data["threads"]), bool(data["reduce_range"]),
+                  str(data.get("role", "swapper")))
         return job, CalibrationFaces.load(folder / "faces.npz")
 
 
@@ -343,7 +289,8 @@ def main(argv: list[str]) -> int:
         os.nice(BUILD_NICE)
     try:
         job, faces = Job.read(Path(argv[0]))
-        built = build_checked(job.model, job.recognizer, faces, providers=job.providers, threads=job.threads, reduce_range=job.reduce_range)
+        built = build_checked(job.model, job.recognizer, faces, role=job.role, providers=job.providers, threads=job.threads,
+                              reduce_range=job.reduce_range)
     except VcamdError as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -36,6 +36,7 @@ class FrameCounts(TypedDict):
     off: int
     offline: int  # the offline card: the camera lost (no frame for stall_timeout_s)
     starting: int  # the "Camera starting…" card, before the camera's first frame (a healthy start, not offline)
+    again: int  # a covered frame of the start processed again once its wait was over (`live.startframes`): published twice
 
 
 class FaceCounts(TypedDict):

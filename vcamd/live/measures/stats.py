@@ -175,6 +175,7 @@ class LiveStats:
         self._cpu_start = time.process_time()
         self.outcomes: Counter[Outcome] = Counter()
         self.processed = 0
+        self.again = 0  # kept frames of the start processed again (`live.startframes`); not in `processed`
         self.published = 0
         self.latency_ms = SampleRing()
         self.swap_age_ms = SampleRing()
@@ -232,7 +233,7 @@ class LiveStats:
         return FrameCounts(captured=captured, processed=self.processed, published=self.published, dropped=dropped,
                            swapped=o[Outcome.swapped], held=o[Outcome.held], blurred=o[Outcome.blurred],
                            passthrough=o[Outcome.passthrough], off=o[Outcome.off], offline=o[Outcome.offline],
-                           starting=o[Outcome.starting])
+                           starting=o[Outcome.starting], again=self.again)
 
     def live_numbers(self, *, captured: int, dropped: int, misses: Misses) -> LiveNumbers:
         """The numbers `status()` shows (and the control page charts)."""

@@ -18,6 +18,12 @@ periodic full detection:
   corner on the detector's coarsest anchor grid: a face inside is seen by the same anchors at the
   same pixels as in the whole frame, only less of the frame is looked at. No changed cell:
   nothing new can be there, no run at all;
+* changed cells that only show what the last whole look saw, moved (`SeenPicture.cells`: one shift of
+  the picture explains them — a camera pan, a still picture sliding, the whole scene swaying)
+  hold nothing that look did not see: only the rest (new content entering at an edge, anything
+  that changed otherwise) is looked at; none left, no run. Not refreshed: they keep being
+  compared with that look until the next whole one (the faces the look found move on screen as
+  the tracker follows them; one it lost sends the next look to the whole frame anyway);
 * the whole frame whenever the map cannot vouch for the rest: the first look, after a reset (new
   detector, camera, frame size), at another detection size, after a failed run, when the
   rectangle would be most of the frame anyway — and at least every WHOLE_EVERY-th look, however
@@ -58,6 +64,13 @@ WHOLE_SHARE = 0.6
 
 WHOLE_EVERY = 3
 """At least every this many looks, the whole frame (1 s at 30 fps with full_every = 10)."""
+
+NUDGES = ((0.0, 0.0), (0.25, 0.0), (-0.25, 0.0), (0.0, 0.25), (0.0, -0.25))
+"""The shift tried, and a quarter pixel either way in x and in y: a cell matched by any of them is the
+picture moved (a cell's mean is no change from the picture shifted by its own sub-pixel amount)."""
+
+MOVED_RESPONSE = 0.2
+"""A phase correlation peak under this is no single shift of the picture (none is tried)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +124,11 @@ class ChangeMap:
         """Forget what was seen (a new detector, a new camera): the next look is the whole frame."""
         self._thumb: np.ndarray | None = None
         self._seen_as: tuple[tuple[int, int], float] | None = None  # (downscaled size, scale) of the thumbnail
+        self._whole_seen: SeenPicture | None = None  # the downscaled frame the last whole look ran on
         self._since_whole = 0
         self.wanted: tuple[int, int] | None = None
         """The detector input shape the last answer wanted but found not `ready` (to be built)."""
-        self.looks = {"whole": 0, "region": 0, "none": 0}
+        self.looks = {"whole": 0, "region": 0, "moved": 0, "none": 0}
         """How often each answer was given (stats, tests)."""
 
     def where_to_look(self, small: Frame, scale: float,
@@ -130,18 +144,24 @@ class ChangeMap:
         old = self._thumb
         seen_as = (small.shape[:2], scale)  # another frame size or detection size: not comparable
         if whole or old is None or self._seen_as != seen_as or self._since_whole + 1 >= WHOLE_EVERY:
-            return self._looked_whole(thumb, seen_as)
-        changed = np.abs(thumb - old).max(axis=2) > CHANGE_LIMIT
+            return self._looked_whole(small, thumb, seen_as)
+        changed = largest_change(thumb, old) > CHANGE_LIMIT
         if not changed.any():
             self.looks["none"] += 1
             self._since_whole += 1
             return None
+        if self._whole_seen is not None:
+            changed &= ~self._whole_seen.cells(small, thumb, changed)[0]
+            if not changed.any():
+                self.looks["moved"] += 1
+                self._since_whole += 1
+                return None
         region = changed_region(small.shape[:2], changed, scale)
         if region is None:
-            return self._looked_whole(thumb, seen_as)
+            return self._looked_whole(small, thumb, seen_as)
         if not ready(region.shape):
             self.wanted = region.shape
-            return self._looked_whole(thumb, seen_as)
+            return self._looked_whole(small, thumb, seen_as)
         x0, y0, x1, y1 = cells_inside(region, small.shape[:2], thumb.shape[:2])
         old[y0:y1, x0:x1] = thumb[y0:y1, x0:x1]
         self._since_whole += 1
@@ -150,10 +170,10 @@ class ChangeMap:
 
     def failed(self) -> None:
         """The last look's detection failed: what it covered was not really seen."""
-        self._thumb = None
+        self._thumb = self._whole_seen = None
 
-    def _looked_whole(self, thumb: np.ndarray, seen_as: tuple[tuple[int, int], float]) -> Look:
-        self._thumb, self._seen_as, self._since_whole = thumb, seen_as, 0
+    def _looked_whole(self, small: Frame, thumb: np.ndarray, seen_as: tuple[tuple[int, int], float]) -> Look:
+        self._thumb, self._seen_as, self._since_whole, self._whole_seen = thumb, seen_as, 0, SeenPicture(small)
         self.looks["whole"] += 1
         return WHOLE
 
@@ -189,6 +209,16 @@ def thumbnail(frame: Frame) -> np.ndarray:
     cell = max(1, round(max(h, w) / THUMB_CELLS))
     small = cv2.resize(frame, (max(1, round(w / cell)), max(1, round(h / cell))), interpolation=cv2.INTER_AREA)
     return (small if small.ndim == 3 else small[:, :, None]).astype(np.float32)
+
+
+def largest_change(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per cell of two (rows, cols, channels) float32 cell-mean images: the largest difference in
+    any channel. (numpy's max over a last axis of 3 is ~15× slower than this, 0.15 ms a thumbnail.)"""
+    diff = np.abs(a - b)
+    largest: np.ndarray = diff[:, :, 0]
+    for channel in range(1, diff.shape[2]):
+        largest = np.maximum(largest, diff[:, :, channel])
+    return largest
 
 
 def cells_inside(region: Region, small_hw: tuple[int, int], thumb_hw: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -270,3 +300,48 @@ class RegionImage:
         box = ((x1 + r.x0) * k, (y1 + r.y0) * k, (x2 + r.x0) * k, (y2 + r.y0) * k)
         kps = ((face.kps + np.array([r.x0, r.y0], np.float32)) * np.float32(k)).astype(np.float32)
         return Face(box=box, score=face.score, kps=kps)
+
+
+class SeenPicture:
+    """A picture a look saw, kept to tell which cells of a later frame show it moved (`cells`)."""
+
+    def __init__(self, seen: Frame) -> None:
+        self.seen = seen
+        self._grey = _grey(seen)
+        self._window = cv2.createHanningWindow(self._grey.shape[::-1], cv2.CV_32F)
+
+    def cells(self, now: Frame, means: np.ndarray, changed: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
+        """Which cells of `now` (same size; `means`: its cell means, float32, the grid's shape)
+        show this picture moved: one shift for the whole picture (the strongest peak of their phase
+        correlation), the picture shifted by it, and per cell whether `now` is no change from it by
+        the map's own rule — no cell mean apart by more than CHANGE_LIMIT in any channel (a
+        sub-pixel error in the shift moves an edge's pixels, hardly a cell's mean). A cell whose
+        pixels come from outside the picture (entering at an edge) is new content: never matched.
+        `changed`: the cells asked about (the others' answers are not looked for). Returns (the
+        mask, the shift (dx, dy) in these images' pixels: now(x) ≈ seen(x − d)); nothing matched
+        when the peak is faint (MOVED_RESPONSE) or the sizes differ."""
+        th, tw = changed.shape
+        matched = np.zeros((th, tw), bool)
+        if now.shape != self.seen.shape:
+            return matched, (0.0, 0.0)
+        h, w = now.shape[:2]
+        (dx, dy), response = cv2.phaseCorrelate(self._grey, _grey(now), self._window)
+        if response < MOVED_RESPONSE:
+            return matched, (0.0, 0.0)
+        # Every pixel of a cell, shifted back, must come from inside the picture (pixel i from i − d;
+        # within half a pixel of its edge: the estimate's sub-pixel error, what BORDER_REPLICATE fills in).
+        xs, ys = np.arange(tw + 1) * w / tw - dx, np.arange(th + 1) * h / th - dy
+        inside = ((ys[:-1] >= -0.5) & (ys[1:] <= h + 0.5))[:, None] & ((xs[:-1] >= -0.5) & (xs[1:] <= w + 0.5))[None, :]
+        asked = changed & inside
+        for ex, ey in NUDGES:  # the peak's sub-pixel estimate is off by up to ~0.15 px: a strong edge's cells show it
+            move = np.array([[1, 0, dx + ex], [0, 1, dy + ey]], np.float32)
+            shifted = cv2.warpAffine(self.seen, move, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+            matched |= largest_change(means, cv2.resize(shifted, (tw, th), interpolation=cv2.INTER_AREA).reshape(means.shape).astype(np.float32)) <= CHANGE_LIMIT
+            if not (asked & ~matched).any():
+                break
+        return matched & asked, (float(dx), float(dy))
+
+
+def _grey(image: Frame) -> np.ndarray:
+    """What the shift is estimated on: the image in grey, float32."""
+    return (cv2.cvtColor(image, cv2.COLOR_BGR2GRAY) if image.ndim == 3 and image.shape[2] == 3 else image.reshape(image.shape[:2])).astype(np.float32)

@@ -40,7 +40,7 @@ import cv2
 import numpy as np
 
 from vcamd.common.types import Face, Frame, as_frame
-from vcamd.live.tracking.changes import CHANGE_LIMIT, THUMB_CELLS
+from vcamd.live.tracking.changes import CHANGE_LIMIT, THUMB_CELLS, largest_change
 from vcamd.live.tracking.full import FullDetection
 
 FACE_ZONE_SCALE = 1.5
@@ -147,7 +147,7 @@ class UnseenChanges:
         if seen is None or seen.shape != thumb.shape:
             self.tally.record(0.0)
             return []
-        changed = (np.abs(thumb - seen).max(axis=2) > CHANGE_LIMIT).astype(np.uint8)
+        changed = (largest_change(thumb, seen) > CHANGE_LIMIT).astype(np.uint8)
         if not changed.any():
             self.tally.record(0.0)
             return []
@@ -168,7 +168,7 @@ class UnseenChanges:
             boxes.append((math.floor(max(0, cx - MARGIN_CELLS) * w / tw), math.floor(max(0, cy - MARGIN_CELLS) * h / th),
                           math.ceil(min(tw, cx + cw + MARGIN_CELLS) * w / tw), math.ceil(min(th, cy + ch + MARGIN_CELLS) * h / th)))
         if boxes and previous is not None and previous.shape == thumb.shape:
-            moving = np.abs(thumb - previous).max(axis=2) > SETTLED_LIMIT
+            moving = largest_change(thumb, previous) > SETTLED_LIMIT
             self.settled = not (moving & (in_cover == 1)).any()
         self.tally.record(_share(boxes, (h, w)))
         return boxes
