@@ -297,23 +297,31 @@ def child_still(args: argparse.Namespace) -> dict:
         clip = still_clip(read_image(ASSETS / "images" / PHOTOS[row][0], "photo"), settings, tmp, (settings.width, settings.height))
         cfg = scenario_config("groups", settings, tmp, Config(), face_selection="all")
         stats, marks, kept = _vcamd_run(clip, cfg, STILL_FRAMES, None, keep_every=CHECK_EVERY)
-    # The raw check, after the run: the camera's frame as the engine read it.
+    # The raw check, after the run: every picture the camera gave as the engine read it — the clip's
+    # first frames differ from the rest (MJPG's rate control settling; up to 39 levels), so a check
+    # against the first frame alone missed a face shown as the camera showed it in every later frame.
     camera = VideoFileCamera(clip, loop=False)
     camera.open()
-    raw = camera.read()
+    pictures: list = []
+    while (picture := camera.read()) is not None:
+        if not any(np.array_equal(picture, seen) for seen in pictures):
+            pictures.append(picture)
     camera.close()
     detectors, recognizer = load_checkers(ASSETS / "models", threads=2)
-    places = [p for p in placements_in(raw, detectors, recognizer) if p.face.width >= MIN_FACE_PX]
+    placed = [(raw, [p for p in placements_in(raw, detectors, recognizer) if p.face.width >= MIN_FACE_PX]) for raw in pictures]
     raw_frames = recognised_frames = 0
     for frame in kept:
-        unchanged = (cv2.absdiff(frame, raw).max(axis=2) <= 2)
-        shown = [p for p in places if _unchanged_share(unchanged, p.face.box) >= 0.5]
+        shown = []
+        for raw, places in placed:
+            unchanged = (cv2.absdiff(frame, raw).max(axis=2) <= 2)
+            shown += [p for p in places if _unchanged_share(unchanged, p.face.box) >= 0.5]
         raw_frames += bool(shown)
         recognised_frames += any(recognised_as(recognizer.embed(frame, p.face), p.embedding) is not None for p in shown)
+    places = placed[-1][1]
     fps = stats["fps"]
     return marks.per_frame() | {
         "p99_ms": stats["latency_ms"]["p99"], "fps_ratio": round(fps["published"] / fps["source"], 3),
-        "full_share": stats["degradation"]["level_share"].get("full", 0.0), "checked": len(kept), "faces_checked": len(places),
+        "full_share": stats["degradation"]["level_share"].get("full", 0.0), "checked": len(kept), "faces_checked": len(places), "pictures": len(pictures),
         "raw_frames": raw_frames, "recognised_frames": recognised_frames, "stats_faces": stats["faces"],
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v}, "by": stats.get("cpu_ms_per_frame_by"),
         "transitions": [f"{t.get('from')}→{t.get('to')} ({t.get('reason')})" for t in stats["degradation"]["transitions"]],

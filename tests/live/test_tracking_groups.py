@@ -393,3 +393,108 @@ def test_a_look_is_priced_as_long_as_the_last_looks_took_on_this_machine(detecto
         assert tracker.stretch.value < slow
     finally:
         tracker.stop()
+
+
+class _Dear(DetectCosts):
+    """Every look priced past any share of the deadline (and the deadline), whatever the runs measure."""
+
+    def estimate(self, shape: tuple[int, int]) -> float:
+        return 1e6
+
+
+def _counted_looks(tracker: LiveTracker) -> list[int]:
+    """How many faces each look the tracker chooses is for, in order (filled as it runs)."""
+    looks: list[int] = []
+    look = tracker._look
+
+    def counted(frame, frame_index, looked_for, *rest):  # type: ignore[no-untyped-def]
+        looks.append(len(looked_for))
+        return look(frame, frame_index, looked_for, *rest)
+
+    tracker._look = counted  # type: ignore[method-assign]
+    return looks
+
+
+def test_the_periodic_looks_take_at_most_their_share_of_the_deadline_and_every_face_gets_its_turn(detector, group_frame, group_faces):
+    """A still group's faces all due for their periodic look on one frame (pixels only moved), each
+    look priced past the frame's share for them (`cropplan.BACKSTOP_SHARE`): one face a frame is
+    looked at, the rest are where their pixels are (the frame known), and in turn every face is
+    looked at again. Before, every due face went into one look — a 150-face crowd's periodic looks
+    took ~21 CPU-ms a frame, and piled up into ever larger looks while each ran late."""
+    from vcamd.live.tracking.motion import key_patch
+
+    full = FullDetector(detector, LiveStats(), time.monotonic)
+    full.costs = _Dear()
+    tracker = LiveTracker(detector, full, full_every=1000)
+    looks = _counted_looks(tracker)
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        # Every face keyed at frame 0 and due at frame 1 (a group keyed together, its cycle come round).
+        tracker._keys = {id(f): (f, k) for f in tracker.book.tracks if (k := key_patch(group_frame, f, 0, due=1)) is not None}
+        assert len(tracker._keys) == 29
+        reports = _each_look_landed(tracker, group_frame, 40)
+        assert all(r.known and len(r.faces) == 29 and not r.lost for r in reports[1:]), [r.known for r in reports]
+        assert looks and max(looks) == 1, looks
+        keyed_at = [tracker._keys[id(f)][1].frame_index for f in tracker.book.tracks if id(f) in tracker._keys]
+        assert len(keyed_at) == 29 and min(keyed_at) >= 1, keyed_at  # every face looked at again since frame 0
+    finally:
+        tracker.stop()
+
+
+def test_faces_a_full_look_found_are_where_their_pixels_moved_until_a_crop_looks_at_them(detector, group_frame, group_faces):
+    """The faces a full look finds that nobody tracked get keys from the frame it looked at, due at
+    once: where their pixels only moved since, they are where the look saw them until a crop looks at
+    them — within the periodic looks' share of the deadline, a few a frame. Before, a group's (a
+    crowd's) first look was every face at once: priced past the deadline, not waited for, the frame
+    unknown (covered). Where the picture changed since the look's frame, nothing is followed: every
+    face is looked for, and the frame waits on that look."""
+
+    class Full:  # the full detector's thread, at once: the group, found in the frame it was handed
+        idle, costs = True, _Dear()
+
+        def __init__(self) -> None:
+            self._result: FullDetection | None = None
+
+        def take_result(self) -> FullDetection | None:
+            result, self._result = self._result, None
+            return result
+
+        def submit_downscaled(self, small, scale, frame_index, input_size, look=None, unsure=None) -> None:  # type: ignore[no-untyped-def]
+            self._result = FullDetection(list(group_faces), frame_index=frame_index, input_size=input_size)
+
+    brighter = cv2.add(group_frame, np.full_like(group_frame, 40))  # the same faces, every pixel changed
+    for second, followed in ((group_frame, True), (brighter, False)):
+        tracker = LiveTracker(detector, Full(), full_every=1000)  # type: ignore[arg-type]
+        looks = _counted_looks(tracker)
+        try:
+            assert not tracker.update(group_frame.copy(), 1, full_size=640, track_size=192, deadline_s=30.0).known
+            report = tracker.update(second.copy(), 2, full_size=640, track_size=192, deadline_s=30.0)
+            assert len(report.faces) == 29
+            assert (report.known, looks) == ((True, [1]) if followed else (False, [29])), (report.known, looks)
+        finally:
+            tracker.stop()
+
+
+def test_while_a_late_look_still_runs_no_crops_are_cut_for_a_look_that_cannot_start(detector, group_frame, group_faces, monkeypatch):
+    """A frame whose faces must be looked at while the last look still runs starts none (the tracker
+    has one thread): its crops were cut all the same — a crowd's 100 crops and mosaics on the loop's
+    thread, every frame, for nothing."""
+    from vcamd.live.tracking import tracker as tracker_module
+
+    cuts: list[int] = []
+    cut_runs = tracker_module.cut_runs
+    monkeypatch.setattr(tracker_module, "cut_runs", lambda frame, faces, *rest: cuts.append(len(faces)) or cut_runs(frame, faces, *rest))
+    looks = _LateLooks(detector)
+    tracker = LiveTracker(looks, FullDetector(detector, LiveStats(), time.monotonic), full_every=1000)
+    try:
+        tracker.book.take_full(FullDetection(group_faces[:2], frame_index=0, input_size=640))  # crops cost less than a full look
+        tracker._last_full_submit = 0
+        assert not tracker.update(group_frame, 1, full_size=640, track_size=192, deadline_s=0.05).known  # late: still runs
+        assert cuts and not tracker._call.idle
+        cut_before = len(cuts)
+        assert not tracker.update(group_frame, 2, full_size=640, track_size=192, deadline_s=0.05).known
+        assert len(cuts) == cut_before, cuts
+    finally:
+        looks.gate.set()
+        tracker.stop()

@@ -158,13 +158,16 @@ def test_an_unsure_place_stays_covered_until_a_detection_that_could_see_it_misse
 
 
 def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_config):
+    from vcamd.config.schema import DetectionConfig
     from vcamd.live.tracking.sizes import TrackerSettings, unsure_band
 
     def band(**sections):
         return unsure_band(TrackerSettings.of(live_config(**sections)))
 
-    assert band(swap={"face_selection": "all"}) == (0.5, 0.3)
-    assert band(swap={"face_selection": "largest"}) == (0.5, 0.3)  # others = "obscure": bystanders covered too
+    default = (0.5, DetectionConfig().cover_threshold)  # the band's lower end: the schema's one default
+    assert band(swap={"face_selection": "all"}) == default
+    assert band(swap={"face_selection": "largest"}) == default  # others = "obscure": bystanders covered too
+    assert band(swap={"face_selection": "all"}, detection={"cover_threshold": 0.35}) == (0.5, 0.35)
     assert band(swap={"face_selection": "largest", "others": "show"}) is None  # bystanders are left alone
     assert band(swap={"face_selection": "all"}, detection={"cover_threshold": 0.5}) is None
 

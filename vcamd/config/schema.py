@@ -107,10 +107,12 @@ class DetectionConfig(Section):
     size: Annotated[int, Field(ge=128, le=1280, multiple_of=32)] = 640
     """Detector input size (square) for full-frame detections."""
     threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.5
-    cover_threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.3
+    cover_threshold: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.2
     """Live, face_selection = "all" or [swap] others = "obscure": a face the full detection scores at least this but under
     `threshold` (the detector is unsure) is obscured, never swapped and never shown raw. Equal to
-    `threshold`: off."""
+    `threshold`: off. Default 0.2, not 0.3: at 1080p the full look is ÷3, a 20–36-px face is 7–12 px at the
+    detector's input, under SCRFD's smallest anchor, and its score is the detector's luck — the checkers (SCRFD-500M or
+    -2.5G at 0.5) find faces on crowd_selfie at 1080p that the other model scores 0.24 (tests/live/test_small_faces.py)."""
     full_every: Annotated[int, Field(ge=1, le=300)] = 10
     """Live: look for new faces every N frames (where the picture changed; the whole frame at least every third look); in between, re-detect in a crop around each face."""
     track_size: Annotated[int, Field(ge=96, le=640, multiple_of=32)] = 192

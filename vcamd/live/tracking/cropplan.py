@@ -60,6 +60,11 @@ MOSAIC_MIN = 3
 COST_SMOOTHING = 0.2
 """Weight of a new measurement in the running cost per input shape."""
 
+BACKSTOP_SHARE = 0.125
+"""At most this share of the loop's deadline (by the running cost estimates) goes, in one frame, to
+the periodic looks at faces whose pixels only moved (`motion.REDETECT_EVERY`); the rest wait, most
+overdue first (`backstop_share`): a 150-face crowd's periodic looks cost ~21 CPU-ms a frame."""
+
 _DEFAULT_MS_PER_PIXEL = 1.3e-4
 """The cost model before anything was measured (SCRFD-2.5G on one CPU core: ~32 ms for 640×384)."""
 
@@ -212,8 +217,16 @@ def plan_shapes(faces: list[Face], track_size: int, ready: Callable[[tuple[int, 
     sizes = [size if size == track_size or ready((size, size)) else track_size
              for size in (crop_input_size(f, track_size) for f in faces)]
     wanted = {crop_input_size(f, track_size) for f in faces} - {track_size}
-    shapes: list[tuple[int, int]] = []
     unready: list[tuple[int, int]] = [(size, size) for size in sorted(wanted) if not ready((size, size))]
+    shapes, mosaics_unready = run_shapes(sizes, ready)
+    return sizes, shapes, unready + mosaics_unready
+
+
+def run_shapes(sizes: list[int], ready: Callable[[tuple[int, int]], bool]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(the input shapes of the detector runs crops of these input sizes take, the mosaic shapes
+    that would pay but are not `ready`: those crops run one by one meanwhile)."""
+    shapes: list[tuple[int, int]] = []
+    unready: list[tuple[int, int]] = []
     for size in sorted(set(sizes)):
         n = sizes.count(size)
         shape = mosaic_shape(n, mosaic_tile(size))
@@ -223,7 +236,30 @@ def plan_shapes(faces: list[Face], track_size: int, ready: Callable[[tuple[int, 
             if pays(n, size):
                 unready.append(shape)
             shapes += [(size, size)] * n
-    return sizes, shapes, unready
+    return shapes, unready
+
+
+def backstop_share(costs: DetectCosts, must: list[Face], due: list[Face], track_size: int,
+                   ready: Callable[[tuple[int, int]], bool], budget_ms: float) -> int:
+    """How many of `due` (faces whose pixels only moved, due for their periodic look; most overdue
+    first) one look takes besides `must` (the faces it has to look at): the most whose added
+    estimated CPU is within `budget_ms` — at least one, so every face is looked at in its turn."""
+    if len(due) <= 1:
+        return len(due)
+    sizes = plan_shapes(must + due, track_size, ready)[0]
+
+    def price(k: int) -> float:  # the look with the first k due faces
+        return sum(costs.estimate(shape) for shape in run_shapes(sizes[: len(must) + k], ready)[0])
+
+    base = price(0) if must else 0.0
+    low, high = 1, len(due)  # the added price grows with the faces taken: the most that fit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if price(mid) - base <= budget_ms:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def cut_runs(frame: Frame, faces: list[Face], sizes: list[int],

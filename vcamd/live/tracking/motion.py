@@ -213,3 +213,36 @@ def _face_box(key: KeyPatch) -> tuple[int, int, int, int]:
     x1 = int(np.ceil((key.face.box[2] - key.x0) / factor))
     y1 = int(np.ceil((key.face.box[3] - key.y0) / factor))
     return max(margin, x0), max(margin, y0), min(n - margin, x1), min(n - margin, y1)
+
+
+def spread_due(frame_index: int, k: int, n: int) -> int:
+    """When the detector looks again at the k-th of `n` faces keyed together at `frame_index`:
+    spread over the next REDETECT_EVERY frames (one face: REDETECT_EVERY frames on). Faces keyed
+    together (a group's first detection; a change of light that made every face look again) would
+    all be due on the same frame — a mosaic of the whole group and every face pasted anew on one
+    frame in REDETECT_EVERY: the spikes a 29-face group's latency had."""
+    return frame_index + REDETECT_EVERY - (k * REDETECT_EVERY // n if n > 1 else 0)
+
+
+class StableSince:
+    """Per track's Face, the frame index since which its pixels only moved (`FaceReport.stable_since`:
+    a swap made since then is the face as it is now)."""
+
+    def __init__(self) -> None:
+        self._since: dict[int, tuple[Face, int]] = {}  # id(track's Face) → (that Face, the index)
+
+    def of(self, face: Face, frame_index: int) -> int:
+        """The frame index since which `face` (a track's Face) only moved; `frame_index` when not known."""
+        entry = self._since.get(id(face))
+        return entry[1] if entry is not None and entry[0] is face else frame_index
+
+    def keep(self, found: list[Face | None], since_before: list[int], unchanged: list[bool], frame_index: int) -> None:
+        """Since when each track's pixels only moved, after this frame: a face followed, or
+        re-detected where its pixels only moved (the detector's look every REDETECT_EVERY
+        frames), keeps its track's; a face that changed, or was lost and found again, starts now."""
+        since: dict[int, tuple[Face, int]] = {}
+        for i, face in enumerate(found[: len(since_before)]):
+            if face is not None:
+                kept = i < len(unchanged) and unchanged[i]
+                since[id(face)] = (face, since_before[i] if kept else frame_index)
+        self._since = since

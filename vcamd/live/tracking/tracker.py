@@ -17,11 +17,12 @@ from vcamd.common.newest import BoundedCall
 from vcamd.common.quality import Level
 from vcamd.common.types import Face, Frame
 from vcamd.faces.detect import input_shape_for
+from vcamd.live.tracking import cropplan
 from vcamd.live.tracking.changes import ChangeMap, downscaled
-from vcamd.live.tracking.cropplan import DetectCosts, Detecting, LookStretch, ShapeWarmer, crop_results, cut_runs, plan_shapes
+from vcamd.live.tracking.cropplan import DetectCosts, Detecting, LookStretch, ShapeWarmer, cut_runs, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
-from vcamd.live.tracking.motion import REDETECT_EVERY, KeyPatch, follow, key_patch
+from vcamd.live.tracking.motion import KeyPatch, StableSince, follow, key_patch, spread_due
 from vcamd.live.tracking.sizes import TrackerSettings, detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
 
@@ -53,7 +54,9 @@ class LiveTracker:
 
     Before either, a tracked face whose pixels only moved since the detector last found it
     (`motion.follow`: a phase-correlated shift, checked block by block over the face) is taken to
-    be where it moved, without a detector run — at most REDETECT_EVERY − 1 frames in a row.
+    be where it moved, without a detector run — at most REDETECT_EVERY − 1 frames in a row, or until
+    the detector has room for the periodic look (`cropplan.BACKSTOP_SHARE`); and a face a full
+    detection found is followed from the frame it looked at (`_key_appeared`).
 
     Besides, a full-frame detection runs every `full_every` frames, whenever no face is tracked
     and as soon as a track is lost, on the `FullDetector` thread; its result is merged when it
@@ -73,10 +76,8 @@ class LiveTracker:
         self.late = 0
         self.unwaited, self.stretch = 0, LookStretch()  # looks started without a wait (stretched estimate past the deadline)
         self._warm = ShapeWarmer()
-        self.plans = {"crops": 0, "full": 0}
-        """How often each way was chosen (stats, tests)."""
-        self.followed_frames = 0
-        """Frames where every face looked for was followed by its pixels: no detector run."""
+        self.plans = {"crops": 0, "full": 0}  # how often each way was chosen (stats, tests)
+        self.followed_frames = 0  # frames where every face looked for was followed by its pixels: no detector run
         self._keys: dict[int, tuple[Face, KeyPatch]] = {}
         """id(track's Face) → (that Face, its key patch): the faces `motion.follow` may follow."""
         self._followed_keys: dict[int, tuple[Face, KeyPatch]] = {}
@@ -86,21 +87,17 @@ class LiveTracker:
         self._late: LateLook | None = None
         """The last re-detection that ran past the deadline, until it lands (`latelook`)."""
         self._late_since = (0.0, 0.0)  # when the late look started (monotonic s), and its CPU estimate (ms)
-        self._started_late = False  # the last `_guarded` call started a look that ran late
-        self._look_failed = False  # the last `_guarded` call raised: the detector is failing, not slow
-        self._failing = False  # the last look that finished, waited for or late, raised
-        self._stable: dict[int, tuple[Face, int]] = {}
-        """id(track's Face) → (that Face, the frame index since which its pixels only moved):
-        `FaceReport.stable_since` (a swap made since then is the face as it is now)."""
+        # The last `_guarded` call started a look that ran late / raised (failing, not slow); the last look that finished raised.
+        self._started_late = self._look_failed = self._failing = False
+        self._stable = StableSince()
         self._shapes_wanted = False  # the last plan wanted sessions not built yet (`warming`)
-        self.changes = ChangeMap()
-        """Where the picture changed since the full detector last looked: its periodic runs look only there."""
-        self.followed_faces = 0
-        """Faces placed by `motion.follow` instead of a detector run (stats, tests)."""
+        self.changes = ChangeMap()  # where the picture changed since the full detector last looked: its periodic runs look only there
+        self.followed_faces = 0  # faces placed by `motion.follow` instead of a detector run (stats, tests)
         self.looked: list[FullDetection] = []
         """The full detections that landed with the last `update` (`unseen.UnseenChanges` uncovers what they saw)."""
         self._look_soon = False
         self._look_size = 0  # the least input size the look asked for by `look_soon` runs at
+        self._looked_at: tuple[int, Frame] | None = None  # the last full look's frame (index, a copy): its faces' keys
         self.applied: TrackerSettings | None = None
         """The settings `configure` applied last: the detector sizes per level and the unsure band
         `locate` asks for come from them."""
@@ -146,8 +143,8 @@ class LiveTracker:
 
     def reset(self) -> None:
         self.book.reset()
-        self._keys = {}
-        self._stable = {}
+        self._keys, self._looked_at = {}, None
+        self._stable = StableSince()
         self._late = None
         self._shapes_wanted = False
         self._last_full_submit = None
@@ -177,10 +174,9 @@ class LiveTracker:
         if result is not None and not result.ok:
             self.changes.failed()
         appeared = self.book.take_full(result) if result is not None else []
-        late = False
-        full_now = False
-        only_followed = False
-        since_before = [self._stable_since(f, frame_index) for f in self.book.tracks]
+        self._key_appeared(appeared, result)
+        late = full_now = only_followed = False
+        since_before = [self._stable.of(f, frame_index) for f in self.book.tracks]
         unchanged: list[bool] = []
         if everyone := self.book.to_redetect:
             # Tracked faces whose pixels only moved since the detector found them are where they
@@ -192,7 +188,7 @@ class LiveTracker:
             news = self._late_news(frame, frame_index, [everyone[i] for i, f in enumerate(followed) if f is None])
             todo = [i for i, f in enumerate(followed) if f is None]
             news_at = {i: n for i, n in zip(todo, news) if n is not None}
-            todo = [i for i in todo if i not in news_at]
+            todo = self._spare([i for i in todo if i not in news_at], everyone, followed, track_size, deadline_s)
             looked_for = [everyone[i] for i in todo]
         else:
             followed, todo, looked_for, news_at = [], [], [], {}
@@ -209,11 +205,7 @@ class LiveTracker:
                 # Only for a look that is slow: a detector that fails cannot vouch that no other
                 # face came in, so its frames are misses (covered), however still the faces are.
                 if not self._look_failed and all(i in self._backstop for i in todo if i < tracked):
-                    for i in todo:
-                        if i < tracked:
-                            moved, key = self._backstop[i]
-                            followed[i] = moved
-                            self._followed_keys[id(moved)] = (moved, key)
+                    self._at_backstop([i for i in todo if i < tracked], followed)
                     found, todo = [], []
                 else:
                     late = True
@@ -230,7 +222,7 @@ class LiveTracker:
                     (f, self._on_cycle(everyone[i], frame_index), None) for i, f in zip(todo, detected) if f is not None]
                 fresh += [(n.face, False, n.key) for n in news_at.values() if n.face is not None]
                 self._keep_keys(frame, fresh, frame_index)
-                self._keep_stable(found, since_before, unchanged, frame_index)
+                self._stable.keep(found, since_before, unchanged, frame_index)
                 appeared += self.book.take_tracked(found, frame_index)[1]
                 if here is not None:  # this frame's own full detection: where every face is now
                     appeared += self.book.take_full(here)
@@ -240,7 +232,7 @@ class LiveTracker:
             self.followed_frames += 1
             only_followed = True
             self._keep_keys(frame, [], frame_index)  # every face followed: the same keys
-            self._keep_stable(list(followed), since_before, unchanged, frame_index)
+            self._stable.keep(list(followed), since_before, unchanged, frame_index)
             appeared += self.book.take_tracked(list(followed), frame_index)[1]
         due = self._last_full_submit is None or frame_index - self._last_full_submit >= self.full_every
         # A lost face a finer detection found (before a step down) is let go only by a look that fine.
@@ -253,23 +245,7 @@ class LiveTracker:
             self._look_soon = False
             self._look_for_new_faces(frame, frame_index, size, unsure)
         report = self.book.report(late=late, appeared=appeared, full=result is not None or full_now, followed=only_followed)
-        return replace(report, stable_since=tuple(self._stable_since(f, frame_index) for f in report.faces))
-
-    def _stable_since(self, face: Face, frame_index: int) -> int:
-        """The frame index since which `face` (a track's Face) only moved; `frame_index` when not known."""
-        entry = self._stable.get(id(face))
-        return entry[1] if entry is not None and entry[0] is face else frame_index
-
-    def _keep_stable(self, found: list[Face | None], since_before: list[int], unchanged: list[bool], frame_index: int) -> None:
-        """Since when each track's pixels only moved, after this frame: a face followed, or
-        re-detected where its pixels only moved (the detector's look every REDETECT_EVERY
-        frames), keeps its track's; a face that changed, or was lost and found again, starts now."""
-        stable: dict[int, tuple[Face, int]] = {}
-        for i, face in enumerate(found[: len(since_before)]):
-            if face is not None:
-                kept = i < len(unchanged) and unchanged[i]
-                stable[id(face)] = (face, since_before[i] if kept else frame_index)
-        self._stable = stable
+        return replace(report, stable_since=tuple(self._stable.of(f, frame_index) for f in report.faces))
 
     def _look_for_new_faces(self, frame: Frame, frame_index: int, full_size: int, unsure: tuple[float, float] | None = None) -> None:
         """The full detection: where the picture changed since the last one looked (`changes`),
@@ -282,6 +258,7 @@ class LiveTracker:
             self._warm.build([self.changes.wanted], self.faces)
         if look is not None:
             self._full.submit_downscaled(small, scale, frame_index, full_size, look, unsure)
+            self._looked_at = (frame_index, frame.copy())  # the loop draws on `frame`
         self._last_full_submit = frame_index
 
     def _follow(self, frame: Frame, tracks: list[Face], frame_index: int) -> tuple[list[Face | None], list[bool]]:
@@ -315,6 +292,34 @@ class LiveTracker:
         self.followed_faces += len(self._followed_keys)
         return out, unchanged
 
+    def _spare(self, todo: list[int], everyone: list[Face], followed: list[Face | None], track_size: int, deadline_s: float) -> list[int]:
+        """`todo` less the faces due only for their periodic look (pixels only moved: `_backstop`) past
+        this frame's share of the deadline for them (`cropplan.backstop_share`, most overdue first):
+        those are where their pixels moved to (in `followed`, keys kept), and due again next frame."""
+        due = sorted((i for i in todo if i in self._backstop), key=lambda i: self._backstop[i][1].redetect_at)
+        must = [i for i in todo if i not in self._backstop]
+        k = cropplan.backstop_share(self.costs, [everyone[i] for i in must], [everyone[i] for i in due], track_size,
+                                    self._warm.ready, cropplan.BACKSTOP_SHARE * 1000.0 * deadline_s)
+        self._at_backstop(due[k:], followed)
+        return sorted(must + due[:k])
+
+    def _at_backstop(self, faces: list[int], followed: list[Face | None]) -> None:
+        """These faces (due for their periodic look, pixels only moved) where their pixels moved to, keys kept."""
+        for i in faces:
+            moved, key = self._backstop[i]
+            followed[i], self._followed_keys[id(moved)] = moved, (moved, key)
+
+    def _key_appeared(self, appeared: list[Face], result: FullDetection | None) -> None:
+        """Keys for the faces a full look found that nobody tracked, cut from the frame it looked at (as a
+        late look's), due at once: each is where its pixels only moved since until a crop looks at it
+        (at once, within `cropplan.BACKSTOP_SHARE`: a crowd's first look spread over frames, not 150 crops)."""
+        looked = self._looked_at
+        if result is None or looked is None or looked[0] != result.frame_index:
+            return
+        for face in appeared:
+            if (key := key_patch(looked[1], face, result.frame_index, result.frame_index)) is not None:
+                self._keys[id(face)] = (face, key)
+
     def _on_cycle(self, face: Face, frame_index: int) -> bool:
         """Whether the detector looks at `face` now because its key's cycle came round (not because
         its pixels changed, or it has no key yet)."""
@@ -323,30 +328,19 @@ class LiveTracker:
 
     def _keep_keys(self, frame: Frame, detected: list[tuple[Face, bool, KeyPatch | None]], frame_index: int) -> None:
         """The key patches for the next frame: a new one for each face a detector found in this
-        frame, the same one for each face followed; every other is dropped.
-
-        The detector looks at a followed face again every REDETECT_EVERY frames whatever its pixels
-        say. Faces keyed together (a group's first detection; a change of light that made every
-        face look again) would all be due on the same frame — a mosaic of the whole group and every
-        face pasted anew on one frame in REDETECT_EVERY: the spikes a 29-face group's latency had.
-        Their next look is spread over the next REDETECT_EVERY frames instead; a face looked at
+        frame, the same one for each face followed; every other is dropped. Faces keyed together are
+        due again spread over the next REDETECT_EVERY frames (`motion.spread_due`); a face looked at
         because its cycle came round (`detected`'s flag) keeps its place in the cycle. A face a late
         look found comes with its key (cut from the frame that look saw: `latelook`)."""
         keys = self._followed_keys
         spread_out = [face for face, on_cycle, _ in detected if not on_cycle]
         spread = {id(face): k for k, face in enumerate(spread_out)}
         for face, _, late_key in detected:
-            due = self._due(frame_index, spread.get(id(face), 0), len(spread_out))
+            due = spread_due(frame_index, spread.get(id(face), 0), len(spread_out))
             key = key_patch(frame, face, frame_index, due) if late_key is None else replace(late_key, due=due)
             if key is not None:
                 keys[id(face)] = (face, key)
         self._keys, self._followed_keys = keys, {}
-
-    @staticmethod
-    def _due(frame_index: int, k: int, n: int) -> int:
-        """When the detector looks again at the k-th of `n` faces keyed together at `frame_index`:
-        spread over the next REDETECT_EVERY frames (one face: REDETECT_EVERY frames on)."""
-        return frame_index + REDETECT_EVERY - (k * REDETECT_EVERY // n if n > 1 else 0)
 
     def _guarded(self, work: Callable[[], T], deadline_s: float) -> T | None:
         """Run `work` on the tracker thread, waiting at most `deadline_s`: (value) or None (late or failed)."""
@@ -377,6 +371,9 @@ class LiveTracker:
         sizes, crop_shapes, unready = plan_shapes(looked_for, track_size, self._warm.ready)
         self._shapes_wanted = bool(unready)
         self._warm.build(unready, self.faces)
+        if not self._call.idle:  # the last look still runs: none starts (`_guarded`), so nothing is cut for one
+            self.late, self._started_late, self._look_failed = self.late + 1, False, False
+            return None, None
         crops_ms = sum(self.costs.estimate(shape) for shape in crop_shapes)
         full_shape = input_shape_for(frame.shape[:2], full_size)
         full_ms = self.costs.estimate(full_shape)
@@ -408,7 +405,7 @@ class LiveTracker:
         else:
             runs = cut_runs(frame, looked_for, sizes, self._warm.ready)  # `sizes` as plan_shapes chose them
             work = lambda: [timed_detect(detect, run.image, run.size, costs) for run in runs]  # noqa: E731
-            decode = lambda found_lists: crop_results(runs, found_lists, len(looked_for))  # noqa: E731
+            decode = lambda found_lists: cropplan.crop_results(runs, found_lists, len(looked_for))  # noqa: E731
         t0 = time.monotonic()
         value = self._guarded(work, deadline_s)
         if value is not None:
@@ -447,4 +444,4 @@ class LiveTracker:
         landed = [(i, n) for i, n in news_at.items() if n.face is not None and n.key is not None and i < len(self.book.tracks)]
         for k, (i, n) in enumerate(landed):
             assert n.key is not None
-            self._keys[id(everyone[i])] = (everyone[i], replace(n.key, due=self._due(frame_index, k, len(landed))))
+            self._keys[id(everyone[i])] = (everyone[i], replace(n.key, due=spread_due(frame_index, k, len(landed))))
