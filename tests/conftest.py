@@ -43,6 +43,15 @@ from support.heap import ReturnHeap  # noqa: E402
 from support.order import longest_first  # noqa: E402
 
 
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """A cache folder of the test's own (VCAMD_CACHE_DIR): what one test keeps, no other finds.
+    (test_ortcache and test_source_cache give the name a folder of their own.)"""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("VCAMD_CACHE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture(scope="session")
 def assets() -> Path:
     """Real SCRFD detectors, a face-embedding net and real photos (read-only), from

@@ -18,14 +18,6 @@ from vcamd.inference import modelhashes
 from vcamd.inference.fidelity import THRESHOLDS, compare, psnr_db
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    """A cache folder of the test's own: what one test keeps, no other finds."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("VCAMD_CACHE_DIR", str(folder))
-    return folder
-
-
 @pytest.fixture(scope="module")
 def calibration(assets, tmp_path_factory):
     """Real aligned faces (newton, the 1927 Solvay photo) and the stand-in recogniser's (512-d) view of them."""

@@ -18,13 +18,6 @@ from vcamd.inference.fidelity import PARSER_THRESHOLDS, THRESHOLDS, FidelityRepo
 CPU = "CPUExecutionProvider"
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("VCAMD_CACHE_DIR", str(folder))
-    return folder
-
-
 @pytest.fixture(scope="module")
 def recognizer(tmp_path_factory) -> Path:
     from vcamd.bench.standins import build_recognizer

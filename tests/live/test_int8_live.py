@@ -25,13 +25,6 @@ from vcamd.live.engine import LiveEngine
 from vcamd.live.loading import Int8Built, Int8Request, load_face_pipeline
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("VCAMD_CACHE_DIR", str(folder))
-    return folder
-
-
 def _engine(cfg, clip, sink):
     return LiveEngine(cfg, source=open_source(str(clip), cfg.camera, loop=True), sink_factory=lambda w, h, fps: sink,
                       faces=None, pipeline_factory=load_face_pipeline)

@@ -55,6 +55,7 @@ held: a small face has more edge for its area — 93.6 % after a 1-px move on th
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -105,8 +106,57 @@ class Verdict:
     """One line: the figures against their thresholds (`FidelityReport.summary`)."""
 
 
+class CopyReport(ABC):
+    """What every role's report says the same way (`FidelityReport`, `ParserReport`): a copy passes
+    when no threshold is missed on any calibration face; the summary, JSON and table are built
+    from each report's own figures."""
+
+    faces: Sequence[Any]
+    thresholds: Any
+
+    @abstractmethod
+    def _missed(self) -> list[str]:
+        """Each threshold missed, in words (there are faces)."""
+
+    @abstractmethod
+    def _met(self) -> str:
+        """The worst figures against their thresholds, in words (the copy passed)."""
+
+    @abstractmethod
+    def _face_json(self, face: Any) -> dict[str, Any]:
+        """One face's figures as the JSON shows them."""
+
+    @abstractmethod
+    def _table(self) -> tuple[str, list[str], str]:
+        """The table's heading, a line a face and the thresholds' line."""
+
+    def failures(self) -> list[str]:
+        """Each threshold missed, in words (empty: the copy passed)."""
+        return self._missed() if self.faces else ["no face to compare on"]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures()
+
+    def summary(self) -> str:
+        """One line: the thresholds missed, or the worst figures against their thresholds."""
+        failures = self.failures()
+        if failures:
+            return f"failed on {_faces(len(self.faces))}: {'; '.join(failures)}"
+        return f"{_faces(len(self.faces))}: {self._met()}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "summary": self.summary(), "thresholds": asdict(self.thresholds),
+                "faces": [self._face_json(f) for f in self.faces]}
+
+    def table(self) -> list[str]:
+        """The figures face by face and the thresholds, as `vcamd models quantize` prints them."""
+        heading, rows, needs = self._table()
+        return [heading, *rows, needs]
+
+
 @dataclass(frozen=True)
-class FidelityReport:
+class FidelityReport(CopyReport):
     faces: list[FaceFigures]
     thresholds: Thresholds = field(default=THRESHOLDS)
 
@@ -122,10 +172,7 @@ class FidelityReport:
     def worst_same_face(self) -> float:
         return min(f.int8_to_float for f in self.faces)
 
-    def failures(self) -> list[str]:
-        """Each threshold missed, in words (empty: the copy passed)."""
-        if not self.faces:
-            return ["no face to compare on"]
+    def _missed(self) -> list[str]:
         t, out = self.thresholds, []
         if self.worst_psnr_db < t.psnr_db:
             out.append(f"PSNR {self.worst_psnr_db:.1f} dB < {t.psnr_db:g} dB")
@@ -135,31 +182,21 @@ class FidelityReport:
             out.append(f"int8 face vs float face cosine {self.worst_same_face:.3f} < {t.same_face:g}")
         return out
 
-    @property
-    def passed(self) -> bool:
-        return not self.failures()
-
-    def summary(self) -> str:
-        """One line: the thresholds missed, or the worst figures against their thresholds."""
-        failures = self.failures()
-        if failures:
-            return f"failed on {_faces(len(self.faces))}: {'; '.join(failures)}"
+    def _met(self) -> str:
         t = self.thresholds
-        return (f"{_faces(len(self.faces))}: PSNR ≥ {self.worst_psnr_db:.1f} dB (needs {t.psnr_db:g}), "
+        return (f"PSNR ≥ {self.worst_psnr_db:.1f} dB (needs {t.psnr_db:g}), "
                 f"identity drop ≤ {self.worst_identity_drop:.3f} (at most {t.identity_drop:g}), "
                 f"int8 vs float face ≥ {self.worst_same_face:.3f} (needs {t.same_face:g})")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "summary": self.summary(), "thresholds": asdict(self.thresholds),
-                "faces": [asdict(f) | {"identity_drop": round(f.identity_drop, 5)} for f in self.faces]}
+    def _face_json(self, face: FaceFigures) -> dict[str, Any]:
+        return asdict(face) | {"identity_drop": round(face.identity_drop, 5)}
 
-    def table(self) -> list[str]:
-        """The figures face by face and the thresholds, as `vcamd models quantize` prints them."""
+    def _table(self) -> tuple[str, list[str], str]:
         t = self.thresholds
-        return ["face   PSNR dB   to source float / int8 (drop)   int8 vs float",
-                *(f"{i:>4}   {f.psnr_db:7.1f}   {f.float_to_source:.3f} / {f.int8_to_source:.3f} ({f.identity_drop:+.3f})      {f.int8_to_float:.3f}"
-                  for i, f in enumerate(self.faces, 1)),
-                f"needs: PSNR ≥ {t.psnr_db:g} dB on every face, a drop of at most {t.identity_drop:g}, int8 vs float ≥ {t.same_face:g}"]
+        return ("face   PSNR dB   to source float / int8 (drop)   int8 vs float",
+                [f"{i:>4}   {f.psnr_db:7.1f}   {f.float_to_source:.3f} / {f.int8_to_source:.3f} ({f.identity_drop:+.3f})      {f.int8_to_float:.3f}"
+                 for i, f in enumerate(self.faces, 1)],
+                f"needs: PSNR ≥ {t.psnr_db:g} dB on every face, a drop of at most {t.identity_drop:g}, int8 vs float ≥ {t.same_face:g}")
 
 
 def _faces(n: int) -> str:
@@ -221,7 +258,7 @@ class ParsedFigures:
 
 
 @dataclass(frozen=True)
-class ParserReport:
+class ParserReport(CopyReport):
     """`FidelityReport`'s counterpart for the face parser (`compare_parses`)."""
 
     faces: list[ParsedFigures]
@@ -239,9 +276,7 @@ class ParserReport:
     def worst_visible_change(self) -> float:
         return max(f.visible_change for f in self.faces)
 
-    def failures(self) -> list[str]:
-        if not self.faces:
-            return ["no face to compare on"]
+    def _missed(self) -> list[str]:
         t, out = self.thresholds, []
         if self.worst_off_edge > t.off_edge:
             out.append(f"{100 * self.worst_off_edge:.1f} % of the face changes class over {t.edge_px:g} px from an edge > {100 * t.off_edge:g} %")
@@ -249,31 +284,22 @@ class ParserReport:
             out.append(f"the face's core seen as face changes by {self.worst_visible_change:.3f} > {t.visible:g}")
         return out
 
-    @property
-    def passed(self) -> bool:
-        return not self.failures()
-
-    def summary(self) -> str:
-        failures = self.failures()
-        if failures:
-            return f"failed on {_faces(len(self.faces))}: {'; '.join(failures)}"
+    def _met(self) -> str:
         t = self.thresholds
-        return (f"{_faces(len(self.faces))}: ≤ {100 * self.worst_off_edge:.2f} % of the face changes class over {t.edge_px:g} px from an edge "
+        return (f"≤ {100 * self.worst_off_edge:.2f} % of the face changes class over {t.edge_px:g} px from an edge "
                 f"(at most {100 * t.off_edge:g} %; the same class on ≥ {100 * self.worst_agreement:.1f} % of it), "
                 f"its core seen as face changes ≤ {self.worst_visible_change:.3f} (at most {t.visible:g})")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "summary": self.summary(), "thresholds": asdict(self.thresholds),
-                "faces": [asdict(f) | {"visible_change": round(f.visible_change, 5)} for f in self.faces]}
+    def _face_json(self, face: ParsedFigures) -> dict[str, Any]:
+        return asdict(face) | {"visible_change": round(face.visible_change, 5)}
 
-    def table(self) -> list[str]:
-        """The figures face by face and the thresholds, as `vcamd models quantize` prints them."""
+    def _table(self) -> tuple[str, list[str], str]:
         t = self.thresholds
-        return ["face   same class / other class off the edges (% of the face, pixels)   core seen as face float / int8",
-                *(f"{i:>4}   {100 * f.agreement:6.2f} / {100 * f.off_edge:5.2f} % ({f.face_pixels:>6})                   "
-                  f"{f.float_visible:.3f} / {f.int8_visible:.3f}" for i, f in enumerate(self.faces, 1)),
+        return ("face   same class / other class off the edges (% of the face, pixels)   core seen as face float / int8",
+                [f"{i:>4}   {100 * f.agreement:6.2f} / {100 * f.off_edge:5.2f} % ({f.face_pixels:>6})                   "
+                 f"{f.float_visible:.3f} / {f.int8_visible:.3f}" for i, f in enumerate(self.faces, 1)],
                 f"needs: at most {100 * t.off_edge:g} % of the face in another class over {t.edge_px:g} px from the float map's "
-                f"edges, on every face; its core changing by at most {t.visible:g}"]
+                f"edges, on every face; its core changing by at most {t.visible:g}")
 
 
 def boundary_distance(classes: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:

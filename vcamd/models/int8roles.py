@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -151,13 +151,23 @@ def recogniser_view(recognizer: Path, crop: CropSpec, providers: list[str], thre
 
 
 @dataclass
-class SwapperCheck:
+class _IdentityCheck:
+    """A role whose outputs are face crops, compared by PSNR and the user's recogniser (`fidelity.compare`)."""
+
     model: Path
     recognizer: Path
     faces: CalibrationFaces
     providers: list[str]
     threads: int
+    embed: Callable[[Frame], np.ndarray] = field(init=False, repr=False)
+    """The user's recogniser on a crop aligned as the role's outputs are (each role's `__post_init__`)."""
 
+    def compare(self, floats: list[Any], int8s: list[Any]) -> Report:
+        return compare(floats, int8s, self.embed, self.faces.source)
+
+
+@dataclass
+class SwapperCheck(_IdentityCheck):
     def __post_init__(self) -> None:
         from vcamd.faces.swap import Swapper
         from vcamd.inference.runtime import Sessions
@@ -175,18 +185,8 @@ class SwapperCheck:
         swapper = Swapper(self.model, sessions)
         return timed(lambda crop: swapper.swap([crop], self.latent)[0], self.faces.crops)
 
-    def compare(self, floats: list[Any], int8s: list[Any]) -> Report:
-        return compare(floats, int8s, self.embed, self.faces.source)
-
-
 @dataclass
-class EnhancerCheck:
-    model: Path
-    recognizer: Path
-    faces: CalibrationFaces
-    providers: list[str]
-    threads: int
-
+class EnhancerCheck(_IdentityCheck):
     def __post_init__(self) -> None:
         self.crop = calibration_crop("enhancer", self.model)
         self.embed = recogniser_view(self.recognizer, self.crop, self.providers, self.threads)
@@ -205,10 +205,6 @@ class EnhancerCheck:
 
         enhancer = Enhancer(self.model, sessions, strength=1.0)
         return timed(enhancer.restore, self.faces.crops)
-
-    def compare(self, floats: list[Any], int8s: list[Any]) -> Report:
-        return compare(floats, int8s, self.embed, self.faces.source)
-
 
 @dataclass
 class ParserCheck:
