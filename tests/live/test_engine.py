@@ -266,7 +266,14 @@ def test_passthrough_policy_publishes_the_raw_frame_and_counts_it(live_config, c
     """The counter the other tests rely on can fail: with on_miss = passthrough it does count."""
     cfg = live_config(swap={"on_miss": "passthrough"})
     stats, _, _ = run_live(cfg, clip_20fps, frames=20, wrap=CrashingSwapper)
-    assert stats["frames"]["passthrough"] == 20
+    frames = stats["frames"]
+    # Every frame is the raw camera frame, counted as such — but a frame that comes while the first
+    # (crashing) swap is still running is covered whole (`send_covered`: passthrough is the opt-out
+    # for a running swapper's misses, not for the wait before any swap exists). On a busy machine
+    # the worker may take a frame interval to get the crash back, so such frames are allowed, and
+    # counted as covered, never as passthrough.
+    assert frames["passthrough"] + frames["blurred"] == 20, frames
+    assert frames["passthrough"] >= 15, frames
 
 
 def test_swapping_off_is_not_a_miss(live_config, clip_20fps, run_live, face_engine_factory):
