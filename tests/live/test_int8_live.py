@@ -1,4 +1,4 @@
-"""The int8 copies in the live daemon (`vcamd.live.loading.Int8Upgrade`: the swapper's, the enhancer's, the
+"""The int8 copies in the live daemon (`vcamd.live.int8upgrade.Int8Upgrade`: the swapper's, the enhancer's, the
 parser's): built in the background on first use while the float model serves — the first frame and the first swap never
 wait for it — switched to between two frames without a raw one, kept for the next start; a copy
 that fails its check leaves the float model, and status says why."""
@@ -22,7 +22,8 @@ from vcamd.bench.daemon import DaemonRun
 from vcamd.common.types import Outcome
 from vcamd.live.capture.sources import open_source
 from vcamd.live.engine import LiveEngine
-from vcamd.live.loading import Int8Built, Int8Request, load_face_pipeline
+from vcamd.live.int8upgrade import Int8Built
+from vcamd.live.loading import load_face_pipeline
 
 
 def _engine(cfg, clip, sink):
@@ -48,20 +49,20 @@ def test_the_float_model_serves_while_the_int8_copy_is_built_then_the_copy_takes
     (a condition, not a timer): neither waited for it. Released, the copy is built and checked for
     real and the swapper switches to it between two frames, with no raw frame."""
     from vcamd.bench.standins import build_swapper
-    from vcamd.live import loading
-    from vcamd.models.quantize import build_checked
+    from vcamd.live import int8upgrade
+    from vcamd.models.quantize import Job
 
     asked, release = threading.Event(), threading.Event()
-    requests: list[Int8Request] = []
+    requests: list[Job] = []
 
-    def held_build(request: Int8Request, stop: threading.Event) -> Int8Built:
+    def held_build(request: Job, stop: threading.Event) -> Int8Built:
         requests.append(request)
         asked.set()
         release.wait(120)
-        built = build_checked(request.model, request.recognizer, request.faces, providers=request.providers, threads=request.threads)
+        built = request.run()
         return Int8Built(built.kept.verdict, built.kept.model)
 
-    monkeypatch.setattr(loading, "build_in_child", held_build)
+    monkeypatch.setattr(int8upgrade, "build_in_child", held_build)
     cfg = live_config(models={"swapper": str(build_swapper(tmp_path / "swapper.onnx", heavy_convs=1)), "precision": "int8"})
     sink = recording_sink(keep_every=1000)
     engine = _engine(cfg, clip_20fps, sink)
@@ -159,9 +160,9 @@ def test_the_enhancer_and_the_parser_get_their_copies_in_the_background_and_a_fa
 
 
 def test_precision_float_builds_nothing_and_says_nothing(cache, live_config, clip_20fps, recording_sink, monkeypatch):
-    from vcamd.live import loading
+    from vcamd.live import int8upgrade
 
-    monkeypatch.setattr(loading, "build_in_child", lambda request, stop: pytest.fail("no int8 build with precision = float"))
+    monkeypatch.setattr(int8upgrade, "build_in_child", lambda request, stop: pytest.fail("no int8 build with precision = float"))
     engine = _engine(live_config(models={"precision": "float"}), clip_20fps, recording_sink(keep_every=1000))
     thread, result = _run(engine)
     try:

@@ -25,7 +25,8 @@ from vcamd.config.schema import CameraConfig, Config, EnhancerConfig
 from vcamd.live import reconfigure
 from vcamd.live.capture.sources import FrameSource
 from vcamd.live.first_load import FirstLoad
-from vcamd.live.loading import FaceLoader, FacePipeline, Int8Upgrade, Loaded, PipelineBuild, PipelineFactory, Tell
+from vcamd.live.int8upgrade import Int8Upgrade
+from vcamd.live.loading import FaceLoader, FacePipeline, Loaded, PipelineBuild, PipelineFactory, Tell
 from vcamd.live.output.publisher import PublisherSettings
 from vcamd.live.problems import Problems
 from vcamd.live.readiness import (

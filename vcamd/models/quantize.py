@@ -17,7 +17,7 @@ kept as failed and the float model stays.
 
 Built three ways: `vcamd models quantize` (in the foreground, printing the check), the daemon on
 first use (`python -m vcamd.models.quantize JOB_DIR` at a lower priority, so its gigabytes and its
-minute of CPU stay out of the daemon: `live.loading.Int8Upgrade`), and `vcamd bench`. Importing
+minute of CPU stay out of the daemon: `live.int8upgrade.Int8Upgrade`), and `vcamd bench`. Importing
 this module is cheap; ONNX Runtime's quantiser and onnx are imported when a copy is built.
 """
 
@@ -254,27 +254,34 @@ def _quiet_quantiser() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Job:
-    """What the background build is asked to do (written to JOB_DIR as job.json + faces.npz)."""
+    """One int8 build asked for: the model file and its role, the recogniser that checks it, the
+    calibration faces (aligned to the role's crop: `int8roles.calibration_crop`) and the settings the
+    copy is built for. The daemon hands it to its child process through JOB_DIR (job.json + faces.npz)."""
 
     model: Path
     recognizer: Path
+    faces: CalibrationFaces
     providers: list[str]
     threads: int
     reduce_range: bool
     role: str = "swapper"
 
-    def write(self, folder: Path, faces: CalibrationFaces) -> None:
+    def run(self, say: Callable[[str], None] = log.info) -> Built:
+        """`build_checked` for this job."""
+        return build_checked(self.model, self.recognizer, self.faces, role=self.role, providers=self.providers, threads=self.threads,
+                             reduce_range=self.reduce_range, say=say)
+
+    def write(self, folder: Path) -> None:
         (folder / "job.json").write_text(json.dumps({"model": str(self.model), "recognizer": str(self.recognizer), "providers": self.providers,
                                                      "threads": self.threads, "reduce_range": self.reduce_range, "role": self.role}),
                                          encoding="utf-8")
-        faces.save(folder / "faces.npz")
+        self.faces.save(folder / "faces.npz")
 
     @classmethod
-    def read(cls, folder: Path) -> tuple[Job, CalibrationFaces]:
+    def read(cls, folder: Path) -> Job:
         data = json.loads((folder / "job.json").read_text(encoding="utf-8"))
-        job = cls(Path(data["model"]), Path(data["recognizer"]), list(data["providers"]), int(data["threads"]), bool(data["reduce_range"]),
-                  str(data.get("role", "swapper")))
-        return job, CalibrationFaces.load(folder / "faces.npz")
+        return cls(Path(data["model"]), Path(data["recognizer"]), CalibrationFaces.load(folder / "faces.npz"), list(data["providers"]),
+                   int(data["threads"]), bool(data["reduce_range"]), str(data.get("role", "swapper")))
 
 
 def main(argv: list[str]) -> int:
@@ -288,9 +295,7 @@ def main(argv: list[str]) -> int:
     with contextlib.suppress(OSError, AttributeError):
         os.nice(BUILD_NICE)
     try:
-        job, faces = Job.read(Path(argv[0]))
-        built = build_checked(job.model, job.recognizer, faces, role=job.role, providers=job.providers, threads=job.threads,
-                              reduce_range=job.reduce_range)
+        built = Job.read(Path(argv[0])).run()
     except VcamdError as exc:
         print(str(exc), file=sys.stderr)
         return 1
