@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/decode_cost.py                # 480p, 720p, 1080p; 5 passes of 120 frames
     .venv/bin/python benchmarks/decode_cost.py --planes       # and what a YUV frame path would pay instead
+    .venv/bin/python benchmarks/decode_cost.py --settings     # libjpeg-turbo's fast settings: CPU, and pixels lost
 
 The packets are what `vcamd bench` plays as its camera (the newton photo sliding across the frame,
 MJPG at OpenCV's default quality, 4:2:0), so the figures are the `camera` share the resolution
@@ -18,6 +19,15 @@ through PyAV (a vcamd dependency), and libjpeg-turbo's `tjDecompressToYUV` throu
 when it and the system's libturbojpeg are installed (`pip install 'PyTurboJPEG<2'` for
 libjpeg-turbo 2.x, e.g. Debian's `libturbojpeg0`) — and, for scale, OpenCV's whole-frame
 I420 → BGR and BGR → I420 conversions.
+
+`--settings` weighs libjpeg-turbo's faster decode settings one by one — the fast (integer, less
+exact) IDCT, no fancy (smooth) chroma upsampling, and both — against the accurate decode vcamd
+uses: CPU per frame as above, and what each loses **against the source picture** (PSNR of the decoded
+frame against the pixels that were encoded, minus the accurate decode's): on the bench clip (its
+frames drawn again by `sliding_frames`) and on every photo in ../shared/assets/images encoded at
+JPEG quality 75, 85 and 95, 4:2:0 and 4:2:2. The colour-edge error is measured on the most colourful
+photo: the pixels of its strongest 5 % chroma edges (Sobel on Cr and Cb of the source). A setting
+is within the project's rule when it loses at most PSNR_RULE_DB on every clip and photo.
 """
 
 from __future__ import annotations
@@ -38,6 +48,13 @@ sys.path.insert(0, str(HERE.parent))
 from live import SHARED  # noqa: E402
 
 SIZES = {"480p": (640, 480), "720p": (1280, 720), "1080p": (1920, 1080)}
+SETTINGS = {"accurate (vcamd)": {}, "fast IDCT": {"fastdct": True}, "no fancy upsampling": {"fastupsample": True},
+            "fast IDCT, no fancy upsampling": {"fastdct": True, "fastupsample": True}}
+"""libjpeg-turbo's decode settings (simplejpeg's arguments): the accurate one first."""
+PSNR_RULE_DB = 0.1
+"""A faster decode setting is allowed when it loses at most this much PSNR against the source picture."""
+QUALITIES = (75, 85, 95)
+EDGE_SHARE = 0.05
 
 
 def clip_packets(image: np.ndarray, size: tuple[int, int], folder: Path) -> list[np.ndarray]:
@@ -112,10 +129,14 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--face", type=Path, default=SHARED / "images" / "newton.png")
     parser.add_argument("--planes", action="store_true", help="also decode to YUV planes, and time the whole-frame conversions")
+    parser.add_argument("--settings", action="store_true", help="weigh libjpeg-turbo's fast settings: CPU and PSNR lost")
     args = parser.parse_args()
     cv2.setNumThreads(1)  # as the live engine runs OpenCV (vcamd/live/process.py)
     keep_frames_in_the_heap()
     image = cv2.imread(str(args.face))
+    if args.settings:
+        weigh_settings(image, args.passes)
+        return
     planes = plane_decoders() if args.planes else {}
     decoders = {"cv2.imdecode": lambda p: cv2.imdecode(p, cv2.IMREAD_COLOR), "vcamd decode_jpeg": decode_jpeg}
     print(f"{'size':6s} {'cv2.imdecode ms':>16s} {'decode_jpeg ms':>15s} {'ratio':>6s}  same pixels")
@@ -144,6 +165,104 @@ def planes_rows(packets: list[np.ndarray], passes: int, bgr_ms: float, planes: d
     rows["OpenCV BGR -> I420 (whole frame)"] = lambda _packet: cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420)
     for label, ms in best_pass_ms(rows, packets, passes).items():
         print(f"       {label:34s} {ms:6.2f} ms  ({ms / bgr_ms:.2f}× decode_jpeg to BGR)")
+
+
+# -- --settings: what a faster decode setting saves, and what it loses against the source -------------
+
+def decoded(packet: np.ndarray) -> dict[str, np.ndarray]:
+    import simplejpeg
+
+    return {label: simplejpeg.decode_jpeg(packet, colorspace="BGR", **kw) for label, kw in SETTINGS.items()}
+
+
+def psnr(source: np.ndarray, frame: np.ndarray) -> float:
+    mse = float(np.mean((source.astype(np.float64) - frame.astype(np.float64)) ** 2))
+    return float("inf") if mse == 0 else 10.0 * np.log10(255.0**2 / mse)
+
+
+def losses_db(source: np.ndarray, packet: np.ndarray) -> dict[str, float]:
+    """Per setting: the PSNR it loses against `source` compared with the accurate decode (≥ 0: worse)."""
+    frames = decoded(packet)
+    accurate = psnr(source, frames[next(iter(SETTINGS))])
+    return {label: accurate - psnr(source, frame) for label, frame in frames.items()} | {"accurate dB": accurate}
+
+
+def colour_edges(source: np.ndarray) -> np.ndarray:
+    """The source's strongest EDGE_SHARE of chroma edges (the larger Sobel magnitude of Cr and Cb)."""
+    import cv2
+
+    ycc = cv2.cvtColor(source, cv2.COLOR_BGR2YCrCb).astype(np.float32)
+    grads = [np.hypot(cv2.Sobel(ycc[..., c], cv2.CV_32F, 1, 0), cv2.Sobel(ycc[..., c], cv2.CV_32F, 0, 1)) for c in (1, 2)]
+    strength = np.maximum(*grads)
+    return strength >= np.quantile(strength, 1.0 - EDGE_SHARE)
+
+
+def colourfulness(image: np.ndarray) -> float:
+    """Hasler and Süsstrunk's colourfulness: spread and mean of the opponent colour channels."""
+    b, g, r = (image[..., c].astype(np.float64) for c in range(3))
+    rg, yb = r - g, 0.5 * (r + g) - b
+    return float(np.hypot(rg.std(), yb.std()) + 0.3 * np.hypot(rg.mean(), yb.mean()))
+
+
+def weigh_settings(image: np.ndarray, passes: int) -> None:
+    import cv2
+    import simplejpeg
+
+    from vcamd.bench.clips import sliding_frames, sliding_motion
+
+    worst = dict.fromkeys(SETTINGS, (0.0, ""))
+
+    def note(where: str, loss: dict[str, float]) -> None:
+        for label in SETTINGS:
+            if loss[label] > worst[label][0]:
+                worst[label] = (loss[label], where)
+
+    labels = list(SETTINGS)[1:]
+    print("CPU per frame (best pass, thread CPU), and PSNR lost against the source picture (dB, mean over frames; worst frame)")
+    print(f"{'clip':7s} " + " ".join(f"{label:>32s}" for label in SETTINGS))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, size in SIZES.items():
+            packets = clip_packets(image, size, Path(tmp))
+            works = {label: (lambda p, kw=kw: simplejpeg.decode_jpeg(p, colorspace="BGR", **kw)) for label, kw in SETTINGS.items()}
+            best = best_pass_ms(works, packets, passes)
+            sources = sliding_frames(image, size=size, **sliding_motion(size, 30.0))
+            losses = [losses_db(source, packet) for source, packet in zip(sources, packets)][::8]
+            for k, loss in enumerate(losses):
+                note(f"bench clip {name} frame {8 * k}", loss)
+            cells = [f"{best[label]:.2f} ms, {np.mean([x['accurate dB'] for x in losses]):.2f} dB" if label not in labels else
+                     f"{best[label]:.2f} ms, -{np.mean([x[label] for x in losses]):.3f} (-{max(x[label] for x in losses):.3f})"
+                     for label in SETTINGS]
+            print(f"{name:7s} " + " ".join(f"{c:>32s}" for c in cells))
+    photos = {p.stem: cv2.imread(str(p)) for p in sorted((SHARED / "images").iterdir())}
+    photos = {name: photo for name, photo in photos.items() if photo is not None}
+    samplings = {"4:2:0": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420, "4:2:2": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_422}
+    print("\nPhotos (../shared/assets/images) encoded by OpenCV: PSNR of the accurate decode, and what each setting loses (dB)")
+    print(f"{'photo, quality, sampling':40s} {'accurate':>9s} " + " ".join(f"{label:>30s}" for label in labels))
+    for name, photo in photos.items():
+        for quality in QUALITIES:
+            for sampling, flag in samplings.items():
+                ok, packet = cv2.imencode(".jpg", photo, [cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, flag])
+                loss = losses_db(photo, packet.reshape(-1))
+                note(f"{name} q{quality} {sampling}", loss)
+                print(f"{f'{name} q{quality} {sampling}':40s} {loss['accurate dB']:9.2f} " + " ".join(f"{-loss[label]:30.3f}" for label in labels))
+    name = max(photos, key=lambda n: colourfulness(photos[n]))
+    source = photos[name]
+    edges = colour_edges(source)
+    print(f"\nColour edges: {name} (the most colourful photo), its strongest {EDGE_SHARE:.0%} of chroma edges; "
+          "error against the source in levels (the largest of B, G, R a pixel), and against the accurate decode")
+    for quality in (75, 95):
+        ok, packet = cv2.imencode(".jpg", source, [cv2.IMWRITE_JPEG_QUALITY, quality])
+        frames = decoded(packet.reshape(-1))
+        for label, frame in frames.items():
+            error = np.abs(source.astype(np.int16) - frame).max(axis=2)[edges]
+            off = np.abs(frames[next(iter(SETTINGS))].astype(np.int16) - frame).max(axis=2)
+            print(f"  q{quality} {label:32s} mean {error.mean():5.2f}  p99 {np.percentile(error, 99):4.0f}  max {error.max():3d}  "
+                  f"PSNR on the edges {psnr(source[edges], frame[edges]):6.2f} dB  | off the accurate decode: max {off.max():3d}, "
+                  f"on the edges p99 {np.percentile(off[edges], 99):3.0f}")
+    print(f"\nWithin the rule (loses at most {PSNR_RULE_DB} dB against the source everywhere above):")
+    for label in labels:
+        loss, where = worst[label]
+        print(f"  {label:32s} {'yes' if loss <= PSNR_RULE_DB else 'no'}: worst -{loss:.3f} dB ({where})")
 
 
 if __name__ == "__main__":

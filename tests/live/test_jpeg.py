@@ -91,6 +91,24 @@ def test_a_camera_clips_packets_decode_as_opencv_decodes_them(make_clip):
         assert np.array_equal(frame, cv2.imdecode(packet, cv2.IMREAD_COLOR))
 
 
+def test_the_bench_clip_decodes_to_the_frames_it_was_drawn_from(tmp_path, newton):
+    """`sliding_frames` are the pictures `write_sliding_clip` encodes, frame by frame: the source the
+    decode settings are weighed against (benchmarks/decode_cost.py --settings)."""
+    from vcamd.bench.clips import sliding_frames, write_sliding_clip
+
+    motion = {"frames": 8, "face_scale": 0.66, "step_px": 5, "bob_px": 6}
+    clip = write_sliding_clip(tmp_path / "sliding.avi", newton, size=(320, 240), fps=30.0, **motion)
+    cap = cv2.VideoCapture(str(clip))
+    assert cap.set(cv2.CAP_PROP_FORMAT, -1)
+    sources = list(sliding_frames(newton, size=(320, 240), **motion))
+    for k, source in enumerate(sources):
+        frame = decode_jpeg(cap.read()[1])
+        errors = {j: float(np.mean((other.astype(np.float64) - frame) ** 2)) for j, other in enumerate(sources)}
+        assert min(errors, key=errors.__getitem__) == k  # its own picture, not a neighbour's
+        assert 10 * np.log10(255.0**2 / errors[k]) > 35.0  # only the JPEG's loss between them
+    cap.release()
+
+
 def test_a_damaged_frame_keeps_what_opencv_keeps_and_garbage_is_a_bad_frame(photos):
     data = encoded(photos["newton"], cv2.IMWRITE_JPEG_QUALITY, 90)
     for cut in (0.5, 0.9, 0.99):

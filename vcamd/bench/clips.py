@@ -4,8 +4,9 @@ bench's one-face and still cameras (`sliding_clip`, `still_clip`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -62,28 +63,36 @@ def write_sliding_clip(
     bob_px: int = 0,
     fourcc: str = "MJPG",
 ) -> Path:
-    """Write `frames` frames of `image` (scaled to `face_scale` of the frame) moving `step_px` a
-    frame left and right on grey, bouncing at the edges so a looped clip has no jump; `bob_px`
-    adds a slow vertical sway. MJPG by default, like a webcam."""
+    """Write `sliding_frames` (`image` moving on grey) as a video file, MJPG by default, like a webcam."""
     width, height = size
-    scale = face_scale * min(height / image.shape[0], width / image.shape[1])
-    face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
-    fh, fw = face.shape[:2]
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*fourcc), fps, (width, height))
     if not writer.isOpened():
         raise VcamdError(f"cannot write the clip {path}", fix=f"OpenCV needs its {fourcc} encoder (opencv-python has it)")
-    travel = max(1, width - fw)
     try:
-        for i in range(frames):
-            frame = np.full((height, width, 3), BACKGROUND, np.uint8)
-            x = (step_px * i) % (2 * travel)
-            x = x if x < travel else 2 * travel - x
-            y = (height - fh) // 2 + (int(bob_px * np.sin(i / 7.0)) if bob_px else 0)
-            frame[y : y + fh, x : x + fw] = face
+        for frame in sliding_frames(image, size=size, frames=frames, face_scale=face_scale, step_px=step_px, bob_px=bob_px):
             writer.write(frame)
     finally:
         writer.release()
     return path
+
+
+def sliding_frames(image: Frame, *, size: tuple[int, int], frames: int, face_scale: float = 0.75, step_px: int = 2,
+                   bob_px: int = 0) -> Iterator[Frame]:
+    """`frames` frames of `image` (scaled to `face_scale` of the frame) moving `step_px` a frame
+    left and right on grey, bouncing at the edges so a looped clip has no jump; `bob_px` adds a
+    slow vertical sway. (What a clip of them decodes to is compared with these: decode_cost.py.)"""
+    width, height = size
+    scale = face_scale * min(height / image.shape[0], width / image.shape[1])
+    face = cv2.resize(image, (int(image.shape[1] * scale), int(image.shape[0] * scale)), interpolation=cv2.INTER_AREA)
+    fh, fw = face.shape[:2]
+    travel = max(1, width - fw)
+    for i in range(frames):
+        frame = np.full((height, width, 3), BACKGROUND, np.uint8)
+        x = (step_px * i) % (2 * travel)
+        x = x if x < travel else 2 * travel - x
+        y = (height - fh) // 2 + (int(bob_px * np.sin(i / 7.0)) if bob_px else 0)
+        frame[y : y + fh, x : x + fw] = face
+        yield frame
 
 
 def sliding_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tuple[int, int]) -> Path:
@@ -91,10 +100,13 @@ def sliding_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tupl
     path = tmpdir / f"clip_{size[0]}x{size[1]}.avi"
     if path.exists():
         return path
-    return write_sliding_clip(
-        path, image, size=size, fps=settings.fps,
-        frames=int(4 * settings.fps), face_scale=0.66, step_px=max(1, size[0] // 400), bob_px=6,
-    )
+    return write_sliding_clip(path, image, size=size, fps=settings.fps, **sliding_motion(size, settings.fps))
+
+
+def sliding_motion(size: tuple[int, int], fps: float) -> dict[str, Any]:
+    """How the bench's one-face clip (`sliding_clip`) moves at `size`: 4 s, the face at 0.66 of the
+    frame, a step of a 400th of its width a frame, a 6-px sway (`sliding_frames`' arguments)."""
+    return {"frames": int(4 * fps), "face_scale": 0.66, "step_px": max(1, size[0] // 400), "bob_px": 6}
 
 
 def still_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tuple[int, int], name: str = "still") -> Path:

@@ -8,7 +8,10 @@ The decoder is libjpeg-turbo through its TurboJPEG interface (`simplejpeg`): the
 the same accurate IDCT and the same smooth ("fancy") chroma upsampling that OpenCV's `imdecode`
 uses — the pixels are bit for bit `imdecode`'s (`tests/live/test_jpeg.py`) — with 6–16 % less
 CPU (0.2–0.4 ms a 1080p frame on this project's 2-core VM: benchmarks/decode_cost.py,
-docs/performance.md). A packet TurboJPEG refuses (a truncated or corrupt frame, which
+docs/performance.md). Its faster settings (the fast IDCT, no fancy upsampling) save 5–18 % of a
+1080p decode but lose up to 8.5 and 3.5 dB against the source picture on the photos at JPEG
+quality 75–95 (`benchmarks/decode_cost.py --settings`), more than the 0.1 dB a decode setting may
+lose: not used. A packet TurboJPEG refuses (a truncated or corrupt frame, which
 it will not decode partially; a colour space it does not convert) goes to `imdecode`, which
 decodes what it can as before; what neither decodes is NOT_AN_IMAGE, a bad frame the reader skips.
 So is a frame whose header claims more pixels than any photo vcamd reads (`images.MAX_PIXELS`).
