@@ -12,7 +12,8 @@ it is there. The rule is "when you cannot say where the faces are, cover", so:
 * cells that changed by more than `changes.CHANGE_LIMIT` form groups (8-connected); a group wholly
   inside one known face's zone (its box grown FACE_ZONE_SCALE×: the face's own motion, swapped or
   covered anyway) is that face's; every other group — a newcomer, a hand, a body, a pan — is
-  covered whole (its cells' box grown by MARGIN_CELLS, obscured as `obscure` obscures a face);
+  covered whole (its cells' box grown by MARGIN_CELLS, obscured as `obscure` obscures a face; a
+  box wholly inside another group's box is left to that one: the same pixels, covered once);
 * once the covered change holds still from one frame to the next (`settled`), the tracker is
   asked to look at once (`LiveTracker.look_soon`: its change map sends the full detector to the
   changed rectangle only) — while it still moves, a look could not uncover it (the next frame
@@ -170,6 +171,7 @@ class UnseenChanges:
         if boxes and previous is not None and previous.shape == thumb.shape:
             moving = largest_change(thumb, previous) > SETTLED_LIMIT
             self.settled = not (moving & (in_cover == 1)).any()
+        boxes = outermost(boxes)
         self.tally.record(_share(boxes, (h, w)))
         return boxes
 
@@ -195,6 +197,22 @@ def cell_means(frame: Frame) -> np.ndarray:
         frame = as_frame(cv2.resize(frame, (w // 4, h // 4), interpolation=cv2.INTER_LINEAR))
     means = cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
     return (means if means.ndim == 3 else means[:, :, None]).astype(np.float32)
+
+
+def outermost(boxes: list[Box]) -> list[Box]:
+    """`boxes` less each one wholly inside another (of two the same, the first is kept): the same
+    pixels covered, each once. A picture sliding across the frame changes many small groups of cells
+    inside its own changed outline (its texture's cells, one by one): 8 of 10 boxes on the bench's
+    sliding clip, each a mosaic of its own drawn over the big one's for nothing."""
+    if len(boxes) < 2:
+        return boxes
+    b = np.array(boxes)
+    holds = ((b[:, None, 0] <= b[None, :, 0]) & (b[:, None, 1] <= b[None, :, 1])
+             & (b[:, None, 2] >= b[None, :, 2]) & (b[:, None, 3] >= b[None, :, 3]))  # [i, j]: box i holds box j
+    same = (b[:, None] == b[None, :]).all(axis=2)
+    first = np.arange(len(boxes))[:, None] < np.arange(len(boxes))[None, :]
+    inside = ((holds & ~same) | (same & first)).any(axis=0)
+    return [box for box, dropped in zip(boxes, inside) if not dropped]
 
 
 def _grown(face: Face, scale: float) -> tuple[float, float, float, float]:
