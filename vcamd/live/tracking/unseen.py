@@ -161,16 +161,15 @@ class UnseenChanges:
         inside = ((np.floor(zones[None, :, 0]) <= groups[:, None, 0]) & (np.floor(zones[None, :, 1]) <= groups[:, None, 1])
                   & (groups[:, None, 0] + groups[:, None, 2] <= np.ceil(zones[None, :, 2]))
                   & (groups[:, None, 1] + groups[:, None, 3] <= np.ceil(zones[None, :, 3]))).any(axis=1)
-        boxes: list[Box] = []
-        in_cover = np.zeros_like(changed)  # the changed cells of the groups covered (`settled`)
-        for label in np.nonzero(~inside)[0] + 1:
-            cx, cy, cw, ch = stats[label, :4]
-            in_cover[labels == label] = 1
-            boxes.append((math.floor(max(0, cx - MARGIN_CELLS) * w / tw), math.floor(max(0, cy - MARGIN_CELLS) * h / th),
-                          math.ceil(min(tw, cx + cw + MARGIN_CELLS) * w / tw), math.ceil(min(th, cy + ch + MARGIN_CELLS) * h / th)))
+        covered = np.nonzero(~inside)[0] + 1  # the labels of the groups covered
+        boxes: list[Box] = [(math.floor(max(0, cx - MARGIN_CELLS) * w / tw), math.floor(max(0, cy - MARGIN_CELLS) * h / th),
+                             math.ceil(min(tw, cx + cw + MARGIN_CELLS) * w / tw), math.ceil(min(th, cy + ch + MARGIN_CELLS) * h / th))
+                            for cx, cy, cw, ch in stats[covered, :4].tolist()]
         if boxes and previous is not None and previous.shape == thumb.shape:
+            in_cover = np.zeros(count, bool)
+            in_cover[covered] = True  # per label: covered; then per cell (`settled`: do the covered cells hold still?)
             moving = largest_change(thumb, previous) > SETTLED_LIMIT
-            self.settled = not (moving & (in_cover == 1)).any()
+            self.settled = not (moving & in_cover[labels]).any()
         boxes = outermost(boxes)
         self.tally.record(_share(boxes, (h, w)))
         return boxes
