@@ -129,3 +129,21 @@ def test_a_look_at_a_reduced_size_vouches_for_nothing():
     # ... one at the full size of a region around them does.
     unseen.looked([FullDetection([face], 5, 640, region=Region(384, 0, 640, 256, 1.0))], vouch_size=640)
     assert unseen.covers(unseen.remember(_frame((100, 100, 80), (500, 120, 60)), 6), [face]) == []
+
+
+def test_a_change_inside_another_changes_outline_is_covered_once_by_the_outer_box():
+    """A picture sliding across the frame changes its outline and, apart from it, small groups of
+    cells inside it (its texture): each group's box inside the outline's box is that box's pixels
+    again. One box is drawn there (the same pixels covered); groups apart from it keep their own."""
+    unseen = UnseenChanges()
+    unseen.remember(_frame(), 1)
+    unseen.looked([FullDetection([], 1, 320)])
+    ring = _frame((200, 80, 200), (480, 250, 40))
+    ring[96:264, 216:384] = 110  # a 16-px white outline around grey, and a square apart from it
+    ring[160:184, 288:312] = 255  # a dot inside the outline, no cell of it touching the outline's cells
+    changed = np.abs(ring.astype(int) - _frame().astype(int)).max(axis=2) > 0
+    boxes = unseen.covers(unseen.remember(ring, 2), [])
+    assert len(boxes) == 2  # the outline's box (holding the dot's) and the square's
+    for y, x in zip(*np.nonzero(changed)):  # every changed pixel is still covered
+        assert any(b[0] <= x < b[2] and b[1] <= y < b[3] for b in boxes)
+    assert not any(_inside(a, *b) for a in boxes for b in boxes if a is not b)

@@ -126,3 +126,48 @@ def test_boxes_off_the_frame_are_clipped_not_an_error(box):
         outside[y0:y1, x0:x1] = False
         assert not np.array_equal(frame[y0:y1, x0:x1], before[y0:y1, x0:x1])
     assert np.array_equal(frame[outside], before[outside])
+
+
+def _two_resizes(frame: np.ndarray, box: tuple[int, int, int, int]) -> None:
+    """The mosaic as two cv2.resize calls draw it (INTER_AREA down to the blocks, INTER_NEAREST back
+    up): what `obscure_region` draws in a cheaper way on a big box."""
+    import cv2
+
+    from vcamd.privacy.obscure import _BLOCK_NOISE, BLOCKS_ACROSS, CONTRAST_KEPT
+
+    x0, y0 = max(0, box[0]), max(0, box[1])
+    x1, y1 = min(frame.shape[1], box[2]), min(frame.shape[0], box[3])
+    roi = frame[y0:y1, x0:x1]
+    h, w = roi.shape[:2]
+    block = -(-max(w, h) // BLOCKS_ACROSS)
+    cols, rows = -(-w // block), -(-h // block)
+    blocks = cv2.resize(roi, (cols, rows), interpolation=cv2.INTER_AREA).reshape(rows, cols, -1).astype(np.float32)
+    mean = blocks.reshape(-1, blocks.shape[2]).mean(axis=0)
+    mosaic = np.clip(mean + (blocks - mean) * CONTRAST_KEPT + _BLOCK_NOISE[:rows, :cols], 0, 255).astype(np.uint8)
+    roi[...] = cv2.resize(mosaic, (w, h), interpolation=cv2.INTER_NEAREST).reshape(roi.shape)
+
+
+def test_a_big_box_gets_the_two_resize_mosaic_block_for_block():
+    """Big boxes (BY_ROWS_FROM pixels and more) are averaged by rows and written row by row: the same
+    blocks in the same places as the two resizes, each colour within one level (the sums' order)."""
+    from vcamd.privacy.obscure import BY_ROWS_FROM
+
+    rng = np.random.default_rng(11)
+    noise = rng.integers(0, 256, (720, 1280, 3), np.uint8)
+    smooth = np.ascontiguousarray(np.repeat(np.repeat(rng.integers(0, 256, (45, 80, 3), np.uint8), 16, 0), 16, 1))
+    differing = checked = 0
+    for k in range(150):
+        picture = (noise, smooth, noise[:, :, 1].copy(), noise[:, :, :1].copy())[k % 4]
+        w, h = int(rng.integers(200, 1400)), int(rng.integers(200, 800))
+        x0, y0 = int(rng.integers(-100, 1280 - 100)), int(rng.integers(-100, 720 - 100))
+        box = (x0, y0, x0 + w, y0 + h)
+        clipped = (min(1280, box[2]) - max(0, x0)) * (min(720, box[3]) - max(0, y0))
+        ours, reference = picture.copy(), picture.copy()
+        obscure_region(ours, box)
+        _two_resizes(reference, box)
+        diff = np.abs(ours.astype(int) - reference.astype(int))
+        assert diff.max() <= 1, f"box {box}: {diff.max()} levels off the two-resize mosaic"
+        differing += int(np.count_nonzero(diff))
+        checked += diff.size if clipped >= BY_ROWS_FROM else 0
+    assert checked > 0.5 * 150 * 200 * 200  # most boxes took the by-rows way
+    assert differing <= 1e-4 * checked

@@ -12,7 +12,8 @@ it is there. The rule is "when you cannot say where the faces are, cover", so:
 * cells that changed by more than `changes.CHANGE_LIMIT` form groups (8-connected); a group wholly
   inside one known face's zone (its box grown FACE_ZONE_SCALE×: the face's own motion, swapped or
   covered anyway) is that face's; every other group — a newcomer, a hand, a body, a pan — is
-  covered whole (its cells' box grown by MARGIN_CELLS, obscured as `obscure` obscures a face);
+  covered whole (its cells' box grown by MARGIN_CELLS, obscured as `obscure` obscures a face; a
+  box wholly inside another group's box is left to that one: the same pixels, covered once);
 * once the covered change holds still from one frame to the next (`settled`), the tracker is
   asked to look at once (`LiveTracker.look_soon`: its change map sends the full detector to the
   changed rectangle only) — while it still moves, a look could not uncover it (the next frame
@@ -160,16 +161,16 @@ class UnseenChanges:
         inside = ((np.floor(zones[None, :, 0]) <= groups[:, None, 0]) & (np.floor(zones[None, :, 1]) <= groups[:, None, 1])
                   & (groups[:, None, 0] + groups[:, None, 2] <= np.ceil(zones[None, :, 2]))
                   & (groups[:, None, 1] + groups[:, None, 3] <= np.ceil(zones[None, :, 3]))).any(axis=1)
-        boxes: list[Box] = []
-        in_cover = np.zeros_like(changed)  # the changed cells of the groups covered (`settled`)
-        for label in np.nonzero(~inside)[0] + 1:
-            cx, cy, cw, ch = stats[label, :4]
-            in_cover[labels == label] = 1
-            boxes.append((math.floor(max(0, cx - MARGIN_CELLS) * w / tw), math.floor(max(0, cy - MARGIN_CELLS) * h / th),
-                          math.ceil(min(tw, cx + cw + MARGIN_CELLS) * w / tw), math.ceil(min(th, cy + ch + MARGIN_CELLS) * h / th)))
+        covered = np.nonzero(~inside)[0] + 1  # the labels of the groups covered
+        boxes: list[Box] = [(math.floor(max(0, cx - MARGIN_CELLS) * w / tw), math.floor(max(0, cy - MARGIN_CELLS) * h / th),
+                             math.ceil(min(tw, cx + cw + MARGIN_CELLS) * w / tw), math.ceil(min(th, cy + ch + MARGIN_CELLS) * h / th))
+                            for cx, cy, cw, ch in stats[covered, :4].tolist()]
         if boxes and previous is not None and previous.shape == thumb.shape:
+            in_cover = np.zeros(count, bool)
+            in_cover[covered] = True  # per label: covered; then per cell (`settled`: do the covered cells hold still?)
             moving = largest_change(thumb, previous) > SETTLED_LIMIT
-            self.settled = not (moving & (in_cover == 1)).any()
+            self.settled = not (moving & in_cover[labels]).any()
+        boxes = outermost(boxes)
         self.tally.record(_share(boxes, (h, w)))
         return boxes
 
@@ -195,6 +196,22 @@ def cell_means(frame: Frame) -> np.ndarray:
         frame = as_frame(cv2.resize(frame, (w // 4, h // 4), interpolation=cv2.INTER_LINEAR))
     means = cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
     return (means if means.ndim == 3 else means[:, :, None]).astype(np.float32)
+
+
+def outermost(boxes: list[Box]) -> list[Box]:
+    """`boxes` less each one wholly inside another (of two the same, the first is kept): the same
+    pixels covered, each once. A picture sliding across the frame changes many small groups of cells
+    inside its own changed outline (its texture's cells, one by one): 8 of 10 boxes on the bench's
+    sliding clip, each a mosaic of its own drawn over the big one's for nothing."""
+    if len(boxes) < 2:
+        return boxes
+    b = np.array(boxes)
+    holds = ((b[:, None, 0] <= b[None, :, 0]) & (b[:, None, 1] <= b[None, :, 1])
+             & (b[:, None, 2] >= b[None, :, 2]) & (b[:, None, 3] >= b[None, :, 3]))  # [i, j]: box i holds box j
+    same = (b[:, None] == b[None, :]).all(axis=2)
+    first = np.arange(len(boxes))[:, None] < np.arange(len(boxes))[None, :]
+    inside = ((holds & ~same) | (same & first)).any(axis=0)
+    return [box for box, dropped in zip(boxes, inside) if not dropped]
 
 
 def _grown(face: Face, scale: float) -> tuple[float, float, float, float]:
