@@ -213,15 +213,22 @@ class BoundedCall(NewestWorker[tuple[int, Callable[[], Any]], tuple[int, Any, Ba
         """The last call ran past its deadline and its result has not been taken (`take_late`)."""
         return self._late_id is not None
 
-    def take_late(self) -> tuple[bool, Any]:
-        """The result of the last call that ran past its deadline, once it has finished: (True,
-        fn()) — once; (False, None) while it runs, or when there is none. Re-raises fn's exception.
-        A caller whose late call still says something true now uses it (`live.tracking.latelook`)."""
+    def take_late(self, timeout: float = 0.0) -> tuple[bool, Any]:
+        """The result of the last call that ran past its deadline, once it has finished (waiting up
+        to `timeout` seconds for it): (True, fn()) — once; (False, None) while it runs, or when
+        there is none. Re-raises fn's exception. A caller whose late call still says something true
+        now uses it (`live.tracking.latelook`)."""
         if self._late_id is None:
             return False, None
-        answer, _ = self.results.latest()
-        if answer is None or answer[0] != self._late_id:
-            return False, None
+        deadline = time.monotonic() + timeout
+        answer, seen = self.results.latest()
+        while answer is None or answer[0] != self._late_id:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False, None
+            answer, seen = self.results.wait_newer(seen, remaining)
+            if answer is None:  # timed out, or closed
+                return False, None
         self._late_id = None
         if answer[2] is not None:
             raise answer[2]

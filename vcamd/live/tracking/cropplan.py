@@ -60,6 +60,10 @@ MOSAIC_MIN = 3
 COST_SMOOTHING = 0.2
 """Weight of a new measurement in the running cost per input shape."""
 
+PROBE_EVERY = 15
+"""Every this many frames the tracker tries the crops instead of a full detection while their
+cost has not been measured yet (`LiveTracker.update`)."""
+
 BACKSTOP_SHARE = 0.125
 """At most this share of the loop's deadline (by the running cost estimates) goes, in one frame, to
 the periodic looks at faces whose pixels only moved (`motion.REDETECT_EVERY`); the rest wait, most

@@ -25,7 +25,7 @@ that one whose pixels are all still there, moved, is where they moved to.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cv2
 import numpy as np
@@ -77,6 +77,8 @@ class KeyPatch:
     due: int = -1
     """The frame index from which the detector looks at the face again whatever its pixels say
     (-1: frame_index + REDETECT_EVERY)."""
+    coarse: bool = False
+    """Its face is a full look's detection (coarser keypoints than the face's own crop gives)."""
 
     @property
     def redetect_at(self) -> int:
@@ -130,7 +132,7 @@ def _cut(frame: Frame, x0: int, y0: int, n: int, factor: int) -> np.ndarray | No
     return np.ascontiguousarray(box[::factor, ::factor])
 
 
-def key_patch(frame: Frame, face: Face, frame_index: int, due: int = -1) -> KeyPatch | None:
+def key_patch(frame: Frame, face: Face, frame_index: int, due: int = -1, *, coarse: bool = False) -> KeyPatch | None:
     """The key patch of a face the detector just found in `frame` (None for a tiny face, or one
     whose square is larger than the frame: those are always re-detected). `due`: the frame index
     from which the detector looks at it again whatever its pixels say (default: REDETECT_EVERY on)."""
@@ -141,7 +143,7 @@ def key_patch(frame: Frame, face: Face, frame_index: int, due: int = -1) -> KeyP
     patch = _cut(frame, x0, y0, n, factor)
     if patch is None:
         return None
-    return KeyPatch(face, patch, x0, y0, factor, frame_index, due)
+    return KeyPatch(face, patch, x0, y0, factor, frame_index, due, coarse)
 
 
 _WINDOWS: dict[int, np.ndarray] = {}
@@ -222,6 +224,27 @@ def spread_due(frame_index: int, k: int, n: int) -> int:
     all be due on the same frame — a mosaic of the whole group and every face pasted anew on one
     frame in REDETECT_EVERY: the spikes a 29-face group's latency had."""
     return frame_index + REDETECT_EVERY - (k * REDETECT_EVERY // n if n > 1 else 0)
+
+
+def renewed_keys(followed: dict[int, tuple[Face, KeyPatch]], frame: Frame, detected: list[tuple[Face, bool, KeyPatch | None]],
+                 frame_index: int) -> dict[int, tuple[Face, KeyPatch]]:
+    """The key patches for the next frame (id(face) → (face, key)): `followed` (the faces followed, with
+    their keys), and a new one for each face a detector found in this frame (`detected`: the face,
+    whether it was looked at because its cycle came round, the key a late look cut for it or None);
+    every other is dropped. Faces keyed together are due again spread over the next REDETECT_EVERY
+    frames (`spread_due`); a face looked at because its cycle came round keeps its place in the
+    cycle (from the frame looked at). A face a late look found comes with its key (cut from that
+    frame: `latelook`)."""
+    keys = dict(followed)
+    spread_out = [face for face, on_cycle, _ in detected if not on_cycle]
+    spread = {id(face): k for k, face in enumerate(spread_out)}
+    for face, on_cycle, late_key in detected:
+        since = late_key.frame_index if late_key is not None and on_cycle else frame_index
+        due = spread_due(since, spread.get(id(face), 0), len(spread_out))
+        key = key_patch(frame, face, frame_index, due) if late_key is None else replace(late_key, due=due)
+        if key is not None:
+            keys[id(face)] = (face, key)
+    return keys
 
 
 class StableSince:

@@ -22,18 +22,13 @@ from vcamd.live.tracking.changes import ChangeMap, downscaled
 from vcamd.live.tracking.cropplan import DetectCosts, Detecting, LookStretch, ShapeWarmer, cut_runs, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
-from vcamd.live.tracking.motion import KeyPatch, StableSince, follow, key_patch, spread_due
+from vcamd.live.tracking.motion import KeyPatch, StableSince, follow, key_patch, renewed_keys, spread_due
 from vcamd.live.tracking.sizes import TrackerSettings, detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
-
-
-PROBE_EVERY = 15
-"""Every this many frames the tracker tries the crops instead of a full detection while their
-cost has not been measured yet (`LiveTracker.update`)."""
 
 
 class LiveTracker:
@@ -47,20 +42,18 @@ class LiveTracker:
       `cropplan.crop_input_size` (a small face's at 64², a larger one's never below its own
       pixels, up to `track_size`); crops of one size tiled into one detector run where that
       costs no more pixels (`cropplan.pays`: a group photo's 29 faces in one 384×192 input);
-    * **one full detection of this frame**, when it costs less (29 crops at 192² cost more than
-      one 640×384 run) and runs at a size at least as fine as every face looked for was found at:
-      a tracked face it does not find is lost in this frame, exactly as a crop that misses it
-      (covered at its last place), and the faces it finds are where the faces are.
+    * **one full detection of this frame**, when it costs less and runs at a size at least as fine
+      as every face looked for was found at: a tracked face it does not find is lost in this frame,
+      exactly as a crop that misses it (covered at its last place).
 
     Before either, a tracked face whose pixels only moved since the detector last found it
     (`motion.follow`: a phase-correlated shift, checked block by block over the face) is taken to
     be where it moved, without a detector run — at most REDETECT_EVERY − 1 frames in a row, or until
-    the detector has room for the periodic look (`cropplan.BACKSTOP_SHARE`); and a face a full
-    detection found is followed from the frame it looked at (`_key_appeared`).
-
-    Besides, a full-frame detection runs every `full_every` frames, whenever no face is tracked
-    and as soon as a track is lost, on the `FullDetector` thread; its result is merged when it
-    arrives (`TrackedFaces`).
+    the detector has room for the periodic look (`cropplan.BACKSTOP_SHARE`), which the loop does
+    not wait for when it is all the frame needs; and a face a full detection found is followed from
+    the frame it looked at (`_key_appeared`). Besides, a full-frame detection runs every `full_every`
+    frames, whenever no face is tracked and as soon as a track is lost, on the `FullDetector`
+    thread; its result is merged when it arrives (`TrackedFaces`).
     """
 
     def __init__(self, faces: Detecting, full: FullDetector, *, full_every: int, follow_motion: bool = True) -> None:
@@ -98,6 +91,7 @@ class LiveTracker:
         self._look_soon = False
         self._look_size = 0  # the least input size the look asked for by `look_soon` runs at
         self._looked_at: tuple[int, Frame] | None = None  # the last full look's frame (index, a copy): its faces' keys
+        self._first_keys: list[KeyPatch] | None = None  # the first full look's keys still in use (None: not in yet)
         self.applied: TrackerSettings | None = None
         """The settings `configure` applied last: the detector sizes per level and the unsure band
         `locate` asks for come from them."""
@@ -127,10 +121,12 @@ class LiveTracker:
 
     @property
     def warming(self) -> bool:
-        """Still warming up: no full detection has come in yet, or a crop or mosaic session is
-        wanted and not built yet. Frames made meanwhile say little about what a level costs (the watchdog
-        does not judge them)."""
-        return not self.book.started or self._warm.busy or self._shapes_wanted
+        """Still warming up: no full detection has come in yet, a crop or mosaic session is wanted and
+        not built yet, or a face of the first one is still on the key that look gave it (a crowd's
+        first looks, every face's first swap and paste: a second of frames at 100–200 ms that took it
+        to frame_skip for good). Frames made meanwhile say little about what a level costs (the
+        watchdog does not judge them)."""
+        return not self.book.started or self._warm.busy or self._shapes_wanted or bool(self._first_keys)
 
     @property
     def call_thread(self) -> threading.Thread:
@@ -143,7 +139,7 @@ class LiveTracker:
 
     def reset(self) -> None:
         self.book.reset()
-        self._keys, self._looked_at = {}, None
+        self._keys, self._looked_at, self._first_keys = {}, None, None
         self._stable = StableSince()
         self._late = None
         self._shapes_wanted = False
@@ -184,28 +180,32 @@ class LiveTracker:
             followed, unchanged = self._follow(frame, everyone[: len(self.book.tracks)], frame_index)
             followed += [None] * (len(everyone) - len(followed))
             unchanged += [False] * (len(everyone) - len(unchanged))
-            # A look that ran late, landed since: its faces where its detections still hold.
-            news = self._late_news(frame, frame_index, [everyone[i] for i, f in enumerate(followed) if f is None])
+            # A look that ran late, landed since: its faces where its detections still hold (waited for
+            # within the deadline when this frame must look: one detector thread).
             todo = [i for i, f in enumerate(followed) if f is None]
+            t0 = time.monotonic()
+            news = self._late_news(frame, frame_index, [everyone[i] for i in todo], deadline_s if self._must(todo, coarse=True) else 0.0)
+            deadline_s = max(0.0, deadline_s - (time.monotonic() - t0))
             news_at = {i: n for i, n in zip(todo, news) if n is not None}
             todo = self._spare([i for i in todo if i not in news_at], everyone, followed, track_size, deadline_s)
             looked_for = [everyone[i] for i in todo]
         else:
             followed, todo, looked_for, news_at = [], [], [], {}
         if looked_for or news_at:
+            # A look only at faces due for their periodic look, pixels only moved, is not waited for:
+            # they are where their pixels moved to meanwhile, as when it runs late (`latelook`).
             found, here = self._look(frame, frame_index, looked_for, [unchanged[i] for i in todo], full_size, track_size,
-                                     deadline_s) if looked_for else ([], None)
+                                     deadline_s if self._must(todo, coarse=True) else 0.0) if looked_for else ([], None)
             if found is None:
                 # Late: a face due for its periodic look whose pixels only moved is where they
                 # moved to meanwhile, and a lost face stays lost (covered at its last place, looked
                 # for everywhere by the full detection); a frame with any other tracked face not
                 # looked at is a miss (the tracks are kept for the next one, with the keys the late
                 # look's news gave).
-                tracked = len(self.book.tracks)
                 # Only for a look that is slow: a detector that fails cannot vouch that no other
                 # face came in, so its frames are misses (covered), however still the faces are.
-                if not self._look_failed and all(i in self._backstop for i in todo if i < tracked):
-                    self._at_backstop([i for i in todo if i < tracked], followed)
+                if not self._look_failed and not self._must(todo):
+                    self._at_backstop([i for i in todo if i < len(self.book.tracks)], followed)
                     found, todo = [], []
                 else:
                     late = True
@@ -220,7 +220,7 @@ class LiveTracker:
                     unchanged[i] = n.unchanged
                 fresh: list[tuple[Face, bool, KeyPatch | None]] = [
                     (f, self._on_cycle(everyone[i], frame_index), None) for i, f in zip(todo, detected) if f is not None]
-                fresh += [(n.face, False, n.key) for n in news_at.values() if n.face is not None]
+                fresh += [(n.face, self._on_cycle(everyone[i], frame_index), n.key) for i, n in news_at.items() if n.face is not None]
                 self._keep_keys(frame, fresh, frame_index)
                 self._stable.keep(found, since_before, unchanged, frame_index)
                 appeared += self.book.take_tracked(found, frame_index)[1]
@@ -244,6 +244,9 @@ class LiveTracker:
             size = max(full_size, self._look_size) if self._look_soon else full_size
             self._look_soon = False
             self._look_for_new_faces(frame, frame_index, size, unsure)
+        if self._first_keys:  # those still on the key the first full look gave them (`warming`)
+            live = {id(key) for _, key in self._keys.values()}
+            self._first_keys = [k for k in self._first_keys if id(k) in live]
         report = self.book.report(late=late, appeared=appeared, full=result is not None or full_now, followed=only_followed)
         return replace(report, stable_since=tuple(self._stable.of(f, frame_index) for f in report.faces))
 
@@ -292,6 +295,14 @@ class LiveTracker:
         self.followed_faces += len(self._followed_keys)
         return out, unchanged
 
+    def _must(self, todo: list[int], *, coarse: bool = False) -> bool:
+        """Whether a look at `todo` is a must (the frame waits for it, and is a miss without it): a
+        tracked face in it changed or has no key (is not only due for its periodic look, pixels only
+        moved: `_backstop`), or the detector fails. `coarse`: also waited for when a face is on a
+        full look's key (its keypoints come from its own crop as soon as the look lands)."""
+        return self._failing or any(i < len(self.book.tracks) and (i not in self._backstop or coarse and self._backstop[i][1].coarse)
+                                    for i in todo)
+
     def _spare(self, todo: list[int], everyone: list[Face], followed: list[Face | None], track_size: int, deadline_s: float) -> list[int]:
         """`todo` less the faces due only for their periodic look (pixels only moved: `_backstop`) past
         this frame's share of the deadline for them (`cropplan.backstop_share`, most overdue first):
@@ -317,8 +328,10 @@ class LiveTracker:
         if result is None or looked is None or looked[0] != result.frame_index:
             return
         for face in appeared:
-            if (key := key_patch(looked[1], face, result.frame_index, result.frame_index)) is not None:
+            if (key := key_patch(looked[1], face, result.frame_index, result.frame_index, coarse=True)) is not None:
                 self._keys[id(face)] = (face, key)
+        if self._first_keys is None:
+            self._first_keys = [key for _, key in self._keys.values()]
 
     def _on_cycle(self, face: Face, frame_index: int) -> bool:
         """Whether the detector looks at `face` now because its key's cycle came round (not because
@@ -327,20 +340,8 @@ class LiveTracker:
         return entry is not None and entry[0] is face and frame_index >= entry[1].redetect_at
 
     def _keep_keys(self, frame: Frame, detected: list[tuple[Face, bool, KeyPatch | None]], frame_index: int) -> None:
-        """The key patches for the next frame: a new one for each face a detector found in this
-        frame, the same one for each face followed; every other is dropped. Faces keyed together are
-        due again spread over the next REDETECT_EVERY frames (`motion.spread_due`); a face looked at
-        because its cycle came round (`detected`'s flag) keeps its place in the cycle. A face a late
-        look found comes with its key (cut from the frame that look saw: `latelook`)."""
-        keys = self._followed_keys
-        spread_out = [face for face, on_cycle, _ in detected if not on_cycle]
-        spread = {id(face): k for k, face in enumerate(spread_out)}
-        for face, _, late_key in detected:
-            due = spread_due(frame_index, spread.get(id(face), 0), len(spread_out))
-            key = key_patch(frame, face, frame_index, due) if late_key is None else replace(late_key, due=due)
-            if key is not None:
-                keys[id(face)] = (face, key)
-        self._keys, self._followed_keys = keys, {}
+        """The key patches for the next frame (`motion.renewed_keys`): the faces followed keep theirs."""
+        self._keys, self._followed_keys = renewed_keys(self._followed_keys, frame, detected, frame_index), {}
 
     def _guarded(self, work: Callable[[], T], deadline_s: float) -> T | None:
         """Run `work` on the tracker thread, waiting at most `deadline_s`: (value) or None (late or failed)."""
@@ -355,7 +356,7 @@ class LiveTracker:
                 log.error("face tracking failed (%d so far): %s", self.errors, exc)
             return None
         if not done:
-            self.late += 1
+            self.late += deadline_s > 0  # a look started without a wait is not late (`unwaited`)
             self._started_late = starts and self._call.late_pending
             return None
         self._failing = False
@@ -382,7 +383,7 @@ class LiveTracker:
         use_full = full_ms < crops_ms and full_size >= self.book.finest_size
         # The full detection's cost is measured by the FullDetector's own runs; the crops' is
         # extrapolated until they ran, so now and then they are tried while it is.
-        if use_full and frame_index % PROBE_EVERY == 0 and self.costs.unmeasured(crop_shapes):
+        if use_full and frame_index % cropplan.PROBE_EVERY == 0 and self.costs.unmeasured(crop_shapes):
             use_full = False
         detect, costs = self.faces, self.costs
         self.plans["full" if use_full else "crops"] += 1
@@ -390,7 +391,7 @@ class LiveTracker:
         # started, not waited for: its frame is late at once, as after the wait. (Not while the
         # detector fails: its failure is met, and counted, within the wait.)
         estimate = full_ms if use_full else crops_ms
-        if estimate * self.stretch.value > 1000.0 * deadline_s and not self._failing:
+        if (estimate * self.stretch.value > 1000.0 * deadline_s or deadline_s <= 0.0) and not self._failing:
             deadline_s = 0.0
             self.unwaited += 1
         if use_full:
@@ -417,14 +418,14 @@ class LiveTracker:
         # One full detection of this frame: where every face is now.
         return decode(value), FullDetection(value, frame_index, full_size) if use_full else None
 
-    def _late_news(self, frame: Frame, frame_index: int, faces: list[Face]) -> list[Landed | None]:
+    def _late_news(self, frame: Frame, frame_index: int, faces: list[Face], wait_s: float) -> list[Landed | None]:
         """Per face of `faces` (the tracks and lost faces to look for in this frame): what the last
-        late look, landed since, says of it now (`LateLook.holds_now`), or None."""
+        late look, landed since (or within `wait_s`), says of it now (`LateLook.holds_now`), or None."""
         late, self._late = self._late, None
         if late is None:
             return [None] * len(faces)
         try:
-            done, value = self._call.take_late()
+            done, value = self._call.take_late(wait_s)
         except Exception as exc:  # a failing detector is a miss; the next look is waited for (counted there)
             log.debug("a late look failed: %s", exc)
             self._failing = True
