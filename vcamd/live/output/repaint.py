@@ -117,7 +117,7 @@ class FramePainter:
         self._cells = cells
         h, w = frame.shape[:2]
         self._to_cells = (cells.shape[1] / w, cells.shape[0] / h)
-        self._changed: dict[int, np.ndarray] = {}  # id(a layer's cells) → summed table of the cells changed since
+        self._changed: dict[int, list[list[int]]] = {}  # id(a layer's cells) → summed table of the cells changed since
         self._now: dict[tuple[Any, ...], _Layer] = {}
         self._seq = 0
         self._pasting = False
@@ -222,7 +222,8 @@ class FramePainter:
         """`last` put back: kept with the face it was drawn at and the cells it was drawn over."""
         if last.face is not None:  # a swap's layer: the order among swaps (`_overlaps_order`)
             self._mark(self._order, last.box, last.seq)
-        self._now[key] = _Layer(last.box, last.refs, last.pixels, last.cells, self._seq, last.under, last.face)
+        last.seq = self._seq  # its place in this frame's order (read again only once it is placed)
+        self._now[key] = last
         self._seq += 1
         self._memo.put_back += 1
 
@@ -296,11 +297,11 @@ class FramePainter:
         table = self._changed.get(id(layer.cells))
         if table is None:
             changed = (largest_change(self._cells, layer.cells) > CHANGE_LIMIT).astype(np.int32)
-            table = np.zeros((changed.shape[0] + 1, changed.shape[1] + 1), np.int32)
-            table[1:, 1:] = changed.cumsum(0).cumsum(1)
-            self._changed[id(layer.cells)] = table
+            summed = np.zeros((changed.shape[0] + 1, changed.shape[1] + 1), np.int32)
+            summed[1:, 1:] = changed.cumsum(0).cumsum(1)
+            table = self._changed[id(layer.cells)] = summed.tolist()  # plain lists: four reads a layer, hundreds a frame
         cx0, cy0, cx1, cy1 = layer.under
-        return bool(table[cy1, cx1] - table[cy0, cx1] - table[cy1, cx0] + table[cy0, cx0] > 0)
+        return table[cy1][cx1] - table[cy0][cx1] - table[cy1][cx0] + table[cy0][cx0] > 0
 
     def _under(self, box: Box) -> tuple[int, int, int, int]:
         """The thumbnail's cells a frame rectangle touches (at least one)."""
