@@ -19,7 +19,8 @@ of drawing the thing again when:
   thing overlapping it was drawn anew before it in this frame, no cover that lay beneath it last
   frame is gone, and no swap put back before it overlapping it came after it last frame. A cover
   (held or obscured) hides what lies beneath whole: it needs none of this, so one cover changing in
-  a crowd redraws that cover and the swaps over it, not every cover that overlaps it in turn.
+  a crowd redraws that cover and the swaps over it, not every cover that overlaps it in turn; a
+  rectangle inside one of the last frame's covers (an unsure place's box jittered) keeps that one.
 
 A layer put back keeps the cells it was drawn with (the picture's drift is measured from there)
 and holds what the thing drew, not what was drawn over it afterwards: the things after it are put
@@ -58,10 +59,6 @@ same pixels; a face taken for another (a swap matched to a neighbour) is a width
 PLACE_CELL_PX = 64
 """The last frame's swaps are found by place on squares of this side (a face's centre moves less
 than a square between two frames where its layer is still good: PLACE_WIDTHS of its width)."""
-
-COVER_SLACK = 1.25
-"""An obscured rectangle that reaches a little past the last frame's cover near it (its unsure
-place's box jittered) is drawn as the union of both when that has at most this × its area."""
 
 NEW_SWAPS_PER_FRAME = 8
 """A swap made again for a face whose picture did not change (the swap worker refreshes a crowd's
@@ -150,15 +147,10 @@ class FramePainter:
             if last is not None and self._put_back(frame, key, last):
                 return
             # The detector's jitter moves an unsure place's box by a pixel or two between looks:
-            # a cover of the last frame around it whole covers it (more, never less); one it
-            # reaches past by a little is drawn again over both, so the next jitter falls inside.
-            around = self._covers_near(box)
-            for near_key, layer in around:
+            # a cover of the last frame around it whole covers it (more, never less).
+            for near_key, layer in self._covers_near(box):
                 if _contains(layer.box, box) and (near_key in self._now or self._put_back(frame, near_key, layer)):
                     return
-            grown = min((_union(layer.box, box) for _, layer in around), key=_area, default=box)
-            if _area(grown) <= COVER_SLACK * _area(box):
-                box, key = grown, ("obscure", grown)
         obscure_region(frame, box)
         self._drawn(key, box, (), frame)
 
@@ -350,14 +342,6 @@ def _box_cell(box: tuple[float, float, float, float]) -> tuple[int, int]:
 
 def _contains(outer: Box, inner: Box) -> bool:
     return outer[0] <= inner[0] and outer[1] <= inner[1] and inner[2] <= outer[2] and inner[3] <= outer[3]
-
-
-def _union(a: Box, b: Box) -> Box:
-    return min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])
-
-
-def _area(box: Box) -> int:
-    return max(0, box[2] - box[0]) * max(0, box[3] - box[1])
 
 
 def _gap(then: Face | None, now: Face) -> float:
