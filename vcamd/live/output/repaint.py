@@ -1,4 +1,4 @@
-"""The last frame's drawing put back where neither the camera's pixels nor what was drawn changed: `Repaint`.
+"""The last frame's drawing put back where what it shows did not change: `Repaint`.
 
 `compose` draws a frame's covers and swaps in one order, through a `compose.Painter`. On a still
 picture — a group photo, a crowd, people holding still — most of that is what the last frame drew.
@@ -10,11 +10,12 @@ of drawing the thing again when:
 * the same thing is drawn: a cover at the same rectangle (a held one from the same last good
   output), a paste of the same swap (`SwappedFace`, by identity: a new swap is always drawn) at
   its face where it was — keypoints within PLACE_WIDTHS of its width of where they were;
-* the camera did not change under it: no cell of the thumbnail under its rectangle moved by more
-  than the change detector's own `changes.CHANGE_LIMIT` since the layer was drawn (compared with
-  that frame, not the previous one: a slow change adds up until it shows). Sensor noise moves a
-  cell mean by a level or two — a noisy camera's still faces are put back; a face, a hand, a pan
-  moves them by tens — drawn again;
+* a swap: the camera did not change under it — no cell of the thumbnail under its rectangle moved
+  by more than the change detector's own `changes.CHANGE_LIMIT` since the layer was drawn (compared
+  with that frame, not the previous one: a slow change adds up until it shows). Sensor noise moves
+  a cell mean by a level or two — a noisy camera's still faces are put back; a face, a hand, a pan
+  moves them by tens — drawn again. (A cover is put back at the same rectangle whatever lies
+  beneath it: its mosaic of what was there hides it as well as a new one would);
 * for a paste (its feathered edge blends into what lies beneath), nothing beneath it changed: no
   thing overlapping it was drawn anew before it in this frame, no cover that lay beneath it last
   frame is gone, and no swap put back before it overlapping it came after it last frame. A cover
@@ -203,7 +204,7 @@ class FramePainter:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _put_back(self, frame: Frame, key: tuple[Any, ...], last: _Layer) -> bool:
-        if key in self._now or last.pixels is None or self._camera_changed(last):
+        if key in self._now or last.pixels is None or (last.face is not None and self._camera_changed(last)):
             return False
         x0, y0, x1, y1 = last.box
         frame[y0:y1, x0:x1] = last.pixels
@@ -226,20 +227,18 @@ class FramePainter:
                 and not self._overlaps_order(layer))
 
     def _covers_near(self, box: Box) -> list[tuple[tuple[Any, ...], _Layer]]:
-        """The last frame's obscured rectangles centred near `box`'s centre (and this frame's
-        drawn or put back so far), camera unchanged under them."""
+        """The last frame's obscured rectangles centred near `box`'s centre."""
         if self._covers is None:
             self._covers = {}
             for key, layer in self._memo._last.items():
                 if key[0] == "obscure":
                     self._covers.setdefault(_box_cell(layer.box), []).append((key, layer))
         cx, cy = _box_cell(box)
-        return [(key, layer) for dx in (-1, 0, 1) for dy in (-1, 0, 1) for key, layer in self._covers.get((cx + dx, cy + dy), ())
-                if key in self._now or not self._camera_changed(layer)]
+        return [found for dx in (-1, 0, 1) for dy in (-1, 0, 1) for found in self._covers.get((cx + dx, cy + dy), ())]
 
     def _cover_over(self, frame: Frame, face: Face) -> tuple[tuple[Any, ...], _Layer] | None:
         """The last frame's cover that hides this face whole (its miss region: compose's own
-        cover for it), camera unchanged under it, not put back yet."""
+        cover for it), not put back yet."""
         wanted = region(frame, [face], MISS_REGION_SCALE)
         return next(((key, layer) for key, layer in self._covers_near(wanted) if key not in self._now and _contains(layer.box, wanted)), None)
 
