@@ -252,8 +252,8 @@ def test_an_unsure_place_that_jittered_inside_its_last_cover_keeps_it():
     camera = _camera(13)
     memo = Repaint()
     _draw(dict(targets=[], swaps=[], unsure=[_face(100, 100, 40)]), camera, Paster(), memo)
-    _draw(dict(targets=[], swaps=[], unsure=[_face(100.4, 100.4, 39.5)]), camera, Paster(), memo)
-    assert memo.put_back == 1 and memo.drawn == 1
+    _draw(dict(targets=[], swaps=[], unsure=[_face(101, 101, 38)]), camera, Paster(), memo)  # its cover: (82, 82, 159, 159)
+    assert memo.put_back == 1 and memo.drawn == 1  # inside the last one, (80, 80, 161, 161): that one put back
     out = _draw(dict(targets=[], swaps=[], unsure=[_face(103, 100, 40)]), camera, Paster(), memo)
     assert memo.drawn == 2
     assert not np.array_equal(out[80:121, 83:124], camera[80:121, 83:124])
