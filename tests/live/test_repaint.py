@@ -8,7 +8,8 @@ import numpy as np
 from vcamd.common.types import Face
 from vcamd.config.schema import OnMiss
 from vcamd.faces.footprint import PasteRegion
-from vcamd.live.output.repaint import Repaint
+from vcamd.live.output.repaint import NEW_SWAPS_PER_FRAME, PLACE_WIDTHS, Repaint
+from vcamd.live.tracking.changes import CHANGE_LIMIT
 from vcamd.privacy.rule import Held, Scene, compose
 
 H, W = 240, 320
@@ -94,28 +95,168 @@ def test_a_new_cover_beneath_a_swap_makes_it_drawn_again():
     assert np.array_equal(out, _draw(args, camera, Paster(), None))
 
 
-def test_what_was_drawn_over_a_thing_put_back_comes_back_with_it_never_the_camera_beneath():
-    """b's swap went over a's rectangle last frame; b is gone now (it left): a is put back with
-    the end of the last frame's pixels in its rectangle — b's swap where it overlapped — not the
-    camera's pixels there (more covered than drawing a again, never less)."""
+def test_a_layer_is_what_the_thing_drew_so_a_neighbour_gone_leaves_the_same_picture_as_drawing_again():
+    """b's swap went over a's rectangle last frame; b is gone now (it left): a's layer is what a
+    drew (before b), so putting it back gives the picture drawing a again gives."""
     camera = _camera(3)
     a, b = _face(20, 20), _face(40, 30)
     memo, paste = Repaint(), Paster()
-    last = _draw(dict(targets=[a, b], swaps=[(0, 200, 0), (200, 0, 0)]), camera, paste, memo)
-    out = _draw(dict(targets=[a], swaps=[(0, 200, 0)]), camera, paste, memo)
-    assert memo.put_back == 1
-    x0, y0, x1, y1 = 16, 16, 54, 54  # a's rectangle
-    assert np.array_equal(out[y0:y1, x0:x1], last[y0:y1, x0:x1])
+    _draw(dict(targets=[a, b], swaps=[(0, 200, 0), (200, 0, 0)]), camera, paste, memo)
+    args = dict(targets=[a], swaps=[(0, 200, 0)])
+    out = _draw(args, camera, paste, memo)
+    assert memo.put_back == 1 and paste.calls == 2
+    assert np.array_equal(out, _draw(args, camera, Paster(), None))
 
 
-def test_identity_not_equality_another_face_object_at_the_same_place_is_drawn():
-    """A paste is put back only for the same Face object: the tracker hands on the same object only
-    for a face it found unmoved by its pixels; a new detection at the same coordinates is drawn."""
+def test_a_still_face_detected_again_a_pixel_away_keeps_its_layer_and_one_that_moved_is_drawn():
+    """The same swap at a new `Face` object (a look found the same face again, its keypoints
+    jittered by a pixel) over a camera that did not change: put back, not pasted again. Before,
+    only the same object was: every look at a crowd's faces re-pasted them. A face that moved by
+    more than PLACE_WIDTHS of its width is pasted where it is now."""
     camera = _camera(4)
+    swap = (0, 200, 0)
     memo, paste = Repaint(), Paster()
-    _draw(dict(targets=[_face(20, 20)], swaps=[(0, 200, 0)]), camera, paste, memo)
-    _draw(dict(targets=[_face(20, 20)], swaps=[(0, 200, 0)]), camera, paste, memo)
+    first = _draw(dict(targets=[_face(20, 20)], swaps=[swap]), camera, paste, memo)
+    again = _draw(dict(targets=[_face(21, 20)], swaps=[swap]), camera, paste, memo)
+    assert paste.calls == 1 and memo.put_back == 1
+    assert np.array_equal(again, first)
+    moved = dict(targets=[_face(20 + 30 * PLACE_WIDTHS + 1, 20)], swaps=[swap])
+    out = _draw(moved, camera, paste, memo)
+    assert paste.calls == 2 and np.array_equal(out, _draw(moved, camera, Paster(), None))
+
+
+def test_where_the_camera_changed_under_a_still_face_its_swap_is_pasted_again_over_the_new_pixels():
+    """The same face object and the same swap, but the camera's pixels under its paste changed (a
+    hand came up beside the face): the last frame's layer would show the old pixels — it is pasted
+    again. Before, the same face object was enough to put it back."""
+    camera = np.full((H, W, 3), 90, np.uint8)
+    face, swap = _face(100, 100), (0, 200, 0)
+    memo, paste = Repaint(), Paster()
+    _draw(dict(targets=[face], swaps=[swap]), camera, paste, memo)
+    changed = camera.copy()
+    changed[96:112, 96:140] = 200  # inside the paste's rectangle (the face's box grown by 4 px)
+    out = _draw(dict(targets=[face], swaps=[swap]), changed, paste, memo)
     assert paste.calls == 2 and memo.put_back == 0
+    assert np.array_equal(out, _draw(dict(targets=[face], swaps=[swap]), changed, Paster(), None))
+
+
+def test_a_noisy_camera_still_gets_its_layers_back_and_a_slow_drift_is_drawn_once_it_adds_up():
+    """Sensor noise (σ 6 levels a pixel, new every frame) moves the change detector's cell means by
+    far less than CHANGE_LIMIT: a noisy still picture's swaps and covers are put back frame after
+    frame. A brightness drift of 2 levels a frame is compared with the frame each layer was drawn
+    on, not the last one: it is drawn again once the drift passes the limit, never later."""
+    rng = np.random.default_rng(9)
+    base = np.full((720, 1280, 3), 100, np.int16)  # a camera's size: the cells average 16×16 pixels
+    faces, swaps = [_face(20, 20), _face(150, 60), _face(40, 150)], [(0, 200, 0), (200, 0, 0), (0, 0, 200)]
+    args = dict(targets=faces, swaps=swaps, unsure=[_face(250, 160)])
+    memo, paste = Repaint(), Paster()
+
+    def noisy(level: int) -> np.ndarray:
+        return np.clip(base + level + rng.normal(0, 6, base.shape), 0, 255).astype(np.uint8)
+
+    _draw(args, noisy(0), paste, memo)
+    for _ in range(5):
+        _draw(args, noisy(0), paste, memo)
+    assert paste.calls == 3 and memo.put_back == 5 * 4
+    drawn_at = None
+    for step in range(1, 8):
+        before = paste.calls
+        _draw(args, noisy(2 * step), paste, memo)
+        if paste.calls > before:
+            drawn_at = step
+            break
+    # Each frame moved by 2 levels only (under the limit): drawn once the drift from the layer's own
+    # frame, with the noise, passes CHANGE_LIMIT — not at 2 levels, at the latest past the limit.
+    assert drawn_at is not None and 2 <= drawn_at and 2 * drawn_at <= CHANGE_LIMIT + 2
+
+
+def test_one_cover_changed_in_a_crowd_of_overlapping_covers_is_drawn_alone():
+    """Covers hide what lies beneath whole: a cover drawn anew (its place moved) does not make the
+    covers that overlap it drawn again in turn — before, one changed cover in a crowd redrew every
+    cover overlapping it, and every one overlapping those."""
+    camera = _camera(10)
+    row = [_face(10 + 18 * i, 60, 20) for i in range(12)]  # covers 2× the box: each overlaps its neighbours
+    memo = Repaint()
+    _draw(dict(targets=[], swaps=[], unsure=row), camera, Paster(), memo)
+    row2 = [row[0].__class__(box=(4.0, 40.0, 24.0, 60.0), score=0.9, kps=row[0].kps - np.float32([6, 20]))] + row[1:]
+    drawn = memo.drawn
+    _draw(dict(targets=[], swaps=[], unsure=row2), camera, Paster(), memo)
+    assert memo.drawn - drawn == 1 and memo.put_back == 11
+
+
+def test_new_swaps_of_unchanged_faces_are_pasted_a_few_a_frame_the_others_keep_their_older_swap():
+    """The swap worker refreshes a crowd's still faces together: at most NEW_SWAPS_PER_FRAME of
+    them get the new swap pasted a frame, the others keep the layer of their older swap (the same
+    face, the camera unchanged) until their turn — every face is swapped in every frame, and all
+    show the new swap within a few frames. A face that moved gets its new swap at once. Before,
+    every new swap was pasted in the frame it came."""
+    camera = _camera(11)
+    n = NEW_SWAPS_PER_FRAME * 2 + 3
+    faces = [_face(5 + 35 * (i % 9), 5 + 45 * (i // 9)) for i in range(n)]
+    memo, paste = Repaint(), Paster()
+    _draw(dict(targets=faces, swaps=[np.array([0, 200, 0]) for _ in faces]), camera, paste, memo)
+    new = [np.array([0, 0, 200]) for _ in faces]  # a swap object per face, as the worker makes them
+    moved = _face(faces[-1].box[0] + 12, faces[-1].box[1])
+    targets = faces[:-1] + [moved]
+    counts = []
+    for _ in range(3):
+        paste.calls = 0
+        out = _draw(dict(targets=targets, swaps=new), camera, paste, memo)
+        counts.append(paste.calls)
+    assert counts == [NEW_SWAPS_PER_FRAME + 1, NEW_SWAPS_PER_FRAME, 2]
+    assert np.array_equal(out, _draw(dict(targets=targets, swaps=new), camera, Paster(), None))
+
+
+def test_faces_covered_last_frame_and_swapped_now_keep_their_cover_until_their_turn():
+    """The watchdog let every face of a crowd be swapped again (faces_per_round lifted): the faces
+    obscured last frame as the ones it left out get their swap a few a frame, each keeping its
+    cover — hiding it whole — until its turn; never raw. Before, all were pasted in one frame."""
+    camera = _camera(14)
+    n = NEW_SWAPS_PER_FRAME + 5
+    faces = [_face(5 + 35 * (i % 9), 5 + 45 * (i // 9)) for i in range(n)]
+    swaps = [np.array([0, 200, 0]) for _ in faces]
+    memo, paste = Repaint(), Paster()
+    _draw(dict(targets=faces[:1], swaps=swaps[:1], others=faces[1:]), camera, paste, memo)
+    counts = []
+    for _ in range(3):
+        paste.calls = 0
+        out = _draw(dict(targets=faces, swaps=swaps), camera, paste, memo)
+        counts.append(paste.calls)
+        for face in faces:  # every face swapped (the stand-in's colour) or its cover: never the camera's pixels
+            x0, y0, x1, y1 = (int(v) for v in face.box)
+            assert not np.array_equal(out[y0:y1, x0:x1], camera[y0:y1, x0:x1])
+    # The first frame: its turns, and the one face swapped before drawn again over the covers gone.
+    assert counts[0] <= NEW_SWAPS_PER_FRAME + 1 and counts[0] + counts[1] >= n - 1 and counts[2] == 0
+    assert np.array_equal(out, _draw(dict(targets=faces, swaps=swaps), camera, Paster(), None))
+
+
+def test_a_frame_compose_drew_nothing_on_keeps_the_layers_for_the_next():
+    """A frame held or obscured whole (positions unknown) draws nothing through the painter: the
+    frame after it puts the layers back as they were. Before, that frame forgot them and the next
+    redrew a whole crowd at once."""
+    camera = _camera(12)
+    args = dict(targets=[_face(20, 20), _face(120, 80)], swaps=[(0, 200, 0), (200, 0, 0)], unsure=[_face(250, 30)])
+    memo, paste = Repaint(), Paster()
+    _draw(args, camera, paste, memo)
+    frame = camera.copy()
+    painter = memo.painter(frame, paste)
+    compose(Scene(frame=frame, enabled=True, on_miss=OnMiss.blur, known=False, **args), paste, painter)
+    painter.finish()
+    _draw(args, camera, paste, memo)
+    assert paste.calls == 2 and memo.put_back == 3
+
+
+def test_an_unsure_place_that_jittered_inside_its_last_cover_keeps_it():
+    """An unsure place's box moved by a pixel between two looks: inside the last frame's cover around
+    it (grown 2×), that cover is put back — it covers the new place whole; one reaching past it is drawn."""
+    camera = _camera(13)
+    memo = Repaint()
+    _draw(dict(targets=[], swaps=[], unsure=[_face(100, 100, 40)]), camera, Paster(), memo)
+    _draw(dict(targets=[], swaps=[], unsure=[_face(101, 101, 38)]), camera, Paster(), memo)  # its cover: (82, 82, 159, 159)
+    assert memo.put_back == 1 and memo.drawn == 1  # inside the last one, (80, 80, 161, 161): that one put back
+    out = _draw(dict(targets=[], swaps=[], unsure=[_face(103, 100, 40)]), camera, Paster(), memo)
+    assert memo.drawn == 2
+    assert not np.array_equal(out[80:121, 83:124], camera[80:121, 83:124])
 
 
 def test_a_held_region_is_put_back_only_for_the_same_held_frame_and_a_new_size_forgets():

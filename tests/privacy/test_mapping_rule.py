@@ -94,3 +94,19 @@ def test_no_face_ever_shows_a_source_it_does_not_want(cases, on_miss: OnMiss) ->
     composed = compose(scene, paste)
     for face, (want, _, _, _) in zip(faces, cases):
         assert shown_source(composed.frame, face) in (want, None)
+
+
+def test_the_covers_rectangles_in_one_array_pass_are_regions_own_integers():
+    """`_cover` takes a crowd's rectangles from `regions` (one array computation): the same
+    integers `region` gives face by face, at the frame's edges and past them too."""
+    from vcamd.privacy.rule import region, regions
+
+    rng = np.random.default_rng(0)
+    frame = np.zeros((1080, 1920, 3), np.uint8)
+    covers = []
+    for _ in range(3000):
+        x, y, s = rng.uniform(-80, 1960), rng.uniform(-80, 1120), rng.uniform(1, 300)
+        face = Face(box=(x, y, x + s, y + s * rng.uniform(0.8, 1.4)), score=0.5, kps=np.zeros((5, 2), np.float32))
+        covers.append((face, float(rng.choice([1.3, 2.0, 2.6]))))
+    assert regions(frame, covers) == [region(frame, [face], scale) for face, scale in covers]
+    assert regions(frame, []) == []

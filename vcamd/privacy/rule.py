@@ -237,7 +237,7 @@ def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None, pa
     """Hold each face (its grown region from the last good output, where that output showed it
     swapped — with `wants`, swapped to the source it wants) or obscure it. All holds go first, then
     all obscures: a held region that reaches over another face must never uncover it."""
-    boxes = [region(frame, [face], scale) for face, scale in covers]
+    boxes = regions(frame, covers)
     can_hold = held is not None and held.frame.shape == frame.shape
     shown_swapped = [False] * len(covers)
     if held is not None and can_hold:
@@ -283,6 +283,24 @@ def region(frame: Frame, faces: list[Face], scale: float) -> tuple[int, int, int
         x0, y0 = min(x0, int(np.floor(cx - half))), min(y0, int(np.floor(cy - half)))
         x1, y1 = max(x1, int(np.ceil(cx + half)) + 1), max(y1, int(np.ceil(cy + half)) + 1)
     return max(0, x0), max(0, y0), min(w, x1), min(h, y1)
+
+
+def regions(frame: Frame, covers: list[tuple[Face, float]]) -> list[tuple[int, int, int, int]]:
+    """`region(frame, [face], scale)` for each (face, scale), as one array computation (a crowd's
+    hundreds of covers a frame): the same float64 arithmetic, the same integers."""
+    if not covers:
+        return []
+    h, w = frame.shape[:2]
+    boxes = np.array([face.box for face, _ in covers], np.float64).reshape(-1, 4)
+    scales = np.array([scale for _, scale in covers], np.float64)
+    cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+    half = np.maximum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]) * scales / 2
+    x0 = np.clip(np.floor(cx - half), 0, w).astype(np.int64)
+    y0 = np.clip(np.floor(cy - half), 0, h).astype(np.int64)
+    x1 = np.clip(np.ceil(cx + half) + 1, 0, w).astype(np.int64)
+    y1 = np.clip(np.ceil(cy + half) + 1, 0, h).astype(np.int64)
+    out: list[tuple[int, int, int, int]] = list(zip(x0.tolist(), y0.tolist(), x1.tolist(), y1.tolist()))
+    return out
 
 
 def lost_to_cover(lost: list[Face], known: bool, before: list[Face]) -> list[Face]:

@@ -1,32 +1,39 @@
-"""The last frame's drawing put back where nothing it depends on changed: `Repaint`.
+"""The last frame's drawing put back where what it shows did not change: `Repaint`.
 
 `compose` draws a frame's covers and swaps in one order, through a `compose.Painter`. On a still
-picture — a group photo, people holding still — most of that is what the last frame drew: the same
-swap at the same face (the tracker followed it by its pixels and found it unmoved: the same `Face`
-object), the same place covered. `Repaint` keeps, for each thing drawn (a paste: its face and its
-swap, by identity; a cover: its rectangle, and for a held one the held frame), the pixels its
-rectangle had at the end of the last frame, and puts those back instead of drawing it again: a
-100-face crowd costs a hundred small copies, not a hundred warps, blends and mosaics.
+picture — a group photo, a crowd, people holding still — most of that is what the last frame drew.
+`Repaint` keeps, for each thing drawn, its **layer**: the pixels its rectangle had right after it was
+drawn, and the change detector's cell means (`unseen.cell_means`, the frame's thumbnail the loop
+makes anyway) under that rectangle as the camera showed them then. It puts the layer back instead
+of drawing the thing again when:
 
-It puts a thing back only where that gives what drawing it again would, or covers more:
+* the same thing is drawn: a cover at the same rectangle (a held one from the same last good
+  output), a paste of the same swap (`SwappedFace`, by identity: a new swap is always drawn) at
+  its face where it was — keypoints within PLACE_WIDTHS of its width of where they were;
+* a swap: the camera did not change under it — no cell of the thumbnail under its rectangle moved
+  by more than the change detector's own `changes.CHANGE_LIMIT` since the layer was drawn (compared
+  with that frame, not the previous one: a slow change adds up until it shows). Sensor noise moves
+  a cell mean by a level or two — a noisy camera's still faces are put back; a face, a hand, a pan
+  moves them by tens — drawn again. (A cover is put back at the same rectangle whatever lies
+  beneath it: its mosaic of what was there hides it as well as a new one would);
+* for a paste (its feathered edge blends into what lies beneath), nothing beneath it changed: no
+  thing overlapping it was drawn anew before it in this frame, no cover that lay beneath it last
+  frame is gone, and no swap put back before it overlapping it came after it last frame. A cover
+  (held or obscured) hides what lies beneath whole: it needs none of this, so one cover changing in
+  a crowd redraws that cover and the swaps over it, not every cover that overlaps it in turn; a
+  rectangle inside one of the last frame's covers (an unsure place's box jittered) keeps that one.
 
-* the same thing was drawn in the last frame;
-* nothing drawn anew in this frame before it overlaps its rectangle (what lies beneath it
-  changed: it is drawn anew, and so is everything after it that it overlaps);
-* its rectangle is put back as it was at the end of the last frame: what was drawn over it then (a
-  neighbour's swap or cover) comes back with it, and is drawn or put back again on top. Where
-  something drawn over it last frame is not drawn this frame, its last picture stays there — a
-  swap or a cover where the camera's pixels would be: never less covered.
-
-The camera's own pixels inside a rectangle put back are the last frame's: a swap is put back only
-at a face the tracker found unmoved (its pixels checked block by block against its key frame,
-`tracking.motion.follow`), or not looked at on a frame-skipping rung (pasted at its last place
-either way); a cover covers whatever lies beneath. Keys hold the objects they name, so an `id` is
+A layer put back keeps the cells it was drawn with (the picture's drift is measured from there)
+and holds what the thing drew, not what was drawn over it afterwards: the things after it are put
+back or drawn again on top, in compose's order. A cover that lay beneath a swap last frame and is
+not drawn now leaves the swap drawn again over the camera's pixels. A cover drawn after a swap in the
+same frame (a paste that failed) is always drawn. Keys hold the objects they name, so an `id` is
 never taken for another object's.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,37 +41,64 @@ from typing import Any
 import numpy as np
 
 from vcamd.common.types import Face, Frame
+from vcamd.live.tracking.changes import CHANGE_LIMIT, largest_change
+from vcamd.live.tracking.unseen import cell_means
 from vcamd.privacy.obscure import obscure_region
-from vcamd.privacy.rule import Box, Held
+from vcamd.privacy.rule import MISS_REGION_SCALE, Box, Held, region
 
 GRID_PX = 8
 """What was drawn anew in a frame is marked on a grid of this many pixels a cell (an overlap test
 per thing drawn is then one array slice, however many things a crowd draws)."""
 
+PLACE_WIDTHS = 0.1
+"""A swap's layer is put back for its face while each keypoint is within this share of the face's
+width of where it was drawn. The camera's pixels under it did not change (the cells say so), so the
+face is where the layer shows it: what moves the keypoints by less is the detector's jitter on the
+same pixels; a face taken for another (a swap matched to a neighbour) is a width away."""
+
+
+PLACE_CELL_PX = 64
+"""The last frame's swaps are found by place on squares of this side (a face's centre moves less
+than a square between two frames where its layer is still good: PLACE_WIDTHS of its width)."""
+
+NEW_SWAPS_PER_FRAME = 8
+"""A swap made again for a face whose picture did not change (the swap worker refreshes a crowd's
+still faces together, `swapbook.REFRESH_S`) is pasted in at most this many faces a frame; the
+others keep their layer — the older swap of the same face, as the camera shows it — until a later
+frame's turn (150 faces: twenty frames, two thirds of a second — the swaps are made again every two — instead of one frame of 150 pastes). A
+face that moved, changed or is new is always pasted at once."""
+
 
 @dataclass(slots=True)
-class _Drawn:
+class _Layer:
     box: Box  # the rectangle it drew on, half-open, inside the frame
     refs: tuple[Any, ...]  # the objects its key names by id (kept alive: an id is never reused meanwhile)
-    pixels: np.ndarray | None = None  # the rectangle at the end of the frame
+    pixels: np.ndarray | None  # the rectangle right after it was drawn (None: a held region, copied again)
+    cells: np.ndarray  # the camera's cell means (the whole thumbnail) of the frame it was drawn on
+    seq: int  # its place in its frame's drawing order
+    under: tuple[int, int, int, int]  # the thumbnail's cells its rectangle touches (x0, y0, x1, y1, half-open)
+    face: Face | None = None  # a paste: the face it was drawn at
 
 
 class Repaint:
-    """What the last frame drew, per thing drawn; `painter(frame, paste)` for each frame's compose,
-    then `finish()`."""
+    """What the last frame drew, per thing drawn; `painter(frame, paste, cells)` for each frame's
+    compose, then `finish()`."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple[Any, ...], _Drawn] = {}
+        self._last: dict[tuple[Any, ...], _Layer] = {}
+        self._stand_ins: set[tuple[Any, ...]] = set()  # of `_last`: covers kept in a swap's place, not beneath the swaps
         self._shape: tuple[int, ...] | None = None
         self.put_back = 0
         """Things put back instead of drawn again, since the start (stats, tests)."""
         self.drawn = 0
         """Things drawn anew."""
 
-    def painter(self, frame: Frame, paste: Callable[[Frame, Any, Face], Any]) -> FramePainter:
+    def painter(self, frame: Frame, paste: Callable[[Frame, Any, Face], Any], cells: np.ndarray | None = None) -> FramePainter:
+        """`cells`: the camera frame's `unseen.cell_means`, taken before anything was drawn on it
+        (made here when not given)."""
         if frame.shape != self._shape:
             self._last, self._shape = {}, frame.shape
-        return FramePainter(self, frame, paste)
+        return FramePainter(self, frame, paste, cell_means(frame) if cells is None else cells)
 
     def forget(self) -> None:
         """A frame was drawn some other way (covered whole, swapping off): nothing to put back."""
@@ -74,76 +108,243 @@ class Repaint:
 class FramePainter:
     """One frame's `compose.Painter`: puts back what it can (see the module doc), draws the rest."""
 
-    def __init__(self, memo: Repaint, frame: Frame, paste: Callable[[Frame, Any, Face], Any]) -> None:
+    def __init__(self, memo: Repaint, frame: Frame, paste: Callable[[Frame, Any, Face], Any], cells: np.ndarray) -> None:
         self._memo = memo
         self._frame = frame
         self._paste = paste
-        self._now: dict[tuple[Any, ...], _Drawn] = {}
-        self._fresh_keys: set[tuple[Any, ...]] = set()
+        self._cells = cells
         h, w = frame.shape[:2]
-        self._fresh = np.zeros((-(-h // GRID_PX), -(-w // GRID_PX)), bool)  # drawn anew this frame
+        self._to_cells = (cells.shape[1] / w, cells.shape[0] / h)
+        self._changed: dict[int, list[list[int]]] = {}  # id(a layer's cells) → summed table of the cells changed since
+        self._now: dict[tuple[Any, ...], _Layer] = {}
+        self._seq = 0
+        self._pasting = False
+        self._stand_ins: set[tuple[Any, ...]] = set()  # covers put back in a swap's place (`paste`)
+        self._new_swaps = 0  # swaps pasted anew at a face whose older swap's layer was still good
+        self._covers: dict[tuple[int, int], list[tuple[tuple[Any, ...], _Layer]]] | None = None  # `_covers_near`
+        self._by_place: dict[tuple[int, int], list[tuple[tuple[Any, ...], _Layer]]] | None = None  # `_before`
+        grid = (-(-h // GRID_PX), -(-w // GRID_PX))
+        self._fresh = np.zeros(grid, bool)  # drawn anew this frame (or a cover beneath the swaps gone)
+        self._order = np.full(grid, -1, np.int64)  # per cell, the latest last-frame place of a swap put back there
 
     # -- compose.Painter ------------------------------------------------------------------------
     def hold(self, frame: Frame, box: Box, held: Held) -> None:
         box = _clipped(frame, box)
-        key = ("hold", box, id(held.frame))
-        if self._put_back(frame, key):
-            return
+        key = ("hold", box)
         x0, y0, x1, y1 = box
-        frame[y0:y1, x0:x1] = held.frame[y0:y1, x0:x1]
-        self._drawn(key, box, (held.frame,))
+        frame[y0:y1, x0:x1] = held.frame[y0:y1, x0:x1]  # a copy either way: no camera pixel beneath shows
+        last = self._memo._last.get(key)
+        if (last is not None and last.pixels is not None and not self._pasting and key not in self._now
+                and np.array_equal(last.pixels, frame[y0:y1, x0:x1])):
+            self._keep(key, last)  # the same pixels as last frame: nothing beneath the swaps changed
+        else:
+            self._drawn(key, box, (), frame)
 
     def obscure(self, frame: Frame, box: Box) -> None:
         box = _clipped(frame, box)
         key = ("obscure", box)
-        if self._put_back(frame, key):
-            return
+        if not self._pasting:
+            last = self._memo._last.get(key)
+            if last is not None and self._put_back(frame, key, last):
+                return
+            # The detector's jitter moves an unsure place's box by a pixel or two between looks:
+            # a cover of the last frame around it whole covers it (more, never less).
+            for near_key, layer in self._covers_near(box):
+                if _contains(layer.box, box) and (near_key in self._now or self._put_back(frame, near_key, layer)):
+                    return
         obscure_region(frame, box)
-        self._drawn(key, box, ())
+        self._drawn(key, box, (), frame)
 
     def paste(self, frame: Frame, swapped: Any, face: Face) -> None:
-        key = ("paste", id(face), id(swapped))
-        if self._put_back(frame, key):
+        if not self._pasting:
+            self._pasting = True
+            self._covers_gone()
+        key = ("paste", id(swapped))
+        last = self._memo._last.get(key)
+        if last is not None and self._still(last, face) and self._put_back(frame, key, last):
             return
-        region = self._paste(frame, swapped, face)
-        if region is not None:
-            self._drawn(key, (region.x0, region.y0, region.x1, region.y1), (face, swapped))
+        # A new swap for a face whose older swap's layer still shows it as the camera does: one of
+        # the frame's NEW_SWAPS_PER_FRAME, or that layer again until a later frame's turn.
+        before = self._before(face) if last is None else None
+        same_place = before is not None and not self._camera_changed(before[1])
+        unchanged = same_place and before is not None and self._still(before[1], face)
+        if unchanged and self._new_swaps >= NEW_SWAPS_PER_FRAME and before is not None:
+            self._put_back(frame, before[0], before[1])
+            return
+        # A face covered last frame (obscured as one the watchdog's faces_per_round left out) and
+        # swapped now: the same turns — its cover stays until then, hiding it whole.
+        cover = self._cover_over(frame, face) if last is None and before is None else None
+        if cover is not None and self._new_swaps >= NEW_SWAPS_PER_FRAME and self._put_back(frame, *cover):
+            self._mark(self._fresh, cover[1].box, True)  # over what was pasted before it: new beneath the rest
+            self._stand_ins.add(cover[0])
+            return
+        rect = self._paste(frame, swapped, face)
+        if rect is None:
+            return
+        self._new_swaps += cover is not None
+        # Drawn at the place it had, over a camera that did not change: what lies over it keeps
+        # its layer (a swap of this same face in its feathered edge), if it lay over it before
+        # (its place in the last frame's order marks the grid). Elsewhere it is new beneath them.
+        had = before[1] if before is not None else last
+        same_place = same_place or (last is not None and last.face is not None and _same_place(last.face, face)
+                                    and not self._camera_changed(last))
+        self._new_swaps += unchanged
+        box = (rect.x0, rect.y0, rect.x1, rect.y1)
+        if same_place and had is not None:
+            self._mark(self._order, box, had.seq)
+        self._drawn(key, box, (face, swapped), frame, face, fresh=not same_place)
 
     # -- the frame's end ----------------------------------------------------------------------------
     def finish(self) -> None:
-        """Keep what each thing drawn this frame left in its rectangle: a thing drawn anew, or one
-        put back that something drawn anew overlaps, is copied from the frame; the others keep
-        the pixels they had (the same)."""
-        frame = self._frame
-        for key, drawn in self._now.items():
-            if drawn.pixels is None or key in self._fresh_keys or self._overlaps_fresh(drawn.box):
-                x0, y0, x1, y1 = drawn.box
-                drawn.pixels = frame[y0:y1, x0:x1].copy()
-        self._memo._last = self._now
+        """What this frame drew is what the next one may put back. A frame compose drew nothing on
+        (the whole frame held or obscured: positions unknown) leaves the layers as they were: each
+        is checked against the camera's cells of its own frame, not the last one's."""
+        if self._now:
+            self._memo._last, self._memo._stand_ins = self._now, self._stand_ins
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _put_back(self, frame: Frame, key: tuple[Any, ...]) -> bool:
-        last = self._memo._last.get(key)
-        if last is None or last.pixels is None or key in self._now or self._overlaps_fresh(last.box):
+    def _put_back(self, frame: Frame, key: tuple[Any, ...], last: _Layer) -> bool:
+        if key in self._now or last.pixels is None or (last.face is not None and self._camera_changed(last)):
             return False
         x0, y0, x1, y1 = last.box
         frame[y0:y1, x0:x1] = last.pixels
-        self._now[key] = last
-        self._memo.put_back += 1
+        self._keep(key, last)
         return True
 
-    def _drawn(self, key: tuple[Any, ...], box: Box, refs: tuple[Any, ...]) -> None:
+    def _keep(self, key: tuple[Any, ...], last: _Layer) -> None:
+        """`last` put back: kept with the face it was drawn at and the cells it was drawn over."""
+        if last.face is not None:  # a swap's layer: the order among swaps (`_overlaps_order`)
+            self._mark(self._order, last.box, last.seq)
+        last.seq = self._seq  # its place in this frame's order (read again only once it is placed)
+        self._now[key] = last
+        self._seq += 1
+        self._memo.put_back += 1
+
+    def _still(self, layer: _Layer, face: Face) -> bool:
+        """A swap's layer at `face`: drawn where the face is, nothing new beneath it, and the swaps
+        overlapping it put back before it in the order they had."""
+        return (layer.face is not None and _same_place(layer.face, face) and not self._overlaps(self._fresh, layer.box)
+                and not self._overlaps_order(layer))
+
+    def _covers_near(self, box: Box) -> list[tuple[tuple[Any, ...], _Layer]]:
+        """The last frame's obscured rectangles centred near `box`'s centre."""
+        if self._covers is None:
+            self._covers = {}
+            for key, layer in self._memo._last.items():
+                if key[0] == "obscure":
+                    self._covers.setdefault(_box_cell(layer.box), []).append((key, layer))
+        cx, cy = _box_cell(box)
+        return [found for dx in (-1, 0, 1) for dy in (-1, 0, 1) for found in self._covers.get((cx + dx, cy + dy), ())]
+
+    def _cover_over(self, frame: Frame, face: Face) -> tuple[tuple[Any, ...], _Layer] | None:
+        """The last frame's cover that hides this face whole (its miss region: compose's own
+        cover for it), not put back yet."""
+        wanted = region(frame, [face], MISS_REGION_SCALE)
+        return next(((key, layer) for key, layer in self._covers_near(wanted) if key not in self._now and _contains(layer.box, wanted)), None)
+
+    def _before(self, face: Face) -> tuple[tuple[Any, ...], _Layer] | None:
+        """The last frame's layer of a swap at this same face (the face object the tracker handed
+        on, or a layer drawn at its place: `_same_place`), not put back yet."""
+        if self._by_place is None:
+            self._by_place = {}
+            for key, layer in self._memo._last.items():
+                if layer.face is not None:
+                    self._by_place.setdefault(_place_cell(layer.face), []).append((key, layer))
+        cx, cy = _place_cell(face)
+        near = [found for dx in (-1, 0, 1) for dy in (-1, 0, 1) for found in self._by_place.get((cx + dx, cy + dy), ())
+                if found[0] not in self._now and found[1].face is not None and _same_place(found[1].face, face)]
+        return min(near, key=lambda found: _gap(found[1].face, face)) if near else None
+
+    def _drawn(self, key: tuple[Any, ...], box: Box, refs: tuple[Any, ...], frame: Frame | None, face: Face | None = None,
+               *, fresh: bool = True) -> None:
         x0, y0, x1, y1 = box
         if x1 <= x0 or y1 <= y0:
             return
-        self._fresh[y0 // GRID_PX : -(-y1 // GRID_PX), x0 // GRID_PX : -(-x1 // GRID_PX)] = True
-        self._now[key] = _Drawn(box, refs)
-        self._fresh_keys.add(key)
+        if fresh:
+            self._mark(self._fresh, box, True)
+        pixels = None if frame is None else frame[y0:y1, x0:x1].copy()
+        if key in self._now:  # drawn twice in one frame: only the first is a layer (the second is never put back)
+            self._memo.drawn += 1
+            return
+        self._now[key] = _Layer(box, refs, pixels, self._cells, self._seq, self._under(box), face)
+        self._seq += 1
         self._memo.drawn += 1
 
-    def _overlaps_fresh(self, box: Box) -> bool:
+    def _covers_gone(self) -> None:
+        """Before the first swap: the covers of the last frame not drawn in this one leave the camera's
+        pixels where they were — a swap whose layer blended over one is drawn again."""
+        for key, layer in self._memo._last.items():
+            if key[0] != "paste" and key not in self._now and key not in self._memo._stand_ins:
+                self._mark(self._fresh, layer.box, True)
+
+    def _camera_changed(self, layer: _Layer) -> bool:
+        """Whether a cell of the thumbnail under the layer's rectangle moved by more than
+        CHANGE_LIMIT since the layer was drawn (one summed table per frame drawn on, four reads
+        per layer)."""
+        if layer.cells is self._cells:
+            return False
+        if layer.cells.shape != self._cells.shape:
+            return True
+        table = self._changed.get(id(layer.cells))
+        if table is None:
+            changed = (largest_change(self._cells, layer.cells) > CHANGE_LIMIT).astype(np.int32)
+            summed = np.zeros((changed.shape[0] + 1, changed.shape[1] + 1), np.int32)
+            summed[1:, 1:] = changed.cumsum(0).cumsum(1)
+            table = self._changed[id(layer.cells)] = summed.tolist()  # plain lists: four reads a layer, hundreds a frame
+        cx0, cy0, cx1, cy1 = layer.under
+        return table[cy1][cx1] - table[cy0][cx1] - table[cy1][cx0] + table[cy0][cx0] > 0
+
+    def _under(self, box: Box) -> tuple[int, int, int, int]:
+        """The thumbnail's cells a frame rectangle touches (at least one)."""
+        kx, ky = self._to_cells
+        th, tw = self._cells.shape[:2]
         x0, y0, x1, y1 = box
-        return bool(self._fresh[y0 // GRID_PX : -(-y1 // GRID_PX), x0 // GRID_PX : -(-x1 // GRID_PX)].any())
+        cx0, cy0 = min(tw - 1, math.floor(x0 * kx)), min(th - 1, math.floor(y0 * ky))
+        return cx0, cy0, min(tw, max(cx0 + 1, math.ceil(x1 * kx))), min(th, max(cy0 + 1, math.ceil(y1 * ky)))
+
+    def _overlaps_order(self, layer: _Layer) -> bool:
+        """Whether a swap put back before this one in this frame, overlapping it, came after it last frame."""
+        return bool(self._cells_of(self._order, layer.box).max(initial=-1) > layer.seq)
+
+    def _overlaps(self, grid: np.ndarray, box: Box) -> bool:
+        return bool(self._cells_of(grid, box).any())
+
+    @staticmethod
+    def _cells_of(grid: np.ndarray, box: Box) -> np.ndarray:
+        x0, y0, x1, y1 = box
+        return grid[y0 // GRID_PX : -(-y1 // GRID_PX), x0 // GRID_PX : -(-x1 // GRID_PX)]
+
+    def _mark(self, grid: np.ndarray, box: Box, value: Any) -> None:
+        cells = self._cells_of(grid, box)
+        if grid.dtype == bool:
+            cells[...] = value
+        else:
+            np.maximum(cells, value, out=cells)
+
+
+def _same_place(then: Face, now: Face) -> bool:
+    """The face drawn at `then` is where `now` says (PLACE_WIDTHS)."""
+    if then is now:
+        return True
+    limit = PLACE_WIDTHS * max(now.width, 1.0)
+    return bool(np.abs(np.asarray(now.kps, np.float32) - np.asarray(then.kps, np.float32)).max() <= limit)
+
+
+def _place_cell(face: Face) -> tuple[int, int]:
+    """The PLACE_CELL_PX square a face's centre lies in (`FramePainter._before` looks in it and its eight neighbours)."""
+    return _box_cell(face.box)
+
+
+def _box_cell(box: tuple[float, float, float, float]) -> tuple[int, int]:
+    return int((box[0] + box[2]) // (2 * PLACE_CELL_PX)), int((box[1] + box[3]) // (2 * PLACE_CELL_PX))
+
+
+def _contains(outer: Box, inner: Box) -> bool:
+    return outer[0] <= inner[0] and outer[1] <= inner[1] and inner[2] <= outer[2] and inner[3] <= outer[3]
+
+
+def _gap(then: Face | None, now: Face) -> float:
+    return float("inf") if then is None else float(np.abs(np.asarray(now.kps, np.float32) - np.asarray(then.kps, np.float32)).max())
 
 
 def _clipped(frame: Frame, box: Box) -> Box:
