@@ -41,12 +41,12 @@ class Paster:
         return region
 
 
-def _draw(scene_args: dict, camera: np.ndarray, paste: Paster, memo: Repaint | None) -> np.ndarray:
+def _draw(scene_args: dict, camera: np.ndarray, paste: Paster, memo: Repaint | None, makers: dict | None = None) -> np.ndarray:
     frame = camera.copy()
     scene = Scene(frame=frame, enabled=True, on_miss=OnMiss.blur, known=True, **scene_args)
     if memo is None:
         return compose(scene, paste).frame
-    painter = memo.painter(frame, paste)
+    painter = memo.painter(frame, paste, makers=makers)
     out = compose(scene, paste, painter).frame
     painter.finish()
     return out
@@ -205,6 +205,61 @@ def test_new_swaps_of_unchanged_faces_are_pasted_a_few_a_frame_the_others_keep_t
         counts.append(paste.calls)
     assert counts == [NEW_SWAPS_PER_FRAME + 1, NEW_SWAPS_PER_FRAME, 2]
     assert np.array_equal(out, _draw(dict(targets=targets, swaps=new), camera, Paster(), None))
+
+
+class Shown(np.ndarray):
+    """A swap's colour that also says which face map source it shows (`SwappedFace.source`)."""
+
+    source: str
+
+
+def _shown(colour: tuple[int, int, int], source: str) -> Shown:
+    swap = np.array(colour).view(Shown)
+    swap.source = source
+    return swap
+
+
+def test_a_new_source_photos_swaps_show_on_every_still_face_in_the_frame_they_come():
+    """The NEW_SWAPS_PER_FRAME turns are for a refresh of the same picture: swaps another source
+    photo (another face pipeline) made are pasted at once on every face, never held back behind an
+    older swap of the old identity. Before, 2 of 19 still faces showed the new source in that frame."""
+    camera = _camera(13)
+    n = NEW_SWAPS_PER_FRAME * 2 + 3
+    faces = [_face(5 + 35 * (i % 9), 5 + 45 * (i // 9)) for i in range(n)]
+    memo, paste = Repaint(), Paster()
+    old_maker, new_maker = (object(), object()), (object(), object())
+    for _ in range(2):
+        old = [np.array([0, 200, 0]) for _ in faces]
+        _draw(dict(targets=faces, swaps=old), camera, paste, memo, {id(s): old_maker for s in old})
+    new = [np.array([200, 0, 200]) for _ in faces]
+    paste.calls = 0
+    out = _draw(dict(targets=faces, swaps=new), camera, paste, memo, {id(s): new_maker for s in new})
+    assert paste.calls == n
+    assert np.array_equal(out, _draw(dict(targets=faces, swaps=new), camera, Paster(), None))
+    # The same maker's refresh still takes turns.
+    again = [np.array([200, 0, 200]) for _ in faces]
+    paste.calls = 0
+    _draw(dict(targets=faces, swaps=again), camera, paste, memo, {id(s): new_maker for s in again})
+    assert paste.calls == NEW_SWAPS_PER_FRAME
+
+
+def test_a_face_maps_new_person_shows_at_once_on_the_faces_given_to_them():
+    """A face map gives some still faces another person: their swaps of that person are pasted at
+    once, the others' refreshes of the same person take turns. Before, faces given to bob could show
+    alice's older layer."""
+    camera = _camera(14)
+    n = NEW_SWAPS_PER_FRAME + 12
+    faces = [_face(5 + 35 * (i % 9), 5 + 45 * (i // 9)) for i in range(n)]
+    memo, paste = Repaint(), Paster()
+    for _ in range(2):
+        _draw(dict(targets=faces, swaps=[_shown((0, 200, 0), "alice") for _ in faces], sources=["alice"] * n), camera, paste, memo)
+    wants = ["bob"] * 12 + ["alice"] * NEW_SWAPS_PER_FRAME
+    swaps = [_shown((200, 0, 200), "bob") for _ in range(12)] + [_shown((0, 200, 0), "alice") for _ in range(NEW_SWAPS_PER_FRAME)]
+    out = _draw(dict(targets=faces, swaps=swaps, sources=wants), camera, paste, memo)
+    direct = _draw(dict(targets=faces, swaps=swaps, sources=wants), camera, Paster(), None)
+    for face in faces[:12]:
+        x0, y0, x1, y1 = (int(v) for v in face.box)
+        assert np.array_equal(out[y0:y1, x0:x1], direct[y0:y1, x0:x1])
 
 
 def test_faces_covered_last_frame_and_swapped_now_keep_their_cover_until_their_turn():

@@ -163,7 +163,8 @@ class FrameProcessor:
         t2 = parts.clock()
         matched, usable = self._matched_swaps(targets)
         swaps = [m.swapped if usable and m is not None else None for m in matched]
-        painter = self._repaint.painter(frame, parts.faces.composite, thumb)  # the camera's cells, before any drawing
+        makers = {id(m.swapped): m.maker for m in matched if m is not None}  # a new source's swaps are never held back
+        painter = self._repaint.painter(frame, parts.faces.composite, thumb, makers)  # the camera's cells, before any drawing
         composed = rule.compose(  # the one rule, `vcamd swap` asks it too
             Scene(frame=frame, enabled=True, on_miss=self.policy.on_miss, known=report.known, targets=targets,
                   swaps=swaps, lost=lost, held=parts.publisher.held, unsure=report.unsure, others=self._others,

@@ -34,7 +34,7 @@ never taken for another object's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +78,7 @@ class _Layer:
     seq: int  # its place in its frame's drawing order
     under: tuple[int, int, int, int]  # the thumbnail's cells its rectangle touches (x0, y0, x1, y1, half-open)
     face: Face | None = None  # a paste: the face it was drawn at
+    shows: tuple[Any, ...] = ()  # a paste: what its swap shows (`FramePainter.paste`'s `makers`)
 
 
 class Repaint:
@@ -93,12 +94,15 @@ class Repaint:
         self.drawn = 0
         """Things drawn anew."""
 
-    def painter(self, frame: Frame, paste: Callable[[Frame, Any, Face], Any], cells: np.ndarray | None = None) -> FramePainter:
+    def painter(self, frame: Frame, paste: Callable[[Frame, Any, Face], Any], cells: np.ndarray | None = None,
+                makers: Mapping[int, tuple[Any, ...]] | None = None) -> FramePainter:
         """`cells`: the camera frame's `unseen.cell_means`, taken before anything was drawn on it
-        (made here when not given)."""
+        (made here when not given). `makers`: per swapped face (by id), what made it — the face
+        pipeline and source face, and the face map's source (`swapbook.Swap.maker`, `SwappedFace.source`):
+        a new swap that shows something else than a face's older layer is never held back behind it."""
         if frame.shape != self._shape:
             self._last, self._shape = {}, frame.shape
-        return FramePainter(self, frame, paste, cell_means(frame) if cells is None else cells)
+        return FramePainter(self, frame, paste, cell_means(frame) if cells is None else cells, makers or {})
 
     def forget(self) -> None:
         """A frame was drawn some other way (covered whole, swapping off): nothing to put back."""
@@ -108,8 +112,10 @@ class Repaint:
 class FramePainter:
     """One frame's `compose.Painter`: puts back what it can (see the module doc), draws the rest."""
 
-    def __init__(self, memo: Repaint, frame: Frame, paste: Callable[[Frame, Any, Face], Any], cells: np.ndarray) -> None:
+    def __init__(self, memo: Repaint, frame: Frame, paste: Callable[[Frame, Any, Face], Any], cells: np.ndarray,
+                 makers: Mapping[int, tuple[Any, ...]]) -> None:
         self._memo = memo
+        self._makers = makers
         self._frame = frame
         self._paste = paste
         self._cells = cells
@@ -166,8 +172,9 @@ class FramePainter:
         # A new swap for a face whose older swap's layer still shows it as the camera does: one of
         # the frame's NEW_SWAPS_PER_FRAME, or that layer again until a later frame's turn.
         before = self._before(face) if last is None else None
+        shows = self._shows(swapped)
         same_place = before is not None and not self._camera_changed(before[1])
-        unchanged = same_place and before is not None and self._still(before[1], face)
+        unchanged = same_place and before is not None and self._still(before[1], face) and _same_maker(before[1].shows, shows)
         if unchanged and self._new_swaps >= NEW_SWAPS_PER_FRAME and before is not None:
             self._put_back(frame, before[0], before[1])
             return
@@ -192,7 +199,7 @@ class FramePainter:
         box = (rect.x0, rect.y0, rect.x1, rect.y1)
         if same_place and had is not None:
             self._mark(self._order, box, had.seq)
-        self._drawn(key, box, (face, swapped), frame, face, fresh=not same_place)
+        self._drawn(key, box, (face, swapped), frame, face, fresh=not same_place, shows=shows)
 
     # -- the frame's end ----------------------------------------------------------------------------
     def finish(self) -> None:
@@ -226,6 +233,10 @@ class FramePainter:
         return (layer.face is not None and _same_place(layer.face, face) and not self._overlaps(self._fresh, layer.box)
                 and not self._overlaps_order(layer))
 
+    def _shows(self, swapped: Any) -> tuple[Any, ...]:
+        """What `swapped` shows: its maker as the loop says (`makers`), and the source it was made of."""
+        return (*self._makers.get(id(swapped), ()), getattr(swapped, "source", ""))
+
     def _covers_near(self, box: Box) -> list[tuple[tuple[Any, ...], _Layer]]:
         """The last frame's obscured rectangles centred near `box`'s centre."""
         if self._covers is None:
@@ -256,7 +267,7 @@ class FramePainter:
         return min(near, key=lambda found: _gap(found[1].face, face)) if near else None
 
     def _drawn(self, key: tuple[Any, ...], box: Box, refs: tuple[Any, ...], frame: Frame | None, face: Face | None = None,
-               *, fresh: bool = True) -> None:
+               *, fresh: bool = True, shows: tuple[Any, ...] = ()) -> None:
         x0, y0, x1, y1 = box
         if x1 <= x0 or y1 <= y0:
             return
@@ -266,7 +277,7 @@ class FramePainter:
         if key in self._now:  # drawn twice in one frame: only the first is a layer (the second is never put back)
             self._memo.drawn += 1
             return
-        self._now[key] = _Layer(box, refs, pixels, self._cells, self._seq, self._under(box), face)
+        self._now[key] = _Layer(box, refs, pixels, self._cells, self._seq, self._under(box), face, shows)
         self._seq += 1
         self._memo.drawn += 1
 
@@ -320,6 +331,12 @@ class FramePainter:
             cells[...] = value
         else:
             np.maximum(cells, value, out=cells)
+
+
+def _same_maker(then: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    """The same things made both swaps (by identity: a rebuilt pipeline or a new source photo is
+    another object, even when equal)."""
+    return len(then) == len(now) and all(a is b or (isinstance(a, str) and a == b) for a, b in zip(then, now))
 
 
 def _same_place(then: Face, now: Face) -> bool:
