@@ -407,6 +407,23 @@ class _Dear(DetectCosts):
         return 1e6
 
 
+class _FoundAtOnce:
+    """The full detector's thread, at once: `faces` found in the frame it was handed."""
+
+    idle, costs = True, _Dear()
+
+    def __init__(self, faces: list[Face]) -> None:
+        self._faces = faces
+        self._result: FullDetection | None = None
+
+    def take_result(self) -> FullDetection | None:
+        result, self._result = self._result, None
+        return result
+
+    def submit_downscaled(self, small, scale, frame_index, input_size, look=None, unsure=None) -> None:  # type: ignore[no-untyped-def]
+        self._result = FullDetection(list(self._faces), frame_index=frame_index, input_size=input_size)
+
+
 def _counted_looks(tracker: LiveTracker) -> list[int]:
     """How many faces each look the tracker chooses is for, in order (filled as it runs)."""
     looks: list[int] = []
@@ -455,22 +472,9 @@ def test_faces_a_full_look_found_are_where_their_pixels_moved_until_a_crop_looks
     unknown (covered). Where the picture changed since the look's frame, nothing is followed: every
     face is looked for, and the frame waits on that look."""
 
-    class Full:  # the full detector's thread, at once: the group, found in the frame it was handed
-        idle, costs = True, _Dear()
-
-        def __init__(self) -> None:
-            self._result: FullDetection | None = None
-
-        def take_result(self) -> FullDetection | None:
-            result, self._result = self._result, None
-            return result
-
-        def submit_downscaled(self, small, scale, frame_index, input_size, look=None, unsure=None) -> None:  # type: ignore[no-untyped-def]
-            self._result = FullDetection(list(group_faces), frame_index=frame_index, input_size=input_size)
-
     brighter = cv2.add(group_frame, np.full_like(group_frame, 40))  # the same faces, every pixel changed
     for second, followed in ((group_frame, True), (brighter, False)):
-        tracker = LiveTracker(detector, Full(), full_every=1000)  # type: ignore[arg-type]
+        tracker = LiveTracker(detector, _FoundAtOnce(group_faces), full_every=1000)  # type: ignore[arg-type]
         looks = _counted_looks(tracker)
         try:
             assert not tracker.update(group_frame.copy(), 1, full_size=640, track_size=192, deadline_s=30.0).known
@@ -587,20 +591,7 @@ def test_the_start_is_warming_until_every_face_of_the_first_look_was_looked_at_a
     watchdog does not judge the frames. Before, a crowd's first second — every face's first crop
     look, swap and paste, frames at 100–200 ms — was judged, and took it to frame_skip for good."""
 
-    class Full:  # the full detector's thread, at once: the group, found in the frame it was handed
-        idle, costs = True, _Dear()
-
-        def __init__(self) -> None:
-            self._result: FullDetection | None = None
-
-        def take_result(self) -> FullDetection | None:
-            result, self._result = self._result, None
-            return result
-
-        def submit_downscaled(self, small, scale, frame_index, input_size, look=None, unsure=None) -> None:  # type: ignore[no-untyped-def]
-            self._result = FullDetection(list(group_faces), frame_index=frame_index, input_size=input_size)
-
-    tracker = LiveTracker(detector, Full(), full_every=1000)  # type: ignore[arg-type]
+    tracker = LiveTracker(detector, _FoundAtOnce(group_faces), full_every=1000)  # type: ignore[arg-type]
     try:
         assert tracker.warming  # nothing in yet
         warming, first_keyed = [], []

@@ -6,9 +6,8 @@ hands each owner of a changed live key its part of the new config: the parts app
 (`configure(...)`: watchdog, tracker, frame policy, publisher); kept here are the switches and the
 whole replacements — the camera reopened, swapping, consent, a source photo embedded on the
 face-loader thread, the enhancer, the log level. The face pipeline is built in the background
-(`loading.PipelineBuild`; the first one once its files are there, `first_load`) and installed
-between two frames. `Problems` holds what is wrong (the status' `config_error`), `swap_needs` what
-swapping still lacks (`readiness`: on is refused with it), `runtime_choices` what the user chose.
+(`loading.PipelineBuild`; the first one once its files are there, `first_load`), installed between two
+frames. `Problems`: what is wrong (`config_error`); `swap_needs`: what swapping lacks; `runtime_choices`.
 """
 
 from __future__ import annotations
