@@ -64,9 +64,11 @@ than a square between two frames where its layer is still good: PLACE_WIDTHS of 
 NEW_SWAPS_PER_FRAME = 8
 """A swap made again for a face whose picture did not change (the swap worker refreshes a crowd's
 still faces together, `swapbook.REFRESH_S`) is pasted in at most this many faces a frame; the
-others keep their layer — the older swap of the same face, as the camera shows it — until a later
-frame's turn (150 faces: twenty frames, two thirds of a second — the swaps are made again every two — instead of one frame of 150 pastes). A
-face that moved, changed or is new is always pasted at once."""
+others keep their layer — the older swap of the same face by the same face pipeline, source photo
+and face map source (`FramePainter`'s `makers`), as the camera shows it — until a later frame's turn
+(150 faces: twenty frames, two thirds of a second — the swaps are made again every two — instead of
+one frame of 150 pastes). A face that moved, changed or is new, or a swap made by another pipeline
+or of another source, is always pasted at once."""
 
 
 @dataclass(slots=True)
@@ -341,10 +343,7 @@ def _same_maker(then: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
 
 def _same_place(then: Face, now: Face) -> bool:
     """The face drawn at `then` is where `now` says (PLACE_WIDTHS)."""
-    if then is now:
-        return True
-    limit = PLACE_WIDTHS * max(now.width, 1.0)
-    return bool(np.abs(np.asarray(now.kps, np.float32) - np.asarray(then.kps, np.float32)).max() <= limit)
+    return then is now or _gap(then, now) <= PLACE_WIDTHS * max(now.width, 1.0)
 
 
 def _place_cell(face: Face) -> tuple[int, int]:
@@ -361,6 +360,7 @@ def _contains(outer: Box, inner: Box) -> bool:
 
 
 def _gap(then: Face | None, now: Face) -> float:
+    """The largest keypoint move from `then` to `now`, in pixels."""
     return float("inf") if then is None else float(np.abs(np.asarray(now.kps, np.float32) - np.asarray(then.kps, np.float32)).max())
 
 
