@@ -46,7 +46,6 @@ from vcamd.privacy import rule
 from vcamd.privacy.rule import UNKNOWN_SOURCE, FaceOutcome
 
 if TYPE_CHECKING:
-    import onnxruntime
 
     from vcamd.faces.calibration import CalibrationFaces, SeenFaces
     from vcamd.faces.detect import FaceDetector
@@ -230,7 +229,7 @@ class FaceEngine:
         """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
         from vcamd.inference.precision import precision_status
 
-        return precision_status({role: self.precisions.get(role, FLOAT) for role in ("swapper", "enhancer", "parser") if getattr(self, role)})
+        return precision_status({role: self.precisions.get(role, FLOAT) for role in ("swapper", "enhancer", "parser", "detector") if getattr(self, role)})
 
     def calibration_faces(self, seen: list[Frame], crop: CropSpec | None = None) -> CalibrationFaces:
         """An int8 copy's calibration faces aligned to `crop` (default: the swapper's): the source photo's face and
@@ -242,11 +241,13 @@ class FaceEngine:
             raise FaceError("no source face is set", fix="set one; the int8 copy is calibrated on it")
         return faces_for(current.identity, seen, self.swapper.crop, crop or self.swapper.crop)
 
-    def use_int8(self, session: onnxruntime.InferenceSession, precision: Choice, role: str = "swapper") -> None:
+    def use_int8(self, session: Any, precision: Choice, role: str = "swapper") -> None:
         """Run the `role` model on its checked int8 copy's `session` from the next swap (the loop's thread,
         between two frames: the swap worker reads a model's session once per run)."""
         model = getattr(self, role)
-        if model is not None:  # the enhancer switched off meanwhile: its next load gets the copy (`Sessions.copy_session`)
+        if role == "detector":  # one session per input shape (`FaceDetector.copy_sessions`)
+            self.detector.use_sessions(session)
+        elif model is not None:  # the enhancer switched off meanwhile: its next load gets the copy (`Sessions.copy_session`)
             model.session = session
         self.precisions[role] = precision
         self.seen = None
@@ -367,7 +368,7 @@ class FaceEngine:
                 rows = latent if latent.shape[0] == len(faces) else np.repeat(latent, len(faces), axis=0)
                 latent = np.concatenate([swapper.blended(rows[i : i + 1], self.recognizer.embed_raw(frame, face), self.weight)
                                          for i, face in enumerate(faces)])
-            crops = self._swap(swapper, spec, [crop for crop, _ in aligned], latent)
+            crops = self._swap(swapper, spec, [crop for crop, _ in aligned], latent, frame)
         if enhancer is None or not rung(level).enhancer or not faces:
             swapped = [SwappedFace(crop, spec.template, face.kps) for crop, face in zip(crops, faces)]
             originals = [original for original, _ in aligned]
@@ -383,20 +384,20 @@ class FaceEngine:
             parsed = parser.parse(originals, out_spec)
         return [replace(sw, keep=p.mask, shown=parser.shown(p)) for sw, p in zip(swapped, parsed)]
 
-    def _swap(self, swapper: Swapper, spec: CropSpec, crops: list[Frame], latent: Latent | None) -> list[Frame]:
+    def _swap(self, swapper: Swapper, spec: CropSpec, crops: list[Frame], latent: Latent | None, frame: Frame) -> list[Frame]:
         """The swapped crops at `spec`'s size: the swapper's own, or — pixel boost — each face's k²
-        polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`); one row or one a face."""
+        polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`); one row or one a face (cut from `frame`)."""
         k = boost.factor(spec.size, swapper.crop.size)
         seen = self.seen  # read once: the loop may stop recording meanwhile
         if k == 1:
             if seen is not None:
-                seen.offer(crops)
+                seen.offer(crops, frame)
             return swapper.swap(crops, latent)
         if latent is not None and latent.shape[0] > 1:  # one row per face: each of its tiles gets it
             latent = np.repeat(latent, k * k, axis=0)
         tiles = [tile for crop in crops for tile in boost.split(crop, k)]
         if seen is not None:
-            seen.offer(tiles)
+            seen.offer(tiles, frame)
         tiles = swapper.swap(tiles, latent)
         return [boost.merge(tiles[i * k * k : (i + 1) * k * k], k) for i in range(len(crops))]
 
