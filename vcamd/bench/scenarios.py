@@ -144,7 +144,6 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
     quantize` does: calibrated on the bench's face photo and frames of its clip (the frames a
     camera shows), checked against float by the bench's recogniser; kept in the bench's cache
     folder, where the int8 runs find it. Returns what the printout says of it."""
-    import cv2
 
     from vcamd.faces.calibration import CALIBRATION_FACES, faces_from_images
     from vcamd.faces.detect import FaceDetector

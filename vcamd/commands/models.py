@@ -222,13 +222,12 @@ def _quantize_targets(args: argparse.Namespace, store: ModelStore, config: Confi
 
 def _quantize(args: argparse.Namespace) -> int:
     from vcamd.common.errors import ModelError, VcamdError
-    from vcamd.faces.calibration import CALIBRATION_FACES, faces_from_photos
+    from vcamd.faces.calibration import CALIBRATION_FACES, faces_from_photos, photo_frames
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
     from vcamd.inference.int8recipes import build_key
     from vcamd.inference.precision import choose, int8_units, needs_reduced_range
     from vcamd.inference.runtime import Sessions
-    from vcamd.faces.calibration import photo_frames
     from vcamd.models.int8detector import looks_for
     from vcamd.models.int8roles import calibration_crop
     from vcamd.models.quantize import build_checked
