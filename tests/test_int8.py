@@ -194,7 +194,7 @@ def test_model_hashes_have_one_home_shared_with_the_source_face_and_old_records_
 
 def _config(tmp_path: Path, assets: Path, swapper: Path, recognizer: Path) -> Path:
     path = tmp_path / "config.toml"
-    path.write_text(f'[models]\ndetector = "{assets / "models" / "scrfd_500m_kps.onnx"}"\nrecognizer = "{recognizer}"\n'
+    path.write_text(f'[models]\ndetector = "{assets / "models" / "scrfd_2.5g_kps.onnx"}"\nrecognizer = "{recognizer}"\n'
                     f'swapper = "{swapper}"\nthreads = 1\n[swap]\nsource_face = "{assets / "images" / "newton.png"}"\n')
     return path
 

@@ -200,8 +200,9 @@ def test_models_quantize_covers_the_configs_roles_and_names_the_one_that_stays_f
     out = proc.stdout
     for role in ("swapper swapper.onnx", "enhancer enhancer.onnx", "parser wide_parser.onnx", "detector scrfd_500m_kps.onnx"):
         assert f"{role}: int8 copy calibrated and checked on" in out
-    assert out.count("passed: kept at") == 3 and "the enhancer runs in int8" in out and "the parser runs in float" in out
-    assert "detector scrfd_500m_kps.onnx: int8 copy calibrated and checked on 1 photo" in out and "all 1 faces found" in out
+    detector_passed = "the detector runs in int8" in out  # SCRFD-500M's copy is seldom faster: its verdict is this machine's
+    assert out.count("passed: kept at") == 2 + detector_passed and "the enhancer runs in int8" in out and "the parser runs in float" in out
+    assert "detector scrfd_500m_kps.onnx: int8 copy calibrated and checked on 1 photo" in out and "extra sure / near" in out
     assert "same class / other class off the edges" in out and "face   PSNR dB" in out
 
     alone = run_vcamd("models", "quantize", tmp_path / "enhancer.onnx", "--config", config, env=env, timeout=300)

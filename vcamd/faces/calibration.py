@@ -47,20 +47,19 @@ class CalibrationFaces:
 
 
 class SeenFaces:
-    """Aligned crops the swapper was given (and the frames they were cut from), kept while an int8 copy waits for its calibration faces:
+    """Aligned crops the swapper was given (and whole camera frames with faces), kept while an int8 copy waits for its calibration faces:
     a copy of one at most every `every_s`, up to `limit` (then nothing more is kept)."""
 
     def __init__(self, limit: int = CALIBRATION_FACES - 1, every_s: float = SEEN_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
         self._limit, self._every_s, self._clock = limit, every_s, clock
         self._crops: list[Frame] = []
         self._frames: list[Frame] = []
+        self._last_frame: float | None = None
         self._last: float | None = None
         self._changed = threading.Condition()
 
-    def offer(self, crops: Sequence[Frame], frame: Frame | None = None) -> None:
-        """Called with each batch the swapper is given (the swap worker's thread), and the camera
-        frame they were cut from (kept beside the crop: the detector's copy is calibrated on whole
-        frames, `frames`): cheap when full."""
+    def offer(self, crops: Sequence[Frame]) -> None:
+        """Called with each batch the swapper is given (the swap worker's thread): cheap when full."""
         if len(self._crops) >= self._limit or not crops:
             return
         now = self._clock()
@@ -68,14 +67,24 @@ class SeenFaces:
             return
         with self._changed:
             self._crops.append(np.array(crops[0], copy=True))
-            if frame is not None:
-                self._frames.append(np.array(frame, copy=True))
             self._last = now
             self._changed.notify_all()
 
+    def offer_frame(self, frame: Frame) -> None:
+        """Called with each camera frame whose faces go to the swap (the loop's thread, before anything is
+        drawn on it): the detector's copy is calibrated on whole frames (`frames`). Cheap when full."""
+        if len(self._frames) >= self._limit:
+            return
+        now = self._clock()
+        if self._last_frame is not None and now - self._last_frame < self._every_s:
+            return
+        with self._changed:
+            self._frames.append(np.array(frame, copy=True))
+            self._last_frame = now
+
     @property
     def frames(self) -> list[Frame]:
-        """The camera frames kept with the crops (those offered with one)."""
+        """The camera frames kept (`offer_frame`)."""
         with self._changed:
             return list(self._frames)
 

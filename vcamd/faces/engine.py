@@ -368,7 +368,7 @@ class FaceEngine:
                 rows = latent if latent.shape[0] == len(faces) else np.repeat(latent, len(faces), axis=0)
                 latent = np.concatenate([swapper.blended(rows[i : i + 1], self.recognizer.embed_raw(frame, face), self.weight)
                                          for i, face in enumerate(faces)])
-            crops = self._swap(swapper, spec, [crop for crop, _ in aligned], latent, frame)
+            crops = self._swap(swapper, spec, [crop for crop, _ in aligned], latent)
         if enhancer is None or not rung(level).enhancer or not faces:
             swapped = [SwappedFace(crop, spec.template, face.kps) for crop, face in zip(crops, faces)]
             originals = [original for original, _ in aligned]
@@ -384,20 +384,20 @@ class FaceEngine:
             parsed = parser.parse(originals, out_spec)
         return [replace(sw, keep=p.mask, shown=parser.shown(p)) for sw, p in zip(swapped, parsed)]
 
-    def _swap(self, swapper: Swapper, spec: CropSpec, crops: list[Frame], latent: Latent | None, frame: Frame) -> list[Frame]:
+    def _swap(self, swapper: Swapper, spec: CropSpec, crops: list[Frame], latent: Latent | None) -> list[Frame]:
         """The swapped crops at `spec`'s size: the swapper's own, or — pixel boost — each face's k²
-        polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`); one row or one a face (cut from `frame`)."""
+        polyphase tiles swapped in one batch and interleaved back (`faces/boost.py`); one row or one a face."""
         k = boost.factor(spec.size, swapper.crop.size)
         seen = self.seen  # read once: the loop may stop recording meanwhile
         if k == 1:
             if seen is not None:
-                seen.offer(crops, frame)
+                seen.offer(crops)
             return swapper.swap(crops, latent)
         if latent is not None and latent.shape[0] > 1:  # one row per face: each of its tiles gets it
             latent = np.repeat(latent, k * k, axis=0)
         tiles = [tile for crop in crops for tile in boost.split(crop, k)]
         if seen is not None:
-            seen.offer(tiles, frame)
+            seen.offer(tiles)
         tiles = swapper.swap(tiles, latent)
         return [boost.merge(tiles[i * k * k : (i + 1) * k * k], k) for i in range(len(crops))]
 

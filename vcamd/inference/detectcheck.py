@@ -10,7 +10,9 @@ photo and camera frames at the full look's sizes, each face's crop at the tracke
   the copy's overlapping its box by at least `DetectorThresholds.box_iou`, scoring at least the
   cover threshold (`[detection] cover_threshold`: at worst the face is covered, never shown raw);
 * **placed** — that face's keypoints each within `DetectorThresholds.keypoints` of the float face's
-  width of the float ones: the swapped face is pasted (and the cover drawn) where the face is.
+  width of the float ones: the swapped face is pasted (and the cover drawn) where the face is;
+* **faster** — the full look at least `DetectorThresholds.speedup` × faster than float's here (a copy
+  that gains nothing is not worth a risk to the faces).
 
 Faces the copy finds that the float detector does not (scoring the detection threshold where the
 float one scores under the cover threshold) would be swapped or covered where nothing was: never a
@@ -44,6 +46,9 @@ class DetectorThresholds:
     """Least overlap of the copy's box with the float face's."""
     keypoints: float = 0.1
     """Most any keypoint of the copy's face may lie from the float one's, as a share of the float face's width."""
+    speedup: float = 1.2
+    """Least float ÷ int8 time of the full look: a copy that is not faster here (SCRFD-500M's depthwise
+    convolutions gain nothing in int8) would only risk the faces for nothing."""
 
 
 DETECTOR_THRESHOLDS = DetectorThresholds()
@@ -94,6 +99,9 @@ class DetectorReport(CopyReport):
     threshold: float = 0.5
     cover_threshold: float = 0.2
     thresholds: DetectorThresholds = field(default=DETECTOR_THRESHOLDS)
+    float_ms: float = 0.0
+    int8_ms: float = 0.0
+    """The full look's time through each detector (the fastest of its runs on the calibration images)."""
 
     def _sum(self, name: str) -> int:
         return sum(int(getattr(f, name)) for f in self.faces)
@@ -120,6 +128,9 @@ class DetectorReport(CopyReport):
                        f"score ≥ {self.cover_threshold:g}; first on {where})")
         if self.worst_keypoints > t.keypoints:
             out.append(f"keypoints off by {self.worst_keypoints:.3f} of the face's width > {t.keypoints:g}")
+        if self.int8_ms <= 0 or self.float_ms / self.int8_ms < t.speedup:
+            out.append(f"not faster here: the full look {self.int8_ms:.1f} ms in int8 against {self.float_ms:.1f} ms in float "
+                       f"(needs {t.speedup:g}×)")
         if extra := self._sum("extra_sure"):
             out.append(f"{extra} face(s) scored ≥ {self.threshold + SURE_MARGIN:g} where the float detector finds none")
         return out
