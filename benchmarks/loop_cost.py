@@ -268,13 +268,20 @@ def _precision(cfg, args: argparse.Namespace, clip: Path, settings, tmp: Path):
     daemon would have left them: what the printout says of them."""
     if not args.precision:
         return cfg, None
+    import multiprocessing
+
+    cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"precision": args.precision[0]})})
+    # In a process of its own, as the daemon builds them: the quantiser's sessions and memory are gone before the run.
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return cfg, pool.apply(_prepare_copies, (cfg, clip, settings, tmp))
+
+
+def _prepare_copies(cfg, clip: Path, settings, tmp: Path) -> dict:
     from vcamd.bench.scenarios import prepare_detector_int8, prepare_int8
     from vcamd.config.schema import Config
 
-    cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"precision": args.precision[0]})})
-    copies = {"detector": prepare_detector_int8(cfg, clip, settings.fps),
-              "swapper": prepare_int8(settings, Path(cfg.models.swapper), clip, tmp, Config())}
-    return cfg, copies
+    return {"detector": prepare_detector_int8(cfg, clip, settings.fps),
+            "swapper": prepare_int8(settings, Path(cfg.models.swapper), clip, tmp, Config())}
 
 
 def _settings(resolution: str, quality: str | None):

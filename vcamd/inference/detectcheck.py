@@ -58,7 +58,8 @@ DETECTOR_THRESHOLDS = DetectorThresholds()
 class Looks:
     """The detector's settings the check is made at (the config's `[detection]` and `[watchdog]`):
     full looks at `size` and `low_size` (the rungs with reduced detection), each float face's crop at
-    its size up to `track_size` and at `min_crop` (the tracker's smallest), faces counted from
+    its size up to `track_size` and at `min_crop` (the tracker's smallest), a mosaic of up to 8 faces'
+    crops in `tile`-px tiles (the tracker's run for many small faces), faces counted from
     `threshold`, found by the copy from `cover_threshold`. Part of the copy's build key: other
     settings, another check."""
 
@@ -66,6 +67,8 @@ class Looks:
     low_size: int = 320
     track_size: int = 192
     min_crop: int = 64
+    tile: int = 48
+    """Small faces' crops are tiled into one run (the tracker's mosaic, 4 columns): checked as such."""
     threshold: float = 0.5
     cover_threshold: float = 0.2
 

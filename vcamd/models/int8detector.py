@@ -64,6 +64,22 @@ def crop_look(frame: Frame, face: Face, size: int) -> Frame:
     return np.asarray(cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderValue=0), np.uint8)
 
 
+MOSAIC_MIN, MOSAIC_TILES, MOSAIC_COLUMNS = 3, 8, 4
+"""A mosaic look: from 3 faces, the first 8's crops in rows of 4 (the tracker tiles 3 or more small crops)."""
+
+
+def mosaic(crops: list[Frame]) -> Frame:
+    """The crops (squares of one side) in rows of `MOSAIC_COLUMNS`, the canvas padded to multiples of 32."""
+    side = crops[0].shape[0]
+    columns = min(MOSAIC_COLUMNS, len(crops))
+    rows = math.ceil(len(crops) / columns)
+    canvas = np.zeros((32 * math.ceil(rows * side / 32), 32 * math.ceil(columns * side / 32), 3), np.uint8)
+    for k, crop in enumerate(crops):
+        y, x = divmod(k, columns)
+        canvas[y * side : (y + 1) * side, x * side : (x + 1) * side] = crop
+    return canvas
+
+
 def crop_sizes(face: Face, looks: Looks) -> list[int]:
     """The crop inputs a face is looked at: its crop's own pixels (a multiple of 32, up to the track
     size: never scaled up) and the tracker's smallest."""
@@ -97,6 +113,9 @@ class DetectorCheck:
             self._found.append(found)
             for j, face in enumerate(found, 1):
                 looks += [Look(f"image {i}, face {j}'s crop at {s}", crop_look(frame, face, s), s, False) for s in crop_sizes(face, self.looks)]
+            if len(found) >= MOSAIC_MIN:
+                tiles = mosaic([crop_look(frame, face, self.looks.tile) for face in found[:MOSAIC_TILES]])
+                looks.append(Look(f"image {i}, a mosaic of {min(len(found), MOSAIC_TILES)} faces' crops", tiles, max(tiles.shape[:2]), False))
         self._looks = looks
         self._times: list[float] = []
 
