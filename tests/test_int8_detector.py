@@ -144,3 +144,15 @@ def test_the_check_counts_a_missed_face_a_score_under_the_cover_threshold_moved_
     extra = compare_look("extra", floats, [*floats, _face(400, score=0.65), _face(500, score=0.55)], LOOKS)
     assert (extra.extra_sure, extra.extra_near) == (1, 1)
     assert compare_look("promoted", floats, [floats[0], floats[1], _face(200, score=0.7)], LOOKS).extra_sure == 0  # float saw it, unsure
+
+
+def test_the_checks_looks_are_the_trackers():
+    """The check's crop and tile sizes are the tracker's (the models layer cannot import the live one): kept equal here."""
+    from vcamd.config.schema import Config
+    from vcamd.live.tracking import cropplan
+    from vcamd.models.int8detector import CROP_SIDE, MOSAIC_MIN, looks_for
+
+    looks = looks_for(Config())
+    assert (looks.min_crop, looks.tile, CROP_SIDE, MOSAIC_MIN) == (cropplan.TRACK_MIN_SIZE, cropplan.SMALL_TILE, cropplan.CROP_FACTOR,
+                                                                  cropplan.MOSAIC_MIN)
+    assert (looks.size, looks.low_size, looks.track_size, looks.threshold, looks.cover_threshold) == (640, 320, 192, 0.5, 0.2)

@@ -1,5 +1,5 @@
-"""Int8 copies of the user's models (the swapper, the enhancer, the face parser: `vcamd.models.int8roles`):
-built from the user's own weights with ONNX Runtime's quantiser, calibrated on real aligned faces,
+"""Int8 copies of the user's models (the swapper, the enhancer, the face parser, the detector: `vcamd.models.int8roles`):
+built from the user's own weights with ONNX Runtime's quantiser, calibrated on real aligned faces (the detector: whole images),
 checked against the float model (`vcamd.inference.fidelity`), kept (`vcamd.inference.int8cache`).
 
 How (`onnxruntime.quantization.quantize_static`): static quantisation in the QDQ format, u8
