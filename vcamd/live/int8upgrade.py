@@ -133,8 +133,8 @@ class Int8Upgrade:
     def _build(self, generation: int, faces: Any, role: str, model: Path, settings: dict[str, Any], crops: list[Frame], frames: list[Frame],
                stop: Any) -> None:
         """One model's copy: built, checked, its session loaded and handed to the loop (or why it stays float).
-        The detector's is calibrated on whole images (the source photo and the `frames` kept with the
-        crops) and gets a session for each input shape it runs."""
+        The detector's is calibrated on whole images (the source photo and the camera `frames` kept,
+        `SeenFaces.frames`) and gets a session for each input shape it runs."""
         try:
             from vcamd.faces.calibration import frames_for
             from vcamd.models.int8roles import calibration_crop
