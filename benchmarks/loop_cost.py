@@ -38,6 +38,12 @@ Rows:
 * `resolution` — the light clip at 480p and at 1080p, watchdog pinned at full: CPU per frame
   (60→240) at each, and 1080p ÷ 480p.
 
+`--precision NAME=auto` runs the tree NAME (`--tree`) at `[models] precision = "auto"` (the product's
+default; "int8" too), the detector's and the swapper's int8 copies built and checked before the run
+(`vcamd.bench.scenarios.prepare_detector_int8`, `prepare_int8`: calibrated on the source photo and the
+clip's frames), as an earlier start of the daemon leaves them; the rows run at float otherwise. The
+same checkout may be named twice, once per precision: `--tree float=. --tree auto=. --precision auto=auto`.
+
 `--load N` starts N busy processes (one core each, normal priority: the call app) around every
 run. Printed: one table, a row per measure, a column per build (median of the rounds, and every
 round's figure); `--json` keeps every run.
@@ -83,6 +89,8 @@ def main() -> None:
     p.add_argument("--dlc", type=Path, default=None, help="a Deep-Live-Cam checkout (the dlc row needs it)")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--load", type=int, default=0, help="busy processes beside every run")
+    p.add_argument("--precision", action="append", default=[], metavar="NAME=PRECISION",
+                   help="run the tree NAME at [models] precision PRECISION (auto, int8; default float), its int8 copies built before")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -94,6 +102,7 @@ def main() -> None:
         args.out.write_text(json.dumps(result))
         return
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(REPO)}
+    args.precisions = dict(t.split("=", 1) for t in args.precision)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     unknown = [r for r in rows if r not in ROWS]
     if unknown:
@@ -105,7 +114,8 @@ def main() -> None:
         for row in rows:
             for name, path in ([("Deep-Live-Cam", str(REPO))] if row == "dlc" else trees.items()):
                 for child, extra in _children(row):
-                    result = _run_child(child, extra, path, args)
+                    precision = args.precisions.get(name, "float") if row != "dlc" else "float"
+                    result = _run_child(child, extra + (["--precision", precision] if precision != "float" else []), path, args)
                     result |= {"row": row, "build": name, "round": rnd, "load": args.load}
                     runs.append(result)
                     print(f"round {rnd} {row:10s} {name:14s} {child:10s} {_brief(result)}", file=sys.stderr, flush=True)
@@ -259,6 +269,28 @@ def _vcamd_run(clip: Path, cfg, frames: int, quality: str | None, keep_every: in
     return stats, marks, kept
 
 
+def _precision(cfg, args: argparse.Namespace, clip: Path, settings, tmp: Path):
+    """`cfg` at the child's `--precision` (float: as it is); at "auto" or "int8" the detector's and the
+    swapper's int8 copies are built and checked first (in the run's cache), as an earlier start of the
+    daemon would have left them: what the printout says of them."""
+    if not args.precision:
+        return cfg, None
+    import multiprocessing
+
+    cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"precision": args.precision[0]})})
+    # In a process of its own, as the daemon builds them: the quantiser's sessions and memory are gone before the run.
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return cfg, pool.apply(_prepare_copies, (cfg, clip, settings, tmp))
+
+
+def _prepare_copies(cfg, clip: Path, settings, tmp: Path) -> dict:
+    from vcamd.bench.scenarios import prepare_detector_int8, prepare_int8
+    from vcamd.config.schema import Config
+
+    return {"detector": prepare_detector_int8(cfg, clip, settings.fps),
+            "swapper": prepare_int8(settings, Path(cfg.models.swapper), clip, tmp, Config())}
+
+
 def _settings(resolution: str, quality: str | None):
     from vcamd.bench.settings import RESOLUTIONS, BenchSettings
 
@@ -278,10 +310,11 @@ def child_light(args: argparse.Namespace) -> dict:
     settings = _settings(args.resolution, args.quality or None)
     with _cache_dir(tmp / "optimized"):
         clip = sliding_clip(read_image(FACE, "face"), settings, tmp, (settings.width, settings.height))
-        cfg = scenario_config("light", settings, tmp, Config())
+        cfg, copies = _precision(scenario_config("light", settings, tmp, Config()), args, clip, settings, tmp)
         stats, marks, _ = _vcamd_run(clip, cfg, UNTIL, settings.quality)
     levels = stats["degradation"]["level_share"]
-    return marks.per_frame() | {"full_share": levels.get("full", 0.0), "resolution": args.resolution,
+    return marks.per_frame() | {"full_share": levels.get("full", 0.0), "resolution": args.resolution, "int8_copies": copies,
+                                "precision": stats.get("precision"),
                                 "stats_cpu_ms_per_frame": stats["cpu_ms_per_frame"], "by": stats.get("cpu_ms_per_frame_by")}
 
 
@@ -302,7 +335,7 @@ def child_still(args: argparse.Namespace) -> dict:
     settings = _settings(args.resolution, None)
     with _cache_dir(tmp / "optimized"):
         clip = still_clip(read_image(ASSETS / "images" / PHOTOS[row][0], "photo"), settings, tmp, (settings.width, settings.height))
-        cfg = scenario_config("groups", settings, tmp, Config(), face_selection="all")
+        cfg, copies = _precision(scenario_config("groups", settings, tmp, Config(), face_selection="all"), args, clip, settings, tmp)
         stats, marks, kept = _vcamd_run(clip, cfg, STILL_FRAMES, None, keep_every=CHECK_EVERY)
     # The raw check, after the run: every picture the camera gave as the engine read it — the clip's
     # first frames differ from the rest (MJPG's rate control settling; up to 39 levels), so a check
@@ -332,7 +365,7 @@ def child_still(args: argparse.Namespace) -> dict:
         "raw_frames": raw_frames, "recognised_frames": recognised_frames, "stats_faces": stats["faces"],
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v}, "by": stats.get("cpu_ms_per_frame_by"),
         "transitions": [f"{t.get('from')}→{t.get('to')} ({t.get('reason')})" for t in stats["degradation"]["transitions"]],
-        "unchanged_box_faces": int(np.sum([p.face.width for p in places]) > 0),
+        "unchanged_box_faces": int(np.sum([p.face.width for p in places]) > 0), "int8_copies": copies, "precision": stats.get("precision"),
     }
 
 

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from vcamd.bench.clips import sliding_clip, still_clip
 from vcamd.bench.runs import (
     RunFailed,
@@ -142,7 +144,6 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
     quantize` does: calibrated on the bench's face photo and frames of its clip (the frames a
     camera shows), checked against float by the bench's recogniser; kept in the bench's cache
     folder, where the int8 runs find it. Returns what the printout says of it."""
-    import cv2
 
     from vcamd.faces.calibration import CALIBRATION_FACES, faces_from_images
     from vcamd.faces.detect import FaceDetector
@@ -155,15 +156,7 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
     sessions = Sessions(["cpu"], settings.threads)
     detector = FaceDetector(cfg.models.detector, sessions, cfg.detection.size, cfg.detection.threshold)
     recognizer = Recognizer(cfg.models.recognizer, sessions)
-    frames: list[Frame] = []
-    capture = cv2.VideoCapture(str(clip))
-    while len(frames) < CALIBRATION_FACES - 1:
-        ok, frame = capture.read()
-        if not ok:
-            break
-        if int(capture.get(cv2.CAP_PROP_POS_FRAMES)) % int(settings.fps // 2 or 1) == 0:  # two a second: different moments
-            frames.append(cast("Frame", frame))
-    capture.release()
+    frames = clip_frames(clip, settings.fps, CALIBRATION_FACES - 1)
     from vcamd.files.images import read_image
     from vcamd.models.int8roles import swapper_spec
 
@@ -175,6 +168,46 @@ def prepare_int8(settings: BenchSettings, swapper: Path, clip: Path, tmpdir: Pat
     best = next((a for a in built.attempts if a.report.passed), built.attempts[-1] if built.attempts else None)
     return {"model": swapper.name, "passed": built.passed, "summary": built.kept.verdict.summary, "build_s": round(built.seconds, 1),
             "faces": len(faces.crops), "units": units.describe(), "recipe": best.recipe.name if best else None,
+            "float_ms": round(best.float_ms, 1) if best else None, "int8_ms": round(best.int8_ms, 1) if best else None}
+
+
+def clip_frames(clip: Path, fps: float, count: int) -> list[Frame]:
+    """Up to `count` frames of `clip`, two a second (different moments, as the daemon keeps them)."""
+    import cv2
+
+    frames: list[Frame] = []
+    capture = cv2.VideoCapture(str(clip))
+    while len(frames) < count:
+        ok, frame = capture.read()
+        if not ok:
+            break
+        if int(capture.get(cv2.CAP_PROP_POS_FRAMES)) % int(fps // 2 or 1) == 0:
+            frames.append(cast("Frame", frame))
+    capture.release()
+    return frames
+
+
+def prepare_detector_int8(cfg: Config, clip: Path, fps: float) -> dict[str, Any]:
+    """Build and check the int8 copy of `cfg`'s detector before a run at precision "auto" or "int8",
+    as the daemon would have on an earlier start: calibrated and checked on the source photo and
+    frames of the clip (letterboxed into the clip's frame shape), at `cfg`'s detection sizes and
+    thresholds; kept in the current cache folder, where the run finds it. What the printout says of it."""
+    from vcamd.faces.calibration import CALIBRATION_FACES, CalibrationFaces, letterboxed
+    from vcamd.files.images import read_image
+    from vcamd.inference.precision import int8_units, needs_reduced_range
+    from vcamd.models.int8detector import looks_for
+    from vcamd.models.quantize import build_checked
+
+    assert cfg.swap.source_face is not None
+    frames = clip_frames(clip, fps, CALIBRATION_FACES - 1)
+    photo = read_image(cfg.swap.source_face, "bench face")
+    images = CalibrationFaces(letterboxed([photo, *frames], frames[0].shape[:2] if frames else photo.shape[:2]), np.zeros(0, np.float32))
+    built = build_checked(Path(cfg.models.detector), Path(cfg.models.recognizer), images, role="detector", providers=["cpu"],
+                          threads=cfg.models.threads, reduce_range=needs_reduced_range(int8_units()), looks=looks_for(cfg))
+    log.info("bench: the int8 copy of %s: %s", Path(cfg.models.detector).name, built.kept.verdict.summary)
+    best = next((a for a in built.attempts if a.report.passed), built.attempts[-1] if built.attempts else None)
+    return {"model": Path(cfg.models.detector).name, "passed": built.passed, "summary": built.kept.verdict.summary,
+            "build_s": round(built.seconds, 1), "images": len(images.crops),
             "float_ms": round(best.float_ms, 1) if best else None, "int8_ms": round(best.int8_ms, 1) if best else None}
 
 

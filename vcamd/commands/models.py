@@ -211,29 +211,30 @@ def _quantize_targets(args: argparse.Namespace, store: ModelStore, config: Confi
         if entry is not None and role is None:
             from vcamd.common.errors import ModelError
 
-            raise ModelError(f"{args.model} is a {entry.role}: int8 copies are made of the swapper, the enhancer and the face parser",
+            raise ModelError(f"{args.model} is a {entry.role}: int8 copies are made of the swapper, the enhancer, the face parser and the detector",
                              fix="name one of those (or leave MODEL out: the config's)")
         path = store.path_for(args.model, role or "swapper").resolve()
         return [(role or role_of(path), path)]
     used = {"swapper": config.models.swapper, "enhancer": config.models.enhancer if config.enhancer.enabled else "",
-            "parser": config.models.parser}
+            "parser": config.models.parser, "detector": config.models.detector}
     return [(role, store.path_for(used[role], role).resolve()) for role in INT8_ROLES if used[role]]
 
 
 def _quantize(args: argparse.Namespace) -> int:
     from vcamd.common.errors import ModelError, VcamdError
-    from vcamd.faces.calibration import CALIBRATION_FACES, faces_from_photos
+    from vcamd.faces.calibration import CALIBRATION_FACES, faces_from_photos, photo_frames
     from vcamd.faces.detect import FaceDetector
     from vcamd.faces.identity import Recognizer
     from vcamd.inference.int8recipes import build_key
     from vcamd.inference.precision import choose, int8_units, needs_reduced_range
     from vcamd.inference.runtime import Sessions
+    from vcamd.models.int8detector import looks_for
     from vcamd.models.int8roles import calibration_crop
     from vcamd.models.quantize import build_checked
 
     store, config = _store(args)
     targets = _quantize_targets(args, store, config)
-    crops = [calibration_crop(role, model) for role, model in targets]  # a ModelError for a model that is not its role
+    crops = [None if role == "detector" else calibration_crop(role, model) for role, model in targets]  # a ModelError for a model that is not its role
     photos = args.face or ([config.swap.source_face] if config.swap.source_face else [])
     if not photos:
         raise VcamdError("vcamd models quantize needs photos of faces to calibrate on", fix="pass --face PHOTO (or set [swap] source_face)")
@@ -244,15 +245,21 @@ def _quantize(args: argparse.Namespace) -> int:
     recognizer = Recognizer(store.path_for(config.models.recognizer, "recognizer"), sessions)
     print(f"this CPU's int8 dot-product units: {units.describe()}" + ("; weights in 7 bits (x86 without VNNI)" if reduce_range else ""))
     failed = []
+    looks = looks_for(config)
     for (role, model), crop in zip(targets, crops):
-        faces = faces_from_photos([Path(p) for p in photos], detector, recognizer, crop, limit=CALIBRATION_FACES)
-        count = f"{len(faces.crops)} face{'s' if len(faces.crops) != 1 else ''}"
+        if crop is None:  # the detector: whole photos, letterboxed as it looks at them
+            faces = photo_frames([Path(p) for p in photos])
+            count = f"{len(faces.crops)} photo{'s' if len(faces.crops) != 1 else ''}"
+        else:
+            faces = faces_from_photos([Path(p) for p in photos], detector, recognizer, crop, limit=CALIBRATION_FACES)
+            count = f"{len(faces.crops)} face{'s' if len(faces.crops) != 1 else ''}"
         print(f"{role} {model.name}: int8 copy calibrated and checked on {count} from {', '.join(Path(p).name for p in photos)}"
               + (" (more faces, more --face photos, make the check sturdier)" if len(faces.crops) < 4 else ""))
         if args.again:
-            _forget_copy(model, build_key(reduce_range, role))
+            _forget_copy(model, build_key(reduce_range, role, looks if role == "detector" else None))
         built = build_checked(model, recognizer.path, faces, role=role, providers=["cpu"], threads=config.models.threads,
-                              reduce_range=reduce_range, say=lambda line: print(f"  {line}", flush=True))
+                              reduce_range=reduce_range, looks=looks if role == "detector" else None,
+                              say=lambda line: print(f"  {line}", flush=True))
         if not built.attempts:
             print(f"  already built and checked ({built.kept.record.get('built_at', '?')}): {built.kept.verdict.summary}")
             print("  (--again builds and checks it again)")

@@ -1,4 +1,4 @@
-"""The precision of the models with an int8 copy (the swapper, the enhancer, the face parser): float, or
+"""The precision of the models with an int8 copy (the swapper, the enhancer, the face parser, the detector): float, or
 their checked int8 copy on the CPU's integer units (`vcamd.inference.precision`)."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def check_precision(cfg: Config, daemon_status: dict[str, Any] | None = None) ->
         said = [f"the running daemon's {role} runs in {running[role]}" + (f" ({why[role]})" if why.get(role) else "")
                 for role in INT8_ROLES if running.get(role)]
         return ok(NAME, f"{head}; {'; '.join(said)}")
-    used = {"swapper": cfg.models.swapper, "enhancer": cfg.models.enhancer if cfg.enhancer.enabled else "", "parser": cfg.models.parser}
+    used = {"swapper": cfg.models.swapper, "enhancer": cfg.models.enhancer if cfg.enhancer.enabled else "", "parser": cfg.models.parser,
+            "detector": cfg.models.detector}
     said, failed = [], []
     for role in INT8_ROLES:
         if used[role]:
@@ -53,8 +54,10 @@ def _role(cfg: Config, role: str, value: str) -> tuple[str, bool]:
         choice = role_choice(role, cfg.models.precision, Path(value), providers, server=cfg.models.server)
         return f"the {role} runs in float" + (f": {choice.why}" if choice.why else ""), False
     try:
+        from vcamd.models.int8detector import looks_for
+
         model = ModelStore.from_config(cfg.models).path_for(value, role)
-        choice = role_choice(role, cfg.models.precision, model, providers)
+        choice = role_choice(role, cfg.models.precision, model, providers, looks=looks_for(cfg) if role == "detector" else None)
     except VcamdError as err:  # the models and providers checks say what is wrong
         return f"the {role}'s precision is decided once it can load ({err.message})", False
     if choice.runs == "int8":

@@ -47,12 +47,14 @@ class CalibrationFaces:
 
 
 class SeenFaces:
-    """Aligned crops the swapper was given, kept while an int8 copy waits for its calibration faces:
+    """Aligned crops the swapper was given (and whole camera frames with faces), kept while an int8 copy waits for its calibration faces:
     a copy of one at most every `every_s`, up to `limit` (then nothing more is kept)."""
 
     def __init__(self, limit: int = CALIBRATION_FACES - 1, every_s: float = SEEN_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
         self._limit, self._every_s, self._clock = limit, every_s, clock
         self._crops: list[Frame] = []
+        self._frames: list[Frame] = []
+        self._last_frame: float | None = None
         self._last: float | None = None
         self._changed = threading.Condition()
 
@@ -67,6 +69,24 @@ class SeenFaces:
             self._crops.append(np.array(crops[0], copy=True))
             self._last = now
             self._changed.notify_all()
+
+    def offer_frame(self, frame: Frame) -> None:
+        """Called with each camera frame whose faces go to the swap (the loop's thread, before anything is
+        drawn on it): the detector's copy is calibrated on whole frames (`frames`). Cheap when full."""
+        if len(self._frames) >= self._limit:
+            return
+        now = self._clock()
+        if self._last_frame is not None and now - self._last_frame < self._every_s:
+            return
+        with self._changed:
+            self._frames.append(np.array(frame, copy=True))
+            self._last_frame = now
+
+    @property
+    def frames(self) -> list[Frame]:
+        """The camera frames kept (`offer_frame`)."""
+        with self._changed:
+            return list(self._frames)
 
     def wait(self, count: int, timeout_s: float, stop: threading.Event) -> list[Frame]:
         """The crops kept once there are `count` (or after `timeout_s`, or on `stop`: what there is)."""
@@ -122,3 +142,44 @@ def faces_for(source: SourceIdentity, seen: Sequence[Frame], seen_crop: CropSpec
         m = similarity_transform(template_points(seen_crop.size, seen_crop.template), template_points(crop.size, crop.template))
         seen = [warp(face, m, crop.size) for face in seen]
     return CalibrationFaces([photo, *seen], source.embedding)
+
+
+def letterboxed(images: Sequence[Frame], shape: tuple[int, int]) -> list[Frame]:
+    """Each image scaled to fit `shape` (height, width) at its top left, the rest black, as the
+    detector letterboxes a frame (a camera frame of that shape stays as it is): one array shape for
+    every calibration image of the detector's copy."""
+    import cv2
+
+    h, w = shape
+    out = []
+    for image in images:
+        if image.shape[:2] == (h, w):
+            out.append(np.ascontiguousarray(image))
+            continue
+        scale = min(h / image.shape[0], w / image.shape[1])
+        small = cv2.resize(image, (max(1, int(image.shape[1] * scale)), max(1, int(image.shape[0] * scale))))
+        canvas = np.zeros((h, w, 3), np.uint8)
+        canvas[: small.shape[0], : small.shape[1]] = small
+        out.append(canvas)
+    return out
+
+
+def frames_for(source: SourceIdentity, frames: Sequence[Frame]) -> CalibrationFaces:
+    """The detector copy's calibration images (in `CalibrationFaces.crops`): the source photo and the
+    camera frames kept (`SeenFaces.frames`), letterboxed into the camera's frame shape (the photo's
+    own without frames). FaceError when the photo cannot be read."""
+    from vcamd.files.images import read_image
+
+    photo = read_image(source.path, "source face")
+    return CalibrationFaces(letterboxed([photo, *frames], frames[0].shape[:2] if frames else photo.shape[:2]), source.embedding)
+
+
+def photo_frames(photos: Sequence[Path]) -> CalibrationFaces:
+    """The detector copy's calibration images from photos (`vcamd models quantize`), letterboxed into
+    the first one's shape (no source embedding: the detector's check has no use for one). FaceError
+    when one cannot be read."""
+    from vcamd.files.images import read_image
+
+    images = [read_image(photo, "calibration photo") for photo in photos]
+    return CalibrationFaces(letterboxed(images, images[0].shape[:2]), np.zeros(0, np.float32))
+

@@ -106,12 +106,12 @@ class FaceDetector:
         session = sessions.get(self.path)
         self._check_signature(session)
         shape = session.get_inputs()[0].shape
-        self._native_hw = tuple(shape[2:4]) if all(isinstance(d, int) and d > 0 for d in shape[2:4]) else None
+        self._native_hw: tuple[int, int] | None = (int(shape[2]), int(shape[3])) if all(isinstance(d, int) and d > 0 for d in shape[2:4]) else None
         self._input_name = session.get_inputs()[0].name
         outputs = session.get_outputs()
         self._layout = _Layout(len(outputs), batched=len(outputs[0].shape) == 3)
         self._output_names = [o.name for o in outputs]
-        self._sessions_by_hw: dict[tuple[int, int], object] = {}
+        self._sessions_by_hw: dict[tuple[int, int], onnxruntime.InferenceSession] = {}
         self._centres: dict[tuple[int, int, int], npt.NDArray[np.float32]] = {}
         self._lock = threading.Lock()
         self.own_shape_reason: str | None = None
@@ -119,6 +119,30 @@ class FaceDetector:
         self._rewrite_trusted = self._native_hw is None
         """A rewritten shape found the own shape's faces on a frame with a face (or no rewriting needed)."""
         self._session((self.size, self.size))  # build the full-frame session now, so a bad model fails at load
+
+    @property
+    def native_hw(self) -> tuple[int, int] | None:
+        """The (height, width) the model's graph fixes; None: it takes any shape."""
+        return self._native_hw
+
+    @property
+    def input_name(self) -> str:
+        return str(self._input_name)
+
+    def copy_sessions(self, copy: Path) -> dict[tuple[int, int], onnxruntime.InferenceSession]:
+        """Sessions of the model's int8 copy `copy` for every input shape this detector has run so
+        far (made here: the int8 build's thread, not the loop's); from now on `sessions` makes any
+        other shape from the copy too (`Sessions.copy_sessions`). ModelError when one cannot be loaded."""
+        shapes = list(self._sessions_by_hw) or [(self.size, self.size)]
+        own = [None if self._native_hw is None or hw == self._native_hw else hw for hw in shapes]
+        made = self.sessions.copy_sessions(self.path, copy, own)
+        return {hw: made[key] for hw, key in zip(shapes, own)}
+
+    def use_sessions(self, sessions_by_hw: dict[tuple[int, int], onnxruntime.InferenceSession]) -> None:
+        """Run from the next detection on these sessions (`copy_sessions`: the int8 copy's); a shape
+        not among them is made by `sessions` when first asked for (between two frames, the loop's
+        thread: a detection running meanwhile finishes on the session it had)."""
+        self._sessions_by_hw = dict(sessions_by_hw)
 
     def _check_signature(self, session: onnxruntime.InferenceSession) -> None:
         inputs, outputs = session.get_inputs(), session.get_outputs()
@@ -247,7 +271,8 @@ class FaceDetector:
             if outs[i].size != expected:
                 raise _OffGrid(f"its stride-{stride} scores have {outs[i].size} values for the {expected} anchors of a {in_w}×{in_h} input")
 
-    def _blob(self, frame: Frame, fit_h: int, fit_w: int, in_h: int, in_w: int) -> tuple[npt.NDArray[np.float32], float]:
+    @staticmethod
+    def _blob(frame: Frame, fit_h: int, fit_w: int, in_h: int, in_w: int) -> tuple[npt.NDArray[np.float32], float]:
         """The NCHW float blob (RGB, (x − 127.5) / 128) of shape `in_h`×`in_w`, the frame resized
         to fit `fit_h`×`fit_w` at its top left (the padding is what a black pixel gives), and the
         scale from frame to input pixels.
@@ -307,6 +332,11 @@ class FaceDetector:
         if not scores:
             return np.empty((0, 4), np.float32), np.empty(0, np.float32), np.empty((0, 5, 2), np.float32)
         return np.concatenate(boxes), np.concatenate(scores).astype(np.float32, copy=False), np.concatenate(kpss)
+
+
+def letterbox_blob(image: Frame, hw: tuple[int, int]) -> npt.NDArray[np.float32]:
+    """The detector's input for `image` letterboxed (top left) into an input of shape `hw`, as `detect` feeds it."""
+    return FaceDetector._blob(image, hw[0], hw[1], hw[0], hw[1])[0]
 
 
 class _OffGrid(ValueError):

@@ -46,7 +46,6 @@ from vcamd.privacy import rule
 from vcamd.privacy.rule import UNKNOWN_SOURCE, FaceOutcome
 
 if TYPE_CHECKING:
-    import onnxruntime
 
     from vcamd.faces.calibration import CalibrationFaces, SeenFaces
     from vcamd.faces.detect import FaceDetector
@@ -230,7 +229,7 @@ class FaceEngine:
         """What each model runs at ("float" or "int8") by role, and why where there is something to say."""
         from vcamd.inference.precision import precision_status
 
-        return precision_status({role: self.precisions.get(role, FLOAT) for role in ("swapper", "enhancer", "parser") if getattr(self, role)})
+        return precision_status({role: self.precisions.get(role, FLOAT) for role in ("swapper", "enhancer", "parser", "detector") if getattr(self, role)})
 
     def calibration_faces(self, seen: list[Frame], crop: CropSpec | None = None) -> CalibrationFaces:
         """An int8 copy's calibration faces aligned to `crop` (default: the swapper's): the source photo's face and
@@ -242,11 +241,13 @@ class FaceEngine:
             raise FaceError("no source face is set", fix="set one; the int8 copy is calibrated on it")
         return faces_for(current.identity, seen, self.swapper.crop, crop or self.swapper.crop)
 
-    def use_int8(self, session: onnxruntime.InferenceSession, precision: Choice, role: str = "swapper") -> None:
+    def use_int8(self, session: Any, precision: Choice, role: str = "swapper") -> None:
         """Run the `role` model on its checked int8 copy's `session` from the next swap (the loop's thread,
         between two frames: the swap worker reads a model's session once per run)."""
         model = getattr(self, role)
-        if model is not None:  # the enhancer switched off meanwhile: its next load gets the copy (`Sessions.copy_session`)
+        if role == "detector":  # one session per input shape (`FaceDetector.copy_sessions`)
+            self.detector.use_sessions(session)
+        elif model is not None:  # the enhancer switched off meanwhile: its next load gets the copy (`Sessions.copy_session`)
             model.session = session
         self.precisions[role] = precision
         self.seen = None

@@ -1,4 +1,4 @@
-"""How the int8 copies (the swapper's, the enhancer's, the face parser's) are built, as data: the recipes tried in order, the node types
+"""How the int8 copies (the swapper's, the enhancer's, the face parser's, the detector's) are built, as data: the recipes tried in order, the node types
 quantised, the format; and `build_key`, what a kept copy was built and checked under.
 
 The builder (`vcamd.models.quantize`) follows these; the cache (`vcamd.inference.int8cache`) files
@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
+from vcamd.inference.detectcheck import DETECTOR_THRESHOLDS, Looks
 from vcamd.inference.fidelity import PARSER_THRESHOLDS, THRESHOLDS
 
 FORMAT = 1
@@ -39,12 +40,15 @@ def onnxruntime_version() -> str:
     return version
 
 
-def build_key(reduce_range: bool, role: str = "swapper") -> str:
+def build_key(reduce_range: bool, role: str = "swapper", looks: Looks | None = None) -> str:
     """What a kept copy of a `role` model was built and checked under (`int8cache.Entry.key`), as 16
     hex digits. The swapper's key names no role (its copies kept before the other roles had any stay
-    found); the others' name theirs and their own check's thresholds."""
+    found); the others' name theirs and their own check's thresholds; the detector's, the settings
+    its check is made at (`looks`: another threshold or size, another check)."""
     ingredients: dict[str, object] = {"format": FORMAT, "recipes": [asdict(r) for r in RECIPES], "ops": OP_TYPES,
                                       "thresholds": asdict(THRESHOLDS), "onnxruntime": onnxruntime_version(), "reduce_range": reduce_range}
-    if role != "swapper":
+    if role == "detector":
+        ingredients |= {"role": role, "thresholds": asdict(DETECTOR_THRESHOLDS), "looks": asdict(looks or Looks())}
+    elif role != "swapper":
         ingredients |= {"role": role, "thresholds": asdict(PARSER_THRESHOLDS if role == "parser" else THRESHOLDS)}
     return hashlib.sha256(json.dumps(ingredients, sort_keys=True).encode()).hexdigest()[:16]

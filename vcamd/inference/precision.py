@@ -4,12 +4,14 @@ The decision is one unit here, apart from how a session is made (`vcamd.inferenc
 built (`vcamd.models.quantize`) and checked (`vcamd.inference.fidelity`), and where it is kept (`vcamd.inference.int8cache`):
 
 * `[models] precision = "float"` — the model file as it is (float32, or float16 weights);
-* `"auto"` (the default) — a model's int8 copy (the swapper's, the enhancer's, the face parser's:
-  `INT8_ROLES`) where the CPU provider runs it, the CPU has int8
+* `"auto"` (the default) — a model's int8 copy (the swapper's, the enhancer's, the face parser's,
+  the face detector's: `INT8_ROLES`) where the CPU provider runs it, the CPU has int8
   dot-product instructions (x86: AVX-512 VNNI, AVX-VNNI, AMX; ARM: dotprod) and the copy passed the
-  fidelity check on the user's own weights; float everywhere else (a GPU keeps its float16/float32
-  path). On the inswapper-sized model the int8 copy runs 3.3–3.6× faster on a 2-core AVX-512 VNNI
-  CPU (docs/performance.md, "int8 on the CPU");
+  fidelity check on the user's own weights (the detector's is a privacy check: every face the float
+  detector finds, found and placed by the copy, `vcamd.inference.detectcheck`); float everywhere else
+  (a GPU keeps its float16/float32 path). On the inswapper-sized model the int8 copy runs 3.3–3.6×
+  faster on a 2-core AVX-512 VNNI CPU, on SCRFD-2.5G 2.0–2.6× (the smallest crops least)
+  (docs/performance.md, "int8 on the CPU"). The recogniser (once per photo and per new face) always runs float;
 * `"int8"` — the same, also on a CPU without those instructions (or one that cannot be told), as
   long as the copy passes the check: a copy that would change the face never runs.
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from vcamd.inference.detectcheck import Looks
 from vcamd.inference.fidelity import Verdict
 
 log = logging.getLogger(__name__)
@@ -42,9 +45,11 @@ and measured on inswapper. The other families (issue 41: converters, a .dfm with
 signatures shared by four 256² families) run float until their copies are checked the same way."""
 
 
-INT8_ROLES = ("swapper", "enhancer", "parser")
+INT8_ROLES = ("swapper", "enhancer", "parser", "detector")
 """The model roles with an int8 copy, each built, calibrated and checked its own way
-(`vcamd.models.int8roles`); the detector and the recogniser (a few ms each) always run float."""
+(`vcamd.models.int8roles`). On a CPU the detector is most of the live loop's own work (its full
+looks and crop looks every frame), so its copy counts; the recogniser (run once per photo and per
+face newly seen) always runs float."""
 
 
 def family_has_int8(family: str) -> bool:
@@ -177,19 +182,20 @@ def choose(setting: str, provider: str, units: Int8Units, verdict: Verdict | Non
     return Choice("int8", f"int8 copy checked against float: {verdict.summary}", copy=copy, verdict=verdict)
 
 
-def role_choice(role: str, setting: str, model: Path, providers: list[str], *, server: str = "") -> Choice:
+def role_choice(role: str, setting: str, model: Path, providers: list[str], *, server: str = "", looks: Looks | None = None) -> Choice:
     """`choose` for the `role` model (`INT8_ROLES`) on this machine: the provider a session of `model`
     will run on (the first of `providers`: `Sessions` warns when ONNX Runtime falls back), this CPU's
     units, and the int8 copy kept for this model file under the role's build key
     (`vcamd.inference.int8cache`; looked up without hashing the file). A model on the Triton `server`
-    has no local file to look up."""
+    has no local file to look up. `looks`: the detector's, the settings its copy is checked at
+    (`vcamd.models.int8detector.looks_for`: part of its build key)."""
     from vcamd.inference import int8cache
     from vcamd.inference.int8recipes import build_key
 
     if setting == "float" or server:
         return choose(setting, providers[0], Int8Units((), known=False), None, None, server=server)
     units = int8_units()
-    kept = int8cache.lookup(model, build_key(needs_reduced_range(units), role))
+    kept = int8cache.lookup(model, build_key(needs_reduced_range(units), role, looks))
     return choose(setting, providers[0], units, kept.verdict if kept else None, kept.model if kept else None)
 
 
@@ -199,8 +205,8 @@ def swapper_choice(setting: str, model: Path, providers: list[str], *, server: s
 
 
 def precision_status(choices: dict[str, Choice]) -> tuple[dict[str, str], dict[str, str]]:
-    """What each model runs at by role ("float" or "int8": the detector and the recogniser always
-    float, the `choices` of the models loaded), and why where there is something to say."""
+    """What each model runs at by role ("float" or "int8": the recogniser always float, the
+    `choices` of the models loaded), and why where there is something to say."""
     runs = {"detector": "float", "recognizer": "float"} | {role: choice.runs for role, choice in choices.items()}
     return runs, {role: choice.why for role, choice in choices.items() if choice.why}
 

@@ -219,18 +219,32 @@ class Sessions:
         running model to switch to; from now on `model`'s sessions run the copy, and the float
         session is no longer kept here (554 MB for inswapper: freed once its user lets go of it).
         Raises ModelError when the copy cannot be loaded (nothing changes then)."""
+        return self.copy_sessions(model, copy, [None], background=background)[None]
+
+    def copy_sessions(self, model: Path | str, copy: Path, shapes: list[tuple[int, int] | None], *,
+                      background: bool = False) -> dict[tuple[int, int] | None, "onnxruntime.InferenceSession"]:
+        """`copy_session` for each input shape in `shapes` (None: the model's own; else the copy
+        rewritten to that height × width, as `get_resized` rewrites the model): the detector's copy
+        serves its full looks and every crop and tile shape the tracker runs. The float sessions of
+        other shapes are dropped here too, so a shape asked for later is made from the copy.
+        Raises ModelError when one cannot be loaded (nothing changes then)."""
         path = Path(model).expanduser().resolve()
         pool = self._background_pool() if background else _Pool(self.threads)
-        session = self._new_session(Path(copy), str(copy), pool)
-        self._record(path, session.get_providers()[0], None)
-        session = self._wrap(session, path) if self._wrap is not None else session
+        made: dict[tuple[int, int] | None, Any] = {}
+        for hw in dict.fromkeys(shapes):
+            session = self._new_session(Path(copy), str(copy) if hw is None else _with_input_size(Path(copy), hw), pool)
+            self._record(path, session.get_providers()[0], hw)
+            made[hw] = self._wrap(session, path) if self._wrap is not None else session
         with self._lock:
             self._copies[path] = Path(copy)
-            slot = self._sessions.get((path, None))
-        if slot is not None:
-            with slot.lock:
-                slot.session = session
-        return session
+            slots = {hw: self._sessions.get((path, hw)) for hw in made}
+            for key in [key for key in self._sessions if key[0] == path and key[1] not in made]:
+                del self._sessions[key]
+        for hw, slot in slots.items():
+            if slot is not None:
+                with slot.lock:
+                    slot.session = made[hw]
+        return made
 
     def get_resized(self, path: Path | str, input_hw: tuple[int, int]) -> "onnxruntime.InferenceSession":
         """A session for a fully convolutional model whose graph fixes its input size (e.g. an
@@ -258,8 +272,8 @@ class Sessions:
     def _create(self, path: Path, input_hw: tuple[int, int] | None, keep_optimized: bool, pool: "_Pool") -> "onnxruntime.InferenceSession":
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist", fix=f"{ways_out()} (or fix the path in [models])")
-        copy = self._copies.get(path) if input_hw is None else None
-        session = self._from_copy(path, copy, pool) if copy is not None else None
+        copy = self._copies.get(path)
+        session = self._from_copy(path, copy, input_hw, pool) if copy is not None else None
         if session is None:
             session = self._from_model(path, input_hw, keep_optimized, pool)
         self._record(path, session.get_providers()[0], input_hw)
@@ -272,11 +286,12 @@ class Sessions:
             return self._from_optimized(path, pool)
         return self._new_session(path, str(path), pool)
 
-    def _from_copy(self, path: Path, copy: Path, pool: "_Pool") -> "onnxruntime.InferenceSession | None":
-        """The session of `path`'s int8 copy; None when the copy does not load — the model itself
-        serves then (said in the log; `runs_copy` is False after)."""
+    def _from_copy(self, path: Path, copy: Path, input_hw: tuple[int, int] | None, pool: "_Pool") -> "onnxruntime.InferenceSession | None":
+        """The session of `path`'s int8 copy (rewritten to `input_hw` when given, as `get_resized`
+        rewrites the model); None when the copy does not load — the model itself serves then (said
+        in the log; `runs_copy` is False after)."""
         try:
-            return self._new_session(copy, str(copy), pool)
+            return self._new_session(copy, str(copy) if input_hw is None else _with_input_size(copy, input_hw), pool)
         except ModelError as exc:
             log.warning("%s: its int8 copy %s does not load (%s); the float model serves", path.name, copy, exc)
             with self._lock:

@@ -340,6 +340,8 @@ class FrameProcessor:
         self._no_source_logged = False
         x0, y0, x1, y1 = region(frame, targets, SWAP_REGION_SCALE)
         crop = frame[y0:y1, x0:x1].copy()  # private copy: the loop keeps drawing on `frame`
+        if (seen := getattr(self._parts.faces, "seen", None)) is not None:  # an int8 copy waits for calibration frames
+            seen.offer_frame(frame)
         local = [_shift(f, x0, y0) for f in targets]
         self._parts.worker.submit(SwapJob(crop, local, list(targets), level, t_capture, self._index, self._maker(),
                                           sources=[k or "" for k in wants] if (wants := self._wants(targets)) is not None else None))

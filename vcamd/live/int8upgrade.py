@@ -1,4 +1,4 @@
-"""The int8 copies an installed pipeline wants (the swapper's, the enhancer's, the parser's:
+"""The int8 copies an installed pipeline wants (the swapper's, the enhancer's, the parser's, the detector's:
 `vcamd.inference.precision`), built in the background and switched to.
 
 `Int8Upgrade` runs on an `int8-build` thread: it waits for calibration faces (the source photo, faces the
@@ -69,6 +69,13 @@ def build_in_child(request: Job, stop: threading.Event) -> Int8Built:
     return Int8Built(Verdict(bool(result["passed"]), str(result["summary"])), Path(result["copy"]) if result["copy"] else None)
 
 
+def _copy_session(faces: Any, role: str, model: Path, copy: Path) -> Any:
+    """The session(s) `role` switches to (made on the build's thread): the detector's, one per input shape it runs."""
+    if role == "detector":
+        return faces.detector.copy_sessions(copy)
+    return faces.sessions.copy_session(model, copy, background=True)
+
+
 def _kill_on_stop(child: subprocess.Popen[str], stop: threading.Event) -> None:
     while child.poll() is None:
         if stop.wait(0.5):
@@ -107,8 +114,10 @@ class Int8Upgrade:
 
         seen = faces.seen = SeenFaces()
         generation, stop = self._generation, self._stop
+        from vcamd.models.int8detector import looks_for
+
         settings = {"recognizer": faces.recognizer.path, "providers": list(cfg.models.providers), "threads": cfg.models.threads,
-                    "reduce_range": needs_reduced_range(int8_units())}
+                    "reduce_range": needs_reduced_range(int8_units()), "looks": looks_for(cfg)}
         log.info("%s: building int8 copies in the background (the float models serve meanwhile)", ", ".join(p.name for p in models.values()))
 
         def build() -> None:
@@ -117,18 +126,24 @@ class Int8Upgrade:
                 pass
             for role, model in models.items():  # the swapper first (`precisions`' order)
                 if not stop.is_set():
-                    self._build(generation, faces, role, model, settings, crops, stop)
+                    self._build(generation, faces, role, model, settings, crops, seen.frames, stop)
 
         threading.Thread(target=build, name="int8-build", daemon=True).start()
 
-    def _build(self, generation: int, faces: Any, role: str, model: Path, settings: dict[str, Any], crops: list[Frame], stop: Any) -> None:
-        """One model's copy: built, checked, its session loaded and handed to the loop (or why it stays float)."""
+    def _build(self, generation: int, faces: Any, role: str, model: Path, settings: dict[str, Any], crops: list[Frame], frames: list[Frame],
+               stop: Any) -> None:
+        """One model's copy: built, checked, its session loaded and handed to the loop (or why it stays float).
+        The detector's is calibrated on whole images (the source photo and the camera `frames` kept,
+        `SeenFaces.frames`) and gets a session for each input shape it runs."""
         try:
+            from vcamd.faces.calibration import frames_for
             from vcamd.models.int8roles import calibration_crop
             from vcamd.models.quantize import Job
-            request = Job(model, faces=faces.calibration_faces(crops, calibration_crop(role, model)), role=role, **settings)
+            calibration = (frames_for(faces.source, frames) if role == "detector" else
+                           faces.calibration_faces(crops, calibration_crop(role, model)))
+            request = Job(model, faces=calibration, role=role, **settings)
             built = (self._builder or build_in_child)(request, stop)
-            session = faces.sessions.copy_session(model, built.copy, background=True) if built.copy else None
+            session = _copy_session(faces, role, model, built.copy) if built.copy else None
         except Exception as exc:  # the float model serves on; said in status
             if not stop.is_set():
                 if not isinstance(exc, VcamdError):

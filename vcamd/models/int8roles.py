@@ -8,6 +8,8 @@ run on the faces, and how its float and int8 outputs are compared (`vcamd.infere
 * **enhancer** — each face aligned to the enhancer's own crop (GFPGAN: FFHQ 512²) and restored at
   full strength; the restored crops checked the swapper's way (`fidelity.compare`): an int8
   enhancer must never change who the face looks like.
+* **detector** — whole images (the source photo, camera frames), looked at as the live loop looks:
+  every face the float detector finds must be found, and placed, by the copy (`vcamd.models.int8detector`).
 * **parser** — each face aligned to the FFHQ 512² crop (what the parser reads with the enhancer on;
   CelebAMask-HQ's own alignment); the class maps checked over the face's area (`fidelity.compare_parses`).
 
@@ -28,6 +30,7 @@ import numpy as np
 
 from vcamd.common.errors import ModelError
 from vcamd.common.wayout import ways_out
+from vcamd.inference.detectcheck import DetectorReport, Looks
 from vcamd.inference.fidelity import FidelityReport, ParserReport, compare, compare_parses
 from vcamd.inference.precision import family_has_int8, no_int8_for
 
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
     from vcamd.faces.specs import CropSpec, SwapperSpec
     from vcamd.inference.runtime import Sessions
 
-Report = FidelityReport | ParserReport
+Report = FidelityReport | ParserReport | DetectorReport
 
 
 def role_of(model: Path) -> str:
@@ -54,6 +57,8 @@ def role_of(model: Path) -> str:
         raise ModelError(f"{model.name} is not a readable ONNX model ({exc})", fix=ways_out(pull_note=" to download it again")) from None
     if swapper_spec_for(inputs) is not None:
         return "swapper"
+    if len(inputs) == 1 and len(outputs) in (9, 15):  # SCRFD: scores, boxes, keypoints per stride (`faces.detect`)
+        return "detector"
     shapes = list(outputs.values())
     if list(inputs) == [INPUT_NAME] and len(shapes) == 1 and shapes[0][1:] == [CLASSES, PARSER_SIZE, PARSER_SIZE]:
         return "parser"
@@ -61,8 +66,8 @@ def role_of(model: Path) -> str:
     side = images[0][2] if len(images) == 1 and len(images[0]) == 4 else None
     if enhancer_spec_for(side if isinstance(side, int) else ENHANCE_SIZE, set(inputs), model.name) is not None:
         return "enhancer"
-    raise ModelError(f"{model.name} is not a face swapper, enhancer or parser vcamd knows; those are the models with an int8 copy",
-                     fix="name the swapper, the enhancer or the face parser (or leave MODEL out: the config's)")
+    raise ModelError(f"{model.name} is not a face swapper, enhancer, parser or detector vcamd knows; those are the models with an int8 copy",
+                     fix="name the swapper, the enhancer, the face parser or the detector (or leave MODEL out: the config's)")
 
 
 def swapper_spec(model: Path) -> SwapperSpec:
@@ -117,8 +122,14 @@ class RoleCheck(Protocol):
     def compare(self, floats: list[Any], int8s: list[Any]) -> Report: ...
 
 
-def check_for(role: str, model: Path, recognizer: Path, faces: CalibrationFaces, providers: list[str], threads: int) -> RoleCheck:
-    """The `role` model's `RoleCheck` on the calibration `faces` (aligned to `calibration_crop`)."""
+def check_for(role: str, model: Path, recognizer: Path, faces: CalibrationFaces, providers: list[str], threads: int,
+              looks: Looks | None = None) -> RoleCheck:
+    """The `role` model's `RoleCheck` on the calibration `faces` (aligned to `calibration_crop`; the
+    detector's: whole images, checked at `looks`)."""
+    if role == "detector":
+        from vcamd.models.int8detector import DetectorCheck
+
+        return DetectorCheck(model, faces, providers, threads, looks or Looks())
     if role == "swapper":
         return SwapperCheck(model, recognizer, faces, providers, threads)
     if role == "enhancer":

@@ -89,7 +89,7 @@ def local_sessions(sessions: Any) -> Any:
 def build_face_engine(cfg: Config, sessions: Sessions | None = None, *,
                       warm_up: Callable[[FaceDetector], None] | None = None) -> FaceEngine:
     """`FaceEngine.from_config` with the model files `cfg` names, on `make_sessions`' sessions; the
-    swapper, the enhancer and the parser each on its checked int8 copy where `[models] precision` and
+    swapper, the enhancer, the parser and the detector each on its checked int8 copy where `[models] precision` and
     the machine say so (found without hashing the model) — only where ONNX Runtime runs it here: a
     served model stays as served."""
     from vcamd.faces.engine import FaceEngine
@@ -102,7 +102,10 @@ def build_face_engine(cfg: Config, sessions: Sessions | None = None, *,
 
     served = served_roles(cfg)
     models = {role: files.paths[role] for role in INT8_ROLES if role in files.paths}
-    precisions = {role: role_choice(role, cfg.models.precision, path, local.providers, server=cfg.models.server if role in served else "")
+    from vcamd.models.int8detector import looks_for
+
+    precisions = {role: role_choice(role, cfg.models.precision, path, local.providers, server=cfg.models.server if role in served else "",
+                                    looks=looks_for(cfg) if role == "detector" else None)
                   for role, path in models.items()}
     for role, choice in precisions.items():
         if choice.copy is not None:

@@ -1,5 +1,5 @@
-"""Int8 copies of the user's models (the swapper, the enhancer, the face parser: `vcamd.models.int8roles`):
-built from the user's own weights with ONNX Runtime's quantiser, calibrated on real aligned faces,
+"""Int8 copies of the user's models (the swapper, the enhancer, the face parser, the detector: `vcamd.models.int8roles`):
+built from the user's own weights with ONNX Runtime's quantiser, calibrated on real aligned faces (the detector: whole images),
 checked against the float model (`vcamd.inference.fidelity`), kept (`vcamd.inference.int8cache`).
 
 How (`onnxruntime.quantization.quantize_static`): static quantisation in the QDQ format, u8
@@ -38,6 +38,7 @@ import numpy as np
 from vcamd.common.errors import ModelError
 from vcamd.common.stopping import held_off
 from vcamd.faces.calibration import CalibrationFaces
+from vcamd.inference.detectcheck import Looks
 from vcamd.inference.int8recipes import OP_TYPES, RECIPES, Recipe, build_key, onnxruntime_version
 from vcamd.models.int8roles import Report, RoleCheck, check_for
 
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
     from vcamd.inference.runtime import Sessions
 
 log = logging.getLogger(__name__)
+
+PER_CHANNEL_OPSET = 13
+"""Per-channel weights need DequantizeLinear's `axis` (opset 13): an older model is converted first
+(`onnx.version_converter`), in the temporary float32 copy."""
 
 BUILD_NICE = 10
 """The background build's niceness: the live loop and swap outrank it."""
@@ -85,10 +90,11 @@ class Built:
 
 
 def build_checked(model: Path, recognizer: Path, faces: CalibrationFaces, *, role: str = "swapper", providers: Sequence[str] = ("cpu",),
-                  threads: int = 0, reduce_range: bool = False, say: Callable[[str], None] = log.info) -> Built:
+                  threads: int = 0, reduce_range: bool = False, looks: Looks | None = None, say: Callable[[str], None] = log.info) -> Built:
     """Build, check and keep the int8 copy of `model`, a `role` model (`vcamd.models.int8roles`; its
     calibration `faces` aligned to `int8roles.calibration_crop`), or its failed verdict, unless already
-    kept; one build per model file at a time across processes. Raises ModelError when the model or the
+    kept; one build per model file at a time across processes. The detector's copy is checked at
+    `looks` (its settings: part of the build key). Raises ModelError when the model or the
     recogniser cannot be run (nothing is kept then)."""
     from vcamd.inference import int8cache
     from vcamd.inference.modelhashes import sha256_of
@@ -96,13 +102,13 @@ def build_checked(model: Path, recognizer: Path, faces: CalibrationFaces, *, rol
     started = time.monotonic()
     model = Path(model).expanduser().resolve()
     sha = sha256_of(model)
-    entry = int8cache.Entry(sha, build_key(reduce_range, role))
+    entry = int8cache.Entry(sha, build_key(reduce_range, role, looks))
     with int8cache.build_lock(sha):
         kept = int8cache.read(entry)
         if kept is not None:
             return Built(kept, seconds=time.monotonic() - started)
         with _quiet_quantiser():
-            attempts = _attempts(model, check_for(role, model, recognizer, faces, list(providers), threads), entry,
+            attempts = _attempts(model, check_for(role, model, recognizer, faces, list(providers), threads, looks), entry,
                                  providers=list(providers), threads=threads, reduce_range=reduce_range, say=say)
         passed = next((a for a in attempts if a.report.passed), None)
         shown = passed or attempts[-1]
@@ -168,9 +174,9 @@ def _copy_sessions(model: Path, copy: Path, providers: list[str], threads: int) 
 @contextlib.contextmanager
 def _float32_source(model: Path) -> Iterator[tuple[Path, list[str]]]:
     """The model as the quantiser takes it, and its Conv nodes' names in graph order: the file
-    itself when it is float32 with named nodes; else a float32 copy with names (an fp16 export's
-    weights and casts widened to float32 — widening loses nothing — and nameless nodes named) in a
-    temporary folder."""
+    itself when it is float32 with named nodes at opset 13 or later; else a float32 copy with names
+    (an fp16 export's weights and casts widened to float32 — widening loses nothing — nameless nodes
+    named, an older opset converted: `PER_CHANNEL_OPSET`) in a temporary folder."""
     import tempfile
 
     import onnx
@@ -198,6 +204,12 @@ def _float32_source(model: Path) -> Iterator[tuple[Path, list[str]]]:
         if value.type.tensor_type.elem_type == TensorProto.FLOAT16:
             value.type.tensor_type.elem_type = TensorProto.FLOAT
             changed = True
+    if next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), PER_CHANNEL_OPSET) < PER_CHANNEL_OPSET:
+        from onnx import version_converter
+
+        proto = version_converter.convert_version(proto, PER_CHANNEL_OPSET)  # the SCRFD exports are opset 12
+        graph = proto.graph
+        changed = True
     convs = [node.name for node in graph.node if node.op_type == "Conv"]
     if not changed:
         del proto, graph
@@ -265,15 +277,18 @@ class Job:
     threads: int
     reduce_range: bool
     role: str = "swapper"
+    looks: Looks | None = None
+    """The detector's: the sizes and thresholds its copy is checked at (`vcamd.inference.detectcheck`)."""
 
     def run(self, say: Callable[[str], None] = log.info) -> Built:
         """`build_checked` for this job."""
         return build_checked(self.model, self.recognizer, self.faces, role=self.role, providers=self.providers, threads=self.threads,
-                             reduce_range=self.reduce_range, say=say)
+                             reduce_range=self.reduce_range, looks=self.looks, say=say)
 
     def write(self, folder: Path) -> None:
         (folder / "job.json").write_text(json.dumps({"model": str(self.model), "recognizer": str(self.recognizer), "providers": self.providers,
-                                                     "threads": self.threads, "reduce_range": self.reduce_range, "role": self.role}),
+                                                     "threads": self.threads, "reduce_range": self.reduce_range, "role": self.role,
+                                                     "looks": asdict(self.looks) if self.looks else None}),
                                          encoding="utf-8")
         self.faces.save(folder / "faces.npz")
 
@@ -281,7 +296,8 @@ class Job:
     def read(cls, folder: Path) -> Job:
         data = json.loads((folder / "job.json").read_text(encoding="utf-8"))
         return cls(Path(data["model"]), Path(data["recognizer"]), CalibrationFaces.load(folder / "faces.npz"), list(data["providers"]),
-                   int(data["threads"]), bool(data["reduce_range"]), str(data.get("role", "swapper")))
+                   int(data["threads"]), bool(data["reduce_range"]), str(data.get("role", "swapper")),
+                   Looks(**data["looks"]) if data.get("looks") else None)
 
 
 def main(argv: list[str]) -> int:
