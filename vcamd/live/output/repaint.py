@@ -92,6 +92,7 @@ class Repaint:
         self._last: dict[tuple[Any, ...], _Layer] = {}
         self._stand_ins: set[tuple[Any, ...]] = set()  # of `_last`: covers kept in a swap's place, not beneath the swaps
         self._shape: tuple[int, ...] | None = None
+        self._cells: np.ndarray | None = None  # the newest camera cells told apart (`_same_cells`)
         self.put_back = 0
         """Things put back instead of drawn again, since the start (stats, tests)."""
         self.drawn = 0
@@ -105,7 +106,17 @@ class Repaint:
         a new swap that shows something else than a face's older layer is never held back behind it."""
         if frame.shape != self._shape:
             self._last, self._shape = {}, frame.shape
-        return FramePainter(self, frame, paste, cell_means(frame) if cells is None else cells, makers or {})
+        return FramePainter(self, frame, paste, self._same_cells(cell_means(frame) if cells is None else cells), makers or {})
+
+    def _same_cells(self, cells: np.ndarray) -> np.ndarray:
+        """`cells`, or the last frame's cells where they are equal: a still camera's layers then all
+        hold one cells object, and the camera's change under a layer drawn on it is no change at
+        all without a look (`FramePainter._camera_changed`) — one comparison a frame instead of
+        one summed table for each frame a crowd's layers were drawn on."""
+        if self._cells is not None and self._cells.shape == cells.shape and np.array_equal(self._cells, cells):
+            return self._cells
+        self._cells = cells
+        return cells
 
     def forget(self) -> None:
         """A frame was drawn some other way (covered whole, swapping off): nothing to put back."""
