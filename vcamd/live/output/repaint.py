@@ -144,6 +144,7 @@ class FramePainter:
         self._new_swaps = 0  # swaps pasted anew at a face whose older swap's layer was still good
         self._covers: dict[tuple[int, int], list[tuple[tuple[Any, ...], _Layer]]] | None = None  # `_covers_near`
         self._by_place: dict[tuple[int, int], list[tuple[tuple[Any, ...], _Layer, float, float]]] | None = None  # `_before`
+        self._by_face: dict[int, tuple[tuple[Any, ...], _Layer]] | None = None  # `_before`: by id(the face drawn at)
         grid = (-(-h // GRID_PX), -(-w // GRID_PX))
         self._fresh = np.zeros(grid, bool)  # drawn anew this frame (or a cover beneath the swaps gone)
         self._any_fresh = False  # whether `_fresh` has a cell marked (none: nothing to look up)
@@ -277,7 +278,12 @@ class FramePainter:
 
     def _before(self, face: Face) -> tuple[tuple[Any, ...], _Layer] | None:
         """The last frame's layer of a swap at this same face (the face object the tracker handed
-        on, or a layer drawn at its place: `_same_place`), not put back yet."""
+        on, else the nearest layer drawn at its place: `_same_place`), not put back yet."""
+        if self._by_face is None:  # a still crowd's faces are the objects their layers were drawn at
+            self._by_face = {id(layer.face): (key, layer) for key, layer in self._last.items() if layer.face is not None}
+        same = self._by_face.get(id(face))
+        if same is not None and same[1].face is face and same[0] not in self._now:
+            return same
         if self._by_place is None:
             self._by_place = {}
             for key, layer in self._last.items():
