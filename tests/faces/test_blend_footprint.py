@@ -16,6 +16,8 @@ and the stand-in swapper:
 
 from __future__ import annotations
 
+import weakref
+
 import cv2
 import numpy as np
 import pytest
@@ -225,11 +227,31 @@ def test_kept_crops_stay_within_their_budget(newton, newton_face) -> None:  # ty
     blender = Blender(128)
     for side, template in ((128, "arcface"), (512, "ffhq")):
         m = estimate_affine(newton_face.kps, side, template)  # type: ignore[arg-type]
-        for _ in range(PREPARED_PIXELS // side**2 + 3):
-            crop = rng.integers(0, 256, (side, side, 3), dtype=np.uint8)
+        crops = [rng.integers(0, 256, (side, side, 3), dtype=np.uint8) for _ in range(PREPARED_PIXELS // side**2 + 3)]
+        for crop in crops:  # all alive (a swap book's): the budget, not their going, bounds what is kept
             ours, fresh = newton.copy(), newton.copy()
             blender.paste(ours, crop, m)
             Blender(128).paste(fresh, crop, m)
             assert np.array_equal(ours, fresh)
         kept = blender._prepared.values()  # what the Blender holds on to
-        assert sum(prepared.pixels.size // 3 for _, prepared in kept) <= PREPARED_PIXELS
+        assert sum(prepared.side**2 for prepared in kept) <= PREPARED_PIXELS
+        assert len(kept) >= PREPARED_PIXELS // side**2 - 1
+
+
+def test_what_was_derived_from_a_crop_goes_with_it(newton, newton_face) -> None:  # type: ignore[no-untyped-def]
+    """A swap replaced (its crop dropped by the swap book) leaves nothing behind at the next paste:
+    before, a crop pasted whole was held by its own entry until 64 newer crops pushed it out."""
+    rng = np.random.default_rng(6)
+    blender = Blender(128)
+    m = estimate_affine(newton_face.kps, 128)  # type: ignore[arg-type]
+    crop = rng.integers(0, 256, (128, 128, 3), dtype=np.uint8)
+    blender.paste(newton.copy(), crop, m)
+    gone = weakref.ref(crop)
+    del crop
+    assert gone() is None  # the Blender did not keep it alive
+    newer = rng.integers(0, 256, (128, 128, 3), dtype=np.uint8)
+    out, fresh = newton.copy(), newton.copy()
+    blender.paste(out, newer, m)
+    Blender(128).paste(fresh, newer, m)
+    assert np.array_equal(out, fresh)
+    assert len(blender._prepared) == 1 and blender._prepared_pixels == next(iter(blender._prepared.values())).side ** 2

@@ -95,6 +95,27 @@ def test_a_new_cover_beneath_a_swap_makes_it_drawn_again():
     assert np.array_equal(out, _draw(args, camera, Paster(), None))
 
 
+def test_swaps_that_come_back_in_another_order_put_back_only_those_no_overlapping_swap_came_after():
+    """Last frame a, b, c in that order, c over a's edge; now c, b, a: c and b are put back (nothing
+    beneath them changed), a is pasted again over c's layer — c, put back before it, lay over it
+    last frame, so a's layer would show a's edge where c's lies now. (The order is checked only
+    where a swap put back before came after another one last frame; the marks it reads are written
+    then.)"""
+    camera = _camera(11)
+    a, b, c = _face(20, 20), _face(200, 150), _face(40, 30)
+    swaps = [(0, 200, 0), (200, 0, 0), (0, 0, 200)]
+    memo, paste = Repaint(), Paster()
+    first = _draw(dict(targets=[a, b, c], swaps=swaps), camera, paste, memo)
+    paste.calls = 0
+    out = _draw(dict(targets=[c, b, a], swaps=swaps[::-1]), camera, paste, memo)
+    assert paste.calls == 1 and memo.put_back == 2
+    expected = camera.copy()
+    for x0, y0, x1, y1 in ((196, 146, 234, 184), (36, 26, 74, 64)):  # b's and c's layers (Paster: the box grown by 4)
+        expected[y0:y1, x0:x1] = first[y0:y1, x0:x1]
+    Paster()(expected, swaps[0], a)
+    assert np.array_equal(out, expected)
+
+
 def test_a_layer_is_what_the_thing_drew_so_a_neighbour_gone_leaves_the_same_picture_as_drawing_again():
     """b's swap went over a's rectangle last frame; b is gone now (it left): a's layer is what a
     drew (before b), so putting it back gives the picture drawing a again gives."""

@@ -52,3 +52,34 @@ def test_a_stop_while_the_video_temporary_is_made_leaves_no_file(tmp_path: Path,
             video.discard()  # what `vcamd swap` does with any exception, a stop included
             raise
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stop_swallowed_inside_a_weakref_callback_is_raised_at_the_next_check(sigterm_raises_stopped, monkeypatch) -> None:
+    """Python runs the handler wherever the main thread is; inside a weak reference's callback its
+    `Stopped` is printed as "Exception ignored" and dropped (the import system's module-lock callbacks
+    run during a swap: a CI run's `vcamd swap` wrote its whole video after SIGTERM and exited 0).
+    The stop must still end the command at its loop's next `raise_if_stopped`."""
+    import sys
+    import weakref
+
+    swallowed: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: swallowed.append(unraisable.exc_value))
+
+    def signalled_in_callback(_ref: object) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # bytecodes after the signal: the handler runs here, inside the callback
+            pass
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    ref = weakref.ref(thing, signalled_in_callback)
+    del thing  # the callback runs; its Stopped is swallowed, nothing propagates here
+    assert ref() is None and len(swallowed) == 1 and isinstance(swallowed[0], stopping.Stopped)
+    with pytest.raises(stopping.Stopped):
+        stopping.raise_if_stopped()
+
+
+def test_no_stop_no_raise(sigterm_raises_stopped) -> None:
+    stopping.raise_if_stopped()  # nothing came: the loop goes on

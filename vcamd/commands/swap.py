@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from vcamd.commands import Subcommands, add_config_option
 from vcamd.common.errors import VcamdError
-from vcamd.common.stopping import held_off
+from vcamd.common.stopping import held_off, raise_if_stopped
 from vcamd.files.diskspace import full_disk_message, mount_point
 from vcamd.files.private_files import private_temporary, write_private_atomic
 from vcamd.files.videofile import VideoFile, check_video
@@ -323,6 +323,7 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
         video.open()  # inside: a stop while it opens removes its temporary too
         with SwapProgress(total, Console(stderr=True)) as progress:
             while ok and frame is not None:
+                raise_if_stopped()  # a SIGTERM whose raise was swallowed (`stopping._RaiseStopped`) ends the swap here
                 if frame.shape[:2] != (height, width):
                     raise VcamdError(f"input {source}: frame {tally.frames} is {frame.shape[1]}×{frame.shape[0]}, not {width}×{height}", fix="re-encode the video at one size")
                 tally.add(*_finish_frame(engine, cfg, frame, follow, tally.frames))
@@ -334,6 +335,7 @@ def _swap_video(engine: FaceEngine, cfg: Config, capture: cv2.VideoCapture, firs
                 while not ok and total and tally.frames + tally.unreadable < total:
                     tally.unreadable += 1
                     ok, frame = _next_frame(capture)
+        raise_if_stopped()  # nor does one after the last frame get a finished video
         if not tally.swapped:
             raise no_face_error(source, cfg, tally.unmatched, where="any frame of ")
         complete = video.finish()

@@ -27,13 +27,34 @@ class Stopped(BaseException):  # noqa: N818 — like KeyboardInterrupt: not caug
     """SIGTERM arrived before the running command installed a handler of its own."""
 
 
-def _raise_stopped(signum: int, frame: FrameType | None) -> None:
-    raise Stopped(f"stopped by signal {signum}")
+class _RaiseStopped:
+    """The SIGTERM handler `install` sets: raises `Stopped`, and remembers that the signal came.
+
+    Python runs a handler between two bytecodes of the main thread, wherever it is — also inside a
+    weak reference's callback or a `__del__` (the import system's module-lock callbacks run during a
+    long command), where an exception is printed as "Exception ignored in ..." and dropped: the stop
+    was lost and a `vcamd swap` went on to write its whole video. So the handler also records it,
+    and a command's long loop asks `raise_if_stopped()` at each step."""
+
+    def __init__(self) -> None:
+        self.arrived: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.arrived = signum
+        raise Stopped(f"stopped by signal {signum}")
 
 
 def install() -> None:
     """SIGTERM raises `Stopped` in the main thread from now on (until a command replaces it)."""
-    signal.signal(signal.SIGTERM, _raise_stopped)
+    signal.signal(signal.SIGTERM, _RaiseStopped())
+
+
+def raise_if_stopped() -> None:
+    """Raise `Stopped` if a SIGTERM came to `install`'s handler and its own raise was swallowed (see
+    `_RaiseStopped`): called at each step of a command's long loop, so such a stop ends it there."""
+    handler = signal.getsignal(signal.SIGTERM)
+    if isinstance(handler, _RaiseStopped) and handler.arrived is not None:
+        raise Stopped(f"stopped by signal {handler.arrived}")
 
 
 @contextmanager

@@ -38,8 +38,10 @@ colour correction: `colour`.
 
 from __future__ import annotations
 
+import collections
 import math
 import weakref
+from collections.abc import Callable
 
 import cv2
 import numpy as np
@@ -82,16 +84,26 @@ class _Prepared:
     """One swapped crop at one level (halved `halvings` times), as pastes need it: its pixels and,
     for colour correction, its LAB and statistics over the level's region — computed on first use,
     kept while the same crop is pasted again (a live swap is pasted at every frame until the next
-    one arrives). Warped forms have a fourth channel (see `_warp4`)."""
+    one arrives). Warped forms have a fourth channel (see `_warp4`). The crop itself is held by a
+    weak reference (`crop`): the entry never keeps it alive, and goes when it goes."""
 
-    __slots__ = ("pixels", "_bgra", "_lab", "_lab4", "_stats")
+    __slots__ = ("crop", "side", "_halved", "_bgra", "_lab", "_lab4", "_stats")
 
-    def __init__(self, pixels: Frame) -> None:
-        self.pixels = pixels
+    def __init__(self, crop: weakref.ref[Frame], halved: Frame | None, side: int) -> None:
+        self.crop = crop
+        self.side = side  # of the level's pixels
+        self._halved = halved  # the level's own pixels; None: the crop's (level 0)
         self._bgra: Frame | None = None
         self._lab: Frame | None = None
         self._lab4: Frame | None = None
         self._stats: Stats | None = None
+
+    @property
+    def pixels(self) -> Frame:
+        pixels = self._halved if self._halved is not None else self.crop()
+        if pixels is None:  # never: a level is read only while its crop is being pasted
+            raise RuntimeError("the prepared crop is gone")
+        return pixels
 
     def bgra(self) -> Frame:
         if self._bgra is None:
@@ -125,19 +137,21 @@ def _warp4(image4: Frame, roi_m: npt.NDArray[np.float64], size: tuple[int, int],
     return as_frame(cv2.cvtColor(warped, cv2.COLOR_BGRA2BGR))  # drops the fourth channel, whatever the colours
 
 
-PREPARED_PIXELS = 64 * 128 * 128
-"""How many pixels of prepared crops (at their level) a Blender keeps, the oldest dropped first: 64
-swapped 128² crops (more than a group photo's faces) or 256 halved ones, 4 restored 512² ones
-pasted whole — ~14 MB at most."""
+PREPARED_PIXELS = 256 * 128 * 128
+"""How many pixels of prepared crops (at their level) a Blender keeps at most, the oldest dropped
+first; an entry goes as soon as its crop does (a live swap book holds one crop a face): 256 swapped
+128² crops — a crowd's faces, every one pasted again when the camera's picture steps (exposure, a
+clip's restart: 150 faces 45 → 36 ms) — or 1,024 halved ones, 16 restored 512² ones pasted whole;
+~30 MB at most (the crops' LAB forms), held only while that many crops live."""
 
 
 class Blender:
     """Pastes aligned crops back into frames, in place, on the face's region only.
 
     A Blender keeps what it derived from the crops it pasted last (see `_Prepared`, bounded by
-    PREPARED_PIXELS), by the crop array's identity, through a weak reference (a halved crop's
-    original is not kept alive): a crop must not be modified in place once pasted (swap results
-    never are).
+    PREPARED_PIXELS), by the crop array's identity, through a weak reference (no crop is kept
+    alive by it, and what was derived from a crop goes with it): a crop must not be modified in
+    place once pasted (swap results never are).
     One thread at a time per Blender (the live loop's, or the swap worker's for the enhancer's).
     """
 
@@ -160,10 +174,12 @@ class Blender:
             # here): now, where the face engine is built off the loop, not at the first paste —
             # that froze the first swapped frame.
             cv2.cvtColor(np.zeros((1, 1, 3), np.uint8), cv2.COLOR_BGR2LAB)
-        # (id(crop), halvings) → (a weak reference to the crop, its prepared form): an entry is the
-        # crop's only while that crop lives (a new array may get a dead one's id).
-        self._prepared: dict[tuple[int, int], tuple[weakref.ref[Frame], _Prepared]] = {}
+        # (id(crop), halvings) → its prepared form: an entry is the crop's only while that crop lives
+        # (a new array may get a dead one's id). The keys of crops gone since, told by their weak
+        # references' callbacks (on whichever thread dropped the crop), are dropped at the next paste.
+        self._prepared: dict[tuple[int, int], _Prepared] = {}
         self._prepared_pixels = 0
+        self._gone: collections.deque[tuple[int, int]] = collections.deque()
 
     def mask_for(self, size: int) -> FloatImage:
         """The feathered mask for a square crop of this side, built on first use, then reused."""
@@ -181,22 +197,28 @@ class Blender:
         return masks
 
     def _prepare(self, crop: Frame, halvings: int) -> _Prepared:
+        while self._gone:
+            gone = self._gone.popleft()
+            entry = self._prepared.get(gone)
+            if entry is not None and entry.crop() is None:
+                del self._prepared[gone]
+                self._prepared_pixels -= entry.side**2
         key = (id(crop), halvings)
-        kept = self._prepared.pop(key, None)
-        if kept is not None:
-            self._prepared_pixels -= kept[1].pixels.shape[0] ** 2
-            if kept[0]() is not crop:
-                kept = None
-        pixels = crop
-        if kept is None:
+        prepared = self._prepared.pop(key, None)
+        if prepared is not None:
+            self._prepared_pixels -= prepared.side**2
+            if prepared.crop() is not crop:
+                prepared = None
+        if prepared is None:
+            pixels = crop
             for _ in range(halvings):
                 pixels = _halve(pixels)
-        prepared = _Prepared(pixels) if kept is None else kept[1]
-        size = prepared.pixels.shape[0] ** 2
+            prepared = _Prepared(weakref.ref(crop, _teller(self._gone, key)), pixels if halvings else None, pixels.shape[0])
+        size = prepared.side**2
         while self._prepared and self._prepared_pixels + size > PREPARED_PIXELS:
-            _, oldest = self._prepared.pop(next(iter(self._prepared)))
-            self._prepared_pixels -= oldest.pixels.shape[0] ** 2
-        self._prepared[key] = (weakref.ref(crop), prepared)  # re-inserted: the newest
+            oldest = self._prepared.pop(next(iter(self._prepared)))
+            self._prepared_pixels -= oldest.side**2
+        self._prepared[key] = prepared  # re-inserted: the newest
         self._prepared_pixels += size
         return prepared
 
@@ -319,6 +341,16 @@ class Blender:
             src = mean_std(prepared.lab(), region)
         ref = mean_std(as_frame(cv2.cvtColor(original_crop, cv2.COLOR_BGR2LAB)), region)
         return as_frame(cv2.cvtColor(cv2.LUT(prepared.lab(), colour_table(src, ref)), cv2.COLOR_LAB2BGR, dstCn=4))
+
+
+def _teller(gone: collections.deque[tuple[int, int]], key: tuple[int, int]) -> Callable[[weakref.ref[Frame]], None]:
+    """A weak reference's callback that tells `gone` the key of the crop it referred to (it holds
+    the queue, never the Blender: no cycle keeps either alive)."""
+
+    def tell(_: weakref.ref[Frame]) -> None:
+        gone.append(key)
+
+    return tell
 
 
 def premultiply_weights(alpha: FloatImage) -> FloatImage:

@@ -81,6 +81,7 @@ class _Layer:
     under: tuple[int, int, int, int]  # the thumbnail's cells its rectangle touches (x0, y0, x1, y1, half-open)
     face: Face | None = None  # a paste: the face it was drawn at
     shows: tuple[Any, ...] = ()  # a paste: what its swap shows (`FramePainter.paste`'s `makers`)
+    nose: tuple[float, float] = (0.0, 0.0)  # a paste: its face's third keypoint (`_nose`, for `FramePainter._before`)
 
 
 class Repaint:
@@ -91,6 +92,7 @@ class Repaint:
         self._last: dict[tuple[Any, ...], _Layer] = {}
         self._stand_ins: set[tuple[Any, ...]] = set()  # of `_last`: covers kept in a swap's place, not beneath the swaps
         self._shape: tuple[int, ...] | None = None
+        self._cells: np.ndarray | None = None  # the newest camera cells told apart (`_same_cells`)
         self.put_back = 0
         """Things put back instead of drawn again, since the start (stats, tests)."""
         self.drawn = 0
@@ -104,7 +106,17 @@ class Repaint:
         a new swap that shows something else than a face's older layer is never held back behind it."""
         if frame.shape != self._shape:
             self._last, self._shape = {}, frame.shape
-        return FramePainter(self, frame, paste, cell_means(frame) if cells is None else cells, makers or {})
+        return FramePainter(self, frame, paste, self._same_cells(cell_means(frame) if cells is None else cells), makers or {})
+
+    def _same_cells(self, cells: np.ndarray) -> np.ndarray:
+        """`cells`, or the last frame's cells where they are equal: a still camera's layers then all
+        hold one cells object, and the camera's change under a layer drawn on it is no change at
+        all without a look (`FramePainter._camera_changed`) — one comparison a frame instead of
+        one summed table for each frame a crowd's layers were drawn on."""
+        if self._cells is not None and self._cells.shape == cells.shape and np.array_equal(self._cells, cells):
+            return self._cells
+        self._cells = cells
+        return cells
 
     def forget(self) -> None:
         """A frame was drawn some other way (covered whole, swapping off): nothing to put back."""
@@ -117,6 +129,7 @@ class FramePainter:
     def __init__(self, memo: Repaint, frame: Frame, paste: Callable[[Frame, Any, Face], Any], cells: np.ndarray,
                  makers: Mapping[int, tuple[Any, ...]]) -> None:
         self._memo = memo
+        self._last = memo._last  # the last frame's layers (read only: `finish` replaces them)
         self._makers = makers
         self._frame = frame
         self._paste = paste
@@ -130,10 +143,16 @@ class FramePainter:
         self._stand_ins: set[tuple[Any, ...]] = set()  # covers put back in a swap's place (`paste`)
         self._new_swaps = 0  # swaps pasted anew at a face whose older swap's layer was still good
         self._covers: dict[tuple[int, int], list[tuple[tuple[Any, ...], _Layer]]] | None = None  # `_covers_near`
-        self._by_place: dict[tuple[int, int], list[tuple[tuple[Any, ...], _Layer]]] | None = None  # `_before`
+        self._by_place: dict[tuple[int, int], list[tuple[tuple[Any, ...], _Layer, float, float]]] | None = None  # `_before`
+        self._by_face: dict[int, tuple[tuple[Any, ...], _Layer]] | None = None  # `_before`: by id(the face drawn at)
         grid = (-(-h // GRID_PX), -(-w // GRID_PX))
         self._fresh = np.zeros(grid, bool)  # drawn anew this frame (or a cover beneath the swaps gone)
+        self._any_fresh = False  # whether `_fresh` has a cell marked (none: nothing to look up)
         self._order = np.full(grid, -1, np.int64)  # per cell, the latest last-frame place of a swap put back there
+        # `_order`'s marks are written when a check needs them (`_overlaps_order`): while the swaps
+        # come back in the order they had, no mark is above the one checked and none is written.
+        self._order_due: list[tuple[Box, int]] = []
+        self._order_top = -1  # the highest mark, written or due
 
     # -- compose.Painter ------------------------------------------------------------------------
     def hold(self, frame: Frame, box: Box, held: Held) -> None:
@@ -141,7 +160,7 @@ class FramePainter:
         key = ("hold", box)
         x0, y0, x1, y1 = box
         frame[y0:y1, x0:x1] = held.frame[y0:y1, x0:x1]  # a copy either way: no camera pixel beneath shows
-        last = self._memo._last.get(key)
+        last = self._last.get(key)
         if (last is not None and last.pixels is not None and not self._pasting and key not in self._now
                 and np.array_equal(last.pixels, frame[y0:y1, x0:x1])):
             self._keep(key, last)  # the same pixels as last frame: nothing beneath the swaps changed
@@ -152,8 +171,10 @@ class FramePainter:
         box = _clipped(frame, box)
         key = ("obscure", box)
         if not self._pasting:
-            last = self._memo._last.get(key)
-            if last is not None and self._put_back(frame, key, last):
+            last = self._last.get(key)
+            if last is not None and last.pixels is not None and key not in self._now:  # a cover: no cells to check
+                frame[box[1] : box[3], box[0] : box[2]] = last.pixels
+                self._keep(key, last)
                 return
             # The detector's jitter moves an unsure place's box by a pixel or two between looks:
             # a cover of the last frame around it whole covers it (more, never less).
@@ -168,7 +189,7 @@ class FramePainter:
             self._pasting = True
             self._covers_gone()
         key = ("paste", id(swapped))
-        last = self._memo._last.get(key)
+        last = self._last.get(key)
         if last is not None and self._still(last, face) and self._put_back(frame, key, last):
             return
         # A new swap for a face whose older swap's layer still shows it as the camera does: one of
@@ -184,7 +205,7 @@ class FramePainter:
         # swapped now: the same turns — its cover stays until then, hiding it whole.
         cover = self._cover_over(frame, face) if last is None and before is None else None
         if cover is not None and self._new_swaps >= NEW_SWAPS_PER_FRAME and self._put_back(frame, *cover):
-            self._mark(self._fresh, cover[1].box, True)  # over what was pasted before it: new beneath the rest
+            self._mark_fresh(cover[1].box)  # over what was pasted before it: new beneath the rest
             self._stand_ins.add(cover[0])
             return
         rect = self._paste(frame, swapped, face)
@@ -200,7 +221,7 @@ class FramePainter:
         self._new_swaps += unchanged
         box = (rect.x0, rect.y0, rect.x1, rect.y1)
         if same_place and had is not None:
-            self._mark(self._order, box, had.seq)
+            self._mark_order(box, had.seq)
         self._drawn(key, box, (face, swapped), frame, face, fresh=not same_place, shows=shows)
 
     # -- the frame's end ----------------------------------------------------------------------------
@@ -223,7 +244,7 @@ class FramePainter:
     def _keep(self, key: tuple[Any, ...], last: _Layer) -> None:
         """`last` put back: kept with the face it was drawn at and the cells it was drawn over."""
         if last.face is not None:  # a swap's layer: the order among swaps (`_overlaps_order`)
-            self._mark(self._order, last.box, last.seq)
+            self._mark_order(last.box, last.seq)
         last.seq = self._seq  # its place in this frame's order (read again only once it is placed)
         self._now[key] = last
         self._seq += 1
@@ -232,7 +253,7 @@ class FramePainter:
     def _still(self, layer: _Layer, face: Face) -> bool:
         """A swap's layer at `face`: drawn where the face is, nothing new beneath it, and the swaps
         overlapping it put back before it in the order they had."""
-        return (layer.face is not None and _same_place(layer.face, face) and not self._overlaps(self._fresh, layer.box)
+        return (layer.face is not None and _same_place(layer.face, face) and not self._fresh_under(layer.box)
                 and not self._overlaps_order(layer))
 
     def _shows(self, swapped: Any) -> tuple[Any, ...]:
@@ -243,7 +264,7 @@ class FramePainter:
         """The last frame's obscured rectangles centred near `box`'s centre."""
         if self._covers is None:
             self._covers = {}
-            for key, layer in self._memo._last.items():
+            for key, layer in self._last.items():
                 if key[0] == "obscure":
                     self._covers.setdefault(_box_cell(layer.box), []).append((key, layer))
         cx, cy = _box_cell(box)
@@ -257,16 +278,32 @@ class FramePainter:
 
     def _before(self, face: Face) -> tuple[tuple[Any, ...], _Layer] | None:
         """The last frame's layer of a swap at this same face (the face object the tracker handed
-        on, or a layer drawn at its place: `_same_place`), not put back yet."""
+        on, else the nearest layer drawn at its place: `_same_place`), not put back yet."""
+        if self._by_face is None:  # a still crowd's faces are the objects their layers were drawn at
+            self._by_face = {id(layer.face): (key, layer) for key, layer in self._last.items() if layer.face is not None}
+        same = self._by_face.get(id(face))
+        if same is not None and same[1].face is face and same[0] not in self._now:
+            return same
         if self._by_place is None:
             self._by_place = {}
-            for key, layer in self._memo._last.items():
+            for key, layer in self._last.items():
                 if layer.face is not None:
-                    self._by_place.setdefault(_place_cell(layer.face), []).append((key, layer))
+                    self._by_place.setdefault(_place_cell(layer.face), []).append((key, layer, *layer.nose))
         cx, cy = _place_cell(face)
-        near = [found for dx in (-1, 0, 1) for dy in (-1, 0, 1) for found in self._by_place.get((cx + dx, cy + dy), ())
-                if found[0] not in self._now and found[1].face is not None and _same_place(found[1].face, face)]
-        return min(near, key=lambda found: _gap(found[1].face, face)) if near else None
+        limit = PLACE_WIDTHS * max(face.width, 1.0)
+        # A nose further than this on an axis is a keypoint further than `limit` (float32 or not): no _gap needed.
+        reach = limit * 1.001 + 1e-3
+        nx, ny = _nose(face)
+        best: tuple[float, tuple[Any, ...], _Layer] | None = None  # the nearest, the first of equals (as `min`)
+        for dx in (-1, 0, 1):
+            for dy in (-1, 0, 1):
+                for key, layer, lx, ly in self._by_place.get((cx + dx, cy + dy), ()):
+                    if key in self._now or (layer.face is not face and (abs(lx - nx) > reach or abs(ly - ny) > reach)):
+                        continue
+                    gap = _gap(layer.face, face)
+                    if (layer.face is face or gap <= limit) and (best is None or gap < best[0]):
+                        best = (gap, key, layer)
+        return None if best is None else (best[1], best[2])
 
     def _drawn(self, key: tuple[Any, ...], box: Box, refs: tuple[Any, ...], frame: Frame | None, face: Face | None = None,
                *, fresh: bool = True, shows: tuple[Any, ...] = ()) -> None:
@@ -274,21 +311,22 @@ class FramePainter:
         if x1 <= x0 or y1 <= y0:
             return
         if fresh:
-            self._mark(self._fresh, box, True)
+            self._mark_fresh(box)
         pixels = None if frame is None else frame[y0:y1, x0:x1].copy()
         if key in self._now:  # drawn twice in one frame: only the first is a layer (the second is never put back)
             self._memo.drawn += 1
             return
-        self._now[key] = _Layer(box, refs, pixels, self._cells, self._seq, self._under(box), face, shows)
+        self._now[key] = _Layer(box, refs, pixels, self._cells, self._seq, self._under(box), face, shows,
+                                (0.0, 0.0) if face is None else _nose(face))
         self._seq += 1
         self._memo.drawn += 1
 
     def _covers_gone(self) -> None:
         """Before the first swap: the covers of the last frame not drawn in this one leave the camera's
         pixels where they were — a swap whose layer blended over one is drawn again."""
-        for key, layer in self._memo._last.items():
+        for key, layer in self._last.items():
             if key[0] != "paste" and key not in self._now and key not in self._memo._stand_ins:
-                self._mark(self._fresh, layer.box, True)
+                self._mark_fresh(layer.box)
 
     def _camera_changed(self, layer: _Layer) -> bool:
         """Whether a cell of the thumbnail under the layer's rectangle moved by more than
@@ -317,22 +355,31 @@ class FramePainter:
 
     def _overlaps_order(self, layer: _Layer) -> bool:
         """Whether a swap put back before this one in this frame, overlapping it, came after it last frame."""
+        if self._order_top <= layer.seq:  # no mark above it anywhere
+            return False
+        for box, seq in self._order_due:
+            cells = self._cells_of(self._order, box)
+            np.maximum(cells, seq, out=cells)
+        self._order_due.clear()
         return bool(self._cells_of(self._order, layer.box).max(initial=-1) > layer.seq)
 
-    def _overlaps(self, grid: np.ndarray, box: Box) -> bool:
-        return bool(self._cells_of(grid, box).any())
+    def _fresh_under(self, box: Box) -> bool:
+        """Whether something was drawn anew (or a cover beneath the swaps gone) under `box` this frame."""
+        return self._any_fresh and bool(self._cells_of(self._fresh, box).any())
 
     @staticmethod
     def _cells_of(grid: np.ndarray, box: Box) -> np.ndarray:
         x0, y0, x1, y1 = box
         return grid[y0 // GRID_PX : -(-y1 // GRID_PX), x0 // GRID_PX : -(-x1 // GRID_PX)]
 
-    def _mark(self, grid: np.ndarray, box: Box, value: Any) -> None:
-        cells = self._cells_of(grid, box)
-        if grid.dtype == bool:
-            cells[...] = value
-        else:
-            np.maximum(cells, value, out=cells)
+    def _mark_fresh(self, box: Box) -> None:
+        self._cells_of(self._fresh, box)[...] = True
+        self._any_fresh = True
+
+    def _mark_order(self, box: Box, seq: int) -> None:
+        """`box`'s cells hold at least `seq` (written when `_overlaps_order` reads them)."""
+        self._order_due.append((box, seq))
+        self._order_top = max(self._order_top, seq)
 
 
 def _same_maker(then: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
@@ -344,6 +391,12 @@ def _same_maker(then: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
 def _same_place(then: Face, now: Face) -> bool:
     """The face drawn at `then` is where `now` says (PLACE_WIDTHS)."""
     return then is now or _gap(then, now) <= PLACE_WIDTHS * max(now.width, 1.0)
+
+
+def _nose(face: Face) -> tuple[float, float]:
+    """The face's third keypoint, as `_gap` reads it (float32)."""
+    x, y = np.asarray(face.kps, np.float32).reshape(-1, 2)[2].tolist()
+    return x, y
 
 
 def _place_cell(face: Face) -> tuple[int, int]:
