@@ -28,7 +28,8 @@ def _build(assets: Path, model: Path | None = None):
     from vcamd.faces.calibration import CalibrationFaces
     from vcamd.models.quantize import build_checked
 
-    faces = CalibrationFaces(_images(assets), np.zeros(0, np.float32))
+    newton, solvay = _images(assets)
+    faces = CalibrationFaces([newton, solvay, _moment(solvay)], np.zeros(0, np.float32))  # Solvay itself held out of calibration
     return build_checked(model or assets / "models" / MODEL, assets / "models" / "mobilefacenet.onnx", faces, role="detector",
                          providers=["cpu"], threads=1, looks=LOOKS)
 
@@ -156,6 +157,85 @@ def test_the_checks_looks_are_the_trackers():
     assert (looks.min_crop, looks.tile, CROP_SIDE, MOSAIC_MIN) == (cropplan.TRACK_MIN_SIZE, cropplan.SMALL_TILE, cropplan.CROP_FACTOR,
                                                                   cropplan.MOSAIC_MIN)
     assert (looks.size, looks.low_size, looks.track_size, looks.threshold, looks.cover_threshold) == (640, 320, 192, 0.5, 0.2)
+
+
+def test_the_checks_mosaics_have_the_trackers_shapes():
+    """Every mosaic shape the tracker runs (2, 4 or 8 columns; 48-px tiles of small faces' crops and tiles of each
+    larger crop size) is one the check makes: before, the check made only a 4-column mosaic of up to 8 48-px tiles."""
+    from vcamd.live.tracking import cropplan
+    from vcamd.models.int8detector import mosaic, mosaic_columns, mosaic_groups
+
+    assert [mosaic_columns(n) for n in range(1, 41)] == [cropplan._columns(n) for n in range(1, 41)]
+    for n in (3, 4, 5, 17, 29):
+        for tile in (48, 96, 160):
+            assert mosaic([np.zeros((tile, tile, 3), np.uint8)] * n).shape[:2] == cropplan.mosaic_shape(n, tile)
+    small, large = [_face(60.0 * k, w=20.0) for k in range(20)], [_face(60.0 * k, w=60.0) for k in range(4)]
+    groups = mosaic_groups(small + large, LOOKS)
+    assert groups[LOOKS.tile] == small  # every small face, not the first 8
+    (own,) = {cropplan.crop_input_size(f, LOOKS.track_size) for f in large}
+    assert own != LOOKS.min_crop and groups[own] == large
+
+
+def _moment(image: np.ndarray) -> np.ndarray:
+    """Another moment of the same scene as the camera gives it: moved 24/16 px, scaled 0.93, JPEG q75."""
+    out = cv2.warpAffine(image, np.float32([[0.93, 0, 24], [0, 0.93, 16]]), (image.shape[1], image.shape[0]))
+    return cv2.imdecode(cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, 75])[1], cv2.IMREAD_COLOR)
+
+
+def test_the_quantiser_is_never_fed_a_held_out_image_and_the_check_looks_at_it_every_way(assets):
+    """The source photo and every other camera frame calibrate the copy; the frames between are held out of the
+    quantiser's feeds and looked at by the check as every other image is (full looks, crops, the mosaic)."""
+    from vcamd.faces.calibration import CalibrationFaces
+    from vcamd.faces.detect import letterbox_blob
+    from vcamd.inference.detectcheck import held_out
+    from vcamd.models.int8detector import DetectorCheck
+
+    newton, solvay = _images(assets)
+    images = [newton, solvay, _moment(solvay)]
+    check = DetectorCheck(assets / "models" / MODEL, CalibrationFaces(images, np.zeros(0, np.float32)), ["cpu"], 1, LOOKS)
+    assert [held_out(i) for i in range(len(images))] == [False, True, False]
+    fed = [next(iter(feed.values())) for feed in check.feeds()]
+    full = {i: letterbox_blob(image, (640, 640)) for i, image in enumerate(images)}
+    assert not any(np.array_equal(blob, full[1]) for blob in fed)  # the held-out frame never reaches the quantiser
+    assert all(any(np.array_equal(blob, full[i]) for blob in fed) for i in (0, 2))
+    held = [look for look in check._looks if look.held_out]
+    assert held and all(look.name.startswith("image 2 (held out)") for look in held)
+    assert {look.size for look in held if look.full} == {640, 320}
+    assert any("crop at 64" in look.name for look in held) and any("mosaic" in look.name for look in held)
+
+
+def test_a_face_missed_on_a_held_out_image_fails_the_copy_and_the_report_counts_the_held_out_images():
+    from vcamd.inference.detectcheck import DetectorReport
+    from vcamd.models.int8detector import compare_look
+
+    floats = [_face(0), _face(100)]
+    fed = compare_look("image 1 at 640", floats, floats, LOOKS)
+    held = compare_look("image 2 (held out) at 640", floats, floats[:1], LOOKS, held_out=True)
+    report = DetectorReport([fed, held], float_ms=2.0, int8_ms=1.0, images=2, held_out_images=1)
+    assert not report.passed and "1 of the float detector's 4 faces not found" in report.summary()
+    assert "on 2 images, 1 held out of calibration (2 of the faces)" in report.summary()
+    assert "first on image 2 (held out)" in report.summary()
+    assert DetectorReport([fed, compare_look("image 2 (held out) at 640", floats, floats, LOOKS, held_out=True)],
+                          float_ms=2.0, int8_ms=1.0, images=2, held_out_images=1).passed
+
+
+def test_the_real_copy_passes_on_camera_frames_it_was_not_calibrated_on(cache, assets):
+    """SCRFD-2.5G's copy calibrated on the source photo and one moment of each scene (Solvay, the crowd selfie's small
+    faces), checked on those and on the other moments it never saw: every face found and placed on the held-out ones."""
+    from vcamd.faces.calibration import CalibrationFaces, letterboxed
+    from vcamd.models.quantize import build_checked
+
+    newton, solvay, crowd = letterboxed([cv2.imread(str(assets / "images" / name))
+                                         for name in ("newton.png", "solvay_conference_1927.png", "crowd_selfie.jpg")], (720, 1280))
+    faces = CalibrationFaces([newton, solvay, _moment(solvay), crowd, _moment(crowd)], np.zeros(0, np.float32))
+    built = build_checked(assets / "models" / MODEL, assets / "models" / "mobilefacenet.onnx", faces, role="detector",
+                          providers=["cpu"], threads=1, looks=LOOKS)
+    assert built.passed, built.kept.verdict.summary
+    report = next(a.report for a in built.attempts if a.report.passed)
+    held = [look for look in report.faces if look.held_out]
+    assert report.held_out_images == 2 and sum(look.faces for look in held) >= 500  # the crowd's small faces among them
+    assert sum(look.missed for look in held) == 0 and max(look.worst_keypoints for look in held) <= 0.1
+    assert "2 held out of calibration" in built.kept.verdict.summary
 
 
 def test_the_speed_rule_counts_the_copys_cpu_not_the_time_the_machine_was_busy(cache, assets, monkeypatch):

@@ -4,7 +4,8 @@ weights and frames: its thresholds, the looks it is made at (`Looks`) and its re
 
 The detector decides which faces get swapped or covered, so its copy is held to finding every face
 the float detector finds, where the float detector found it — on every calibration look (the source
-photo and camera frames at the full look's sizes, each face's crop at the tracker's sizes):
+photo and camera frames at the full look's sizes, each face's crop at the tracker's sizes), the
+images held out of the quantiser's feeds (`held_out`: every other camera frame) held to the same:
 
 * **found** — every face the float detector scores at least the detection threshold has a face of
   the copy's overlapping its box by at least `DetectorThresholds.box_iou`, scoring at least the
@@ -39,6 +40,18 @@ from vcamd.inference.fidelity import CopyReport
 SURE_MARGIN = 0.1
 """An extra face scoring the threshold by this much is one the float detector would be sure of."""
 
+HOLD_OUT_EVERY = 2
+"""Of the calibration images (the source photo first, then camera frames), every `HOLD_OUT_EVERY`-th
+from the second on is held out: the quantiser never sees it, the check looks at it as at every other
+(`held_out`). A check on the images the quantiser was fed says little of frames it never saw, and the
+copy runs on frames it never saw. Part of the detector's build key (`int8recipes.build_key`)."""
+
+
+def held_out(index: int) -> bool:
+    """Whether calibration image `index` (0: the source photo) is held out of the quantiser's feeds:
+    the photo and every other camera frame are fed, the frames between are only checked."""
+    return index % HOLD_OUT_EVERY == 1
+
 
 @dataclass(frozen=True, slots=True)
 class DetectorThresholds:
@@ -58,8 +71,8 @@ DETECTOR_THRESHOLDS = DetectorThresholds()
 class Looks:
     """The detector's settings the check is made at (the config's `[detection]` and `[watchdog]`):
     full looks at `size` and `low_size` (the rungs with reduced detection), each float face's crop at
-    its size up to `track_size` and at `min_crop` (the tracker's smallest), a mosaic of up to 8 faces'
-    crops in `tile`-px tiles (the tracker's run for many small faces), faces counted from
+    its size up to `track_size` and at `min_crop` (the tracker's smallest), mosaics of the faces'
+    crops in `tile`-px tiles and in their own input size's (the tracker's runs for many faces), faces counted from
     `threshold`, found by the copy from `cover_threshold`. Part of the copy's build key: other
     settings, another check."""
 
@@ -92,6 +105,8 @@ class LookFigures:
     """Faces the copy scores at least threshold + SURE_MARGIN where the float detector finds none."""
     extra_near: int
     """The same, scoring under threshold + SURE_MARGIN."""
+    held_out: bool = False
+    """The look is of an image the quantiser was not fed (`held_out`): counted as any other."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,9 @@ class DetectorReport(CopyReport):
     float_ms: float = 0.0
     int8_ms: float = 0.0
     """The full look's time through each detector (the fastest of its runs on the calibration images)."""
+    images: int = 0
+    held_out_images: int = 0
+    """Of the `images` looked at, those the quantiser was not fed (`held_out`)."""
 
     def _sum(self, name: str) -> int:
         return sum(int(getattr(f, name)) for f in self.faces)
@@ -145,9 +163,11 @@ class DetectorReport(CopyReport):
                 f"of the face's width (at most {t.keypoints:g}), {self._sum('extra_near')} extra near the threshold")
 
     def summary(self) -> str:
-        """One line, counting looks (a look finds many faces)."""
+        """One line, counting looks (a look finds many faces) and the images held out of calibration."""
         failures = self.failures()
-        looks = f"{len(self.faces)} look{'s' if len(self.faces) != 1 else ''}"
+        held = sum(f.faces for f in self.faces if f.held_out)
+        looks = (f"{len(self.faces)} look{'s' if len(self.faces) != 1 else ''} on {self.images} images, {self.held_out_images} held out "
+                 f"of calibration ({held} of the faces)")
         return f"failed on {looks}: {'; '.join(failures)}" if failures else f"{looks}: {self._met()}"
 
     def _face_json(self, face: LookFigures) -> dict[str, Any]:

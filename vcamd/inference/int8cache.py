@@ -72,8 +72,27 @@ class Kept:
     record: dict[str, Any]
 
 
+def _ours() -> bool:
+    """Whether the cache folder is the user's and no other user can write to it: a copy (or a passed
+    verdict) another local user put there is never loaded — the detector's copy decides which faces
+    get covered. Said in the log; the float models serve then."""
+    from vcamd.files.private_files import check_private_dir
+
+    try:
+        check_private_dir(folder())
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        log.warning("the int8 cache %s is not private (%s): its copies are not used", folder(), exc)
+        return False
+    return True
+
+
 def read(entry: Entry) -> Kept | None:
-    """The entry's verdict (and its copy, whole, when it passed); None when there is none."""
+    """The entry's verdict (and its copy, whole, when it passed); None when there is none, or when
+    the cache folder is not the user's own (`_ours`)."""
+    if not _ours():
+        return None
     try:
         record = json.loads(entry.verdict_file.read_text(encoding="utf-8"))
         verdict = Verdict(passed=bool(record["passed"]), summary=str(record["summary"]))

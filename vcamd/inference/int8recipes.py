@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
-from vcamd.inference.detectcheck import DETECTOR_THRESHOLDS, Looks
+from vcamd.inference.detectcheck import DETECTOR_THRESHOLDS, HOLD_OUT_EVERY, Looks
 from vcamd.inference.fidelity import PARSER_THRESHOLDS, THRESHOLDS
 
 FORMAT = 1
@@ -44,11 +44,13 @@ def build_key(reduce_range: bool, role: str = "swapper", looks: Looks | None = N
     """What a kept copy of a `role` model was built and checked under (`int8cache.Entry.key`), as 16
     hex digits. The swapper's key names no role (its copies kept before the other roles had any stay
     found); the others' name theirs and their own check's thresholds; the detector's, the settings
-    its check is made at (`looks`: another threshold or size, another check)."""
+    its check is made at (`looks`: another threshold or size, another check) and which calibration images
+    it holds out of the quantiser (`detectcheck.HOLD_OUT_EVERY`)."""
     ingredients: dict[str, object] = {"format": FORMAT, "recipes": [asdict(r) for r in RECIPES], "ops": OP_TYPES,
                                       "thresholds": asdict(THRESHOLDS), "onnxruntime": onnxruntime_version(), "reduce_range": reduce_range}
     if role == "detector":
-        ingredients |= {"role": role, "thresholds": asdict(DETECTOR_THRESHOLDS), "looks": asdict(looks or Looks())}
+        ingredients |= {"role": role, "thresholds": asdict(DETECTOR_THRESHOLDS), "looks": asdict(looks or Looks()),
+                        "held_out_every": HOLD_OUT_EVERY}
     elif role != "swapper":
         ingredients |= {"role": role, "thresholds": asdict(PARSER_THRESHOLDS if role == "parser" else THRESHOLDS)}
     return hashlib.sha256(json.dumps(ingredients, sort_keys=True).encode()).hexdigest()[:16]

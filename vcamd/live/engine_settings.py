@@ -193,10 +193,9 @@ class Settings:
 
     # -- applying a config --------------------------------------------------------------------------
     def _plan(self, new: Config) -> reconfigure.Plan:
-        """The one diff of an edit: against the running config, and (the rebuild keys) against what
-        the running pipeline was built from — after a failed load, every later edit tries again
-        (and keeps reporting the error) until the models load."""
-        return reconfigure.plan(self.cfg, new, built_from=self._pipeline_cfg)
+        """The one diff of an edit: against the running config, and (the rebuild keys, the detector copy's looks) against
+        what the running pipeline was built from — after a failed load, every later edit tries again until the models load."""
+        return reconfigure.plan(self.cfg, new, built_from=self._pipeline_cfg, detector_copy=reconfigure.detector_copy(self._parts.faces))
 
     def apply(self, new: Config, edit: reconfigure.Plan | None = None) -> None:
         """Apply a changed config between two frames (the loop's thread): one diff (`edit`, made

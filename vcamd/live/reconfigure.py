@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -152,11 +153,13 @@ class Plan:
         return frozenset(name.removeprefix(prefix) for name in self.changed if name.startswith(prefix))
 
 
-def plan(old: Config, new: Config, *, built_from: Config | None = None) -> Plan:
+def plan(old: Config, new: Config, *, built_from: Config | None = None, detector_copy: bool = False) -> Plan:
     """The changes from `old` to `new`, sorted by how they take effect, in one walk over the keys.
 
     `built_from`: what the running face pipeline was built from (default `old`; it differs while a
-    load is under way or after one failed): `pipeline_outdated` compares the rebuild keys with it."""
+    load is under way or after one failed): `pipeline_outdated` compares the rebuild keys with it.
+    `detector_copy`: its detector runs an int8 copy or builds one (`detector_copy`): then also the
+    settings the copy's check was made at (`detector_check_outdated`)."""
     base = old if built_from is None else built_from
     out = Plan()
     outdated = False
@@ -169,7 +172,23 @@ def plan(old: Config, new: Config, *, built_from: Config | None = None) -> Plan:
                 out.owners.update(row.owners)
         if row.apply is Apply.rebuild and value != getattr(getattr(base, section), key):
             outdated = True
-    return replace(out, pipeline_outdated=outdated)
+    return replace(out, pipeline_outdated=outdated or (detector_copy and detector_check_outdated(base, new)))
+
+
+def detector_check_outdated(base: Config, new: Config) -> bool:
+    """Whether a detector's int8 copy checked at `base`'s looks would run under settings its check did
+    not cover (`vcamd.models.int8detector.looks_for`; some — `[detection] cover_threshold`, `[watchdog]
+    lowres_scale` — are live keys): the pipeline is then built anew, its detector float until a copy is
+    checked at the new looks (another build key)."""
+    from vcamd.models.int8detector import looks_for
+
+    return looks_for(new) != looks_for(base)
+
+
+def detector_copy(faces: Any) -> bool:
+    """Whether the running face engine's detector runs its int8 copy or has one being built for it."""
+    choice = getattr(faces, "precisions", {}).get("detector") if faces is not None else None
+    return choice is not None and (choice.runs == "int8" or bool(choice.build))
 
 
 def needs_rebuild(built_from: Config, new: Config) -> bool:

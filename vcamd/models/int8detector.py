@@ -7,7 +7,8 @@ showed (`CalibrationFaces.crops` holds them, letterboxed into one shape: `faces.
 quantiser sees each one as the detector's full look sees it (letterboxed into the model's own
 input) and each face's crop scaled to that input (the activations of a face filling a crop look);
 the check runs both detectors through `vcamd.faces.detect.FaceDetector` at every size the loop
-runs (`detectcheck.Looks`): the rewritten input shapes are the copy's too.
+runs (`detectcheck.Looks`): the rewritten input shapes are the copy's too. The quantiser is fed the
+source photo and every other camera frame; the check looks at all of them (`detectcheck.held_out`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ import cv2
 import numpy as np
 
 from vcamd.common.types import Face, Frame
-from vcamd.inference.detectcheck import DETECTOR_THRESHOLDS, SURE_MARGIN, DetectorReport, DetectorThresholds, LookFigures, Looks
+from vcamd.inference.detectcheck import (
+    DETECTOR_THRESHOLDS,
+    SURE_MARGIN,
+    DetectorReport,
+    DetectorThresholds,
+    LookFigures,
+    Looks,
+    held_out,
+)
 
 if TYPE_CHECKING:
     from vcamd.config.schema import Config
@@ -53,6 +62,7 @@ class Look:
     image: Frame
     size: int
     full: bool
+    held_out: bool = False
 
 
 def crop_look(frame: Frame, face: Face, size: int) -> Frame:
@@ -64,20 +74,38 @@ def crop_look(frame: Frame, face: Face, size: int) -> Frame:
     return np.asarray(cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderValue=0), np.uint8)
 
 
-MOSAIC_MIN, MOSAIC_TILES, MOSAIC_COLUMNS = 3, 8, 4
-"""A mosaic look: from 3 faces, the first 8's crops in rows of 4 (the tracker tiles 3 or more small crops)."""
+MOSAIC_MIN = 3
+"""A mosaic look from 3 crops of one input size on (the tracker tiles 3 or more crops of one size)."""
+
+
+def mosaic_columns(n: int) -> int:
+    """The tracker's columns for a mosaic of n tiles (`live.tracking.cropplan`: 2, 4 or 8): the
+    check's mosaics have the tracker's shapes (a test holds the two equal)."""
+    return 2 if n <= 4 else 4 if n <= 16 else 8
 
 
 def mosaic(crops: list[Frame]) -> Frame:
-    """The crops (squares of one side) in rows of `MOSAIC_COLUMNS`, the canvas padded to multiples of 32."""
+    """The crops (squares of one side) in rows of `mosaic_columns`, the canvas padded to multiples of 32."""
     side = crops[0].shape[0]
-    columns = min(MOSAIC_COLUMNS, len(crops))
+    columns = mosaic_columns(len(crops))
     rows = math.ceil(len(crops) / columns)
     canvas = np.zeros((32 * math.ceil(rows * side / 32), 32 * math.ceil(columns * side / 32), 3), np.uint8)
     for k, crop in enumerate(crops):
         y, x = divmod(k, columns)
         canvas[y * side : (y + 1) * side, x * side : (x + 1) * side] = crop
     return canvas
+
+
+def mosaic_groups(found: list[Face], looks: Looks) -> dict[int, list[Face]]:
+    """The mosaics a frame's faces are checked in, by tile side, as the tracker groups them: the faces
+    whose crops run at `min_crop` (small faces) in `tile`-px tiles, those whose crops run at one larger
+    input size in tiles of that size (the tracker tiles those too, where it costs no more pixels)
+    — each from `MOSAIC_MIN` faces on."""
+    groups: dict[int, list[Face]] = {}
+    for face in found:
+        own = crop_sizes(face, looks)[-1]
+        groups.setdefault(looks.tile if own == looks.min_crop else own, []).append(face)
+    return {tile: faces for tile, faces in groups.items() if len(faces) >= MOSAIC_MIN}
 
 
 def crop_sizes(face: Face, looks: Looks) -> list[int]:
@@ -106,16 +134,18 @@ class DetectorCheck:
         self._input_name: str = detector.input_name
         self._found: list[list[Face]] = []
         looks: list[Look] = []
-        for i, frame in enumerate(self.faces.crops, 1):
+        for i, frame in enumerate(self.faces.crops):
+            out = held_out(i)
+            image = f"image {i + 1}{' (held out)' if out else ''}"
             for size in sorted({self.looks.size, self.looks.low_size}, reverse=True):
-                looks.append(Look(f"image {i} at {size}", frame, size, True))
+                looks.append(Look(f"{image} at {size}", frame, size, True, out))
             found = [f for f in detector.detect(frame, self.looks.size) if f.score >= self.looks.threshold]
             self._found.append(found)
             for j, face in enumerate(found, 1):
-                looks += [Look(f"image {i}, face {j}'s crop at {s}", crop_look(frame, face, s), s, False) for s in crop_sizes(face, self.looks)]
-            if len(found) >= MOSAIC_MIN:
-                tiles = mosaic([crop_look(frame, face, self.looks.tile) for face in found[:MOSAIC_TILES]])
-                looks.append(Look(f"image {i}, a mosaic of {min(len(found), MOSAIC_TILES)} faces' crops", tiles, max(tiles.shape[:2]), False))
+                looks += [Look(f"{image}, face {j}'s crop at {s}", crop_look(frame, face, s), s, False, out) for s in crop_sizes(face, self.looks)]
+            for tile, faces in mosaic_groups(found, self.looks).items():
+                tiles = mosaic([crop_look(frame, face, tile) for face in faces])
+                looks.append(Look(f"{image}, a mosaic of {len(faces)} faces' crops in {tile}-px tiles", tiles, max(tiles.shape[:2]), False, out))
         self._looks = looks
         self._times: list[float] = []
 
@@ -125,12 +155,14 @@ class DetectorCheck:
         return FaceDetector(self.model, sessions, self.looks.size, self.looks.threshold)
 
     def feeds(self) -> Iterator[dict[str, np.ndarray]]:
-        """Each calibration image as the full look feeds it, and up to `CALIBRATION_CROPS` of its faces'
-        crops (the largest), each scaled to the model's own input."""
+        """Each calibration image not held out (`detectcheck.held_out`) as the full look feeds it, and up
+        to `CALIBRATION_CROPS` of its faces' crops (the largest), each scaled to the model's own input."""
         from vcamd.faces.detect import letterbox_blob
 
         h, w = self._native_hw
-        for frame, found in zip(self.faces.crops, self._found):
+        for i, (frame, found) in enumerate(zip(self.faces.crops, self._found)):
+            if held_out(i):
+                continue
             yield {self._input_name: letterbox_blob(frame, (h, w))}
             for face in sorted(found, key=lambda f: -f.area)[:CALIBRATION_CROPS]:
                 yield {self._input_name: letterbox_blob(crop_look(frame, face, min(h, w)), (h, w))}
@@ -162,14 +194,18 @@ class DetectorCheck:
         return found, ms
 
     def compare(self, floats: list[Any], int8s: list[Any]) -> DetectorReport:
-        figures = [compare_look(look.name, f, q, self.looks, self.thresholds) for look, f, q in zip(self._looks, floats, int8s)]
+        figures = [compare_look(look.name, f, q, self.looks, self.thresholds, held_out=look.held_out)
+                   for look, f, q in zip(self._looks, floats, int8s)]
+        images = len(self.faces.crops)
         return DetectorReport(figures, self.looks.threshold, self.looks.cover_threshold, self.thresholds,
-                              float_ms=round(self._times[0], 2), int8_ms=round(self._times[-1], 2))
+                              float_ms=round(self._times[0], 2), int8_ms=round(self._times[-1], 2),
+                              images=images, held_out_images=sum(map(held_out, range(images))))
 
 
 def compare_look(name: str, floats: Sequence[Face], int8s: Sequence[Face], looks: Looks,
-                 thresholds: DetectorThresholds = DETECTOR_THRESHOLDS) -> LookFigures:
-    """One look's figures: the float detector's faces against the copy's (both found at the cover threshold)."""
+                 thresholds: DetectorThresholds = DETECTOR_THRESHOLDS, *, held_out: bool = False) -> LookFigures:
+    """One look's figures: the float detector's faces against the copy's (both found at the cover
+    threshold); `held_out`: of an image the quantiser was not fed (held to the same)."""
     from vcamd.faces.detect import iou
 
     missed, ious, scores, offsets = 0, [1.0], [1.0], [0.0]
@@ -187,4 +223,4 @@ def compare_look(name: str, floats: Sequence[Face], int8s: Sequence[Face], looks
              and not any(iou(f.box, other.box) >= thresholds.box_iou for other in floats)]
     sure = sum(score >= looks.threshold + SURE_MARGIN for score in extra)
     return LookFigures(name, sum(f.score >= looks.threshold for f in floats), missed, round(min(ious), 4), round(min(scores), 4),
-                       round(max(offsets), 4), sure, len(extra) - sure)
+                       round(max(offsets), 4), sure, len(extra) - sure, held_out)
