@@ -232,7 +232,7 @@ class Sessions:
         pool = self._background_pool() if background else _Pool(self.threads)
         made: dict[tuple[int, int] | None, Any] = {}
         for hw in dict.fromkeys(shapes):
-            session = self._new_session(Path(copy), str(copy) if hw is None else _with_input_size(Path(copy), hw), pool)
+            session = self._new_session(Path(copy), _model_at(Path(copy), hw), pool)
             self._record(path, session.get_providers()[0], hw)
             made[hw] = self._wrap(session, path) if self._wrap is not None else session
         with self._lock:
@@ -291,7 +291,7 @@ class Sessions:
         rewrites the model); None when the copy does not load — the model itself serves then (said
         in the log; `runs_copy` is False after)."""
         try:
-            return self._new_session(copy, str(copy) if input_hw is None else _with_input_size(copy, input_hw), pool)
+            return self._new_session(copy, _model_at(copy, input_hw), pool)
         except ModelError as exc:
             log.warning("%s: its int8 copy %s does not load (%s); the float model serves", path.name, copy, exc)
             with self._lock:
@@ -397,6 +397,11 @@ def _load_error(path: Path, exc: Exception) -> ModelError:
         f"ONNX Runtime could not create a session for {path.name} ({kind}: {_first_line(exc)})",
         fix=gpu_install_problem() or "try providers = [\"cpu\"] in [models] to rule out the GPU setup; `vcamd doctor` checks it",
     )
+
+
+def _model_at(path: Path, input_hw: tuple[int, int] | None) -> str | bytes:
+    """What a session is made from: the model file as it is (None), or its bytes rewritten to take `input_hw`."""
+    return str(path) if input_hw is None else _with_input_size(path, input_hw)
 
 
 def _with_input_size(path: Path, input_hw: tuple[int, int]) -> bytes:
