@@ -18,7 +18,10 @@ I420): decoding to planes without upsampling or colour conversion — FFmpeg's M
 through PyAV (a vcamd dependency), and libjpeg-turbo's `tjDecompressToYUV` through PyTurboJPEG
 when it and the system's libturbojpeg are installed (`pip install 'PyTurboJPEG<2'` for
 libjpeg-turbo 2.x, e.g. Debian's `libturbojpeg0`) — and, for scale, OpenCV's whole-frame
-I420 → BGR and BGR → I420 conversions.
+I420 → BGR and BGR → I420 conversions. With TurboJPEG it also decodes to BGR through that same
+library (so planes and BGR are weighed on one libjpeg-turbo), makes the planes into the BGR frame
+the loop works on with the accurate decode's pixels (`smooth_bgr`: said how close), and prints what
+each way adds from 480p to 1080p — what the resolution row's ratio is bound by.
 
 `--settings` weighs libjpeg-turbo's faster decode settings one by one — the fast (integer, less
 exact) IDCT, no fancy (smooth) chroma upsampling, and both — against the accurate decode vcamd
