@@ -29,7 +29,6 @@ that one whose pixels are all still there, moved, is where they moved to.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 import cv2
@@ -182,42 +181,15 @@ def _window(n: int) -> np.ndarray:
     return window
 
 
-@functools.lru_cache(maxsize=4096)
-def _area_weights(length: int, n: int) -> np.ndarray:
-    """BLOCK_GRID × n: row i weighs each pixel of [0, `length`) by how much of it lies in the i-th of
-    BLOCK_GRID equal spans, as an area resize (cv2.INTER_AREA) does, ×BLOCK_GRID so that every weight
-    is a whole number (spans end on quarter pixels): sums of whole grey levels stay exact. Pixels
-    from `length` on (padding) weigh nothing. (A face's sizes are few: cached, read-only.)"""
-    p = np.arange(n, dtype=np.int64)[None, :] * BLOCK_GRID
-    lo = np.arange(BLOCK_GRID, dtype=np.int64)[:, None] * length
-    weights: np.ndarray = np.clip(np.minimum(p + BLOCK_GRID, lo + length) - np.maximum(p, lo), 0, None).astype(np.float64)
-    weights.flags.writeable = False
-    return weights
-
-
-def _block_maxes(diffs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Per k: the largest mean of `diffs[k, :h, :w]` ((h, w) = `sizes[k]`, each at least BLOCK_GRID;
-    the rest is padding) over a BLOCK_GRID² grid, each block the area-weighted mean of its pixels —
-    exact for whole grey levels: a block at ZERO_LIMIT is at it, not a float rounding above or
-    below. One computation for one face (`_block_max`) or a crowd's (`_still`)."""
-    n, m = diffs.shape[1:]
-    wy = np.stack([_area_weights(int(h), n) for h in sizes[:, 0]])
-    wx = np.stack([_area_weights(int(w), m).T for w in sizes[:, 1]])
-    sums = wy @ diffs.astype(np.float64) @ wx
-    # The weights are BLOCK_GRID × the overlaps: a block's weighted sum ÷ (h·w) is its mean.
-    out: np.ndarray = sums.max(axis=(1, 2)) / (sizes[:, 0] * sizes[:, 1])
-    return out
-
-
 def _block_max(diff: np.ndarray, box: tuple[int, int, int, int]) -> float:
     """The largest mean of `diff` over a BLOCK_GRID² grid of `box` (x0, y0, x1, y1 in patch pixels);
-    inf for a box under BLOCK_GRID pixels a side (too few pixels to compare)."""
+    inf for a box under BLOCK_GRID pixels a side (too few pixels to compare). One computation for
+    one face or each of a crowd's (`_still`): the same area resize on the same pixels."""
     x0, y0, x1, y1 = box
     region = diff[y0:y1, x0:x1]
-    h, w = region.shape
-    if h < BLOCK_GRID or w < BLOCK_GRID:
+    if region.shape[0] < BLOCK_GRID or region.shape[1] < BLOCK_GRID:
         return float("inf")
-    return float((_area_weights(h, h) @ region.astype(np.float64) @ _area_weights(w, w).T).max() / (h * w))
+    return float(cv2.resize(region, (BLOCK_GRID, BLOCK_GRID), interpolation=cv2.INTER_AREA).max())
 
 
 def _still(frame: Frame, keys: list[KeyPatch]) -> list[bool]:
@@ -246,8 +218,9 @@ def _still(frame: Frame, keys: list[KeyPatch]) -> list[bool]:
                 now[j, : (by1 - by0) * factor, : (bx1 - bx0) * factor] = frame[ya : kp.y0 + by1 * factor, xa : kp.x0 + bx1 * factor]
                 key[j, : by1 - by0, : bx1 - bx0] = kp.patch[by0:by1, bx0:bx1]
             diff = np.abs(_block_grey(_grey(now), factor) - key)
-            for k, yes in zip(chunk.tolist(), (_block_maxes(diff, sizes[chunk]) <= ZERO_LIMIT).tolist()):
-                out[k] = yes
+            for j, k in enumerate(chunk.tolist()):
+                h, w = sizes[k]
+                out[k] = _block_max(diff[j], (0, 0, int(w), int(h))) <= ZERO_LIMIT
     return out
 
 
