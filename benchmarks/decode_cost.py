@@ -18,7 +18,10 @@ I420): decoding to planes without upsampling or colour conversion — FFmpeg's M
 through PyAV (a vcamd dependency), and libjpeg-turbo's `tjDecompressToYUV` through PyTurboJPEG
 when it and the system's libturbojpeg are installed (`pip install 'PyTurboJPEG<2'` for
 libjpeg-turbo 2.x, e.g. Debian's `libturbojpeg0`) — and, for scale, OpenCV's whole-frame
-I420 → BGR and BGR → I420 conversions.
+I420 → BGR and BGR → I420 conversions. With TurboJPEG it also decodes to BGR through that same
+library (so planes and BGR are weighed on one libjpeg-turbo), makes the planes into the BGR frame
+the loop works on with the accurate decode's pixels (`smooth_bgr`: said how close), and prints what
+each way adds from 480p to 1080p — what the resolution row's ratio is bound by.
 
 `--settings` weighs libjpeg-turbo's faster decode settings one by one — the fast (integer, less
 exact) IDCT, no fancy (smooth) chroma upsampling, and both — against the accurate decode vcamd
@@ -108,12 +111,9 @@ def plane_decoders() -> dict[str, Callable[[np.ndarray], object]]:
         return frame.to_ndarray()  # yuvj420p: the three planes, one array
 
     decoders: dict[str, Callable[[np.ndarray], object]] = {"PyAV (FFmpeg) to planes": ffmpeg_planes}
-    try:
-        from turbojpeg import TurboJPEG
-
-        turbo = TurboJPEG()
-    except (ImportError, OSError, RuntimeError) as exc:
-        print(f"(TurboJPEG to planes not measured: {exc})")
+    turbo = _turbo()
+    if turbo is None:
+        print("(TurboJPEG not measured: PyTurboJPEG or the system's libturbojpeg is missing)")
     else:
         decoders["TurboJPEG to planes"] = lambda packet: turbo.decode_to_yuv_planes(packet.tobytes())
     return decoders
@@ -140,6 +140,7 @@ def main() -> None:
     planes = plane_decoders() if args.planes else {}
     decoders = {"cv2.imdecode": lambda p: cv2.imdecode(p, cv2.IMREAD_COLOR), "vcamd decode_jpeg": decode_jpeg}
     print(f"{'size':6s} {'cv2.imdecode ms':>16s} {'decode_jpeg ms':>15s} {'ratio':>6s}  same pixels")
+    by_size: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, size in SIZES.items():
             packets = clip_packets(image, size, Path(tmp))
@@ -148,12 +149,14 @@ def main() -> None:
             opencv, ours = best["cv2.imdecode"], best["vcamd decode_jpeg"]
             print(f"{name:6s} {opencv:16.2f} {ours:15.2f} {ours / opencv:6.2f}  {'yes' if same else 'NO'}")
             if args.planes:
-                planes_rows(packets, args.passes, ours, planes)
+                by_size[name] = planes_rows(packets, args.passes, ours, planes)
+    growth_rows(by_size)
 
 
-def planes_rows(packets: list[np.ndarray], passes: int, bgr_ms: float, planes: dict[str, Callable[[np.ndarray], object]]) -> None:
-    """Per frame: each of the `planes` decoders, and OpenCV's whole-frame conversions, against
-    `bgr_ms` (`decode_jpeg` to BGR, best pass)."""
+def planes_rows(packets: list[np.ndarray], passes: int, bgr_ms: float, planes: dict[str, Callable[[np.ndarray], object]]) -> dict[str, float]:
+    """Per frame: each of the `planes` decoders, the planes made into the BGR frame the loop works on
+    as libjpeg-turbo's accurate decode makes it, and OpenCV's whole-frame conversions, against `bgr_ms`
+    (`decode_jpeg` to BGR, best pass). Returns every row's ms."""
     import cv2
 
     from vcamd.live.capture.jpeg import decode_jpeg
@@ -161,10 +164,57 @@ def planes_rows(packets: list[np.ndarray], passes: int, bgr_ms: float, planes: d
     frame = decode_jpeg(packets[0])
     i420 = cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420)
     rows = dict(planes)
+    turbo = _turbo()
+    if turbo is not None:
+        rows["TurboJPEG to BGR (its own libjpeg-turbo)"] = lambda packet: turbo.decode(packet.tobytes())
+        rows["TurboJPEG to planes, then BGR as the decode"] = lambda packet: smooth_bgr(turbo.decode_to_yuv_planes(packet.tobytes()))
     rows["OpenCV I420 -> BGR (whole frame)"] = lambda _packet: cv2.cvtColor(i420, cv2.COLOR_YUV2BGR_I420)
     rows["OpenCV BGR -> I420 (whole frame)"] = lambda _packet: cv2.cvtColor(frame, cv2.COLOR_BGR2YUV_I420)
-    for label, ms in best_pass_ms(rows, packets, passes).items():
-        print(f"       {label:34s} {ms:6.2f} ms  ({ms / bgr_ms:.2f}× decode_jpeg to BGR)")
+    best = best_pass_ms(rows, packets, passes)
+    for label, ms in best.items():
+        print(f"       {label:44s} {ms:6.2f} ms  ({ms / bgr_ms:.2f}× decode_jpeg to BGR)")
+    if turbo is not None:
+        ours = [decode_jpeg(p) for p in packets[::8]]
+        theirs = [smooth_bgr(turbo.decode_to_yuv_planes(p.tobytes())) for p in packets[::8]]
+        worst = max(int(np.abs(a.astype(np.int16) - b).max()) for a, b in zip(ours, theirs))
+        print(f"       planes made BGR against decode_jpeg: max {worst} levels off, PSNR {min(psnr(a, b) for a, b in zip(ours, theirs)):.1f} dB (worst frame)")
+    return best | {"decode_jpeg to BGR": bgr_ms}
+
+
+def _turbo():
+    """PyTurboJPEG over the system's libturbojpeg, or None (said) when either is missing."""
+    try:
+        from turbojpeg import TurboJPEG
+
+        return TurboJPEG()
+    except (ImportError, OSError, RuntimeError):
+        return None
+
+
+def smooth_bgr(planes: list[np.ndarray]) -> np.ndarray:
+    """4:2:0 planes → BGR the way libjpeg-turbo's accurate decode does it: chroma doubled by the
+    triangle ("fancy") filter — 9/16, 3/16, 3/16, 1/16 of the four nearest samples, which is a
+    bilinear resize with pixel centres (`cv2.INTER_LINEAR`) — then JPEG's full-range YCbCr → BGR.
+    OpenCV's own I420 → BGR doubles chroma by repetition (the "no fancy upsampling" decode, which
+    fails the 0.1 dB rule: `--settings`)."""
+    import cv2
+
+    y, u, v = planes
+    size = (y.shape[1], y.shape[0])
+    crcb = [cv2.resize(c, size, interpolation=cv2.INTER_LINEAR) for c in (v, u)]
+    return cv2.cvtColor(cv2.merge([y, *crcb]), cv2.COLOR_YCrCb2BGR)
+
+
+def growth_rows(by_size: dict[str, dict[str, float]]) -> None:
+    """What each way adds from 480p to 1080p: the resolution row's ratio is bound by it."""
+    if not by_size or "480p" not in by_size or "1080p" not in by_size:
+        return
+    low, high = by_size["480p"], by_size["1080p"]
+    print("\n1080p minus 480p, CPU-ms a frame (the resolution row allows 0.3 × the whole 480p frame in all):")
+    for label in ("decode_jpeg to BGR", "TurboJPEG to BGR (its own libjpeg-turbo)", "TurboJPEG to planes",
+                  "TurboJPEG to planes, then BGR as the decode", "OpenCV BGR -> I420 (whole frame)"):
+        if label in high:
+            print(f"       {label:44s} +{high[label] - low[label]:5.2f} ms")
 
 
 # -- --settings: what a faster decode setting saves, and what it loses against the source -------------
