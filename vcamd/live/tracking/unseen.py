@@ -8,7 +8,10 @@ it is there. The rule is "when you cannot say where the faces are, cover", so:
 
 * every frame's mean colour per cell (`cell_means`, ~16-px cells at 1280 wide) is compared
   with what the last completed detection that looked at that cell saw (the thumbnail of the frame
-  it ran on — not of the previous frame, so a slow change adds up);
+  it ran on — not of the previous frame, so a slow change adds up); a cell that changed since that
+  look stays changed until a look sees it again, even when it comes back to what the look saw: a
+  face that left its place and comes back to it is as unseen as a newcomer (the tracker may still
+  place it where it went: a frame-skipping rung reuses the last positions);
 * cells that changed by more than `changes.CHANGE_LIMIT` form groups (8-connected); a group wholly
   inside one known face's zone (its box grown FACE_ZONE_SCALE×: the face's own motion, swapped or
   covered anyway) is that face's; every other group — a newcomer, a hand, a body, a pan — is
@@ -96,6 +99,7 @@ class UnseenChanges:
 
     def __init__(self) -> None:
         self._seen: np.ndarray | None = None  # per cell: what the last look there saw
+        self._since: np.ndarray | None = None  # per cell: changed from `_seen` in a frame since that look
         self._thumbs: dict[int, np.ndarray] = {}  # frame index → its thumbnail, for looks landing
         self._frame_hw: tuple[int, int] | None = None
         self._previous: np.ndarray | None = None  # the last frame's thumbnail (`settled`)
@@ -120,21 +124,41 @@ class UnseenChanges:
                 if detection.region is not None:
                     continue  # nothing to refresh a part of: the next whole look sets it
                 self._seen = thumb.copy()
-                continue
-            if detection.region is None:
-                self._seen[...] = thumb
+                self._since = None
+                cells = (0, 0, thumb.shape[1], thumb.shape[0])
             else:
-                x0, y0, x1, y1 = self._cells_inside(detection.region.frame_box(), thumb.shape[:2])
+                cells = (0, 0, thumb.shape[1], thumb.shape[0]) if detection.region is None else \
+                    self._cells_inside(detection.region.frame_box(), thumb.shape[:2])
+                x0, y0, x1, y1 = cells
                 self._seen[y0:y1, x0:x1] = thumb[y0:y1, x0:x1]
+            self._changed_after(detection.frame_index, cells)
+
+    def _changed_after(self, frame_index: int, cells: Box) -> None:
+        """The cells a look at `frame_index` refreshed: changed since only where a frame after it
+        (one already remembered: the look landed late) differed from what it saw."""
+        seen = self._seen
+        if seen is None:
+            return
+        if self._since is None or self._since.shape != seen.shape[:2]:
+            self._since = np.zeros(seen.shape[:2], bool)
+        x0, y0, x1, y1 = cells
+        since = self._since[y0:y1, x0:x1]
+        since[...] = False
+        for index, later in self._thumbs.items():
+            if index > frame_index and later.shape == seen.shape:
+                since |= largest_change(later[y0:y1, x0:x1], seen[y0:y1, x0:x1]) > CHANGE_LIMIT
 
     def remember(self, frame: Frame, frame_index: int) -> np.ndarray:
         """This frame's thumbnail, kept for a detection of it that lands later (call before the
         tracker runs on it, and before anything is drawn on it)."""
         h, w = frame.shape[:2]
         if self._frame_hw != (h, w):  # another frame size: nothing seen before compares
-            self._frame_hw, self._seen, self._thumbs = (h, w), None, {}
+            self._frame_hw, self._seen, self._since, self._thumbs = (h, w), None, None, {}
         thumb = cell_means(frame)
         self._thumbs[frame_index] = thumb
+        if self._seen is not None and self._seen.shape == thumb.shape:  # every frame, covered or not (`covers`)
+            now = largest_change(thumb, self._seen) > CHANGE_LIMIT
+            self._since = now if self._since is None or self._since.shape != now.shape else self._since | now
         for old in [i for i in self._thumbs if i <= frame_index - KEEP_FRAMES]:
             del self._thumbs[old]
         return thumb
@@ -148,7 +172,9 @@ class UnseenChanges:
         if seen is None or seen.shape != thumb.shape:
             self.tally.record(0.0)
             return []
-        changed = (largest_change(thumb, seen) > CHANGE_LIMIT).astype(np.uint8)
+        since = self._since if self._since is not None and self._since.shape == thumb.shape[:2] else None
+        now = largest_change(thumb, seen) > CHANGE_LIMIT
+        changed = (now if since is None else since | now).astype(np.uint8)
         if not changed.any():
             self.tally.record(0.0)
             return []
