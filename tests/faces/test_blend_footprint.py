@@ -255,3 +255,25 @@ def test_what_was_derived_from_a_crop_goes_with_it(newton, newton_face) -> None:
     Blender(128).paste(fresh, newer, m)
     assert np.array_equal(out, fresh)
     assert len(blender._prepared) == 1 and blender._prepared_pixels == next(iter(blender._prepared.values())).side ** 2
+
+
+def test_a_large_face_s_colour_measured_on_a_quarter_of_its_crop_corrects_as_the_whole_crop_does(detector, newton, swap) -> None:  # type: ignore[no-untyped-def]
+    """A face at least its crop's size is colour-corrected in crop space, its own statistics taken
+    on every other pixel of every other row of its crop (a quarter of the pixels): the same
+    correction as from the whole crop (`original_crop` given) within 4 levels and under half a level on average
+    (measured: 4 and 0.03), for the swap and for a swap that came out too blue (the face's own
+    crop, tinted), on the one-face bench's face at 720p and 1080p."""
+    for size in ((1280, 720), (1920, 1080)):
+        frame = fitted_frame(newton, size)
+        (face,) = detector.detect(frame)
+        (swapped,) = swap(frame, [face])
+        m = estimate_affine(face.kps, 128)
+        assert footprint(m, 128) > 128
+        core = face_core(frame.shape, m, 128)
+        for crop in (swapped, _tinted(warp(frame, m, 128), (45, -25, -30))):
+            whole, half = frame.copy(), frame.copy()
+            Blender(128).paste(whole, crop, m, original_crop=warp(frame, m, 128))
+            Blender(128).paste(half, crop, m)
+            diff = np.abs(half.astype(np.int16) - whole)[core]
+            assert diff.max() <= 4 and diff.mean() < 0.5, (size, int(diff.max()), float(diff.mean()))
+            assert not np.array_equal(half[core], frame[core])

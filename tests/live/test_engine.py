@@ -675,3 +675,64 @@ def test_a_camera_that_has_not_started_yet_shows_the_starting_card_not_offline(l
     # Counted as what they are: a healthy start reports starting cards, not offline frames.
     frames = result["frames"]
     assert frames["starting"] >= 3 and frames["offline"] == 0, frames
+
+
+def test_when_the_first_swap_lands_a_groups_faces_are_pasted_a_few_a_frame_each_covered_until_its_turn(
+        live_config, face_engine_factory, recording_sink, solvay, tmp_path):
+    """While the first swap runs the frame is covered whole, so every face was covered: when the
+    swap lands, at most NEW_SWAPS_PER_FRAME faces are pasted in a frame and the others keep a cover
+    until their turn — never shown raw — and within a few frames every face is swapped. Before, the
+    frame the first swap landed in pasted every face at once (a 150-face crowd: 44–114 ms)."""
+    from vcamd.bench.clips import fitted_frame
+    from vcamd.live.output.repaint import NEW_SWAPS_PER_FRAME
+
+    size = (1280, 720)
+    camera = fitted_frame(solvay, size)
+    clip = tmp_path / "group.avi"
+    writer = cv2.VideoWriter(str(clip), cv2.VideoWriter.fourcc(*"MJPG"), RATE, size)
+    for _ in range(20):
+        writer.write(camera)
+    writer.release()
+    camera = read_video(clip)[0]  # as the camera decodes it
+    cfg = live_config(swap={"face_selection": "all"}, detection={"size": 640})
+    sink = recording_sink(keep_every=1)
+    first_job: list[int] = []  # how many faces the first swap was asked for
+    pastes = [0]  # composite calls so far
+    at_send: list[int] = []  # `pastes` as each frame went out
+    engine_faces = face_engine_factory(cfg)
+
+    def swap_faces(frame, faces, *args, **kw):
+        if not first_job:
+            first_job.append(len(faces))
+            deadline = time.monotonic() + 60.0
+            while len(sink.times) < 8 and time.monotonic() < deadline:  # a few frames covered whole
+                time.sleep(0.005)
+        return engine_faces.swap_faces(frame, faces, *args, **kw)
+
+    def composite(frame, swapped, face):
+        pastes[0] += 1
+        return engine_faces.composite(frame, swapped, face)
+
+    send = sink.send
+
+    def counted_send(frame, stats=None):
+        at_send.append(pastes[0])
+        send(frame, stats)
+
+    sink.send = counted_send  # type: ignore[method-assign]
+    engine = make_engine(cfg, clip, Wrapped(engine_faces, swap_faces=swap_faces, composite=composite), sink)
+    engine.run(max_frames=45)
+    assert first_job and first_job[0] > 2 * NEW_SWAPS_PER_FRAME, first_job  # a group, not a few faces
+    per_frame = np.diff([0, *at_send]).tolist()
+    landed = next(i for i, n in enumerate(per_frame) if n)
+    assert per_frame[landed] <= NEW_SWAPS_PER_FRAME, per_frame
+    turns = -(-first_job[0] // NEW_SWAPS_PER_FRAME)
+    assert sum(per_frame[landed : landed + turns + 3]) >= first_job[0], per_frame
+    # No face shown as the camera shows it, in any frame from the landing one on (a paste or a
+    # cover changes every pixel of the face's box).
+    boxes = [tuple(int(v) for v in f.box) for f in engine_faces.detect(camera, 640)]
+    assert len(boxes) >= first_job[0] - 2
+    for i, frame in enumerate(sink.frames[landed:], landed):
+        for x0, y0, x1, y1 in boxes:
+            diff = np.abs(frame[y0:y1, x0:x1].astype(np.int16) - camera[y0:y1, x0:x1].astype(np.int16)).mean()
+            assert diff >= 3.0, (i, (x0, y0, x1, y1), diff)

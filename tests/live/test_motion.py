@@ -279,3 +279,53 @@ def test_a_still_face_gets_the_last_frames_paste_back_and_never_shows_raw(live_c
     # A replayed frame is the same picture as a pasted one (the face did not move).
     swapped = [fr for fr in sink.frames[20:]]
     assert max(float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean()) for a, b in zip(swapped, swapped[1:])) < 1.0
+
+
+@pytest.fixture(scope="module")
+def crowd_keys(detector, assets: Path):
+    """crowd_selfie.jpg as a 1080p camera frame (every grey level under 250: room for a step up), and
+    each face SCRFD-2.5G finds in it with its key patch."""
+    frame = cv2.resize(cv2.imread(str(assets / "images" / "crowd_selfie.jpg")), (1920, 1080), interpolation=cv2.INTER_AREA)
+    frame = np.minimum(frame, 249).astype(np.uint8)
+    keys = [(face, key) for face in detector.detect(frame, 640) if (key := motion.key_patch(frame, face, 0)) is not None]
+    assert len(keys) >= 100 and len({k.factor for _, k in keys}) >= 2  # a crowd, small and larger faces
+    return frame, keys
+
+
+def _crowd_variants(frame: np.ndarray) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(38)
+    half = frame.copy()
+    half[:, 960:] = cv2.warpAffine(frame, np.float32([[1, 0, 2.4], [0, 1, -1.3]]), (1920, 1080), borderMode=cv2.BORDER_REPLICATE)[:, 960:]
+    lines = frame.copy()
+    lines[::9] = 0
+    return {
+        "the same picture": frame,
+        "camera noise": np.clip(frame + rng.normal(0.0, 1.5, frame.shape), 0, 255).astype(np.uint8),
+        "re-encoded": cv2.imdecode(cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, 75])[1], cv2.IMREAD_COLOR),
+        "half the crowd moved": half,
+        "brighter": cv2.add(frame, 6),
+        "one level brighter": frame + np.uint8(1),  # block differences of exactly ZERO_LIMIT: ties decided alike
+        "changed": lines,
+    }
+
+
+def test_a_crowd_is_followed_in_one_batch_exactly_as_face_by_face(crowd_keys):
+    """`follow_many` (the tracker's call: a crowd's still faces checked together) answers for every
+    face what `follow` answers for it alone, as it did face by face — followed or not, taken as is or
+    moved, and where — on a still picture, camera noise, a re-encode, half the crowd moved, light
+    changes (one level: every block at exactly ZERO_LIMIT) and a changed picture."""
+    frame, keys = crowd_keys
+    answers: set[str] = set()
+    for name, now in _crowd_variants(frame).items():
+        many = motion.follow_many(now, [(key, face) for face, key in keys])
+        for (face, key), got in zip(keys, many, strict=True):
+            alone = motion.follow(now, key, face, 1, backstop=False)
+            assert (got is None) == (alone is None), name
+            if got is not None and alone is not None:
+                assert got.box == alone.box and np.array_equal(got.kps, alone.kps), name
+                assert (got is key.face) == (alone is key.face), name  # a still face is handed on as the same object
+                answers.add("same place" if got is key.face else "moved")
+            else:
+                answers.add("re-detected")
+    assert answers == {"same place", "moved", "re-detected"}  # every kind of answer was compared
+

@@ -306,6 +306,34 @@ def test_faces_covered_last_frame_and_swapped_now_keep_their_cover_until_their_t
     assert np.array_equal(out, _draw(dict(targets=faces, swaps=swaps), camera, Paster(), None))
 
 
+def test_after_a_frame_covered_whole_the_faces_swaps_come_in_turns_each_face_covered_until_its_own():
+    """Positions unknown, the whole frame obscured: every face was covered. When they are known
+    again — each a little off its last place, so no layer is put back — at most
+    NEW_SWAPS_PER_FRAME are pasted a frame, the others covered (their miss region obscured, then
+    that cover kept) until their turn: never the camera's pixels. Before, all were pasted at once."""
+    camera = _camera(15)
+    n = NEW_SWAPS_PER_FRAME * 2 + 3
+    faces = [_face(5 + 35 * (i % 9), 5 + 45 * (i // 9)) for i in range(n)]
+    swaps = [np.array([0, 200, 0]) for _ in faces]
+    memo, paste = Repaint(), Paster()
+    _draw(dict(targets=faces, swaps=swaps), camera, paste, memo)
+    frame = camera.copy()
+    painter = memo.painter(frame, paste)
+    compose(Scene(frame=frame, enabled=True, on_miss=OnMiss.blur, known=False, targets=faces, swaps=swaps), paste, painter)
+    painter.finish(covered_whole=True)
+    moved = [_face(f.box[0] + 4, f.box[1]) for f in faces]
+    counts = []
+    for _ in range(4):
+        paste.calls = 0
+        out = _draw(dict(targets=moved, swaps=swaps), camera, paste, memo)
+        counts.append(paste.calls)
+        for face in moved:
+            x0, y0, x1, y1 = (int(v) for v in face.box)
+            assert not np.array_equal(out[y0:y1, x0:x1], camera[y0:y1, x0:x1])
+    assert counts[0] == NEW_SWAPS_PER_FRAME and counts[1] >= NEW_SWAPS_PER_FRAME and sum(counts) >= n and counts[3] == 0, counts
+    assert np.array_equal(out, _draw(dict(targets=moved, swaps=swaps), camera, Paster(), None))
+
+
 def test_a_frame_compose_drew_nothing_on_keeps_the_layers_for_the_next():
     """A frame held or obscured whole (positions unknown) draws nothing through the painter: the
     frame after it puts the layers back as they were. Before, that frame forgot them and the next

@@ -271,7 +271,7 @@ class Blender:
         in_frame = self.color_correction and small_face
         pixels4 = prepared.bgra() if not self.color_correction else None
         if self.color_correction and not in_frame:
-            pixels4 = self._corrected_crop(frame, prepared, m, side, stats_region, original_crop)
+            pixels4 = self._corrected_crop(frame, prepared, m, side, (swapped_crop.shape[0], halvings), original_crop)
         plain_alpha = alpha
         if self.mouth_mask:
             a, b, c, d, e, f = m
@@ -323,14 +323,15 @@ class Blender:
             weights = self._weights[key] = premultiply_weights(self._masks_for(size, halvings)[0])
         return weights
 
-    def _corrected_crop(self, frame: Frame, prepared: _Prepared, m: Affine6, side: int, stats_region: npt.NDArray[np.uint8],
+    def _corrected_crop(self, frame: Frame, prepared: _Prepared, m: Affine6, side: int, level: tuple[int, int],
                         original_crop: Frame | None) -> Frame:
         """Colour correction in crop space (`match_colour`, with the swapped crop's LAB and, for a
         face wholly inside the frame, its statistics kept from the last paste of the same crop):
-        the corrected crop, with a fourth channel for `_warp4`."""
-        if original_crop is None:
-            # Warping to the crop's size reads only the face's pixels of the frame.
-            original_crop = as_frame(cv2.warpAffine(frame, np.array((m[:3], m[3:]), np.float64), (side, side), flags=cv2.INTER_LINEAR))
+        the corrected crop, with a fourth channel for `_warp4`. When the frame's face is not at
+        hand (`original_crop`), its statistics are taken on every other pixel of every other row
+        of its crop, warped straight from the frame: a quarter of the pixels warped, converted
+        and measured, the same correction within a level or two (benchmarks/paste_quality.py)."""
+        stats_region = self._masks_for(*level)[1]
         valid = crop_validity(frame.shape, (side, side), invert6(m))
         if valid is None:
             region, src = stats_region, prepared.stats(stats_region)
@@ -339,6 +340,14 @@ class Blender:
             if cv2.countNonZero(region) < MIN_STATS_PIXELS:
                 return prepared.bgra()
             src = mean_std(prepared.lab(), region)
+        # Every other crop pixel of every other row (the affine scaled by ½: crop pixel 2i lands at i):
+        # the same pixels the whole warp has there, in the same statistics region.
+        every_other = (m[0] / 2, m[1] / 2, m[2] / 2, m[3] / 2, m[4] / 2, m[5] / 2)
+        if (original_crop is None and valid is None and side % 2 == 0
+                and crop_validity(frame.shape, (side // 2, side // 2), invert6(every_other)) is None):
+            m, side, region = every_other, side // 2, np.ascontiguousarray(region[::2, ::2])
+        if original_crop is None:  # warping to the crop's size reads only the face's pixels of the frame
+            original_crop = as_frame(cv2.warpAffine(frame, np.array((m[:3], m[3:]), np.float64), (side, side), flags=cv2.INTER_LINEAR))
         ref = mean_std(as_frame(cv2.cvtColor(original_crop, cv2.COLOR_BGR2LAB)), region)
         return as_frame(cv2.cvtColor(cv2.LUT(prepared.lab(), colour_table(src, ref)), cv2.COLOR_LAB2BGR, dstCn=4))
 

@@ -171,7 +171,8 @@ class FrameProcessor:
                   unseen=unseen, sources=self._wants(targets) or []),
             parts.faces.composite, painter,
         )
-        painter.finish()
+        # Positions unknown and the whole frame obscured: every face covered (`Repaint.covered_whole`).
+        painter.finish(covered_whole=not report.known and composed.outcome is Outcome.blurred)
         stage_ms["composite"] = (parts.clock() - t2) * 1000.0
         parts.stats.record_stage("composite", stage_ms["composite"])
         self._cpu.mark("composite")
@@ -352,7 +353,7 @@ class FrameProcessor:
         running. Whatever on_miss says: `passthrough` is the user's opt-out for a running swapper's
         misses, not for the seconds before any swap exists. The watchdog does not judge the frame."""
         obscure_frame(frame)
-        self._repaint.forget()
+        self._repaint.covered_whole()  # every face covered: their first swaps come a few a frame
         self._cpu.mark("composite")
         self.send(frame, Outcome.blurred, t_capture, composed=Composed(frame, Outcome.blurred, [], fresh_badge=True, all_swapped=False),
                   judged=False)

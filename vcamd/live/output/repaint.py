@@ -68,7 +68,9 @@ others keep their layer — the older swap of the same face by the same face pip
 and face map source (`FramePainter`'s `makers`), as the camera shows it — until a later frame's turn
 (150 faces: twenty frames, two thirds of a second — the swaps are made again every two — instead of
 one frame of 150 pastes). A face that moved, changed or is new, or a swap made by another pipeline
-or of another source, is always pasted at once."""
+or of another source, is pasted at once — unless it was covered last frame (a cover over it, or
+the whole frame covered: the first swap running, positions unknown): then it takes the same turns,
+covered until its own (a crowd's start: 150 first swaps 8 a frame, not 150 pastes in one)."""
 
 
 @dataclass(slots=True)
@@ -93,6 +95,7 @@ class Repaint:
         self._stand_ins: set[tuple[Any, ...]] = set()  # of `_last`: covers kept in a swap's place, not beneath the swaps
         self._shape: tuple[int, ...] | None = None
         self._cells: np.ndarray | None = None  # the newest camera cells told apart (`_same_cells`)
+        self._covered_whole = False  # the last frame was covered whole: every face in it was covered
         self.put_back = 0
         """Things put back instead of drawn again, since the start (stats, tests)."""
         self.drawn = 0
@@ -119,8 +122,14 @@ class Repaint:
         return cells
 
     def forget(self) -> None:
-        """A frame was drawn some other way (covered whole, swapping off): nothing to put back."""
-        self._last = {}
+        """A frame was shown some other way (swapping off: raw): nothing to put back."""
+        self._last, self._covered_whole = {}, False
+
+    def covered_whole(self) -> None:
+        """A frame was covered whole (no face pipeline yet, the first swap running, positions
+        unknown): the next frame's swaps take turns (NEW_SWAPS_PER_FRAME). The layers stay, as
+        for any frame compose drew nothing on (each checked against its own frame's cells)."""
+        self._covered_whole = True
 
 
 class FramePainter:
@@ -201,17 +210,22 @@ class FramePainter:
         if unchanged and self._new_swaps >= NEW_SWAPS_PER_FRAME and before is not None:
             self._put_back(frame, before[0], before[1])
             return
-        # A face covered last frame (obscured as one the watchdog's faces_per_round left out) and
-        # swapped now: the same turns — its cover stays until then, hiding it whole.
+        # A face covered last frame (a cover over it, or the frame covered whole) and swapped now:
+        # the same turns, covered until then — by that cover where it still hides the face's miss
+        # region whole, else by that region obscured anew.
         cover = self._cover_over(frame, face) if last is None and before is None else None
-        if cover is not None and self._new_swaps >= NEW_SWAPS_PER_FRAME and self._put_back(frame, *cover):
-            self._mark_fresh(cover[1].box)  # over what was pasted before it: new beneath the rest
-            self._stand_ins.add(cover[0])
+        was_covered = cover is not None or self._memo._covered_whole
+        if was_covered and self._new_swaps >= NEW_SWAPS_PER_FRAME:
+            if cover is not None and cover[2] and self._put_back(frame, cover[0], cover[1]):
+                self._mark_fresh(cover[1].box)  # over what was pasted before it: new beneath the rest
+                self._stand_ins.add(cover[0])
+            else:
+                self._cover_anew(frame, face)
             return
         rect = self._paste(frame, swapped, face)
         if rect is None:
             return
-        self._new_swaps += cover is not None
+        self._new_swaps += was_covered
         # Drawn at the place it had, over a camera that did not change: what lies over it keeps
         # its layer (a swap of this same face in its feathered edge), if it lay over it before
         # (its place in the last frame's order marks the grid). Elsewhere it is new beneath them.
@@ -225,12 +239,16 @@ class FramePainter:
         self._drawn(key, box, (face, swapped), frame, face, fresh=not same_place, shows=shows)
 
     # -- the frame's end ----------------------------------------------------------------------------
-    def finish(self) -> None:
+    def finish(self, *, covered_whole: bool = False) -> None:
         """What this frame drew is what the next one may put back. A frame compose drew nothing on
         (the whole frame held or obscured: positions unknown) leaves the layers as they were: each
-        is checked against the camera's cells of its own frame, not the last one's."""
+        is checked against the camera's cells of its own frame, not the last one's.
+        `covered_whole`: compose covered the whole frame (`Repaint.covered_whole`)."""
         if self._now:
             self._memo._last, self._memo._stand_ins = self._now, self._stand_ins
+            self._memo._covered_whole = False
+        if covered_whole:
+            self._memo.covered_whole()
 
     # -- helpers ----------------------------------------------------------------------------------
     def _put_back(self, frame: Frame, key: tuple[Any, ...], last: _Layer) -> bool:
@@ -270,11 +288,24 @@ class FramePainter:
         cx, cy = _box_cell(box)
         return [found for dx in (-1, 0, 1) for dy in (-1, 0, 1) for found in self._covers.get((cx + dx, cy + dy), ())]
 
-    def _cover_over(self, frame: Frame, face: Face) -> tuple[tuple[Any, ...], _Layer] | None:
-        """The last frame's cover that hides this face whole (its miss region: compose's own
-        cover for it), not put back yet."""
+    def _cover_over(self, frame: Frame, face: Face) -> tuple[tuple[Any, ...], _Layer, bool] | None:
+        """The last frame's cover over this face's box, not put back yet, and whether it hides the
+        face's miss region whole (compose's own cover for it; such a cover first)."""
         wanted = region(frame, [face], MISS_REGION_SCALE)
-        return next(((key, layer) for key, layer in self._covers_near(wanted) if key not in self._now and _contains(layer.box, wanted)), None)
+        inner = _clipped(frame, (math.floor(face.box[0]), math.floor(face.box[1]), math.ceil(face.box[2]), math.ceil(face.box[3])))
+        over = [(key, layer) for key, layer in self._covers_near(wanted) if key not in self._now and _contains(layer.box, inner)]
+        whole = next(((key, layer, True) for key, layer in over if _contains(layer.box, wanted)), None)
+        return whole or (None if not over else (*over[0], False))
+
+    def _cover_anew(self, frame: Frame, face: Face) -> None:
+        """The face's miss region obscured, a cover in its swap's place until its turn (`paste`)."""
+        box = _clipped(frame, region(frame, [face], MISS_REGION_SCALE))
+        obscure_region(frame, box)
+        key = ("obscure", box)
+        own = key not in self._now
+        self._drawn(key, box, (), frame)
+        if own:
+            self._stand_ins.add(key)
 
     def _before(self, face: Face) -> tuple[tuple[Any, ...], _Layer] | None:
         """The last frame's layer of a swap at this same face (the face object the tracker handed
@@ -288,8 +319,8 @@ class FramePainter:
             self._by_place = {}
             for key, layer in self._last.items():
                 if layer.face is not None:
-                    self._by_place.setdefault(_place_cell(layer.face), []).append((key, layer, *layer.nose))
-        cx, cy = _place_cell(face)
+                    self._by_place.setdefault(_box_cell(layer.face.box), []).append((key, layer, *layer.nose))
+        cx, cy = _box_cell(face.box)
         limit = PLACE_WIDTHS * max(face.width, 1.0)
         # A nose further than this on an axis is a keypoint further than `limit` (float32 or not): no _gap needed.
         reach = limit * 1.001 + 1e-3
@@ -399,12 +430,8 @@ def _nose(face: Face) -> tuple[float, float]:
     return x, y
 
 
-def _place_cell(face: Face) -> tuple[int, int]:
-    """The PLACE_CELL_PX square a face's centre lies in (`FramePainter._before` looks in it and its eight neighbours)."""
-    return _box_cell(face.box)
-
-
 def _box_cell(box: tuple[float, float, float, float]) -> tuple[int, int]:
+    """The PLACE_CELL_PX square a box's centre lies in (`FramePainter` looks in it and its eight neighbours)."""
     return int((box[0] + box[2]) // (2 * PLACE_CELL_PX)), int((box[1] + box[3]) // (2 * PLACE_CELL_PX))
 
 

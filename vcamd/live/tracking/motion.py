@@ -17,6 +17,10 @@ the rest by the pixels themselves, cheaply (~0.3 ms per face, on the caller's th
 * always against the key frame, never the previous frame, so small shifts do not add up to a
   drift; and the detector looks again at least every REDETECT_EVERY frames, whatever the pixels say.
 
+The tracker asks for every tracked face at once (`follow_many`): the faces whose square has not
+moved are checked for a still picture in batches (their boxes' pixels cut, made grey and compared
+together, `_still`), the rest one by one; a crowd's still faces cost one pass, not a call each.
+
 A face that fails the check (or whose square is larger than the frame, or moved more than
 MAX_SHIFT of its square) is re-detected in its crop as before; a square that would reach past the
 frame's edge is moved inside it (at the edge a face is compared as anywhere else): this never decides that a face is gone, only
@@ -79,6 +83,8 @@ class KeyPatch:
     (-1: frame_index + REDETECT_EVERY)."""
     coarse: bool = False
     """Its face is a full look's detection (coarser keypoints than the face's own crop gives)."""
+    box: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """The face's box in patch pixels (`_face_box`): the part compared."""
 
     @property
     def redetect_at(self) -> int:
@@ -121,15 +127,34 @@ def _cut(frame: Frame, x0: int, y0: int, n: int, factor: int) -> np.ndarray | No
     h, w = frame.shape[:2]
     if x0 < 0 or y0 < 0 or x0 + side > w or y0 + side > h:
         return None
-    roi = frame[y0 : y0 + side, x0 : x0 + side]
-    grey = cv2.cvtColor(roi, cv2.COLOR_BGR2GRAY) if roi.ndim == 3 else roi
+    return _block_grey(_grey(frame[y0 : y0 + side, x0 : x0 + side]), factor)
+
+
+def _grey(pixels: np.ndarray) -> np.ndarray:
+    """`pixels` (…, h, w, 3 BGR, or already grey …, h, w) as 8-bit grey, per pixel."""
+    if pixels.ndim == 2 or pixels.shape[-1] != 3:
+        return pixels
+    if pixels.ndim == 3:  # one square (a view into the frame: converted where it lies)
+        one: np.ndarray = cv2.cvtColor(pixels, cv2.COLOR_BGR2GRAY)
+        return one
+    lead, (h, w) = pixels.shape[:-3], pixels.shape[-3:-1]
+    grey: np.ndarray = cv2.cvtColor(np.ascontiguousarray(pixels).reshape(-1, w, 3), cv2.COLOR_BGR2GRAY)
+    return grey.reshape(*lead, h, w)
+
+
+def _block_grey(grey: np.ndarray, factor: int) -> np.ndarray:
+    """8-bit grey (…, h·factor, w·factor) as float32 (…, h, w): the mean of each factor × factor block,
+    an area resize by a whole factor without its rounding to 8 bits, grey before averaging. One
+    definition for a key, a face's square and a crowd's faces at once."""
     if factor == 1:
         return grey.astype(np.float32)
-    # The mean of each factor × factor block: a box filter (running sums) read at the blocks'
-    # corners — an area resize by a whole factor without its rounding to 8 bits, grey before
-    # averaging: ~6× less CPU than averaging the colour square (1.3 → 0.2 ms for a 1080p face).
-    box = cv2.boxFilter(grey, cv2.CV_32F, (factor, factor), anchor=(0, 0), normalize=True, borderType=cv2.BORDER_REPLICATE)
-    return np.ascontiguousarray(box[::factor, ::factor])
+    *lead, hf, wf = grey.shape
+    # A box filter (running sums) read at the blocks' corners: ~6× less CPU than averaging the colour
+    # square (1.3 → 0.2 ms for a 1080p face). Stacked squares (…) are filtered as one image: every
+    # block read lies inside its own square (each square's height is whole blocks).
+    box = cv2.boxFilter(np.ascontiguousarray(grey).reshape(-1, wf), cv2.CV_32F, (factor, factor), anchor=(0, 0),
+                        normalize=True, borderType=cv2.BORDER_REPLICATE)
+    return np.ascontiguousarray(box[::factor, ::factor]).reshape(*lead, hf // factor, wf // factor)
 
 
 def key_patch(frame: Frame, face: Face, frame_index: int, due: int = -1, *, coarse: bool = False) -> KeyPatch | None:
@@ -143,7 +168,7 @@ def key_patch(frame: Frame, face: Face, frame_index: int, due: int = -1, *, coar
     patch = _cut(frame, x0, y0, n, factor)
     if patch is None:
         return None
-    return KeyPatch(face, patch, x0, y0, factor, frame_index, due, coarse)
+    return KeyPatch(face, patch, x0, y0, factor, frame_index, due, coarse, _face_box(face, x0, y0, n, factor))
 
 
 _WINDOWS: dict[int, np.ndarray] = {}
@@ -157,12 +182,50 @@ def _window(n: int) -> np.ndarray:
 
 
 def _block_max(diff: np.ndarray, box: tuple[int, int, int, int]) -> float:
-    """The largest mean of `diff` over a BLOCK_GRID² grid of `box` (x0, y0, x1, y1 in patch pixels)."""
+    """The largest mean of `diff` over a BLOCK_GRID² grid of `box` (x0, y0, x1, y1 in patch pixels);
+    inf for a box under BLOCK_GRID pixels a side (too few pixels to compare). One computation for
+    one face or each of a crowd's (`_still`): the same area resize on the same pixels."""
     x0, y0, x1, y1 = box
     region = diff[y0:y1, x0:x1]
     if region.shape[0] < BLOCK_GRID or region.shape[1] < BLOCK_GRID:
         return float("inf")
     return float(cv2.resize(region, (BLOCK_GRID, BLOCK_GRID), interpolation=cv2.INTER_AREA).max())
+
+
+def _still(frame: Frame, keys: list[KeyPatch]) -> list[bool]:
+    """Per key, its square not moved: whether every block of
+    the face differs from the key by at most ZERO_LIMIT — the first check of `follow`, for many faces
+    in one batch (each face's pixels cut once, converted and compared together: a crowd's faces
+    cost one pass, not one call each). Only the face's box is read: the rest of the square is not
+    compared at no shift."""
+    if not keys:
+        return []
+    sizes = np.array([(kp.box[3] - kp.box[1], kp.box[2] - kp.box[0]) for kp in keys], np.int64).reshape(-1, 2)
+    factors = np.array([kp.factor for kp in keys], np.int64)
+    out = [False] * len(keys)  # a face under BLOCK_GRID pixels a side is never still (too few pixels to compare)
+    order = np.lexsort((sizes.max(axis=1), factors))  # by factor, then size: faces of like size together, little padding
+    order = order[sizes[order].min(axis=1) >= BLOCK_GRID]
+    for factor in np.unique(factors[order]).tolist():
+        same = order[factors[order] == factor]
+        for chunk in np.array_split(same, max(1, len(same) // STILL_BATCH)):
+            h, w = sizes[chunk].max(axis=0)
+            now = np.zeros((len(chunk), h * factor, w * factor, *frame.shape[2:]), np.uint8)
+            key = np.zeros((len(chunk), h, w), np.float32)
+            for j, k in enumerate(chunk.tolist()):
+                kp = keys[k]
+                bx0, by0, bx1, by1 = kp.box
+                ya, xa = kp.y0 + by0 * factor, kp.x0 + bx0 * factor
+                now[j, : (by1 - by0) * factor, : (bx1 - bx0) * factor] = frame[ya : kp.y0 + by1 * factor, xa : kp.x0 + bx1 * factor]
+                key[j, : by1 - by0, : bx1 - bx0] = kp.patch[by0:by1, bx0:bx1]
+            diff = np.abs(_block_grey(_grey(now), factor) - key)
+            for j, k in enumerate(chunk.tolist()):
+                h, w = sizes[k]
+                out[k] = _block_max(diff[j], (0, 0, int(w), int(h))) <= ZERO_LIMIT
+    return out
+
+
+STILL_BATCH = 32
+"""Faces compared together by `_still` (sorted by size, so each batch pads little)."""
 
 
 def follow(frame: Frame, key: KeyPatch, last: Face, frame_index: int, *, backstop: bool = True) -> Face | None:
@@ -172,21 +235,48 @@ def follow(frame: Frame, key: KeyPatch, last: Face, frame_index: int, *, backsto
     again (REDETECT_EVERY): the tracker re-detects the face then, and knows it did not change."""
     if backstop and frame_index >= key.redetect_at:
         return None
+    return follow_many(frame, [(key, last)])[0]
+
+
+def follow_many(frame: Frame, pairs: list[tuple[KeyPatch, Face]]) -> list[Face | None]:
+    """`follow(frame, key, last, backstop=False)` for each (key, last) pair: the faces whose square
+    did not move since the key frame are checked for a still picture together (`_still`), the
+    rest one by one (phase correlation)."""
+    corners = [_corner(frame, key, last) for key, last in pairs]
+    batch = [k for k in range(len(pairs)) if corners[k] == (0, 0)]
+    still = dict(zip(batch, _still(frame, [pairs[k][0] for k in batch])))
+    out: list[Face | None] = []
+    for k, (key, _) in enumerate(pairs):
+        corner = corners[k]
+        if corner is None:
+            out.append(None)
+        elif still.get(k, False):
+            out.append(key.face)  # a still picture: the same face, the same place
+        else:
+            out.append(_shifted(frame, key, corner, zero_checked=k in still))
+    return out
+
+
+def _corner(frame: Frame, key: KeyPatch, last: Face) -> tuple[int, int] | None:
+    """Where the key's square is cut in `frame`, from the key's corner (whole frame pixels): where the
+    face was last reported, so the shift left to measure is about one frame's motion — moved inside
+    the frame where it would reach past an edge (the shift is measured from there); None when it cannot be."""
     n, factor = key.patch.shape[0], key.factor
-    box = _face_box(key)
-    # The square cut where the face was last reported (whole frame pixels), so the shift left to
-    # measure is about one frame's motion.
     kcx, kcy = (key.face.box[0] + key.face.box[2]) / 2, (key.face.box[1] + key.face.box[3]) / 2
     lcx, lcy = (last.box[0] + last.box[2]) / 2, (last.box[1] + last.box[3]) / 2
-    # (Moved inside the frame where it would reach past an edge: the shift is measured from there.)
     corner = _inside(key.x0 + int(round(lcx - kcx)), key.y0 + int(round(lcy - kcy)), n * factor, frame.shape[:2])
-    if corner is None:
-        return None
-    ox, oy = corner[0] - key.x0, corner[1] - key.y0
+    return None if corner is None else (corner[0] - key.x0, corner[1] - key.y0)
+
+
+def _shifted(frame: Frame, key: KeyPatch, offset: tuple[int, int], *, zero_checked: bool) -> Face | None:
+    """`follow` for one face whose square is cut at `offset` from the key's: a still picture (unless
+    `zero_checked`: already told not still), else the phase-correlated shift, checked block by block."""
+    n, factor, box = key.patch.shape[0], key.factor, key.box
+    ox, oy = offset
     now = _cut(frame, key.x0 + ox, key.y0 + oy, n, factor)
     if now is None:
         return None
-    if ox == 0 and oy == 0 and _block_max(cv2.absdiff(key.patch, now), box) <= ZERO_LIMIT:
+    if ox == 0 and oy == 0 and not zero_checked and _block_max(cv2.absdiff(key.patch, now), box) <= ZERO_LIMIT:
         return key.face  # a still picture: the same face, the same place
     (sx, sy), _response = cv2.phaseCorrelate(key.patch, now, _window(n))
     if not (np.isfinite(sx) and np.isfinite(sy)):
@@ -206,15 +296,15 @@ def follow(frame: Frame, key: KeyPatch, last: Face, frame_index: int, *, backsto
     return Face(box=(x1 + dx, y1 + dy, x2 + dx, y2 + dy), score=key.face.score, kps=kps)
 
 
-def _face_box(key: KeyPatch) -> tuple[int, int, int, int]:
-    """The key face's box in patch pixels, inside the patch by a margin (a shift of half a frame
-    pixel brings that much in from outside the square)."""
-    n, factor, margin = key.patch.shape[0], key.factor, 1
-    x0 = int(np.floor((key.face.box[0] - key.x0) / factor))
-    y0 = int(np.floor((key.face.box[1] - key.y0) / factor))
-    x1 = int(np.ceil((key.face.box[2] - key.x0) / factor))
-    y1 = int(np.ceil((key.face.box[3] - key.y0) / factor))
-    return max(margin, x0), max(margin, y0), min(n - margin, x1), min(n - margin, y1)
+def _face_box(face: Face, x0: int, y0: int, n: int, factor: int) -> tuple[int, int, int, int]:
+    """The face's box in the patch pixels of the n × n square at (x0, y0), inside the patch by a margin
+    (a shift of half a frame pixel brings that much in from outside the square)."""
+    margin = 1
+    bx0 = int(np.floor((face.box[0] - x0) / factor))
+    by0 = int(np.floor((face.box[1] - y0) / factor))
+    bx1 = int(np.ceil((face.box[2] - x0) / factor))
+    by1 = int(np.ceil((face.box[3] - y0) / factor))
+    return max(margin, bx0), max(margin, by0), min(n - margin, bx1), min(n - margin, by1)
 
 
 def spread_due(frame_index: int, k: int, n: int) -> int:

@@ -22,7 +22,7 @@ from vcamd.live.tracking.changes import ChangeMap, downscaled
 from vcamd.live.tracking.cropplan import DetectCosts, Detecting, LookStretch, ShapeWarmer, cut_runs, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
 from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
-from vcamd.live.tracking.motion import KeyPatch, StableSince, follow, key_patch, renewed_keys, spread_due
+from vcamd.live.tracking.motion import KeyPatch, StableSince, follow_many, key_patch, renewed_keys, spread_due
 from vcamd.live.tracking.sizes import TrackerSettings, detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
 
@@ -268,30 +268,25 @@ class LiveTracker:
         """Per tracked face: where it is if its pixels only moved since its key frame, else None;
         and whether its pixels only moved (also for a face the detector is due to look at again
         however it looks: `motion.REDETECT_EVERY`)."""
-        out: list[Face | None] = []
-        unchanged: list[bool] = []
         self._followed_keys = {}
         self._backstop = {}
         if not self.follow_motion:
             return [None] * len(tracks), [False] * len(tracks)
-        for face in tracks:
-            entry = self._keys.get(id(face))
-            if entry is None or entry[0] is not face:
-                out.append(None)
-                unchanged.append(False)
+        keyed = [(i, entry[1]) for i, face in enumerate(tracks)
+                 if (entry := self._keys.get(id(face))) is not None and entry[0] is face]
+        # Every keyed face at once (`motion.follow_many`: a crowd's still faces in one batch).
+        moved_all = follow_many(frame, [(key, tracks[i]) for i, key in keyed])
+        out: list[Face | None] = [None] * len(tracks)
+        unchanged = [False] * len(tracks)
+        for (i, key), moved in zip(keyed, moved_all):
+            unchanged[i] = moved is not None
+            if moved is None:
                 continue
-            moved = follow(frame, entry[1], face, frame_index)
-            if moved is not None:
-                self._followed_keys[id(moved)] = (moved, entry[1])
-            elif frame_index >= entry[1].redetect_at:  # the backstop: looked at again all the same
-                only_moved = follow(frame, entry[1], face, frame_index, backstop=False)
-                if only_moved is not None:
-                    self._backstop[len(out)] = (only_moved, entry[1])
-                unchanged.append(only_moved is not None)
-                out.append(None)
-                continue
-            out.append(moved)
-            unchanged.append(moved is not None)
+            if frame_index >= key.redetect_at:  # the backstop: looked at again all the same
+                self._backstop[i] = (moved, key)
+            else:
+                out[i] = moved
+                self._followed_keys[id(moved)] = (moved, key)
         self.followed_faces += len(self._followed_keys)
         return out, unchanged
 
