@@ -173,8 +173,10 @@ class UnseenChanges:
             self.tally.record(0.0)
             return []
         since = self._since if self._since is not None and self._since.shape == thumb.shape[:2] else None
-        now = largest_change(thumb, seen) > CHANGE_LIMIT
-        changed = (now if since is None else since | now).astype(np.uint8)
+        if since is None or thumb is not self._thumbs.get(max(self._thumbs, default=-1)):  # not the newest remembered: add it
+            now = largest_change(thumb, seen) > CHANGE_LIMIT
+            since = now if since is None else since | now
+        changed = since.astype(np.uint8)
         if not changed.any():
             self.tally.record(0.0)
             return []
