@@ -157,6 +157,30 @@ def test_an_unsure_place_stays_covered_until_a_detection_that_could_see_it_misse
     assert book.unsure == []
 
 
+def test_a_region_look_that_cuts_a_place_cannot_say_it_is_gone():
+    """A region look drops what its sides cut (`RegionImage.to_frame`): holding only a place's
+    centre, it never saw the place, so an unsure place (or a lost face) there stays covered; a
+    region holding it whole, or the whole frame, may let it go. (On the still crowd a fist SCRFD-500M
+    calls a face, unsure to SCRFD-2.5G, was dropped so and published raw.)"""
+    from vcamd.live.tracking.changes import Region
+    from vcamd.live.tracking.trackedfaces import LOST_KEEP_FRAMES, TrackedFaces
+
+    shy = Face(box=(200.0, 100.0, 240.0, 150.0), score=0.4, kps=np.zeros((5, 2), np.float32))
+    cut = Region(0, 0, 230, 300, 1.0)  # holds its centre (220, 125), not its right side
+    whole = Region(0, 0, 320, 300, 1.0)  # holds it and a margin round it
+    assert not FullDetection([], 0, 640, region=cut).covers(shy)
+    assert FullDetection([], 0, 640, region=whole).covers(shy)
+    assert not FullDetection([], 0, 640, region=Region(205, 0, 320, 300, 1.0)).covers(shy)  # its left side cut
+    assert FullDetection([], 0, 640, region=Region(0, 0, 320, 300, 1.0)).covers(Face(box=(0.0, 0.0, 30.0, 30.0), score=0.4,
+                                                                                         kps=np.zeros((5, 2), np.float32)))  # the frame's edge
+    book = TrackedFaces()
+    book.take_full(FullDetection([], 0, 640, unsure=[shy]))
+    book.take_full(FullDetection([], LOST_KEEP_FRAMES + 5, 640, region=cut, unsure=[]))
+    assert book.unsure == [shy]
+    book.take_full(FullDetection([], LOST_KEEP_FRAMES + 6, 640, region=whole, unsure=[]))
+    assert book.unsure == []
+
+
 def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_config):
     from vcamd.config.schema import DetectionConfig
     from vcamd.live.tracking.sizes import TrackerSettings, unsure_band

@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 
 
+SEEN_MARGIN = 0.25
+"""A region looked at a place when it holds the place's box grown by this share of its width and
+height each side (the detector's box of the same face jitters by a few per cent; a face right at
+a cut is seen with less of its context)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +45,18 @@ class FullDetection:
         return self.region is None
 
     def covers(self, face: Face) -> bool:
-        """Whether this detection looked where `face` is (its centre)."""
-        return self.region is None or self.region.contains((face.box[0] + face.box[2]) / 2, (face.box[1] + face.box[3]) / 2)
+        """Whether this detection looked at all of `face`'s place: its box, grown by SEEN_MARGIN of
+        its size each side, inside the region (or the frame's own edge on that side). A detection a
+        region's side cuts is dropped (`changes.RegionImage.to_frame`), so a region holding only a
+        place's centre cannot say it is gone: a lost face or an unsure place there stays covered
+        (an unsure fist on the still crowd cut so was dropped and shown raw)."""
+        if self.region is None:
+            return True
+        x0, y0, x1, y1 = face.box
+        mx, my = SEEN_MARGIN * (x1 - x0), SEEN_MARGIN * (y1 - y0)
+        rx0, ry0, rx1, ry1 = self.region.frame_box()
+        return ((rx0 <= 0 or x0 - mx >= rx0) and (ry0 <= 0 or y0 - my >= ry0)
+                and x1 + mx <= rx1 and y1 + my <= ry1)
 
 
 FullJob = tuple[Frame, Callable[[Face], Face | None], int, int, int, Region | None, tuple[float, float] | None]
