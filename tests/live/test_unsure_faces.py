@@ -181,6 +181,28 @@ def test_a_region_look_that_cuts_a_place_cannot_say_it_is_gone():
     assert book.unsure == []
 
 
+def test_a_coarser_look_never_moves_a_finer_looks_unsure_place_onto_a_neighbour():
+    """The crowd row's raw fist (crowd_selfie, 1080p): a 640 look placed it in the unsure band; a
+    320 look (low_res) found it again with its box shifted towards the face beside it, close enough
+    to that face's track to be taken for it — the place was dropped and the fist shown raw until a
+    640 look found it again. A coarser look's sighting is added; it never replaces a finer place."""
+    from vcamd.live.tracking.trackedfaces import TrackedFaces
+
+    def face(box: tuple[float, float, float, float], score: float) -> Face:
+        return Face(box=box, score=score, kps=np.zeros((5, 2), np.float32))
+
+    neighbour = face((526.7, 727.7, 577.7, 795.8), 0.8)
+    fist = face((489.4, 753.6, 535.8, 810.1), 0.39)
+    book = TrackedFaces()
+    book.take_full(FullDetection([neighbour], 1, 640, unsure=[fist]))
+    assert book.unsure == [fist]
+    book.take_full(FullDetection([neighbour], 48, 320, unsure=[face((501.5, 738.9, 554.5, 798.9), 0.46)]))
+    assert fist in book.unsure, book.unsure  # the finer place stays covered
+    moved = face((490.4, 754.6, 536.8, 811.1), 0.4)
+    book.take_full(FullDetection([neighbour], 49, 640, unsure=[moved]))  # a look as fine moves it
+    assert moved in book.unsure and fist not in book.unsure
+
+
 def test_the_band_is_asked_for_only_where_every_face_is_to_be_altered(live_config):
     from vcamd.config.schema import DetectionConfig
     from vcamd.live.tracking.sizes import TrackerSettings, unsure_band

@@ -260,9 +260,14 @@ class TrackedFaces:
         face's (swapped or covered already)."""
         if result.ok and result.unsure is not None:
             found = [_Unsure(face, result.input_size, result.frame_index) for face in result.unsure]
+            # Found again, a place moves to its new box — unless the look was coarser than the one
+            # that placed it: a low_res look's box of a fist beside a face drifted onto that face's
+            # track and was taken for it below, and the fist was shown raw until a finer look.
+            apart = {id(u) for u in _away_from(self._unsure, [f.face for f in found])}
             kept = [
-                u for u in _away_from(self._unsure, [f.face for f in found])
-                if result.frame_index < u.seen_at + LOST_KEEP_FRAMES or result.input_size < u.size or not result.covers(u.face)
+                u for u in self._unsure
+                if (id(u) in apart or result.input_size < u.size)
+                and (result.frame_index < u.seen_at + LOST_KEEP_FRAMES or result.input_size < u.size or not result.covers(u.face))
             ]
             self._unsure = kept + found
         self._unsure = _away_from(self._unsure, [s.face for s in self._tracks + self._lost])
