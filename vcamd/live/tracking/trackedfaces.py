@@ -266,8 +266,8 @@ class TrackedFaces:
             apart = {id(u) for u in _away_from(self._unsure, [f.face for f in found])}
             kept = [
                 u for u in self._unsure
-                if (id(u) in apart or result.input_size < u.size)
-                and (result.frame_index < u.seen_at + LOST_KEEP_FRAMES or result.input_size < u.size or not result.covers(u.face))
+                if result.input_size < u.size  # a coarser look neither moves nor drops it
+                or (id(u) in apart and (result.frame_index < u.seen_at + LOST_KEEP_FRAMES or not result.covers(u.face)))
             ]
             self._unsure = kept + found
         self._unsure = _away_from(self._unsure, [s.face for s in self._tracks + self._lost])

@@ -100,6 +100,7 @@ class UnseenChanges:
     def __init__(self) -> None:
         self._seen: np.ndarray | None = None  # per cell: what the last look there saw
         self._since: np.ndarray | None = None  # per cell: changed from `_seen` in a frame since that look
+        self._newest: np.ndarray | None = None  # the last remembered thumbnail (its change is in `_since`)
         self._thumbs: dict[int, np.ndarray] = {}  # frame index → its thumbnail, for looks landing
         self._frame_hw: tuple[int, int] | None = None
         self._previous: np.ndarray | None = None  # the last frame's thumbnail (`settled`)
@@ -123,14 +124,11 @@ class UnseenChanges:
             if self._seen is None or self._seen.shape != thumb.shape:
                 if detection.region is not None:
                     continue  # nothing to refresh a part of: the next whole look sets it
-                self._seen = thumb.copy()
-                self._since = None
-                cells = (0, 0, thumb.shape[1], thumb.shape[0])
-            else:
-                cells = (0, 0, thumb.shape[1], thumb.shape[0]) if detection.region is None else \
-                    self._cells_inside(detection.region.frame_box(), thumb.shape[:2])
-                x0, y0, x1, y1 = cells
-                self._seen[y0:y1, x0:x1] = thumb[y0:y1, x0:x1]
+                self._seen, self._since = thumb.copy(), None
+            cells = ((0, 0, thumb.shape[1], thumb.shape[0]) if detection.region is None
+                     else self._cells_inside(detection.region.frame_box(), thumb.shape[:2]))
+            x0, y0, x1, y1 = cells
+            self._seen[y0:y1, x0:x1] = thumb[y0:y1, x0:x1]
             self._changed_after(detection.frame_index, cells)
 
     def _changed_after(self, frame_index: int, cells: Box) -> None:
@@ -154,7 +152,7 @@ class UnseenChanges:
         h, w = frame.shape[:2]
         if self._frame_hw != (h, w):  # another frame size: nothing seen before compares
             self._frame_hw, self._seen, self._since, self._thumbs = (h, w), None, None, {}
-        thumb = cell_means(frame)
+        thumb = self._newest = cell_means(frame)
         self._thumbs[frame_index] = thumb
         if self._seen is not None and self._seen.shape == thumb.shape:  # every frame, covered or not (`covers`)
             now = largest_change(thumb, self._seen) > CHANGE_LIMIT
@@ -173,7 +171,7 @@ class UnseenChanges:
             self.tally.record(0.0)
             return []
         since = self._since if self._since is not None and self._since.shape == thumb.shape[:2] else None
-        if since is None or thumb is not self._thumbs.get(max(self._thumbs, default=-1)):  # not the newest remembered: add it
+        if since is None or thumb is not self._newest:  # not folded into `_since` by `remember`: add it
             now = largest_change(thumb, seen) > CHANGE_LIMIT
             since = now if since is None else since | now
         changed = since.astype(np.uint8)
