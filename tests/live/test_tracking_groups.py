@@ -609,3 +609,51 @@ def test_the_start_is_warming_until_every_face_of_the_first_look_was_looked_at_a
         assert all(w == (n > 0) for w, n in zip(warming[1:], first_keyed[1:])), list(zip(warming, first_keyed))
     finally:
         tracker.stop()
+
+
+class _CropBlind:
+    """A detector that sees no face in any crop or mosaic (the full looks are `_FoundAtOnce`'s)."""
+
+    def detect(self, frame, input_size=None, threshold=None):  # type: ignore[no-untyped-def]
+        return []
+
+
+def test_a_face_the_crops_miss_whose_pixels_only_moved_stays_where_they_are_and_the_frame_known(group_frame, group_faces):
+    """Faces a full look found that no crop finds again — a crowd's small faces a 48-px tile does not
+    see though the 640 look does — stay where their pixels are while every block of them matches the
+    key the look found them on: the frame stays known, nothing is lost, and each is looked at again
+    REDETECT_EVERY frames on (not every frame). Before, each crop miss lost the face: the whole frame unknown (held or
+    obscured) and a full look asked for, whose find was lost again in its crop the next frame — a
+    146-face crowd flapped between known and unknown every other frame. Where the pixels changed
+    (every pixel brighter), a miss is still a loss: the face may be anywhere, the frame not known."""
+    from vcamd.live.tracking.motion import REDETECT_EVERY
+
+    brighter = cv2.add(group_frame, np.full_like(group_frame, 40))
+    for later, still in ((group_frame, True), (brighter, False)):
+        tracker = LiveTracker(_CropBlind(), _FoundAtOnce(group_faces), full_every=1000)  # type: ignore[arg-type]
+        looked: list[tuple[float, float]] = []
+        look = tracker._look
+
+        def counted(frame, frame_index, looked_for, *rest):  # type: ignore[no-untyped-def]
+            looked.extend((f.box[0], f.box[1]) for f in looked_for)
+            return look(frame, frame_index, looked_for, *rest)
+
+        tracker._look = counted  # type: ignore[method-assign]
+        try:
+            assert not tracker.update(group_frame.copy(), 1, full_size=640, track_size=192, deadline_s=30.0).known
+            reports = []
+            for index in range(2, 2 + 3 * REDETECT_EVERY):
+                reports.append(tracker.update(later.copy(), index, full_size=640, track_size=192, deadline_s=30.0))
+                for _ in range(6000):  # a look not waited for lands before the next frame
+                    if tracker._call.idle:
+                        break
+                    time.sleep(0.01)
+            if still:
+                assert all(r.known and len(r.faces) == 29 and not r.lost for r in reports), [(r.known, len(r.lost)) for r in reports]
+                # Each face missed is due again REDETECT_EVERY frames on: the others, due since the start, go
+                # first (one a frame, the looks priced dear), so no face is looked at twice before each had its turn.
+                assert len(looked) == len(reports) and len(set(looked[:29])) == len(looked[:29]), looked
+            else:  # the look at every changed face lands and misses them all: lost, the frame not known
+                assert any(not r.known and len(r.lost) == 29 for r in reports), [(r.known, len(r.lost)) for r in reports]
+        finally:
+            tracker.stop()

@@ -25,6 +25,7 @@ from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
 from vcamd.live.tracking.motion import KeyPatch, StableSince, follow_many, key_patch, renewed_keys, spread_due
 from vcamd.live.tracking.sizes import TrackerSettings, detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
+from vcamd.privacy.geometry import near
 
 T = TypeVar("T")
 
@@ -218,9 +219,11 @@ class LiveTracker:
                 for i, n in news_at.items():
                     found[i] = n.face
                     unchanged[i] = n.unchanged
+                vouched = self._vouch_by_pixels(found, everyone, [*todo, *news_at], frame_index)
                 fresh: list[tuple[Face, bool, KeyPatch | None]] = [
-                    (f, self._on_cycle(everyone[i], frame_index), None) for i, f in zip(todo, detected) if f is not None]
-                fresh += [(n.face, self._on_cycle(everyone[i], frame_index), n.key) for i, n in news_at.items() if n.face is not None]
+                    (f, self._on_cycle(everyone[i], frame_index), None) for i, f in zip(todo, detected) if f is not None and i not in vouched]
+                fresh += [(n.face, self._on_cycle(everyone[i], frame_index), n.key) for i, n in news_at.items()
+                          if n.face is not None and i not in vouched]
                 self._keep_keys(frame, fresh, frame_index)
                 self._stable.keep(found, since_before, unchanged, frame_index)
                 appeared += self.book.take_tracked(found, frame_index)[1]
@@ -308,6 +311,24 @@ class LiveTracker:
                                     self._warm.ready, cropplan.BACKSTOP_SHARE * 1000.0 * deadline_s)
         self._at_backstop(due[k:], followed)
         return sorted(must + due[:k])
+
+    def _vouch_by_pixels(self, found: list[Face | None], everyone: list[Face], looked: list[int], frame_index: int) -> set[int]:
+        """The faces of `looked` the detector missed (nothing near where the face is) although their
+        pixels only moved since their key (`_backstop`: due for their periodic look): each is where its
+        pixels moved to, in `found`, its key kept and due again REDETECT_EVERY frames on. Returns them.
+
+        The face is there — every block of it matches the key the detector found it on — so the miss
+        is the detector's, not the face's: a small face a crop or mosaic tile does not see though the
+        full look does (a crowd's 26-px face at 0.54 at 640, none in its 48-px tile). Lost, it made the
+        whole frame unknown (held or obscured) and asked for a full look, whose find lost it again in
+        its crop the next frame: a crowd flapped between known and unknown every other frame. A face
+        that changed is not vouched for: missed, it is lost (it may be anywhere), as before."""
+        vouched = [i for i in looked if i in self._backstop and ((f := found[i]) is None or not near(f, everyone[i]))]
+        for k, i in enumerate(vouched):
+            moved, key = self._backstop[i]
+            found[i] = moved
+            self._followed_keys[id(moved)] = (moved, replace(key, due=spread_due(frame_index, k, len(vouched))))
+        return set(vouched)
 
     def _at_backstop(self, faces: list[int], followed: list[Face | None]) -> None:
         """These faces (due for their periodic look, pixels only moved) where their pixels moved to, keys kept."""
