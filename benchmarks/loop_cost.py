@@ -8,7 +8,10 @@ live loop beside it on the same clip, detector and swapper.
 Every run is a process of its own (`--child`), which imports vcamd from the tree it is given
 (`--tree NAME=PATH`: PYTHONPATH=PATH; default: this checkout), so two builds run the same rows
 on the same machine one after the other: round by round, each row for each build in turn, the
-machine's drift falling on both. The models are the bench's (`vcamd bench`): SCRFD-2.5G from
+machine's drift falling on both — in the order given in odd rounds and the reverse in even ones: the
+build that runs second in a pair ran slower by 0.5–2 CPU-ms a frame on the light and groups rows
+(2026-12-06: after-then-main and main-then-after each favoured the first), so an even number of
+rounds gives each build each place equally. The models are the bench's (`vcamd bench`): SCRFD-2.5G from
 ../shared/assets, the light stand-in swapper and the recognizer stand-in built per run.
 
 Rows:
@@ -112,7 +115,8 @@ def main() -> None:
     runs: list[dict] = []
     for rnd in range(1, args.rounds + 1):
         for row in rows:
-            for name, path in ([("Deep-Live-Cam", str(REPO))] if row == "dlc" else trees.items()):
+            order = list(trees.items()) if rnd % 2 else list(trees.items())[::-1]  # each build first in turn
+            for name, path in ([("Deep-Live-Cam", str(REPO))] if row == "dlc" else order):
                 for child, extra in _children(row):
                     precision = args.precisions.get(name, "float") if row != "dlc" else "float"
                     result = _run_child(child, extra + (["--precision", precision] if precision != "float" else []), path, args)
