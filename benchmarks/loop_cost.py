@@ -186,9 +186,11 @@ def format_table(runs: list[dict], rows: list[str], builds: list[str], args: arg
             measures.append((row, "  frames out per second", lambda r: r["out_fps"]))
             if row == "light":
                 measures.append((row, "  share at full quality", lambda r: r["full_share"]))
+                measures.append((row, "  age of the swapped face shown, p95 ms", lambda r: r.get("swap_age_p95_ms") or "–"))
         elif row in PHOTOS:
             measures += [(row, "capture→publish p99 ms", lambda r: r["p99_ms"]), (row, "published ÷ camera fps", lambda r: r["fps_ratio"]),
                          (row, "share at full quality", lambda r: r["full_share"]),
+                         (row, "age of the swapped face shown, p95 ms", lambda r: r.get("swap_age_p95_ms") or "–"),
                          (row, "CPU-ms/frame, frames 60→240", lambda r: r["cpu_ms_per_frame"]),
                          (row, "frames with a face shown raw (checked)", lambda r: f"{r['raw_frames']}/{r['checked']}"),
                          (row, "  of which recognised", lambda r: f"{r['recognised_frames']}/{r['checked']}")]
@@ -319,7 +321,8 @@ def child_light(args: argparse.Namespace) -> dict:
     levels = stats["degradation"]["level_share"]
     return marks.per_frame() | {"full_share": levels.get("full", 0.0), "resolution": args.resolution, "int8_copies": copies,
                                 "precision": stats.get("precision"),
-                                "stats_cpu_ms_per_frame": stats["cpu_ms_per_frame"], "by": stats.get("cpu_ms_per_frame_by")}
+                                "stats_cpu_ms_per_frame": stats["cpu_ms_per_frame"], "by": stats.get("cpu_ms_per_frame_by"),
+                                "swap_age_p95_ms": _age_p95(stats)}
 
 
 def child_still(args: argparse.Namespace) -> dict:
@@ -370,7 +373,15 @@ def child_still(args: argparse.Namespace) -> dict:
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v}, "by": stats.get("cpu_ms_per_frame_by"),
         "transitions": [f"{t.get('from')}→{t.get('to')} ({t.get('reason')})" for t in stats["degradation"]["transitions"]],
         "unchanged_box_faces": int(np.sum([p.face.width for p in places]) > 0), "int8_copies": copies, "precision": stats.get("precision"),
+        "swap_age_p95_ms": _age_p95(stats),
     }
+
+
+def _age_p95(stats: dict) -> float | None:
+    """How old the swapped face shown was (capture of the frame its swap was made from → publish), p95
+    over the run; None when no frame showed one."""
+    age = stats.get("swap_age_ms") or {}
+    return None if age.get("p95") is None else round(age["p95"], 1)
 
 
 def _unchanged_share(unchanged, box) -> float:
