@@ -45,7 +45,8 @@ class LiveTracker:
       costs no more pixels (`cropplan.pays`: a group photo's 29 faces in one 384×192 input);
     * **one full detection of this frame**, when it costs less and runs at a size at least as fine
       as every face looked for was found at: a tracked face it does not find is lost in this frame,
-      exactly as a crop that misses it (covered at its last place).
+      exactly as a crop that misses it (covered at its last place) — unless its pixels only moved
+      since the key the detector found it on: then the miss is the detector's (`_vouch_by_pixels`).
 
     Before either, a tracked face whose pixels only moved since the detector last found it
     (`motion.follow`: a phase-correlated shift, checked block by block over the face) is taken to
