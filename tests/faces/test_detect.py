@@ -64,6 +64,35 @@ def test_blank_image_has_no_faces(detector):
     assert detector.detect(np.full((480, 640, 3), 127, np.uint8)) == []
 
 
+def test_nan_scores_are_a_failed_run_not_no_face(sessions, models_dir, newton):
+    """A session whose scores come out NaN (a broken model, an execution provider fault) raises instead of
+    returning no face: NaN compares false with every threshold, and "no face here" was what the caller read —
+    the live tracker took a still crowd's faces its looks "missed" for there and a failing detector's empty
+    looks for "no one else". The same model with finite outputs finds Newton's face."""
+    from vcamd.faces.detect import NonFiniteScores
+
+    detector = FaceDetector(models_dir / "scrfd_500m_kps.onnx", sessions)
+    assert len(detector.detect(newton)) == 1
+
+    class NanScores:
+        def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+            self.inner = inner
+
+        def run(self, names, feeds):  # type: ignore[no-untyped-def]
+            outs = self.inner.run(names, feeds)
+            outs[0] = np.full_like(outs[0], np.nan)  # the first stride's scores
+            return outs
+
+        def __getattr__(self, name):  # type: ignore[no-untyped-def]
+            return getattr(self.inner, name)
+
+    own = detector._session
+    detector._session = lambda hw: NanScores(own(hw))  # type: ignore[method-assign]
+    with pytest.raises(NonFiniteScores, match="NaN/Inf face scores"):
+        detector.detect(newton)
+    assert detector.own_shape_reason is None  # a failed run is not a reason to give up the rewritten shapes
+
+
 def test_threshold_is_applied(sessions, models_dir, newton):
     strict = FaceDetector(models_dir / "scrfd_500m_kps.onnx", sessions, threshold=0.99)
     assert strict.detect(newton) == []

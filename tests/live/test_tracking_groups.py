@@ -657,3 +657,55 @@ def test_a_face_the_crops_miss_whose_pixels_only_moved_stays_where_they_are_and_
                 assert any(not r.known and len(r.lost) == 29 for r in reports), [(r.known, len(r.lost)) for r in reports]
         finally:
             tracker.stop()
+
+
+class _NanScores:
+    """A detector whose model fails on every run (`FaceDetector` raises on NaN scores)."""
+
+    def detect(self, frame, input_size=None, threshold=None):  # type: ignore[no-untyped-def]
+        from vcamd.faces.detect import NonFiniteScores
+
+        raise NonFiniteScores("stand-in returned NaN/Inf face scores", fix="none: a test")
+
+
+def _landed(tracker: LiveTracker) -> None:
+    for _ in range(6000):  # a look not waited for lands before the next frame
+        if tracker._call.idle:
+            return
+        time.sleep(0.01)
+
+
+def test_only_a_full_looks_faces_are_vouched_for_and_a_failing_detector_vouches_for_none(detector, group_frame, group_faces):
+    """The pixels vouch for a face a crop misses only when a full look found it: once its own crop has
+    found it (its key that crop's), a miss is the detector no longer seeing what it saw — lost, the
+    frame not known; and a crop detector whose runs fail (NaN scores) leaves every frame a miss, never
+    a still group taken as there (a failing detector's empty answers must not keep the frame known, or
+    vouch that no one else came in)."""
+    from vcamd.live.tracking.motion import REDETECT_EVERY
+
+    tracker = LiveTracker(detector, _FoundAtOnce(group_faces), full_every=1000)  # type: ignore[arg-type]
+    try:
+        for index in range(1, 60):  # the real detector's crops look at every face: keys of their own
+            tracker.update(group_frame.copy(), index, full_size=640, track_size=192, deadline_s=30.0)
+            _landed(tracker)
+            if not tracker.warming:
+                break
+        assert not tracker.warming and all(not key.coarse for _, key in tracker._keys.values())
+        tracker.faces = _CropBlind()  # type: ignore[assignment]
+        reports = []
+        for index in range(index + 1, index + 1 + 2 * REDETECT_EVERY):
+            reports.append(tracker.update(group_frame.copy(), index, full_size=640, track_size=192, deadline_s=30.0))
+            _landed(tracker)
+        assert any(r.lost and not r.known for r in reports), [(r.known, len(r.lost)) for r in reports]
+    finally:
+        tracker.stop()
+    tracker = LiveTracker(_NanScores(), _FoundAtOnce(group_faces), full_every=1000)  # type: ignore[arg-type]
+    try:
+        reports = []
+        for index in range(1, 1 + 2 * REDETECT_EVERY):
+            reports.append(tracker.update(group_frame.copy(), index, full_size=640, track_size=192, deadline_s=30.0))
+            _landed(tracker)
+        # Frame 2's look at the faces due (pixels only moved) is not waited for: its failure shows from frame 3 on.
+        assert not any(r.known for r in reports[2:]), [r.known for r in reports]
+    finally:
+        tracker.stop()

@@ -188,6 +188,8 @@ class FaceDetector:
             return self._compared(frame, fit_hw, threshold)
         try:
             return self._faces(frame, fit_hw, in_hw, threshold)
+        except NonFiniteScores:
+            raise  # the model failed on this frame, whatever its input shape
         except (ModelError, _OffGrid) as exc:  # this shape's session cannot be built, or computes another grid
             self._fall_back(in_hw, exc)
             return self._faces(frame, fit_hw, self._native_hw, threshold)
@@ -200,6 +202,8 @@ class FaceDetector:
         own = self._faces(frame, fit_hw, self._native_hw, threshold)
         try:
             rewritten = self._faces(frame, fit_hw, fit_hw, threshold)
+        except NonFiniteScores:
+            raise  # the model failed on this frame (the own shape's finite scores were this run's luck)
         except Exception as exc:  # noqa: BLE001 — the own shape just ran: whatever fails here is the rewriting
             self._fall_back(fit_hw, exc)
             return own
@@ -247,6 +251,10 @@ class FaceDetector:
         blob, det_scale = self._blob(frame, min(fit_hw[0], in_h), min(fit_hw[1], in_w), in_h, in_w)
         outs = self._session(in_hw).run(self._output_names, {self._input_name: blob})
         self._check_grid(outs, in_h, in_w)
+        if not all(np.isfinite(outs[i]).all() for i in range(len(self._layout.strides))):
+            # NaN scores compare false with every threshold: "no face here", when the model failed.
+            raise NonFiniteScores(f"{self.path.name} returned NaN/Inf face scores",
+                                  fix="check the model file (`vcamd models verify`) and the execution provider")
         boxes, scores, kps = self._decode(outs, in_h, in_w, threshold)
         if scores.size == 0:
             return []
@@ -337,6 +345,11 @@ class FaceDetector:
 def letterbox_blob(image: Frame, hw: tuple[int, int]) -> npt.NDArray[np.float32]:
     """The detector's input for `image` letterboxed (top left) into an input of shape `hw`, as `detect` feeds it."""
     return FaceDetector._blob(image, hw[0], hw[1], hw[0], hw[1])[0]
+
+
+class NonFiniteScores(ModelError):
+    """A run's face scores hold NaN or Inf: the model failed (a face there or not is not known), which
+    a caller must not read as "no face" — the live tracker covers the frame as for a detector that raises."""
 
 
 class _OffGrid(ValueError):

@@ -45,8 +45,8 @@ class LiveTracker:
       costs no more pixels (`cropplan.pays`: a group photo's 29 faces in one 384×192 input);
     * **one full detection of this frame**, when it costs less and runs at a size at least as fine
       as every face looked for was found at: a tracked face it does not find is lost in this frame,
-      exactly as a crop that misses it (covered at its last place) — unless its pixels only moved
-      since the key the detector found it on: then the miss is the detector's (`_vouch_by_pixels`).
+      exactly as a crop that misses it (covered at its last place) — unless a full look found it and
+      its pixels only moved since: then the miss is the crop's (`_vouch_by_pixels`).
 
     Before either, a tracked face whose pixels only moved since the detector last found it
     (`motion.follow`: a phase-correlated shift, checked block by block over the face) is taken to
@@ -314,17 +314,20 @@ class LiveTracker:
         return sorted(must + due[:k])
 
     def _vouch_by_pixels(self, found: list[Face | None], everyone: list[Face], looked: list[int], frame_index: int) -> set[int]:
-        """The faces of `looked` the detector missed (nothing near where the face is) although their
-        pixels only moved since their key (`_backstop`: due for their periodic look): each is where its
-        pixels moved to, in `found`, its key kept and due again REDETECT_EVERY frames on. Returns them.
+        """The faces of `looked` a crop missed (nothing near where the face is) although a full look
+        found them and their pixels only moved since (`_backstop`, on that look's key: `KeyPatch.coarse`):
+        each is where its pixels moved to, in `found`, its key kept and due again REDETECT_EVERY frames
+        on. Returns them.
 
-        The face is there — every block of it matches the key the detector found it on — so the miss
-        is the detector's, not the face's: a small face a crop or mosaic tile does not see though the
-        full look does (a crowd's 26-px face at 0.54 at 640, none in its 48-px tile). Lost, it made the
-        whole frame unknown (held or obscured) and asked for a full look, whose find lost it again in
-        its crop the next frame: a crowd flapped between known and unknown every other frame. A face
-        that changed is not vouched for: missed, it is lost (it may be anywhere), as before."""
-        vouched = [i for i in looked if i in self._backstop and ((f := found[i]) is None or not near(f, everyone[i]))]
+        The full look found the face and every block of it still matches what that look saw, so the face
+        is there: the miss is the crop's — a crowd's 26-px face the 640 look finds at 0.54 and no 48-px
+        tile sees. Lost, it made the whole frame unknown (held) and asked for a full look, whose find was
+        lost again in its crop the next frame: the crowd flapped between known and unknown every other
+        frame. A face its own crop found before and misses now is lost as before (the detector no longer
+        sees what it saw — a turn, or a failing model: a NaN session finds nothing anywhere), and so is a
+        face whose pixels changed."""
+        vouched = [i for i in looked if i in self._backstop and self._backstop[i][1].coarse
+                   and ((f := found[i]) is None or not near(f, everyone[i]))]
         for k, i in enumerate(vouched):
             moved, key = self._backstop[i]
             found[i] = moved
