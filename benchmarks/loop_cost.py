@@ -114,8 +114,8 @@ def main() -> None:
         sys.exit("--dlc: the dlc row needs a Deep-Live-Cam checkout (a folder with modules/ui.py)")
     runs: list[dict] = []
     for rnd in range(1, args.rounds + 1):
+        order = list(trees.items()) if rnd % 2 else list(trees.items())[::-1]  # each build first in turn
         for row in rows:
-            order = list(trees.items()) if rnd % 2 else list(trees.items())[::-1]  # each build first in turn
             for name, path in ([("Deep-Live-Cam", str(REPO))] if row == "dlc" else order):
                 for child, extra in _children(row):
                     precision = args.precisions.get(name, "float") if row != "dlc" else "float"
@@ -180,17 +180,18 @@ def _brief(r: dict) -> str:
 
 def format_table(runs: list[dict], rows: list[str], builds: list[str], args: argparse.Namespace) -> str:
     measures: list[tuple[str, str, callable]] = []
+    age = ("age of the swapped face shown, p95 ms", lambda r: r.get("swap_age_p95_ms") or "–")
     for row in rows:
         if row in ("light", "dlc"):
             measures.append((row, "CPU-ms/frame, 720p, frames 60→240", lambda r: r["cpu_ms_per_frame"]))
             measures.append((row, "  frames out per second", lambda r: r["out_fps"]))
             if row == "light":
                 measures.append((row, "  share at full quality", lambda r: r["full_share"]))
-                measures.append((row, "  age of the swapped face shown, p95 ms", lambda r: r.get("swap_age_p95_ms") or "–"))
+                measures.append((row, "  " + age[0], age[1]))
         elif row in PHOTOS:
             measures += [(row, "capture→publish p99 ms", lambda r: r["p99_ms"]), (row, "published ÷ camera fps", lambda r: r["fps_ratio"]),
                          (row, "share at full quality", lambda r: r["full_share"]),
-                         (row, "age of the swapped face shown, p95 ms", lambda r: r.get("swap_age_p95_ms") or "–"),
+                         (row, *age),
                          (row, "CPU-ms/frame, frames 60→240", lambda r: r["cpu_ms_per_frame"]),
                          (row, "frames with a face shown raw (checked)", lambda r: f"{r['raw_frames']}/{r['checked']}"),
                          (row, "  of which recognised", lambda r: f"{r['recognised_frames']}/{r['checked']}")]
