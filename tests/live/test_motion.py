@@ -329,3 +329,23 @@ def test_a_crowd_is_followed_in_one_batch_exactly_as_face_by_face(crowd_keys):
                 answers.add("re-detected")
     assert answers == {"same place", "moved", "re-detected"}  # every kind of answer was compared
 
+
+
+def test_a_faces_blocks_are_an_area_resize_of_its_box_at_any_size_alone_or_padded_in_a_batch():
+    """The block means every follow decision reads (`motion._block_means`, one batched product for a
+    crowd) are what OpenCV's INTER_AREA resize of the face's box to BLOCK_GRID² gives, for boxes of
+    every size from BLOCK_GRID to 160 pixels a side, whether a face is alone or padded among larger ones."""
+    rng = np.random.default_rng(7)
+    sizes = np.array([(h, w) for h in range(motion.BLOCK_GRID, 161, 3) for w in (motion.BLOCK_GRID, 17, 64, 101, 160)])
+    diffs = np.zeros((len(sizes), 160, 160), np.float32)
+    for j, (h, w) in enumerate(sizes):
+        diffs[j, :h, :w] = rng.random((h, w), np.float32) * 255
+    batched = motion._block_means(diffs, sizes)
+    for j, (h, w) in enumerate(sizes):
+        area = cv2.resize(diffs[j, :h, :w], (motion.BLOCK_GRID, motion.BLOCK_GRID), interpolation=cv2.INTER_AREA)
+        alone = motion._block_means(diffs[j : j + 1, :h, :w], sizes[j : j + 1])[0]
+        assert np.abs(batched[j] - area).max() < 1e-3, (h, w)
+        assert np.abs(batched[j] - alone).max() < 1e-4, (h, w)
+    # whole grey levels (a picture one level brighter: every block exactly at ZERO_LIMIT) alike to the bit
+    levels = np.ones_like(diffs)
+    assert np.array_equal(motion._block_means(levels, sizes), np.ones((len(sizes), motion.BLOCK_GRID, motion.BLOCK_GRID), np.float32))

@@ -183,13 +183,45 @@ def _window(n: int) -> np.ndarray:
 
 def _block_max(diff: np.ndarray, box: tuple[int, int, int, int]) -> float:
     """The largest mean of `diff` over a BLOCK_GRID² grid of `box` (x0, y0, x1, y1 in patch pixels);
-    inf for a box under BLOCK_GRID pixels a side (too few pixels to compare). One computation for
-    one face or each of a crowd's (`_still`): the same area resize on the same pixels."""
+    inf for a box under BLOCK_GRID pixels a side (too few pixels to compare). One face's
+    `_block_means`: the same computation for one face or each of a crowd's (`_still`)."""
     x0, y0, x1, y1 = box
-    region = diff[y0:y1, x0:x1]
-    if region.shape[0] < BLOCK_GRID or region.shape[1] < BLOCK_GRID:
+    if y1 - y0 < BLOCK_GRID or x1 - x0 < BLOCK_GRID:
         return float("inf")
-    return float(cv2.resize(region, (BLOCK_GRID, BLOCK_GRID), interpolation=cv2.INTER_AREA).max())
+    return float(_block_means(diff[None, y0:y1, x0:x1], np.array([[y1 - y0, x1 - x0]]))[0].max())
+
+
+def _block_means(diffs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The BLOCK_GRID × BLOCK_GRID block means of each `diffs[j]`'s top-left `sizes[j]` (h, w) region
+    (each side ≥ BLOCK_GRID): an area resize (each block the mean of the pixels it covers, the
+    pixels on a block's edge shared by their overlap, as OpenCV's INTER_AREA) written as two
+    matrix products, so a crowd's faces of different sizes cost one batched product, not a resize
+    call each (m × BLOCK_GRID × BLOCK_GRID, float32). Summed in float64 and rounded to float32:
+    BLAS sums a padded row in another order than a face's own, and the float64 difference rounds
+    away, so a block exactly at a limit (a picture a whole grey level brighter) is decided alike
+    alone and in a crowd; other means agree within float32 rounding."""
+    rows = np.zeros((len(sizes), BLOCK_GRID, diffs.shape[1]))
+    cols = np.zeros((len(sizes), diffs.shape[2], BLOCK_GRID))
+    for j, (h, w) in enumerate(sizes.tolist()):
+        rows[j, :, :h] = _area_weights(h)
+        cols[j, :w, :] = _area_weights(w).T
+    means: np.ndarray = (rows @ diffs @ cols).astype(np.float32)
+    return means
+
+
+def _area_weights(n: int) -> np.ndarray:
+    """BLOCK_GRID × n: block i's weight on each of n pixels — the share of the pixel inside
+    [i·n/BLOCK_GRID, (i+1)·n/BLOCK_GRID), over the block's width (rows sum to 1)."""
+    weights = _AREA_WEIGHTS.get(n)
+    if weights is None:
+        edges = np.arange(BLOCK_GRID + 1) * (n / BLOCK_GRID)
+        pixels = np.arange(n)
+        overlap = np.clip(np.minimum(edges[1:, None], pixels[None, :] + 1) - np.maximum(edges[:-1, None], pixels[None, :]), 0, None)
+        weights = _AREA_WEIGHTS[n] = overlap / (n / BLOCK_GRID)
+    return weights
+
+
+_AREA_WEIGHTS: dict[int, np.ndarray] = {}
 
 
 def _still(frame: Frame, keys: list[KeyPatch]) -> list[bool]:
@@ -218,9 +250,8 @@ def _still(frame: Frame, keys: list[KeyPatch]) -> list[bool]:
                 now[j, : (by1 - by0) * factor, : (bx1 - bx0) * factor] = frame[ya : kp.y0 + by1 * factor, xa : kp.x0 + bx1 * factor]
                 key[j, : by1 - by0, : bx1 - bx0] = kp.patch[by0:by1, bx0:bx1]
             diff = np.abs(_block_grey(_grey(now), factor) - key)
-            for j, k in enumerate(chunk.tolist()):
-                h, w = sizes[k]
-                out[k] = _block_max(diff[j], (0, 0, int(w), int(h))) <= ZERO_LIMIT
+            for k, block_max in zip(chunk.tolist(), _block_means(diff, sizes[chunk]).max(axis=(1, 2)).tolist()):
+                out[k] = block_max <= ZERO_LIMIT
     return out
 
 
