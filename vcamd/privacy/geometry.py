@@ -51,9 +51,22 @@ def greedy_pairs(allowed: np.ndarray, distance: np.ndarray) -> list[int | None]:
     """Row by row (in order), the column nearest by `distance` among those `allowed` for the row
     and not taken by an earlier row; None where there is none. Both arrays rows × columns: the
     one pairing rule the tracker's detections and the compose's swaps use."""
-    taken = np.zeros(allowed.shape[1], bool)
+    rows, cols = allowed.shape
+    if rows == 0 or cols == 0:
+        return [None] * rows
+    # Most frames (a crowd's faces each near their own swap) no two rows want the same column:
+    # then each row's nearest allowed column is what the row-by-row rule gives it, found for all
+    # rows at once. Two rows wanting one column, or a distance that is not finite: row by row.
+    masked = np.where(allowed, distance, np.inf)
+    nearest = np.argmin(masked, axis=1)
+    found: npt.NDArray[np.bool_] = np.any(allowed, axis=1)
+    wanted = nearest[found]
+    if np.isfinite(masked[found, wanted]).all() and len(np.unique(wanted)) == len(wanted):
+        rows_found: list[bool] = found.tolist()
+        return [int(j) if ok else None for j, ok in zip(nearest.tolist(), rows_found)]
+    taken = np.zeros(cols, bool)
     out: list[int | None] = []
-    for k in range(allowed.shape[0]):
+    for k in range(rows):
         candidates = np.flatnonzero(allowed[k] & ~taken)
         if len(candidates) == 0:
             out.append(None)
