@@ -25,7 +25,7 @@ import numpy as np
 
 from vcamd.common.types import Face
 from vcamd.config.schema import SmoothingConfig
-from vcamd.privacy.geometry import centres_widths, near_matrix
+from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_matrix
 
 D_CUTOFF_HZ = 4.0
 """Cutoff of the speed estimate's own smoothing (Hz). Lower steadies the speed against noise but
@@ -178,18 +178,14 @@ class FaceSmoother:
         if not cfg.enabled:
             self._tracks = []
             return list(faces)
-        new_ids = {id(f) for f in appeared}
-        previous, taken = self._tracks, set[int]()
+        previous = self._tracks
         tracks: list[_Track] = []
-        match = _Matcher(faces, previous)
-        for k, face in enumerate(faces):
-            j = None if id(face) in new_ids else match(k, taken)
+        for face, j in zip(faces, _tracks_of(faces, previous, {id(f) for f in appeared}), strict=True):
             if j is None:
                 track = _Track(face, face, FaceFilter(cfg.min_cutoff_hz, cfg.beta), t)
                 track.filter(_points(face), t, face.width)
                 tracks.append(track)
                 continue
-            taken.add(j)
             track = previous[j]
             if face is track.raw and track.settled and t - track.t <= GAP_S:
                 # The same detection again (a face followed by its pixels, unmoved) and its filter
@@ -209,22 +205,14 @@ class FaceSmoother:
         return [track.out for track in tracks]
 
 
-
-class _Matcher:
-    """For each face of this frame, the last frame's track nearest to it that is the same face
-    (`geometry.near`) and not taken yet — from one array of pairs, however many faces."""
-
-    def __init__(self, faces: Sequence[Face], previous: list[_Track]) -> None:
-        raws = [track.raw for track in previous]
-        self._same = near_matrix(list(faces), raws) if faces and raws else None
-        if self._same is not None:
-            (fc, _), (pc, _) = centres_widths(list(faces)), centres_widths(raws)
-            self._distance = np.hypot(pc[None, :, 0] - fc[:, None, 0], pc[None, :, 1] - fc[:, None, 1])
-
-    def __call__(self, k: int, taken: set[int]) -> int | None:
-        if self._same is None:
-            return None
-        candidates = [j for j in np.flatnonzero(self._same[k]).tolist() if j not in taken]
-        if not candidates:
-            return None
-        return min(candidates, key=lambda j: self._distance[k, j])
+def _tracks_of(faces: Sequence[Face], previous: list[_Track], appeared: set[int]) -> list[int | None]:
+    """For each face of this frame (in order), the last frame's track nearest to it that is the same
+    face (`geometry.near`) and not taken by an earlier face — the pairing rule of the tracker and
+    the compose (`greedy_pairs`); None for a face that `appeared` (by id) or has no such track."""
+    if not faces or not previous:
+        return [None] * len(faces)
+    raws = [track.raw for track in previous]
+    same = near_matrix(list(faces), raws)
+    same[[k for k, face in enumerate(faces) if id(face) in appeared], :] = False  # a new face starts afresh
+    (fc, _), (pc, _) = centres_widths(list(faces)), centres_widths(raws)
+    return greedy_pairs(same, np.hypot(pc[None, :, 0] - fc[:, None, 0], pc[None, :, 1] - fc[:, None, 1]))
