@@ -18,8 +18,10 @@ the rest by the pixels themselves, cheaply (~0.3 ms per face, on the caller's th
   drift; and the detector looks again at least every REDETECT_EVERY frames, whatever the pixels say.
 
 The tracker asks for every tracked face at once (`follow_many`): the faces whose square has not
-moved are checked for a still picture in batches (their boxes' pixels cut, made grey and compared
-together, `_still`), the rest one by one; a crowd's still faces cost one pass, not a call each.
+moved are checked at no shift in batches (their boxes' pixels cut, made grey and compared
+together, `_still`) and taken as is when every block is within ZERO_LIMIT (a still picture) or
+within BLOCK_LIMIT with no shift in the difference (a still face before a camera's sensor noise,
+`_no_shift`); the rest are measured one by one. A crowd's still faces cost one pass, not a call each.
 
 A face that fails the check (or whose square is larger than the frame, or moved more than
 MAX_SHIFT of its square) is re-detected in its crop as before; a square that would reach past the
@@ -249,10 +251,54 @@ def _still(frame: Frame, keys: list[KeyPatch]) -> list[bool]:
                 ya, xa = kp.y0 + by0 * factor, kp.x0 + bx0 * factor
                 now[j, : (by1 - by0) * factor, : (bx1 - bx0) * factor] = frame[ya : kp.y0 + by1 * factor, xa : kp.x0 + bx1 * factor]
                 key[j, : by1 - by0, : bx1 - bx0] = kp.patch[by0:by1, bx0:bx1]
-            diff = np.abs(_block_grey(_grey(now), factor) - key)
-            for k, block_max in zip(chunk.tolist(), _block_means(diff, sizes[chunk]).max(axis=(1, 2)).tolist()):
-                out[k] = block_max <= ZERO_LIMIT
+            signed = _block_grey(_grey(now), factor) - key
+            blocks = _block_means(np.abs(signed), sizes[chunk]).max(axis=(1, 2))
+            noisy = np.flatnonzero((blocks > ZERO_LIMIT) & (blocks <= BLOCK_LIMIT))
+            unmoved = blocks <= ZERO_LIMIT
+            if len(noisy):
+                unmoved[noisy] = _no_shift(key[noisy], signed[noisy], sizes[chunk][noisy])
+            for k, still in zip(chunk.tolist(), unmoved.tolist()):
+                out[k] = still
     return out
+
+
+def _no_shift(keys: np.ndarray, signed: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per face (m keys, now − key `signed`, box `sizes` (h, w) at the top left): whether what differs
+    is no shift — the shift that best explains the difference by the key's own gradient (one
+    Lucas–Kanade least-squares step over the box, edge pixels left out) is at most NOISE_SHIFT patch
+    pixels, and the key has the texture to tell (its gradient's weaker direction at least
+    MIN_TEXTURE a pixel). Sensor noise leaves it near 0 (hundreds of pixels average it out); a
+    face that moved a fraction of a pixel shows that fraction."""
+    h, w = sizes[:, 0, None, None], sizes[:, 1, None, None]
+    ys, xs = np.arange(1, keys.shape[1] - 1)[None, :, None], np.arange(1, keys.shape[2] - 1)[None, None, :]
+    inner = (ys < h - 1) & (xs < w - 1)  # the box's pixels but its edge (their neighbours lie outside it)
+    gx = (keys[:, 1:-1, 2:] - keys[:, 1:-1, :-2]) * (inner / 2)  # central differences, 0 outside
+    gy = (keys[:, 2:, 1:-1] - keys[:, :-2, 1:-1]) * (inner / 2)
+    d = signed[:, 1:-1, 1:-1]
+
+    def total(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        summed: np.ndarray = np.einsum("kyx,kyx->k", a, b, dtype=np.float64)
+        return summed
+
+    gxx, gyy, gxy, bx, by = total(gx, gx), total(gy, gy), total(gx, gy), total(gx, d), total(gy, d)
+    weaker = (gxx + gyy) / 2 - np.hypot((gxx - gyy) / 2, gxy)
+    textured = weaker >= MIN_TEXTURE * np.maximum(inner.sum(axis=(1, 2)), 1)
+    det = np.where(textured, gxx * gyy - gxy * gxy, 1.0)
+    sx, sy = -(gyy * bx - gxy * by) / det, -(gxx * by - gxy * bx) / det  # now(x) ≈ key(x − s) ≈ key(x) − s·∇key
+    still: np.ndarray = textured & (np.hypot(sx, sy) <= NOISE_SHIFT)
+    return still
+
+
+NOISE_SHIFT = 0.1
+"""A face whose blocks differ from its key by more than ZERO_LIMIT (sensor noise: a level or two a
+pixel) but at most BLOCK_LIMIT is taken as is, unmoved, while the shift its difference shows is at
+most this many patch pixels (`_no_shift`): a still face before a real camera costs the batch, not a
+phase correlation each (151 faces of crowd_selfie at 1080p with noise of 2 levels: see
+docs/performance.md). A face that moved more is measured as before."""
+
+MIN_TEXTURE = 1.0
+"""The least mean squared grey gradient (levels² a pixel) along the key's weaker direction for
+`_no_shift` to tell a shift from noise; a flatter face is measured by phase correlation."""
 
 
 STILL_BATCH = 32
