@@ -70,6 +70,29 @@ def test_the_group_photo_plays_as_a_still_camera_with_all_29_faces(tmp_path: Pat
     assert all(np.array_equal(frames[0], frame) for frame in frames[1:])
 
 
+def test_a_still_clip_with_sensor_noise_differs_in_every_frame_by_the_noise_only(tmp_path: Path, assets: Path) -> None:
+    from vcamd.files.images import read_image
+
+    def decoded(clip: Path) -> list[np.ndarray]:
+        cap = cv2.VideoCapture(str(clip))
+        frames = []
+        while (read := cap.read())[0]:
+            frames.append(read[1].astype(np.float64))
+        cap.release()
+        return frames
+
+    settings = _settings(assets)
+    photo = read_image(settings.group_photo, "group photo")
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    clip = still_clip(photo, settings, tmp_path / "a", (640, 360), noise=2.0)
+    assert clip.read_bytes() == still_clip(photo, settings, tmp_path / "b", (640, 360), noise=2.0).read_bytes()  # seeded
+    frames, (clean, *_) = decoded(clip), decoded(still_clip(photo, settings, tmp_path, (640, 360)))
+    assert len(frames) == 120
+    for a, b in zip(frames, frames[1:]):
+        assert 1.5 < np.std(a - b) / np.sqrt(2) < 3.0  # each frame its own noise, about 2 levels
+        assert abs(np.mean(a - clean)) < 0.2  # around the noiseless picture: noise, nothing else
+
+
 def test_groups_targets_print_figure_target_ratio(assets: Path) -> None:
     rows = target_rows({"groups": _groups_summary()}, _settings(assets))
     by_measure = {r.measure: r for r in rows}

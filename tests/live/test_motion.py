@@ -87,7 +87,7 @@ def test_a_face_that_changed_otherwise_is_re_detected(newton, keyed, change):
 def _noisy(frame: np.ndarray, sigma: float, seed: int = 0) -> np.ndarray:
     """`frame` with a camera's sensor noise (Gaussian, `sigma` levels a pixel, each channel)."""
     noise = np.random.default_rng(seed).normal(0.0, sigma, frame.shape)
-    return np.clip(frame + noise, 0, 255).astype(np.uint8)
+    return np.clip(np.rint(frame + noise), 0, 255).astype(np.uint8)
 
 
 @pytest.mark.parametrize("shift", [(1.5, 0.0), (0.0, -1.0), (0.8, 0.8)])

@@ -110,25 +110,45 @@ def sliding_motion(size: tuple[int, int], fps: float) -> dict[str, Any]:
     return {"frames": int(4 * fps), "face_scale": 0.66, "step_px": max(1, size[0] // 400), "bob_px": 6}
 
 
-def still_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tuple[int, int], name: str = "still") -> Path:
-    """A still camera: `image` fitted into a `size` frame (grey bars), the same frame for 4 s, MJPG —
-    one JPEG (quality STILL_JPEG_QUALITY) repeated, so every frame decodes to the same pixels: a still
-    camera without sensor noise. (OpenCV's writer goes through FFmpeg's MJPEG encoder, whose rate
-    control settles over the first 4 frames: 4.2 to 2.3 grey levels off the rest on crowd_selfie at
-    1080p, a change at every face each time the looped clip restarts, which no still camera makes.)"""
-    import av  # PyAV: packets muxed as they are, no encoder in between
-
+def still_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tuple[int, int], name: str = "still", *,
+               noise: float = 0.0) -> Path:
+    """A still camera: `image` fitted into a `size` frame (grey bars), 4 s, MJPG. Without `noise`
+    one JPEG (quality STILL_JPEG_QUALITY) repeated, so every frame decodes to the same pixels: a
+    still camera without sensor noise. (OpenCV's writer goes through FFmpeg's MJPEG encoder, whose
+    rate control settles over the first 4 frames: 4.2 to 2.3 grey levels off the rest on
+    crowd_selfie at 1080p, a change at every face each time the looped clip restarts, which no
+    still camera makes.) `noise`: a camera's sensor noise, Gaussian, this many grey levels a pixel
+    and channel, new in every frame (seeded: the same clip each time)."""
     width, height = size
-    ok, jpeg = cv2.imencode(".jpg", fitted_frame(image, size), [cv2.IMWRITE_JPEG_QUALITY, STILL_JPEG_QUALITY])
-    if not ok:
-        raise VcamdError(f"cannot encode the still clip's frame ({width}×{height})", fix="OpenCV needs its JPEG encoder (opencv-python has it)")
-    path = tmpdir / f"{name}_{width}x{height}.avi"
-    rate = Fraction(settings.fps).limit_denominator(1001)
+    frame = fitted_frame(image, size)
+    count = int(4 * settings.fps)
+    rng = np.random.default_rng(0)
+    pictures = (np.clip(np.rint(frame + rng.normal(0.0, noise, frame.shape)), 0, 255).astype(np.uint8) if noise else frame
+                for _ in range(count))
+    jpegs: list[bytes] = []
+    for picture in pictures:
+        if jpegs and not noise:
+            jpegs.append(jpegs[0])
+            continue
+        ok, jpeg = cv2.imencode(".jpg", picture, [cv2.IMWRITE_JPEG_QUALITY, STILL_JPEG_QUALITY])
+        if not ok:
+            raise VcamdError(f"cannot encode the still clip's frame ({width}×{height})", fix="OpenCV needs its JPEG encoder (opencv-python has it)")
+        jpegs.append(jpeg.tobytes())
+    suffix = f"_noise{noise:g}" if noise else ""
+    return write_mjpg(tmpdir / f"{name}{suffix}_{width}x{height}.avi", jpegs, size, settings.fps)
+
+
+def write_mjpg(path: Path, jpegs: list[bytes], size: tuple[int, int], fps: float) -> Path:
+    """`jpegs` (one JPEG a frame) as an MJPG AVI file at `fps`, each frame as it is (PyAV muxes the
+    packets; no encoder in between)."""
+    import av
+
+    rate = Fraction(fps).limit_denominator(1001)
     with av.open(str(path), "w", format="avi") as out:
         stream = out.add_stream("mjpeg", rate=rate)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuvj420p"
-        for index in range(int(4 * settings.fps)):
-            packet = av.Packet(jpeg.tobytes())
+        stream.width, stream.height, stream.pix_fmt = size[0], size[1], "yuvj420p"
+        for index, jpeg in enumerate(jpegs):
+            packet = av.Packet(jpeg)
             packet.stream, packet.pts, packet.dts, packet.time_base = stream, index, index, 1 / rate
             out.mux(packet)
     return path
