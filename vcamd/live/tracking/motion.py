@@ -272,12 +272,13 @@ def _no_shift(keys: np.ndarray, signed: np.ndarray, sizes: np.ndarray) -> np.nda
     h, w = sizes[:, 0, None, None], sizes[:, 1, None, None]
     ys, xs = np.arange(1, keys.shape[1] - 1)[None, :, None], np.arange(1, keys.shape[2] - 1)[None, None, :]
     inner = (ys < h - 1) & (xs < w - 1)  # the box's pixels but its edge (their neighbours lie outside it)
-    gx = (keys[:, 1:-1, 2:] - keys[:, 1:-1, :-2]) * (inner / 2)  # central differences, 0 outside
-    gy = (keys[:, 2:, 1:-1] - keys[:, :-2, 1:-1]) * (inner / 2)
+    half = inner.astype(np.float32) * np.float32(0.5)
+    gx = (keys[:, 1:-1, 2:] - keys[:, 1:-1, :-2]) * half  # central differences, 0 outside
+    gy = (keys[:, 2:, 1:-1] - keys[:, :-2, 1:-1]) * half
     d = signed[:, 1:-1, 1:-1]
 
     def total(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        summed: np.ndarray = np.einsum("kyx,kyx->k", a, b, dtype=np.float64)
+        summed: np.ndarray = np.einsum("kyx,kyx->k", a, b).astype(np.float64)  # float32 sums: a gate, not a measure
         return summed
 
     gxx, gyy, gxy, bx, by = total(gx, gx), total(gy, gy), total(gx, gy), total(gx, d), total(gy, d)
