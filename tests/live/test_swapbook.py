@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 
 from vcamd.common.quality import Level
 from vcamd.common.types import Face
-from vcamd.live.swapbook import KEEP_UNMATCHED, REFRESH_S, SwapBook
+from vcamd.live.swapbook import KEEP_UNMATCHED, REFRESH_GAP_S, REFRESH_S, REFRESH_SLICE, RefreshSlices, Swap, SwapBook
 
 
 def _face(x: float, y: float = 50.0, size: float = 40.0) -> Face:
@@ -119,6 +120,54 @@ def test_a_kept_swap_past_refresh_counts_from_its_last_current_frame():
     assert SwapBook.check(swap, 10, Level.full, MAKER, now=last + 0.02, t_frame=last)
     assert not SwapBook.check(swap, 10, Level.full, MAKER, now=1.0 + REFRESH_S + 0.1, t_frame=1.0 + REFRESH_S + 0.08)
     assert SwapBook.shown_since([swap]) == last  # not 1.0: it showed the still face until `last`
+
+
+def _swaps(made_at: list[float]) -> list[Swap]:
+    return [Swap(_face(50.0 * k), "s", t, 0, Level.full, MAKER) for k, t in enumerate(made_at)]
+
+
+def test_a_group_that_fits_in_one_slice_is_made_again_together_whenever_due():
+    slices, swaps = RefreshSlices(), _swaps([1.0] * REFRESH_SLICE)
+    due = [True] * REFRESH_SLICE
+    assert slices.take(swaps, due, 5.0) == due and slices.take(swaps, due, 5.01) == due  # no gap, no slice
+    assert RefreshSlices.lead_s(REFRESH_SLICE, 0.2) == 1.5 * 0.2  # asked as far ahead as ever
+
+
+def test_a_crowds_due_swaps_are_made_again_a_slice_at_a_time_the_oldest_first_a_gap_apart():
+    slices = RefreshSlices()
+    made = [1.0 + 0.001 * ((k * 37) % 40) for k in range(40)]  # 40 faces, made in another order than listed
+    swaps, due = _swaps(made), [True] * 40
+    first = slices.take(swaps, due, 5.0)
+    oldest = sorted(range(40), key=lambda k: made[k])[: RefreshSlices.size(40)]
+    assert [k for k, d in enumerate(first) if d] == sorted(oldest)
+    assert not any(slices.take(swaps, due, 5.0 + REFRESH_GAP_S / 2))  # the next slice waits for the gap
+    rest = [d and not f for d, f in zip(due, first)]
+    second = slices.take(swaps, rest, 5.0 + REFRESH_GAP_S)
+    assert sum(second) == RefreshSlices.size(40) and not any(f and s for f, s in zip(first, second))
+
+
+@pytest.mark.parametrize("fps", [30.0, 10.0])
+def test_a_crowd_made_together_is_made_again_in_slices_each_before_its_swap_expires(fps):
+    """146 swaps made at once, a frame every 1/fps s, a swap taking 50 ms: each frame the due ones
+    (asked `lead_s` ahead) go a slice at a time; every face's new swap lands before its old one is
+    REFRESH_S old, no slice holds more than an eighth of the faces, and the next round's swaps are
+    made over the slices' gaps, not at once (the wave does not come back)."""
+    n, usual = 146, 0.05
+    slices, made = RefreshSlices(), [0.0] * n
+    lead = RefreshSlices.lead_s(n, usual)
+    remade: list[float | None] = [None] * n
+    sizes = []
+    for frame in range(int(REFRESH_S * fps) + 1):
+        now = frame / fps
+        swaps = _swaps(made)
+        due = [remade[k] is None and SwapBook.due(swaps[k], now, lead) for k in range(n)]
+        taken = slices.take(swaps, due, now)
+        sizes.append(sum(taken))
+        for k in (k for k, t in enumerate(taken) if t):
+            remade[k] = now
+    assert all(t is not None and t + usual < REFRESH_S for t in remade)
+    assert max(sizes) <= RefreshSlices.size(n) < n / 6
+    assert max(t for t in remade if t is not None) - min(t for t in remade if t is not None) >= 7 * REFRESH_GAP_S
 
 
 def test_a_kept_swap_is_due_one_lead_ahead_of_refresh_and_the_lead_is_capped():

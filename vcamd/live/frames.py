@@ -28,7 +28,7 @@ from vcamd.faces.following import FollowedFace
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.repaint import Repaint
 from vcamd.live.startframes import StartFrames, Startup
-from vcamd.live.swapbook import REFRESH_AHEAD, Swap, SwapBook
+from vcamd.live.swapbook import RefreshSlices, Swap, SwapBook
 from vcamd.live.swapworker import SwapJob
 from vcamd.live.tracking.smoothing import FaceSmoother
 from vcamd.live.tracking.trackedfaces import FaceReport
@@ -91,6 +91,7 @@ class FrameProcessor:
         self._repaint = Repaint()  # the last frame's covers and swaps, put back where nothing changed
         self._book = SwapBook()  # the newest swap per face
         self._matched: tuple[int, list[Face], list[Swap | None], bool] | None = None  # this frame's (`_matched_swaps`)
+        self._refresh = RefreshSlices()  # which due swaps are made again now
         self._steady = FaceSmoother()  # each tracked face's position filtered over time
         self._no_source_logged = False
         self.unseen = UnseenChanges()
@@ -239,7 +240,7 @@ class FrameProcessor:
     def _out_of_date(self, targets: list[Face], report: FaceReport, level: Level) -> list[Face]:
         """The targets whose swap does not show them as they are now (all of them while the model
         fails or hangs: only a new swap clears that), and those whose swap is `due` to be made
-        again (with them, or alone when the worker is free: one refresh at a time)."""
+        again (with them, or alone when the worker is free: a slice at a time, `RefreshSlices`)."""
         matched, usable = self._matched_swaps(targets)
         if not usable:
             return list(targets)
@@ -249,10 +250,11 @@ class FrameProcessor:
                  or (want is not None and _source_of(m) != want)  # another person's swap
                  for t, m, want in zip(targets, matched, wants)]
         worker = self._parts.worker
-        lead = REFRESH_AHEAD * (worker.usual_s or 0.0)
+        lead = RefreshSlices.lead_s(len(targets), worker.usual_s or 0.0)
         due = [not old and SwapBook.due(m, now, lead) for old, m in zip(stale, matched)]
         refresh = any(due) and (any(stale) or worker.idle)
-        return [t for t, old, d in zip(targets, stale, due) if old or (refresh and d)]
+        again = self._refresh.take(matched, due, now) if refresh else [False] * len(due)
+        return [t for t, old, d in zip(targets, stale, again) if old or d]
 
     def _wants(self, faces: list[Face]) -> list[str | None] | None:
         """With a face map, the source key each face must show (`FollowedFace.pick`); None without one."""

@@ -18,12 +18,15 @@ capture of the newest frame at which it was checked current for its face (`Swap.
 first the frame it was made from): a swap kept for a face that then changed (or went past
 REFRESH_S) showed the face as the camera did until that frame, not only at its own. A kept swap is
 made again ahead of REFRESH_S (`due`), early enough that the new one lands before the old one goes
-out of date. A swap found for no face for KEEP_UNMATCHED frames is dropped. Loop thread only; no
+out of date; many faces' swaps, made together, are made again in slices (`RefreshSlices`), not all
+in one job. A swap found for no face for KEEP_UNMATCHED frames is dropped. Loop thread only; no
 models, no clock.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +50,23 @@ and a slower swap under load fit in the margin)."""
 REFRESH_AHEAD_MAX = 0.75
 """... but at most this share of REFRESH_S ahead (a swap as slow as REFRESH_S swaps the still face
 all the time, not more)."""
+
+REFRESH_SLICE = 8
+"""Current swaps are made again at most this many at a time, or an eighth of the faces (REFRESH_SLICES)
+if that is more; a group of up to this many goes in one job, as before."""
+
+REFRESH_SLICES = 8
+"""... so many faces are made again in up to this many slices, the oldest swaps first, at least
+REFRESH_GAP_S apart (`RefreshSlices`). A crowd's swaps are made together (its first swaps, a new
+source face) and so come due together: made again in one job, that job is every face — a core for
+~0.2 s beside the loop for crowd_selfie's 146 faces and 146 new swaps to paste — and the watchdog
+took that wave, every REFRESH_S, for overload (docs/performance.md, "The live loop"). In slices the
+same work comes a slice at a time, and the swaps' ages spread apart for the next round."""
+
+REFRESH_GAP_S = REFRESH_S / 32
+"""The least time between two slices of a refresh (`REFRESH_SLICES`): 8 slices over ~0.5 s at 30 fps.
+They are asked twice that far ahead (`RefreshSlices.lead_s`): slices go on frames, so a gap is up to
+a frame longer."""
 
 KEEP_UNMATCHED = 30
 """A swap no face has matched for this many frames is dropped (its face left, or was lost for
@@ -144,3 +164,43 @@ def _swap_work(level: Level) -> tuple[bool, bool]:
     """What of a rung changes the swap itself (the others change detection only)."""
     r = rung(level)
     return r.enhancer, r.pixel_boost
+
+
+class RefreshSlices:
+    """Which due swaps are made again now (see REFRESH_SLICES): the oldest of them, up to a slice, at
+    most once every REFRESH_GAP_S; asked far enough ahead (`lead_s`) that the last slice lands before
+    REFRESH_S. A face whose swap is not current (a new face, one that changed) is never held back:
+    this paces only swaps made again for faces that did not change. Loop thread only."""
+
+    def __init__(self) -> None:
+        self._last_t = float("-inf")
+
+    @staticmethod
+    def size(faces: int) -> int:
+        """How many due swaps one slice makes again, for this many faces."""
+        return max(REFRESH_SLICE, math.ceil(faces / REFRESH_SLICES))
+
+    @staticmethod
+    def lead_s(faces: int, usual_s: float) -> float:
+        """How long before REFRESH_S a current swap is due: REFRESH_AHEAD usual swap times, and for
+        faces that take more than one slice, two gaps a slice (`SwapBook.due` caps it at REFRESH_AHEAD_MAX)."""
+        slices = math.ceil(faces / RefreshSlices.size(faces)) if faces else 0
+        return REFRESH_AHEAD * usual_s + (2 * slices * REFRESH_GAP_S if slices > 1 else 0.0)
+
+    def take(self, swaps: Sequence[Swap | None], due: Sequence[bool], now: float) -> list[bool]:
+        """Per face, whether its due swap is made again now: the oldest due ones, up to a slice of
+        len(swaps) faces, unless the last slice went less than REFRESH_GAP_S ago (then none). Faces
+        that fit in one slice are made again together whenever due, as they always were."""
+        size = self.size(len(swaps))
+        if len(swaps) <= size:
+            return list(due)
+        if not any(due) or now - self._last_t < REFRESH_GAP_S:
+            return [False] * len(due)
+        order = sorted((k for k, d in enumerate(due) if d), key=lambda k: _made_at(swaps[k]))
+        chosen = set(order[:size])
+        self._last_t = now
+        return [k in chosen for k in range(len(due))]
+
+
+def _made_at(swap: Swap | None) -> float:
+    return float("-inf") if swap is None else swap.t_capture
