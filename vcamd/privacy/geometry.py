@@ -77,6 +77,24 @@ def greedy_pairs(allowed: np.ndarray, distance: np.ndarray) -> list[int | None]:
     return out
 
 
+def same_face_pairs(faces: list[Face], others: list[Face]) -> list[int | None]:
+    """Per face (in order), the index of the one of `others` that is the same face (`near`, the
+    nearest not taken by an earlier face: `greedy_pairs`), or None. The same object always pairs
+    with itself (a track not moved since a look is its own face)."""
+    if not faces or not others:
+        return [None] * len(faces)
+    close = near_matrix(others, faces).T  # faces × others, `near(other, face)` as the rule reads
+    (fc, _), (oc, _) = centres_widths(faces), centres_widths(others)
+    distance = (oc[None, :, 0] - fc[:, None, 0]) ** 2 + (oc[None, :, 1] - fc[:, None, 1]) ** 2
+    same = {id(o): j for j, o in enumerate(others)}
+    for i, face in enumerate(faces):  # identity first
+        j = same.get(id(face))
+        if j is not None:
+            distance[i, j] = -1.0
+            close[i, j] = True
+    return greedy_pairs(close, distance)
+
+
 FOLLOW_WIDTHS = 1.0
 """A face followed from one frame to the next (`FollowedFace`, `WhoIsWho`) moved to a face whose
 centre is closer than this × its width to where it was (consecutive selections are a frame or a

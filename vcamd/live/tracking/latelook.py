@@ -20,7 +20,7 @@ from typing import Any
 
 from vcamd.common.types import Face, Frame
 from vcamd.live.tracking.motion import KeyPatch, follow, key_patch
-from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_matrix
+from vcamd.privacy.geometry import same_face_pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,24 +70,7 @@ class LateLook:
         return out
 
 
-def pairs(faces: list[Face], others: list[Face]) -> list[int | None]:
-    """Per face (in order), the index of the one of `others` that is the same face (`near`, the
-    nearest not taken by an earlier face), or None. The same object always pairs with itself."""
-    if not faces or not others:
-        return [None] * len(faces)
-    close = near_matrix(others, faces).T  # faces × others, `near(other, face)` as the rule reads
-    (fc, _), (oc, _) = centres_widths(faces), centres_widths(others)
-    distance = (oc[None, :, 0] - fc[:, None, 0]) ** 2 + (oc[None, :, 1] - fc[:, None, 1]) ** 2
-    same = {id(o): j for j, o in enumerate(others)}
-    for i, face in enumerate(faces):  # identity first: a track not moved since the look is its own face
-        j = same.get(id(face))
-        if j is not None:
-            distance[i, j] = -1.0
-            close[i, j] = True
-    return greedy_pairs(close, distance)
-
-
 def nearest_each(faces: list[Face], dets: list[Face]) -> list[Face | None]:
     """Per face (in order), the detection nearest its centre among those `near` it and not taken
     by an earlier face; None when there is none. One array of pairs, however many faces."""
-    return [None if j is None else dets[j] for j in pairs(faces, dets)]
+    return [None if j is None else dets[j] for j in same_face_pairs(faces, dets)]

@@ -25,7 +25,7 @@ import numpy as np
 
 from vcamd.common.types import Face
 from vcamd.config.schema import SmoothingConfig
-from vcamd.privacy.geometry import centres_widths, greedy_pairs, near_matrix
+from vcamd.privacy.geometry import same_face_pairs
 
 D_CUTOFF_HZ = 4.0
 """Cutoff of the speed estimate's own smoothing (Hz). Lower steadies the speed against noise but
@@ -206,13 +206,11 @@ class FaceSmoother:
 
 
 def _tracks_of(faces: Sequence[Face], previous: list[_Track], appeared: set[int]) -> list[int | None]:
-    """For each face of this frame (in order), the last frame's track nearest to it that is the same
-    face (`geometry.near`) and not taken by an earlier face — the pairing rule of the tracker and
-    the compose (`greedy_pairs`); None for a face that `appeared` (by id) or has no such track."""
-    if not faces or not previous:
-        return [None] * len(faces)
-    raws = [track.raw for track in previous]
-    same = near_matrix(list(faces), raws)
-    same[[k for k, face in enumerate(faces) if id(face) in appeared], :] = False  # a new face starts afresh
-    (fc, _), (pc, _) = centres_widths(list(faces)), centres_widths(raws)
-    return greedy_pairs(same, np.hypot(pc[None, :, 0] - fc[:, None, 0], pc[None, :, 1] - fc[:, None, 1]))
+    """For each face of this frame (in order), the last frame's track that is the same face
+    (`geometry.same_face_pairs`: near, the nearest not taken by an earlier face); None for a face
+    that `appeared` (by id: its filter starts afresh, and it takes no track) or has no such track."""
+    kept = [k for k, face in enumerate(faces) if id(face) not in appeared]
+    out: list[int | None] = [None] * len(faces)
+    for k, j in zip(kept, same_face_pairs([faces[k] for k in kept], [track.raw for track in previous]), strict=True):
+        out[k] = j
+    return out

@@ -21,11 +21,11 @@ from vcamd.live.tracking import cropplan
 from vcamd.live.tracking.changes import ChangeMap, downscaled
 from vcamd.live.tracking.cropplan import DetectCosts, Detecting, LookStretch, ShapeWarmer, cut_runs, plan_shapes
 from vcamd.live.tracking.full import FullDetection, FullDetector, scaled, timed_detect
-from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each, pairs
+from vcamd.live.tracking.latelook import Landed, LateLook, nearest_each
 from vcamd.live.tracking.motion import KeyPatch, StableSince, follow_many, key_patch, renewed_keys, spread_due
 from vcamd.live.tracking.sizes import TrackerSettings, detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
-from vcamd.privacy.geometry import near
+from vcamd.privacy.geometry import near, same_face_pairs
 
 T = TypeVar("T")
 
@@ -457,7 +457,7 @@ class LiveTracker:
         self._failing = False  # ... and a look not waited for tells the stretch too (at most a frame late: an upper bound)
         self.stretch.seen(1000.0 * (time.monotonic() - self._late_since[0]), self._late_since[1])
         now = late.holds_now(frame, frame_index, value)
-        return [None if j is None else now[j] for j in pairs(faces, late.faces)]
+        return [None if j is None else now[j] for j in same_face_pairs(faces, late.faces)]
 
     def _key_tracks(self, everyone: list[Face], news_at: dict[int, Landed], frame_index: int) -> None:
         """On a late frame, the keys a landed late look gave, on the tracks as they are (the tracks are
