@@ -122,18 +122,18 @@ def still_clip(image: Frame, settings: BenchSettings, tmpdir: Path, size: tuple[
     width, height = size
     frame = fitted_frame(image, size)
     count = int(4 * settings.fps)
-    rng = np.random.default_rng(0)
-    pictures = (np.clip(np.rint(frame + rng.normal(0.0, noise, frame.shape)), 0, 255).astype(np.uint8) if noise else frame
-                for _ in range(count))
-    jpegs: list[bytes] = []
-    for picture in pictures:
-        if jpegs and not noise:
-            jpegs.append(jpegs[0])
-            continue
-        ok, jpeg = cv2.imencode(".jpg", picture, [cv2.IMWRITE_JPEG_QUALITY, STILL_JPEG_QUALITY])
+
+    def jpeg(picture: Frame) -> bytes:
+        ok, encoded = cv2.imencode(".jpg", picture, [cv2.IMWRITE_JPEG_QUALITY, STILL_JPEG_QUALITY])
         if not ok:
             raise VcamdError(f"cannot encode the still clip's frame ({width}×{height})", fix="OpenCV needs its JPEG encoder (opencv-python has it)")
-        jpegs.append(jpeg.tobytes())
+        return encoded.tobytes()
+
+    if noise:
+        rng = np.random.default_rng(0)
+        jpegs = [jpeg(np.clip(np.rint(frame + rng.normal(0.0, noise, frame.shape)), 0, 255).astype(np.uint8)) for _ in range(count)]
+    else:
+        jpegs = [jpeg(frame)] * count
     suffix = f"_noise{noise:g}" if noise else ""
     return write_mjpg(tmpdir / f"{name}{suffix}_{width}x{height}.avi", jpegs, size, settings.fps)
 
