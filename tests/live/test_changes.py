@@ -53,11 +53,57 @@ def test_the_detection_downscale_is_inter_area_bit_for_bit(assets, width, height
         assert np.array_equal(area_shrunk(image, size), expected)
 
 
-def test_a_still_picture_needs_no_run_and_the_whole_frame_comes_back_every_few_looks(room):
+def test_a_still_picture_needs_no_run_and_the_whole_frame_comes_back_every_still_whole_every_looks(room):
+    """The backstop's look every WHOLE_EVERY looks would see what the last whole look saw: not run.
+    A still picture is looked at whole every STILL_WHOLE_EVERY looks all the same."""
+    every = changes.STILL_WHOLE_EVERY
+    assert every > changes.WHOLE_EVERY
     seen = ChangeMap()
-    answers = [look_at(seen, room, SIZE) for _ in range(3 * changes.WHOLE_EVERY + 1)]
-    assert answers == ([WHOLE] + [None] * (changes.WHOLE_EVERY - 1)) * 3 + [WHOLE]
-    assert seen.looks == {"whole": 4, "region": 0, "moved": 0, "none": 6}
+    answers = [look_at(seen, room, SIZE) for _ in range(2 * every + 1)]
+    assert answers == ([WHOLE] + [None] * (every - 1)) * 2 + [WHOLE]
+    skipped = every - changes.WHOLE_EVERY  # the backstop's turns, from the WHOLE_EVERY-th look to the last before `every`
+    assert seen.looks == {"whole": 3, "region": 0, "moved": 0, "none": 2 * (every - 1), "still": 2 * skipped}
+
+
+def test_a_still_picture_before_a_noisy_camera_holds_still(room):
+    """A camera's noise (±3 levels a pixel, new in every frame) is no change for the backstop either."""
+    rng = np.random.default_rng(5)
+    seen = ChangeMap()
+    answers = [look_at(seen, cv2.add(room, rng.integers(0, 7, room.shape, dtype=np.uint8)), SIZE)
+               for _ in range(3 * changes.WHOLE_EVERY)]
+    assert answers == [WHOLE] + [None] * (3 * changes.WHOLE_EVERY - 1)
+    assert seen.looks["still"] == 2 * changes.WHOLE_EVERY
+
+
+def test_a_change_too_faint_for_a_region_look_brings_the_backstops_whole_look(room, newton):
+    """A face coming in faint — its cells moved by more than STILL_LIMIT but not past CHANGE_LIMIT (no
+    region look) — is what the backstop is for: looked at whole at its next turn, as before."""
+    seen = ChangeMap()
+    assert look_at(seen, room, SIZE) is WHOLE
+    face = cv2.resize(newton, (240, 135))
+    faint = cv2.addWeighted(room, 0.975, with_face(room, face, 700, 330), 0.025, 0.0)
+    cells = changes.largest_change(changes.thumbnail(downscaled(faint, SIZE)[0]), changes.thumbnail(downscaled(room, SIZE)[0]))
+    assert changes.STILL_LIMIT < cells.max() <= changes.CHANGE_LIMIT  # the case: faint, not a region look's change
+    answers = [look_at(seen, faint, SIZE) for _ in range(changes.WHOLE_EVERY)]
+    assert answers == [None] * (changes.WHOLE_EVERY - 1) + [WHOLE]
+    assert seen.looks["still"] == 0
+
+
+def test_a_face_that_came_and_went_since_the_whole_look_leaves_nothing_to_look_at(room, newton):
+    """A face stepped in (looked at there), then out again: the picture is back to what the whole
+    look saw, so the backstop's turn is not run — and what changed since the region's look is that
+    picture, seen whole (`SeenPicture`): nothing there either. In again, it is looked at again."""
+    seen = ChangeMap()
+    assert look_at(seen, room, SIZE) is WHOLE
+    face = cv2.resize(newton, (240, 135))
+    stepped_in = look_at(seen, with_face(room, face, 700, 330), SIZE)
+    assert stepped_in is not None and stepped_in.region is not None
+    for _ in range(changes.WHOLE_EVERY - 2):
+        assert look_at(seen, with_face(room, face, 700, 330), SIZE) is None
+    assert look_at(seen, room, SIZE) is None  # the backstop's turn
+    assert seen.looks["still"] == 1 and seen.looks["moved"] == 1, seen.looks
+    again = look_at(seen, with_face(room, face, 700, 330), SIZE)  # in again: not the whole look's picture
+    assert again is WHOLE
 
 
 def test_camera_noise_is_no_change(room):

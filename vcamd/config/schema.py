@@ -114,7 +114,7 @@ class DetectionConfig(Section):
     detector's input, under SCRFD's smallest anchor, and its score is the detector's luck — the checkers (SCRFD-500M or
     -2.5G at 0.5) find faces on crowd_selfie at 1080p that the other model scores 0.24 (tests/live/test_small_faces.py)."""
     full_every: Annotated[int, Field(ge=1, le=300)] = 10
-    """Live: look for new faces every N frames (where the picture changed; the whole frame at least every third look); in between, re-detect in a crop around each face."""
+    """Live: look for new faces every N frames (where the picture changed; the whole frame at least every third look, every thirtieth while the picture holds still); in between, re-detect in a crop around each face."""
     track_size: Annotated[int, Field(ge=96, le=640, multiple_of=32)] = 192
     """Live: detector input size for the crop around a tracked face."""
 

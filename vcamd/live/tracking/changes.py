@@ -26,8 +26,12 @@ periodic full detection:
   the tracker follows them; one it lost sends the next look to the whole frame anyway);
 * the whole frame whenever the map cannot vouch for the rest: the first look, after a reset (new
   detector, camera, frame size), at another detection size, after a failed run, when the
-  rectangle would be most of the frame anyway — and at least every WHOLE_EVERY-th look, however
-  still the picture, as a backstop for changes too slow or too faint for the map.
+  rectangle would be most of the frame anyway — and at least every WHOLE_EVERY-th look as a
+  backstop for changes too slow or too faint for the map, unless the picture still shows what the
+  last whole look saw (every cell within STILL_LIMIT of it: the camera's noise, no more): a look
+  at it would see what that one saw — a still group at 720p paid ~27 ms of the detector's thread
+  every second for nothing (docs/performance.md). A still picture is looked at whole every
+  STILL_WHOLE_EVERY-th look all the same.
 
 Only the cells a look covered are refreshed in the thumbnail, so a slow change adds up against what
 the detector last saw there (never against the previous frame) until it shows. Pure: no threads,
@@ -63,7 +67,19 @@ WHOLE_SHARE = 0.6
 """A region with at least this share of the whole frame's input pixels is looked at whole."""
 
 WHOLE_EVERY = 3
-"""At least every this many looks, the whole frame (1 s at 30 fps with full_every = 10)."""
+"""At least every this many looks, the whole frame (1 s at 30 fps with full_every = 10), when the picture
+changed since the last whole look by more than STILL_LIMIT."""
+
+STILL_LIMIT = 2.0
+"""A picture whose every cell mean is within this (0–255 levels, any colour channel) of the last whole
+look's shows what that look saw: a camera's noise moves a cell mean by under 1 (CHANGE_LIMIT); a face
+coming in, a hand, a change of light move some cell by more. A change between this and CHANGE_LIMIT
+is too faint for a region look and is what the backstop's whole look is for."""
+
+STILL_WHOLE_EVERY = 30
+"""A picture that holds still (STILL_LIMIT) is looked at whole at least every this many looks (10 s at
+30 fps with full_every = 10): a face the last whole look scored just under the cover threshold gets
+another look with the camera's new noise."""
 
 NUDGES = ((0.0, 0.0), (0.25, 0.0), (-0.25, 0.0), (0.0, 0.25), (0.0, -0.25))
 """The shift tried, and a quarter pixel either way in x and in y: a cell matched by any of them is the
@@ -125,10 +141,11 @@ class ChangeMap:
         self._thumb: np.ndarray | None = None
         self._seen_as: tuple[tuple[int, int], float] | None = None  # (downscaled size, scale) of the thumbnail
         self._whole_seen: SeenPicture | None = None  # the downscaled frame the last whole look ran on
+        self._whole_thumb: np.ndarray | None = None  # its thumbnail (the region looks since leave it as it was)
         self._since_whole = 0
         self.wanted: tuple[int, int] | None = None
         """The detector input shape the last answer wanted but found not `ready` (to be built)."""
-        self.looks = {"whole": 0, "region": 0, "moved": 0, "none": 0}
+        self.looks = {"whole": 0, "region": 0, "moved": 0, "none": 0, "still": 0}
         """How often each answer was given (stats, tests)."""
 
     def where_to_look(self, small: Frame, scale: float,
@@ -143,8 +160,12 @@ class ChangeMap:
         thumb = thumbnail(small)
         old = self._thumb
         seen_as = (small.shape[:2], scale)  # another frame size or detection size: not comparable
-        if whole or old is None or self._seen_as != seen_as or self._since_whole + 1 >= WHOLE_EVERY:
+        backstop = self._since_whole + 1 >= WHOLE_EVERY
+        if (whole or old is None or self._seen_as != seen_as or self._since_whole + 1 >= STILL_WHOLE_EVERY
+                or (backstop and not self._still_since_whole(thumb))):
             return self._looked_whole(small, thumb, seen_as)
+        if backstop:  # the picture still shows what the last whole look saw: only what changed since the last look
+            self.looks["still"] += 1
         changed = largest_change(thumb, old) > CHANGE_LIMIT
         if not changed.any():
             self.looks["none"] += 1
@@ -170,10 +191,16 @@ class ChangeMap:
 
     def failed(self) -> None:
         """The last look's detection failed: what it covered was not really seen."""
-        self._thumb = self._whole_seen = None
+        self._thumb = self._whole_seen = self._whole_thumb = None
+
+    def _still_since_whole(self, thumb: np.ndarray) -> bool:
+        """Whether every cell of `thumb` is within STILL_LIMIT of the last whole look's."""
+        seen = self._whole_thumb
+        return seen is not None and seen.shape == thumb.shape and float(largest_change(thumb, seen).max()) <= STILL_LIMIT
 
     def _looked_whole(self, small: Frame, thumb: np.ndarray, seen_as: tuple[tuple[int, int], float]) -> Look:
         self._thumb, self._seen_as, self._since_whole, self._whole_seen = thumb, seen_as, 0, SeenPicture(small)
+        self._whole_thumb = thumb.copy()  # `_thumb` takes the region looks' cells from now on
         self.looks["whole"] += 1
         return WHOLE
 
