@@ -141,7 +141,6 @@ class ChangeMap:
         self._thumb: np.ndarray | None = None
         self._seen_as: tuple[tuple[int, int], float] | None = None  # (downscaled size, scale) of the thumbnail
         self._whole_seen: SeenPicture | None = None  # the downscaled frame the last whole look ran on
-        self._whole_thumb: np.ndarray | None = None  # its thumbnail (the region looks since leave it as it was)
         self._since_whole = 0
         self.wanted: tuple[int, int] | None = None
         """The detector input shape the last answer wanted but found not `ready` (to be built)."""
@@ -162,7 +161,7 @@ class ChangeMap:
         seen_as = (small.shape[:2], scale)  # another frame size or detection size: not comparable
         backstop = self._since_whole + 1 >= WHOLE_EVERY
         if (whole or old is None or self._seen_as != seen_as or self._since_whole + 1 >= STILL_WHOLE_EVERY
-                or (backstop and not self._still_since_whole(thumb))):
+                or (backstop and not (self._whole_seen is not None and self._whole_seen.holds_still(thumb)))):
             return self._looked_whole(small, thumb, seen_as)
         if backstop:  # the picture still shows what the last whole look saw: only what changed since the last look
             self.looks["still"] += 1
@@ -191,16 +190,10 @@ class ChangeMap:
 
     def failed(self) -> None:
         """The last look's detection failed: what it covered was not really seen."""
-        self._thumb = self._whole_seen = self._whole_thumb = None
-
-    def _still_since_whole(self, thumb: np.ndarray) -> bool:
-        """Whether every cell of `thumb` is within STILL_LIMIT of the last whole look's."""
-        seen = self._whole_thumb
-        return seen is not None and seen.shape == thumb.shape and float(largest_change(thumb, seen).max()) <= STILL_LIMIT
+        self._thumb = self._whole_seen = None
 
     def _looked_whole(self, small: Frame, thumb: np.ndarray, seen_as: tuple[tuple[int, int], float]) -> Look:
-        self._thumb, self._seen_as, self._since_whole, self._whole_seen = thumb, seen_as, 0, SeenPicture(small)
-        self._whole_thumb = thumb.copy()  # `_thumb` takes the region looks' cells from now on
+        self._thumb, self._seen_as, self._since_whole, self._whole_seen = thumb, seen_as, 0, SeenPicture(small, thumb)
         self.looks["whole"] += 1
         return WHOLE
 
@@ -330,12 +323,18 @@ class RegionImage:
 
 
 class SeenPicture:
-    """A picture a look saw, kept to tell which cells of a later frame show it moved (`cells`)."""
+    """A picture a look saw, kept to tell whether a later frame still shows it (`holds_still`) and
+    which of its cells show it moved (`cells`)."""
 
-    def __init__(self, seen: Frame) -> None:
+    def __init__(self, seen: Frame, means: np.ndarray) -> None:
         self.seen = seen
+        self._means = means.copy()  # its cell means (`thumbnail`); the map's own copy takes later looks' cells
         self._grey = _grey(seen)
         self._window = cv2.createHanningWindow(self._grey.shape[::-1], cv2.CV_32F)
+
+    def holds_still(self, means: np.ndarray) -> bool:
+        """Whether a later frame's cell means (`thumbnail`) are all within STILL_LIMIT of this picture's."""
+        return means.shape == self._means.shape and float(largest_change(means, self._means).max()) <= STILL_LIMIT
 
     def cells(self, now: Frame, means: np.ndarray, changed: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
         """Which cells of `now` (same size; `means`: its cell means, float32, the grid's shape)
