@@ -27,6 +27,17 @@ def room(assets) -> np.ndarray:
     return cv2.GaussianBlur(cv2.resize(crowd[: crowd.shape[0] // 5], (W, H)), (0, 0), 9)
 
 
+@pytest.fixture(scope="module")
+def detector(assets):
+    """The fast SCRFD on sessions of this module's own: its tests compare a region's detection with the
+    whole frame's to within 1 % of a face's width, and the worker's shared detector and sessions carry
+    what other tests of the worker left in them (its input shape's verdict, a model's int8 copy)."""
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.inference.runtime import Sessions
+
+    return FaceDetector(assets / "models" / "scrfd_500m_kps.onnx", Sessions(["cpu"], threads=2))
+
+
 def look_at(seen: ChangeMap, frame: np.ndarray, size: int, **kw):
     """`seen`'s answer for a frame as a full detection at `size` sees it."""
     return seen.where_to_look(*downscaled(frame, size), **kw)
