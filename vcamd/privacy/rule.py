@@ -30,7 +30,7 @@ loop's `repaint.Repaint` puts back what the last frame drew where nothing it dep
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -74,8 +74,9 @@ class Painter(Protocol):
     def hold(self, frame: Frame, box: Box, held: Held) -> None:
         """`box` of the frame becomes `box` of the last good output."""
 
-    def obscure(self, frame: Frame, box: Box) -> None:
-        """`box` of the frame is made unrecognisable (`obscure.obscure_region`)."""
+    def obscure(self, frame: Frame, boxes: Sequence[Box]) -> None:
+        """Each of `boxes` of the frame, in order, is made unrecognisable (`obscure.obscure_region`).
+        All of a kind at once: a crowd's hundreds of covers a frame are one call, not one each."""
 
     def paste(self, frame: Frame, swapped: Any, face: Face) -> None:
         """The swap pasted at `face`; raises when it cannot be (the face is then covered)."""
@@ -91,8 +92,9 @@ class DirectPainter:
         x0, y0, x1, y1 = box
         frame[y0:y1, x0:x1] = held.frame[y0:y1, x0:x1]
 
-    def obscure(self, frame: Frame, box: Box) -> None:
-        obscure_region(frame, box)
+    def obscure(self, frame: Frame, boxes: Sequence[Box]) -> None:
+        for box in boxes:
+            obscure_region(frame, box)
 
     def paste(self, frame: Frame, swapped: Any, face: Face) -> None:
         self.paste_swap(frame, swapped, face)
@@ -178,16 +180,15 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
         wants = ([scene.sources[i] for i in missed] + [UNKNOWN_SOURCE] * (len(scene.lost) + len(scene.unsure))
                  if scene.sources else None)
         decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None, painter, wants)
-        for box in scene.unseen:  # after the holds: a held region must never uncover it
-            painter.obscure(frame, box)
+        painter.obscure(frame, scene.unseen)  # after the holds: a held region must never uncover it
         for i, outcome in zip(missed, decided):
             outcomes[i] = outcome
         lost_outcomes = decided[len(missed):len(missed) + len(scene.lost)]
         unsure_covered = len(scene.unsure)
     # Faces not swapped by choice are obscured whatever on_miss says (it is about the swapped
     # faces' misses), after the holds: a held region reaching over one must never uncover it.
-    for face in scene.others:
-        painter.obscure(frame, region(frame, [face], MISS_REGION_SCALE))
+    if scene.others:
+        painter.obscure(frame, regions(frame, [(face, MISS_REGION_SCALE) for face in scene.others]))
     # The swaps go on top: a cover grown around one face must never spoil a neighbour's swapped
     # face, and a paste's feathered edge blends into covered pixels.
     failed: list[int] = []
@@ -252,9 +253,7 @@ def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None, pa
     for box, outcome in zip(boxes, outcomes):
         if outcome is FaceOutcome.held and held is not None:  # only ever held when there is a last good output
             painter.hold(frame, box, held)
-    for box, outcome in zip(boxes, outcomes):
-        if outcome is FaceOutcome.obscured:
-            painter.obscure(frame, box)
+    painter.obscure(frame, [box for box, outcome in zip(boxes, outcomes) if outcome is FaceOutcome.obscured])
     return outcomes
 
 

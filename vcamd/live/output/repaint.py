@@ -34,7 +34,7 @@ never taken for another object's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,22 +176,25 @@ class FramePainter:
         else:
             self._drawn(key, box, (), frame)
 
-    def obscure(self, frame: Frame, box: Box) -> None:
-        box = _clipped(frame, box)
-        key = ("obscure", box)
-        if not self._pasting:
-            last = self._last.get(key)
-            if last is not None and last.pixels is not None and key not in self._now:  # a cover: no cells to check
-                frame[box[1] : box[3], box[0] : box[2]] = last.pixels
-                self._keep(key, last)
-                return
-            # The detector's jitter moves an unsure place's box by a pixel or two between looks:
-            # a cover of the last frame around it whole covers it (more, never less).
-            for near_key, layer in self._covers_near(box):
-                if _contains(layer.box, box) and (near_key in self._now or self._put_back(frame, near_key, layer)):
-                    return
-        obscure_region(frame, box)
-        self._drawn(key, box, (), frame)
+    def obscure(self, frame: Frame, boxes: Sequence[Box]) -> None:
+        # A still crowd's hundreds of covers a frame are the last frame's, put back here in one
+        # loop (no call a cover for the common case).
+        last_of, now = self._last.get, self._now
+        for box in _clipped_all(frame, boxes):
+            key = ("obscure", box)
+            if not self._pasting:
+                last = last_of(key)
+                if last is not None and last.pixels is not None and key not in now:  # a cover: no cells to check
+                    frame[box[1] : box[3], box[0] : box[2]] = last.pixels
+                    self._keep(key, last)
+                    continue
+                # The detector's jitter moves an unsure place's box by a pixel or two between looks:
+                # a cover of the last frame around it whole covers it (more, never less).
+                if any(_contains(layer.box, box) and (near_key in now or self._put_back(frame, near_key, layer))
+                       for near_key, layer in self._covers_near(box)):
+                    continue
+            obscure_region(frame, box)
+            self._drawn(key, box, (), frame)
 
     def paste(self, frame: Frame, swapped: Any, face: Face) -> None:
         if not self._pasting:
@@ -446,5 +449,10 @@ def _gap(then: Face | None, now: Face) -> float:
 
 def _clipped(frame: Frame, box: Box) -> Box:
     """`box` inside the frame, whole pixels (as `obscure.obscure_region` clips it)."""
+    return _clipped_all(frame, (box,))[0]
+
+
+def _clipped_all(frame: Frame, boxes: Sequence[Box]) -> list[Box]:
+    """`_clipped` of each box."""
     h, w = frame.shape[:2]
-    return max(0, int(box[0])), max(0, int(box[1])), min(w, int(box[2])), min(h, int(box[3]))
+    return [(max(0, int(x0)), max(0, int(y0)), min(w, int(x1)), min(h, int(y1))) for x0, y0, x1, y1 in boxes]

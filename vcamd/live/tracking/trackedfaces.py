@@ -179,6 +179,11 @@ class TrackedFaces:
         return [s.face for s in self._tracks]
 
     @property
+    def track_count(self) -> int:
+        """len(tracks), without the list (asked per face of a crowd)."""
+        return len(self._tracks)
+
+    @property
     def lost(self) -> list[Face]:
         return [s.face for s in self._lost]
 

@@ -179,7 +179,7 @@ class LiveTracker:
         if everyone := self.book.to_redetect:
             # Tracked faces whose pixels only moved since the detector found them are where they
             # moved to (`motion.follow`); the others, and the lost faces, are looked for below.
-            followed, unchanged = self._follow(frame, everyone[: len(self.book.tracks)], frame_index)
+            followed, unchanged = self._follow(frame, everyone[: self.book.track_count], frame_index)
             followed += [None] * (len(everyone) - len(followed))
             unchanged += [False] * (len(everyone) - len(unchanged))
             # A look that ran late, landed since: its faces where its detections still hold (waited for
@@ -207,7 +207,7 @@ class LiveTracker:
                 # Only for a look that is slow: a detector that fails cannot vouch that no other
                 # face came in, so its frames are misses (covered), however still the faces are.
                 if not self._look_failed and not self._must(todo):
-                    self._at_backstop([i for i in todo if i < len(self.book.tracks)], followed)
+                    self._at_backstop([i for i in todo if i < self.book.track_count], followed)
                     found, todo = [], []
                 else:
                     late = True
@@ -299,7 +299,8 @@ class LiveTracker:
         tracked face in it changed or has no key (is not only due for its periodic look, pixels only
         moved: `_backstop`), or the detector fails. `coarse`: also waited for when a face is on a
         full look's key (its keypoints come from its own crop as soon as the look lands)."""
-        return self._failing or any(i < len(self.book.tracks) and (i not in self._backstop or coarse and self._backstop[i][1].coarse)
+        tracked = self.book.track_count
+        return self._failing or any(i < tracked and (i not in self._backstop or coarse and self._backstop[i][1].coarse)
                                     for i in todo)
 
     def _spare(self, todo: list[int], everyone: list[Face], followed: list[Face | None], track_size: int, deadline_s: float) -> list[int]:
@@ -462,7 +463,7 @@ class LiveTracker:
     def _key_tracks(self, everyone: list[Face], news_at: dict[int, Landed], frame_index: int) -> None:
         """On a late frame, the keys a landed late look gave, on the tracks as they are (the tracks are
         kept): those faces are followed from the next frame, and the next look is that much smaller."""
-        landed = [(i, n) for i, n in news_at.items() if n.face is not None and n.key is not None and i < len(self.book.tracks)]
+        landed = [(i, n) for i, n in news_at.items() if n.face is not None and n.key is not None and i < self.book.track_count]
         for k, (i, n) in enumerate(landed):
             assert n.key is not None
             self._keys[id(everyone[i])] = (everyone[i], replace(n.key, due=spread_due(frame_index, k, len(landed))))
