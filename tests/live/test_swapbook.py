@@ -3,6 +3,7 @@ swaps are out of date."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -161,13 +162,45 @@ def test_a_crowd_made_together_is_made_again_in_slices_each_before_its_swap_expi
         now = frame / fps
         swaps = _swaps(made)
         due = [remade[k] is None and SwapBook.due(swaps[k], now, lead) for k in range(n)]
-        taken = slices.take(swaps, due, now)
+        taken = slices.take(swaps, due, now, usual)
         sizes.append(sum(taken))
         for k in (k for k, t in enumerate(taken) if t):
             remade[k] = now
     assert all(t is not None and t + usual < REFRESH_S for t in remade)
     assert max(sizes) <= RefreshSlices.size(n) < n / 6
     assert max(t for t in remade if t is not None) - min(t for t in remade if t is not None) >= 7 * REFRESH_GAP_S
+
+
+@pytest.mark.parametrize("fps", [30.0, 10.0])
+def test_a_crowd_is_made_again_once_per_refresh_period_not_round_after_round(fps):
+    """146 swaps made at once, then the loop as it runs for 20 s: a face's swap is made again when
+    due and its slice's turn has come, landing `usual` later. After the first round has spread the
+    swaps apart, each face is made again about once per REFRESH_S (never more than once in 0.7 of
+    it, in the median), never older than REFRESH_S when its new swap lands — and no slice of more
+    than an eighth. (Each slice made again as soon as due: every face again every 0.6 REFRESH_S.)"""
+    n, usual, seconds = 146, 0.05, 20.0
+    slices, made = RefreshSlices(), [0.0] * n
+    lead = RefreshSlices.lead_s(n, usual)
+    remakes: list[list[float]] = [[] for _ in range(n)]
+    landing: list[tuple[float, int]] = []  # (lands at, face) of the swaps being made
+    for frame in range(1, int(seconds * fps) + 1):
+        now = frame / fps
+        for t, k in [x for x in landing if x[0] <= now]:
+            landing.remove((t, k))
+            made[k] = t - usual  # the capture time of the frame it was made from
+        busy = {k for _, k in landing}
+        swaps = _swaps(made)
+        due = [k not in busy and SwapBook.due(swaps[k], now, lead) for k in range(n)]
+        taken = slices.take(swaps, due, now, usual)
+        assert sum(taken) <= RefreshSlices.size(n) < n / 6
+        for k in (k for k, t in enumerate(taken) if t):
+            assert now + usual - made[k] < REFRESH_S  # the new swap lands before the old one expires
+            remakes[k].append(now)
+            landing.append((now + usual, k))
+    settled = [[t for t in times if t > 2 * REFRESH_S] for times in remakes]  # after the first round
+    gaps = [b - a for times in settled for a, b in zip(times, times[1:])]
+    assert gaps and statistics.median(gaps) >= 0.85 * REFRESH_S and min(gaps) >= REFRESH_S / 4
+    assert all(len(times) >= (seconds - 2 * REFRESH_S) / REFRESH_S - 1 for times in settled)
 
 
 def test_a_kept_swap_is_due_one_lead_ahead_of_refresh_and_the_lead_is_capped():

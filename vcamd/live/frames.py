@@ -253,7 +253,7 @@ class FrameProcessor:
         lead = RefreshSlices.lead_s(len(targets), worker.usual_s or 0.0)
         due = [not old and SwapBook.due(m, now, lead) for old, m in zip(stale, matched)]
         refresh = any(due) and (any(stale) or worker.idle)
-        again = self._refresh.take(matched, due, now) if refresh else [False] * len(due)
+        again = self._refresh.take(matched, due, now, worker.usual_s or 0.0) if refresh else [False] * len(due)
         return [t for t, old, d in zip(targets, stale, again) if old or d]
 
     def _wants(self, faces: list[Face]) -> list[str | None] | None:

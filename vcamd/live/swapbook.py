@@ -57,7 +57,7 @@ if that is more; a group of up to this many goes in one job, as before."""
 
 REFRESH_SLICES = 8
 """... so many faces are made again in up to this many slices, the oldest swaps first, at least
-REFRESH_GAP_S apart (`RefreshSlices`). A crowd's swaps are made together (its first swaps, a new
+REFRESH_GAP_S apart, each when its turn must come for all to land in time (`RefreshSlices`). A crowd's swaps are made together (its first swaps, a new
 source face) and so come due together: made again in one job, that job is every face — a core for
 ~0.2 s beside the loop for crowd_selfie's 146 faces and 146 new swaps to paste — and the watchdog
 took that wave, every REFRESH_S, for overload (docs/performance.md, "The live loop"). In slices the
@@ -183,23 +183,39 @@ class RefreshSlices:
     @staticmethod
     def lead_s(faces: int, usual_s: float) -> float:
         """How long before REFRESH_S a current swap is due: REFRESH_AHEAD usual swap times, and for
-        faces that take more than one slice, two gaps a slice (`SwapBook.due` caps it at REFRESH_AHEAD_MAX)."""
+        faces that take more than one slice, two gaps a slice (`SwapBook.due` caps it at REFRESH_AHEAD_MAX).
+        Due is a candidate: `take` says when its slice goes."""
         slices = math.ceil(faces / RefreshSlices.size(faces)) if faces else 0
         return REFRESH_AHEAD * usual_s + (2 * slices * REFRESH_GAP_S if slices > 1 else 0.0)
 
-    def take(self, swaps: Sequence[Swap | None], due: Sequence[bool], now: float) -> list[bool]:
+    def take(self, swaps: Sequence[Swap | None], due: Sequence[bool], now: float, usual_s: float = 0.0) -> list[bool]:
         """Per face, whether its due swap is made again now: the oldest due ones, up to a slice of
-        len(swaps) faces, unless the last slice went less than REFRESH_GAP_S ago (then none). Faces
-        that fit in one slice are made again together whenever due, as they always were."""
+        len(swaps) faces, when the slices left could not all land in time if this one waited
+        (`_start_by`), and not within REFRESH_GAP_S of the last slice. Faces that fit in one slice
+        are made again together whenever due, as they always were."""
         size = self.size(len(swaps))
         if len(swaps) <= size:
             return list(due)
         if not any(due) or now - self._last_t < REFRESH_GAP_S:
             return [False] * len(due)
         order = sorted((k for k, d in enumerate(due) if d), key=lambda k: _made_at(swaps[k]))
+        if now < _start_by([_made_at(swaps[k]) for k in order[::size]], usual_s):
+            return [False] * len(due)
         chosen = set(order[:size])
         self._last_t = now
         return [k in chosen for k in range(len(due))]
+
+
+def _start_by(slice_oldest: list[float], usual_s: float) -> float:
+    """When the first of these slices (each given by its oldest swap's capture time, oldest first)
+    must go for every one to land before REFRESH_S: each lands REFRESH_AHEAD usual swap times after
+    it goes, and goes two gaps after the one before it (slices go on frames, and a gap is up to a
+    frame longer). A slice asked earlier than that only makes its faces' swaps again sooner: a
+    crowd whose swaps were spread apart by one round is made again once per REFRESH_S, a slice at a
+    time as each comes due, not round after round a gap apart (crowd_selfie's 156 faces: every face
+    made again every 0.84 s, 186 swaps a second, when each slice went as soon as it was due)."""
+    slot = 2 * REFRESH_GAP_S
+    return min(made + REFRESH_S - REFRESH_AHEAD * usual_s - (k + 1) * slot for k, made in enumerate(slice_oldest))
 
 
 def _made_at(swap: Swap | None) -> float:
