@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from vcamd.common.quality import Level
+from vcamd.common.quality import Level, rung
 from vcamd.common.types import Face
 from vcamd.live.swapbook import KEEP_UNMATCHED, REFRESH_GAP_S, REFRESH_S, REFRESH_SLICE, RefreshSlices, Swap, SwapBook
 
@@ -65,6 +65,21 @@ def test_another_pipeline_source_face_or_swap_work_makes_it_out_of_date_detectio
     assert not SwapBook.current(swap, 10, Level.full, MAKER, now=1.1)  # the enhancer is back on
     assert not SwapBook.current(swap, 10, Level.no_enhancer, (object(), SOURCE), now=1.1)  # a rebuilt pipeline
     assert not SwapBook.current(swap, 10, Level.no_enhancer, (PIPELINE, object()), now=1.1)  # another source face
+
+
+@pytest.mark.parametrize(("enhancer", "boost"), [(False, False), (True, False), (False, True), (True, True)])
+def test_a_swap_is_out_of_date_at_another_rung_only_for_what_the_pipeline_has(enhancer, boost):
+    """A pipeline without an enhancer or a pixel boost makes the same swap at every rung: a step from
+    full to low_res and back (the watchdog's, in a crowd) keeps every face's swap. With one, the rungs
+    that turn it off or on make another swap."""
+    book, face = SwapBook(), _face(0)
+    book.merge(Result([face], ["s"], 1.0, 10, level=Level.full))
+    (swap,) = book.match([face])
+    switches = (enhancer, boost)
+    for level in Level:
+        same = (not enhancer or rung(level).enhancer) and (not boost or rung(level).pixel_boost)
+        assert SwapBook.current(swap, 10, level, MAKER, 1.1, switches) is same, level
+        assert SwapBook.check(swap, 10, level, MAKER, 1.1, 1.05, switches) is same, level
 
 
 def test_a_new_swap_replaces_the_one_shown_on_its_face_not_only_the_one_made_where_it_is():

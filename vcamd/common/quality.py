@@ -113,9 +113,10 @@ def higher(level: Level, *, enhancer_configured: bool = True, boost_configured: 
     return _neighbour(level, -1, enhancer_configured, boost_configured)
 
 
-def _swap_work(level: Level, enhancer_configured: bool, boost_configured: bool) -> tuple[bool, bool]:
-    """What a rung changes in the swap worker's work per round (what makes the face on screen old):
-    the pixel boost's tiles per face and the enhancer."""
+def swap_work(level: Level, enhancer_configured: bool, boost_configured: bool) -> tuple[bool, bool]:
+    """What a rung changes in the swap worker's work per round (what makes the face on screen old,
+    and what a swap made at another rung shows differently): the pixel boost's tiles per face and the
+    enhancer, where configured. The rungs that differ in detection alone make the same swap."""
     r = LADDER[level]
     return (r.pixel_boost and boost_configured, r.enhancer and enhancer_configured)
 
@@ -124,16 +125,16 @@ def lower_swap_work(level: Level, *, enhancer_configured: bool = True, boost_con
     """The nearest rung down whose swap work is less than `level`'s, or None (nothing below makes a
     swap faster: the rungs below change only the loop's detection)."""
     order = list(Level)
-    now = _swap_work(level, enhancer_configured, boost_configured)
+    now = swap_work(level, enhancer_configured, boost_configured)
     for below in order[order.index(level) + 1:]:
-        if _less_work(_swap_work(below, enhancer_configured, boost_configured), now):
+        if _less_work(swap_work(below, enhancer_configured, boost_configured), now):
             return below
     return None
 
 
 def adds_swap_work(frm: Level, to: Level, *, enhancer_configured: bool = True, boost_configured: bool = False) -> bool:
     """Whether going from `frm` to `to` gives the swap worker more to do per round."""
-    return _less_work(_swap_work(frm, enhancer_configured, boost_configured), _swap_work(to, enhancer_configured, boost_configured))
+    return _less_work(swap_work(frm, enhancer_configured, boost_configured), swap_work(to, enhancer_configured, boost_configured))
 
 
 def _less_work(a: tuple[bool, ...], b: tuple[bool, ...]) -> bool:

@@ -233,6 +233,11 @@ class FrameProcessor:
             self._matched = (self._index, targets, self._book.match(targets), usable)
         return self._matched[2], self._matched[3]
 
+    def _switches(self) -> tuple[bool, bool]:
+        """Whether the running pipeline has an enhancer and a pixel boost (`SwapBook.current`), as the watchdog is told."""
+        watchdog = self._parts.watchdog
+        return watchdog.enhancer_enabled, watchdog.boost_enabled
+
     def _maker(self) -> tuple[object, object]:
         faces = self._parts.faces
         return faces, None if faces is None else faces.source
@@ -246,7 +251,8 @@ class FrameProcessor:
             return list(targets)
         since = self._stable_since(report)
         maker, now, wants = self._maker(), self._parts.clock(), self._wants(targets) or [None] * len(targets)
-        stale = [not SwapBook.check(m, since.get(id(t), self._index), level, maker, now, self._report_t)
+        switches = self._switches()
+        stale = [not SwapBook.check(m, since.get(id(t), self._index), level, maker, now, self._report_t, switches)
                  or (want is not None and _source_of(m) != want)  # another person's swap
                  for t, m, want in zip(targets, matched, wants)]
         worker = self._parts.worker
@@ -273,8 +279,9 @@ class FrameProcessor:
         Publish time minus it is the frame's swap age (stats, watchdog)."""
         shown = [(t, m) for t, m, sw in zip(targets, matched, swaps) if sw is not None and m is not None]
         since, maker, now = self._stable_since(self._report) if self._report else {}, self._maker(), self._parts.clock()
+        switches = self._switches()
         for t, m in shown:
-            SwapBook.check(m, since.get(id(t), self._index), level, maker, now, self._report_t)
+            SwapBook.check(m, since.get(id(t), self._index), level, maker, now, self._report_t, switches)
         return SwapBook.shown_since([m for _, m in shown])
 
     def _per_round(self, targets: list[Face]) -> tuple[list[Face], list[Face]]:

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vcamd.common.quality import Level, rung
+from vcamd.common.quality import Level, swap_work
 from vcamd.common.types import Face
 from vcamd.privacy.geometry import near_any
 from vcamd.privacy.rule import match_swaps
@@ -130,17 +130,24 @@ class SwapBook:
         return matched
 
     @staticmethod
-    def current(swap: Swap | None, stable_since: int, level: Level, maker: tuple[Any, Any], now: float) -> bool:
-        """Whether `swap` shows its face as it is now (see the module doc)."""
-        return (swap is not None and swap.frame_index >= stable_since and _swap_work(swap.level) == _swap_work(level)
+    def current(swap: Swap | None, stable_since: int, level: Level, maker: tuple[Any, Any], now: float,
+                switches: tuple[bool, bool] = (True, True)) -> bool:
+        """Whether `swap` shows its face as it is now (see the module doc). `switches`: whether the
+        running pipeline has an enhancer and a pixel boost (`quality.swap_work`): a swap made at a
+        rung that differs from this one in detection alone is the same swap (a crowd's 156 faces were
+        made again twice at each step to `low_res` without an enhancer, and twice on the way back)."""
+        enhancer, boost = switches
+        return (swap is not None and swap.frame_index >= stable_since
+                and swap_work(swap.level, enhancer, boost) == swap_work(level, enhancer, boost)
                 and swap.maker[0] is maker[0] and swap.maker[1] is maker[1] and now - swap.t_capture <= REFRESH_S)
 
 
     @staticmethod
-    def check(swap: Swap | None, stable_since: int, level: Level, maker: tuple[Any, Any], now: float, t_frame: float) -> bool:
+    def check(swap: Swap | None, stable_since: int, level: Level, maker: tuple[Any, Any], now: float, t_frame: float,
+              switches: tuple[bool, bool] = (True, True)) -> bool:
         """`current`, for the frame captured at `t_frame` (the frame whose faces were looked at);
         when it is, the swap is remembered as showing its face as of that frame (`t_current`)."""
-        ok = SwapBook.current(swap, stable_since, level, maker, now)
+        ok = SwapBook.current(swap, stable_since, level, maker, now, switches)
         if ok and swap is not None:
             swap.t_current = max(swap.t_current, t_frame)
         return ok
@@ -158,12 +165,6 @@ class SwapBook:
         REFRESH_S) of going past REFRESH_S, so its successor lands before it is out of date."""
         lead_s = min(max(lead_s, 0.0), REFRESH_AHEAD_MAX * REFRESH_S)
         return swap is not None and now - swap.t_capture > REFRESH_S - lead_s
-
-
-def _swap_work(level: Level) -> tuple[bool, bool]:
-    """What of a rung changes the swap itself (the others change detection only)."""
-    r = rung(level)
-    return r.enhancer, r.pixel_boost
 
 
 class RefreshSlices:
