@@ -256,10 +256,11 @@ class FrameProcessor:
                  or (want is not None and _source_of(m) != want)  # another person's swap
                  for t, m, want in zip(targets, matched, wants)]
         worker = self._parts.worker
-        lead = RefreshSlices.lead_s(len(targets), worker.usual_s or 0.0)
+        usual_s = worker.usual_s or 0.0
+        lead = RefreshSlices.lead_s(len(targets), usual_s)
         due = [not old and SwapBook.due(m, now, lead) for old, m in zip(stale, matched)]
         refresh = any(due) and (any(stale) or worker.idle)
-        again = self._refresh.take(matched, due, now, worker.usual_s or 0.0) if refresh else [False] * len(due)
+        again = self._refresh.take(matched, due, now, usual_s) if refresh else [False] * len(due)
         return [t for t, old, d in zip(targets, stale, again) if old or d]
 
     def _wants(self, faces: list[Face]) -> list[str | None] | None:

@@ -57,11 +57,12 @@ if that is more; a group of up to this many goes in one job, as before."""
 
 REFRESH_SLICES = 8
 """... so many faces are made again in up to this many slices, the oldest swaps first, at least
-REFRESH_GAP_S apart, each when its turn must come for all to land in time (`RefreshSlices`). A crowd's swaps are made together (its first swaps, a new
-source face) and so come due together: made again in one job, that job is every face — a core for
-~0.2 s beside the loop for crowd_selfie's 146 faces and 146 new swaps to paste — and the watchdog
-took that wave, every REFRESH_S, for overload (docs/performance.md, "The live loop"). In slices the
-same work comes a slice at a time, and the swaps' ages spread apart for the next round."""
+REFRESH_GAP_S apart, each when its turn must come for all to land in time (`RefreshSlices`). A
+crowd's swaps are made together (its first swaps, a new source face) and so come due together:
+made again in one job, that job is every face — a core for ~0.2 s beside the loop for
+crowd_selfie's 146 faces and 146 new swaps to paste — and the watchdog took that wave, every
+REFRESH_S, for overload (docs/performance.md, "The live loop"). In slices the same work comes a
+slice at a time, and the swaps' ages spread apart for the next round."""
 
 REFRESH_GAP_S = REFRESH_S / 32
 """The least time between two slices of a refresh (`REFRESH_SLICES`): 8 slices over ~0.5 s at 30 fps.
@@ -134,8 +135,8 @@ class SwapBook:
                 switches: tuple[bool, bool] = (True, True)) -> bool:
         """Whether `swap` shows its face as it is now (see the module doc). `switches`: whether the
         running pipeline has an enhancer and a pixel boost (`quality.swap_work`): a swap made at a
-        rung that differs from this one in detection alone is the same swap (a crowd's 156 faces were
-        made again twice at each step to `low_res` without an enhancer, and twice on the way back)."""
+        rung that differs from this one in detection alone is the same swap, so a watchdog step to
+        `low_res` without an enhancer does not make a crowd's every swap again."""
         enhancer, boost = switches
         return (swap is not None and swap.frame_index >= stable_since
                 and swap_work(swap.level, enhancer, boost) == swap_work(level, enhancer, boost)

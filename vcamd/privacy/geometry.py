@@ -34,9 +34,7 @@ def near_matrix(faces: list[Face], others: list[Face], widths: float = SAME_TRAC
     thousand calls. The same rule, the same float64 arithmetic."""
     (fc, fw), (oc, ow) = centres_widths(faces), centres_widths(others)
     if len(fc) * len(oc) <= DENSE_PAIRS:
-        distance = np.hypot(oc[None, :, 0] - fc[:, None, 0], oc[None, :, 1] - fc[:, None, 1])
-        within: npt.NDArray[np.bool_] = distance < widths * np.maximum(np.minimum(fw[:, None], ow[None, :]), 1.0)
-        return within
+        return _within(fc[:, None], fw[:, None], oc[None, :], ow[None, :], widths)
     # Many against many (a crowd's covers against its last good output's faces): only the pairs
     # whose centres are less than the face's own reach apart across (`near` never holds further:
     # the smaller width is at most the face's), found by sorting — then the rule on those pairs.
@@ -48,9 +46,16 @@ def near_matrix(faces: list[Face], others: list[Face], widths: float = SAME_TRAC
     counts = np.maximum(hi - lo, 0)
     rows = np.repeat(np.arange(len(fc)), counts)
     cols = order[np.repeat(lo, counts) + np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)]
-    pair_distance = np.hypot(oc[cols, 0] - fc[rows, 0], oc[cols, 1] - fc[rows, 1])
     within = np.zeros((len(fc), len(oc)), bool)
-    within[rows, cols] = pair_distance < widths * np.maximum(np.minimum(fw[rows], ow[cols]), 1.0)
+    within[rows, cols] = _within(fc[rows], fw[rows], oc[cols], ow[cols], widths)
+    return within
+
+
+def _within(fc: np.ndarray, fw: np.ndarray, oc: np.ndarray, ow: np.ndarray, widths: float) -> npt.NDArray[np.bool_]:
+    """`near`'s rule on arrays of centres (…, 2) and widths (…) that broadcast together: every pair
+    of a group, or a crowd's chosen pairs."""
+    distance = np.hypot(oc[..., 0] - fc[..., 0], oc[..., 1] - fc[..., 1])
+    within: npt.NDArray[np.bool_] = distance < widths * np.maximum(np.minimum(fw, ow), 1.0)
     return within
 
 
