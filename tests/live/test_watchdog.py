@@ -6,7 +6,15 @@ import time
 
 from vcamd.common.quality import Level
 from vcamd.config.schema import WatchdogConfig
-from vcamd.live.measures.watchdog import HISTORY_CAP, STALE_AFTER_EDIT, Transition, TransitionResult, Watchdog
+from vcamd.live.measures.watchdog import (
+    HISTORY_CAP,
+    NO_GAIN_BLOCK_S,
+    RUNG_RECORD,
+    STALE_AFTER_EDIT,
+    Transition,
+    TransitionResult,
+    Watchdog,
+)
 
 FPS = 30.0
 LADDER_ORDER = list(Level)  # best first (the member order is the ladder's)
@@ -254,6 +262,71 @@ def test_a_level_that_only_sometimes_fits_is_climbed_to_less_and_less_often():
     climbs = [t.time for t in dog.transitions if t.reason == "fits"]
     gaps = [b - a for a, b in zip(climbs, climbs[1:])]
     assert len(climbs) <= 6 and all(b >= a for a, b in zip(gaps, gaps[1:]))
+
+
+def feed_costs(dog: Watchdog, clock: FakeClock, cost: dict, frames: int) -> list:
+    """`frames` frames at 30 fps, each taking what the rung it is made at costs."""
+    events = []
+    for _ in range(frames):
+        clock.now += 1.0 / FPS
+        events.extend(dog.observe(cost[dog.level]))
+    return events
+
+
+def test_a_step_down_that_makes_the_frames_later_is_taken_back_at_once_and_blocked_for_longer_each_time():
+    """A 150-face crowd on a 2-core CPU: 30 ms a frame at full quality, 55 at low_res (its smaller
+    detector input misses the crowd's small faces, whose places are covered anew). A passing burst
+    took the watchdog down to low_res, and it stayed there, slower, for good."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    cost = {Level.full: 30.0, Level.low_res: 55.0, Level.frame_skip: 50.0}
+    feed_costs(dog, clock, cost, 90)
+    feed(dog, clock, 50.0, 5)  # a passing burst: 5 of 15 frames over budget
+    assert dog.level is Level.low_res
+    stepped = clock.now
+    events = feed_costs(dog, clock, cost, dog.cfg.window)  # one window at low_res: back at once, no cooldown
+    back = [e for e in events if isinstance(e, Transition)]
+    assert [(t.from_level, t.to_level, t.reason) for t in back] == [(Level.low_res, Level.full, "no_gain")]
+    assert back[0].time - stepped < dog.cfg.cooldown_s
+    assert back[0].trigger.p95_ms == 55.0 and back[0].compared is not None and back[0].compared.frames == RUNG_RECORD
+    line = back[0].log_line()
+    assert "reason=no_gain" in line and f"above_frames={RUNG_RECORD}" in line and "above_over_budget=0.06" in line
+    assert dog.history()[-1]["compared"]["frames"] == RUNG_RECORD
+
+    def burst_steps() -> bool:
+        """A burst at full (then full's own cost): whether the watchdog stepped down for it."""
+        before = len(dog.transitions)
+        feed(dog, clock, 50.0, 10)
+        stepped_down = any(t.reason == "over_budget" for t in dog.transitions[before:])
+        feed_costs(dog, clock, cost, 30 * 2)  # back at full, if it stepped (the step is taken back again)
+        assert dog.level is Level.full
+        return stepped_down
+
+    assert not burst_steps()  # blocked: the frames stay at full quality through the burst
+    clock.now = back[0].time + NO_GAIN_BLOCK_S
+    feed_costs(dog, clock, cost, 90)
+    assert burst_steps()  # tried again once the block ran out; taken back again, blocked twice as long
+    again = dog.transitions[-1]
+    assert again.reason == "no_gain"
+    clock.now = again.time + NO_GAIN_BLOCK_S
+    feed_costs(dog, clock, cost, 90)
+    assert not burst_steps()
+    clock.now = again.time + 2 * NO_GAIN_BLOCK_S
+    feed_costs(dog, clock, cost, 90)
+    assert burst_steps()
+
+
+def test_a_step_down_that_helps_under_a_lasting_load_is_kept():
+    """Another process takes the CPU for good: full now costs 70 ms, low_res 45, frame_skip 35. The
+    frames at low_res are over budget more often than full's record (its burst-free past) — but
+    not later than full's frames with the load: the step holds, and the next one is taken."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    feed(dog, clock, 30.0, 90)
+    loaded = {Level.full: 70.0, Level.low_res: 45.0, Level.frame_skip: 35.0}
+    feed_costs(dog, clock, loaded, 30 * 10)
+    assert [(t.to_level, t.reason) for t in dog.transitions] == [(Level.low_res, "over_budget"), (Level.frame_skip, "over_budget")]
+    assert dog.level is Level.frame_skip
 
 
 def test_frames_made_while_warming_up_are_not_judged():

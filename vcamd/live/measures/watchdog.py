@@ -15,6 +15,14 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   budget again the next one waits twice as long (no oscillation). This is what brings a
   29-face frame back to full quality after a passing load spike: at full it costs more than
   budget × headroom whatever the machine does, yet fits the budget;
+* **take back a step down that made the frames later**: after a step down for latency, the frames
+  at the new rung are compared with the last RUNG_RECORD frames at the rung it left; once a window
+  of them is in, a rung where both the over-budget share and the p95 are worse (the p95 by more than
+  NO_GAIN_MARGIN) is left at once, back up (reason "no_gain", the rung above's record logged beside),
+  and that step is not taken again for NO_GAIN_BLOCK_S — twice as long after each step taken back
+  again. On a 2-core CPU a 150-face crowd at full quality ran p95 36 ms; at low_res, whose smaller
+  detector input misses the crowd's small faces and covers their places anew, 55 ms: the step the
+  watchdog took for a passing burst kept it there, slower, for the rest of the run;
 * **degrade to the next rung with less swap work** (`quality.lower_swap_work`: the pixel boost, then the enhancer, off)
   when more than `degrade_ratio` of the window's frames that showed a swapped face showed one older
   than `swap_age_budget_ms` (the face trails the person: a degraded result as surely as a late
@@ -46,7 +54,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -71,11 +79,14 @@ class Transition:
     time: float
     from_level: Level
     to_level: Level
-    reason: str  # "over_budget", "swap_age", "headroom", "fits" (the higher rung is known to fit the budget) or "manual"
+    reason: str  # "over_budget", "swap_age", "headroom", "fits" (the higher rung is known to fit the budget),
+    # "no_gain" (the step down made the frames later: taken back) or "manual"
     trigger: WindowStats
     faces_per_round: tuple[int | None, int | None] = (None, None)
     """(before, after) of `Watchdog.faces_per_round` (None: every face); equal unless this
     transition capped or uncapped the faces swapped per round."""
+    compared: WindowStats | None = None
+    """"no_gain": the record of the rung it goes back to, which the frames at the rung it leaves were worse than."""
 
     @property
     def faces_per_round_change(self) -> tuple[str, str] | None:
@@ -92,10 +103,13 @@ class Transition:
             stages = f"swap_age_p95_ms={t.swap_age_p95_ms:.0f} swap_age_over={t.swap_age_over_share:.2f} {stages}"
         change = self.faces_per_round_change
         faces = f"faces_per_round={change[0]}->{change[1]} " if change else ""
+        c = self.compared
+        compared = "" if c is None else (f" above_frames={c.frames} above_p95_ms={c.p95_ms:.1f} "
+                                         f"above_over_budget={c.over_budget_share:.2f}")
         return (
             f"watchdog transition t={self.time:.3f} from={self.from_level.name} to={self.to_level.name} "
             f"reason={self.reason} {faces}window={t.frames} p50_ms={t.p50_ms:.1f} p95_ms={t.p95_ms:.1f} "
-            f"over_budget={t.over_budget_share:.2f} {stages}".rstrip()
+            f"over_budget={t.over_budget_share:.2f}{compared} {stages}".rstrip()
         )
 
 
@@ -133,6 +147,17 @@ def _percentile(ordered: list[float], q: float) -> float:
 _UNCHANGED = object()
 """`Watchdog._move`'s default: the faces swapped per round stay as they are."""
 
+RUNG_RECORD = 90
+"""Frames (3 s at 30 fps) of the current rung kept as its record: what a step down is compared with."""
+
+NO_GAIN_MARGIN = 0.1
+"""A rung's p95 must exceed the record of the rung above by more than this share to count as worse
+(with its over-budget share above that rung's too): noise between two windows is not a verdict."""
+
+NO_GAIN_BLOCK_S = 30.0
+"""A step down taken back is not taken again for this long (doubled after each further take-back,
+up to 2⁴ times): each try costs a window of later frames."""
+
 HISTORY_CAP = 1000
 """Transitions (and their results) kept for the stats JSON: a daemon that runs for days and keeps
 changing level (or a tray user flipping quality) must not grow without end; the newest are kept."""
@@ -141,19 +166,20 @@ changing level (or a tray user flipping quality) must not grow without end; the 
 STALE_AFTER_EDIT: Mapping[str, frozenset[str]] = MappingProxyType({
     # [watchdog] key -> what the watchdog remembers that was judged under its old value (`configure`).
     # The frames measured are times, not verdicts: they stay, and so does the level.
-    "budget_ms": frozenset({"headroom", "fits"}),  # "p95 under budget × headroom since"; windows that kept the budget
+    "budget_ms": frozenset({"headroom", "fits", "no_gain"}),  # "p95 under budget × headroom since"; windows that kept the budget
     "degrade_ratio": frozenset({"fits"}),  # a window kept the budget with at most this share over it
     "recover_headroom": frozenset({"headroom", "young"}),  # since when the frames, the faces had headroom
     "swap_age_budget_ms": frozenset({"young", "uncaps"}),  # since when the face was young; faces given back too soon
     "window": frozenset({"window"}),  # the series' length (their newest frames kept)
-    "lowres_scale": frozenset({"lowres"}),  # what the reduced-detection rungs cost, as measured
+    "lowres_scale": frozenset({"lowres", "no_gain"}),  # what the reduced-detection rungs cost, as measured
     "recover_after_s": frozenset(),  # a duration, compared at each decision
     "cooldown_s": frozenset(),  # likewise
 })
 """Memories: "headroom" (`_headroom_since`), "fits" (each rung's last window that kept the budget,
 since when it has, and the climbs that failed: the back-off), "young" (`_young_since`), "uncaps"
 (the give-backs of faces that failed), "window" (the series re-bounded), "lowres" (the memories of
-the reduced-detection rungs, and the window when the level is one)."""
+the reduced-detection rungs, and the window when the level is one), "no_gain" (the steps down taken
+back and the rung records they were judged on)."""
 
 
 class Watchdog:
@@ -193,6 +219,9 @@ class Watchdog:
         self._faces_to_swap: deque[int] = deque(maxlen=cfg.window)  # per frame of the window, the faces it had to swap
         self._young_since: float | None = None  # since when the swap age has had headroom
         self._failed_uncaps = 0
+        self._record_here: deque[float] = deque(maxlen=RUNG_RECORD)  # the latencies at the current rung since it was reached
+        self._stepped_from: tuple[Level, WindowStats] | None = None  # a step down for latency: the rung left, its record
+        self._no_gain: dict[tuple[Level, Level], tuple[float, int]] = {}  # a step taken back → (blocked until, times)
 
     def configure(self, cfg: WatchdogConfig, changed: Iterable[str]) -> None:
         """Apply an edit of [watchdog] whose `changed` keys are named: the new thresholds from the
@@ -220,6 +249,9 @@ class Watchdog:
             self._young_since = None
         elif memory == "uncaps":
             self._failed_uncaps = 0
+        elif memory == "no_gain":
+            self._no_gain.clear()
+            self._stepped_from = None
         elif memory == "lowres":
             self._fits = {level: w for level, w in self._fits.items() if not rung(level).reduced_detection}
             if rung(self._level).reduced_detection:
@@ -247,6 +279,7 @@ class Watchdog:
         before = self.level
         self._forced = level
         self._reset_window()
+        self._stepped_from = None  # the frames from here on are not the step's
         if self.level != before:
             t = Transition(self._clock(), before, self.level, "manual", WindowStats(0, 0.0, 0.0, 0.0))
             self._record(t)
@@ -264,6 +297,7 @@ class Watchdog:
         if warming:
             return []
         self._latencies.append(float(latency_ms))
+        self._record_here.append(float(latency_ms))
         self._faces_to_swap.append(faces_to_swap)
         if swap_age_ms is not None:
             self._swap_ages.append(float(swap_age_ms))
@@ -308,10 +342,17 @@ class Watchdog:
                 self._fits_since = now
         else:
             self._fits_since = None
+        # Before the cooldown: the frames at the rung a step reached are later than where it came
+        # from — the sooner back the better, and the step is blocked, so this cannot oscillate.
+        back = self._taken_back(now)
+        if back is not None:
+            return back
         if not self._cooled_down(now):
             return None
         enhancer, boost = self.enhancer_enabled, self.boost_enabled
         down = lower(self._level, enhancer_configured=enhancer, boost_configured=boost)
+        if down is not None and self._no_gain.get((self._level, down), (0.0, 0))[0] > now:
+            down = None  # that step made the frames later when last taken: stay
         if window.over_budget_share > self.cfg.degrade_ratio and down is not None:
             last = self.transitions[-1] if self.transitions else None
             if last is not None and last.reason == "fits" and last.to_level is self._level:
@@ -360,6 +401,26 @@ class Watchdog:
             return self._move(now, up, "fits", self._window_stats())
         return None
 
+    def _taken_back(self, now: float) -> Transition | None:
+        """Back up to the rung a step down for latency left, when the frames here (a window of them
+        at least) are worse than its record: both a higher over-budget share and a p95 above its
+        by more than NO_GAIN_MARGIN. The step is blocked for NO_GAIN_BLOCK_S, doubled each time."""
+        if self._stepped_from is None or len(self._record_here) < self.cfg.window:
+            return None
+        above, before = self._stepped_from
+        here = self._stats_of(self._record_here)
+        if not (here.over_budget_share > before.over_budget_share and here.p95_ms > before.p95_ms * (1.0 + NO_GAIN_MARGIN)):
+            return None
+        times = self._no_gain.get((above, self._level), (0.0, 0))[1]
+        self._no_gain[(above, self._level)] = (now + NO_GAIN_BLOCK_S * 2 ** min(times, 4), times + 1)
+        return self._move(now, above, "no_gain", self._window_stats(), compared=before)
+
+    def _stats_of(self, latencies: Iterable[float]) -> WindowStats:
+        """Frames, p50, p95 and over-budget share of a series of latencies (not empty)."""
+        lat = sorted(latencies)
+        over = sum(1 for v in lat if v > self.cfg.budget_ms) / len(lat)
+        return WindowStats(len(lat), _percentile(lat, 50.0), _percentile(lat, 95.0), over)
+
     def _swap_age_stats(self) -> tuple[float, float] | None:
         """(p95 ms, share over `swap_age_budget_ms`) of the window's swap ages; None when the budget
         is off or no frame of the window showed a swapped face."""
@@ -377,11 +438,13 @@ class Watchdog:
         return self._last_transition_at is None or now - self._last_transition_at >= self.cfg.cooldown_s
 
     def _move(self, now: float, to: Level, reason: str, window: WindowStats, *,
-              faces_per_round: int | None | object = _UNCHANGED) -> Transition:
+              faces_per_round: int | None | object = _UNCHANGED, compared: WindowStats | None = None) -> Transition:
         """To rung `to`; `faces_per_round`, when given, changes the faces swapped per round too."""
         cap = self._faces_cap if faces_per_round is _UNCHANGED else faces_per_round
         assert cap is None or isinstance(cap, int)
-        t = Transition(now, self._level, to, reason, window, (self._faces_cap, cap))
+        t = Transition(now, self._level, to, reason, window, (self._faces_cap, cap), compared)
+        stepped_down = reason == "over_budget" and to is not self._level and self._record_here
+        self._stepped_from = (self._level, self._stats_of(self._record_here)) if stepped_down else None
         self._level, self._faces_cap = to, cap
         self._last_transition_at = now
         self._reset_window()
@@ -395,6 +458,7 @@ class Watchdog:
 
     def _reset_window(self) -> None:
         self._latencies.clear()
+        self._record_here.clear()
         self._swap_ages.clear()
         self._stages.clear()
         self._headroom_since = None
@@ -403,12 +467,10 @@ class Watchdog:
         self._faces_to_swap.clear()
 
     def _window_stats(self, stages: bool = True) -> WindowStats:
-        lat = sorted(self._latencies)
-        over = sum(1 for v in lat if v > self.cfg.budget_ms) / len(lat)
         per_stage = {k: _percentile(sorted(v), 95.0) for k, v in self._stages.items() if v} if stages else {}
         ages = self._swap_age_stats()
-        return WindowStats(len(lat), _percentile(lat, 50.0), _percentile(lat, 95.0), over, per_stage,
-                           *(ages if ages is not None else (None, 0.0)))
+        return replace(self._stats_of(self._latencies), stage_p95_ms=per_stage,
+                       swap_age_p95_ms=None if ages is None else ages[0], swap_age_over_share=0.0 if ages is None else ages[1])
 
     # -- reporting ------------------------------------------------------------------------------
     def history(self) -> list[dict[str, Any]]:
@@ -426,6 +488,8 @@ class Watchdog:
             r = results.get(id(t))
             if change := t.faces_per_round_change:
                 entry["faces_per_round"] = {"from": change[0], "to": change[1]}
+            if t.compared is not None:
+                entry["compared"] = to_jsonable(asdict(t.compared), digits=2)
             entry["after"] = to_jsonable(asdict(r.after), digits=2) if r else None
             out.append(entry)
         return out
