@@ -45,6 +45,10 @@ Rows:
 * `resolution` — the light clip at 480p and at 1080p, watchdog pinned at full: CPU per frame
   (60→240) at each, and 1080p ÷ 480p.
 
+`--pin LEVEL` (a quality level: full, low_res, frame_skip, …) runs the still rows with the watchdog
+pinned there: what each rung costs a group or a crowd (a rung that costs more than the one above
+is a step the watchdog takes back, `Watchdog` "no_gain").
+
 `--precision NAME=auto` runs the tree NAME (`--tree`) at `[models] precision = "auto"` (the product's
 default; "int8" too), the detector's and the swapper's int8 copies built and checked before the run
 (`vcamd.bench.scenarios.prepare_detector_int8`, `prepare_int8`: calibrated on the source photo and the
@@ -101,6 +105,8 @@ def main() -> None:
     p.add_argument("--load", type=int, default=0, help="busy processes beside every run")
     p.add_argument("--precision", action="append", default=[], metavar="NAME=PRECISION",
                    help="run the tree NAME at [models] precision PRECISION (auto, int8; default float), its int8 copies built before")
+    p.add_argument("--pin", default=None, metavar="LEVEL",
+                   help="the still rows (groups, crowd, crowd_noise) at this quality level, the watchdog pinned: what each rung costs them")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -124,7 +130,7 @@ def main() -> None:
         order = list(trees.items()) if rnd % 2 else list(trees.items())[::-1]  # each build first in turn
         for row in rows:
             for name, path in ([("Deep-Live-Cam", str(REPO))] if row == "dlc" else order):
-                for child, extra in _children(row):
+                for child, extra in _children(row, args.pin):
                     precision = args.precisions.get(name, "float") if row != "dlc" else "float"
                     result = _run_child(child, extra + (["--precision", precision] if precision != "float" else []), path, args)
                     result |= {"row": row, "build": name, "round": rnd, "load": args.load}
@@ -135,11 +141,11 @@ def main() -> None:
         args.json.write_text(json.dumps({"runs": runs, "trees": trees, "load": args.load}, indent=1))
 
 
-def _children(row: str) -> list[tuple[str, list[str]]]:
+def _children(row: str, pin: str | None = None) -> list[tuple[str, list[str]]]:
     if row == "resolution":
         return [("light", ["--resolution", "480p", "--quality", "full"]), ("light", ["--resolution", "1080p", "--quality", "full"])]
     if row in PHOTOS:
-        return [("still", ["--rows", row, "--resolution", PHOTOS[row][1]])]
+        return [("still", ["--rows", row, "--resolution", PHOTOS[row][1], *(["--quality", pin] if pin else [])])]
     return [(row, [])]
 
 
@@ -196,7 +202,8 @@ def format_table(runs: list[dict], rows: list[str], builds: list[str], args: arg
                 measures.append((row, "  share at full quality", lambda r: r["full_share"]))
                 measures.append((row, "  " + age[0], age[1]))
         elif row in PHOTOS:
-            measures += [(row, "capture→publish p99 ms", lambda r: r["p99_ms"]), (row, "published ÷ camera fps", lambda r: r["fps_ratio"]),
+            measures += [(row, "capture→publish p99 ms", lambda r: r["p99_ms"]), (row, "  p95 ms", lambda r: r.get("p95_ms", "–")),
+                         (row, "published ÷ camera fps", lambda r: r["fps_ratio"]),
                          (row, "share at full quality", lambda r: r["full_share"]),
                          (row, *age),
                          (row, "CPU-ms/frame, frames 60→240", lambda r: r["cpu_ms_per_frame"]),
@@ -352,7 +359,7 @@ def child_still(args: argparse.Namespace) -> dict:
         noise = {"noise": NOISE[row]} if row in NOISE else {}  # a tree before still_clip had it runs the other rows
         clip = still_clip(read_image(ASSETS / "images" / PHOTOS[row][0], "photo"), settings, tmp, (settings.width, settings.height), **noise)
         cfg, copies = _precision(scenario_config("groups", settings, tmp, Config(), face_selection="all"), args, clip, settings, tmp)
-        stats, marks, kept = _vcamd_run(clip, cfg, STILL_FRAMES, None, keep_every=CHECK_EVERY)
+        stats, marks, kept = _vcamd_run(clip, cfg, STILL_FRAMES, args.quality, keep_every=CHECK_EVERY)
     # The raw check, after the run: every picture the camera gave as the engine read it; each checked
     # frame is compared with the picture it was made from (the one it equals most: what no cover or
     # swap was drawn on is that picture's pixels exactly). The faces are placed on each picture — on
@@ -379,7 +386,7 @@ def child_still(args: argparse.Namespace) -> dict:
     places = placed[-1][1]
     fps = stats["fps"]
     return marks.per_frame() | {
-        "p99_ms": stats["latency_ms"]["p99"], "fps_ratio": round(fps["published"] / fps["source"], 3),
+        "p99_ms": stats["latency_ms"]["p99"], "p95_ms": stats["latency_ms"]["p95"], "fps_ratio": round(fps["published"] / fps["source"], 3),
         "full_share": stats["degradation"]["level_share"].get("full", 0.0), "checked": len(kept), "faces_checked": len(places), "pictures": len(pictures),
         "raw_frames": raw_frames, "recognised_frames": recognised_frames, "stats_faces": stats["faces"],
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v}, "by": stats.get("cpu_ms_per_frame_by"),

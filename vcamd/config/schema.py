@@ -269,7 +269,8 @@ class WatchdogConfig(Section):
     """Climb one step when the window's p95 is under budget × this for `recover_after_s`."""
     recover_after_s: Annotated[float, Field(ge=0, le=600)] = 3.0
     cooldown_s: Annotated[float, Field(ge=0, le=600)] = 1.0
-    """Minimum time between two transitions, so one slow spike cannot cascade."""
+    """Minimum time between two transitions, so one slow spike cannot cascade (a step down taken
+    back because its frames ran later than the level it left goes back at once: `Watchdog`)."""
     lowres_scale: Annotated[float, Field(gt=0.1, lt=1)] = 0.5
     """Processing/detection resolution factor at the "lower resolution" step."""
     swap_age_budget_ms: Annotated[float, Field(ge=0, le=60000)] = 1500.0
