@@ -16,13 +16,17 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   29-face frame back to full quality after a passing load spike: at full it costs more than
   budget × headroom whatever the machine does, yet fits the budget;
 * **take back a step down that made the frames later**: after a step down for latency, the frames
-  at the new rung are compared with the last RUNG_RECORD frames at the rung it left; once a window
-  of them is in, a rung where both the over-budget share and the p95 are worse (the p95 by more than
-  NO_GAIN_MARGIN) is left at once, back up (reason "no_gain", the rung above's record logged beside),
-  and that step is not taken again for NO_GAIN_BLOCK_S — twice as long after each step taken back
-  again. On a 2-core CPU a 150-face crowd at full quality ran p95 36 ms; at low_res, whose smaller
-  detector input misses the crowd's small faces and covers their places anew, 55 ms: the step the
-  watchdog took for a passing burst kept it there, slower, for the rest of the run;
+  at the new rung are compared with the rung it left as it ran before the window that made it step
+  (its last RUNG_RECORD frames but that window: the step is for a burst, or for a load that came
+  with it); once a window of them is in (NO_GAIN_FRAMES at least at each rung), a rung where the
+  over-budget share is no lower and the p95 later by more than NO_GAIN_MARGIN is left at once,
+  back up (reason "no_gain", the rung above's record logged beside), and that step is not taken
+  again for NO_GAIN_BLOCK_S — twice as long after each step taken back again. If the frames back up
+  are worse than those the rung below just ran (a load that stayed: both rungs slower, the lower one
+  less so), the step was right: down again (reason "no_gain" too), unblocked. On a 2-core CPU a
+  150-face crowd at full quality ran p95 36 ms; at low_res, whose smaller detector input misses the
+  crowd's small faces and covers their places anew, 55 ms: the step the watchdog took for a passing
+  burst kept it there, slower, for the rest of the run;
 * **degrade to the next rung with less swap work** (`quality.lower_swap_work`: the pixel boost, then the enhancer, off)
   when more than `degrade_ratio` of the window's frames that showed a swapped face showed one older
   than `swap_age_budget_ms` (the face trails the person: a degraded result as surely as a late
@@ -150,6 +154,11 @@ _UNCHANGED = object()
 RUNG_RECORD = 90
 """Frames (3 s at 30 fps) of the current rung kept as its record: what a step down is compared with."""
 
+NO_GAIN_FRAMES = 15
+"""The fewest frames at each rung that a step is judged on (`no_gain`): half a second at 30 fps —
+fewer (a small `window`, a step right after the start) say nothing, and the step stands as the
+ladder took it."""
+
 NO_GAIN_MARGIN = 0.1
 """A rung's p95 must exceed the record of the rung above by more than this share to count as worse
 (with its over-budget share above that rung's too): noise between two windows is not a verdict."""
@@ -221,6 +230,7 @@ class Watchdog:
         self._failed_uncaps = 0
         self._record_here: deque[float] = deque(maxlen=RUNG_RECORD)  # the latencies at the current rung since it was reached
         self._stepped_from: tuple[Level, WindowStats] | None = None  # a step down for latency: the rung left, its record
+        self._taken_from: tuple[Level, WindowStats] | None = None  # a step taken back: the rung below, its frames then
         self._no_gain: dict[tuple[Level, Level], tuple[float, int]] = {}  # a step taken back → (blocked until, times)
 
     def configure(self, cfg: WatchdogConfig, changed: Iterable[str]) -> None:
@@ -251,7 +261,7 @@ class Watchdog:
             self._failed_uncaps = 0
         elif memory == "no_gain":
             self._no_gain.clear()
-            self._stepped_from = None
+            self._stepped_from = self._taken_from = None
         elif memory == "lowres":
             self._fits = {level: w for level, w in self._fits.items() if not rung(level).reduced_detection}
             if rung(self._level).reduced_detection:
@@ -279,7 +289,7 @@ class Watchdog:
         before = self.level
         self._forced = level
         self._reset_window()
-        self._stepped_from = None  # the frames from here on are not the step's
+        self._stepped_from = self._taken_from = None  # the frames from here on are not the step's
         if self.level != before:
             t = Transition(self._clock(), before, self.level, "manual", WindowStats(0, 0.0, 0.0, 0.0))
             self._record(t)
@@ -403,17 +413,30 @@ class Watchdog:
 
     def _taken_back(self, now: float) -> Transition | None:
         """Back up to the rung a step down for latency left, when the frames here (a window of them
-        at least) are worse than its record: both a higher over-budget share and a p95 above its
-        by more than NO_GAIN_MARGIN. The step is blocked for NO_GAIN_BLOCK_S, doubled each time."""
-        if self._stepped_from is None or len(self._record_here) < self.cfg.window:
+        at least) are worse than its record (`_worse`): that step blocked for NO_GAIN_BLOCK_S,
+        doubled each time. Down again when the frames back up are worse than the rung below's were."""
+        if len(self._record_here) < max(self.cfg.window, NO_GAIN_FRAMES):
             return None
-        above, before = self._stepped_from
         here = self._stats_of(self._record_here)
-        if not (here.over_budget_share > before.over_budget_share and here.p95_ms > before.p95_ms * (1.0 + NO_GAIN_MARGIN)):
-            return None
-        times = self._no_gain.get((above, self._level), (0.0, 0))[1]
-        self._no_gain[(above, self._level)] = (now + NO_GAIN_BLOCK_S * 2 ** min(times, 4), times + 1)
-        return self._move(now, above, "no_gain", self._window_stats(), compared=before)
+        if self._stepped_from is not None and self._worse(here, self._stepped_from[1]):
+            above, before = self._stepped_from
+            times = self._no_gain.get((above, self._level), (0.0, 0))[1]
+            self._no_gain[(above, self._level)] = (now + NO_GAIN_BLOCK_S * 2 ** min(times, 4), times + 1)
+            below = self._level
+            back = self._move(now, above, "no_gain", self._window_stats(), compared=before)
+            self._taken_from = (below, here)
+            return back
+        if self._taken_from is not None and self._worse(here, self._taken_from[1]):
+            below, then = self._taken_from
+            until, times = self._no_gain.get((self._level, below), (0.0, 1))
+            self._no_gain[(self._level, below)] = (0.0, times - 1)  # the take-back was wrong: not counted, unblocked
+            return self._move(now, below, "no_gain", self._window_stats(), compared=then)
+        return None
+
+    def _worse(self, here: WindowStats, than: WindowStats) -> bool:
+        """As many of the frames over budget or more (all of them, under a load: equal), and the p95
+        later by more than NO_GAIN_MARGIN."""
+        return here.over_budget_share >= than.over_budget_share and here.p95_ms > than.p95_ms * (1.0 + NO_GAIN_MARGIN)
 
     def _stats_of(self, latencies: Iterable[float]) -> WindowStats:
         """Frames, p50, p95 and over-budget share of a series of latencies (not empty)."""
@@ -443,8 +466,12 @@ class Watchdog:
         cap = self._faces_cap if faces_per_round is _UNCHANGED else faces_per_round
         assert cap is None or isinstance(cap, int)
         t = Transition(now, self._level, to, reason, window, (self._faces_cap, cap), compared)
-        stepped_down = reason == "over_budget" and to is not self._level and self._record_here
-        self._stepped_from = (self._level, self._stats_of(self._record_here)) if stepped_down else None
+        # A step down for latency is judged against the rung's frames before the window that made it
+        # step (not judged when there are too few).
+        before = list(self._record_here)[: -self.cfg.window]
+        stepped_down = reason == "over_budget" and to is not self._level and len(before) >= NO_GAIN_FRAMES
+        self._stepped_from = (self._level, self._stats_of(before)) if stepped_down else None
+        self._taken_from = None
         self._level, self._faces_cap = to, cap
         self._last_transition_at = now
         self._reset_window()
