@@ -316,6 +316,21 @@ def test_a_step_down_that_makes_the_frames_later_is_taken_back_at_once_and_block
     assert burst_steps()
 
 
+def test_the_way_back_up_is_not_taken_for_the_rung_above_s_own_cost():
+    """Back at full, a crowd's first frames find its faces at full size again and draw their covers
+    and swaps anew: later than low_res's frames were. Full's own frames after that are not."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    cost = {Level.full: 30.0, Level.low_res: 55.0, Level.frame_skip: 50.0}
+    feed_costs(dog, clock, cost, 90)
+    feed(dog, clock, 90.0, 5)
+    feed_costs(dog, clock, cost, dog.cfg.window)
+    assert dog.level is Level.full and dog.transitions[-1].reason == "no_gain"
+    feed(dog, clock, 70.0, dog.cfg.window)  # the way back: its first window all over budget, later than low_res's
+    feed_costs(dog, clock, cost, 30 * 5)
+    assert dog.level is Level.full and len(dog.transitions) == 2
+
+
 def test_a_step_down_for_a_load_that_stays_is_taken_again_once_the_frames_back_up_say_so():
     """Another process takes the CPU for good: full now costs 70 ms, low_res 45, frame_skip 35. The
     frames at low_res are later than full's before the load (30 ms): the step is taken back — and

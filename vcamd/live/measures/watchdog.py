@@ -22,8 +22,9 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   over-budget share is no lower and the p95 later by more than NO_GAIN_MARGIN is left at once,
   back up (reason "no_gain", the rung above's record logged beside), and that step is not taken
   again for NO_GAIN_BLOCK_S — twice as long after each step taken back again. If the frames back up
-  are worse than those the rung below just ran (a load that stayed: both rungs slower, the lower one
-  less so), the step was right: down again (reason "no_gain" too), unblocked. On a 2-core CPU a
+  (after a first window: the way back has its own cost) are worse than those the rung below just
+  ran (a load that stayed: both rungs slower, the lower one less so), the step was right: down
+  again (reason "no_gain" too), unblocked. On a 2-core CPU a
   150-face crowd at full quality ran p95 36 ms; at low_res, whose smaller detector input misses the
   crowd's small faces and covers their places anew, 55 ms: the step the watchdog took for a passing
   burst kept it there, slower, for the rest of the run;
@@ -426,7 +427,10 @@ class Watchdog:
             back = self._move(now, above, "no_gain", self._window_stats(), compared=before)
             self._taken_from = (below, here)
             return back
-        if self._taken_from is not None and self._worse(here, self._taken_from[1]):
+        # Back up, the first window is the way back (a crowd's faces found again at full size, their
+        # covers and swaps drawn anew): the rung's own frames are those after it.
+        settled = list(self._record_here)[self.cfg.window :]
+        if self._taken_from is not None and len(settled) >= NO_GAIN_FRAMES and self._worse(self._stats_of(settled), self._taken_from[1]):
             below, then = self._taken_from
             until, times = self._no_gain.get((self._level, below), (0.0, 1))
             self._no_gain[(self._level, below)] = (0.0, times - 1)  # the take-back was wrong: not counted, unblocked
