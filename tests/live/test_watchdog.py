@@ -11,6 +11,7 @@ from vcamd.live.measures.watchdog import (
     NO_GAIN_BLOCK_S,
     RUNG_RECORD,
     STALE_AFTER_EDIT,
+    WAY_BACK_FRAMES,
     Transition,
     TransitionResult,
     Watchdog,
@@ -318,7 +319,8 @@ def test_a_step_down_that_makes_the_frames_later_is_taken_back_at_once_and_block
 
 def test_the_way_back_up_is_not_taken_for_the_rung_above_s_own_cost():
     """Back at full, a crowd's first frames find its faces at full size again and draw their covers
-    and swaps anew: later than low_res's frames were. Full's own frames after that are not."""
+    and swaps anew (for over a second with camera noise): later than low_res's frames were. Full's
+    own frames after that are not."""
     clock = FakeClock()
     dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
     cost = {Level.full: 30.0, Level.low_res: 55.0, Level.frame_skip: 50.0}
@@ -326,9 +328,21 @@ def test_the_way_back_up_is_not_taken_for_the_rung_above_s_own_cost():
     feed(dog, clock, 90.0, 5)
     feed_costs(dog, clock, cost, dog.cfg.window)
     assert dog.level is Level.full and dog.transitions[-1].reason == "no_gain"
-    feed(dog, clock, 70.0, dog.cfg.window)  # the way back: its first window all over budget, later than low_res's
+    feed(dog, clock, 70.0, WAY_BACK_FRAMES - 5)  # the way back: over budget, later than low_res's frames
     feed_costs(dog, clock, cost, 30 * 5)
     assert dog.level is Level.full and len(dog.transitions) == 2
+
+
+def test_a_step_that_held_for_a_full_record_is_not_judged_again_by_a_later_load():
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    feed(dog, clock, 30.0, 90)
+    feed(dog, clock, 90.0, 5)
+    assert dog.level is Level.low_res
+    feed(dog, clock, 25.0, RUNG_RECORD)  # low_res ran earlier than full: the step stands
+    loaded = {Level.full: 90.0, Level.low_res: 60.0, Level.frame_skip: 35.0}
+    feed_costs(dog, clock, loaded, 30 * 3)  # a load comes later: the next step down, not back up
+    assert [t.reason for t in dog.transitions] == ["over_budget", "over_budget"] and dog.level is Level.frame_skip
 
 
 def test_a_step_down_for_a_load_that_stays_is_taken_again_once_the_frames_back_up_say_so():

@@ -18,11 +18,11 @@ Each published frame reports its latency with `observe()`. Over a rolling window
 * **take back a step down that made the frames later**: after a step down for latency, the frames
   at the new rung are compared with the rung it left as it ran before the window that made it step
   (its last RUNG_RECORD frames but that window: the step is for a burst, or for a load that came
-  with it); once a window of them is in (NO_GAIN_FRAMES at least at each rung), a rung where the
-  over-budget share is no lower and the p95 later by more than NO_GAIN_MARGIN is left at once,
+  with it); once a window of them is in (NO_GAIN_FRAMES at least at each rung), a rung with frames
+  over budget, no fewer than there, and the p95 later by more than NO_GAIN_MARGIN is left at once,
   back up (reason "no_gain", the rung above's record logged beside), and that step is not taken
   again for NO_GAIN_BLOCK_S — twice as long after each step taken back again. If the frames back up
-  (after a first window: the way back has its own cost) are worse than those the rung below just
+  (after WAY_BACK_FRAMES: the way back has its own cost) are worse than those the rung below just
   ran (a load that stayed: both rungs slower, the lower one less so), the step was right: down
   again (reason "no_gain" too), unblocked. On a 2-core CPU a
   150-face crowd at full quality ran p95 36 ms; at low_res, whose smaller detector input misses the
@@ -159,6 +159,11 @@ NO_GAIN_FRAMES = 15
 """The fewest frames at each rung that a step is judged on (`no_gain`): half a second at 30 fps —
 fewer (a small `window`, a step right after the start) say nothing, and the step stands as the
 ladder took it."""
+
+WAY_BACK_FRAMES = 45
+"""The first frames back up after a take-back (1.5 s at 30 fps) are the way back, not the rung's
+own cost: a crowd's faces found again at full size, their covers and swaps drawn anew. The frames
+after them are what `no_gain` compares with the rung below's."""
 
 NO_GAIN_MARGIN = 0.1
 """A rung's p95 must exceed the record of the rung above by more than this share to count as worse
@@ -415,9 +420,10 @@ class Watchdog:
     def _taken_back(self, now: float) -> Transition | None:
         """Back up to the rung a step down for latency left, when the frames here (a window of them
         at least) are worse than its record (`_worse`): that step blocked for NO_GAIN_BLOCK_S,
-        doubled each time. Down again when the frames back up are worse than the rung below's were."""
-        if len(self._record_here) < max(self.cfg.window, NO_GAIN_FRAMES):
-            return None
+        doubled each time. Down again when the frames back up are worse than the rung below's were.
+        Judged until RUNG_RECORD frames here: a later change is the load's, not the step's."""
+        if (self._stepped_from is None and self._taken_from is None) or len(self._record_here) < max(self.cfg.window, NO_GAIN_FRAMES):
+            return None  # nothing to judge (most frames): no sorting
         here = self._stats_of(self._record_here)
         if self._stepped_from is not None and self._worse(here, self._stepped_from[1]):
             above, before = self._stepped_from
@@ -427,20 +433,21 @@ class Watchdog:
             back = self._move(now, above, "no_gain", self._window_stats(), compared=before)
             self._taken_from = (below, here)
             return back
-        # Back up, the first window is the way back (a crowd's faces found again at full size, their
-        # covers and swaps drawn anew): the rung's own frames are those after it.
-        settled = list(self._record_here)[self.cfg.window :]
+        settled = list(self._record_here)[WAY_BACK_FRAMES:]
         if self._taken_from is not None and len(settled) >= NO_GAIN_FRAMES and self._worse(self._stats_of(settled), self._taken_from[1]):
             below, then = self._taken_from
             until, times = self._no_gain.get((self._level, below), (0.0, 1))
             self._no_gain[(self._level, below)] = (0.0, times - 1)  # the take-back was wrong: not counted, unblocked
             return self._move(now, below, "no_gain", self._window_stats(), compared=then)
+        if len(self._record_here) == RUNG_RECORD:  # a full record here and no verdict: the step stands
+            self._stepped_from = self._taken_from = None
         return None
 
     def _worse(self, here: WindowStats, than: WindowStats) -> bool:
-        """As many of the frames over budget or more (all of them, under a load: equal), and the p95
-        later by more than NO_GAIN_MARGIN."""
-        return here.over_budget_share >= than.over_budget_share and here.p95_ms > than.p95_ms * (1.0 + NO_GAIN_MARGIN)
+        """Frames over budget (a rung that keeps the budget is not left for the one above), as many
+        as there or more (all of them, under a load: equal), and the p95 later by more than NO_GAIN_MARGIN."""
+        return (0.0 < here.over_budget_share >= than.over_budget_share
+                and here.p95_ms > than.p95_ms * (1.0 + NO_GAIN_MARGIN))
 
     def _stats_of(self, latencies: Iterable[float]) -> WindowStats:
         """Frames, p50, p95 and over-budget share of a series of latencies (not empty)."""
