@@ -24,10 +24,10 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   again for NO_GAIN_BLOCK_S — twice as long after each step taken back again. If the frames back up
   (after WAY_BACK_FRAMES: the way back has its own cost) are worse than those the rung below just
   ran (a load that stayed: both rungs slower, the lower one less so), the step was right: down
-  again (reason "no_gain" too), unblocked. On a 2-core CPU a
-  150-face crowd at full quality ran p95 36 ms; at low_res, whose smaller detector input misses the
-  crowd's small faces and covers their places anew, 55 ms: the step the watchdog took for a passing
-  burst kept it there, slower, for the rest of the run;
+  again (reason "no_gain" too), unblocked. On a 2-core CPU a 150-face crowd at full quality ran
+  p95 50 ms; at low_res, whose smaller detector input misses the crowd's small faces and covers
+  their places anew, 68 ms (`benchmarks/loop_cost.py --pin`): the step the watchdog took for a
+  passing burst kept it there, slower, for the rest of the run;
 * **degrade to the next rung with less swap work** (`quality.lower_swap_work`: the pixel boost, then the enhancer, off)
   when more than `degrade_ratio` of the window's frames that showed a swapped face showed one older
   than `swap_age_budget_ms` (the face trails the person: a degraded result as surely as a late
@@ -436,7 +436,7 @@ class Watchdog:
         settled = list(self._record_here)[WAY_BACK_FRAMES:]
         if self._taken_from is not None and len(settled) >= NO_GAIN_FRAMES and self._worse(self._stats_of(settled), self._taken_from[1]):
             below, then = self._taken_from
-            until, times = self._no_gain.get((self._level, below), (0.0, 1))
+            _, times = self._no_gain.get((self._level, below), (0.0, 1))
             self._no_gain[(self._level, below)] = (0.0, times - 1)  # the take-back was wrong: not counted, unblocked
             return self._move(now, below, "no_gain", self._window_stats(), compared=then)
         if len(self._record_here) == RUNG_RECORD:  # a full record here and no verdict: the step stands
