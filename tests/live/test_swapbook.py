@@ -30,6 +30,7 @@ class Result:
 
 PIPELINE, SOURCE = object(), object()
 MAKER = (PIPELINE, SOURCE)
+BOTH_ON = (True, True)  # the running pipeline has an enhancer and a pixel boost (`SwapBook.current`'s switches)
 
 
 def test_a_result_for_some_faces_replaces_their_swaps_and_keeps_the_others():
@@ -48,11 +49,11 @@ def test_a_swap_is_current_while_its_face_only_moved_since_its_frame():
     face = _face(0)
     book.merge(Result([face], ["s"], 1.0, 10))
     (swap,) = book.match([face])
-    assert SwapBook.current(swap, 10, Level.full, MAKER, now=1.5)  # stable since the swap's frame
-    assert SwapBook.current(swap, 4, Level.full, MAKER, now=1.5)  # ... or since before it
-    assert not SwapBook.current(swap, 11, Level.full, MAKER, now=1.5)  # changed after it was made
-    assert not SwapBook.current(swap, 10, Level.full, MAKER, now=1.0 + REFRESH_S + 0.01)  # made again now and then
-    assert not SwapBook.current(None, 0, Level.full, MAKER, now=1.0)
+    assert SwapBook.current(swap, 10, Level.full, MAKER, now=1.5, switches=BOTH_ON)  # stable since the swap's frame
+    assert SwapBook.current(swap, 4, Level.full, MAKER, now=1.5, switches=BOTH_ON)  # ... or since before it
+    assert not SwapBook.current(swap, 11, Level.full, MAKER, now=1.5, switches=BOTH_ON)  # changed after it was made
+    assert not SwapBook.current(swap, 10, Level.full, MAKER, now=1.0 + REFRESH_S + 0.01, switches=BOTH_ON)  # made again now and then
+    assert not SwapBook.current(None, 0, Level.full, MAKER, now=1.0, switches=BOTH_ON)
 
 
 def test_another_pipeline_source_face_or_swap_work_makes_it_out_of_date_detection_rungs_do_not():
@@ -60,11 +61,11 @@ def test_another_pipeline_source_face_or_swap_work_makes_it_out_of_date_detectio
     face = _face(0)
     book.merge(Result([face], ["s"], 1.0, 10, level=Level.no_enhancer))
     (swap,) = book.match([face])
-    assert SwapBook.current(swap, 10, Level.low_res, MAKER, now=1.1)  # low_res swaps as no_enhancer does
-    assert SwapBook.current(swap, 10, Level.frame_skip, MAKER, now=1.1)
-    assert not SwapBook.current(swap, 10, Level.full, MAKER, now=1.1)  # the enhancer is back on
-    assert not SwapBook.current(swap, 10, Level.no_enhancer, (object(), SOURCE), now=1.1)  # a rebuilt pipeline
-    assert not SwapBook.current(swap, 10, Level.no_enhancer, (PIPELINE, object()), now=1.1)  # another source face
+    assert SwapBook.current(swap, 10, Level.low_res, MAKER, now=1.1, switches=BOTH_ON)  # low_res swaps as no_enhancer does
+    assert SwapBook.current(swap, 10, Level.frame_skip, MAKER, now=1.1, switches=BOTH_ON)
+    assert not SwapBook.current(swap, 10, Level.full, MAKER, now=1.1, switches=BOTH_ON)  # the enhancer is back on
+    assert not SwapBook.current(swap, 10, Level.no_enhancer, (object(), SOURCE), now=1.1, switches=BOTH_ON)  # a rebuilt pipeline
+    assert not SwapBook.current(swap, 10, Level.no_enhancer, (PIPELINE, object()), now=1.1, switches=BOTH_ON)  # another source face
 
 
 @pytest.mark.parametrize(("enhancer", "boost"), [(False, False), (True, False), (False, True), (True, True)])
@@ -113,13 +114,13 @@ def test_a_kept_swap_shows_its_face_as_of_the_last_frame_it_was_checked_current_
     book.merge(Result([face], ["s"], t[10], 10))
     for i in range(11, 41):
         (swap,) = book.match([face])
-        assert SwapBook.check(swap, 5, Level.full, MAKER, now=t[i] + 0.03, t_frame=t[i])
+        assert SwapBook.check(swap, 5, Level.full, MAKER, now=t[i] + 0.03, t_frame=t[i], switches=BOTH_ON)
         assert SwapBook.shown_since([swap]) == t[i]  # current: as young as the frame checked
     (swap,) = book.match([face])
-    assert not SwapBook.check(swap, 41, Level.full, MAKER, now=t[41] + 0.03, t_frame=t[41])  # the face changed
+    assert not SwapBook.check(swap, 41, Level.full, MAKER, now=t[41] + 0.03, t_frame=t[41], switches=BOTH_ON)  # the face changed
     assert SwapBook.shown_since([swap]) == t[40]
     (swap,) = book.match([face])
-    assert not SwapBook.check(swap, 41, Level.full, MAKER, now=t[60] + 0.03, t_frame=t[60])
+    assert not SwapBook.check(swap, 41, Level.full, MAKER, now=t[60] + 0.03, t_frame=t[60], switches=BOTH_ON)
     assert SwapBook.shown_since([swap]) == t[40]  # still the last frame it showed the face as it was
     book.merge(Result([face], ["s2"], t[55], 55))  # a swap made after the change: its own frame
     (fresh,) = book.match([face])
@@ -133,8 +134,8 @@ def test_a_kept_swap_past_refresh_counts_from_its_last_current_frame():
     book.merge(Result([face], ["s"], 1.0, 10))
     (swap,) = book.match([face])
     last = 1.0 + REFRESH_S - 0.05
-    assert SwapBook.check(swap, 10, Level.full, MAKER, now=last + 0.02, t_frame=last)
-    assert not SwapBook.check(swap, 10, Level.full, MAKER, now=1.0 + REFRESH_S + 0.1, t_frame=1.0 + REFRESH_S + 0.08)
+    assert SwapBook.check(swap, 10, Level.full, MAKER, now=last + 0.02, t_frame=last, switches=BOTH_ON)
+    assert not SwapBook.check(swap, 10, Level.full, MAKER, now=1.0 + REFRESH_S + 0.1, t_frame=1.0 + REFRESH_S + 0.08, switches=BOTH_ON)
     assert SwapBook.shown_since([swap]) == last  # not 1.0: it showed the still face until `last`
 
 

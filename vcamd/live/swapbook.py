@@ -132,7 +132,7 @@ class SwapBook:
 
     @staticmethod
     def current(swap: Swap | None, stable_since: int, level: Level, maker: tuple[Any, Any], now: float,
-                switches: tuple[bool, bool] = (True, True)) -> bool:
+                switches: tuple[bool, bool]) -> bool:
         """Whether `swap` shows its face as it is now (see the module doc). `switches`: whether the
         running pipeline has an enhancer and a pixel boost (`quality.swap_work`): a swap made at a
         rung that differs from this one in detection alone is the same swap, so a watchdog step to
@@ -145,7 +145,7 @@ class SwapBook:
 
     @staticmethod
     def check(swap: Swap | None, stable_since: int, level: Level, maker: tuple[Any, Any], now: float, t_frame: float,
-              switches: tuple[bool, bool] = (True, True)) -> bool:
+              switches: tuple[bool, bool]) -> bool:
         """`current`, for the frame captured at `t_frame` (the frame whose faces were looked at);
         when it is, the swap is remembered as showing its face as of that frame (`t_current`)."""
         ok = SwapBook.current(swap, stable_since, level, maker, now, switches)
