@@ -422,23 +422,27 @@ class Watchdog:
         at least) are worse than its record (`_worse`): that step blocked for NO_GAIN_BLOCK_S,
         doubled each time. Down again when the frames back up are worse than the rung below's were.
         Judged until RUNG_RECORD frames here: a later change is the load's, not the step's."""
-        if (self._stepped_from is None and self._taken_from is None) or len(self._record_here) < max(self.cfg.window, NO_GAIN_FRAMES):
+        if len(self._record_here) < max(self.cfg.window, NO_GAIN_FRAMES):
+            return None
+        if self._stepped_from is not None:  # (set by a step down for latency, `_taken_from` by a take-back: never both)
+            here = self._stats_of(self._record_here)
+            if self._worse(here, self._stepped_from[1]):
+                above, before = self._stepped_from
+                times = self._no_gain.get((above, self._level), (0.0, 0))[1]
+                self._no_gain[(above, self._level)] = (now + NO_GAIN_BLOCK_S * 2 ** min(times, 4), times + 1)
+                below = self._level
+                back = self._move(now, above, "no_gain", self._window_stats(), compared=before)
+                self._taken_from = (below, here)
+                return back
+        elif self._taken_from is not None:
+            settled = list(self._record_here)[WAY_BACK_FRAMES:]
+            if len(settled) >= NO_GAIN_FRAMES and self._worse(self._stats_of(settled), self._taken_from[1]):
+                below, then = self._taken_from
+                _, times = self._no_gain.get((self._level, below), (0.0, 1))
+                self._no_gain[(self._level, below)] = (0.0, times - 1)  # the take-back was wrong: not counted, unblocked
+                return self._move(now, below, "no_gain", self._window_stats(), compared=then)
+        else:
             return None  # nothing to judge (most frames): no sorting
-        here = self._stats_of(self._record_here)
-        if self._stepped_from is not None and self._worse(here, self._stepped_from[1]):
-            above, before = self._stepped_from
-            times = self._no_gain.get((above, self._level), (0.0, 0))[1]
-            self._no_gain[(above, self._level)] = (now + NO_GAIN_BLOCK_S * 2 ** min(times, 4), times + 1)
-            below = self._level
-            back = self._move(now, above, "no_gain", self._window_stats(), compared=before)
-            self._taken_from = (below, here)
-            return back
-        settled = list(self._record_here)[WAY_BACK_FRAMES:]
-        if self._taken_from is not None and len(settled) >= NO_GAIN_FRAMES and self._worse(self._stats_of(settled), self._taken_from[1]):
-            below, then = self._taken_from
-            _, times = self._no_gain.get((self._level, below), (0.0, 1))
-            self._no_gain[(self._level, below)] = (0.0, times - 1)  # the take-back was wrong: not counted, unblocked
-            return self._move(now, below, "no_gain", self._window_stats(), compared=then)
         if len(self._record_here) == RUNG_RECORD:  # a full record here and no verdict: the step stands
             self._stepped_from = self._taken_from = None
         return None
