@@ -117,6 +117,11 @@ def main() -> None:
         result = CHILDREN[args.child](args)
         args.out.write_text(json.dumps(result))
         return
+    if args.pin is not None:
+        from vcamd.common.quality import Level
+
+        if args.pin not in Level.__members__:
+            sys.exit(f"--pin: no quality level {args.pin!r}; one of {', '.join(Level.__members__)}")
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(REPO)}
     args.precisions = dict(t.split("=", 1) for t in args.precision)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
