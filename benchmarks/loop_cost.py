@@ -55,6 +55,9 @@ default; "int8" too), the detector's and the swapper's int8 copies built and che
 clip's frames), as an earlier start of the daemon leaves them; the rows run at float otherwise. The
 same checkout may be named twice, once per precision: `--tree float=. --tree auto=. --precision auto=auto`.
 
+`--detector MODEL` runs every row with another SCRFD model as the product's detector (default
+SCRFD-2.5G; the raw check's checkers stay both): `--detector ../shared/assets/models/scrfd_500m_kps.onnx`.
+
 `--load N` starts N busy processes (one core each, normal priority: the call app) around every
 run. Printed: one table, a row per measure, a column per build (median of the rounds, and every
 round's figure); `--json` keeps every run.
@@ -107,6 +110,7 @@ def main() -> None:
                    help="run the tree NAME at [models] precision PRECISION (auto, int8; default float), its int8 copies built before")
     p.add_argument("--pin", default=None, metavar="LEVEL",
                    help="the still rows (groups, crowd, crowd_noise) at this quality level, the watchdog pinned: what each rung costs them")
+    p.add_argument("--detector", type=Path, default=DETECTOR, help="the product's SCRFD detector for every row (default: SCRFD-2.5G)")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -122,6 +126,9 @@ def main() -> None:
 
         if args.pin not in Level.__members__:
             sys.exit(f"--pin: no quality level {args.pin!r}; one of {', '.join(Level.__members__)}")
+    if not args.detector.is_file():
+        sys.exit(f"--detector: no such file {args.detector} (an SCRFD .onnx, e.g. {DETECTOR})")
+    args.detector = args.detector.resolve()
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(REPO)}
     args.precisions = dict(t.split("=", 1) for t in args.precision)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
@@ -157,7 +164,7 @@ def _children(row: str, pin: str | None = None) -> list[tuple[str, list[str]]]:
 def _run_child(child: str, extra: list[str], tree: str, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="vcamd-loopcost-") as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [sys.executable, __file__, "--child", child, "--out", str(out), *extra]
+        cmd = [sys.executable, __file__, "--child", child, "--out", str(out), "--detector", str(args.detector), *extra]
         if child == "dlc":
             cmd += ["--dlc", str(args.dlc)]
         env = {**os.environ, "PYTHONPATH": tree, "LOOPCOST_TMP": tmp}
@@ -224,7 +231,7 @@ def format_table(runs: list[dict], rows: list[str], builds: list[str], args: arg
             by.setdefault(key, {})[r["resolution"]] = r["cpu_ms_per_frame"]
         else:
             by[key] = r
-    lines = [f"loop cost — {args.rounds} round(s), busy processes beside: {args.load}; median [every round]",
+    lines = [f"loop cost — {args.rounds} round(s), busy processes beside: {args.load}, detector {args.detector.name}; median [every round]",
              "| row | measure | " + " | ".join(builds) + " |", "|---" * (2 + len(builds)) + "|"]
     for row, label, get in measures:
         cells = []
@@ -317,11 +324,11 @@ def _prepare_copies(cfg, clip: Path, settings, tmp: Path) -> dict:
             "swapper": prepare_int8(settings, Path(cfg.models.swapper), clip, tmp, Config())}
 
 
-def _settings(resolution: str, quality: str | None):
+def _settings(resolution: str, quality: str | None, detector: Path):
     from vcamd.bench.settings import RESOLUTIONS, BenchSettings
 
     width, height = RESOLUTIONS[resolution]
-    return BenchSettings(face=FACE, detector=str(DETECTOR), width=width, height=height, fps=30.0, frames=UNTIL,
+    return BenchSettings(face=FACE, detector=str(detector), width=width, height=height, fps=30.0, frames=UNTIL,
                          inswapper_frames=UNTIL, providers=["cpu"], threads=1, fp16=False, quality=quality)
 
 
@@ -333,7 +340,7 @@ def child_light(args: argparse.Namespace) -> dict:
     from vcamd.files.images import read_image
 
     tmp = Path(os.environ["LOOPCOST_TMP"])
-    settings = _settings(args.resolution, args.quality or None)
+    settings = _settings(args.resolution, args.quality or None, args.detector)
     with _cache_dir(tmp / "optimized"):
         clip = sliding_clip(read_image(FACE, "face"), settings, tmp, (settings.width, settings.height))
         cfg, copies = _precision(scenario_config("light", settings, tmp, Config()), args, clip, settings, tmp)
@@ -359,7 +366,7 @@ def child_still(args: argparse.Namespace) -> dict:
 
     row = args.rows
     tmp = Path(os.environ["LOOPCOST_TMP"])
-    settings = _settings(args.resolution, None)
+    settings = _settings(args.resolution, None, args.detector)
     with _cache_dir(tmp / "optimized"):
         noise = {"noise": NOISE[row]} if row in NOISE else {}  # a tree before still_clip had it runs the other rows
         clip = still_clip(read_image(ASSETS / "images" / PHOTOS[row][0], "photo"), settings, tmp, (settings.width, settings.height), **noise)
@@ -424,13 +431,13 @@ def child_dlc(args: argparse.Namespace) -> dict:
     from vcamd.live.capture.sources import VideoFileCamera
 
     tmp = Path(os.environ["LOOPCOST_TMP"])
-    settings = _settings("720p", None)
+    settings = _settings("720p", None, args.detector)
     clip = sliding_clip(read_image(FACE, "face"), settings, tmp, (settings.width, settings.height))
     # Its model folders: insightface's buffalo_l under a home of its own, and the swapper's folder.
     home = tmp / "home"
     pack = home / ".insightface" / "models" / "buffalo_l"
     pack.mkdir(parents=True)
-    shutil.copy(DETECTOR, pack / "det_10g.onnx")
+    shutil.copy(args.detector, pack / "det_10g.onnx")
     build_recognizer(pack / "w600k_r50.onnx")
     swapper_dir = tmp / "dlc-models"
     build_swapper(swapper_dir / "inswapper_128.onnx", fp16=False, compute_equivalent=False)

@@ -227,7 +227,7 @@ def test_status_is_a_snapshot_that_costs_the_loop_nothing(live_config, clip_20fp
 def test_stats_say_how_live_the_face_is_and_what_each_face_got(live_config, clip_20fps, run_live):
     stats, _, engine = run_live(live_config(), clip_20fps, frames=40)
     faces, frames = stats["faces"], stats["frames"]
-    assert set(faces) == {"swapped", "held", "obscured", "unsure"} and faces["unsure"] == 0  # largest: no unsure places asked for
+    assert set(faces) == {"swapped", "held", "obscured", "unsure", "side_on"} and faces["unsure"] == 0  # largest: no unsure places asked for
     assert faces["swapped"] >= frames["swapped"] > 0  # one face here: at least one per swapped frame
     age = stats["swap_age_ms"]
     assert set(age) == {"p50", "p95"} and 0 < age["p50"] <= age["p95"]

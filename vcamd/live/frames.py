@@ -398,7 +398,8 @@ class FrameProcessor:
         if composed is not None:
             if composed.all_swapped:
                 parts.publisher.remember_good(frame, targets or [], tuple(self._wants(targets or []) or ()))
-            parts.stats.record_faces(composed.faces, None if swapped_at is None else (now - swapped_at) * 1000.0, composed.unsure_covered)
+            parts.stats.record_faces(composed.faces, None if swapped_at is None else (now - swapped_at) * 1000.0, composed.unsure_covered,
+                                     composed.side_on_covered)
         latency = None if t_capture is None else (now - t_capture) * 1000.0
         parts.stats.record_publish(outcome, parts.watchdog.level, latency)
         # The watchdog judges the face pipeline's cost: frames without it (swapping off, models still

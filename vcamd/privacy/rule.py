@@ -2,7 +2,7 @@
 for the camera (`vcamd.live.frames`) and for `vcamd swap` (`FaceEngine.process_frame`) alike.
 
 While swapping is on, every face shown is **swapped** (the latest swap pasted at its current
-keypoints), **held** (covered by the last good output, where that output showed this face swapped)
+keypoints; not a face seen from the side, `side_on`: covered as one without a swap), **held** (covered by the last good output, where that output showed this face swapped)
 or **obscured** (`vcamd.privacy.obscure`, a region generously grown around it). Faces that were lost
 (tracking lost them, a lower detection size missed them) are covered at their last-known place,
 grown further since they may have moved; places the detector was unsure of (`FaceReport.unsure`)
@@ -36,6 +36,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from vcamd.common.types import Face, Frame, Outcome
 from vcamd.config.schema import OnMiss
@@ -56,6 +57,17 @@ TRACK_MATCH_WIDTHS = 1.5
 
 HELD_MATCH_WIDTHS = 0.5
 """A face may be held when the last good output showed it swapped within this × its width."""
+
+SIDE_ON_EYE_SHARE = 0.4
+"""A face whose eyes are closer together than this share of their distance to the mouth is seen from
+the side (`side_on`): a paste aligned on its keypoints lands on the nose side and leaves cheek and
+ear as the camera shows them, and the detectors disagree where such a face is — SCRFD-2.5G boxed a
+profile on crowd_selfie 14 px to the nose side of SCRFD-500M's box; the swap on one left half of the
+other's as it was, and MobileFaceNet still knew the person. Such a face is covered like one that
+could not be swapped. Facing the camera the share is 0.87 (ArcFace's template); the 1 000 places both
+SCRFD models score 0.2 and up on the project's photos have 0.56 or more but that profile, 0.18 in the
+whole look and 0.30 in SCRFD-500M's crop look (tests/privacy/test_side_on.py). 0.4 is a head turned
+~60° from the camera."""
 
 Paste = Callable[[Frame, Any, Face], Any]
 """Pastes one swapped face (what the swap worker made) onto the frame at a face's keypoints; may
@@ -152,6 +164,9 @@ class Composed:
     others_covered: int = 0
     """Faces face_selection does not swap, obscured ([swap] others = "obscure"): apart from `faces`
     and from the frame's outcome, which say how the faces being swapped fared."""
+    side_on_covered: int = 0
+    """Faces with a swap covered because they are seen from the side (`side_on`): among `faces` too, as
+    held or obscured; counted apart to say why."""
 
 
 def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Composed:
@@ -166,7 +181,7 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
         return _whole_frame_miss(scene, n_faces)
 
     outcomes: list[FaceOutcome | None] = [None] * len(scene.targets)
-    swaps = _of_wanted_source(scene)
+    swaps, side_on_covered = _facing(scene.targets, _of_wanted_source(scene))
     to_paste = [(i, sw) for i, sw in enumerate(swaps) if sw is not None]
     missed = [i for i, sw in enumerate(swaps) if sw is None]
     if scene.on_miss is OnMiss.passthrough:
@@ -212,7 +227,7 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
                or any(o is not FaceOutcome.passthrough for o in faces))
     return Composed(frame, _frame_outcome(faces, others_covered=bool(scene.others)), faces, fresh_badge=altered,
                     all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces), unsure_covered=unsure_covered,
-                    others_covered=len(scene.others))
+                    others_covered=len(scene.others), side_on_covered=side_on_covered if scene.on_miss is not OnMiss.passthrough else 0)
 
 
 def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:
@@ -231,6 +246,35 @@ def _of_wanted_source(scene: Scene) -> list[Any | None]:
         return list(scene.swaps)
     return [sw if sw is not None and (want is None or (want != UNKNOWN_SOURCE and getattr(sw, "source", None) == want)) else None
             for sw, want in zip(scene.swaps, scene.sources)]
+
+
+def _facing(targets: list[Face], swaps: list[Any | None]) -> tuple[list[Any | None], int]:
+    """The swaps, each kept only where its target faces the camera (not `side_on`): a face seen from
+    the side is covered as a face without a swap. And how many were not kept."""
+    with_swap = [i for i, sw in enumerate(swaps) if sw is not None]
+    if not with_swap:
+        return swaps, 0
+    sideways = side_on([targets[i] for i in with_swap])
+    if not sideways.any():
+        return swaps, 0
+    kept = list(swaps)
+    for i in np.asarray(with_swap)[sideways].tolist():
+        kept[i] = None
+    return kept, int(sideways.sum())
+
+
+def side_on(faces: Sequence[Face]) -> npt.NDArray[np.bool_]:
+    """Per face, whether it is seen from the side (SIDE_ON_EYE_SHARE): its eye distance against the
+    distance from the eyes' midpoint to the mouth's — two lengths a turn of the head shortens
+    differently (the first with the turn, the second not), whatever the detector's box or the
+    face's roll and size. One array computation for a crowd's faces."""
+    if not faces:
+        return np.zeros(0, bool)
+    kps = np.array([face.kps for face in faces], np.float64).reshape(len(faces), 5, 2)
+    eyes = np.hypot(*(kps[:, 1] - kps[:, 0]).T)
+    down = np.hypot(*((kps[:, 3] + kps[:, 4] - kps[:, 0] - kps[:, 1]) / 2).T)
+    sideways: npt.NDArray[np.bool_] = eyes < SIDE_ON_EYE_SHARE * down
+    return sideways
 
 
 def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None, painter: Painter,

@@ -47,6 +47,8 @@ class FaceCounts(TypedDict):
     obscured: int
     unsure: int
     """Places the detector was unsure of, covered (`[detection] cover_threshold`): not counted as faces above."""
+    side_on: int
+    """Of the held and obscured above, faces seen from the side (`vcamd.privacy.rule.side_on`): a swap there would leave cheek and ear as they are."""
 
 
 class Misses(TypedDict):

@@ -79,6 +79,8 @@ FACE_OUTCOMES = ("swapped", "held", "obscured")
 """The per-face counts in stats and status (`vcamd.privacy.rule.FaceOutcome`)."""
 UNSURE = "unsure"
 """The count of unsure places covered, beside the face outcomes (`Composed.unsure_covered`)."""
+SIDE_ON = "side_on"
+"""The count of faces covered because seen from the side, of the held and obscured (`Composed.side_on_covered`)."""
 
 
 OTHER_THREADS = "other threads"
@@ -215,18 +217,21 @@ class LiveStats:
             self.last_publish_at = now
             self._recent.append(now)
 
-    def record_faces(self, outcomes: Iterable[str], swap_age_ms: float | None, unsure_covered: int = 0) -> None:
+    def record_faces(self, outcomes: Iterable[str], swap_age_ms: float | None, unsure_covered: int = 0, side_on_covered: int = 0) -> None:
         """What each face of a published frame got (swapped/held/obscured/passthrough), how many
-        unsure places were covered, and the age of the swapped faces on screen when any was swapped."""
+        unsure places were covered, how many of its faces were covered for being seen from the side,
+        and the age of the swapped faces on screen when any was swapped."""
         with self._lock:
             self.face_outcomes.update(str(o) for o in outcomes)
             self.face_outcomes[UNSURE] += unsure_covered
+            self.face_outcomes[SIDE_ON] += side_on_covered
             if swap_age_ms is not None:
                 self.swap_age_ms.append(swap_age_ms)
 
     def _face_counts(self) -> FaceCounts:
-        counts = self.face_outcomes  # by FACE_OUTCOMES, and UNSURE
-        return FaceCounts(swapped=counts["swapped"], held=counts["held"], obscured=counts["obscured"], unsure=counts[UNSURE])
+        counts = self.face_outcomes  # by FACE_OUTCOMES, UNSURE and SIDE_ON
+        return FaceCounts(swapped=counts["swapped"], held=counts["held"], obscured=counts["obscured"], unsure=counts[UNSURE],
+                          side_on=counts[SIDE_ON])
 
     def _frame_counts(self, captured: int, dropped: int) -> FrameCounts:
         o = self.outcomes
