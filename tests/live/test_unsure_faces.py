@@ -157,6 +157,28 @@ def test_an_unsure_place_stays_covered_until_a_detection_that_could_see_it_misse
     assert book.unsure == []
 
 
+def test_an_unsure_place_beside_a_track_is_covered_again_once_the_track_moves_off_it():
+    """The crowd row with SCRFD-500M as the daemon's detector: the whole look scored a 31-px face
+    unsure beside a 39-px track close enough to be taken for that face's; the track's crop look then
+    drifted 14 px off it, and the place, dropped for the track, was shown raw until the next look
+    (1–7 of 48 checked frames). Near a track a place is not covered twice; it is kept, and covered
+    again as soon as nothing near it is."""
+    from vcamd.live.tracking.trackedfaces import TrackedFaces
+
+    def face(box: tuple[float, float, float, float], score: float) -> Face:
+        return Face(box=box, score=score, kps=np.zeros((5, 2), np.float32))
+
+    track = face((660.0, 615.0, 699.0, 660.0), 0.7)
+    shy = face((677.0, 620.0, 708.0, 656.0), 0.38)  # centres 13 px apart: under half the smaller width
+    book = TrackedFaces()
+    book.take_full(FullDetection([track], 1, 640, unsure=[shy]))
+    assert book.report(late=False, appeared=[], full=True).unsure == []  # the track's: swapped there
+    book.take_tracked([face((643.0, 617.0, 683.0, 658.0), 0.7)], 2)  # its crop look, 14 px off
+    assert book.report(late=False, appeared=[], full=False).unsure == [shy]
+    book.take_tracked([face((659.0, 615.0, 698.0, 660.0), 0.7)], 3)  # back beside it
+    assert book.unsure == []
+
+
 def test_a_region_look_that_cuts_a_place_cannot_say_it_is_gone():
     """A region look drops what its sides cut (`RegionImage.to_frame`): holding only a place's
     centre, it never saw the place, so an unsure place (or a lost face) there stays covered; a
