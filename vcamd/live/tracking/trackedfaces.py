@@ -111,8 +111,8 @@ def _away_from(places: list[_Unsure], faces: list[Face]) -> list[_Unsure]:
     """The places not `near` any of `faces` (`near_matrix`: a crowd has hundreds of each)."""
     if not places or not faces:
         return list(places)
-    close = near_matrix([p.face for p in places], faces, SAME_TRACK_WIDTHS).any(axis=1)
-    return [p for p, c in zip(places, close.tolist()) if not c]
+    close: list[bool] = np.asarray(near_matrix([p.face for p in places], faces, SAME_TRACK_WIDTHS).any(axis=1)).tolist()
+    return [p for p, c in zip(places, close) if not c]
 
 
 def dedupe_faces(faces: list[Face]) -> list[Face]:
