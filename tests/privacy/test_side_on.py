@@ -79,6 +79,10 @@ def test_compose_covers_a_side_on_face_and_swaps_the_one_facing_the_camera():
     composed = compose(Scene(frame=frame.copy(), enabled=True, on_miss=OnMiss.hold, known=True, targets=[facing, turned],
                              swaps=["swap a", "swap b"], held=held), lambda *_: None)
     assert composed.faces == [FaceOutcome.swapped, FaceOutcome.held]
+    # The user's passthrough opt-out leaves misses raw: its swap, half a face, is still better than none.
+    composed = compose(Scene(frame=frame.copy(), enabled=True, on_miss=OnMiss.passthrough, known=True, targets=[facing, turned],
+                             swaps=["swap a", "swap b"]), lambda *_: None)
+    assert composed.faces == [FaceOutcome.swapped, FaceOutcome.swapped] and composed.side_on_covered == 0
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,10 @@
 for the camera (`vcamd.live.frames`) and for `vcamd swap` (`FaceEngine.process_frame`) alike.
 
 While swapping is on, every face shown is **swapped** (the latest swap pasted at its current
-keypoints; not a face seen from the side, `side_on`: covered as one without a swap), **held** (covered by the last good output, where that output showed this face swapped)
-or **obscured** (`vcamd.privacy.obscure`, a region generously grown around it). Faces that were lost
-(tracking lost them, a lower detection size missed them) are covered at their last-known place,
+keypoints; a face seen from the side, `side_on`, is covered as one without a swap), **held**
+(covered by the last good output, where that output showed this face swapped) or **obscured**
+(`vcamd.privacy.obscure`, a region generously grown around it). Faces that were lost (tracking
+lost them, a lower detection size missed them) are covered at their last-known place,
 grown further since they may have moved; places the detector was unsure of (`FaceReport.unsure`)
 are covered as a face that could not be swapped, and counted apart (they may be no face at all);
 what changed away from every known face since a detection looked there (`Scene.unseen`, from
@@ -181,7 +182,9 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
         return _whole_frame_miss(scene, n_faces)
 
     outcomes: list[FaceOutcome | None] = [None] * len(scene.targets)
-    swaps, side_on_covered = _facing(scene.targets, _of_wanted_source(scene))
+    swaps = _of_wanted_source(scene)
+    # A face seen from the side is covered; under the user's passthrough opt-out, its swap is still better than raw.
+    swaps, side_on_covered = _facing(scene.targets, swaps) if scene.on_miss is not OnMiss.passthrough else (swaps, 0)
     to_paste = [(i, sw) for i, sw in enumerate(swaps) if sw is not None]
     missed = [i for i, sw in enumerate(swaps) if sw is None]
     if scene.on_miss is OnMiss.passthrough:
@@ -227,7 +230,7 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
                or any(o is not FaceOutcome.passthrough for o in faces))
     return Composed(frame, _frame_outcome(faces, others_covered=bool(scene.others)), faces, fresh_badge=altered,
                     all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces), unsure_covered=unsure_covered,
-                    others_covered=len(scene.others), side_on_covered=side_on_covered if scene.on_miss is not OnMiss.passthrough else 0)
+                    others_covered=len(scene.others), side_on_covered=side_on_covered)
 
 
 def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:
