@@ -21,7 +21,7 @@ from vcamd.config.schema import OnMiss
 from vcamd.faces.align import template_points
 from vcamd.faces.detect import FaceDetector, iou
 from vcamd.inference.runtime import Sessions
-from vcamd.privacy.rule import SIDE_ON_EYE_SHARE, FaceOutcome, Held, Scene, compose, side_on
+from vcamd.privacy.rule import SIDE_ON_EYE_SHARE, FaceOutcome, Held, Scene, compose, eye_share, side_on
 
 PROFILE_BOX = (387, 653, 425, 704)
 """Where SCRFD-2.5G's whole look at 640 boxes the crowd's profile (crowd_selfie fitted to 1920×1080)."""
@@ -106,7 +106,6 @@ def test_on_real_photos_only_the_crowds_profile_is_side_on_and_the_rest_is_far_f
     assert [(model, photo) for model, photo, _ in sideways] == [("scrfd_2.5g_kps.onnx", "crowd_selfie.jpg")]
     assert iou(sideways[0][2].box, PROFILE_BOX) > 0.8
     # The margin on both sides of the share: the others at 0.5 and up (0.56 the least), the profile at 0.2 or less.
-    eyes = np.array([np.hypot(*(f.kps[1] - f.kps[0])) / np.hypot(*((f.kps[3] + f.kps[4] - f.kps[0] - f.kps[1]) / 2))
-                     for _, _, f in found])
+    eyes = eye_share([face for _, _, face in found])
     assert eyes[~flagged].min() >= 0.5
     assert eyes[flagged].max() <= 0.2

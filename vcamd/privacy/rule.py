@@ -60,9 +60,9 @@ HELD_MATCH_WIDTHS = 0.5
 """A face may be held when the last good output showed it swapped within this × its width."""
 
 SIDE_ON_EYE_SHARE = 0.4
-"""A face whose eyes are closer together than this share of their distance to the mouth is seen from
-the side (`side_on`): a paste aligned on its keypoints lands on the nose side and leaves cheek and
-ear as the camera shows them, and the detectors disagree where such a face is — SCRFD-2.5G boxed a
+"""A face whose eyes are closer together than this share of their distance to the mouth (`eye_share`)
+is seen from the side (`side_on`): a paste aligned on its keypoints lands on the nose side and leaves
+cheek and ear as the camera shows them, and the detectors disagree where such a face is — SCRFD-2.5G boxed a
 profile on crowd_selfie 14 px to the nose side of SCRFD-500M's box; the swap on one left half of the
 other's as it was, and MobileFaceNet still knew the person. Such a face is covered like one that
 could not be swapped. Facing the camera the share is 0.87 (ArcFace's template); the 1 000 places both
@@ -267,17 +267,23 @@ def _facing(targets: list[Face], swaps: list[Any | None]) -> tuple[list[Any | No
 
 
 def side_on(faces: Sequence[Face]) -> npt.NDArray[np.bool_]:
-    """Per face, whether it is seen from the side (SIDE_ON_EYE_SHARE): its eye distance against the
-    distance from the eyes' midpoint to the mouth's — two lengths a turn of the head shortens
-    differently (the first with the turn, the second not), whatever the detector's box or the
-    face's roll and size. One array computation for a crowd's faces."""
+    """Per face, whether it is seen from the side: its `eye_share` under SIDE_ON_EYE_SHARE."""
+    sideways: npt.NDArray[np.bool_] = eye_share(faces) < SIDE_ON_EYE_SHARE
+    return sideways
+
+
+def eye_share(faces: Sequence[Face]) -> npt.NDArray[np.float64]:
+    """Per face, its eye distance over the distance from the eyes' midpoint to the mouth's — two
+    lengths a turn of the head shortens differently (the first with the turn, the second not),
+    whatever the detector's box or the face's roll and size (inf where eyes and mouth coincide: no turn to tell). One
+    array computation for a crowd's faces."""
     if not faces:
-        return np.zeros(0, bool)
+        return np.zeros(0)
     kps = np.array([face.kps for face in faces], np.float64).reshape(len(faces), 5, 2)
     eyes = np.hypot(*(kps[:, 1] - kps[:, 0]).T)
     down = np.hypot(*((kps[:, 3] + kps[:, 4] - kps[:, 0] - kps[:, 1]) / 2).T)
-    sideways: npt.NDArray[np.bool_] = eyes < SIDE_ON_EYE_SHARE * down
-    return sideways
+    share: npt.NDArray[np.float64] = np.divide(eyes, down, out=np.full_like(eyes, np.inf), where=down > 0)
+    return share
 
 
 def _cover(frame: Frame, covers: list[tuple[Face, float]], held: Held | None, painter: Painter,
