@@ -73,7 +73,11 @@ def test_compose_covers_a_side_on_face_and_swaps_the_one_facing_the_camera():
                              swaps=["swap a", "swap b"]), lambda _frame, _swapped, face: pasted.append(face))
     assert composed.faces == [FaceOutcome.swapped, FaceOutcome.obscured]
     assert pasted == [facing]
-    assert composed.side_on_covered == 1 and not composed.all_swapped
+    # Still a new last good output: a group with a face turned away must not freeze the one misses are held from.
+    assert composed.side_on_covered == 1 and composed.all_swapped
+    alone = compose(Scene(frame=frame.copy(), enabled=True, on_miss=OnMiss.blur, known=True, targets=[turned], swaps=["swap b"]),
+                    lambda *_: None)
+    assert alone.faces == [FaceOutcome.obscured] and not alone.all_swapped  # nothing swapped: the last good output stays
     # With on_miss = hold, where the last good output showed it swapped: held, as any face without a swap.
     held = Held(frame=np.zeros_like(frame), faces=[turned])
     composed = compose(Scene(frame=frame.copy(), enabled=True, on_miss=OnMiss.hold, known=True, targets=[facing, turned],

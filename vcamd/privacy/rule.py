@@ -124,7 +124,7 @@ class FaceOutcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """The last good output: a frame published with every face swapped, and where those faces were."""
+    """The last good output: a frame published with every face swapped (or covered for being seen from the side), and where those faces were."""
 
     frame: Frame
     faces: list[Face]
@@ -158,7 +158,7 @@ class Composed:
     outcome: Outcome  # the frame's outcome, for the frame counters
     faces: list[FaceOutcome]  # per target, then per lost face
     fresh_badge: bool  # the frame needs the disclosure badge drawn (a held frame already has it)
-    all_swapped: bool  # every face swapped, nothing lost: a new last good output
+    all_swapped: bool  # every face swapped (or covered for being seen from the side), nothing lost: a new last good output
     unsure_covered: int = 0
     """Unsure places covered (held or obscured). Not faces for sure — a patch of wallpaper may score
     0.3 — so apart from `faces`, and from the frame's outcome."""
@@ -184,7 +184,7 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
     outcomes: list[FaceOutcome | None] = [None] * len(scene.targets)
     swaps = _of_wanted_source(scene)
     # A face seen from the side is covered; under the user's passthrough opt-out, its swap is still better than raw.
-    swaps, side_on_covered = _facing(scene.targets, swaps) if scene.on_miss is not OnMiss.passthrough else (swaps, 0)
+    swaps, turned = _facing(scene.targets, swaps) if scene.on_miss is not OnMiss.passthrough else (swaps, [])
     to_paste = [(i, sw) for i, sw in enumerate(swaps) if sw is not None]
     missed = [i for i, sw in enumerate(swaps) if sw is None]
     if scene.on_miss is OnMiss.passthrough:
@@ -229,8 +229,8 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
     altered = (unsure_covered > 0 or bool(scene.others) or bool(scene.unseen and scene.on_miss is not OnMiss.passthrough)
                or any(o is not FaceOutcome.passthrough for o in faces))
     return Composed(frame, _frame_outcome(faces, others_covered=bool(scene.others)), faces, fresh_badge=altered,
-                    all_swapped=bool(faces) and all(o is FaceOutcome.swapped for o in faces), unsure_covered=unsure_covered,
-                    others_covered=len(scene.others), side_on_covered=side_on_covered)
+                    all_swapped=_all_swapped(faces, turned), unsure_covered=unsure_covered,
+                    others_covered=len(scene.others), side_on_covered=len(turned))
 
 
 def _whole_frame_miss(scene: Scene, n_faces: int) -> Composed:
@@ -251,19 +251,30 @@ def _of_wanted_source(scene: Scene) -> list[Any | None]:
             for sw, want in zip(scene.swaps, scene.sources)]
 
 
-def _facing(targets: list[Face], swaps: list[Any | None]) -> tuple[list[Any | None], int]:
+def _facing(targets: list[Face], swaps: list[Any | None]) -> tuple[list[Any | None], list[int]]:
     """The swaps, each kept only where its target faces the camera (not `side_on`): a face seen from
-    the side is covered as a face without a swap. And how many were not kept."""
+    the side is covered as a face without a swap. And the targets whose swap was not kept."""
     with_swap = [i for i, sw in enumerate(swaps) if sw is not None]
     if not with_swap:
-        return swaps, 0
+        return swaps, []
     sideways = side_on([targets[i] for i in with_swap])
     if not sideways.any():
-        return swaps, 0
+        return swaps, []
+    turned: list[int] = np.asarray(with_swap)[sideways].tolist()
     kept = list(swaps)
-    for i in np.asarray(with_swap)[sideways].tolist():
+    for i in turned:
         kept[i] = None
-    return kept, int(sideways.sum())
+    return kept, turned
+
+
+def _all_swapped(faces: list[FaceOutcome], turned: list[int]) -> bool:
+    """Whether the frame is a new last good output: a face swapped, and every other face (the
+    targets first in `faces`, then the lost) swapped too, or covered for being seen from the side —
+    the one cover a swap would not have done better: a group with a face turned away keeps its
+    last good output fresh, and a face held from it later shows what covered it."""
+    covered_for_turning = set(turned)
+    return (FaceOutcome.swapped in faces
+            and all(o is FaceOutcome.swapped or i in covered_for_turning for i, o in enumerate(faces)))
 
 
 def side_on(faces: Sequence[Face]) -> npt.NDArray[np.bool_]:
