@@ -369,6 +369,32 @@ def test_a_faces_blocks_are_an_area_resize_of_its_box_at_any_size_alone_or_padde
     assert np.array_equal(motion._block_means(levels, sizes), np.ones((len(sizes), motion.BLOCK_GRID, motion.BLOCK_GRID), np.float32))
 
 
+@pytest.mark.parametrize("factor", [1, 2, 3, 6, 11])
+def test_a_squares_patch_pixels_are_its_blocks_exact_means_alone_or_stacked(factor):
+    """The patch a key and every later frame are compared on (`motion._block_grey`): each patch pixel
+    is the mean of its factor × factor block of grey pixels, correctly rounded to float32 — for one
+    square, a stack of squares (a crowd's, cut together), a flat one, and squares whose sums pass what
+    a 32-bit table holds; a square that is not whole blocks is refused, not averaged past its edge."""
+    rng = np.random.default_rng(factor)
+    n = 23
+
+    def exact(grey: np.ndarray) -> np.ndarray:
+        *lead, hf, wf = grey.shape
+        blocks = grey.reshape(*lead, hf // factor, factor, wf // factor, factor).astype(np.float64)
+        return blocks.mean(axis=(-3, -1)).astype(np.float32)
+
+    one = rng.integers(0, 256, (n * factor, n * factor), np.uint8)
+    stack = rng.integers(0, 256, (5, n * factor, n * factor), np.uint8)
+    flat = np.full((n * factor, n * factor), 255, np.uint8)
+    for grey in (one, stack, flat):
+        assert np.array_equal(motion._block_grey(grey, factor), exact(grey))
+    if factor > 1:
+        with pytest.raises(ValueError, match="whole"):
+            motion._block_grey(one[:-1], factor)
+        big = np.full((8_500_000 // (n * factor) // factor * factor, n * factor), 255, np.uint8)  # its sum: past 2³¹
+        assert np.array_equal(motion._block_grey(big, factor), exact(big))
+
+
 @pytest.mark.parametrize("sigma", [1.5, 3.0])
 def test_a_still_crowd_before_a_noisy_camera_is_taken_as_is_without_measuring_shifts(crowd_keys, monkeypatch, sigma):
     """Sensor noise moves every block of a small still face by a level or more (past ZERO_LIMIT), but
