@@ -383,3 +383,34 @@ def test_a_held_region_is_put_back_only_for_the_same_held_frame_and_a_new_size_f
     assert memo.put_back == 1  # another last good output: copied from it
     small = np.zeros((100, 100, 3), np.uint8)
     assert memo.painter(small, Paster())._memo._last == {}  # another frame size: nothing to put back
+
+
+def test_a_large_cover_is_kept_as_its_mosaic_and_put_back_as_the_same_pixels_over_a_new_camera_frame():
+    """A cover of MOSAIC_KEPT_FROM pixels or more (a moving body's, half a 1080p frame) is kept as its
+    mosaic, not a copy of its rectangle; put back over the next camera frame — whose pixels changed
+    beneath it — it shows exactly what it showed, as does a small cover kept as a copy beside it,
+    and nothing else of the new frame is touched."""
+    from vcamd.live.output.repaint import MOSAIC_KEPT_FROM
+
+    first, second = (np.random.default_rng(seed).integers(0, 256, (720, 1280, 3), dtype=np.uint8) for seed in (21, 22))
+    big, small = (100, 80, 900, 600), (1000, 500, 1060, 560)
+    assert (big[2] - big[0]) * (big[3] - big[1]) >= MOSAIC_KEPT_FROM > (small[2] - small[0]) * (small[3] - small[1])
+    memo = Repaint()
+
+    def draw(camera: np.ndarray) -> np.ndarray:
+        frame = camera.copy()
+        painter = memo.painter(frame, Paster())
+        out = compose(Scene(frame=frame, enabled=True, on_miss=OnMiss.blur, known=True, targets=[], swaps=[],
+                            unseen=[big, small]), Paster(), painter).frame
+        painter.finish()
+        return out
+
+    shown = draw(first)
+    again = draw(second)
+    assert memo.put_back == 2 and memo.drawn == 2
+    outside = np.ones(second.shape[:2], bool)
+    for x0, y0, x1, y1 in (big, small):
+        assert np.array_equal(again[y0:y1, x0:x1], shown[y0:y1, x0:x1])
+        assert not np.array_equal(shown[y0:y1, x0:x1], first[y0:y1, x0:x1])  # covered, not the camera's pixels
+        outside[y0:y1, x0:x1] = False
+    assert np.array_equal(again[outside], second[outside])

@@ -171,3 +171,30 @@ def test_a_big_box_gets_the_two_resize_mosaic_block_for_block():
         checked += diff.size if clipped >= BY_ROWS_FROM else 0
     assert checked > 0.5 * 150 * 200 * 200  # most boxes took the by-rows way
     assert differing <= 1e-4 * checked
+
+
+@pytest.mark.parametrize("shape", [(720, 1280, 3), (720, 1280, 1)], ids=["colour", "grey"])
+def test_a_mosaic_painted_again_is_the_cover_drawn_pixel_for_pixel_whatever_lies_beneath(shape):
+    """A cover put back (`Mosaic.paint`, what `live.output.repaint` keeps instead of a copy of the
+    rectangle) draws exactly what `obscure_region` drew, small boxes and big, on a frame whose pixels
+    have changed since — it reads none of them — and touches nothing outside its box."""
+    from vcamd.privacy.obscure import BY_ROWS_FROM
+
+    rng = np.random.default_rng(5)
+    sizes = set()
+    for k in range(60):
+        picture = rng.integers(0, 256, shape, np.uint8)
+        w, h = int(rng.integers(3, 1300)), int(rng.integers(3, 740))
+        x0, y0 = int(rng.integers(-60, 1280 - 3)), int(rng.integers(-60, 720 - 3))
+        drawn = picture.copy()
+        mosaic = obscure_region(drawn, (x0, y0, x0 + w, y0 + h))
+        assert mosaic is not None
+        mx0, my0, mx1, my1 = mosaic.box
+        sizes.add((mx1 - mx0) * (my1 - my0) >= BY_ROWS_FROM)
+        later = rng.integers(0, 256, shape, np.uint8)  # the camera moved on beneath the cover
+        expected = later.copy()
+        expected[my0:my1, mx0:mx1] = drawn[my0:my1, mx0:mx1]
+        mosaic.paint(later)
+        assert np.array_equal(later, expected), mosaic.box
+    assert sizes == {True, False}  # both ways of writing were compared
+    assert obscure_region(np.zeros(shape, np.uint8), (2000, 0, 2100, 50)) is None  # nothing of the frame: nothing drawn

@@ -25,6 +25,7 @@ same output, and the noise is tied to the block grid, so a still face does not f
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -61,33 +62,52 @@ _BLOCK_NOISE = _noise_table()
 mosaic keeps the picture's colours (a grey photo stays grey)."""
 
 
-def obscure_region(frame: Frame, box: tuple[int, int, int, int]) -> None:
+@dataclass(frozen=True, slots=True)
+class Mosaic:
+    """An obscured rectangle as its mosaic: the box (clipped to the frame, whole pixels) and its blocks'
+    colours. `paint` draws it again, pixel for pixel what `obscure_region` drew, without reading the
+    frame: a cover put back where it was (`live.output.repaint`) writes the box once instead of
+    keeping a copy of it and copying that back (a 1080p frame half covered: 3 MB a frame)."""
+
+    box: tuple[int, int, int, int]
+    blocks: npt.NDArray[np.uint8]  # rows × cols × channels
+
+    def paint(self, frame: Frame) -> None:
+        x0, y0, x1, y1 = self.box
+        roi = frame[y0:y1, x0:x1]
+        w, h = x1 - x0, y1 - y0
+        rows, cols = self.blocks.shape[:2]
+        if w * h < BY_ROWS_FROM:
+            roi[...] = cv2.resize(self.blocks, (w, h), interpolation=cv2.INTER_NEAREST).reshape(roi.shape)
+            return
+        # Each row of blocks widened to the box (the block under each column, as INTER_NEAREST picks
+        # it), copied down the box rows that take that row of blocks.
+        across, down = _nearest(w, cols), _nearest(h, rows)
+        starts = np.searchsorted(down, np.arange(rows + 1))
+        for r in range(rows):
+            roi[starts[r] : starts[r + 1]] = self.blocks[r, across].reshape(1, *roi.shape[1:])
+
+
+def obscure_region(frame: Frame, box: tuple[int, int, int, int]) -> Mosaic | None:
     """Make whatever face is inside `box` (x0, y0, x1, y1; clipped to the frame) unrecognisable, in
-    place. Only the pixels inside the box change."""
+    place. Only the pixels inside the box change. Returns the mosaic drawn (None: the box lies
+    outside the frame)."""
     height, width = frame.shape[:2]
     x0, y0 = max(0, int(box[0])), max(0, int(box[1]))
     x1, y1 = min(width, int(box[2])), min(height, int(box[3]))
     w, h = x1 - x0, y1 - y0
     if w < 1 or h < 1:
-        return
+        return None
     roi = frame[y0:y1, x0:x1]
     block = -(-max(w, h) // BLOCKS_ACROSS)  # ceil: never more than BLOCKS_ACROSS blocks per side
     cols, rows = -(-w // block), -(-h // block)
-    small = w * h < BY_ROWS_FROM
-    blocks = (cv2.resize(roi, (cols, rows), interpolation=cv2.INTER_AREA).reshape(rows, cols, -1).astype(np.float32) if small
-              else block_means(roi.reshape(h, w, -1), cols, rows))
+    blocks = (cv2.resize(roi, (cols, rows), interpolation=cv2.INTER_AREA).reshape(rows, cols, -1).astype(np.float32)
+              if w * h < BY_ROWS_FROM else block_means(roi.reshape(h, w, -1), cols, rows))
     mean = blocks.reshape(-1, blocks.shape[2]).mean(axis=0)
     blocks = mean + (blocks - mean) * CONTRAST_KEPT + _BLOCK_NOISE[:rows, :cols]
-    mosaic = np.clip(blocks, 0, 255).astype(np.uint8)
-    if small:
-        roi[...] = cv2.resize(mosaic, (w, h), interpolation=cv2.INTER_NEAREST).reshape(roi.shape)
-        return
-    # Each row of blocks widened to the box (the block under each column, as INTER_NEAREST picks
-    # it), copied down the box rows that take that row of blocks.
-    across, down = _nearest(w, cols), _nearest(h, rows)
-    starts = np.searchsorted(down, np.arange(rows + 1))
-    for r in range(rows):
-        roi[starts[r] : starts[r + 1]] = mosaic[r, across].reshape(1, *roi.shape[1:])
+    mosaic = Mosaic((x0, y0, x1, y1), np.clip(blocks, 0, 255).astype(np.uint8))
+    mosaic.paint(frame)
+    return mosaic
 
 
 def block_means(image: np.ndarray, cols: int, rows: int) -> npt.NDArray[np.float32]:
