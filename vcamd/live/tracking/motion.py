@@ -31,7 +31,8 @@ that one whose pixels are all still there, moved, is where they moved to.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
 
 import cv2
 import numpy as np
@@ -87,6 +88,10 @@ class KeyPatch:
     """Its face is a full look's detection (coarser keypoints than the face's own crop gives)."""
     box: tuple[int, int, int, int] = (0, 0, 0, 0)
     """The face's box in patch pixels (`_face_box`): the part compared."""
+    texture: list[KeyTexture] = field(init=False, default_factory=list, compare=False, repr=False)
+    """Its `KeyTexture`, made the first time a noisy frame asks (`_no_shift`) and kept with the key:
+    it is the key's own, the same for every frame compared with it (a key lives up to REDETECT_EVERY
+    frames). Not copied by `replace`: a key made from another makes its own."""
 
     @property
     def redetect_at(self) -> int:
@@ -95,6 +100,32 @@ class KeyPatch:
     @property
     def side(self) -> int:
         return int(self.patch.shape[0]) * self.factor
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTexture:
+    """What `_no_shift` needs of a key's box alone: its grey gradient (central differences, halved)
+    over the box's inner pixels (their neighbours inside it), its sums of squares and products,
+    and whether it has the texture to tell a shift from noise (MIN_TEXTURE)."""
+
+    gx: np.ndarray  # (h − 2) × (w − 2), float32
+    gy: np.ndarray
+    gxx: float
+    gyy: float
+    gxy: float
+    textured: bool
+
+    @classmethod
+    def of(cls, key: KeyPatch) -> KeyTexture:
+        if not key.texture:
+            bx0, by0, bx1, by1 = key.box
+            box = key.patch[by0:by1, bx0:bx1]
+            gx = (box[1:-1, 2:] - box[1:-1, :-2]) * np.float32(0.5)
+            gy = (box[2:, 1:-1] - box[:-2, 1:-1]) * np.float32(0.5)
+            gxx, gyy, gxy = float(np.vdot(gx, gx)), float(np.vdot(gy, gy)), float(np.vdot(gx, gy))  # float32 sums: a gate, not a measure
+            weaker = (gxx + gyy) / 2 - math.hypot((gxx - gyy) / 2, gxy)
+            key.texture.append(cls(gx, gy, gxx, gyy, gxy, weaker >= MIN_TEXTURE * max(gx.size, 1)))
+        return key.texture[0]
 
 
 def _geometry(face: Face, frame_hw: tuple[int, int]) -> tuple[int, int, int, int] | None:
@@ -264,37 +295,32 @@ def _still(frame: Frame, keys: list[KeyPatch]) -> list[bool]:
             noisy = np.flatnonzero((blocks > ZERO_LIMIT) & (blocks <= BLOCK_LIMIT))
             unmoved = blocks <= ZERO_LIMIT
             if len(noisy):
-                unmoved[noisy] = _no_shift(key[noisy], signed[noisy], sizes[chunk][noisy])
+                unmoved[noisy] = _no_shift([keys[k] for k in chunk[noisy].tolist()], signed[noisy])
             for k, still in zip(chunk.tolist(), unmoved.tolist()):
                 out[k] = still
     return out
 
 
-def _no_shift(keys: np.ndarray, signed: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Per face (m keys, now − key `signed`, box `sizes` (h, w) at the top left): whether what differs
-    is no shift — the shift that best explains the difference by the key's own gradient (one
-    Lucas–Kanade least-squares step over the box, edge pixels left out) is at most NOISE_SHIFT patch
-    pixels, and the key has the texture to tell (its gradient's weaker direction at least
-    MIN_TEXTURE a pixel). Sensor noise leaves it near 0 (hundreds of pixels average it out); a
-    face that moved a fraction of a pixel shows that fraction."""
-    h, w = sizes[:, 0, None, None], sizes[:, 1, None, None]
-    ys, xs = np.arange(1, keys.shape[1] - 1)[None, :, None], np.arange(1, keys.shape[2] - 1)[None, None, :]
-    inner = (ys < h - 1) & (xs < w - 1)  # the box's pixels but its edge (their neighbours lie outside it)
-    half = inner.astype(np.float32) * np.float32(0.5)
-    gx = (keys[:, 1:-1, 2:] - keys[:, 1:-1, :-2]) * half  # central differences, 0 outside
-    gy = (keys[:, 2:, 1:-1] - keys[:, :-2, 1:-1]) * half
-    d = signed[:, 1:-1, 1:-1]
-
-    def total(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        summed: np.ndarray = np.einsum("kyx,kyx->k", a, b).astype(np.float64)  # float32 sums: a gate, not a measure
-        return summed
-
-    gxx, gyy, gxy, bx, by = total(gx, gx), total(gy, gy), total(gx, gy), total(gx, d), total(gy, d)
-    weaker = (gxx + gyy) / 2 - np.hypot((gxx - gyy) / 2, gxy)
-    textured = weaker >= MIN_TEXTURE * np.maximum(inner.sum(axis=(1, 2)), 1)
-    det = np.where(textured, gxx * gyy - gxy * gxy, 1.0)
-    sx, sy = -(gyy * bx - gxy * by) / det, -(gxx * by - gxy * bx) / det  # now(x) ≈ key(x − s) ≈ key(x) − s·∇key
-    still: np.ndarray = textured & (np.hypot(sx, sy) <= NOISE_SHIFT)
+def _no_shift(keys: list[KeyPatch], signed: np.ndarray) -> np.ndarray:
+    """Per face (its key, and now − key `signed` over its box at the top left, padded): whether what
+    differs is no shift — the shift that best explains the difference by the key's own gradient
+    (one Lucas–Kanade least-squares step over the box, edge pixels left out) is at most NOISE_SHIFT
+    patch pixels, and the key has the texture to tell (`KeyTexture`). Sensor noise leaves it near 0
+    (hundreds of pixels average it out); a face that moved a fraction of a pixel shows that fraction.
+    Only the two products with this frame's difference are summed a frame: what the key alone
+    gives is kept with it (crowd_selfie at 1080p before noise of 2 levels: 2.3 → 1.1 CPU-ms a frame)."""
+    still = np.zeros(len(keys), bool)
+    for j, key in enumerate(keys):
+        texture = KeyTexture.of(key)
+        if not texture.textured:
+            continue
+        h, w = texture.gx.shape
+        d = signed[j, 1 : h + 1, 1 : w + 1]
+        bx, by = float(np.vdot(texture.gx, d)), float(np.vdot(texture.gy, d))
+        gxx, gyy, gxy = texture.gxx, texture.gyy, texture.gxy
+        det = gxx * gyy - gxy * gxy
+        sx, sy = -(gyy * bx - gxy * by) / det, -(gxx * by - gxy * bx) / det  # now(x) ≈ key(x − s) ≈ key(x) − s·∇key
+        still[j] = math.hypot(sx, sy) <= NOISE_SHIFT
     return still
 
 
