@@ -3,7 +3,7 @@
 `compose` draws a frame's covers and swaps in one order, through a `compose.Painter`. On a still
 picture — a group photo, a crowd, people holding still — most of that is what the last frame drew.
 `Repaint` keeps, for each thing drawn, its **layer**: the pixels its rectangle had right after it was
-drawn (a cover's as its `obscure.Mosaic`, which draws them again), and the change detector's cell
+drawn (a large cover's as its `obscure.Mosaic`, which draws them again), and the change detector's cell
 means (`unseen.cell_means`, the frame's thumbnail the loop makes anyway) under that rectangle as
 the camera showed them then. It puts the layer back instead of drawing the thing again when:
 
