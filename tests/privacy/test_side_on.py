@@ -78,11 +78,19 @@ def test_compose_covers_a_side_on_face_and_swaps_the_one_facing_the_camera():
     alone = compose(Scene(frame=frame.copy(), enabled=True, on_miss=OnMiss.blur, known=True, targets=[turned], swaps=["swap b"]),
                     lambda *_: None)
     assert alone.faces == [FaceOutcome.obscured] and not alone.all_swapped  # nothing swapped: the last good output stays
-    # With on_miss = hold, where the last good output showed it swapped: held, as any face without a swap.
-    held = Held(frame=np.zeros_like(frame), faces=[turned])
-    composed = compose(Scene(frame=frame.copy(), enabled=True, on_miss=OnMiss.hold, known=True, targets=[facing, turned],
-                             swaps=["swap a", "swap b"], held=held), lambda *_: None)
-    assert composed.faces == [FaceOutcome.swapped, FaceOutcome.held]
+    # With on_miss = hold, even where the last good output showed it swapped: obscured, never held — that
+    # output may hold a swap of it from a look that read it facing, pasted on half of it.
+    held = Held(frame=np.zeros_like(frame), faces=[facing, turned])
+    shown = frame.copy()
+    composed = compose(Scene(frame=shown, enabled=True, on_miss=OnMiss.hold, known=True, targets=[facing, turned],
+                             swaps=[None, "swap b"], held=held), lambda *_: None)
+    assert composed.faces == [FaceOutcome.held, FaceOutcome.obscured]
+    x0, y0, x1, y1 = (int(v) for v in turned.box)
+    assert shown[y0:y1, x0:x1].any()  # not the held (black) frame's pixels
+    # The live loop's word for it (`Scene.turned`, a recent look read it side-on) over this frame's keypoints.
+    composed = compose(Scene(frame=frame.copy(), enabled=True, on_miss=OnMiss.blur, known=True, targets=[facing, turned],
+                             swaps=["swap a", "swap b"], turned=[True, False]), lambda *_: None)
+    assert composed.faces == [FaceOutcome.obscured, FaceOutcome.swapped] and composed.side_on_covered == 1
     # The user's passthrough opt-out leaves misses raw: its swap, half a face, is still better than none.
     composed = compose(Scene(frame=frame.copy(), enabled=True, on_miss=OnMiss.passthrough, known=True, targets=[facing, turned],
                              swaps=["swap a", "swap b"]), lambda *_: None)

@@ -37,6 +37,7 @@ from vcamd.privacy import rule
 from vcamd.privacy.geometry import near_any
 from vcamd.privacy.obscure import obscure_frame
 from vcamd.privacy.rule import UNKNOWN_SOURCE, Composed, FaceOutcome, Scene, lost_to_cover, region
+from vcamd.privacy.turning import TurnedFaces
 
 if TYPE_CHECKING:
     from vcamd.faces.results import SwappedFace
@@ -92,6 +93,7 @@ class FrameProcessor:
         self._book = SwapBook()  # the newest swap per face
         self._matched: tuple[int, list[Face], list[Swap | None], bool] | None = None  # this frame's (`_matched_swaps`)
         self._refresh = RefreshSlices()  # which due swaps are made again now
+        self._turned = TurnedFaces()  # which faces read side-on in a recent look: covered, not half swapped
         self._steady = FaceSmoother()  # each tracked face's position filtered over time
         self._no_source_logged = False
         self.unseen = UnseenChanges()
@@ -169,7 +171,7 @@ class FrameProcessor:
         composed = rule.compose(  # the one rule, `vcamd swap` asks it too
             Scene(frame=frame, enabled=True, on_miss=self.policy.on_miss, known=report.known, targets=targets,
                   swaps=swaps, lost=lost, held=parts.publisher.held, unsure=report.unsure, others=self._others,
-                  unseen=unseen, sources=self._wants(targets) or []),
+                  unseen=unseen, sources=self._wants(targets) or [], turned=self._turned.update(targets, captured.t_capture)),
             parts.faces.composite, painter,
         )
         # Positions unknown and the whole frame obscured: every face covered (`Repaint.covered_whole`).

@@ -150,6 +150,9 @@ class Scene:
     """Rectangles that changed away from every known face since a detection looked there (`unseen`): obscured."""
     sources: list[str | None] = field(default_factory=list)
     """Per target, the source its swap must show (`swapped.source`); None: any. Empty: no face map."""
+    turned: list[bool] = field(default_factory=list)
+    """Per target, whether it counts as seen from the side (the live loop's `turning.TurnedFaces`: in
+    any look of the last moments). Empty: from its keypoints in this frame alone (`side_on`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +187,9 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
     outcomes: list[FaceOutcome | None] = [None] * len(scene.targets)
     swaps = _of_wanted_source(scene)
     # A face seen from the side is covered; under the user's passthrough opt-out, its swap is still better than raw.
-    swaps, turned = _facing(scene.targets, swaps) if scene.on_miss is not OnMiss.passthrough else (swaps, [])
+    sideways = ((scene.turned if len(scene.turned) == len(scene.targets) else side_on(scene.targets).tolist())
+                if scene.on_miss is not OnMiss.passthrough else [False] * len(scene.targets))
+    swaps, turned = _facing(swaps, sideways)
     to_paste = [(i, sw) for i, sw in enumerate(swaps) if sw is not None]
     missed = [i for i, sw in enumerate(swaps) if sw is None]
     if scene.on_miss is OnMiss.passthrough:
@@ -193,15 +198,22 @@ def compose(scene: Scene, paste: Paste, painter: Painter | None = None) -> Compo
         lost_outcomes = [FaceOutcome.passthrough] * len(scene.lost)
         unsure_covered = 0
     else:
-        covers = ([(scene.targets[i], MISS_REGION_SCALE) for i in missed] + [(face, LOST_REGION_SCALE) for face in scene.lost]
+        # A face seen from the side is obscured, never held: the last good output may show a swap of it
+        # from a look that read it facing, pasted on half of it (`SIDE_ON_EYE_SHARE`).
+        may_hold = [i for i in missed if not sideways[i]]
+        covers = ([(scene.targets[i], MISS_REGION_SCALE) for i in may_hold] + [(face, LOST_REGION_SCALE) for face in scene.lost]
                   + [(face, MISS_REGION_SCALE) for face in scene.unsure])
-        wants = ([scene.sources[i] for i in missed] + [UNKNOWN_SOURCE] * (len(scene.lost) + len(scene.unsure))
+        wants = ([scene.sources[i] for i in may_hold] + [UNKNOWN_SOURCE] * (len(scene.lost) + len(scene.unsure))
                  if scene.sources else None)
         decided = _cover(frame, covers, scene.held if scene.on_miss is OnMiss.hold else None, painter, wants)
+        from_side = [i for i in missed if sideways[i]]
+        if from_side:  # after the holds, as all obscuring: a held region must never uncover it
+            for i, outcome in zip(from_side, _cover(frame, [(scene.targets[i], MISS_REGION_SCALE) for i in from_side], None, painter)):
+                outcomes[i] = outcome
         painter.obscure(frame, scene.unseen)  # after the holds: a held region must never uncover it
-        for i, outcome in zip(missed, decided):
+        for i, outcome in zip(may_hold, decided):
             outcomes[i] = outcome
-        lost_outcomes = decided[len(missed):len(missed) + len(scene.lost)]
+        lost_outcomes = decided[len(may_hold):len(may_hold) + len(scene.lost)]
         unsure_covered = len(scene.unsure)
     # Faces not swapped by choice are obscured whatever on_miss says (it is about the swapped
     # faces' misses), after the holds: a held region reaching over one must never uncover it.
@@ -251,16 +263,13 @@ def _of_wanted_source(scene: Scene) -> list[Any | None]:
             for sw, want in zip(scene.swaps, scene.sources)]
 
 
-def _facing(targets: list[Face], swaps: list[Any | None]) -> tuple[list[Any | None], list[int]]:
-    """The swaps, each kept only where its target faces the camera (not `side_on`): a face seen from
-    the side is covered as a face without a swap. And the targets whose swap was not kept."""
-    with_swap = [i for i, sw in enumerate(swaps) if sw is not None]
-    if not with_swap:
+def _facing(swaps: list[Any | None], sideways: list[bool]) -> tuple[list[Any | None], list[int]]:
+    """The swaps, each kept only where its target faces the camera (`sideways`: per target, seen from
+    the side): a face seen from the side is covered as a face without a swap. And the targets whose
+    swap was not kept."""
+    turned = [i for i, sw in enumerate(swaps) if sw is not None and sideways[i]]
+    if not turned:
         return swaps, []
-    sideways = side_on([targets[i] for i in with_swap])
-    if not sideways.any():
-        return swaps, []
-    turned: list[int] = np.asarray(with_swap)[sideways].tolist()
     kept = list(swaps)
     for i in turned:
         kept[i] = None
