@@ -55,6 +55,21 @@ def test_a_face_stays_side_on_for_the_keep_time_after_a_look_read_it_so_and_a_ne
     assert turned.update([], 10.0) == [] and turned.update([_face(FACING)], 10.1) == [False]  # gone and back: a new face
 
 
+def test_a_side_on_face_missing_for_a_few_frames_is_still_side_on_when_it_comes_back_facing():
+    """Lost or unsure for a frame or two (not a target), the face is remembered at its last place: back
+    within TURNED_KEEP_S reading facing, it stays covered; back later, it is swapped again."""
+    fps = 30.0
+    turned = TurnedFaces()
+    assert turned.update([_face(_profile(FACING))], 0.0) == [True]
+    for k in range(1, 4):
+        assert turned.update([], k / fps) == []
+    assert turned.update([_face(FACING + [1.0, 0.0])], 4 / fps) == [True]
+    later = TurnedFaces()
+    later.update([_face(_profile(FACING))], 0.0)
+    later.update([], 0.5)
+    assert later.update([_face(FACING)], TURNED_KEEP_S + 0.1) == [False]
+
+
 @pytest.fixture(scope="module")
 def profile_looks(assets: Path) -> list[Face]:
     """SCRFD-500M's looks at the profile in crops around it (centres ±6 px, 1.6–2.4× its width, at 64 and 96),

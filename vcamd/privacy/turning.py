@@ -25,21 +25,25 @@ back to the camera is swapped a second later; a face between the two is covered,
 
 class TurnedFaces:
     """Per face of the frame, whether it was seen from the side within TURNED_KEEP_S (the same face
-    from frame to frame: `geometry.same_face_pairs`). One thread at a time (the live loop's)."""
+    from frame to frame: `geometry.same_face_pairs`). A face side-on within that time is remembered
+    at its last place while it is missing from the targets too (lost, unsure, between looks): back
+    a few frames later, it is still side-on. One thread at a time (the live loop's)."""
 
     def __init__(self) -> None:
-        self._last: list[tuple[Face, float]] = []  # the last frame's faces, each with when it last read side-on
+        self._known: list[tuple[Face, float]] = []  # faces at their last place, each with when it last read side-on
 
     def update(self, faces: Sequence[Face], t: float) -> list[bool]:
         """`faces` at time `t` (seconds, any monotonic clock): per face, side-on now or within TURNED_KEEP_S."""
         now = side_on(faces).tolist()
-        previous = self._last
+        previous = self._known
         pairs = same_face_pairs(list(faces), [face for face, _ in previous])
-        kept: list[tuple[Face, float]] = []
+        known: list[tuple[Face, float]] = []
         out: list[bool] = []
         for face, sideways, j in zip(faces, now, pairs, strict=True):
             since = t if sideways else previous[j][1] if j is not None else -math.inf
-            kept.append((face, since))
+            known.append((face, since))
             out.append(t - since <= TURNED_KEEP_S)
-        self._last = kept
+        taken = set(pairs)
+        known += [(face, since) for j, (face, since) in enumerate(previous) if j not in taken and t - since <= TURNED_KEEP_S]
+        self._known = known
         return out
