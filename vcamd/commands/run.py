@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vcamd.commands import Subcommands, add_config_option, check_output_file
+from vcamd.common.signalrelay import relayed
 from vcamd.files.private_files import private_parent, write_private_atomic
 from vcamd.sinks.registry import SINK_FORMS
 
@@ -102,10 +103,12 @@ def handle(args: argparse.Namespace) -> int:
     )
     watched = config_path or user_config_path()
     # SIGTERM (service stop) ends the run like Ctrl-C: the sink is closed and stats are written.
-    previous = signal.signal(signal.SIGTERM, lambda *_: engine.request_quit())
     # SIGHUP (`systemctl reload`, `kill -HUP`) re-reads the config file; the loop applies it.
-    previous_hup = signal.signal(signal.SIGHUP, lambda *_: engine.request_reload()) if hasattr(signal, "SIGHUP") else None
-    try:
+    # Relayed: acted on at once even while the main thread waits in the tray's event loop.
+    stop_signals: dict[signal.Signals, Callable[[], None]] = {signal.SIGTERM: engine.request_quit}
+    if hasattr(signal, "SIGHUP"):
+        stop_signals[signal.SIGHUP] = engine.request_reload
+    with relayed(stop_signals):
         log.info("live: %s → %s", source.description, args.sink)
         # The camera and the output first: the "starting" card goes out now and the models start
         # loading, before the control page, the socket and the watcher are set up (and imported).
@@ -128,10 +131,6 @@ def handle(args: argparse.Namespace) -> int:
         finally:
             engine.close()  # when the run never started (its own end releases everything)
             _remove_partial_uploads()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        if previous_hup is not None:
-            signal.signal(signal.SIGHUP, previous_hup)
     stats_lost = False
     if args.stats_json is not None:
         try:

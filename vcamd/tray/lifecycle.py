@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
+from vcamd.common.signalrelay import relayed
 from vcamd.control.protocol import Controllable
 from vcamd.tray.backends import BackendChoice, Pystray, choose_backend, import_pystray
 from vcamd.tray.controller import TrayApp
@@ -102,30 +103,21 @@ def run_tray(
     return app
 
 
-@contextmanager
-def _ctrl_c_asks_to_quit(controller: Controllable) -> Iterator[None]:
+def _ctrl_c_asks_to_quit(controller: Controllable) -> AbstractContextManager[None]:
     """While the tray runs on the main thread, Ctrl-C (SIGINT) asks the engine to quit and the
-    tray follows it, like `vcamd quit` and SIGTERM.
+    tray follows it, like `vcamd quit` and SIGTERM; a second Ctrl-C asks again.
 
-    Left as KeyboardInterrupt, Ctrl-C lands in pystray's xorg event loop, whose bare `except:`
-    swallows it and logs "An error occurred in the main loop" with a traceback (and it may cut an
-    X request in half). A second Ctrl-C raises KeyboardInterrupt as usual, for an engine that
-    does not stop. Off the main thread signal handlers cannot be set: nothing changes there.
+    Relayed (vcamd.common.signalrelay), not a Python handler: the main thread waits in the tray's
+    event loop, where a handler would run only at the next desktop event; and a KeyboardInterrupt
+    would land in pystray's xorg event loop, whose bare `except:` swallows it (and it may cut an X
+    request in half). Off the main thread signals cannot be relayed: nothing changes there.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
-    def on_interrupt(_signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    def on_interrupt() -> None:
         log.info("tray: interrupted; stopping the engine")
         controller.request_quit()
 
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    return relayed({signal.SIGINT: on_interrupt})
 
 
 def run_engine_with_tray(
