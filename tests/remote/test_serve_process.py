@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.signals import send_to_another_thread
 from support.triton import TritonProcess, free_port, require_serve_venv
 
 from .conftest import ServedFiles
@@ -67,6 +68,25 @@ def test_triton_ends_with_vcamd_serve_even_when_it_is_killed(served_files, tmp_p
         assert len(processes) == 1 + len(triton) + len(stubs), processes
         os.kill(pgid, signal.SIGKILL)
         assert _wait_until(lambda: not _group(pgid)), f"left running after vcamd serve was killed: {_group(pgid)}"
+    finally:
+        server.kill()
+
+
+def test_sigterm_landing_on_a_worker_thread_stops_the_server_and_triton(served_files, tmp_path) -> None:
+    """A SIGTERM to the process (`systemctl stop`) may be handed to any of its threads; `vcamd serve`
+    waits in waitpid() on its main thread, which such a signal does not wake. It still stops
+    Triton and its stubs, and exits 0."""
+    server = TritonProcess(_swapper_config(served_files, tmp_path / "server.toml"), log=tmp_path / "serve.log").start()
+    try:
+        server.wait_ready()
+        pgid = server.proc.pid
+        send_to_another_thread(server.proc.pid, signal.SIGTERM)
+        try:
+            code = server.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"vcamd serve still running 60 s after a SIGTERM on one of its threads: {server.lines[-3:]}") from None
+        assert code == 0, server.lines[-5:]
+        assert _wait_until(lambda: not _group(pgid)), f"left running after vcamd serve stopped: {_group(pgid)}"
     finally:
         server.kill()
 

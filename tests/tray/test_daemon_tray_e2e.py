@@ -15,9 +15,7 @@ default item, "Swap on", which toggles the swap.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+from support.signals import send_to_another_thread
 
 from vcamd.tray import TrayState
 
@@ -234,19 +233,6 @@ def test_daemon_tray_icon_follows_clicks_cli_config_edits_and_quit(x_session, da
         display.close()
 
 
-def _send_to_another_thread(pid: int, signum: int) -> None:
-    """tgkill(2) `signum` to one of process `pid`'s threads other than its main one: where the
-    kernel may deliver a signal sent to the whole process, forced. The main thread, waiting in the
-    tray's event loop, is then not woken by it."""
-    tgkill = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
-    if tgkill is None:
-        pytest.skip(f"tgkill's syscall number on {os.uname().machine} is not listed here")
-    threads = sorted(int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(tgkill, pid, threads[0], signum) != 0:
-        raise OSError(ctypes.get_errno(), f"tgkill({pid}, {threads[0]}, {signum})")
-
-
 @pytest.mark.parametrize("to_thread", [False, True], ids=["to-process", "to-a-worker-thread"])
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
 def test_daemon_with_tray_stops_on_a_signal(x_session, daemon, wait_for, signal_name, to_thread, xscreen):
@@ -262,7 +248,7 @@ def test_daemon_with_tray_stops_on_a_signal(x_session, daemon, wait_for, signal_
         proc.wait(lambda: (s := proc.status()) is not None and s["frames"]["published"] > 0,
                   "the daemon to publish frames")
         if to_thread:
-            _send_to_another_thread(proc.process.pid, getattr(signal, signal_name))
+            send_to_another_thread(proc.process.pid, getattr(signal, signal_name))
         else:
             proc.process.send_signal(getattr(signal, signal_name))
         try:

@@ -8,9 +8,9 @@ waits in pystray's event loop for the next X event (a select() on the X socket),
 landed on another thread went unanswered until something on the desktop moved.
 
 `relayed(actions)` gives each signal in `actions` a C handler that writes the signal's number to a
-pipe (`signal.set_wakeup_fd`: written by whichever thread caught it) and a thread that reads the
-pipe and calls the signal's action at once. The Python handlers do nothing, so an action runs once
-per signal. A relay inside another passes the signals it has no action for to the outer one's pipe.
+socket (`signal.set_wakeup_fd`: written by whichever thread caught it) and a thread that reads the
+socket and calls the signal's action at once. The Python handlers do nothing, so an action runs once
+per signal. A relay inside another passes the signals it has no action for to the outer one's socket.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from types import FrameType
@@ -43,31 +44,33 @@ def relayed(actions: Mapping[signal.Signals, Action]) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)  # set_wakeup_fd's requirement: a full pipe must not block a handler
+    # A socket pair, not a pipe: Windows takes only a socket as the wakeup fd.
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)  # set_wakeup_fd's requirement: a full buffer must not block a handler
     previous_handlers = {signum: signal.signal(signum, _caught) for signum in actions}
-    outer_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    relay = threading.Thread(target=_relay, args=(read_fd, dict(actions), outer_fd), name="signal-relay", daemon=True)
+    outer_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    relay = threading.Thread(target=_relay, args=(reader, dict(actions), outer_fd), name="signal-relay", daemon=True)
     relay.start()
     try:
         yield
     finally:
         signal.set_wakeup_fd(outer_fd)
         for signum, handler in previous_handlers.items():
-            signal.signal(signum, handler)
-        os.close(write_fd)  # the relay reads the end of the pipe and returns
+            if handler is not None:  # None: a handler set outside Python, which cannot be put back
+                signal.signal(signum, handler)
+        writer.close()  # the relay reads the end of the stream and returns
         relay.join()
-        os.close(read_fd)
+        reader.close()
 
 
-def _relay(read_fd: int, actions: Mapping[int, Action], outer_fd: int) -> None:
-    while chunk := os.read(read_fd, 64):
+def _relay(reader: socket.socket, actions: Mapping[int, Action], outer_fd: int) -> None:
+    while chunk := reader.recv(64):
         for signum in chunk:
             action = actions.get(signum)
             if action is not None:
                 _act(signum, action)
             elif outer_fd != -1:
-                with contextlib.suppress(OSError):  # the outer pipe full or gone: as the C handler would
+                with contextlib.suppress(OSError):  # the outer one full or gone: as the C handler would
                     os.write(outer_fd, bytes([signum]))
 
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from vcamd.common.errors import ModelError, VcamdError
+from vcamd.common.signalrelay import relayed
 from vcamd.config.address import ServerAddress
 from vcamd.config.schema import Config
 from vcamd.remote.wire import EMAP_SUFFIX, SERVED_ROLES, Arg, Signature, served_name, wire_dtype
@@ -252,16 +253,18 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
         proc = subprocess.Popen(args, env=tritonserver.environment(dist, stub_library_path()), stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=out, preexec_fn=tritonserver.child_setup)  # noqa: PLW1509 — before any thread of ours
     try:
-        signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
-        _wait_ready(proc, listen, pair, log_file, lambda: tritonserver.private_regions(shm_prefix))
-        announce(f"serving {', '.join(m.name for m in models)} on {listen.url} (mutual TLS{'' if listen.loopback else ', beyond loopback'}; "
-                 f"ONNX Runtime on {', '.join(providers)})")
-        if bundle_path is not None:
-            announce(f"pairing bundle for clients: {bundle_path} — copy it to the client and run `vcamd pair {bundle_path.name}` there")
-        announce(READY_LINE)
-        code = proc.wait()
-        if code not in (0, -signal.SIGTERM, -signal.SIGINT):
-            raise VcamdError(f"Triton stopped (exit {code}): {_last_error(log_file)}", fix=f"see Triton's log: {log_file}")
+        # SIGTERM stops Triton, relayed: this thread waits in waitpid(), where a Python handler does not run
+        # while the signal lands on another of this process's threads (ONNX Runtime's).
+        with relayed({signal.SIGTERM: proc.terminate}):
+            _wait_ready(proc, listen, pair, log_file, lambda: tritonserver.private_regions(shm_prefix))
+            announce(f"serving {', '.join(m.name for m in models)} on {listen.url} (mutual TLS{'' if listen.loopback else ', beyond loopback'}; "
+                     f"ONNX Runtime on {', '.join(providers)})")
+            if bundle_path is not None:
+                announce(f"pairing bundle for clients: {bundle_path} — copy it to the client and run `vcamd pair {bundle_path.name}` there")
+            announce(READY_LINE)
+            code = proc.wait()
+            if code not in (0, -signal.SIGTERM, -signal.SIGINT):
+                raise VcamdError(f"Triton stopped (exit {code}): {_last_error(log_file)}", fix=f"see Triton's log: {log_file}")
     finally:
         _stop(proc)
 
