@@ -471,3 +471,39 @@ def test_a_failed_vcamd_run_prints_the_command_to_run_by_hand_and_keeps_its_file
     with _bench_folder() as gone:
         pass
     assert not gone.exists()  # removed when nothing failed
+
+
+# ---- the live rows at the product's default precision ----------------------------------------------
+
+
+def test_the_live_rows_get_the_int8_copies_a_first_start_would_build_and_then_run_them(tmp_path, assets, monkeypatch) -> None:
+    """`prepare_auto_copies` builds exactly what `vcamd run` at precision "auto" would build at its
+    first start (its `role_choice` says so): on a CPU with int8 units the detector's and the
+    swapper's copies, after which the daemon's own choice is the int8 copy and nothing is built
+    again; without them nothing, and the choice says why float runs."""
+    from vcamd.bench.clips import sliding_clip
+    from vcamd.bench.runs import scenario_config
+    from vcamd.bench.scenarios import LIVE_PRECISION, prepare_auto_copies
+    from vcamd.config.schema import Config
+    from vcamd.inference.precision import int8_units, role_choice
+    from vcamd.models.int8detector import looks_for
+
+    monkeypatch.setenv("VCAMD_CACHE_DIR", str(tmp_path / "cache"))
+    settings = _settings(assets, detector=str(assets / "models" / "scrfd_500m_kps.onnx"), width=640, height=480)
+    cfg = scenario_config("light", settings, tmp_path, Config(), precision=LIVE_PRECISION)
+    clip = sliding_clip(cv2.imread(str(settings.face)), settings, tmp_path, (settings.width, settings.height))
+
+    def choices():
+        return (role_choice("detector", cfg.models.precision, Path(cfg.models.detector), ["CPUExecutionProvider"], looks=looks_for(cfg)),
+                role_choice("swapper", cfg.models.precision, Path(cfg.models.swapper), ["CPUExecutionProvider"]))
+
+    built = prepare_auto_copies(cfg, settings, clip, tmp_path, Config())
+    if not int8_units().present:
+        assert built == {}
+        assert all(c.runs == "float" and "int8 dot-product" in (c.why or "") for c in choices())
+        return
+    assert set(built) == {"detector", "swapper"} and built["detector"]["passed"], built
+    detector, swapper = choices()
+    assert detector.runs == "int8" and detector.copy is not None and not detector.build, detector
+    assert swapper.build is False and swapper.verdict is not None, swapper  # checked: int8 when it passed, float said otherwise
+    assert prepare_auto_copies(cfg, settings, clip, tmp_path, Config()) == {}  # kept: a second start builds nothing

@@ -132,6 +132,50 @@ def test_the_cpu_is_split_by_thread_and_by_stage_and_adds_up_to_the_whole(live_c
     assert by["threads"]["camera-reader"] == by["stages"]["camera: read + decode"] == pytest.approx(stats["camera_cpu_ms_per_frame"], abs=0.05)
 
 
+COSTLY_START_FRAMES = 20
+START_BURN_S = 0.1
+
+
+def _costly_start(engine) -> None:
+    """Each published frame before the COSTLY_START_FRAMES-th burns START_BURN_S of the loop thread's
+    CPU (as the start's first swaps and full looks cost more than a steady frame)."""
+    stats = engine.parts.stats
+    record = stats.record_publish
+
+    def record_publish(*args, **kwargs) -> None:
+        record(*args, **kwargs)
+        if stats.published < COSTLY_START_FRAMES:
+            until = time.thread_time() + START_BURN_S
+            while time.thread_time() < until:
+                pass
+
+    stats.record_publish = record_publish
+
+
+def test_the_cpu_figures_count_from_the_frame_asked_leaving_the_start_out(live_config, clip_20fps, run_live):
+    """`count_cpu_from(k)` (`vcamd bench` and the loop-cost rows measure a steady frame): the figures
+    are the frames from the k-th published one on — the start's cost left out, said in cpu_from_frame —
+    and the splits still add up to the whole; a run shorter than k counts from its start."""
+    frames = 60
+
+    def before_run(engine) -> None:
+        _costly_start(engine)
+        engine.parts.stats.count_cpu_from(COSTLY_START_FRAMES)
+
+    stats, _, _ = run_live(live_config(), clip_20fps, frames=frames, before_run=before_run)
+    assert stats["cpu_from_frame"] == COSTLY_START_FRAMES
+    by = stats["cpu_ms_per_frame_by"]
+    # Counted from the start, the burn alone would be this much of every frame's loop.
+    burn_ms = 1000 * START_BURN_S * (COSTLY_START_FRAMES - 1) / frames
+    assert by["threads"]["loop"] < burn_ms / 2, by["threads"]
+    assert sum(by["threads"].values()) == pytest.approx(stats["cpu_ms_per_frame"], rel=0.05, abs=0.1)
+    assert sum(by["stages"].values()) == pytest.approx(stats["cpu_ms_per_frame"], rel=0.05, abs=0.1)
+    assert by["threads"]["camera-reader"] == pytest.approx(stats["camera_cpu_ms_per_frame"], abs=0.05)
+
+    short, _, _ = run_live(live_config(), clip_20fps, frames=10, before_run=lambda e: e.parts.stats.count_cpu_from(COSTLY_START_FRAMES))
+    assert short["cpu_from_frame"] == 0 and short["cpu_ms_per_frame"] > 0
+
+
 def test_a_blocked_swapper_never_stalls_the_output(live_config, clip_20fps, run_live):
     cfg = live_config(swap={"on_miss": "hold"})
     holder = {}

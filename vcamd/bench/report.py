@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from vcamd.bench.runs import CPU_FROM_FRAME
 from vcamd.bench.settings import BenchSettings
 from vcamd.bench.targets import (
     TARGET_BACK_S,
@@ -194,8 +195,9 @@ def format_target_rows(rows: list[TargetRow], settings: BenchSettings) -> str:
     ]
     widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
     fmt_line: Callable[[Sequence[str]], str] = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    counted = f" (CPU from frame {CPU_FROM_FRAME})" if settings.frames > CPU_FROM_FRAME else ""
     title = (
-        f"vcamd bench targets — @ {settings.fps:g} fps, {settings.frames} frames per run, "
+        f"vcamd bench targets — @ {settings.fps:g} fps, {settings.frames} frames per run{counted}, "
         f"detector {Path(settings.detector).name}, providers {','.join(settings.providers)}"
     )
     return "\n".join([title, fmt_line(head), fmt_line(["-" * w for w in widths]), *(fmt_line(b) for b in body)])
@@ -222,6 +224,7 @@ def format_live_table(results: dict[str, dict[str, Any]], settings: BenchSetting
     row("swap age p50 / p95 ms", lambda r: "/".join(f"{r['swap_age_ms'][k]:.0f}" if r.get("swap_age_ms", {}).get(k) is not None else "-"
                                                        for k in ("p50", "p95")))
     row("swapper ran", lambda r: r.get("ran", "float"))
+    row("detector ran", lambda r: r.get("detector_ran", "float"))
     row("detect/track p50 ms", lambda r: f"{r['detect_ms_p50']:.1f}")
     row("watchdog levels", lambda r: ", ".join(f"{k} {v:.0%}" for k, v in r["levels"].items()) or "-")
     row("providers", lambda r: ", ".join(sorted(set(r["stats"]["providers"].values()))) or "-")

@@ -76,7 +76,7 @@ def run_benchmark(settings: BenchSettings, scenarios: list[str], base: Config | 
                 out[name] = run_remote(settings, image, sliding_clip(image, settings, tmpdir, (settings.width, settings.height)), tmpdir, base)
             else:
                 clip = sliding_clip(image, settings, tmpdir, (settings.width, settings.height))
-                out[name] = run_scenario(name, settings, clip, tmpdir, base)
+                out[name] = run_scenario(name, settings, clip, tmpdir, base, LIVE_PRECISION)
     return out
 
 
@@ -127,10 +127,11 @@ def _cache_dir(folder: Path) -> Iterator[None]:
 def run_scenario(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base: Config, precision: str = "float") -> dict[str, Any]:
     t0 = time.monotonic()
     cfg = scenario_config(name, settings, tmpdir, base, precision=precision)
+    copies = prepare_auto_copies(cfg, settings, clip, tmpdir, base) if precision == LIVE_PRECISION else {}
     build_s = time.monotonic() - t0
     frames = settings.inswapper_frames if name == "inswapper" else settings.frames
     stats, stages, warm_s = run_live(cfg, clip, frames, settings.quality)
-    return summarise(stats, stages, settings, build_s + warm_s)
+    return summarise(stats, stages, settings, build_s + warm_s) | ({"int8_copies": copies} if copies else {})
 
 
 def precision_key(scenario: str, precision: str) -> str:
@@ -209,6 +210,32 @@ def prepare_detector_int8(cfg: Config, clip: Path, fps: float) -> dict[str, Any]
     return {"model": Path(cfg.models.detector).name, "passed": built.passed, "summary": built.kept.verdict.summary,
             "build_s": round(built.seconds, 1), "images": len(images.crops),
             "float_ms": round(best.float_ms, 1) if best else None, "int8_ms": round(best.int8_ms, 1) if best else None}
+
+
+LIVE_PRECISION = "auto"
+"""What the live rows (light, resolution, groups, crowd) run at: the product's default — each model's
+checked int8 copy where the CPU provider runs it on a CPU with int8 units, float elsewhere — with the
+copies a first start of the daemon would build made first (`prepare_auto_copies`): what `vcamd run`
+costs here from its second start on. (`--precision` sets what inswapper, startup and call run at.)"""
+
+
+def prepare_auto_copies(cfg: Config, settings: BenchSettings, clip: Path, tmpdir: Path, base: Config) -> dict[str, Any]:
+    """The int8 copies a `vcamd run` with `cfg` would build and check at its first start (its
+    `role_choice` says `build`: precision "auto" or "int8", a CPU provider, int8 units, no copy kept
+    for the model and its looks yet), built now on the run's own camera frames, as that start leaves
+    them: the detector's (`prepare_detector_int8`) and the swapper's (`prepare_int8`). What the
+    printout says of each copy built, by role."""
+    from vcamd.inference.precision import role_choice
+    from vcamd.inference.runtime import resolve_providers
+    from vcamd.models.int8detector import looks_for
+
+    providers = resolve_providers(list(cfg.models.providers))
+    built: dict[str, Any] = {}
+    if role_choice("detector", cfg.models.precision, Path(cfg.models.detector), providers, looks=looks_for(cfg)).build:
+        built["detector"] = prepare_detector_int8(cfg, clip, settings.fps)
+    if role_choice("swapper", cfg.models.precision, Path(cfg.models.swapper), providers).build:
+        built["swapper"] = prepare_int8(settings, Path(cfg.models.swapper), clip, tmpdir, base)
+    return built
 
 
 def run_per_precision(name: str, settings: BenchSettings, clip: Path, tmpdir: Path, base: Config) -> dict[str, dict[str, Any]]:
@@ -302,7 +329,8 @@ def run_still_faces(settings: BenchSettings, tmpdir: Path, base: Config, photo: 
     swapper: the summary, the faces the detector finds in the clip's frame, and the shares of
     frames at full quality and with every face swapped or held."""
     clip = still_clip(photo, settings, tmpdir, size, name=name)
-    cfg = scenario_config("groups", settings, tmpdir, base, face_selection="all")
+    cfg = scenario_config("groups", settings, tmpdir, base, face_selection="all", precision=LIVE_PRECISION)
+    copies = prepare_auto_copies(cfg, settings, clip, tmpdir, base)
     found: list[int] = []
 
     def count_faces(engine: LiveEngine) -> None:
@@ -315,6 +343,8 @@ def run_still_faces(settings: BenchSettings, tmpdir: Path, base: Config, photo: 
     frames = stats["frames"]
     published = max(1, frames["published"])
     summary["size"] = list(size)
+    if copies:
+        summary["int8_copies"] = copies
     summary["faces_found"] = found[0] if found else None
     summary["group"] = group
     summary["every_face_share"] = round((frames["swapped"] + frames["held"]) / published, 3)
@@ -333,7 +363,9 @@ def run_resolution(settings: BenchSettings, image: Frame, tmpdir: Path, base: Co
     `settings.rounds` interleaved pairs (see `median_pair`)."""
     quality = settings.quality or BEST.name
     clips = {label: sliding_clip(image, settings, tmpdir, RESOLUTIONS[label]) for label in ("480p", "1080p")}
-    cfg = scenario_config("light", settings, tmpdir, base)
+    cfg = scenario_config("light", settings, tmpdir, base, precision=LIVE_PRECISION)
+    for clip in clips.values():  # the detector's copy is checked on each size's own frames (its looks differ)
+        prepare_auto_copies(cfg, settings, clip, tmpdir, base)
     pairs: list[dict[str, Any]] = []
     for _ in range(settings.rounds):
         runs: dict[str, dict[str, Any]] = {}

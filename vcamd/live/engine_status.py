@@ -61,7 +61,6 @@ class EngineStatus:
             providers=self.parts.providers,
             gpu=self.gpu.stop(),
             misses=self._misses(),
-            camera_cpu_s=self.parts.reader.cpu_s,
         ) | {"startup_ms": self.frames.startup.to_json(), "published_before_first_swap": self.frames.startup.before_first_swap,
              "published_while_loading": self.frames.startup.while_loading,
              "swapper_cores": self.parts.worker.cores.to_json(), "server": self._server_status(), **self._precision(),

@@ -25,6 +25,7 @@ from vcamd.common.quality import Level, rung
 from vcamd.common.types import Captured, Face, Frame, Outcome, as_frame
 from vcamd.config.schema import Config, OnMiss, Others, SmoothingConfig, SwapConfig
 from vcamd.faces.following import FollowedFace
+from vcamd.live.measures.stats import CAMERA_THREAD
 from vcamd.live.measures.watchdog import Transition, TransitionResult
 from vcamd.live.output.repaint import Repaint
 from vcamd.live.startframes import StartFrames, Startup
@@ -104,7 +105,7 @@ class FrameProcessor:
         # ... and the threads this work hands frames to, read through `parts` (a part replaced by a
         # reload is followed): each one's CPU is one stage of the frame.
         ledger = parts.stats.cpu
-        ledger.watch("camera-reader", "camera: read + decode", lambda: parts.reader.cpu_s)
+        ledger.watch(CAMERA_THREAD, "camera: read + decode", lambda: parts.reader.cpu_s)
         ledger.watch("face-tracker", "crop detection (tracker thread)", lambda: parts.tracker.cpu_s)
         ledger.watch("full-detector", "full detection", lambda: parts.full_detector.cpu_s)
         ledger.watch("swap-worker", "swap: align, model, crops", lambda: parts.worker.cpu_s)

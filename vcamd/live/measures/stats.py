@@ -5,8 +5,9 @@ frames, faces, latency_ms, swap_age_ms, misses, fps). Shape of `to_json()`: thos
 fps.{source,published} for the whole run instead of the recent fps), plus
 stages_ms.<stage>.{p50,p95,p99}, degradation.{transitions,level_share} (time per rung of the quality
 ladder), queue_depth.max, providers, cpu_ms_per_frame (of which camera_cpu_ms_per_frame: the camera reader thread's
-reading and decoding), cpu_ms_per_frame_by.{threads,stages} (`CpuLedger`: where that CPU went), duration_s, and
-gpu when an NVIDIA GPU is present.
+reading and decoding), cpu_ms_per_frame_by.{threads,stages} (`CpuLedger`: where that CPU went), cpu_from_frame (the
+published frame those three count from: 0, or `LiveStats.count_cpu_from`'s), duration_s, and gpu when an NVIDIA GPU
+is present.
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ LOOP_REST = "loop: between frames"
 """The loop's CPU outside a frame's stages: taking the next frame, queued commands, the status snapshot."""
 
 
+CAMERA_THREAD = "camera-reader"
+"""The camera reader's thread as the ledger watches it (camera_cpu_ms_per_frame is its share)."""
+
+
 class LoopCpu:
     """The loop thread's CPU time by stage, from `time.thread_time` readings on the loop itself:
     `begin()` when a frame is taken, `mark(stage)` when a stage ends (the time since the last
@@ -147,6 +152,15 @@ class CpuLedger:
         self._base = {name: reading() for name, (_, reading) in self._threads.items()}
         self._process_base = time.process_time()
 
+    def process_s(self) -> float:
+        """The whole process's CPU seconds since `start()` (every thread: reader, loop, workers, ONNX pools)."""
+        return time.process_time() - self._process_base
+
+    def thread_s(self, thread: str) -> float:
+        """A watched thread's CPU seconds since `start()` (0 for a thread not watched)."""
+        watched = self._threads.get(thread)
+        return 0.0 if watched is None else max(0.0, watched[1]() - self._base.get(thread, 0.0))
+
     def per_frame(self, frames: int) -> dict[str, dict[str, float]]:
         """{"threads": {thread: ms}, "stages": {stage: ms}}: CPU-ms per frame since `start()`."""
         def ms(seconds: float) -> float:
@@ -154,7 +168,7 @@ class CpuLedger:
 
         used = {name: reading() - self._base.get(name, 0.0) for name, (_, reading) in self._threads.items()}
         loop = self.loop.total_s
-        other = (time.process_time() - self._process_base) - loop - sum(max(0.0, s) for s in used.values())
+        other = self.process_s() - loop - sum(max(0.0, s) for s in used.values())
         threads = {"loop": ms(loop), **{name: ms(s) for name, s in used.items()}, OTHER_THREADS: ms(other)}
         stages = {f"loop: {stage}" if stage != LOOP_REST else stage: ms(s) for stage, s in self.loop.stages_s.items()}
         stages |= {self._threads[name][0]: ms(s) for name, s in used.items()}
@@ -174,7 +188,8 @@ class LiveStats:
         self._clock = clock
         self._lock = threading.Lock()
         self.started_at = clock()
-        self._cpu_start = time.process_time()
+        self._cpu_from_frame = 0  # `count_cpu_from`: the published frame the CPU figures count from (0: the run's start)
+        self._cpu_counted_from = 0  # the published frame they do count from (0 until that frame is out)
         self.outcomes: Counter[Outcome] = Counter()
         self.processed = 0
         self.again = 0  # kept frames of the start processed again (`live.startframes`); not in `processed`
@@ -194,8 +209,16 @@ class LiveStats:
         """Start the rates and CPU count from now (after models are loaded and threads started);
         on the loop's thread, which the CPU ledger's loop stages count from."""
         self.started_at = self._clock()
-        self._cpu_start = time.process_time()
+        self._cpu_counted_from = 0
         self.cpu.start()
+
+    def count_cpu_from(self, frame: int) -> None:
+        """Count the CPU figures (cpu_ms_per_frame, its camera share, cpu_ms_per_frame_by) from the
+        `frame`-th published frame on, leaving out the start — the covered frames while the first
+        swap runs, the first full looks, keys and covers made anew — as the loop-cost rows and
+        `vcamd bench` measure a frame's steady cost. A run that ends before it counts from its start.
+        Call before the run."""
+        self._cpu_from_frame = frame
 
     def record_stage(self, name: str, ms: float) -> None:
         with self._lock:
@@ -212,6 +235,9 @@ class LiveStats:
             self.level_frames[level] += 1
             if latency_ms is not None:
                 self.latency_ms.append(latency_ms)
+            if self.published == self._cpu_from_frame:  # on the loop's thread, which the ledger's loop stages need
+                self.cpu.start()
+                self._cpu_counted_from = self.published
             if self.first_publish_at is None:
                 self.first_publish_at = now
             self.last_publish_at = now
@@ -261,10 +287,14 @@ class LiveStats:
             span = self._recent[-1] - self._recent[0]
             return (len(self._recent) - 1) / span if span > 0 else 0.0
 
+    def _cpu_frames(self) -> int:
+        """The published frames the CPU figures count (those since `_cpu_counted_from`)."""
+        return self.published - self._cpu_counted_from
+
     def cpu_ms_per_frame(self) -> float:
         """Process CPU time (all threads: reader, pipeline, swap worker, ONNX pools) per published frame."""
-        cpu_s = time.process_time() - self._cpu_start
-        return 1000.0 * cpu_s / self.published if self.published else 0.0
+        frames = self._cpu_frames()
+        return 1000.0 * self.cpu.process_s() / frames if frames else 0.0
 
     def latency_percentiles(self) -> Percentiles:
         with self._lock:
@@ -281,10 +311,10 @@ class LiveStats:
         providers: dict[str, str],
         gpu: dict[str, Any] | None = None,
         misses: Misses | None = None,
-        camera_cpu_s: float = 0.0,
     ) -> dict[str, Any]:
         with self._lock:
             total_levels = sum(self.level_frames.values()) or 1
+            frames = self._cpu_frames()
             doc = {
                 "frames": self._frame_counts(captured, dropped),
                 "faces": self._face_counts(),
@@ -301,8 +331,9 @@ class LiveStats:
                 "providers": providers,
                 "cpu_ms_per_frame": round(self.cpu_ms_per_frame(), 2),
                 # Of which the camera's own reading and decoding (its reader thread).
-                "camera_cpu_ms_per_frame": round(1000.0 * camera_cpu_s / self.published, 2) if self.published else 0.0,
-                "cpu_ms_per_frame_by": self.cpu.per_frame(self.published),
+                "camera_cpu_ms_per_frame": round(1000.0 * self.cpu.thread_s(CAMERA_THREAD) / frames, 2) if frames else 0.0,
+                "cpu_ms_per_frame_by": self.cpu.per_frame(frames),
+                "cpu_from_frame": self._cpu_counted_from,
                 "duration_s": round(self._clock() - self.started_at, 2),
             }
         if gpu:
