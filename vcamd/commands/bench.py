@@ -43,6 +43,10 @@ timed a face through `Swapper` / `Enhancer` on the photo's face: parameters, GMA
 ms quiet (and with `--load N` busy processes), and where its layer list comes from
 (`vcamd.bench.modeltimes`).
 
+`light`, `groups`, `crowd` and `resolution` run at the default `[models] precision = "auto"`, the int8
+copies a first start of `vcamd run` would build made first (`scenarios.prepare_auto_copies`): what a
+daily `vcamd run` costs here. Their CPU figures count from the 60th published frame (`runs.CPU_FROM_FRAME`).
+
 Printed for light/inswapper: published vs source fps, capture→publish p50/p95/p99, pipeline
 overhead per frame (everything but model inference), CPU-ms per published frame (all threads) and
 % of frames swapped, each against its target. For groups/crowd/resolution: one row per target with
