@@ -45,7 +45,8 @@ ms quiet (and with `--load N` busy processes), and where its layer list comes fr
 
 `light`, `groups`, `crowd` and `resolution` run at the default `[models] precision = "auto"`, the int8
 copies a first start of `vcamd run` would build made first (`scenarios.prepare_auto_copies`): what a
-daily `vcamd run` costs here. Their CPU figures count from the 60th published frame (`runs.CPU_FROM_FRAME`).
+daily `vcamd run` costs here. The in-process runs (those and `inswapper`) count CPU from the 60th published
+frame (`runs.CPU_FROM_FRAME`: the start left out).
 
 Printed for light/inswapper: published vs source fps, capture→publish p50/p95/p99, pipeline
 overhead per frame (everything but model inference), CPU-ms per published frame (all threads) and
