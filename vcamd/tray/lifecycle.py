@@ -154,30 +154,22 @@ def run_engine_with_tray(
             on_app(app)
         worker.start()
 
-    interrupted = quit_chosen = False
+    quit_chosen = False
     try:
         with _ctrl_c_asks_to_quit(controller):
             quit_chosen = run_tray(controller, setup, quit_event=engine_done, **app_options).quit_chosen
-    except KeyboardInterrupt:
-        log.info("tray: interrupted")
-        interrupted = True
     except Exception as exc:  # the icon is a convenience: its failure must not take the camera down
         if engine_done.is_set():  # the engine stopped (`vcamd quit`) and the icon failed coming down
             log.debug("the tray icon failed while stopping (%s)", exc)
         else:
             log.warning("the tray icon failed (%s); FaceLive Camera keeps running without it", exc)
     if worker.ident is None:
-        if interrupted:
-            raise KeyboardInterrupt
         log.warning("no tray icon; running without it (control it with `vcamd on/off/status/quit`)")
-        work()  # the icon never came up: run the engine here, headless
+        work()  # the icon never came up: run the engine here, headless (a Ctrl-C meanwhile asked it to quit)
     else:
-        if not engine_done.is_set():
-            if interrupted:
-                controller.request_quit()  # a second Ctrl-C
-            elif not quit_chosen:
-                # The icon went away on its own (pystray error, tray host gone): keep the camera.
-                log.warning("the tray icon closed; FaceLive Camera keeps running (stop it with `vcamd quit`)")
+        if not engine_done.is_set() and not quit_chosen:
+            # The icon went away on its own (pystray error, tray host gone): keep the camera.
+            log.warning("the tray icon closed; FaceLive Camera keeps running (stop it with `vcamd quit`)")
         worker.join()
     if errors:
         raise errors[0]
