@@ -173,16 +173,16 @@ def call_row(stats: dict[str, Any], settings: BenchSettings) -> dict[str, Any]:
         "published_fps": stats["fps"]["published"],
         "latency_p99_ms": stats["latency_ms"]["p99"],
         "swap_model_ms_p50": stats["stages_ms"].get("swap", {}).get("p50", 0.0),
-        "ran": swapper_ran(stats),
+        "ran": model_ran(stats, "swapper"),
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v},
         "transitions": [_transition_text(t) for t in stats["degradation"]["transitions"]],
         "command": stats["command"],
     }
 
 
-def swapper_ran(stats: dict[str, Any], role: str = "swapper") -> str:
-    """What the swapper (or the `role` model) ran at by the end of a run (its stats JSON): "float",
-    "int8", or "not loaded" (the run ended before the models were in)."""
+def model_ran(stats: dict[str, Any], role: str) -> str:
+    """What the `role` model ("swapper", "detector") ran at by the end of a run (its stats JSON):
+    "float", "int8", or "not loaded" (the run ended before the models were in)."""
     return (stats.get("precision") or {}).get(role) or "not loaded"
 
 
@@ -238,8 +238,8 @@ def summarise(stats: dict[str, Any], stages: dict[str, Any], settings: BenchSett
         "swapped_share": round(stats["frames"]["swapped"] / published, 3),
         "swap_model_ms_p50": stats["stages_ms"].get("swap", {}).get("p50", 0.0),
         "swap_age_ms": stats.get("swap_age_ms", {}),
-        "ran": swapper_ran(stats),
-        "detector_ran": swapper_ran(stats, "detector"),
+        "ran": model_ran(stats, "swapper"),
+        "detector_ran": model_ran(stats, "detector"),
         "detect_ms_p50": stats["stages_ms"].get("detect", {}).get("p50", 0.0),
         "levels": {k: v for k, v in stats["degradation"]["level_share"].items() if v},
         "transitions": len(stats["degradation"]["transitions"]),

@@ -24,11 +24,11 @@ from vcamd.bench.runs import (
     call_row,
     first_frame,
     loadavg,
+    model_ran,
     run_live,
     run_vcamd,
     scenario_config,
     summarise,
-    swapper_ran,
 )
 from vcamd.bench.settings import CROWD_RESOLUTION, RESOLUTIONS, BenchSettings
 from vcamd.common.quality import BEST
@@ -267,7 +267,7 @@ def run_startup(settings: BenchSettings, clip: Path, tmpdir: Path, base: Config)
         out[precision_key("startup", precision)] = {
             "startup_ms": following["startup_ms"], "first_start_ms": first["startup_ms"], "threads": settings.threads,
             "swapper_mb": round(Path(cfgs[precision].models.swapper).stat().st_size / 1e6), "precision": precision,
-            "ran": swapper_ran(following),
+            "ran": model_ran(following, "swapper"),
             "command": following["command"], "stats": following, "first_start_stats": first,
         } | ({"int8_copy": checks[precision]} if precision in checks else {})
     return out
@@ -364,8 +364,8 @@ def run_resolution(settings: BenchSettings, image: Frame, tmpdir: Path, base: Co
     quality = settings.quality or BEST.name
     clips = {label: sliding_clip(image, settings, tmpdir, RESOLUTIONS[label]) for label in ("480p", "1080p")}
     cfg = scenario_config("light", settings, tmpdir, base, precision=LIVE_PRECISION)
-    for clip in clips.values():  # the detector's copy is checked on each size's own frames (its looks differ)
-        prepare_auto_copies(cfg, settings, clip, tmpdir, base)
+    # The copies once, on the first size's frames: a copy is kept for its model and looks, not the camera's size.
+    prepare_auto_copies(cfg, settings, clips["480p"], tmpdir, base)
     pairs: list[dict[str, Any]] = []
     for _ in range(settings.rounds):
         runs: dict[str, dict[str, Any]] = {}
