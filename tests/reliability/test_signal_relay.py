@@ -19,6 +19,13 @@ from vcamd.common.signalrelay import relayed
 pytestmark = pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs POSIX signals")
 
 
+@pytest.fixture(autouse=True)
+def _on_the_main_thread() -> None:
+    """`relayed` sets handlers and the wakeup fd, which only the main thread may do."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are relayed from the main thread only")
+
+
 @contextmanager
 def a_bystander_thread() -> Iterator[threading.Thread]:
     """A thread that does nothing but exist: the kernel may hand a process's signal to it."""
@@ -47,8 +54,6 @@ def _main_thread_waits_for(read_fd: int) -> bool:
 
 
 def test_a_signal_caught_by_another_thread_is_acted_on_while_the_main_thread_waits(pipe) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signals are relayed from the main thread only")
     read_fd, write_fd = pipe
     acted_in: list[str] = []
 
@@ -65,8 +70,6 @@ def test_a_signal_caught_by_another_thread_is_acted_on_while_the_main_thread_wai
 
 
 def test_each_signal_is_acted_on_once_and_an_inner_relay_passes_on_the_outer_ones(pipe) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signals are relayed from the main thread only")
     read_fd, write_fd = pipe
     acted: list[str] = []
 
@@ -91,8 +94,6 @@ def test_each_signal_is_acted_on_once_and_an_inner_relay_passes_on_the_outer_one
 
 
 def test_leaving_restores_the_handlers_and_wakeup_fd_before_it() -> None:
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signals are relayed from the main thread only")
     before = signal.getsignal(signal.SIGUSR1)
     with relayed({signal.SIGUSR1: lambda: None}):
         assert signal.getsignal(signal.SIGUSR1) is not before
@@ -101,8 +102,6 @@ def test_leaving_restores_the_handlers_and_wakeup_fd_before_it() -> None:
 
 
 def test_a_failing_action_is_logged_and_the_relay_goes_on(pipe, caplog) -> None:
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signals are relayed from the main thread only")
     read_fd, write_fd = pipe
     calls: list[int] = []
 
