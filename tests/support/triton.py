@@ -5,6 +5,7 @@ the tests that need a server skip; with `VCAMD_REQUIRE_TRITON=1` (`.ci/run`) the
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,6 @@ def require_serve_venv() -> Path:
 class TritonProcess(ServerProcess):
     """`ServerProcess`, skipping the test (or failing it under `VCAMD_REQUIRE_TRITON=1`) without the server's environment."""
 
-    def __init__(self, config: Path, *extra: str, port: int | None = None, log: Path) -> None:
+    def __init__(self, config: Path, *extra: str, port: int | None = None, log: Path, prefix: Sequence[str] = ()) -> None:
         require_serve_venv()
-        super().__init__(config, *extra, port=port, log=log)
+        super().__init__(config, *extra, port=port, log=log, prefix=prefix)

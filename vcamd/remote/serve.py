@@ -29,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sysconfig
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,24 +250,89 @@ def serve(cfg: Config, options: ServeOptions, *, announce: Callable[[str], None]
     args = tritonserver.command(dist, workspace / "models", dist.backends(workspace / "backends"), host=listen.host, port=listen.port,
                                 log_file=log_file, shm_prefix=shm_prefix, tls=tls)
     announce(f"Triton's own log: {log_file}")
-    with log_file.open("ab") as out:
-        proc = subprocess.Popen(args, env=tritonserver.environment(dist, stub_library_path()), stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=out, preexec_fn=tritonserver.child_setup)  # noqa: PLW1509 — before any thread of ours
+    triton = _Triton(args, tritonserver.environment(dist, stub_library_path()), log_file)
     try:
         # SIGTERM stops Triton, relayed: this thread waits in waitpid(), where a Python handler does not run
         # while the signal lands on another of this process's threads (ONNX Runtime's).
-        with relayed({signal.SIGTERM: proc.terminate}):
-            _wait_ready(proc, listen, pair, log_file, lambda: tritonserver.private_regions(shm_prefix))
+        with relayed({signal.SIGTERM: triton.stop}):
+            triton.start_ready(lambda proc: _wait_ready(proc, listen, pair, log_file, lambda: tritonserver.private_regions(shm_prefix)),
+                               again=lambda: tritonserver.clear_stale_regions(shm_prefix), announce=announce)
             announce(f"serving {', '.join(m.name for m in models)} on {listen.url} (mutual TLS{'' if listen.loopback else ', beyond loopback'}; "
                      f"ONNX Runtime on {', '.join(providers)})")
             if bundle_path is not None:
                 announce(f"pairing bundle for clients: {bundle_path} — copy it to the client and run `vcamd pair {bundle_path.name}` there")
             announce(READY_LINE)
-            code = proc.wait()
+            code = triton.wait()
             if code not in (0, -signal.SIGTERM, -signal.SIGINT):
                 raise VcamdError(f"Triton stopped (exit {code}): {_last_error(log_file)}", fix=f"see Triton's log: {log_file}")
     finally:
-        _stop(proc)
+        triton.close()
+
+
+class _Triton:
+    """The tritonserver process of one `vcamd serve`: started again (`tritonserver.START_ATTEMPTS` starts in
+    all) while a start dies of Triton's own start race before it is ready (`tritonserver.aborted_by_start_race`);
+    stopped once asked, from any thread (the signal relay's), a start then not tried again."""
+
+    def __init__(self, args: list[str], env: dict[str, str], log_file: Path) -> None:
+        self._args, self._env, self._log_file = args, env, log_file
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopping = False
+
+    def start_ready(self, wait_ready: Callable[[subprocess.Popen[bytes]], None], *, again: Callable[[], Any],
+                    announce: Callable[[str], None]) -> None:
+        """Start Triton until `wait_ready` returns for one start (its VcamdError when a start ends otherwise);
+        `again` runs before each start after the first (what the aborted one left in shared memory)."""
+        from vcamd.remote import tritonserver
+
+        for attempt in range(1, tritonserver.START_ATTEMPTS + 1):
+            proc, offset = self._start()
+            try:
+                wait_ready(proc)
+                return
+            except VcamdError:
+                code = proc.poll()
+                if (self._stopping or attempt == tritonserver.START_ATTEMPTS
+                        or not tritonserver.aborted_by_start_race(code, tritonserver.log_since(self._log_file, offset))):
+                    raise
+            announce(f"Triton aborted while its Python backend started the models (exit {code}, {tritonserver.START_RACE}: "
+                     f"an intermittent fault of Triton's own, triton-inference-server/server#8882); "
+                     f"starting it again ({attempt + 1} of {tritonserver.START_ATTEMPTS})")
+            log.warning("Triton aborted on its start race (exit %s); starting it again", code)
+            again()
+
+    def _start(self) -> tuple[subprocess.Popen[bytes], int]:
+        """A new Triton, and where its part of the log begins."""
+        from vcamd.remote import tritonserver
+
+        with self._lock:
+            if self._stopping:
+                raise VcamdError("vcamd serve was stopped while Triton started")
+            offset = self._log_file.stat().st_size if self._log_file.exists() else 0
+            with self._log_file.open("ab") as out:
+                # preexec_fn with a thread of ours running: the signal relay's, which waits in recv() holding no lock.
+                self._proc = subprocess.Popen(self._args, env=self._env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                              preexec_fn=tritonserver.child_setup)  # noqa: PLW1509
+            return self._proc, offset
+
+    def stop(self) -> None:
+        """SIGTERM to the running Triton (none started again after this)."""
+        with self._lock:
+            self._stopping = True
+            if self._proc is not None and self._proc.poll() is None:
+                self._proc.terminate()
+
+    def wait(self) -> int:
+        assert self._proc is not None
+        return self._proc.wait()
+
+    def close(self) -> None:
+        with self._lock:
+            self._stopping = True
+            proc = self._proc
+        if proc is not None:
+            _stop(proc)
 
 
 def _require_free(listen: ServerAddress) -> None:
