@@ -91,16 +91,18 @@ def greedy_pairs(allowed: np.ndarray, distance: np.ndarray) -> list[int | None]:
         rows_found: list[bool] = found.tolist()
         return [int(j) if ok else None for j, ok in zip(nearest.tolist(), rows_found)]
     taken = np.zeros(cols, bool)
-    out: list[int | None] = []
-    for k in range(rows):
-        candidates = np.flatnonzero(allowed[k] & ~taken)
-        if len(candidates) == 0:
-            out.append(None)
-            continue
-        best = int(candidates[np.argmin(distance[k, candidates])])
-        taken[best] = True
-        out.append(best)
-    return out
+    return [take_nearest(allowed[k], distance[k], taken) for k in range(rows)]
+
+
+def take_nearest(allowed: np.ndarray, distance: np.ndarray, taken: np.ndarray) -> int | None:
+    """One row of `greedy_pairs`' rule: the column nearest by `distance` among those `allowed` and not
+    `taken` (the first of equals), marked taken; None when there is none."""
+    candidates = np.flatnonzero(allowed & ~taken)
+    if len(candidates) == 0:
+        return None
+    best = int(candidates[np.argmin(distance[candidates])])
+    taken[best] = True
+    return best
 
 
 def same_face_pairs(faces: list[Face], others: list[Face]) -> list[int | None]:
@@ -125,13 +127,7 @@ def same_face_pairs(faces: list[Face], others: list[Face]) -> list[int | None]:
             out.append(j)
             continue
         allowed, distance = rows[i] if i in rows else _pair_rows(faces, others, [i], own)[i]
-        candidates = np.flatnonzero(allowed & ~taken)
-        if len(candidates) == 0:
-            out.append(None)
-            continue
-        best = int(candidates[np.argmin(distance[candidates])])  # the first of equals, as `greedy_pairs`
-        taken[best] = True
-        out.append(best)
+        out.append(take_nearest(allowed, distance, taken))
     return out
 
 
