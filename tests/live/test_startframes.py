@@ -20,22 +20,31 @@ from vcamd.live.engine import LiveEngine
 
 class StoppingCamera:
     """A camera that delivers frames until `stop` is set; its next read then blocks (`stopped` is
-    set) until `resume` (a read under way when `stop` is set still delivers its frame). `last` is
-    the last frame it delivered."""
+    set) until `one_more` or `resume` (a read under way when `stop` is set still delivers its frame).
+    `last` is the last frame it delivered."""
 
     def __init__(self, source) -> None:
         self._source = source
-        self.stop, self.stopped, self.resume = threading.Event(), threading.Event(), threading.Event()
+        self.stop, self.stopped = threading.Event(), threading.Event()
+        self._let_through = threading.Semaphore(0)
         self.last: np.ndarray | None = None
         self.reads_after_stop = 0
 
     def __getattr__(self, name):
         return getattr(self._source, name)
 
+    def one_more(self) -> None:
+        """Let one more frame through (the read after it blocks again)."""
+        self._let_through.release()
+
+    def resume(self) -> None:
+        """Deliver again, for good (the end of a test)."""
+        self._let_through.release(10_000)
+
     def read(self):
         if self.stop.is_set():
             self.stopped.set()
-            self.resume.wait(60)
+            self._let_through.acquire(timeout=60)
             self.reads_after_stop += 1
         frame = self._source.read()
         if frame is not None:
@@ -51,7 +60,7 @@ def _run(engine: LiveEngine) -> tuple[threading.Thread, dict]:
 
 
 def _end(engine: LiveEngine, camera: StoppingCamera, thread: threading.Thread) -> None:
-    camera.resume.set()
+    camera.resume()
     engine.request_quit()
     thread.join(30)
 
@@ -136,6 +145,71 @@ def test_the_first_swap_is_shown_on_the_kept_frame_where_the_face_is_found_in_it
         # ... and the frame is not covered whole: the background far from the face is the camera's own.
         far = (slice(0, max(1, y1 // 2)), slice(0, max(1, x1 // 2))) if x1 > 40 and y1 > 40 else (slice(-20, None), slice(-20, None))
         assert np.array_equal(shown[far], kept[far])
+    finally:
+        _end(engine, camera, thread)
+
+
+def test_a_first_swap_landing_while_a_frame_is_processed_is_shown_on_that_frame(live_config, make_clip, recording_sink,
+                                                                               face_engine_factory):
+    """The first swap lands on its own thread while the loop processes a frame: after that frame
+    went by without it (covered), before the frame is kept. The frame is still news to it: kept and
+    processed again at once, it shows the swapped face, though the camera gives nothing new. (What a
+    frame waits on was judged at keep time: the swap counted as there, the frame went out covered and
+    was not kept, and with the camera stalled nothing ever showed the swap.) The interleaving is made
+    on purpose: the swap's result is held back, the camera lets one frame through, and the result
+    goes out just before that frame is kept."""
+    cfg = live_config(camera={"stall_timeout_s": 60.0})
+    camera = StoppingCamera(open_source(str(make_clip("newton_slow.avi", fps=SLOW_CAMERA_FPS, frames=8)), cfg.camera, loop=True))
+    real = face_engine_factory(cfg)
+    calls: list[int] = []
+    held_back: list = []
+    put_out = threading.Event()
+
+    def swap_faces(frame, faces, *args, **kw):
+        calls.append(1)
+        if len(calls) == 1:  # the first swap ends once the camera has stopped
+            camera.stop.set()
+            wait_for(camera.stopped.is_set, what="the camera stopped")
+        else:  # no later swap lands before the first one is out
+            wait_for(put_out.is_set, what="the first swap's result out")
+        return real.swap_faces(frame, faces, *args, **kw)
+
+    sink = recording_sink(keep_every=1)
+    engine = LiveEngine(cfg, source=camera, sink_factory=lambda w, h, fps: sink, faces=Wrapped(real, swap_faces=swap_faces))
+    results = engine.parts.worker.results
+    put = results.put
+
+    def held_put(value):
+        if not held_back and not put_out.is_set():
+            held_back.append(value)
+            return 0
+        return put(value)
+
+    def put_out_before(keep):
+        def kept(*args, **kw):
+            if held_back and not put_out.is_set():
+                put(held_back.pop())  # lands after this frame decided without it, before it is kept
+                put_out.set()
+            keep(*args, **kw)
+        return kept
+
+    results.put = held_put  # type: ignore[method-assign]
+    engine.frames.start.keep = put_out_before(engine.frames.start.keep)  # type: ignore[method-assign]
+    thread, _ = _run(engine)
+    try:
+        wait_for(lambda: held_back, what="the first swap done, its result held back")
+        camera.one_more()
+        wait_for(put_out.is_set, what="a frame processed while the result went out")
+        wait_for(lambda: engine.parts.stats.outcomes[Outcome.swapped] >= 1, what="the swapped face on that frame",
+                 detail=lambda: {"outcomes": dict(engine.parts.stats.outcomes), "again": engine.parts.stats.again,
+                                 "late looks": engine.parts.tracker.late})
+        assert camera.reads_after_stop == 1
+        shown, kept = sink.frames[-1], camera.last
+        assert kept is not None and shown.shape == kept.shape
+        faces = real.detect(kept, 320)
+        assert len(faces) == 1
+        x1, y1, x2, y2 = (max(0, int(v)) for v in faces[0].box)
+        assert np.abs(shown[y1:y2, x1:x2].astype(np.int16) - kept[y1:y2, x1:x2].astype(np.int16)).mean() > 3.0
     finally:
         _end(engine, camera, thread)
 

@@ -125,6 +125,7 @@ class FrameProcessor:
             parts.stats.again += 1
         else:
             parts.stats.processed += 1
+        self.start.begin(parts)  # what the start waits on, as this frame finds it (`startframes`)
         frame = self._fit(captured.frame)
         level = parts.watchdog.level
         self._index += 1
@@ -397,7 +398,10 @@ class FrameProcessor:
         self._cpu.mark("publish")
         now = parts.clock()
         parts.stats.record_stage("publish", (now - t_send) * 1000.0)
-        self.startup.published(now, swapped=composed is not None and FaceOutcome.swapped in composed.faces)
+        swapped = composed is not None and FaceOutcome.swapped in composed.faces
+        self.startup.published(now, swapped=swapped)
+        if swapped:
+            self.start.shown()
         if composed is not None:
             if composed.all_swapped:
                 parts.publisher.remember_good(frame, targets or [], tuple(self._wants(targets or []) or ()))

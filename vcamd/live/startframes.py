@@ -11,7 +11,13 @@ processed again at once (`FrameProcessor.process`): located afresh and composed 
 as every frame — a swap is put only on a face found in that very frame, where it was found, and
 whatever cannot be said is covered. Each kept frame is processed again at most once; the first
 full detection after an install at most once per pipeline (in an empty room every look lands
-with nothing, and the frames are not sent twice for it). `Startup` records when the first frame and
+with nothing, and the frames are not sent twice for it).
+
+What a frame waits on is judged from what it found when it began (`StartFrames.begin`, `Marks`),
+not when it is kept: the detector and the swap worker deliver on their own threads, and a result
+that lands while the frame is being processed — after the frame decided without it, before it is
+kept — is news to that frame. Judged at keep time it was taken as already there: the frame went
+out covered, was not kept, and with the camera stalled nothing showed the swap. `Startup` records when the first frame and
 the first swapped face went out (the stats' `startup_ms`).
 """
 
@@ -41,13 +47,28 @@ class Awaits(StrEnum):
     swap = "swap"  # the first swap is running
 
 
-def _mark(parts: LiveParts, awaits: Awaits) -> int:
-    """A number that changes when what `awaits` names is here."""
+def _mark(parts: LiveParts, awaits: Awaits, began: Marks | None = None) -> int:
+    """A number that changes when what `awaits` names is here: now, or (`began`) as the frame found it."""
     if awaits is Awaits.models:
         return 0 if parts.faces is None else 1
     if awaits is Awaits.look:
-        return parts.full_detector.results.latest()[1]
-    return parts.worker.results.latest()[1]
+        return parts.full_detector.results.latest()[1] if began is None else began.look
+    return parts.worker.results.latest()[1] if began is None else began.swap
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """What a frame found when it began (`StartFrames.begin`): the full detector's and the swap
+    worker's result numbers, and whether a swap (or the model's failure) was there to go by."""
+
+    look: int
+    swap: int
+    swap_done: bool
+
+    @classmethod
+    def of(cls, parts: LiveParts) -> Marks:
+        result, swap = parts.worker.results.latest()
+        return cls(parts.full_detector.results.latest()[1], swap, result is not None or parts.worker.latest()[1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +84,23 @@ class StartFrames:
     def __init__(self) -> None:
         self._kept: Kept | None = None
         self._looked_for: object | None = None  # the pipeline whose first look was waited for already
+        self._began: Marks | None = None  # what the frame being processed found when it began
+
+    def begin(self, parts: LiveParts) -> None:
+        """A frame begins: before anything in it reads the detector's or the swap worker's results."""
+        self._began = Marks.of(parts)
 
     def keep(self, captured: Captured, frame: Frame, parts: LiveParts, *, swap_shown: bool) -> None:
         """After the loop located the faces of `frame` (the camera's `captured`, fitted), before
         anything is drawn on it: kept while the start waits on something, else nothing is."""
-        awaits = self._awaits(parts, swap_shown)
+        began = self._began or Marks.of(parts)
+        awaits = self._awaits(parts, swap_shown, began)
         self._kept = None if awaits is None else Kept(Captured(frame.copy(), captured.t_capture, captured.seq), awaits,
-                                                      _mark(parts, awaits))
+                                                      _mark(parts, awaits, began))
+
+    def shown(self) -> None:
+        """The frame kept last went out with a swapped face: nothing to show again."""
+        self._kept = None
 
     def again(self, parts: LiveParts) -> Captured | None:
         """The kept frame, once what it waited for is here (then it is no longer kept); else None."""
@@ -99,15 +130,15 @@ class StartFrames:
             if left <= POLL_S:
                 return None, True
 
-    def _awaits(self, parts: LiveParts, swap_shown: bool) -> Awaits | None:
+    def _awaits(self, parts: LiveParts, swap_shown: bool, began: Marks) -> Awaits | None:
         if swap_shown or not parts.enabled:
             return None
         if parts.faces is None:
             return Awaits.models
-        result, failed = parts.worker.latest()
-        if result is not None or failed:
+        if began.swap_done:
             return None
-        if not parts.worker.idle:
+        # Running, or landed since the frame began (its mark then differs at once: processed again).
+        if not parts.worker.idle or parts.worker.results.latest()[1] != began.swap:
             return Awaits.swap
         return Awaits.look if self._looked_for is not parts.faces else None
 
