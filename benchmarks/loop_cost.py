@@ -58,6 +58,10 @@ same checkout may be named twice, once per precision: `--tree float=. --tree aut
 `--detector MODEL` runs every row with another SCRFD model as the product's detector (default
 SCRFD-2.5G; the raw check's checkers stay both): `--detector ../shared/assets/models/scrfd_500m_kps.onnx`.
 
+`--at-10g` adds SCRFD-10G's compute to that detector (`standins.build_detector_at_10g`: its faces, SCRFD-10G's
+layers with random weights beside them), for vcamd and Deep-Live-Cam alike: the rows at the cost of buffalo_l's
+det_10g.onnx, the detector the issue's own rows and `vcamd run` use (its weights are not here), plus the given one's.
+
 `--load N` starts N busy processes (one core each, normal priority: the call app) around every
 run. Printed: one table, a row per measure, a column per build (median of the rounds, and every
 round's figure); `--json` keeps every run.
@@ -111,6 +115,7 @@ def main() -> None:
     p.add_argument("--pin", default=None, metavar="LEVEL",
                    help="the still rows (groups, crowd, crowd_noise) at this quality level, the watchdog pinned: what each rung costs them")
     p.add_argument("--detector", type=Path, default=DETECTOR, help="the product's SCRFD detector for every row (default: SCRFD-2.5G)")
+    p.add_argument("--at-10g", action="store_true", help="the detector with SCRFD-10G's compute added (buffalo_l's det_10g cost)")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
@@ -129,6 +134,11 @@ def main() -> None:
     if not args.detector.is_file():
         sys.exit(f"--detector: no such file {args.detector} (an SCRFD .onnx, e.g. {DETECTOR})")
     args.detector = args.detector.resolve()
+    if args.at_10g:
+        from vcamd.bench.standins import build_detector_at_10g
+
+        built = Path(tempfile.mkdtemp(prefix="loopcost-10g-")) / f"{args.detector.stem}_at_10g.onnx"
+        args.detector = build_detector_at_10g(args.detector, built)
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(REPO)}
     args.precisions = dict(t.split("=", 1) for t in args.precision)
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]

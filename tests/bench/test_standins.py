@@ -72,3 +72,23 @@ def test_enhancer_changes_the_face_visibly(standin_dir, newton):
     diff = np.abs(out - img).mean()
     assert 0.01 < diff < 0.3  # changed, but still the same picture
     assert out.std() > img.std()  # sharper / more contrast
+
+
+def test_the_detector_at_10g_finds_the_faces_its_base_finds_at_scrfd_10g_s_extra_cost(assets, solvay, tmp_path):
+    """`build_detector_at_10g`: SCRFD-10G's layer list (insightface's scrfd_10g_bnkps) is its name's
+    10 GFLOPs at VGA, and the file it makes gives every output of its base bit for bit, at any input shape."""
+    g = standins._Graph(count_only=True)
+    standins._scrfd_10g_layers(g, "x", side=640)
+    assert abs(g.macs * 480 / 640 - 10e9) / 10e9 < 0.02  # MACs at 640², scaled to 640 × 480
+    assert 3.5e6 < g.params < 4.5e6  # SCRFD-10G: 3.86 M parameters (its model zoo)
+    base = assets / "models" / "scrfd_2.5g_kps.onnx"
+    heavier = standins.build_detector_at_10g(base, tmp_path / "at_10g.onnx")
+    image = cv2.resize(solvay, (640, 640))[..., ::-1].transpose(2, 0, 1)[None].astype(np.float32) / 128.0 - 127.5 / 128.0
+    want, got = _session(base).run(None, {"images": image}), _session(heavier).run(None, {"images": image})
+    assert [o.name for o in _session(heavier).get_outputs()] == [o.name for o in _session(base).get_outputs()]
+    assert all(np.array_equal(a, b) for a, b in zip(want, got)) and float(want[0].max()) > 0.5
+    from vcamd.faces.detect import FaceDetector
+    from vcamd.inference.runtime import Sessions
+
+    found = [FaceDetector(path, Sessions(["cpu"], threads=1)).detect(solvay, 640) for path in (base, heavier)]
+    assert len(found[0]) > 3 and [f.box for f in found[0]] == [f.box for f in found[1]]
