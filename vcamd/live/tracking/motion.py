@@ -46,14 +46,17 @@ KEY_SIDE = 104
 MIN_SIDE = 16
 """A face whose square is smaller than this is always re-detected (too few pixels to compare)."""
 
-REDETECT_EVERY = 8
-"""The detector re-detects a followed face at least every this many frames (7 frames in 8 may be
-followed by their pixels; 0.27 s at 30 fps). A backstop, not what keeps the keypoints right: every
+REDETECT_EVERY = 16
+"""The detector re-detects a followed face at least every this many frames (15 frames in 16 may be
+followed by their pixels; 0.53 s at 30 fps). A backstop, not what keeps the keypoints right: every
 followed frame is checked against the key frame, so a change the check lets through is small
 however long it lasts (under a 2° turn, 2 % scaling, an opening mouth: tests/live/test_motion.py),
-and a change that adds up fails it. 4 cost a 29-face group a full mosaic, 29 pastes and a 29-face
-swap job every 4th frame — spikes near the 40 ms budget that the watchdog took for overload —
-and one face ~1.2 CPU-ms a frame more (docs/performance.md)."""
+and a change that adds up fails it. Each look is a crop detection: with det_10g's cost
+(`loop_cost.py --at-10g`) 8 cost one face 2.0 CPU-ms a frame in crop looks against 1.1 at 16, a
+29-face group 4.5–6.4 against 3.5–3.9 (docs/performance.md); the paste's steadiness
+(`benchmarks/steady.py`) gives the same figures at both. 4 cost a 29-face group a full mosaic, 29 pastes and a
+29-face swap job every 4th frame — spikes near the 40 ms budget that the watchdog took for
+overload."""
 
 MAX_SHIFT = 0.25
 """A face that moved more than this share of its square since the key frame is re-detected."""
