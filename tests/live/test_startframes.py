@@ -107,6 +107,18 @@ suite beside two busy processes — the frame is then covered, as it must be, an
 stopped no later frame shows the swap. At 2 fps the look has a second."""
 
 
+def _swapped_on_the_last_frame(sink, camera: StoppingCamera, real) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int, int]]:
+    """The frame shown last is the camera's last one with its face (the real detector's) swapped there:
+    its pixels are not the camera's. Returns both frames and the face's box."""
+    shown, kept = sink.frames[-1], camera.last
+    assert kept is not None and shown.shape == kept.shape
+    faces = real.detect(kept, 320)
+    assert len(faces) == 1
+    x1, y1, x2, y2 = (max(0, int(v)) for v in faces[0].box)
+    assert np.abs(shown[y1:y2, x1:x2].astype(np.int16) - kept[y1:y2, x1:x2].astype(np.int16)).mean() > 3.0
+    return shown, kept, (x1, y1, x2, y2)
+
+
 def test_the_first_swap_is_shown_on_the_kept_frame_where_the_face_is_found_in_it(live_config, make_clip, recording_sink,
                                                                                face_engine_factory):
     """The first swap lands while the camera gives nothing new: the newest frame (covered whole
@@ -135,14 +147,8 @@ def test_the_first_swap_is_shown_on_the_kept_frame_where_the_face_is_found_in_it
                                  "late looks": engine.parts.tracker.late, "look errors": engine.parts.tracker.errors})
         assert camera.reads_after_stop == 0
         assert engine.parts.stats.again >= 1
-        shown, kept = sink.frames[-1], camera.last
-        assert kept is not None and shown.shape == kept.shape
-        # The face of the kept frame (the real detector) is swapped there: its pixels are not the camera's ...
-        faces = real.detect(kept, 320)
-        assert len(faces) == 1
-        x1, y1, x2, y2 = (max(0, int(v)) for v in faces[0].box)
-        assert np.abs(shown[y1:y2, x1:x2].astype(np.int16) - kept[y1:y2, x1:x2].astype(np.int16)).mean() > 3.0
-        # ... and the frame is not covered whole: the background far from the face is the camera's own.
+        shown, kept, (x1, y1, _, _) = _swapped_on_the_last_frame(sink, camera, real)
+        # The frame is not covered whole: the background far from the face is the camera's own.
         far = (slice(0, max(1, y1 // 2)), slice(0, max(1, x1 // 2))) if x1 > 40 and y1 > 40 else (slice(-20, None), slice(-20, None))
         assert np.array_equal(shown[far], kept[far])
     finally:
@@ -206,12 +212,7 @@ def test_a_first_swap_landing_while_a_frame_is_processed_is_shown_on_that_frame(
                  detail=lambda: {"outcomes": dict(engine.parts.stats.outcomes), "again": engine.parts.stats.again,
                                  "late looks": engine.parts.tracker.late})
         assert camera.reads_after_stop == 1
-        shown, kept = sink.frames[-1], camera.last
-        assert kept is not None and shown.shape == kept.shape
-        faces = real.detect(kept, 320)
-        assert len(faces) == 1
-        x1, y1, x2, y2 = (max(0, int(v)) for v in faces[0].box)
-        assert np.abs(shown[y1:y2, x1:x2].astype(np.int16) - kept[y1:y2, x1:x2].astype(np.int16)).mean() > 3.0
+        _swapped_on_the_last_frame(sink, camera, real)
     finally:
         _end(engine, camera, thread)
 
