@@ -70,9 +70,11 @@ round's figure); `--json` keeps every run.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -137,7 +139,9 @@ def main() -> None:
     if args.at_10g:
         from vcamd.bench.standins import build_detector_at_10g
 
-        built = Path(tempfile.mkdtemp(prefix="loopcost-10g-")) / f"{args.detector.stem}_at_10g.onnx"
+        folder = tempfile.mkdtemp(prefix="loopcost-10g-")
+        atexit.register(shutil.rmtree, folder, True)  # ~20 MB a run
+        built = Path(folder) / f"{args.detector.stem}_at_10g.onnx"
         args.detector = build_detector_at_10g(args.detector, built)
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(REPO)}
     args.precisions = dict(t.split("=", 1) for t in args.precision)

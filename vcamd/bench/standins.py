@@ -491,7 +491,7 @@ def _scrfd_10g_layers(g: _Graph, x: str, side: int = 640) -> str:
             cin = planes
         levels.append((y, planes, hw))
     outs: list[tuple[str, int]] = []
-    for k, (feat, ch, h) in enumerate(levels[1:]):
+    for feat, ch, h in levels[1:]:
         lateral = g.conv(feat, ch, SCRFD_10G_NECK, 1, h, pad=0)
         if outs:  # the bottom-up path: the level below, downsampled, added
             lateral = g.op("Add", [lateral, g.conv(outs[-1][0], SCRFD_10G_NECK, SCRFD_10G_NECK, 3, h, stride=2)])

@@ -47,13 +47,11 @@ class Awaits(StrEnum):
     swap = "swap"  # the first swap is running
 
 
-def _mark(parts: LiveParts, awaits: Awaits, began: Marks | None = None) -> int:
-    """A number that changes when what `awaits` names is here: now, or (`began`) as the frame found it."""
+def _mark(awaits: Awaits, marks: Marks, parts: LiveParts) -> int:
+    """A number that changes when what `awaits` names is here, read from `marks` (now, or as a frame found it)."""
     if awaits is Awaits.models:
         return 0 if parts.faces is None else 1
-    if awaits is Awaits.look:
-        return parts.full_detector.results.latest()[1] if began is None else began.look
-    return parts.worker.results.latest()[1] if began is None else began.swap
+    return marks.look if awaits is Awaits.look else marks.swap
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +94,7 @@ class StartFrames:
         began = self._began or Marks.of(parts)
         awaits = self._awaits(parts, swap_shown, began)
         self._kept = None if awaits is None else Kept(Captured(frame.copy(), captured.t_capture, captured.seq), awaits,
-                                                      _mark(parts, awaits, began))
+                                                      _mark(awaits, began, parts))
 
     def shown(self) -> None:
         """The frame kept last went out with a swapped face: nothing to show again."""
@@ -105,7 +103,7 @@ class StartFrames:
     def again(self, parts: LiveParts) -> Captured | None:
         """The kept frame, once what it waited for is here (then it is no longer kept); else None."""
         kept = self._kept
-        if kept is None or _mark(parts, kept.awaits) == kept.mark:
+        if kept is None or _mark(kept.awaits, Marks.of(parts), parts) == kept.mark:
             return None
         self._kept = None
         if kept.awaits is Awaits.look:
