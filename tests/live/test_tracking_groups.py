@@ -13,6 +13,7 @@ import pytest
 
 from vcamd.common.types import Face
 from vcamd.live.measures.stats import LiveStats
+from vcamd.live.tracking import cropplan
 from vcamd.live.tracking.cropplan import (
     CROP_FACTOR,
     TRACK_MIN_SIZE,
@@ -400,20 +401,31 @@ def test_a_look_is_priced_as_long_as_the_last_looks_took_on_this_machine(detecto
         tracker.stop()
 
 
-class _Dear(DetectCosts):
-    """Every look priced past any share of the deadline (and the deadline), whatever the runs measure."""
+class _PricedAt(DetectCosts):
+    """Every detector run priced at `ms`, whatever the runs measure."""
+
+    def __init__(self, ms: float) -> None:
+        super().__init__()
+        self.ms = ms
 
     def estimate(self, shape: tuple[int, int]) -> float:
-        return 1e6
+        return self.ms
+
+
+ONE_SHARE_MS = cropplan.BACKSTOP_SHARE * 1000.0 * 30.0
+"""The periodic looks' share of a frame at these tests' 30 s deadline: a look priced at it takes one
+face, and one such look a frame (`cropplan.BackstopCredit`)."""
 
 
 class _FoundAtOnce:
-    """The full detector's thread, at once: `faces` found in the frame it was handed."""
+    """The full detector's thread, at once: `faces` found in the frame it was handed; every detector
+    run priced at `ms` (one share: one face a frame for the periodic looks)."""
 
-    idle, costs = True, _Dear()
+    idle = True
 
-    def __init__(self, faces: list[Face]) -> None:
+    def __init__(self, faces: list[Face], ms: float = ONE_SHARE_MS) -> None:
         self._faces = faces
+        self.costs = _PricedAt(ms)
         self._result: FullDetection | None = None
 
     def take_result(self) -> FullDetection | None:
@@ -437,29 +449,49 @@ def _counted_looks(tracker: LiveTracker) -> list[int]:
     return looks
 
 
-def test_the_periodic_looks_take_at_most_their_share_of_the_deadline_and_every_face_gets_its_turn(detector, group_frame, group_faces):
-    """A still group's faces all due for their periodic look on one frame (pixels only moved), each
-    look priced past the frame's share for them (`cropplan.BACKSTOP_SHARE`): one face a frame is
-    looked at, the rest are where their pixels are (the frame known), and in turn every face is
-    looked at again. Before, every due face went into one look — a 150-face crowd's periodic looks
-    took ~21 CPU-ms a frame, and piled up into ever larger looks while each ran late."""
+@pytest.mark.parametrize("share_frames", [3, 10 * cropplan.MAX_DEBT_FRAMES])
+def test_the_periodic_looks_take_at_most_their_share_of_the_deadline_over_frames_and_every_face_gets_its_turn(
+        detector, group_frame, group_faces, share_frames):
+    """A still group's faces all due for their periodic look on one frame (pixels only moved), one
+    face's look priced at `share_frames` frames' share for them (`cropplan.BACKSTOP_SHARE`): one face
+    a look, and a look only once the frames since the last have paid for it (`BackstopCredit`) — or
+    MAX_DEBT_FRAMES have passed, for a price far past any frame's share. Meanwhile every face is where
+    its pixels are (the frame known), and in turn every face is looked at again. Before, a look took
+    at least one face every frame: a 146-face crowd whose one face's crop cost 6–26 ms at det_10g's
+    cost spent 12 CPU-ms a frame on them against a share of 8.3; and before that every due face went
+    into one look (~21 CPU-ms a frame)."""
     from vcamd.live.tracking.motion import key_patch
 
+    deadline_s = 30.0  # the loop would wait for any look it waits for
+    share_ms = cropplan.BACKSTOP_SHARE * 1000.0 * deadline_s
     full = FullDetector(detector, LiveStats(), time.monotonic)
-    full.costs = _Dear()
+    full.costs = _PricedAt(share_frames * share_ms)
     tracker = LiveTracker(detector, full, full_every=1000)
-    looks = _counted_looks(tracker)
+    looks: list[tuple[int, int]] = []  # (frame index, faces looked for)
+    look = tracker._look
+
+    def counted(frame, frame_index, looked_for, *rest):  # type: ignore[no-untyped-def]
+        looks.append((frame_index, len(looked_for)))
+        return look(frame, frame_index, looked_for, *rest)
+
+    tracker._look = counted  # type: ignore[method-assign]
+    spacing = min(share_frames, cropplan.MAX_DEBT_FRAMES + 1)  # frames from one look to the next
+    frames = 29 * spacing + 2 if share_frames == 3 else 3 * spacing + 1
     try:
         tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
         tracker._last_full_submit = 0
         # Every face keyed at frame 0 and due at frame 1 (a group keyed together, its cycle come round).
         tracker._keys = {id(f): (f, k) for f in tracker.book.tracks if (k := key_patch(group_frame, f, 0, due=1)) is not None}
         assert len(tracker._keys) == 29
-        reports = _each_look_landed(tracker, group_frame, 40)
+        reports = _each_look_landed(tracker, group_frame, frames)
         assert all(r.known and len(r.faces) == 29 and not r.lost for r in reports[1:]), [r.known for r in reports]
-        assert looks and max(looks) == 1, looks
-        keyed_at = [tracker._keys[id(f)][1].frame_index for f in tracker.book.tracks if id(f) in tracker._keys]
-        assert len(keyed_at) == 29 and min(keyed_at) >= 1, keyed_at  # every face looked at again since frame 0
+        assert {n for _, n in looks} == {1}, looks
+        at = [i for i, _ in looks]
+        assert at[0] == 1 and all(b - a == spacing for a, b in zip(at, at[1:])), (spacing, at)
+        assert len(at) == len(range(1, frames + 1, spacing)), at
+        if share_frames == 3:
+            keyed_at = [tracker._keys[id(f)][1].frame_index for f in tracker.book.tracks if id(f) in tracker._keys]
+            assert len(keyed_at) == 29 and min(keyed_at) >= 1, keyed_at  # every face looked at again since frame 0
     finally:
         tracker.stop()
 
@@ -474,7 +506,8 @@ def test_faces_a_full_look_found_are_where_their_pixels_moved_until_a_crop_looks
 
     brighter = cv2.add(group_frame, np.full_like(group_frame, 40))  # the same faces, every pixel changed
     for second, followed in ((group_frame, True), (brighter, False)):
-        tracker = LiveTracker(detector, _FoundAtOnce(group_faces), full_every=1000)  # type: ignore[arg-type]
+        # Priced past the deadline: a look the frame needs is not waited for (the frame not known).
+        tracker = LiveTracker(detector, _FoundAtOnce(group_faces, 1e6), full_every=1000)  # type: ignore[arg-type]
         looks = _counted_looks(tracker)
         try:
             assert not tracker.update(group_frame.copy(), 1, full_size=640, track_size=192, deadline_s=30.0).known
@@ -651,7 +684,7 @@ def test_a_face_the_crops_miss_whose_pixels_only_moved_stays_where_they_are_and_
             if still:
                 assert all(r.known and len(r.faces) == 29 and not r.lost for r in reports), [(r.known, len(r.lost)) for r in reports]
                 # Each face missed is due again REDETECT_EVERY frames on: the others, due since the start, go
-                # first (one a frame, the looks priced dear), so no face is looked at twice before each had its turn.
+                # first (one a frame, each look priced at its share), so no face is looked at twice before each had its turn.
                 assert len(looked) == len(reports) and len(set(looked[:29])) == len(looked[:29]), looked
             else:  # the look at every changed face lands and misses them all: lost, the frame not known
                 assert any(not r.known and len(r.lost) == 29 for r in reports), [(r.known, len(r.lost)) for r in reports]

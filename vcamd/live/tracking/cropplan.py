@@ -65,9 +65,15 @@ PROBE_EVERY = 15
 cost has not been measured yet (`LiveTracker.update`)."""
 
 BACKSTOP_SHARE = 0.125
-"""At most this share of the loop's deadline (by the running cost estimates) goes, in one frame, to
-the periodic looks at faces whose pixels only moved (`motion.REDETECT_EVERY`); the rest wait, most
-overdue first (`backstop_share`): a 150-face crowd's periodic looks cost ~21 CPU-ms a frame."""
+"""At most this share of the loop's deadline a frame (by the running cost estimates, over frames:
+`BackstopCredit`) goes to the periodic looks at faces whose pixels only moved
+(`motion.REDETECT_EVERY`); the rest wait, most overdue first (`backstop_share`): a 150-face crowd's
+periodic looks cost ~21 CPU-ms a frame."""
+
+MAX_DEBT_FRAMES = 16
+"""A periodic look dearer than the share leaves at most this many frames' share to pay back
+(`BackstopCredit`): a look priced far past what it costs (a shape measured while the machine
+stalled) delays the next one by at most this many frames."""
 
 _DEFAULT_MS_PER_PIXEL = 1.3e-4
 """The cost model before anything was measured (SCRFD-2.5G on one CPU core: ~32 ms for 640×384)."""
@@ -243,13 +249,39 @@ def run_shapes(sizes: list[int], ready: Callable[[tuple[int, int]], bool]) -> tu
     return shapes, unready
 
 
+@dataclass(slots=True)
+class BackstopCredit:
+    """The periodic looks' share kept over frames rather than per frame. Each frame adds its share
+    (capped at one frame's: no saving up for a burst); a look spends its estimated price, and one
+    dearer than the credit leaves the next frames without a periodic look until their shares have
+    paid for it (at most MAX_DEBT_FRAMES). Per frame, "at least one face a look" took every frame
+    past the share whenever one face's look cost more than it: a 146-face crowd at det_10g's cost
+    (`loop_cost.py --at-10g`) looked at one face every frame for 6–26 ms against a share of 8.3,
+    12 CPU-ms a frame on the tracker's thread."""
+
+    credit_ms: float = 0.0
+    last_frame: int | None = None
+
+    def available(self, frame_index: int, share_ms: float) -> float:
+        """The credit for a look at frame `frame_index`, this frame's share (and any frames' since
+        the last call) added."""
+        frames = 1 if self.last_frame is None else max(0, frame_index - self.last_frame)
+        self.last_frame = frame_index
+        self.credit_ms = min(share_ms, self.credit_ms + frames * share_ms)
+        return self.credit_ms
+
+    def spend(self, price_ms: float, share_ms: float) -> None:
+        self.credit_ms = max(-MAX_DEBT_FRAMES * share_ms, self.credit_ms - price_ms)
+
+
 def backstop_share(costs: DetectCosts, must: list[Face], due: list[Face], track_size: int,
-                   ready: Callable[[tuple[int, int]], bool], budget_ms: float) -> int:
+                   ready: Callable[[tuple[int, int]], bool], budget_ms: float) -> tuple[int, float]:
     """How many of `due` (faces whose pixels only moved, due for their periodic look; most overdue
-    first) one look takes besides `must` (the faces it has to look at): the most whose added
-    estimated CPU is within `budget_ms` — at least one, so every face is looked at in its turn."""
-    if len(due) <= 1:
-        return len(due)
+    first) one look takes besides `must` (the faces it has to look at), and their added estimated
+    CPU: the most whose added price is within `budget_ms` — at least one while there is any budget
+    (`BackstopCredit`), so every face is looked at in its turn; none without."""
+    if not due or budget_ms <= 0.0:
+        return 0, 0.0
     sizes = plan_shapes(must + due, track_size, ready)[0]
 
     def price(k: int) -> float:  # the look with the first k due faces
@@ -263,7 +295,7 @@ def backstop_share(costs: DetectCosts, must: list[Face], due: list[Face], track_
             low = mid
         else:
             high = mid - 1
-    return low
+    return low, price(low) - base
 
 
 def cut_runs(frame: Frame, faces: list[Face], sizes: list[int],

@@ -76,6 +76,7 @@ class LiveTracker:
         self._keys: dict[int, tuple[Face, KeyPatch]] = {}
         """id(track's Face) → (that Face, its key patch): the faces `motion.follow` may follow."""
         self._followed_keys: dict[int, tuple[Face, KeyPatch]] = {}
+        self._backstop_credit = cropplan.BackstopCredit()  # the periodic looks' share of the deadline, over frames
         self._backstop: dict[int, tuple[Face, KeyPatch]] = {}
         """Per index of a face the detector is due to look at again (`motion.REDETECT_EVERY`) whose
         pixels only moved: where they moved to, with its key — its place while that look runs late."""
@@ -189,7 +190,7 @@ class LiveTracker:
             news = self._late_news(frame, frame_index, [everyone[i] for i in todo], deadline_s if self._must(todo, coarse=True) else 0.0)
             deadline_s = max(0.0, deadline_s - (time.monotonic() - t0))
             news_at = {i: n for i, n in zip(todo, news) if n is not None}
-            todo = self._spare([i for i in todo if i not in news_at], everyone, followed, track_size, deadline_s)
+            todo = self._spare([i for i in todo if i not in news_at], everyone, followed, frame_index, track_size, deadline_s)
             looked_for = [everyone[i] for i in todo]
         else:
             followed, todo, looked_for, news_at = [], [], [], {}
@@ -303,14 +304,18 @@ class LiveTracker:
         return self._failing or any(i < tracked and (i not in self._backstop or coarse and self._backstop[i][1].coarse)
                                     for i in todo)
 
-    def _spare(self, todo: list[int], everyone: list[Face], followed: list[Face | None], track_size: int, deadline_s: float) -> list[int]:
+    def _spare(self, todo: list[int], everyone: list[Face], followed: list[Face | None], frame_index: int, track_size: int,
+               deadline_s: float) -> list[int]:
         """`todo` less the faces due only for their periodic look (pixels only moved: `_backstop`) past
-        this frame's share of the deadline for them (`cropplan.backstop_share`, most overdue first):
-        those are where their pixels moved to (in `followed`, keys kept), and due again next frame."""
+        the credit the deadline's share for them leaves (`cropplan.BackstopCredit`, `backstop_share`:
+        most overdue first): those are where their pixels moved to (in `followed`, keys kept), and
+        due again next frame."""
         due = sorted((i for i in todo if i in self._backstop), key=lambda i: self._backstop[i][1].redetect_at)
         must = [i for i in todo if i not in self._backstop]
-        k = cropplan.backstop_share(self.costs, [everyone[i] for i in must], [everyone[i] for i in due], track_size,
-                                    self._warm.ready, cropplan.BACKSTOP_SHARE * 1000.0 * deadline_s)
+        share_ms = cropplan.BACKSTOP_SHARE * 1000.0 * deadline_s
+        k, price_ms = cropplan.backstop_share(self.costs, [everyone[i] for i in must], [everyone[i] for i in due], track_size,
+                                              self._warm.ready, self._backstop_credit.available(frame_index, share_ms))
+        self._backstop_credit.spend(price_ms, share_ms)
         self._at_backstop(due[k:], followed)
         return sorted(must + due[:k])
 
