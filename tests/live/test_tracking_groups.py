@@ -412,7 +412,7 @@ class _PricedAt(DetectCosts):
         return self.ms
 
 
-ONE_SHARE_MS = cropplan.BACKSTOP_SHARE * 1000.0 * 30.0
+ONE_SHARE_MS = cropplan.backstop_share_ms(30.0)
 """The periodic looks' share of a frame at these tests' 30 s deadline: a look priced at it takes one
 face, and one such look a frame (`cropplan.BackstopCredit`)."""
 
@@ -436,13 +436,16 @@ class _FoundAtOnce:
         self._result = FullDetection(list(self._faces), frame_index=frame_index, input_size=input_size)
 
 
-def _counted_looks(tracker: LiveTracker) -> list[int]:
-    """How many faces each look the tracker chooses is for, in order (filled as it runs)."""
+def _counted_looks(tracker: LiveTracker, at: list[int] | None = None) -> list[int]:
+    """How many faces each look the tracker chooses is for, in order (filled as it runs); `at`, if
+    given, is filled with the frame index of each."""
     looks: list[int] = []
     look = tracker._look
 
     def counted(frame, frame_index, looked_for, *rest):  # type: ignore[no-untyped-def]
         looks.append(len(looked_for))
+        if at is not None:
+            at.append(frame_index)
         return look(frame, frame_index, looked_for, *rest)
 
     tracker._look = counted  # type: ignore[method-assign]
@@ -462,19 +465,11 @@ def test_the_periodic_looks_take_at_most_their_share_of_the_deadline_over_frames
     into one look (~21 CPU-ms a frame)."""
     from vcamd.live.tracking.motion import key_patch
 
-    deadline_s = 30.0  # the loop would wait for any look it waits for
-    share_ms = cropplan.BACKSTOP_SHARE * 1000.0 * deadline_s
     full = FullDetector(detector, LiveStats(), time.monotonic)
-    full.costs = _PricedAt(share_frames * share_ms)
+    full.costs = _PricedAt(share_frames * ONE_SHARE_MS)  # `_each_look_landed`'s 30 s deadline
     tracker = LiveTracker(detector, full, full_every=1000)
-    looks: list[tuple[int, int]] = []  # (frame index, faces looked for)
-    look = tracker._look
-
-    def counted(frame, frame_index, looked_for, *rest):  # type: ignore[no-untyped-def]
-        looks.append((frame_index, len(looked_for)))
-        return look(frame, frame_index, looked_for, *rest)
-
-    tracker._look = counted  # type: ignore[method-assign]
+    at: list[int] = []
+    looks = _counted_looks(tracker, at)
     spacing = min(share_frames, cropplan.MAX_DEBT_FRAMES + 1)  # frames from one look to the next
     frames = 29 * spacing + 2 if share_frames == 3 else 3 * spacing + 1
     try:
@@ -485,8 +480,7 @@ def test_the_periodic_looks_take_at_most_their_share_of_the_deadline_over_frames
         assert len(tracker._keys) == 29
         reports = _each_look_landed(tracker, group_frame, frames)
         assert all(r.known and len(r.faces) == 29 and not r.lost for r in reports[1:]), [r.known for r in reports]
-        assert {n for _, n in looks} == {1}, looks
-        at = [i for i, _ in looks]
+        assert set(looks) == {1}, looks
         assert at[0] == 1 and all(b - a == spacing for a, b in zip(at, at[1:])), (spacing, at)
         assert len(at) == len(range(1, frames + 1, spacing)), at
         if share_frames == 3:

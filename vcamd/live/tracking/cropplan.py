@@ -70,6 +70,11 @@ BACKSTOP_SHARE = 0.125
 (`motion.REDETECT_EVERY`); the rest wait, most overdue first (`backstop_share`): a 150-face crowd's
 periodic looks cost ~21 CPU-ms a frame."""
 
+def backstop_share_ms(deadline_s: float) -> float:
+    """One frame's BACKSTOP_SHARE of the loop's deadline, in ms."""
+    return BACKSTOP_SHARE * 1000.0 * deadline_s
+
+
 MAX_DEBT_FRAMES = 16
 """A periodic look dearer than the share leaves at most this many frames' share to pay back
 (`BackstopCredit`): a look priced far past what it costs (a shape measured while the machine

@@ -312,7 +312,7 @@ class LiveTracker:
         due again next frame."""
         due = sorted((i for i in todo if i in self._backstop), key=lambda i: self._backstop[i][1].redetect_at)
         must = [i for i in todo if i not in self._backstop]
-        share_ms = cropplan.BACKSTOP_SHARE * 1000.0 * deadline_s
+        share_ms = cropplan.backstop_share_ms(deadline_s)
         k, price_ms = cropplan.backstop_share(self.costs, [everyone[i] for i in must], [everyone[i] for i in due], track_size,
                                               self._warm.ready, self._backstop_credit.available(frame_index, share_ms))
         self._backstop_credit.spend(price_ms, share_ms)
