@@ -151,24 +151,30 @@ def test_the_checks_looks_are_the_trackers():
     """The check's crop and tile sizes are the tracker's (the models layer cannot import the live one): kept equal here."""
     from vcamd.config.schema import Config
     from vcamd.live.tracking import cropplan
-    from vcamd.models.int8detector import CROP_SIDE, MOSAIC_MIN, looks_for
+    from vcamd.models.int8detector import CROP_SIDE, looks_for
 
     looks = looks_for(Config())
-    assert (looks.min_crop, looks.tile, CROP_SIDE, MOSAIC_MIN) == (cropplan.TRACK_MIN_SIZE, cropplan.SMALL_TILE, cropplan.CROP_FACTOR,
-                                                                  cropplan.MOSAIC_MIN)
+    assert (looks.min_crop, looks.tile, CROP_SIDE) == (cropplan.TRACK_MIN_SIZE, cropplan.SMALL_TILE, cropplan.CROP_FACTOR)
     assert (looks.size, looks.low_size, looks.track_size, looks.threshold, looks.cover_threshold) == (640, 320, 192, 0.5, 0.2)
 
 
-def test_the_checks_mosaics_have_the_trackers_shapes():
-    """Every mosaic shape the tracker runs (2, 4 or 8 columns; 48-px tiles of small faces' crops and tiles of each
-    larger crop size) is one the check makes: before, the check made only a 4-column mosaic of up to 8 48-px tiles."""
+def test_the_checks_mosaics_are_the_trackers_and_group_every_face():
+    """The check tiles its mosaic looks as the tracker tiles a crop run (`vcamd.faces.mosaic`, one layout for
+    both: 2, 4 or 8 columns; 48-px tiles of small faces' crops and tiles of each larger crop size) and groups
+    every face of a size: before, the check made only a 4-column mosaic of up to 8 48-px tiles."""
+    from vcamd.faces.mosaic import mosaic_shape, tiled_crops
     from vcamd.live.tracking import cropplan
-    from vcamd.models.int8detector import mosaic, mosaic_columns, mosaic_groups
+    from vcamd.models.int8detector import mosaic_groups
 
-    assert [mosaic_columns(n) for n in range(1, 41)] == [cropplan._columns(n) for n in range(1, 41)]
-    for n in (3, 4, 5, 17, 29):
-        for tile in (48, 96, 160):
-            assert mosaic([np.zeros((tile, tile, 3), np.uint8)] * n).shape[:2] == cropplan.mosaic_shape(n, tile)
+    for n, tile, shape in ((3, 48, (96, 96)), (5, 48, (96, 192)), (17, 160, (480, 1280)), (29, 48, (192, 384))):
+        crops = [np.full((tile, tile, 3), k + 1, np.uint8) for k in range(n)]
+        patches = [(crop, cropplan.TrackCrop(0.0, 0.0, 1.0)) for crop in crops]
+        tracker = cropplan.Mosaic.of(patches, tile)
+        image = tiled_crops(crops, tile)
+        assert image.shape[:2] == mosaic_shape(n, tile) == shape and np.array_equal(tracker.image, image)
+        centres = [image[r * tile + tile // 2, c * tile + tile // 2, 0] for r, c in (divmod(k, tracker.cols) for k in range(n + 1))]
+        assert centres[:n] == list(range(1, n + 1))  # row by row
+        assert centres[n] == 0  # the tiles after the last black (each case leaves one)
     small, large = [_face(60.0 * k, w=20.0) for k in range(20)], [_face(60.0 * k, w=60.0) for k in range(4)]
     groups = mosaic_groups(small + large, LOOKS)
     assert groups[LOOKS.tile] == small  # every small face, not the first 8

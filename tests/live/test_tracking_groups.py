@@ -22,11 +22,11 @@ from vcamd.live.tracking.cropplan import (
     TrackCrop,
     crop_around,
     crop_input_size,
-    mosaic_shape,
     mosaic_tile,
     nearest_to_centre,
     pays,
 )
+from vcamd.faces.mosaic import mosaic_shape
 from vcamd.live.tracking.full import FullDetection, FullDetector
 from vcamd.live.tracking.tracker import LiveTracker
 

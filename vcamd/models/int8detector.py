@@ -23,6 +23,7 @@ import cv2
 import numpy as np
 
 from vcamd.common.types import Face, Frame
+from vcamd.faces.mosaic import MOSAIC_MIN, tiled_crops
 from vcamd.inference.detectcheck import (
     DETECTOR_THRESHOLDS,
     SURE_MARGIN,
@@ -74,28 +75,6 @@ def crop_look(frame: Frame, face: Face, size: int) -> Frame:
     return np.asarray(cv2.warpAffine(frame, m, (size, size), flags=cv2.INTER_LINEAR, borderValue=0), np.uint8)
 
 
-MOSAIC_MIN = 3
-"""A mosaic look from 3 crops of one input size on (the tracker tiles 3 or more crops of one size)."""
-
-
-def mosaic_columns(n: int) -> int:
-    """The tracker's columns for a mosaic of n tiles (`live.tracking.cropplan`: 2, 4 or 8): the
-    check's mosaics have the tracker's shapes (a test holds the two equal)."""
-    return 2 if n <= 4 else 4 if n <= 16 else 8
-
-
-def mosaic(crops: list[Frame]) -> Frame:
-    """The crops (squares of one side) in rows of `mosaic_columns`, the canvas padded to multiples of 32."""
-    side = crops[0].shape[0]
-    columns = mosaic_columns(len(crops))
-    rows = math.ceil(len(crops) / columns)
-    canvas = np.zeros((32 * math.ceil(rows * side / 32), 32 * math.ceil(columns * side / 32), 3), np.uint8)
-    for k, crop in enumerate(crops):
-        y, x = divmod(k, columns)
-        canvas[y * side : (y + 1) * side, x * side : (x + 1) * side] = crop
-    return canvas
-
-
 def mosaic_groups(found: list[Face], looks: Looks) -> dict[int, list[Face]]:
     """The mosaics a frame's faces are checked in, by tile side, as the tracker groups them: the faces
     whose crops run at `min_crop` (small faces) in `tile`-px tiles, those whose crops run at one larger
@@ -144,7 +123,7 @@ class DetectorCheck:
             for j, face in enumerate(found, 1):
                 looks += [Look(f"{image}, face {j}'s crop at {s}", crop_look(frame, face, s), s, False, out) for s in crop_sizes(face, self.looks)]
             for tile, faces in mosaic_groups(found, self.looks).items():
-                tiles = mosaic([crop_look(frame, face, tile) for face in faces])
+                tiles = tiled_crops([crop_look(frame, face, tile) for face in faces], tile)
                 looks.append(Look(f"{image}, a mosaic of {len(faces)} faces' crops in {tile}-px tiles", tiles, max(tiles.shape[:2]), False, out))
         self._looks = looks
         self._times: list[float] = []

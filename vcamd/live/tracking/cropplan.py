@@ -6,8 +6,9 @@
   detection in a patch that is the face followed;
 * `crop_input_size` — the detector input for one face's crop: a small face's crop at 64² (a 35-px
   face in a group photo is not scaled up to 192²), a larger one never below its own pixels;
-* `Mosaic` — crops of one input size tiled into one image (`pays`: where that costs no more
-  pixels), so many faces cost one detector run instead of one each;
+* `Mosaic` — crops of one input size tiled into one image (`vcamd.faces.mosaic`'s layout, the int8
+  detector's check's too; `pays`: where that costs no more pixels), so many faces cost one detector
+  run instead of one each;
 * `plan_shapes` / `cut_runs` — the detector runs one frame's crops take, priced before they are cut;
 * `DetectCosts` — a running estimate of the CPU one detector run costs per input shape, measured
   on the threads that run them; the tracker compares Σ crops against one full detection with it;
@@ -26,6 +27,7 @@ import cv2
 import numpy as np
 
 from vcamd.common.types import Face, Frame, as_frame
+from vcamd.faces.mosaic import MOSAIC_MIN, mosaic_columns, mosaic_shape, tiled_crops
 
 
 class Detecting(Protocol):
@@ -53,9 +55,6 @@ SMALL_TILE = 48
 photo at 720p all 29 faces are found in 48-px tiles (a 384×192 run, ~11 ms against ~18 ms at 64),
 their keypoints within 3.7 % (mean) of the face width of 192² crops' — the full 640-wide detection
 they are anchored to is 3.9 % off the same crops."""
-
-MOSAIC_MIN = 3
-"""From this many crops of one input size on, they are tiled into one detector run."""
 
 COST_SMOOTHING = 0.2
 """Weight of a new measurement in the running cost per input shape."""
@@ -139,11 +138,6 @@ def crop_input_size(face: Face, track_size: int) -> int:
     return int(min(track_size, max(TRACK_MIN_SIZE, size)))
 
 
-def _columns(n: int) -> int:
-    # Few distinct shapes (one detector session each): 2, 4 or 8 columns, as many rows as needed.
-    return 2 if n <= 4 else 4 if n <= 16 else 8
-
-
 @dataclass(frozen=True, slots=True)
 class Mosaic:
     """`len(crops)` square crops of side `tile`, row by row in `cols` columns, as one image."""
@@ -155,13 +149,8 @@ class Mosaic:
 
     @classmethod
     def of(cls, patches: list[tuple[Frame, TrackCrop]], tile: int) -> Mosaic:
-        cols = _columns(len(patches))
-        rows = -(-len(patches) // cols)
-        image = np.zeros((_up32(rows * tile), _up32(cols * tile), 3), np.uint8)  # padding: black
-        for k, (patch, _) in enumerate(patches):
-            r, c = divmod(k, cols)
-            image[r * tile : (r + 1) * tile, c * tile : (c + 1) * tile] = patch
-        return cls(image, [crop for _, crop in patches], tile, cols)
+        image = tiled_crops([patch for patch, _ in patches], tile)
+        return cls(image, [crop for _, crop in patches], tile, mosaic_columns(len(patches)))
 
     def split(self, found: list[Face]) -> list[Face | None]:
         """Per crop, in frame coordinates, the detection nearest its tile's centre among those
@@ -212,14 +201,6 @@ def mosaic_tile(size: int) -> int:
     return SMALL_TILE if size == TRACK_MIN_SIZE else size
 
 
-def mosaic_shape(n: int, tile: int) -> tuple[int, int]:
-    """The detector input shape of a mosaic of n tiles: the mosaic, padded to multiples of 32."""
-    cols = _columns(n)
-    return _up32(-(-n // cols) * tile), _up32(cols * tile)
-
-
-def _up32(value: int) -> int:
-    return 32 * -(-value // 32)
 
 
 def plan_shapes(faces: list[Face], track_size: int, ready: Callable[[tuple[int, int]], bool] = lambda _: True
