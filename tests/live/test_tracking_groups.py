@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from vcamd.common.types import Face
+from vcamd.faces.mosaic import mosaic_shape
 from vcamd.live.measures.stats import LiveStats
 from vcamd.live.tracking import cropplan
 from vcamd.live.tracking.cropplan import (
@@ -26,7 +27,6 @@ from vcamd.live.tracking.cropplan import (
     nearest_to_centre,
     pays,
 )
-from vcamd.faces.mosaic import mosaic_shape
 from vcamd.live.tracking.full import FullDetection, FullDetector
 from vcamd.live.tracking.tracker import LiveTracker
 
