@@ -317,6 +317,41 @@ def test_a_step_down_that_makes_the_frames_later_is_taken_back_at_once_and_block
     assert burst_steps()
 
 
+def test_a_step_down_followed_by_another_is_judged_again_once_the_second_is_taken_back():
+    """The crowd at full quality (p95 50 ms, a fifth of its frames over budget) stepped down for a
+    burst; low_res's first second was within the margin of full's record, but over budget, so the
+    ladder went on down to frame_skip, later still, and was taken back to low_res — where it stayed
+    for the rest of the run (0.73 of it), later than full, because the first step had never been
+    judged. Now it is, on low_res's frames after the way back."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+
+    def crowd(frames: int, late_at_low_res: float) -> None:
+        for k in range(frames):
+            clock.now += 1.0 / FPS
+            level = dog.level
+            if level is Level.full:
+                dog.observe(50.0 if k % 10 < 2 else 30.0)
+            elif level is Level.low_res:
+                dog.observe(late_at_low_res if k % 10 < 4 else 30.0)
+            else:
+                dog.observe(75.0)
+
+    crowd(90, 52.0)
+    for _ in range(5):  # a passing burst, until the step down
+        if dog.level is Level.full:
+            feed(dog, clock, 90.0, 1)
+    assert dog.level is Level.low_res
+    crowd(60, 52.0)  # within 10 % of full's p95, but 4 frames in 10 over budget: on down, then back
+    assert [(t.to_level, t.reason) for t in dog.transitions] == [
+        (Level.low_res, "over_budget"), (Level.frame_skip, "over_budget"), (Level.low_res, "no_gain")]
+    crowd(WAY_BACK_FRAMES + 30, 70.0)  # low_res as it runs for the rest of the run: later than full was
+    assert [(t.to_level, t.reason) for t in dog.transitions[3:]] == [(Level.full, "no_gain")]
+    assert dog.transitions[-1].compared is not None and dog.transitions[-1].compared.p95_ms == 50.0
+    crowd(30 * 5, 70.0)
+    assert dog.level is Level.full and len(dog.transitions) == 4
+
+
 def test_the_way_back_up_is_not_taken_for_the_rung_above_s_own_cost():
     """Back at full, a crowd's first frames find its faces at full size again and draw their covers
     and swaps anew (for over a second with camera noise): later than low_res's frames were. Full's

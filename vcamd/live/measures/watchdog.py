@@ -24,7 +24,9 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   again for NO_GAIN_BLOCK_S — twice as long after each step taken back again. If the frames back up
   (after WAY_BACK_FRAMES: the way back has its own cost) are worse than those the rung below just
   ran (a load that stayed: both rungs slower, the lower one less so), the step was right: down
-  again (reason "no_gain" too), unblocked. On a 2-core CPU a 150-face crowd at full quality ran
+  again (reason "no_gain" too), unblocked. A step down not judged yet when the next one is taken
+  (its frames within the margin, but over budget) is judged again if that next one is taken back,
+  on its rung's frames after the way back. On a 2-core CPU a 150-face crowd at full quality ran
   p95 50 ms; at low_res, whose smaller detector input misses the crowd's small faces and covers
   their places anew, 68 ms (`benchmarks/loop_cost.py --pin`): the step the watchdog took for a
   passing burst kept it there, slower, for the rest of the run;
@@ -237,6 +239,7 @@ class Watchdog:
         self._record_here: deque[float] = deque(maxlen=RUNG_RECORD)  # the latencies at the current rung since it was reached
         self._stepped_from: tuple[Level, WindowStats] | None = None  # a step down for latency: the rung left, its record
         self._taken_from: tuple[Level, WindowStats] | None = None  # a step taken back: the rung below, its frames then
+        self._unjudged: list[tuple[Level, WindowStats]] = []  # the steps above this rung not judged yet, the nearest last
         self._no_gain: dict[tuple[Level, Level], tuple[float, int]] = {}  # a step taken back → (blocked until, times)
 
     def configure(self, cfg: WatchdogConfig, changed: Iterable[str]) -> None:
@@ -268,6 +271,7 @@ class Watchdog:
         elif memory == "no_gain":
             self._no_gain.clear()
             self._stepped_from = self._taken_from = None
+            self._unjudged = []
         elif memory == "lowres":
             self._fits = {level: w for level, w in self._fits.items() if not rung(level).reduced_detection}
             if rung(self._level).reduced_detection:
@@ -296,6 +300,7 @@ class Watchdog:
         self._forced = level
         self._reset_window()
         self._stepped_from = self._taken_from = None  # the frames from here on are not the step's
+        self._unjudged = []
         if self.level != before:
             t = Transition(self._clock(), before, self.level, "manual", WindowStats(0, 0.0, 0.0, 0.0))
             self._record(t)
@@ -421,30 +426,37 @@ class Watchdog:
         """Back up to the rung a step down for latency left, when the frames here (a window of them
         at least) are worse than its record (`_worse`): that step blocked for NO_GAIN_BLOCK_S,
         doubled each time. Down again when the frames back up are worse than the rung below's were.
+        Back here by a take-back, the step that brought the ladder here, if it was not judged yet
+        (a second step down came first: a burst's frames at low_res within the margin, over budget,
+        down to frame_skip, taken back), is judged again on the frames after the way back.
         Judged until RUNG_RECORD frames here: a later change is the load's, not the step's."""
         if len(self._record_here) < max(self.cfg.window, NO_GAIN_FRAMES):
             return None
-        if self._stepped_from is not None:  # (set by a step down for latency, `_taken_from` by a take-back: never both)
-            here = self._stats_of(self._record_here)
-            if self._worse(here, self._stepped_from[1]):
-                above, before = self._stepped_from
-                times = self._no_gain.get((above, self._level), (0.0, 0))[1]
-                self._no_gain[(above, self._level)] = (now + NO_GAIN_BLOCK_S * 2 ** min(times, 4), times + 1)
-                below = self._level
-                back = self._move(now, above, "no_gain", self._window_stats(), compared=before)
-                self._taken_from = (below, here)
-                return back
-        elif self._taken_from is not None:
-            settled = list(self._record_here)[WAY_BACK_FRAMES:]
-            if len(settled) >= NO_GAIN_FRAMES and self._worse(self._stats_of(settled), self._taken_from[1]):
+        if self._stepped_from is None and self._taken_from is None:
+            return None  # nothing to judge (most frames): no sorting
+        frames = list(self._record_here)
+        if self._taken_from is not None:
+            frames = frames[WAY_BACK_FRAMES:]  # the way back is not this rung's own cost
+            if len(frames) >= NO_GAIN_FRAMES and self._worse(self._stats_of(frames), self._taken_from[1]):
                 below, then = self._taken_from
                 _, times = self._no_gain.get((self._level, below), (0.0, 1))
                 self._no_gain[(self._level, below)] = (0.0, times - 1)  # the take-back was wrong: not counted, unblocked
                 return self._move(now, below, "no_gain", self._window_stats(), compared=then)
-        else:
-            return None  # nothing to judge (most frames): no sorting
+        if self._stepped_from is not None and len(frames) >= NO_GAIN_FRAMES:
+            here = self._stats_of(frames)
+            if self._worse(here, self._stepped_from[1]):
+                above, before = self._stepped_from
+                times = self._no_gain.get((above, self._level), (0.0, 0))[1]
+                self._no_gain[(above, self._level)] = (now + NO_GAIN_BLOCK_S * 2 ** min(times, 4), times + 1)
+                below, unjudged = self._level, self._unjudged
+                back = self._move(now, above, "no_gain", self._window_stats(), compared=before)
+                self._taken_from = (below, here)
+                if unjudged and list(Level).index(unjudged[-1][0]) < list(Level).index(above):  # the step down to `above`
+                    self._stepped_from, self._unjudged = unjudged[-1], unjudged[:-1]
+                return back
         if len(self._record_here) == RUNG_RECORD:  # a full record here and no verdict: the step stands
             self._stepped_from = self._taken_from = None
+            self._unjudged = []
         return None
 
     def _worse(self, here: WindowStats, than: WindowStats) -> bool:
@@ -485,6 +497,8 @@ class Watchdog:
         # step (not judged when there are too few).
         before = list(self._record_here)[: -self.cfg.window]
         stepped_down = reason == "over_budget" and to is not self._level and len(before) >= NO_GAIN_FRAMES
+        # The step that brought the ladder here, if not judged yet, waits for a take-back of this one.
+        self._unjudged = [*self._unjudged, self._stepped_from] if stepped_down and self._stepped_from is not None else []
         self._stepped_from = (self._level, self._stats_of(before)) if stepped_down else None
         self._taken_from = None
         self._level, self._faces_cap = to, cap
