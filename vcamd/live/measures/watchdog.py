@@ -451,7 +451,7 @@ class Watchdog:
                 below, unjudged = self._level, self._unjudged
                 back = self._move(now, above, "no_gain", self._window_stats(), compared=before)
                 self._taken_from = (below, here)
-                if unjudged and list(Level).index(unjudged[-1][0]) < list(Level).index(above):  # the step down to `above`
+                if unjudged:  # the nearest: the step down to `above` (any other move empties the stack)
                     self._stepped_from, self._unjudged = unjudged[-1], unjudged[:-1]
                 return back
         if len(self._record_here) == RUNG_RECORD:  # a full record here and no verdict: the step stands

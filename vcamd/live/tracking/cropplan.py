@@ -69,6 +69,7 @@ BACKSTOP_SHARE = 0.125
 (`motion.REDETECT_EVERY`); the rest wait, most overdue first (`backstop_share`): a 150-face crowd's
 periodic looks cost ~21 CPU-ms a frame."""
 
+
 def backstop_share_ms(deadline_s: float) -> float:
     """One frame's BACKSTOP_SHARE of the loop's deadline, in ms."""
     return BACKSTOP_SHARE * 1000.0 * deadline_s
@@ -199,8 +200,6 @@ def pays(n: int, size: int) -> bool:
 def mosaic_tile(size: int) -> int:
     """The tile side in a mosaic for crops of this input size."""
     return SMALL_TILE if size == TRACK_MIN_SIZE else size
-
-
 
 
 def plan_shapes(faces: list[Face], track_size: int, ready: Callable[[tuple[int, int]], bool] = lambda _: True
