@@ -368,6 +368,36 @@ def test_the_way_back_up_is_not_taken_for_the_rung_above_s_own_cost():
     assert dog.level is Level.full and len(dog.transitions) == 2
 
 
+def test_a_step_down_that_gains_nothing_over_its_record_is_taken_back_and_one_that_gains_stands():
+    """The crowd at full quality (p95 50 ms, a fifth of its frames over budget) stepped down for a
+    burst; low_res ran within 10 % of full's record (not worse by the margin, not better) and
+    stood for the rest of the run at lower quality (full 0.56 of it). A rung that neither keeps
+    the budget nor runs earlier than the record by the margin is taken back once its record is
+    full; one earlier by more than the margin stands."""
+
+    def run(low_res_late_ms: float) -> Watchdog:
+        clock = FakeClock()
+        dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+        for k in range(90 + 5 + RUNG_RECORD + 30 * 3):
+            clock.now += 1.0 / FPS
+            if 90 <= k < 95 and dog.level is Level.full:
+                dog.observe(90.0)  # a passing burst, until the step down
+            elif dog.level is Level.full:
+                dog.observe(50.0 if k % 10 < 2 else 30.0)
+            else:
+                dog.observe(low_res_late_ms if k % 10 < 2 else 30.0)
+        return dog
+
+    level_down = run(52.0)
+    assert [(t.to_level, t.reason) for t in level_down.transitions] == [(Level.low_res, "over_budget"), (Level.full, "no_gain")]
+    back = level_down.transitions[-1]
+    assert back.compared is not None and back.compared.p95_ms == 50.0
+    assert back.time - level_down.transitions[0].time >= (RUNG_RECORD - 1) / FPS  # judged on the whole record, not its start
+    assert level_down.level is Level.full
+    earlier = run(44.0)
+    assert [(t.to_level, t.reason) for t in earlier.transitions] == [(Level.low_res, "over_budget")]
+
+
 def test_a_step_that_held_for_a_full_record_is_not_judged_again_by_a_later_load():
     clock = FakeClock()
     dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)

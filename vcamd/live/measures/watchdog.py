@@ -20,11 +20,13 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   (its last RUNG_RECORD frames but that window: the step is for a burst, or for a load that came
   with it); once a window of them is in (NO_GAIN_FRAMES at least at each rung), a rung with frames
   over budget, no fewer than there, and the p95 later by more than NO_GAIN_MARGIN is left at once,
-  back up (reason "no_gain", the rung above's record logged beside), and that step is not taken
-  again for NO_GAIN_BLOCK_S — twice as long after each step taken back again. If the frames back up
-  (after WAY_BACK_FRAMES: the way back has its own cost) are worse than those the rung below just
-  ran (a load that stayed: both rungs slower, the lower one less so), the step was right: down
-  again (reason "no_gain" too), unblocked. A step down not judged yet when the next one is taken
+  back up (reason "no_gain", the rung above's record logged beside); so is a step for a burst (that
+  record within `degrade_ratio`) whose rung, after RUNG_RECORD frames, neither keeps the budget nor
+  runs earlier than the record by the margin (lower quality for nothing: a crowd's low_res within
+  10 % of full kept it there, as late, for the rest of a run). That step is not taken again for NO_GAIN_BLOCK_S — twice as long after each step taken
+  back again. If the frames back up (after WAY_BACK_FRAMES: the way back has its own cost) are worse
+  than those the rung below just ran (a load that stayed: both rungs slower, the lower one less so),
+  the step was right: down again (reason "no_gain" too), unblocked. A step down not judged yet when the next one is taken
   (its frames within the margin, but over budget) is judged again if that next one is taken back,
   on its rung's frames after the way back. On a 2-core CPU a 150-face crowd at full quality ran
   p95 50 ms; at low_res, whose smaller detector input misses the crowd's small faces and covers
@@ -93,7 +95,8 @@ class Transition:
     """(before, after) of `Watchdog.faces_per_round` (None: every face); equal unless this
     transition capped or uncapped the faces swapped per round."""
     compared: WindowStats | None = None
-    """"no_gain": the record of the rung it goes back to, which the frames at the rung it leaves were worse than."""
+    """"no_gain": the record of the rung it goes back to, which the frames at the rung it leaves were
+    worse than, or did not gain on."""
 
     @property
     def faces_per_round_change(self) -> tuple[str, str] | None:
@@ -424,7 +427,8 @@ class Watchdog:
 
     def _taken_back(self, now: float) -> Transition | None:
         """Back up to the rung a step down for latency left, when the frames here (a window of them
-        at least) are worse than its record (`_worse`): that step blocked for NO_GAIN_BLOCK_S,
+        at least) are worse than its record (`_worse`), or once RUNG_RECORD of them are in, a step
+        for a burst gained nothing on it (`_gained_nothing`): that step blocked for NO_GAIN_BLOCK_S,
         doubled each time. Down again when the frames back up are worse than the rung below's were.
         Back here by a take-back, the step that brought the ladder here, if it was not judged yet
         (a second step down came first: a burst's frames at low_res within the margin, over budget,
@@ -444,7 +448,8 @@ class Watchdog:
                 return self._move(now, below, "no_gain", self._window_stats(), compared=then)
         if self._stepped_from is not None and len(frames) >= NO_GAIN_FRAMES:
             here = self._stats_of(frames)
-            if self._worse(here, self._stepped_from[1]):
+            last_look = len(self._record_here) == RUNG_RECORD  # the step's frames are all in
+            if self._worse(here, self._stepped_from[1]) or (last_look and self._gained_nothing(here, self._stepped_from[1])):
                 above, before = self._stepped_from
                 times = self._no_gain.get((above, self._level), (0.0, 0))[1]
                 self._no_gain[(above, self._level)] = (now + NO_GAIN_BLOCK_S * 2 ** min(times, 4), times + 1)
@@ -464,6 +469,15 @@ class Watchdog:
         as there or more (all of them, under a load: equal), and the p95 later by more than NO_GAIN_MARGIN."""
         return (0.0 < here.over_budget_share >= than.over_budget_share
                 and here.p95_ms > than.p95_ms * (1.0 + NO_GAIN_MARGIN))
+
+    def _gained_nothing(self, here: WindowStats, than: WindowStats) -> bool:
+        """A step down for a burst (the record of the rung above, without the burst's window, would
+        not have stepped: at most `degrade_ratio` of it over budget) whose rung, its record full,
+        neither keeps the budget nor runs earlier than that record by more than NO_GAIN_MARGIN:
+        lower quality for nothing. A step for the rung above's own cost (its record over the
+        ratio, every rung as late) stands unless worse."""
+        return (than.over_budget_share <= self.cfg.degrade_ratio and not self._fits_budget(here)
+                and here.p95_ms >= than.p95_ms * (1.0 - NO_GAIN_MARGIN))
 
     def _stats_of(self, latencies: Iterable[float]) -> WindowStats:
         """Frames, p50, p95 and over-budget share of a series of latencies (not empty)."""
