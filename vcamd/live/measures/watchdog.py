@@ -240,9 +240,11 @@ class Watchdog:
         self._young_since: float | None = None  # since when the swap age has had headroom
         self._failed_uncaps = 0
         self._record_here: deque[float] = deque(maxlen=RUNG_RECORD)  # the latencies at the current rung since it was reached
-        self._stepped_from: tuple[Level, WindowStats] | None = None  # a step down for latency: the rung left, its record
         self._taken_from: tuple[Level, WindowStats] | None = None  # a step taken back: the rung below, its frames then
-        self._unjudged: list[tuple[Level, WindowStats]] = []  # the steps above this rung not judged yet, the nearest last
+        self._unjudged: list[tuple[Level, WindowStats]] = []
+        """The steps down for latency not judged yet, each as the rung it left and that rung's record:
+        the last is the step that brought the ladder here, judged now; those before it wait for a
+        take-back of the one after them."""
         self._no_gain: dict[tuple[Level, Level], tuple[float, int]] = {}  # a step taken back → (blocked until, times)
 
     def configure(self, cfg: WatchdogConfig, changed: Iterable[str]) -> None:
@@ -273,7 +275,7 @@ class Watchdog:
             self._failed_uncaps = 0
         elif memory == "no_gain":
             self._no_gain.clear()
-            self._stepped_from = self._taken_from = None
+            self._taken_from = None
             self._unjudged = []
         elif memory == "lowres":
             self._fits = {level: w for level, w in self._fits.items() if not rung(level).reduced_detection}
@@ -302,7 +304,7 @@ class Watchdog:
         before = self.level
         self._forced = level
         self._reset_window()
-        self._stepped_from = self._taken_from = None  # the frames from here on are not the step's
+        self._taken_from = None  # the frames from here on are not the step's
         self._unjudged = []
         if self.level != before:
             t = Transition(self._clock(), before, self.level, "manual", WindowStats(0, 0.0, 0.0, 0.0))
@@ -436,7 +438,7 @@ class Watchdog:
         Judged until RUNG_RECORD frames here: a later change is the load's, not the step's."""
         if len(self._record_here) < max(self.cfg.window, NO_GAIN_FRAMES):
             return None
-        if self._stepped_from is None and self._taken_from is None:
+        if not self._unjudged and self._taken_from is None:
             return None  # nothing to judge (most frames): no sorting
         frames = list(self._record_here)
         if self._taken_from is not None:
@@ -446,21 +448,20 @@ class Watchdog:
                 _, times = self._no_gain.get((self._level, below), (0.0, 1))
                 self._no_gain[(self._level, below)] = (0.0, times - 1)  # the take-back was wrong: not counted, unblocked
                 return self._move(now, below, "no_gain", self._window_stats(), compared=then)
-        if self._stepped_from is not None and len(frames) >= NO_GAIN_FRAMES:
+        if self._unjudged and len(frames) >= NO_GAIN_FRAMES:
             here = self._stats_of(frames)
+            above, before = self._unjudged[-1]
             last_look = len(self._record_here) == RUNG_RECORD  # the step's frames are all in
-            if self._worse(here, self._stepped_from[1]) or (last_look and self._gained_nothing(here, self._stepped_from[1])):
-                above, before = self._stepped_from
+            if self._worse(here, before) or (last_look and self._gained_nothing(here, before)):
                 times = self._no_gain.get((above, self._level), (0.0, 0))[1]
                 self._no_gain[(above, self._level)] = (now + NO_GAIN_BLOCK_S * 2 ** min(times, 4), times + 1)
-                below, unjudged = self._level, self._unjudged
+                below, waiting = self._level, self._unjudged[:-1]
                 back = self._move(now, above, "no_gain", self._window_stats(), compared=before)
                 self._taken_from = (below, here)
-                if unjudged:  # the nearest: the step down to `above` (any other move empties the stack)
-                    self._stepped_from, self._unjudged = unjudged[-1], unjudged[:-1]
+                self._unjudged = waiting  # their last: the step down to `above` (any other move empties them)
                 return back
         if len(self._record_here) == RUNG_RECORD:  # a full record here and no verdict: the step stands
-            self._stepped_from = self._taken_from = None
+            self._taken_from = None
             self._unjudged = []
         return None
 
@@ -512,8 +513,7 @@ class Watchdog:
         before = list(self._record_here)[: -self.cfg.window]
         stepped_down = reason == "over_budget" and to is not self._level and len(before) >= NO_GAIN_FRAMES
         # The step that brought the ladder here, if not judged yet, waits for a take-back of this one.
-        self._unjudged = [*self._unjudged, self._stepped_from] if stepped_down and self._stepped_from is not None else []
-        self._stepped_from = (self._level, self._stats_of(before)) if stepped_down else None
+        self._unjudged = [*self._unjudged, (self._level, self._stats_of(before))] if stepped_down else []
         self._taken_from = None
         self._level, self._faces_cap = to, cap
         self._last_transition_at = now
