@@ -23,12 +23,13 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   back up (reason "no_gain", the rung above's record logged beside); so is a step for a burst (that
   record within `degrade_ratio`) whose rung, after RUNG_RECORD frames, neither keeps the budget nor
   runs earlier than the record by the margin (lower quality for nothing: a crowd's low_res within
-  10 % of full kept it there, as late, for the rest of a run). That step is not taken again for NO_GAIN_BLOCK_S — twice as long after each step taken
-  back again. If the frames back up (after WAY_BACK_FRAMES: the way back has its own cost) are worse
-  than those the rung below just ran (a load that stayed: both rungs slower, the lower one less so),
-  the step was right: down again (reason "no_gain" too), unblocked. A step down not judged yet when the next one is taken
-  (its frames within the margin, but over budget) is judged again if that next one is taken back,
-  on its rung's frames after the way back. On a 2-core CPU a 150-face crowd at full quality ran
+  10 % of full kept it there, as late, for the rest of a run). That step is not taken again for
+  NO_GAIN_BLOCK_S — twice as long after each step taken back again. If the frames back up (after
+  WAY_BACK_FRAMES: the way back has its own cost) are worse than those the rung below just ran (a
+  load that stayed: both rungs slower, the lower one less so), the step was right: down again
+  (reason "no_gain" too), unblocked. A step down not judged yet when the next one is taken (its
+  frames within the margin, but over budget) is judged again if that next one is taken back, on
+  its rung's frames after the way back. On a 2-core CPU a 150-face crowd at full quality ran
   p95 50 ms; at low_res, whose smaller detector input misses the crowd's small faces and covers
   their places anew, 68 ms (`benchmarks/loop_cost.py --pin`): the step the watchdog took for a
   passing burst kept it there, slower, for the rest of the run;
