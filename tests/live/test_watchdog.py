@@ -9,6 +9,7 @@ from vcamd.config.schema import WatchdogConfig
 from vcamd.live.measures.watchdog import (
     HISTORY_CAP,
     NO_GAIN_BLOCK_S,
+    PROBE_AFTER_S,
     RUNG_RECORD,
     STALE_AFTER_EDIT,
     WAY_BACK_FRAMES,
@@ -396,6 +397,50 @@ def test_a_step_down_that_gains_nothing_over_its_record_is_taken_back_and_one_th
     assert level_down.level is Level.full
     earlier = run(44.0)
     assert [(t.to_level, t.reason) for t in earlier.transitions] == [(Level.low_res, "over_budget")]
+
+
+def test_a_crowd_stepped_down_by_a_load_tries_full_quality_again_once_the_load_has_gone():
+    """The crowd at full quality: p95 50 ms, a fifth of its frames over budget (no step down due,
+    never the headroom or a window that fits to climb on). A 40 s load took it down to frame_skip,
+    and there it stayed for the rest of the run once the load had gone. Now, its frames calm and
+    faster than when it got there for PROBE_AFTER_S, it tries full again (reason "probe"), and stays."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    quiet = {Level.full: (50.0, 30.0), Level.low_res: (68.0, 45.0), Level.frame_skip: (28.0, 20.0)}
+    loaded = {Level.full: (95.0, 80.0), Level.low_res: (100.0, 85.0), Level.frame_skip: (45.0, 38.0)}
+
+    def crowd(costs: dict, seconds: float) -> None:
+        for k in range(int(seconds * FPS)):
+            clock.now += 1.0 / FPS
+            late, usual = costs[dog.level]
+            dog.observe(late if k % 10 < 2 else usual)
+
+    crowd(quiet, 3)
+    crowd(loaded, 40)
+    assert dog.level is Level.frame_skip
+    crowd(loaded, 60)  # the load stays: frame_skip runs as when it got there, no probe
+    assert dog.level is Level.frame_skip and all(t.reason != "probe" for t in dog.transitions)
+    gone = clock.now
+    crowd(quiet, 5 + PROBE_AFTER_S)
+    probe = dog.transitions[-1]
+    assert (probe.from_level, probe.to_level, probe.reason) == (Level.frame_skip, Level.full, "probe")
+    assert PROBE_AFTER_S <= probe.time - gone <= PROBE_AFTER_S + 2.0
+    crowd(quiet, 60)
+    assert dog.level is Level.full and dog.transitions[-1] is probe
+
+
+def test_a_probe_into_a_load_that_stays_steps_down_again_and_settles_there():
+    """The load eased enough for frame_skip to run faster than when it got there, not for full:
+    one probe, down again, and frame_skip — reached anew, as fast as now — is where it settles."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+    feed_costs(dog, clock, {Level.full: 30.0}, 90)
+    feed_costs(dog, clock, {Level.full: 90.0, Level.low_res: 80.0, Level.frame_skip: 45.0}, 30 * 20)
+    assert dog.level is Level.frame_skip
+    eased = {Level.full: 70.0, Level.low_res: 60.0, Level.frame_skip: 30.0}
+    feed_costs(dog, clock, eased, int(30 * (6 * PROBE_AFTER_S)))
+    assert [t.reason for t in dog.transitions].count("probe") == 1
+    assert dog.level is Level.frame_skip
 
 
 def test_a_step_that_held_for_a_full_record_is_not_judged_again_by_a_later_load():

@@ -33,6 +33,12 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   p95 50 ms; at low_res, whose smaller detector input misses the crowd's small faces and covers
   their places anew, 68 ms (`benchmarks/loop_cost.py --pin`): the step the watchdog took for a
   passing burst kept it there, slower, for the rest of the run;
+* **probe the rung a load took it from**: a rung reached by steps down for latency whose frames
+  have run calm (no step down due) and faster than when it got there (p50 by LOAD_GONE_MARGIN) for
+  PROBE_AFTER_S goes straight back to the highest rung those steps left (reason "probe"): the
+  load has gone, and a crowd at full quality (p95 over the budget) never shows the headroom or a
+  window that fits to climb on. A probe into a load that stays steps down again, and the rung it
+  reaches runs as fast as it will there: no second probe until the machine changes again;
 * **degrade to the next rung with less swap work** (`quality.lower_swap_work`: the pixel boost, then the enhancer, off)
   when more than `degrade_ratio` of the window's frames that showed a swapped face showed one older
   than `swap_age_budget_ms` (the face trails the person: a degraded result as surely as a late
@@ -69,7 +75,7 @@ from types import MappingProxyType
 from typing import Any
 
 from vcamd.common.jsonable import to_jsonable
-from vcamd.common.quality import BEST, Level, adds_swap_work, higher, lower, lower_swap_work, rung
+from vcamd.common.quality import BEST, Level, adds_swap_work, higher, lower, lower_swap_work, rung, worst
 from vcamd.config.schema import WatchdogConfig
 
 
@@ -90,7 +96,8 @@ class Transition:
     from_level: Level
     to_level: Level
     reason: str  # "over_budget", "swap_age", "headroom", "fits" (the higher rung is known to fit the budget),
-    # "no_gain" (the step down made the frames later: taken back) or "manual"
+    # "no_gain" (the step down made the frames later: taken back), "probe" (back to the rung a load
+    # took it from: `PROBE_AFTER_S`) or "manual"
     trigger: WindowStats
     faces_per_round: tuple[int | None, int | None] = (None, None)
     """(before, after) of `Watchdog.faces_per_round` (None: every face); equal unless this
@@ -179,6 +186,20 @@ NO_GAIN_BLOCK_S = 30.0
 """A step down taken back is not taken again for this long (doubled after each further take-back,
 up to 2⁴ times): each try costs a window of later frames."""
 
+PROBE_AFTER_S = 10.0
+"""A rung the ladder stepped down to for latency whose frames have, for this long, run calm (no window
+with more than `degrade_ratio` of them over budget) and faster than when it was reached (p50 under
+its first RUNG_RECORD frames' by LOAD_GONE_MARGIN: the load that made it step has gone), tries the
+rung those steps left again (reason "probe"). A load that passed leaves no headroom a crowd can
+show (p95 50 ms at full: over the budget, yet never a step down), and one stepped to frame_skip by
+a 40 s load stayed there for the rest of the run. A rung as fast as when it was reached is where
+the machine settles: no probe (after a probe that steps down again, too: the rung it reaches
+arrives anew)."""
+
+LOAD_GONE_MARGIN = 0.2
+"""How much earlier (p50) than when it was reached a rung's frames must run for a probe: the noise
+of a still machine is well within it; a load of two busy processes on two cores is not."""
+
 HISTORY_CAP = 1000
 """Transitions (and their results) kept for the stats JSON: a daemon that runs for days and keeps
 changing level (or a tray user flipping quality) must not grow without end; the newest are kept."""
@@ -187,8 +208,8 @@ changing level (or a tray user flipping quality) must not grow without end; the 
 STALE_AFTER_EDIT: Mapping[str, frozenset[str]] = MappingProxyType({
     # [watchdog] key -> what the watchdog remembers that was judged under its old value (`configure`).
     # The frames measured are times, not verdicts: they stay, and so does the level.
-    "budget_ms": frozenset({"headroom", "fits", "no_gain"}),  # "p95 under budget × headroom since"; windows that kept the budget
-    "degrade_ratio": frozenset({"fits"}),  # a window kept the budget with at most this share over it
+    "budget_ms": frozenset({"headroom", "fits", "no_gain", "probe"}),  # "p95 under budget × headroom since"; windows that kept the budget
+    "degrade_ratio": frozenset({"fits", "probe"}),  # a window kept the budget with at most this share over it
     "recover_headroom": frozenset({"headroom", "young"}),  # since when the frames, the faces had headroom
     "swap_age_budget_ms": frozenset({"young", "uncaps"}),  # since when the face was young; faces given back too soon
     "window": frozenset({"window"}),  # the series' length (their newest frames kept)
@@ -200,7 +221,8 @@ STALE_AFTER_EDIT: Mapping[str, frozenset[str]] = MappingProxyType({
 since when it has, and the climbs that failed: the back-off), "young" (`_young_since`), "uncaps"
 (the give-backs of faces that failed), "window" (the series re-bounded), "lowres" (the memories of
 the reduced-detection rungs, and the window when the level is one), "no_gain" (the steps down taken
-back and the rung records they were judged on)."""
+back and the rung records they were judged on), "probe" (since when the frames have been calm and
+faster than on arrival)."""
 
 
 class Watchdog:
@@ -247,6 +269,10 @@ class Watchdog:
         the last is the step that brought the ladder here, judged now; those before it wait for a
         take-back of the one after them."""
         self._no_gain: dict[tuple[Level, Level], tuple[float, int]] = {}  # a step taken back → (blocked until, times)
+        self._left_for_latency: Level | None = None  # the highest rung steps down for latency left, until back there
+        self._calm_since: float | None = None  # since when the windows here have been calm and faster than on arrival
+        self._arrived_p50: float | None = None  # p50 of this rung's first RUNG_RECORD frames, when a step for latency reached it
+        self._arriving = False  # a step for latency reached this rung: its first RUNG_RECORD frames are its arrival
 
     def configure(self, cfg: WatchdogConfig, changed: Iterable[str]) -> None:
         """Apply an edit of [watchdog] whose `changed` keys are named: the new thresholds from the
@@ -278,6 +304,8 @@ class Watchdog:
             self._no_gain.clear()
             self._taken_from = None
             self._unjudged = []
+        elif memory == "probe":
+            self._calm_since = None
         elif memory == "lowres":
             self._fits = {level: w for level, w in self._fits.items() if not rung(level).reduced_detection}
             if rung(self._level).reduced_detection:
@@ -362,6 +390,14 @@ class Watchdog:
                 self._headroom_since = now
         else:
             self._headroom_since = None
+        if self._arriving and len(self._record_here) == RUNG_RECORD:
+            self._arrived_p50, self._arriving = self._stats_of(self._record_here).p50_ms, False
+        if (self._arrived_p50 is not None and window.over_budget_share <= self.cfg.degrade_ratio
+                and window.p50_ms < self._arrived_p50 * (1.0 - LOAD_GONE_MARGIN)):
+            if self._calm_since is None:
+                self._calm_since = now
+        else:
+            self._calm_since = None
         fits = self._fits_budget(window)
         if fits:
             self._fits[self._level] = window
@@ -426,7 +462,20 @@ class Watchdog:
         if up in self._fits and self._fits_since is not None and now - self._fits_since >= wait_s:
             del self._fits[up]
             return self._move(now, up, "fits", self._window_stats())
-        return None
+        return self._probe(now, ages)
+
+    def _probe(self, now: float, ages: tuple[float, float] | None) -> Transition | None:
+        """Back to the rung the steps down for latency left, once the frames here have run calm and
+        faster than on arrival for PROBE_AFTER_S: a load that has passed shows no other way."""
+        target = self._left_for_latency
+        if target is None or self._calm_since is None:
+            return None
+        if adds_swap_work(self._level, target, enhancer_configured=self.enhancer_enabled, boost_configured=self.boost_enabled) and (
+                self._faces_cap is not None or not self._swap_age_headroom(ages)):
+            return None  # the face is old: no more swap work
+        if now - self._calm_since < PROBE_AFTER_S:
+            return None
+        return self._move(now, target, "probe", self._window_stats())
 
     def _taken_back(self, now: float) -> Transition | None:
         """Back up to the rung a step down for latency left, when the frames here (a window of them
@@ -515,6 +564,7 @@ class Watchdog:
         stepped_down = reason == "over_budget" and to is not self._level and len(before) >= NO_GAIN_FRAMES
         # The step that brought the ladder here, if not judged yet, waits for a take-back of this one.
         self._unjudged = [*self._unjudged, (self._level, self._stats_of(before))] if stepped_down else []
+        self._note_probe_target(reason, to)
         self._taken_from = None
         self._level, self._faces_cap = to, cap
         self._last_transition_at = now
@@ -522,6 +572,17 @@ class Watchdog:
         self._awaiting_result = t
         self._record(t)
         return t
+
+    def _note_probe_target(self, reason: str, to: Level) -> None:
+        """Before a move to `to`: remember the highest rung a step down for latency ("over_budget",
+        or "no_gain" down again) leaves, until the ladder is back there, and that the rung it
+        reaches is arriving."""
+        for_latency = reason in ("over_budget", "no_gain") and to is not self._level and worst((to, self._level)) is to
+        if for_latency and self._left_for_latency is None:
+            self._left_for_latency = self._level
+        elif self._left_for_latency is not None and worst((to, self._left_for_latency)) is self._left_for_latency:
+            self._left_for_latency = None  # back at (or above) the rung the steps left
+        self._arriving, self._arrived_p50 = for_latency, None
 
     def _record(self, t: Transition) -> None:
         self.transitions.append(t)
@@ -534,6 +595,7 @@ class Watchdog:
         self._stages.clear()
         self._headroom_since = None
         self._fits_since = None
+        self._calm_since = None
         self._young_since = None
         self._faces_to_swap.clear()
 
