@@ -287,9 +287,11 @@ class Marks:
                 "out_fps": round(frames / (self.wall[self.until] - self.wall[SKIP]), 2)}
 
 
-def _vcamd_run(clip: Path, cfg, frames: int, quality: str | None, keep_every: int = 0) -> tuple[dict, Marks, list]:
+def _vcamd_run(clip: Path, cfg, frames: int, quality: str | None, keep_every: int = 0,
+               on_frame=None) -> tuple[dict, Marks, list]:
     """vcamd's live engine (as `vcamd bench` runs it) on `clip` into a sink that marks the CPU and
-    keeps every `keep_every`-th frame after SKIP (references: a published frame is not drawn on again)."""
+    keeps every `keep_every`-th frame after SKIP (references: a published frame is not drawn on again);
+    `on_frame()` is called for each frame published (`after_load.py`: when the first is out)."""
     from vcamd.bench.runs import _warm_up
     from vcamd.common.quality import Level
     from vcamd.live.capture.sources import VideoFileCamera
@@ -303,6 +305,8 @@ def _vcamd_run(clip: Path, cfg, frames: int, quality: str | None, keep_every: in
         def send(self, frame, stats=None) -> None:
             super().send(frame, stats)
             marks.frame_out()
+            if on_frame is not None:
+                on_frame()
             if keep_every and marks.count > SKIP and marks.count % keep_every == 0:
                 kept.append(frame)
 
