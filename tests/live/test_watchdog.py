@@ -429,6 +429,27 @@ def test_a_crowd_stepped_down_by_a_load_tries_full_quality_again_once_the_load_h
     assert dog.level is Level.full and dog.transitions[-1] is probe
 
 
+def test_a_rung_reached_by_a_take_back_below_the_rung_a_load_left_probes_too():
+    """Under the load, frame_skip ran later than low_res and was taken back up to low_res — a move
+    up, yet still below full, which the load took it from: once the load has gone, it probes."""
+    clock = FakeClock()
+    dog = Watchdog(WatchdogConfig(), clock, enhancer_enabled=False)
+
+    def crowd(costs: dict, seconds: float) -> None:
+        for k in range(int(seconds * FPS)):
+            clock.now += 1.0 / FPS
+            late, usual = costs[dog.level]
+            dog.observe(late if k % 10 < 2 else usual)
+
+    crowd({Level.full: (50.0, 30.0)}, 3)
+    crowd({Level.full: (95.0, 95.0), Level.low_res: (60.0, 60.0), Level.frame_skip: (80.0, 80.0)}, 20)
+    assert (dog.level, dog.transitions[-1].reason) == (Level.low_res, "no_gain")
+    gone = clock.now
+    crowd({Level.full: (50.0, 30.0), Level.low_res: (45.0, 30.0)}, PROBE_AFTER_S + 5)
+    probe = dog.transitions[-1]
+    assert (probe.to_level, probe.reason) == (Level.full, "probe") and probe.time - gone >= PROBE_AFTER_S
+
+
 def test_a_probe_into_a_load_that_stays_steps_down_again_and_settles_there():
     """The load eased enough for frame_skip to run faster than when it got there, not for full:
     one probe, down again, and frame_skip — reached anew, as fast as now — is where it settles."""

@@ -33,9 +33,9 @@ Each published frame reports its latency with `observe()`. Over a rolling window
   p95 50 ms; at low_res, whose smaller detector input misses the crowd's small faces and covers
   their places anew, 68 ms (`benchmarks/loop_cost.py --pin`): the step the watchdog took for a
   passing burst kept it there, slower, for the rest of the run;
-* **probe the rung a load took it from**: a rung reached by steps down for latency whose frames
-  have run calm (no step down due) and faster than when it got there (p50 by LOAD_GONE_MARGIN) for
-  PROBE_AFTER_S goes straight back to the highest rung those steps left (reason "probe"): the
+* **probe the rung a load took it from**: below the highest rung steps down for latency left, a
+  rung whose frames have run calm (no step down due) and faster than when it got there (p50 by
+  LOAD_GONE_MARGIN) for PROBE_AFTER_S goes straight back to that rung (reason "probe"): the
   load has gone, and a crowd at full quality (p95 over the budget) never shows the headroom or a
   window that fits to climb on. A probe into a load that stays steps down again, and the rung it
   reaches runs as fast as it will there: no second probe until the machine changes again;
@@ -187,7 +187,7 @@ NO_GAIN_BLOCK_S = 30.0
 up to 2⁴ times): each try costs a window of later frames."""
 
 PROBE_AFTER_S = 10.0
-"""A rung the ladder stepped down to for latency whose frames have, for this long, run calm (no window
+"""A rung below the one steps down for latency left, whose frames have, for this long, run calm (no window
 with more than `degrade_ratio` of them over budget) and faster than when it was reached (p50 under
 its first RUNG_RECORD frames' by LOAD_GONE_MARGIN: the load that made it step has gone), tries the
 rung those steps left again (reason "probe"). A load that passed leaves no headroom a crowd can
@@ -271,8 +271,8 @@ class Watchdog:
         self._no_gain: dict[tuple[Level, Level], tuple[float, int]] = {}  # a step taken back → (blocked until, times)
         self._left_for_latency: Level | None = None  # the highest rung steps down for latency left, until back there
         self._calm_since: float | None = None  # since when the windows here have been calm and faster than on arrival
-        self._arrived_p50: float | None = None  # p50 of this rung's first RUNG_RECORD frames, when a step for latency reached it
-        self._arriving = False  # a step for latency reached this rung: its first RUNG_RECORD frames are its arrival
+        self._arrived_p50: float | None = None  # p50 of this rung's first RUNG_RECORD frames, below `_left_for_latency`
+        self._arriving = False  # this rung was reached below `_left_for_latency`: its first RUNG_RECORD frames are its arrival
 
     def configure(self, cfg: WatchdogConfig, changed: Iterable[str]) -> None:
         """Apply an edit of [watchdog] whose `changed` keys are named: the new thresholds from the
@@ -575,14 +575,15 @@ class Watchdog:
 
     def _note_probe_target(self, reason: str, to: Level) -> None:
         """Before a move to `to`: remember the highest rung a step down for latency ("over_budget",
-        or "no_gain" down again) leaves, until the ladder is back there, and that the rung it
-        reaches is arriving."""
+        or "no_gain" down again) leaves, until the ladder is back there; below it, the rung reached
+        is arriving."""
         for_latency = reason in ("over_budget", "no_gain") and to is not self._level and worst((to, self._level)) is to
         if for_latency and self._left_for_latency is None:
             self._left_for_latency = self._level
         elif self._left_for_latency is not None and worst((to, self._left_for_latency)) is self._left_for_latency:
             self._left_for_latency = None  # back at (or above) the rung the steps left
-        self._arriving, self._arrived_p50 = for_latency, None
+        # Below that rung, whatever the move, the rung reached is measured on arrival: a probe's reference.
+        self._arriving, self._arrived_p50 = self._left_for_latency is not None, None
 
     def _record(self, t: Transition) -> None:
         self.transitions.append(t)
