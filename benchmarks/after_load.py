@@ -11,14 +11,13 @@ each quality level in every 5 s; asserts nothing (docs/performance.md, "The live
 The engine, models and int8 copies are `loop_cost.py`'s (SCRFD-2.5G, the light stand-in swapper,
 `--precision auto` by default). A crowd at full quality runs p95 ~50 ms on these 2 cores: over the
 40 ms budget, but with too few frames over it for a step down, so neither the headroom nor a window
-that fits ever shows — before `Watchdog._probe`, a load that took it down left it there for good.
+that fits ever shows: without `Watchdog._probe`, a load that took it down would leave it there.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import threading
 import time
@@ -119,5 +118,4 @@ def level_shares(moves: list[tuple], seconds: float) -> dict[float, dict[str, fl
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("LOOPCOST_TMP", tempfile.gettempdir())
     main()

@@ -449,7 +449,7 @@ class Watchdog:
         if up is None:
             return None
         more_swap_work = adds_swap_work(self._level, up, enhancer_configured=enhancer, boost_configured=boost)
-        if more_swap_work and (self._faces_cap is not None or not self._swap_age_headroom(ages)):
+        if more_swap_work and not self._room_for_swap_work(ages):
             return None
         headroom_wait_s = self.cfg.recover_after_s * (2 ** min(self._failed_climbs, 8) if more_swap_work else 1)
         if self._headroom_since is not None and now - self._headroom_since >= headroom_wait_s:
@@ -470,9 +470,10 @@ class Watchdog:
         target = self._left_for_latency
         if target is None or self._calm_since is None:
             return None
-        if adds_swap_work(self._level, target, enhancer_configured=self.enhancer_enabled, boost_configured=self.boost_enabled) and (
-                self._faces_cap is not None or not self._swap_age_headroom(ages)):
-            return None  # the face is old: no more swap work
+        more_swap_work = adds_swap_work(self._level, target, enhancer_configured=self.enhancer_enabled,
+                                        boost_configured=self.boost_enabled)
+        if more_swap_work and not self._room_for_swap_work(ages):
+            return None
         if now - self._calm_since < PROBE_AFTER_S:
             return None
         return self._move(now, target, "probe", self._window_stats())
@@ -544,6 +545,11 @@ class Watchdog:
             return None
         ages = sorted(self._swap_ages)
         return _percentile(ages, 95.0), sum(1 for v in ages if v > budget) / len(ages)
+
+    def _room_for_swap_work(self, ages: tuple[float, float] | None) -> bool:
+        """A climb may give the swap worker more work: every face is swapped each round and the face
+        is young enough (`_swap_age_headroom`)."""
+        return self._faces_cap is None and self._swap_age_headroom(ages)
 
     def _swap_age_headroom(self, ages: tuple[float, float] | None) -> bool:
         """The face is young enough to give the swap worker more work (or there is none to judge)."""
