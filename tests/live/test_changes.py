@@ -274,6 +274,10 @@ def test_a_face_the_region_cuts_is_not_reported_one_at_the_frame_edge_is():
     across_the_bottom = Face(box=(10.0, 100.0, 50.0, 140.0), score=0.9, kps=kps)  # past y1 = 128 (frame 356 < 720)
     across_the_right = Face(box=(100.0, 10.0, 130.0, 40.0), score=0.9, kps=kps)
     assert cut.to_frame(across_the_bottom) is None and cut.to_frame(across_the_right) is None
+    # A cut face's box often ends at the side, a fraction of a pixel inside (the detector sees no further).
+    at_the_right = Face(box=(100.0, 10.0, 127.8, 40.0), score=0.9, kps=kps)
+    near_the_right = Face(box=(100.0, 10.0, 125.0, 40.0), score=0.9, kps=kps)
+    assert cut.to_frame(at_the_right) is None and cut.to_frame(near_the_right) is not None
 
 
 def test_faces_stepping_into_a_tracked_still_scene_are_found_by_the_next_due_detection(room, newton, live_config, face_engine_factory):
@@ -317,3 +321,39 @@ def _settle(tracker: LiveTracker, full: FullDetector) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("the full detector or the session warm-up never finished")
+
+
+def test_a_region_look_that_cut_a_face_sends_the_next_look_to_the_whole_frame_at_once(room, newton, live_config, face_engine_factory):
+    """A region whose side runs through a face drops it (`RegionImage.to_frame`): that look did not
+    see the face whole. The detection says so (`FullDetection.cut`, `vouches`), and the tracker's
+    next frame looks at the whole frame, due or not; a region that held the face whole does not."""
+    engine = face_engine_factory(live_config())
+    tracked = with_face(room, cv2.resize(newton, (400, 225)), 80, 250)
+    frame = with_face(tracked, cv2.resize(newton, (512, 288)), 700, 300)  # someone new, ~120 px wide
+    small, scale = downscaled(frame, SIZE)
+    newcomer = max(engine.detect(small, SIZE), key=lambda f: f.box[0])
+    x0, _, x1, _ = newcomer.box
+    assert x0 > 300, newcomer.box
+    right = int(x1 - 0.25 * (x1 - x0))  # the region's right side through the face (a quarter of it outside)
+    cutting = Region(right - 128, 96, right, 352, scale)
+    holding = Region(right - 128, 96, right + 128, 352, scale)
+    full = FullDetector(engine, LiveStats(), time.monotonic)
+    full.start()
+    tracker = LiveTracker(engine, full, full_every=30)
+    verdicts = []
+    try:
+        for index in (1, 2):  # the tracked face found by the first (whole) look
+            tracker.update(tracked, index, full_size=SIZE, track_size=192, deadline_s=30.0)
+            _settle(tracker, full)
+        for index, region in ((3, holding), (4, cutting)):
+            full.submit_downscaled(small, scale, index, SIZE, changes.Look(region))
+            _settle(tracker, full)
+            before = tracker.changes.looks["whole"]
+            tracker.update(frame, index, full_size=SIZE, track_size=192, deadline_s=30.0)
+            verdicts.append((region is cutting, tracker.looked[0].cut, tracker.looked[0].vouches,
+                             tracker.changes.looks["whole"] - before))
+            _settle(tracker, full)
+    finally:
+        tracker.stop()
+        full.stop()
+    assert verdicts == [(False, 0, True, 0), (True, 1, False, 1)], verdicts

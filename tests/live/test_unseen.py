@@ -185,3 +185,17 @@ def test_a_look_that_lands_late_leaves_covered_what_changed_after_the_frame_it_s
     assert len(boxes) == 1 and _inside(boxes[0], 500, 120, 560, 180)
     unseen.looked([FullDetection([], 4, 320)])  # a look of frame 4: nothing there
     assert unseen.covers(unseen.remember(_frame(), 5), []) == []
+
+
+def test_a_look_whose_region_cut_a_face_vouches_for_nothing():
+    """A region look that dropped a face reaching past its side did not see that face whole: what it
+    covered stays covered (`FullDetection.vouches`) until a look that cut nothing lands."""
+    unseen, face = UnseenChanges(), _face(100, 100, 80)
+    unseen.remember(_frame((100, 100, 80)), 1)
+    unseen.looked([FullDetection([face], 1, 320)])
+    someone = _frame((100, 100, 80), (500, 120, 60))
+    unseen.remember(someone, 2)
+    unseen.looked([FullDetection([face], 2, 320, region=Region(384, 0, 640, 256, 1.0), cut=1)])
+    assert unseen.covers(unseen.remember(someone, 3), [face])
+    unseen.looked([FullDetection([face], 2, 320, region=Region(384, 0, 640, 256, 1.0))])
+    assert unseen.covers(unseen.remember(someone, 4), [face]) == []

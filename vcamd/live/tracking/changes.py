@@ -25,8 +25,9 @@ periodic full detection:
   compared with that look until the next whole one (the faces the look found move on screen as
   the tracker follows them; one it lost sends the next look to the whole frame anyway);
 * the whole frame whenever the map cannot vouch for the rest: the first look, after a reset (new
-  detector, camera, frame size), at another detection size, after a failed run, when the
-  rectangle would be most of the frame anyway — and at least every WHOLE_EVERY-th look as a
+  detector, camera, frame size), at another detection size, after a failed run or a region look
+  that cut a face at its side (`FullDetection.vouches`: asked for at once), when the rectangle
+  would be most of the frame anyway — and at least every WHOLE_EVERY-th look as a
   backstop for changes too slow or too faint for the map, unless the picture still shows what the
   last whole look saw (every cell within STILL_LIMIT of it: the camera's noise, no more): a look
   at it would see what that one saw — a still group at 720p paid ~27 ms of the detector's thread
@@ -59,6 +60,11 @@ MJPG noise on a still picture moves 16×16 cell means by under 1; a face moving 
 
 MARGIN_CELLS = 2
 """The changed cells' bounding box is grown by this many cells each side before it is rounded up."""
+
+CUT_SLACK = 1.0
+"""A detection whose box reaches to within this many detector input pixels of a region's side (not
+the frame's edge) is cut by it: SCRFD's box for a face a side cuts ends past it, or up to ~0.3 px
+inside (newton 21–53 px wide, cut by 5–40 %, SCRFD-500M and -2.5G, 2026-12-07)."""
 
 REGION_STEP = 128
 """A region's sides in detector input pixels are multiples of this (one session per shape)."""
@@ -189,7 +195,8 @@ class ChangeMap:
         return Look(region)
 
     def failed(self) -> None:
-        """The last look's detection failed: what it covered was not really seen."""
+        """The last look's detection failed, or its region cut a face: what it covered was not
+        really seen (the next look is the whole frame)."""
         self._thumb = self._whole_seen = None
 
     def _looked_whole(self, small: Frame, thumb: np.ndarray, seen_as: tuple[tuple[int, int], float]) -> Look:
@@ -309,12 +316,14 @@ class RegionImage:
 
     def to_frame(self, face: Face) -> Face | None:
         """The detection in frame coordinates; None when it reaches past a side of the region
-        that is not the frame's edge (a face cut by the region: its box and keypoints are not
-        whole, and the faces there are the rest of the frame's business)."""
+        that is not the frame's edge, or to within CUT_SLACK of it (a face cut by the region: its
+        box and keypoints are not whole, and the faces there are the rest of the frame's business;
+        a cut face's box often ends at the side, a fraction of a pixel inside)."""
         r, (sh, sw) = self.region, self.small_hw
         h, w = r.shape
         x1, y1, x2, y2 = face.box
-        if (r.x0 > 0 and x1 < 0) or (r.y0 > 0 and y1 < 0) or (r.x1 < sw and x2 > w) or (r.y1 < sh and y2 > h):
+        if ((r.x0 > 0 and x1 < CUT_SLACK) or (r.y0 > 0 and y1 < CUT_SLACK) or (r.x1 < sw and x2 > w - CUT_SLACK)
+                or (r.y1 < sh and y2 > h - CUT_SLACK)):
             return None
         k = 1.0 / r.scale
         box = ((x1 + r.x0) * k, (y1 + r.y0) * k, (x2 + r.x0) * k, (y2 + r.y0) * k)

@@ -39,10 +39,19 @@ class FullDetection:
     ok: bool = True  # False: the detector failed (nothing was really looked at)
     unsure: list[Face] | None = None
     """Faces scored in the unsure band (`unsure_band`), frame coordinates; None: not asked for."""
+    cut: int = 0
+    """Detections a region's side cut (dropped: `RegionImage.to_frame`): faces it did not see whole."""
 
     @property
     def whole(self) -> bool:
         return self.region is None
+
+    @property
+    def vouches(self) -> bool:
+        """Whether the look vouches for what it covered: it ran, and no face reached past a side
+        of its region (one that did is somewhere the region holds only part of: the next look is
+        the whole frame, and until it lands what this one covered counts as not looked at)."""
+        return self.ok and not self.cut
 
     def covers(self, face: Face) -> bool:
         """Whether this detection looked at all of `face`'s place: its box, grown by SEEN_MARGIN of
@@ -107,10 +116,11 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
         self._stats.record_stage("full_detect", (self._clock() - t0) * 1000.0)
         self.runs += 1
         faces = [face for face in map(to_frame, found) if face is not None]
+        cut = len(found) - len(faces)
         if unsure is None:
-            return FullDetection(faces, index, size, region, ok)
+            return FullDetection(faces, index, size, region, ok, cut=cut)
         sure = [face for face in faces if face.score >= unsure[0]]
-        return FullDetection(sure, index, size, region, ok, [face for face in faces if face.score < unsure[0]])
+        return FullDetection(sure, index, size, region, ok, [face for face in faces if face.score < unsure[0]], cut)
 
 
 def timed_detect(faces: Detecting, image: Frame, size: int, costs: DetectCosts, threshold: float | None = None) -> list[Face]:

@@ -170,8 +170,10 @@ class LiveTracker:
         full detections also report, as `FaceReport.unsure`; None: not looked for."""
         result = self._full.take_result()
         self.looked = [] if result is None else [result]
-        if result is not None and not result.ok:
-            self.changes.failed()
+        if result is not None and not result.vouches:
+            self.changes.failed()  # the next look is the whole frame: at once when a region cut a face
+            if result.cut:
+                self.look_soon()
         appeared = self.book.take_full(result) if result is not None else []
         self._key_appeared(appeared, result)
         late = full_now = only_followed = False

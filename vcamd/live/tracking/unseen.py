@@ -110,12 +110,13 @@ class UnseenChanges:
 
     def looked(self, detections: list[FullDetection], vouch_size: int = 0) -> None:
         """Detections that landed: the cells each one wholly looked at now read as the frame it ran
-        on showed them (a failed run looked at nothing). A detection at an input size under
-        `vouch_size` vouches for nothing (it misses faces the full size sees); while no look has
-        vouched yet, every cell reads as changed (`UNVOUCHED`): covered, positions known or not."""
+        on showed them (a failed run, or one whose region cut a face, vouches for nothing:
+        `FullDetection.vouches`). A detection at an input size under `vouch_size` vouches for
+        nothing (it misses faces the full size sees); while no look has vouched yet, every cell
+        reads as changed (`UNVOUCHED`): covered, positions known or not."""
         for detection in sorted(detections, key=lambda d: d.frame_index):
             thumb = self._thumbs.get(detection.frame_index)
-            if not detection.ok or thumb is None:
+            if not detection.vouches or thumb is None:
                 continue
             if detection.input_size < vouch_size:
                 if self._seen is None or self._seen.shape != thumb.shape:
