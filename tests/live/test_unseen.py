@@ -195,7 +195,7 @@ def test_a_look_whose_region_cut_a_face_vouches_for_nothing():
     unseen.looked([FullDetection([face], 1, 320)])
     someone = _frame((100, 100, 80), (500, 120, 60))
     unseen.remember(someone, 2)
-    unseen.looked([FullDetection([face], 2, 320, region=Region(384, 0, 640, 256, 1.0), cut=1)])
+    unseen.looked([FullDetection([face], 2, 320, region=Region(384, 0, 640, 256, 1.0), cut=(_face(560, 130, 40),))])
     assert unseen.covers(unseen.remember(someone, 3), [face])
     unseen.looked([FullDetection([face], 2, 320, region=Region(384, 0, 640, 256, 1.0))])
     assert unseen.covers(unseen.remember(someone, 4), [face]) == []

@@ -321,16 +321,24 @@ class RegionImage:
         return int(max(self.image.shape[:2]))
 
     def to_frame(self, face: Face) -> Face | None:
-        """The detection in frame coordinates; None when it reaches past a side of the region
-        that is not the frame's edge, or to within CUT_SLACK of it (a face cut by the region: its
-        box and keypoints are not whole, and the faces there are the rest of the frame's business;
-        a cut face's box often ends at the side, a fraction of a pixel inside)."""
+        """The detection in frame coordinates; None when the region cut it (`cuts`)."""
+        return None if self.cuts(face) else self.placed(face)
+
+    def cuts(self, face: Face) -> bool:
+        """Whether the detection reaches past a side of the region that is not the frame's edge, or
+        to within CUT_SLACK of it: a face cut by the region (its box and keypoints are not whole,
+        and the faces there are the rest of the frame's business; a cut face's box often ends at
+        the side, a fraction of a pixel inside)."""
         r, (sh, sw) = self.region, self.small_hw
         h, w = r.shape
         x1, y1, x2, y2 = face.box
-        if ((r.x0 > 0 and x1 < CUT_SLACK) or (r.y0 > 0 and y1 < CUT_SLACK) or (r.x1 < sw and x2 > w - CUT_SLACK)
-                or (r.y1 < sh and y2 > h - CUT_SLACK)):
-            return None
+        return ((r.x0 > 0 and x1 < CUT_SLACK) or (r.y0 > 0 and y1 < CUT_SLACK) or (r.x1 < sw and x2 > w - CUT_SLACK)
+                or (r.y1 < sh and y2 > h - CUT_SLACK))
+
+    def placed(self, face: Face) -> Face:
+        """The detection in frame coordinates, cut or not."""
+        r = self.region
+        x1, y1, x2, y2 = face.box
         k = 1.0 / r.scale
         box = ((x1 + r.x0) * k, (y1 + r.y0) * k, (x2 + r.x0) * k, (y2 + r.y0) * k)
         kps = ((face.kps + np.array([r.x0, r.y0], np.float32)) * np.float32(k)).astype(np.float32)

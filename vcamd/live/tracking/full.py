@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,8 +39,9 @@ class FullDetection:
     ok: bool = True  # False: the detector failed (nothing was really looked at)
     unsure: list[Face] | None = None
     """Faces scored in the unsure band (`unsure_band`), frame coordinates; None: not asked for."""
-    cut: int = 0
-    """Detections a region's side cut (dropped: `RegionImage.to_frame`): faces it did not see whole."""
+    cut: tuple[Face, ...] = ()
+    """Detections a region's side cut (`RegionImage.cuts`; not in `faces`), frame coordinates of what
+    the region saw of them: faces it did not see whole."""
 
     @property
     def whole(self) -> bool:
@@ -53,10 +54,20 @@ class FullDetection:
         the whole frame, and until it lands what this one covered counts as not looked at)."""
         return self.ok and not self.cut
 
+    def without_cut_of(self, known: list[Face]) -> FullDetection:
+        """This detection with only the cut faces none of `known` accounts for: a cut face that lies
+        mostly (KNOWN_CUT of its box) inside a known face's box, grown by SEEN_MARGIN, is that face,
+        which the tracker follows — a region beside a still face it tracks vouches all the same."""
+        if not self.cut:
+            return self
+        grown = [_grown(face.box, SEEN_MARGIN) for face in known]
+        unknown = tuple(c for c in self.cut if not any(_share_inside(c.box, g) >= KNOWN_CUT for g in grown))
+        return self if len(unknown) == len(self.cut) else replace(self, cut=unknown)
+
     def covers(self, face: Face) -> bool:
         """Whether this detection looked at all of `face`'s place: its box, grown by SEEN_MARGIN of
         its size each side, inside the region (or the frame's own edge on that side). A detection a
-        region's side cuts is dropped (`changes.RegionImage.to_frame`), so a region holding only a
+        region's side cuts is dropped (`changes.RegionImage.cuts`), so a region holding only a
         place's centre cannot say it is gone: a lost face or an unsure place there stays covered
         (an unsure fist on the still crowd cut so was dropped and shown raw)."""
         if self.region is None:
@@ -68,9 +79,27 @@ class FullDetection:
                 and x1 + mx <= rx1 and y1 + my <= ry1)
 
 
-FullJob = tuple[Frame, Callable[[Face], Face | None], int, int, int, Region | None, tuple[float, float] | None]
-"""(detector image, its detections → frame coordinates (None: drop), detector input size, frame
-index, the whole frame's input size, the region looked at, the unsure band or None)."""
+KNOWN_CUT = 0.5
+"""A cut face with at least this share of its box inside a known face's (grown) box is that face."""
+
+
+def _grown(box: tuple[float, float, float, float], margin: float) -> tuple[float, float, float, float]:
+    x0, y0, x1, y1 = box
+    mx, my = margin * (x1 - x0), margin * (y1 - y0)
+    return x0 - mx, y0 - my, x1 + mx, y1 + my
+
+
+def _share_inside(box: tuple[float, float, float, float], outer: tuple[float, float, float, float]) -> float:
+    """The share of `box`'s area inside `outer`."""
+    w = min(box[2], outer[2]) - max(box[0], outer[0])
+    h = min(box[3], outer[3]) - max(box[1], outer[1])
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    return max(0.0, w) * max(0.0, h) / area if area > 0 else 0.0
+
+
+FullJob = tuple[Frame, Callable[[Face], tuple[Face, bool]], int, int, int, Region | None, tuple[float, float] | None]
+"""(detector image, its detections → (frame coordinates, cut by the region's side), detector input
+size, frame index, the whole frame's input size, the region looked at, the unsure band or None)."""
 
 
 class FullDetector(NewestWorker[FullJob, FullDetection]):
@@ -93,11 +122,12 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
         """`small`: the frame as `changes.downscaled(frame, input_size)` gives it (a private copy).
         `unsure`: the band (`unsure_band`) whose faces the result reports apart, or None."""
         if look.region is None:
-            to_frame = (lambda f: scaled(f, 1.0 / scale)) if scale != 1.0 else (lambda f: f)
+            to_frame = (lambda f: (scaled(f, 1.0 / scale), False)) if scale != 1.0 else (lambda f: (f, False))
             self.submit((small, to_frame, input_size, frame_index, input_size, None, unsure))
         else:  # the region's pixels of the same downscaled frame: the same faces, less to look at
-            cut = RegionImage.cut(small, look.region)
-            self.submit((cut.image, cut.to_frame, cut.input_size, frame_index, input_size, look.region, unsure))
+            part = RegionImage.cut(small, look.region)
+            self.submit((part.image, lambda f: (part.placed(f), part.cuts(f)), part.input_size, frame_index, input_size,
+                         look.region, unsure))
 
     def take_result(self) -> FullDetection | None:
         return self.results.take(0)
@@ -115,8 +145,9 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
             found, ok = [], False
         self._stats.record_stage("full_detect", (self._clock() - t0) * 1000.0)
         self.runs += 1
-        faces = [face for face in map(to_frame, found) if face is not None]
-        cut = len(found) - len(faces)
+        placed = [to_frame(face) for face in found]
+        faces = [face for face, cut_off in placed if not cut_off]
+        cut = tuple(face for face, cut_off in placed if cut_off)
         if unsure is None:
             return FullDetection(faces, index, size, region, ok, cut=cut)
         sure = [face for face in faces if face.score >= unsure[0]]

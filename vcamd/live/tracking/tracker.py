@@ -169,6 +169,8 @@ class LiveTracker:
         """Where the faces are in `frame`. `unsure`: the band (`unsure_band`) whose faces the periodic
         full detections also report, as `FaceReport.unsure`; None: not looked for."""
         result = self._full.take_result()
+        if result is not None:  # a face a region cut that no track accounts for may be someone new
+            result = result.without_cut_of(self.book.tracks)
         self.looked = [] if result is None else [result]
         if result is not None and not result.vouches:
             self.changes.failed()  # the next look is the whole frame: at once when a region cut a face
