@@ -18,6 +18,7 @@ from vcamd.faces.detect import input_shape_for
 from vcamd.live.measures.stats import LiveStats
 from vcamd.live.tracking.changes import WHOLE, Look, Region, RegionImage
 from vcamd.live.tracking.cropplan import DetectCosts, Detecting
+from vcamd.privacy.geometry import near_any
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +56,12 @@ class FullDetection:
         return self.ok and not self.cut
 
     def without_cut_of(self, known: list[Face]) -> FullDetection:
-        """This detection with only the cut faces none of `known` accounts for: a cut face that lies
-        mostly (KNOWN_CUT of its box) inside a known face's box, grown by SEEN_MARGIN, is that face,
-        which the tracker follows — a region beside a still face it tracks vouches all the same."""
+        """This detection with only the cut faces none of `known` accounts for: a cut face `near` a
+        known one (`privacy.geometry`: the tracker's own rule for one face) is that face, which the
+        tracker follows — a region beside a still face it tracks vouches all the same."""
         if not self.cut:
             return self
-        grown = [_grown(face.box, SEEN_MARGIN) for face in known]
-        unknown = tuple(c for c in self.cut if not any(_share_inside(c.box, g) >= KNOWN_CUT for g in grown))
+        unknown = tuple(c for c, is_known in zip(self.cut, near_any(list(self.cut), known), strict=True) if not is_known)
         return self if len(unknown) == len(self.cut) else replace(self, cut=unknown)
 
     def covers(self, face: Face) -> bool:
@@ -77,24 +77,6 @@ class FullDetection:
         rx0, ry0, rx1, ry1 = self.region.frame_box()
         return ((rx0 <= 0 or x0 - mx >= rx0) and (ry0 <= 0 or y0 - my >= ry0)
                 and x1 + mx <= rx1 and y1 + my <= ry1)
-
-
-KNOWN_CUT = 0.5
-"""A cut face with at least this share of its box inside a known face's (grown) box is that face."""
-
-
-def _grown(box: tuple[float, float, float, float], margin: float) -> tuple[float, float, float, float]:
-    x0, y0, x1, y1 = box
-    mx, my = margin * (x1 - x0), margin * (y1 - y0)
-    return x0 - mx, y0 - my, x1 + mx, y1 + my
-
-
-def _share_inside(box: tuple[float, float, float, float], outer: tuple[float, float, float, float]) -> float:
-    """The share of `box`'s area inside `outer`."""
-    w = min(box[2], outer[2]) - max(box[0], outer[0])
-    h = min(box[3], outer[3]) - max(box[1], outer[1])
-    area = (box[2] - box[0]) * (box[3] - box[1])
-    return max(0.0, w) * max(0.0, h) / area if area > 0 else 0.0
 
 
 FullJob = tuple[Frame, Callable[[Face], tuple[Face, bool]], int, int, int, Region | None, tuple[float, float] | None]
