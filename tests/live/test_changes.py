@@ -139,7 +139,7 @@ def test_a_face_stepping_in_is_looked_for_where_it_stepped_in_and_found_as_the_w
     # What the full detector does with it, against what it does with the whole frame.
     small, scale = downscaled(frame, SIZE)
     cut = RegionImage.cut(small, r)
-    in_region = [f for f in map(cut.to_frame, detector.detect(cut.image, cut.input_size)) if f is not None]
+    in_region = [cut.placed(f) for f in detector.detect(cut.image, cut.input_size) if not cut.cuts(f)]
     in_whole = [scaled(f, 1.0 / scale) for f in detector.detect(small, SIZE)]
     assert len(in_region) == len(in_whole) == 1
     width = in_whole[0].width
@@ -194,7 +194,7 @@ def test_what_enters_a_moving_picture_is_looked_at_where_it_entered_and_found_th
     assert look is not None and look.region is not None, look
     small, _ = downscaled(frame, SIZE)
     cut = RegionImage.cut(small, look.region)
-    in_region = [f for f in map(cut.to_frame, detector.detect(cut.image, cut.input_size)) if f is not None]
+    in_region = [cut.placed(f) for f in detector.detect(cut.image, cut.input_size) if not cut.cuts(f)]
     assert [f for f in in_region if f.box[0] >= 960 and f.box[1] >= 520], in_region
 
 
@@ -269,15 +269,15 @@ def test_a_face_the_region_cuts_is_not_reported_one_at_the_frame_edge_is():
     assert cut.image.shape[:2] == (128, 128)
     kps = np.zeros((5, 2), np.float32) + 20
     at_frame_edge = Face(box=(0.0, 10.0, 40.0, 50.0), score=0.9, kps=kps)  # x0 = 0 is the frame's own edge
-    assert cut.to_frame(at_frame_edge) is not None
-    assert cut.to_frame(at_frame_edge).box == (0.0, 120.0, 80.0, 200.0)
+    assert not cut.cuts(at_frame_edge)
+    assert cut.placed(at_frame_edge).box == (0.0, 120.0, 80.0, 200.0)
     across_the_bottom = Face(box=(10.0, 100.0, 50.0, 140.0), score=0.9, kps=kps)  # past y1 = 128 (frame 356 < 720)
     across_the_right = Face(box=(100.0, 10.0, 130.0, 40.0), score=0.9, kps=kps)
-    assert cut.to_frame(across_the_bottom) is None and cut.to_frame(across_the_right) is None
+    assert cut.cuts(across_the_bottom) and cut.cuts(across_the_right)
     # A cut face's box often ends at the side, a fraction of a pixel inside (the detector sees no further).
     at_the_right = Face(box=(100.0, 10.0, 127.8, 40.0), score=0.9, kps=kps)
     near_the_right = Face(box=(100.0, 10.0, 125.0, 40.0), score=0.9, kps=kps)
-    assert cut.to_frame(at_the_right) is None and cut.to_frame(near_the_right) is not None
+    assert cut.cuts(at_the_right) and not cut.cuts(near_the_right)
 
 
 def test_faces_stepping_into_a_tracked_still_scene_are_found_by_the_next_due_detection(room, newton, live_config, face_engine_factory):

@@ -180,7 +180,7 @@ def test_an_unsure_place_beside_a_track_is_covered_again_once_the_track_moves_of
 
 
 def test_a_region_look_that_cuts_a_place_cannot_say_it_is_gone():
-    """A region look drops what its sides cut (`RegionImage.to_frame`): holding only a place's
+    """A region look drops what its sides cut (`RegionImage.cuts`): holding only a place's
     centre, it never saw the place, so an unsure place (or a lost face) there stays covered; a
     region holding it whole, or the whole frame, may let it go. (On the still crowd a fist SCRFD-500M
     calls a face, unsure to SCRFD-2.5G, was dropped so and published raw.)"""

@@ -152,7 +152,7 @@ def crop_answer(draw: int, looked_for: Face, world: World) -> Face | None:
 
 
 def inside(face: Face, region: Region | None) -> bool:
-    """Whether a region's detection reports this face: wholly inside it (`changes.RegionImage.to_frame`
+    """Whether a region's detection reports this face: wholly inside it (`changes.RegionImage.cuts`
     drops a face the region cuts)."""
     if region is None:
         return True

@@ -320,10 +320,6 @@ class RegionImage:
         """The detector input size for this image: its long side (its shape is the input shape)."""
         return int(max(self.image.shape[:2]))
 
-    def to_frame(self, face: Face) -> Face | None:
-        """The detection in frame coordinates; None when the region cut it (`cuts`)."""
-        return None if self.cuts(face) else self.placed(face)
-
     def cuts(self, face: Face) -> bool:
         """Whether the detection reaches past a side of the region that is not the frame's edge, or
         to within CUT_SLACK of it: a face cut by the region (its box and keypoints are not whole,

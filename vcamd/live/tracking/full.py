@@ -104,8 +104,8 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
         """`small`: the frame as `changes.downscaled(frame, input_size)` gives it (a private copy).
         `unsure`: the band (`unsure_band`) whose faces the result reports apart, or None."""
         if look.region is None:
-            to_frame = (lambda f: (scaled(f, 1.0 / scale), False)) if scale != 1.0 else (lambda f: (f, False))
-            self.submit((small, to_frame, input_size, frame_index, input_size, None, unsure))
+            place = (lambda f: (scaled(f, 1.0 / scale), False)) if scale != 1.0 else (lambda f: (f, False))
+            self.submit((small, place, input_size, frame_index, input_size, None, unsure))
         else:  # the region's pixels of the same downscaled frame: the same faces, less to look at
             part = RegionImage.cut(small, look.region)
             self.submit((part.image, lambda f: (part.placed(f), part.cuts(f)), part.input_size, frame_index, input_size,
@@ -115,7 +115,7 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
         return self.results.take(0)
 
     def _work(self, job: FullJob) -> FullDetection:
-        image, to_frame, run_size, index, size, region, unsure = job
+        image, place, run_size, index, size, region, unsure = job
         t0 = self._clock()
         ok = True
         try:
@@ -127,7 +127,7 @@ class FullDetector(NewestWorker[FullJob, FullDetection]):
             found, ok = [], False
         self._stats.record_stage("full_detect", (self._clock() - t0) * 1000.0)
         self.runs += 1
-        placed = [to_frame(face) for face in found]
+        placed = [place(face) for face in found]
         faces = [face for face, cut_off in placed if not cut_off]
         cut = tuple(face for face, cut_off in placed if cut_off)
         if unsure is None:
