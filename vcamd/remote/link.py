@@ -37,6 +37,15 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
+RECONNECT_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+)
+"""gRPC channel options for every channel of ours to a server that may not listen yet: gRPC's own
+reconnect waits grow to 2 minutes by default, so a server that starts listening (a restart, a slow
+start) would stay unseen up to that long after it is up. Ours: at most a second."""
+
 CALL_TIMEOUT_S = 4.0
 """A call's deadline. A swap normally comes back in milliseconds (a GPU) to 1.5 s (inswapper on a
 CPU); a server that takes longer is stuck or cut off, and the faces are held or obscured meanwhile."""
@@ -98,11 +107,7 @@ class ServerLink:
         self._options: list[tuple[str, int | str]] = [
             ("grpc.max_send_message_length", 2**31 - 1),
             ("grpc.max_receive_message_length", 2**31 - 1),
-            # gRPC's own reconnect waits grow to 2 minutes by default: a server back after a restart
-            # would stay unused that long. Ours: at most a second.
-            ("grpc.initial_reconnect_backoff_ms", 200),
-            ("grpc.min_reconnect_backoff_ms", 200),
-            ("grpc.max_reconnect_backoff_ms", 1000),
+            *RECONNECT_OPTIONS,
             ("grpc.keepalive_time_ms", 10_000),
             ("grpc.keepalive_timeout_ms", 5_000),
         ]

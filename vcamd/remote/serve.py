@@ -375,10 +375,13 @@ def _wait_ready(proc: subprocess.Popen[bytes], listen: ServerAddress, pair: Any,
 def _health_client(grpcclient: Any, target: str, tls: dict[str, bytes]) -> Any:
     import grpc
 
+    from vcamd.remote.link import RECONNECT_OPTIONS
     from vcamd.remote.pairing import SERVER_NAME
 
+    # Made before Triton listens: on gRPC's default backoff, a start that took a minute on a busy machine
+    # was seen ready up to a minute after it was.
     return grpcclient.InferenceServerClient(target, creds=grpc.ssl_channel_credentials(**tls),
-                                            channel_args=[("grpc.ssl_target_name_override", SERVER_NAME)])
+                                            channel_args=[("grpc.ssl_target_name_override", SERVER_NAME), *RECONNECT_OPTIONS])
 
 
 def _last_error(log_file: Path) -> str:
