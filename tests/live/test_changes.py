@@ -73,7 +73,7 @@ def test_a_still_picture_needs_no_run_and_the_whole_frame_comes_back_every_still
     answers = [look_at(seen, room, SIZE) for _ in range(2 * every + 1)]
     assert answers == ([WHOLE] + [None] * (every - 1)) * 2 + [WHOLE]
     skipped = every - changes.WHOLE_EVERY  # the backstop's turns, from the WHOLE_EVERY-th look to the last before `every`
-    assert seen.looks == {"whole": 3, "region": 0, "moved": 0, "none": 2 * (every - 1), "still": 2 * skipped}
+    assert seen.looks == {"whole": 3, "region": 0, "moved": 0, "none": 2 * (every - 1), "still": 2 * skipped, "unshown": 0}
 
 
 def test_a_still_picture_before_a_noisy_camera_holds_still(room):
@@ -98,6 +98,29 @@ def test_a_change_too_faint_for_a_region_look_brings_the_backstops_whole_look(ro
     answers = [look_at(seen, faint, SIZE) for _ in range(changes.WHOLE_EVERY)]
     assert answers == [None] * (changes.WHOLE_EVERY - 1) + [WHOLE]
     assert seen.looks["still"] == 0
+
+
+def test_the_backstop_looks_only_at_what_is_shown_uncovered(room, newton):
+    """Told what the frame shows covered (`unseen`'s boxes), the backstop looks at the cells that changed
+    past the camera's noise outside them — a region around a faint face, not the whole frame — and not
+    at all when they are covered (what is covered is looked at once it holds still: `unseen`)."""
+    face = cv2.resize(newton, (240, 135))
+    faint = cv2.addWeighted(room, 0.975, with_face(room, face, 700, 330), 0.025, 0.0)
+    small_box = (700 * SIZE / W - 16, 330 * SIZE / W - 16, 940 * SIZE / W + 16, 465 * SIZE / W + 16)
+    for covered, expected in (([], "region"), ([small_box], None), ([(0.0, 0.0, 100.0, 100.0)], "region")):
+        seen = ChangeMap()
+        assert look_at(seen, room, SIZE) is WHOLE
+        answers = [look_at(seen, faint, SIZE, covered=covered) for _ in range(2 * changes.WHOLE_EVERY)]
+        turn = changes.WHOLE_EVERY - 1
+        assert answers[:turn] == [None] * turn, covered  # too faint for a region look
+        if expected is None:
+            assert answers[turn:] == [None] * (len(answers) - turn) and seen.looks["still"] == len(answers) - turn
+            continue
+        look = answers[turn]
+        assert look is not None and look.region is not None, (covered, look)
+        assert look.region.contains(820, 400) and not look.region.contains(100, 100), look.region
+        assert seen.looks["unshown"] == 1 and seen.looks["whole"] == 1
+        assert answers[turn + 1:] == [None] * (len(answers) - turn - 1)  # looked at: nothing left to look at
 
 
 def test_a_face_that_came_and_went_since_the_whole_look_leaves_nothing_to_look_at(room, newton):

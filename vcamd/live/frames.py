@@ -37,7 +37,7 @@ from vcamd.live.tracking.unseen import UnseenChanges
 from vcamd.privacy import rule
 from vcamd.privacy.geometry import near_any
 from vcamd.privacy.obscure import obscure_frame
-from vcamd.privacy.rule import UNKNOWN_SOURCE, Composed, FaceOutcome, Scene, lost_to_cover, region
+from vcamd.privacy.rule import UNKNOWN_SOURCE, Box, Composed, FaceOutcome, Scene, lost_to_cover, region
 from vcamd.privacy.turning import TurnedFaces
 
 if TYPE_CHECKING:
@@ -99,6 +99,8 @@ class FrameProcessor:
         self._no_source_logged = False
         self.unseen = UnseenChanges()
         """Where the picture changed away from the known faces since a detection looked: covered."""
+        self._unseen_shown: list[Box] = []
+        """The last frame's `unseen` boxes as it showed them covered (the change map's backstop skips them)."""
         self.start = StartFrames()  # the start's newest covered frame, processed again when its wait is over
         self._again = False  # the frame being processed is a kept one, processed again (`startframes`)
         self._cpu = parts.stats.cpu.loop  # the loop's CPU by stage: marked as each stage ends
@@ -140,6 +142,7 @@ class FrameProcessor:
             self.send_covered(frame, captured.t_capture)
             return
         thumb = self.unseen.remember(frame, self._index)  # before anything is drawn on it
+        unseen_shown, self._unseen_shown = self._unseen_shown, []  # kept again below when this frame draws them
         self._cpu.mark("cover changes")
         if self._first_swap_running():
             if self._index % FIRST_SWAP_TRACK_STRIDE == 0:
@@ -153,13 +156,14 @@ class FrameProcessor:
         if self._index % rung(level).frame_stride != 0 and self._report is not None:
             report, targets, lost = self._report, self.targets, self._covered_lost
         else:
-            report, targets, lost = self._locate_and_submit(frame, level, captured.t_capture, stage_ms)
+            report, targets, lost = self._locate_and_submit(frame, level, captured.t_capture, stage_ms, unseen_shown)
         self.start.keep(captured, frame, parts, swap_shown=self.startup.first_swap is not None)  # before it is drawn on
 
         # 3. What changed away from those faces since a detection looked there is covered, and
         # looked at as soon as it holds still and the detector is free (`unseen`).
         unseen = (self.unseen.covers(thumb, report.faces + report.lost + report.unsure)
                   if report.known and self.policy.cover_changes else [])
+        self._unseen_shown = unseen if self.policy.on_miss is not OnMiss.passthrough else []
         if unseen and self.unseen.settled:
             parts.tracker.look_soon(parts.tracker.vouch_size)
         self._cpu.mark("cover changes")
@@ -186,13 +190,14 @@ class FrameProcessor:
         # The loop's own time for this frame (take → published), the base of the overhead figure.
         parts.stats.record_stage("loop", (parts.clock() - t_take) * 1000.0)
 
-    def _locate_and_submit(self, frame: Frame, level: Level, t_capture: float,
-                           stage_ms: dict[str, float]) -> tuple[FaceReport, list[Face], list[Face]]:
+    def _locate_and_submit(self, frame: Frame, level: Level, t_capture: float, stage_ms: dict[str, float],
+                           unseen_shown: list[Box] | None = None) -> tuple[FaceReport, list[Face], list[Face]]:
         """Where the faces are in this frame (the tracker), which to swap, which lost ones to cover
-        (remembered for the frames that reuse them); their region handed to the swap worker."""
+        (remembered for the frames that reuse them); their region handed to the swap worker.
+        `unseen_shown`: the last frame's `unseen` covers as drawn (none: nothing is known covered)."""
         parts = self._parts
         t0 = parts.clock()
-        report = parts.tracker.locate(frame, self._index, level, deadline_s=self._track_deadline_s())
+        report = parts.tracker.locate(frame, self._index, level, deadline_s=self._track_deadline_s(), covered=unseen_shown or [])
         self._cpu.mark("track")
         self.unseen.looked(parts.tracker.looked, parts.tracker.vouch_size)
         report = replace(report, faces=self._steady.steady(report.faces, t_capture, self.policy.smoothing, report.appeared))

@@ -27,12 +27,17 @@ periodic full detection:
 * the whole frame whenever the map cannot vouch for the rest: the first look, after a reset (new
   detector, camera, frame size), at another detection size, after a failed run or a region look
   that cut a face at its side (`FullDetection.vouches`: asked for at once), when the rectangle
-  would be most of the frame anyway — and at least every WHOLE_EVERY-th look as a
-  backstop for changes too slow or too faint for the map, unless the picture still shows what the
-  last whole look saw (every cell within STILL_LIMIT of it: the camera's noise, no more): a look
-  at it would see what that one saw — a still group at 720p paid ~27 ms of the detector's thread
-  every second for nothing (docs/performance.md). A still picture is looked at whole every
-  STILL_WHOLE_EVERY-th look all the same.
+  would be most of the frame anyway, and at least every STILL_WHOLE_EVERY-th look;
+* at least every WHOLE_EVERY-th look, a backstop for changes too faint for the map (past
+  STILL_LIMIT, the camera's noise, but not CHANGE_LIMIT). Told what the frame shows covered
+  (`covered`: `unseen`'s boxes, unrecognisable until a look vouches for them, which `unseen` asks
+  for once they hold still), it looks at every cell outside them that changed past STILL_LIMIT
+  since the detector last looked there, moved or not; none, no run. A sliding picture's moved
+  part is covered, so its looks are a region around what is shown, not the whole frame (at
+  det_10g's cost the whole looks were ~2.4 CPU-ms of a 720p frame's ~9). Not told, it looks at
+  the whole frame, unless the picture still shows what the last whole look saw (every cell
+  within STILL_LIMIT of it): a look at it would see what that one saw — a still group at 720p
+  paid ~27 ms of the detector's thread every second for nothing (docs/performance.md).
 
 Only the cells a look covered are refreshed in the thumbnail, so a slow change adds up against what
 the detector last saw there (never against the previous frame) until it shows. Pure: no threads,
@@ -42,7 +47,7 @@ no models; the tracker feeds it frames and acts on its answers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import cv2
@@ -73,8 +78,8 @@ WHOLE_SHARE = 0.6
 """A region with at least this share of the whole frame's input pixels is looked at whole."""
 
 WHOLE_EVERY = 3
-"""At least every this many looks, the whole frame (1 s at 30 fps with full_every = 10), when the picture
-changed since the last whole look by more than STILL_LIMIT."""
+"""At least every this many looks (1 s at 30 fps with full_every = 10), the backstop: what changed past
+STILL_LIMIT and is shown uncovered is looked at (the whole frame when what is covered is not known)."""
 
 STILL_LIMIT = 2.0
 """A picture whose every cell mean is within this (0–255 levels, any colour channel) of the last whole
@@ -83,9 +88,9 @@ coming in, a hand, a change of light move some cell by more. A change between th
 is too faint for a region look and is what the backstop's whole look is for."""
 
 STILL_WHOLE_EVERY = 30
-"""A picture that holds still (STILL_LIMIT) is looked at whole at least every this many looks (10 s at
-30 fps with full_every = 10): a face the last whole look scored just under the cover threshold gets
-another look with the camera's new noise."""
+"""Every picture is looked at whole at least every this many looks (10 s at 30 fps with full_every = 10):
+a face the last whole look scored just under the cover threshold gets another look with the camera's
+new noise, and a moving picture's moved part a new picture to be compared with."""
 
 NUDGES = ((0.0, 0.0), (0.25, 0.0), (-0.25, 0.0), (0.0, 0.25), (0.0, -0.25),
           (0.25, 0.25), (-0.25, -0.25), (0.25, -0.25), (-0.25, 0.25))
@@ -154,16 +159,20 @@ class ChangeMap:
         self._seen_as: tuple[tuple[int, int], float] | None = None  # (downscaled size, scale) of the thumbnail
         self._whole_seen: SeenPicture | None = None  # the downscaled frame the last whole look ran on
         self._since_whole = 0
+        self._since_backstop = 0  # looks since the last whole look or the last backstop that looked
         self.wanted: tuple[int, int] | None = None
         """The detector input shape the last answer wanted but found not `ready` (to be built)."""
-        self.looks = {"whole": 0, "region": 0, "moved": 0, "none": 0, "still": 0}
+        self.looks = {"whole": 0, "region": 0, "moved": 0, "none": 0, "still": 0, "unshown": 0}
         """How often each answer was given (stats, tests)."""
 
     def where_to_look(self, small: Frame, scale: float,
-                      ready: Callable[[tuple[int, int]], bool] = lambda _shape: True, *, whole: bool = False) -> Look | None:
+                      ready: Callable[[tuple[int, int]], bool] = lambda _shape: True, *, whole: bool = False,
+                      covered: Sequence[SmallBox] | None = None) -> Look | None:
         """Where a full detection should look in `small` — the frame downscaled by `scale` as the
         detector sees it (`downscaled`): WHOLE, a region, or None (nothing changed: no run).
-        `whole` asks for the whole frame (the caller knows a reason). A region whose detector
+        `whole` asks for the whole frame (the caller knows a reason). `covered`: the boxes of
+        `small` (its pixels) shown covered until a look vouches for them (`unseen`), which the
+        backstop need not look at; None: nothing is known covered. A region whose detector
         input shape is not `ready` (its session not built yet) is looked at whole meanwhile, and
         named in `wanted`. The answer is taken as done: the cells it covers are refreshed now
         (`failed()` undoes that if the run fails)."""
@@ -171,23 +180,32 @@ class ChangeMap:
         thumb = thumbnail(small)
         old = self._thumb
         seen_as = (small.shape[:2], scale)  # another frame size or detection size: not comparable
-        backstop = self._since_whole + 1 >= WHOLE_EVERY
-        if (whole or old is None or self._seen_as != seen_as or self._since_whole + 1 >= STILL_WHOLE_EVERY
-                or (backstop and not (self._whole_seen is not None and self._whole_seen.holds_still(thumb)))):
+        if whole or old is None or self._seen_as != seen_as or self._since_whole + 1 >= STILL_WHOLE_EVERY:
             return self._looked_whole(small, thumb, seen_as)
-        if backstop:  # the picture still shows what the last whole look saw: only what changed since the last look
-            self.looks["still"] += 1
-        changed = largest_change(thumb, old) > CHANGE_LIMIT
-        if not changed.any():
+        change = largest_change(thumb, old)
+        changed = change > CHANGE_LIMIT
+        unshown = np.zeros_like(changed)  # the backstop's cells: changed past the camera's noise, shown uncovered
+        if self._since_backstop + 1 >= WHOLE_EVERY:  # the backstop
+            if self._whole_seen is not None and self._whole_seen.holds_still(thumb):
+                self.looks["still"] += 1  # it would see what the last whole look saw
+            elif covered is None:
+                return self._looked_whole(small, thumb, seen_as)
+            else:
+                unshown = (change > STILL_LIMIT) & ~cells_covered(covered, small.shape[:2], change.shape)
+                self.looks["still" if not unshown.any() else "unshown"] += 1
+        if not (changed | unshown).any():
             self.looks["none"] += 1
             self._since_whole += 1
+            self._since_backstop += 1
             return None
-        if self._whole_seen is not None:
+        if self._whole_seen is not None and changed.any():
             changed &= ~self._whole_seen.cells(small, thumb, changed)[0]
-            if not changed.any():
-                self.looks["moved"] += 1
-                self._since_whole += 1
-                return None
+        changed |= unshown  # shown as it is: looked at, moved or not (a faint change is no shift's to explain)
+        if not changed.any():
+            self.looks["moved"] += 1
+            self._since_whole += 1
+            self._since_backstop += 1
+            return None
         region = changed_region(small.shape[:2], changed, scale)
         if region is None:
             return self._looked_whole(small, thumb, seen_as)
@@ -197,6 +215,7 @@ class ChangeMap:
         x0, y0, x1, y1 = cells_inside(region, small.shape[:2], thumb.shape[:2])
         old[y0:y1, x0:x1] = thumb[y0:y1, x0:x1]
         self._since_whole += 1
+        self._since_backstop = 0 if unshown.any() else self._since_backstop + 1
         self.looks["region"] += 1
         return Look(region)
 
@@ -207,6 +226,7 @@ class ChangeMap:
 
     def _looked_whole(self, small: Frame, thumb: np.ndarray, seen_as: tuple[tuple[int, int], float]) -> Look:
         self._thumb, self._seen_as, self._since_whole, self._whole_seen = thumb, seen_as, 0, SeenPicture(small, thumb)
+        self._since_backstop = 0
         self.looks["whole"] += 1
         return WHOLE
 
@@ -252,6 +272,24 @@ def largest_change(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for channel in range(1, diff.shape[2]):
         largest = np.maximum(largest, diff[:, :, channel])
     return largest
+
+
+SmallBox = tuple[float, float, float, float]
+"""A box (x0, y0, x1, y1) in the downscaled frame's pixels (`downscaled`)."""
+
+
+def cells_covered(boxes: Sequence[SmallBox], small_hw: tuple[int, int], thumb_hw: tuple[int, int]) -> np.ndarray:
+    """Per cell of the thumbnail grid: whether it lies wholly inside one of `boxes` (a cell only partly
+    inside one shows the rest)."""
+    mask = np.zeros(thumb_hw, bool)
+    (sh, sw), (th, tw) = small_hw, thumb_hw
+    kx, ky = tw / sw, th / sh
+    for x0, y0, x1, y1 in boxes:
+        cx0, cy0 = max(0, math.ceil(x0 * kx)), max(0, math.ceil(y0 * ky))
+        cx1, cy1 = min(tw, math.floor(x1 * kx)), min(th, math.floor(y1 * ky))
+        if cx1 > cx0 and cy1 > cy0:
+            mask[cy0:cy1, cx0:cx1] = True
+    return mask
 
 
 def cells_inside(region: Region, small_hw: tuple[int, int], thumb_hw: tuple[int, int]) -> tuple[int, int, int, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ from vcamd.live.tracking.motion import KeyPatch, StableSince, follow_many, key_p
 from vcamd.live.tracking.sizes import TrackerSettings, detect_sizes, unsure_band, vouch_size
 from vcamd.live.tracking.trackedfaces import FaceReport, TrackedFaces
 from vcamd.privacy.geometry import near, same_face_pairs
+from vcamd.privacy.rule import Box as FrameBox
 
 T = TypeVar("T")
 
@@ -106,11 +107,12 @@ class LiveTracker:
         self.applied = settings
         self.full_every = settings.full_every
 
-    def locate(self, frame: Frame, frame_index: int, level: Level, *, deadline_s: float) -> FaceReport:
+    def locate(self, frame: Frame, frame_index: int, level: Level, *, deadline_s: float,
+               covered: Sequence[FrameBox] | None = None) -> FaceReport:
         """`update` at the detector sizes `level` asks for, with the unsure band, as configured."""
         assert self.applied is not None, "configure() first"
         return self.update(frame, frame_index, **detect_sizes(self.applied, level), deadline_s=deadline_s,
-                           unsure=unsure_band(self.applied))
+                           unsure=unsure_band(self.applied), covered=covered)
 
     @property
     def vouch_size(self) -> int:
@@ -165,9 +167,12 @@ class LiveTracker:
         self._look_size = size
 
     def update(self, frame: Frame, frame_index: int, *, full_size: int, track_size: int, deadline_s: float = 1.0,
-               unsure: tuple[float, float] | None = None) -> FaceReport:
+               unsure: tuple[float, float] | None = None, covered: Sequence[FrameBox] | None = None) -> FaceReport:
         """Where the faces are in `frame`. `unsure`: the band (`unsure_band`) whose faces the periodic
-        full detections also report, as `FaceReport.unsure`; None: not looked for."""
+        full detections also report, as `FaceReport.unsure`; None: not looked for. `covered`: the
+        boxes (frame pixels) the last frame showed covered until a look vouches for them
+        (`unseen.UnseenChanges.covers`), which the change map's backstop need not look at; None:
+        not known (the backstop looks at the whole frame)."""
         result = self._full.take_result()
         if result is not None:  # a face a region cut that no track accounts for may be someone new
             result = result.without_cut_of(self.book.tracks)
@@ -252,20 +257,24 @@ class LiveTracker:
         if (due or self.book.needs_full or self._look_soon) and self._full.idle:
             size = max(full_size, self._look_size) if self._look_soon else full_size
             self._look_soon = False
-            self._look_for_new_faces(frame, frame_index, size, unsure)
+            # A look that landed now vouches for what it saw: the last frame's covers no longer say what is covered.
+            self._look_for_new_faces(frame, frame_index, size, unsure, () if self.looked else covered)
         if self._first_keys:  # those still on the key the first full look gave them (`warming`)
             live = {id(key) for _, key in self._keys.values()}
             self._first_keys = [k for k in self._first_keys if id(k) in live]
         report = self.book.report(late=late, appeared=appeared, full=result is not None or full_now, followed=only_followed)
         return replace(report, stable_since=tuple(self._stable.of(f, frame_index) for f in report.faces))
 
-    def _look_for_new_faces(self, frame: Frame, frame_index: int, full_size: int, unsure: tuple[float, float] | None = None) -> None:
+    def _look_for_new_faces(self, frame: Frame, frame_index: int, full_size: int, unsure: tuple[float, float] | None = None,
+                            covered: Sequence[FrameBox] | None = None) -> None:
         """The full detection: where the picture changed since the last one looked (`changes`),
         or nowhere when nothing did — but the whole frame when a face was lost (it may be
         anywhere, and a crop cannot say where) or nothing is tracked yet."""
         whole = self.book.needs_full or bool(self.book.lost)
         small, scale = downscaled(frame, full_size)
-        look = self.changes.where_to_look(small, scale, self._warm.ready, whole=whole)
+        look = self.changes.where_to_look(small, scale, self._warm.ready, whole=whole,
+                                          covered=None if covered is None else [(x0 * scale, y0 * scale, x1 * scale, y1 * scale)
+                                                                                for x0, y0, x1, y1 in covered])
         if self.changes.wanted is not None:  # a region shape without a session yet: built off the loop
             self._warm.build([self.changes.wanted], self.faces)
         if look is not None:

@@ -46,6 +46,7 @@ import numpy as np
 from vcamd.common.types import Face, Frame, as_frame
 from vcamd.live.tracking.changes import CHANGE_LIMIT, THUMB_CELLS, largest_change
 from vcamd.live.tracking.full import FullDetection
+from vcamd.privacy.rule import Box
 
 FACE_ZONE_SCALE = 1.5
 """A group of changed cells wholly inside a known face's box grown this much (a square of its
@@ -68,7 +69,6 @@ a detection of an older frame refreshes nothing, and the next one is asked for a
 UNVOUCHED = np.inf
 """What a cell no vouching look has seen reads as: changed from anything (covered)."""
 
-Box = tuple[int, int, int, int]
 
 
 @dataclass
