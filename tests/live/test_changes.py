@@ -385,3 +385,35 @@ def test_a_region_look_that_cut_a_face_sends_the_next_look_to_the_whole_frame_at
         tracker.stop()
         full.stop()
     assert verdicts == [(1, False, 1), (0, True, 0), (0, True, 0)], verdicts
+
+
+def test_the_tracker_hands_the_frames_covers_to_the_backstop(room, newton, live_config, face_engine_factory):
+    """`LiveTracker.update(covered=…)`: the boxes the last frame showed covered (frame pixels) reach the
+    change map at the detector's scale. A faint newcomer (too faint for a region look) under a cover
+    is not looked at by the backstop; shown uncovered, it is looked at in a region around it; with
+    no covers known the backstop looks at the whole frame, as before."""
+    engine = face_engine_factory(live_config())
+    tracked = with_face(room, cv2.resize(newton, (400, 225)), 80, 250)
+    faint = cv2.addWeighted(tracked, 0.975, with_face(tracked, cv2.resize(newton, (240, 135)), 700, 330), 0.025, 0.0)
+    over_it = (680, 310, 960, 485)
+    answers = {}
+    for name, covered in (("covered", [over_it]), ("shown", []), ("unknown", None)):
+        full = FullDetector(engine, LiveStats(), time.monotonic)
+        full.start()
+        tracker = LiveTracker(engine, full, full_every=2)  # a look every other frame, landing the frame after
+        looks: list[str] = []
+        try:
+            for index in range(1, 4 + 4 * changes.WHOLE_EVERY):
+                before = dict(tracker.changes.looks)
+                tracker.update(tracked if index <= 3 else faint, index, full_size=SIZE, track_size=192, deadline_s=30.0,
+                               covered=covered)
+                looks += [k for k in ("whole", "region") if tracker.changes.looks[k] != before[k]]
+                _settle(tracker, full)
+            answers[name] = (looks, tracker.changes.looks)
+        finally:
+            tracker.stop()
+            full.stop()
+    assert answers["covered"][0] == ["whole"] and answers["covered"][1]["still"] >= 1, answers  # the first look only
+    # Looked at (a region, or the whole frame while the region's detector shape is built: `ready`).
+    assert len(answers["shown"][0]) == 2 and answers["shown"][1]["unshown"] == 1, answers
+    assert answers["unknown"][0] == ["whole", "whole"] and answers["unknown"][1]["unshown"] == 0, answers
