@@ -172,7 +172,10 @@ class LiveTracker:
         full detections also report, as `FaceReport.unsure`; None: not looked for. `covered`: the
         boxes (frame pixels) the last frame showed covered until a look vouches for them
         (`unseen.UnseenChanges.covers`), which the change map's backstop need not look at; None:
-        not known (the backstop looks at the whole frame)."""
+        not known (the backstop looks at the whole frame). The last frame's, as this frame's are
+        drawn after the faces are found: covers hold until a look lands (a frame where one lands
+        counts as covering nothing), but a covered group a moving face's zone takes in this frame
+        is uncovered here and still counts as covered, for one backstop at most."""
         result = self._full.take_result()
         if result is not None:  # a face a region cut that no track accounts for may be someone new
             result = result.without_cut_of(self.book.tracks)
