@@ -106,8 +106,8 @@ def test_the_backstop_looks_only_at_what_is_shown_uncovered(room, newton):
     at all when they are covered (what is covered is looked at once it holds still: `unseen`)."""
     face = cv2.resize(newton, (240, 135))
     faint = cv2.addWeighted(room, 0.975, with_face(room, face, 700, 330), 0.025, 0.0)
-    small_box = (700 * SIZE / W - 16, 330 * SIZE / W - 16, 940 * SIZE / W + 16, 465 * SIZE / W + 16)
-    for covered, expected in (([], "region"), ([small_box], None), ([(0.0, 0.0, 100.0, 100.0)], "region")):
+    over_it = (700 - 32, 330 - 32, 940 + 32, 465 + 32)  # frame pixels
+    for covered, expected in (([], "region"), ([over_it], None), ([(0, 0, 200, 200)], "region")):
         seen = ChangeMap()
         assert look_at(seen, room, SIZE) is WHOLE
         answers = [look_at(seen, faint, SIZE, covered=covered) for _ in range(2 * changes.WHOLE_EVERY)]

@@ -15,6 +15,7 @@ between two frames).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -191,13 +192,13 @@ class FrameProcessor:
         parts.stats.record_stage("loop", (parts.clock() - t_take) * 1000.0)
 
     def _locate_and_submit(self, frame: Frame, level: Level, t_capture: float, stage_ms: dict[str, float],
-                           unseen_shown: list[Box] | None = None) -> tuple[FaceReport, list[Face], list[Face]]:
+                           unseen_shown: Sequence[Box] = ()) -> tuple[FaceReport, list[Face], list[Face]]:
         """Where the faces are in this frame (the tracker), which to swap, which lost ones to cover
         (remembered for the frames that reuse them); their region handed to the swap worker.
-        `unseen_shown`: the last frame's `unseen` covers as drawn (none: nothing is known covered)."""
+        `unseen_shown`: the last frame's `unseen` covers as drawn (none: nothing is covered)."""
         parts = self._parts
         t0 = parts.clock()
-        report = parts.tracker.locate(frame, self._index, level, deadline_s=self._track_deadline_s(), covered=unseen_shown or [])
+        report = parts.tracker.locate(frame, self._index, level, deadline_s=self._track_deadline_s(), covered=unseen_shown)
         self._cpu.mark("track")
         self.unseen.looked(parts.tracker.looked, parts.tracker.vouch_size)
         report = replace(report, faces=self._steady.steady(report.faces, t_capture, self.policy.smoothing, report.appeared))

@@ -85,7 +85,7 @@ STILL_LIMIT = 2.0
 """A picture whose every cell mean is within this (0–255 levels, any colour channel) of the last whole
 look's shows what that look saw: a camera's noise moves a cell mean by under 1 (CHANGE_LIMIT); a face
 coming in, a hand, a change of light move some cell by more. A change between this and CHANGE_LIMIT
-is too faint for a region look and is what the backstop's whole look is for."""
+is too faint for a region look and is what the backstop is for."""
 
 STILL_WHOLE_EVERY = 30
 """Every picture is looked at whole at least every this many looks (10 s at 30 fps with full_every = 10):
@@ -167,11 +167,11 @@ class ChangeMap:
 
     def where_to_look(self, small: Frame, scale: float,
                       ready: Callable[[tuple[int, int]], bool] = lambda _shape: True, *, whole: bool = False,
-                      covered: Sequence[SmallBox] | None = None) -> Look | None:
+                      covered: Sequence[tuple[float, float, float, float]] | None = None) -> Look | None:
         """Where a full detection should look in `small` — the frame downscaled by `scale` as the
         detector sees it (`downscaled`): WHOLE, a region, or None (nothing changed: no run).
         `whole` asks for the whole frame (the caller knows a reason). `covered`: the boxes of
-        `small` (its pixels) shown covered until a look vouches for them (`unseen`), which the
+        the frame (its pixels) shown covered until a look vouches for them (`unseen`), which the
         backstop need not look at; None: nothing is known covered. A region whose detector
         input shape is not `ready` (its session not built yet) is looked at whole meanwhile, and
         named in `wanted`. The answer is taken as done: the cells it covers are refreshed now
@@ -191,7 +191,7 @@ class ChangeMap:
             elif covered is None:
                 return self._looked_whole(small, thumb, seen_as)
             else:
-                unshown = (change > STILL_LIMIT) & ~cells_covered(covered, small.shape[:2], change.shape)
+                unshown = (change > STILL_LIMIT) & ~cells_covered(covered, scale, small.shape[:2], change.shape)
                 self.looks["still" if not unshown.any() else "unshown"] += 1
         if not (changed | unshown).any():
             self.looks["none"] += 1
@@ -274,30 +274,30 @@ def largest_change(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return largest
 
 
-SmallBox = tuple[float, float, float, float]
-"""A box (x0, y0, x1, y1) in the downscaled frame's pixels (`downscaled`)."""
+def cells_within(box: tuple[float, float, float, float], image_hw: tuple[int, int], thumb_hw: tuple[int, int]) -> tuple[int, int, int, int]:
+    """The cells (x0, y0, x1, y1, half-open, inside the grid) of a thumbnail grid over an `image_hw`
+    image that lie wholly inside `box` (its pixels): a cell only partly inside was not wholly looked
+    at, or covered, there."""
+    (h, w), (th, tw) = image_hw, thumb_hw
+    x0, y0, x1, y1 = box
+    return (max(0, math.ceil(x0 * tw / w)), max(0, math.ceil(y0 * th / h)),
+            min(tw, math.floor(x1 * tw / w)), min(th, math.floor(y1 * th / h)))
 
 
-def cells_covered(boxes: Sequence[SmallBox], small_hw: tuple[int, int], thumb_hw: tuple[int, int]) -> np.ndarray:
-    """Per cell of the thumbnail grid: whether it lies wholly inside one of `boxes` (a cell only partly
-    inside one shows the rest)."""
+def cells_covered(boxes: Sequence[tuple[float, float, float, float]], scale: float, small_hw: tuple[int, int], thumb_hw: tuple[int, int]) -> np.ndarray:
+    """Per cell of the downscaled frame's thumbnail grid: whether it lies wholly inside one of `boxes`
+    (frame pixels; `scale`: frame → downscaled pixels). A cell only partly inside one shows the rest."""
     mask = np.zeros(thumb_hw, bool)
-    (sh, sw), (th, tw) = small_hw, thumb_hw
-    kx, ky = tw / sw, th / sh
     for x0, y0, x1, y1 in boxes:
-        cx0, cy0 = max(0, math.ceil(x0 * kx)), max(0, math.ceil(y0 * ky))
-        cx1, cy1 = min(tw, math.floor(x1 * kx)), min(th, math.floor(y1 * ky))
-        if cx1 > cx0 and cy1 > cy0:
-            mask[cy0:cy1, cx0:cx1] = True
+        cx0, cy0, cx1, cy1 = cells_within((x0 * scale, y0 * scale, x1 * scale, y1 * scale), small_hw, thumb_hw)
+        mask[cy0:cy1, cx0:cx1] = True  # empty when no cell is wholly inside
     return mask
 
 
 def cells_inside(region: Region, small_hw: tuple[int, int], thumb_hw: tuple[int, int]) -> tuple[int, int, int, int]:
-    """The cells (x0, y0, x1, y1, half-open) wholly inside a region: a cell only partly inside
-    was not wholly looked at, so it keeps its old value and shows its change next time."""
-    (sh, sw), (th, tw) = small_hw, thumb_hw
-    kx, ky = tw / sw, th / sh
-    return math.ceil(region.x0 * kx), math.ceil(region.y0 * ky), math.floor(region.x1 * kx), math.floor(region.y1 * ky)
+    """The cells wholly inside a region (`cells_within`): a cell only partly inside was not wholly
+    looked at, so it keeps its old value and shows its change next time."""
+    return cells_within((region.x0, region.y0, region.x1, region.y1), small_hw, thumb_hw)
 
 
 def changed_region(small_hw: tuple[int, int], changed: np.ndarray, scale: float) -> Region | None:

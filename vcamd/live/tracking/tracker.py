@@ -275,9 +275,7 @@ class LiveTracker:
         anywhere, and a crop cannot say where) or nothing is tracked yet."""
         whole = self.book.needs_full or bool(self.book.lost)
         small, scale = downscaled(frame, full_size)
-        look = self.changes.where_to_look(small, scale, self._warm.ready, whole=whole,
-                                          covered=None if covered is None else [(x0 * scale, y0 * scale, x1 * scale, y1 * scale)
-                                                                                for x0, y0, x1, y1 in covered])
+        look = self.changes.where_to_look(small, scale, self._warm.ready, whole=whole, covered=covered)
         if self.changes.wanted is not None:  # a region shape without a session yet: built off the loop
             self._warm.build([self.changes.wanted], self.faces)
         if look is not None:

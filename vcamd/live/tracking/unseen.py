@@ -44,7 +44,7 @@ import cv2
 import numpy as np
 
 from vcamd.common.types import Face, Frame, as_frame
-from vcamd.live.tracking.changes import CHANGE_LIMIT, THUMB_CELLS, largest_change
+from vcamd.live.tracking.changes import CHANGE_LIMIT, THUMB_CELLS, cells_within, largest_change
 from vcamd.live.tracking.full import FullDetection
 from vcamd.privacy.rule import Box
 
@@ -68,7 +68,6 @@ a detection of an older frame refreshes nothing, and the next one is asked for a
 
 UNVOUCHED = np.inf
 """What a cell no vouching look has seen reads as: changed from anything (covered)."""
-
 
 
 @dataclass
@@ -203,10 +202,7 @@ class UnseenChanges:
 
     def _cells_inside(self, box: tuple[float, float, float, float], thumb_hw: tuple[int, int]) -> Box:
         """The cells wholly inside a frame rectangle (a cell partly outside was not wholly looked at)."""
-        (h, w), (th, tw) = self._frame_hw or (1, 1), thumb_hw
-        x0, y0, x1, y1 = box
-        return (max(0, math.ceil(x0 * tw / w)), max(0, math.ceil(y0 * th / h)),
-                min(tw, math.floor(x1 * tw / w)), min(th, math.floor(y1 * th / h)))
+        return cells_within(box, self._frame_hw or (1, 1), thumb_hw)
 
 
 def cell_means(frame: Frame) -> np.ndarray:
