@@ -582,6 +582,41 @@ def test_a_look_only_at_faces_due_for_their_periodic_look_is_not_waited_for(dete
         tracker.stop()
 
 
+def test_a_look_that_only_refines_a_full_looks_keypoints_is_waited_for_a_share_of_the_deadline(detector, group_frame, group_faces):
+    """Faces a full look placed (its coarse keypoints) whose pixels only moved: their crop look gives
+    them their own keypoints, and the frame waits for it only REFINE_SHARE of its deadline — they are
+    placed and swapped meanwhile. Waited the whole deadline, one 1080p crowd face's look at det_10g's
+    cost held a frame 33–46 ms, a face a frame for the crowd's first ~150 frames. What the look found
+    is used: the faces it looked at are keyed again, on their own keypoints."""
+    from vcamd.live.tracking.motion import key_patch
+    from vcamd.live.tracking.tracker import REFINE_SHARE
+
+    looks = _LateLooks(detector)
+    tracker = LiveTracker(looks, FullDetector(detector, LiveStats(), time.monotonic), full_every=1000)
+    waits: list[float] = []
+    call = tracker._call.call
+
+    def recorded(fn, timeout):  # type: ignore[no-untyped-def]
+        waits.append(timeout)
+        looks.gate.set()  # the look lands (the test waits for it, not for a clock)
+        return call(fn, timeout)
+
+    tracker._call.call = recorded  # type: ignore[method-assign]
+    try:
+        tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
+        tracker._last_full_submit = 0
+        tracker._keys = {id(f): (f, k) for f in tracker.book.tracks if (k := key_patch(group_frame, f, 0, due=0, coarse=True)) is not None}
+        assert len(tracker._keys) == 29
+        report = tracker.update(group_frame, 1, full_size=640, track_size=192, deadline_s=30.0)
+        assert waits == [pytest.approx(REFINE_SHARE * 30.0, abs=0.5)], waits  # less what the frame spent before it
+        assert report.known and len(report.faces) == 29 and not report.lost
+        refined = [f for f in tracker.book.tracks if id(f) in tracker._keys and not tracker._keys[id(f)][1].coarse]
+        assert refined, "the look's faces kept the full look's keys"
+    finally:
+        looks.gate.set()
+        tracker.stop()
+
+
 def test_a_face_that_changed_while_a_look_still_runs_waits_for_it_and_is_looked_at(detector, group_frame, group_faces):
     """A look still runs (late) when a face changes: the tracker has one thread, so the frame waits
     for that look within its deadline, then looks at the face. Before, the frame found the thread

@@ -30,6 +30,14 @@ from vcamd.privacy.rule import Box as FrameBox
 
 T = TypeVar("T")
 
+REFINE_SHARE = 0.25
+"""The share of the loop's deadline (2 frame intervals) a frame waits for a look that only gives faces
+a full look placed their own crop's keypoints: half a frame interval, so a crowd's frame (~20 ms of
+its own work at 1080p) stays within the watchdog's 40 ms. Waiting the whole deadline, one 1080p crowd
+face's look at det_10g's cost held its frame 33–46 ms, one face a frame for the first ~150 frames
+(`loop_cost.py --rows crowd --at-10g`: p99 63–92 ms); a look that does not fit runs unwaited and
+refines the face in the frame it lands in, a frame or two later."""
+
 log = logging.getLogger(__name__)
 
 
@@ -199,7 +207,7 @@ class LiveTracker:
             # within the deadline when this frame must look: one detector thread).
             todo = [i for i, f in enumerate(followed) if f is None]
             t0 = time.monotonic()
-            news = self._late_news(frame, frame_index, [everyone[i] for i in todo], deadline_s if self._must(todo, coarse=True) else 0.0)
+            news = self._late_news(frame, frame_index, [everyone[i] for i in todo], self._wait_s(todo, deadline_s))
             deadline_s = max(0.0, deadline_s - (time.monotonic() - t0))
             news_at = {i: n for i, n in zip(todo, news) if n is not None}
             todo = self._spare([i for i in todo if i not in news_at], everyone, followed, frame_index, track_size, deadline_s)
@@ -210,7 +218,7 @@ class LiveTracker:
             # A look only at faces due for their periodic look, pixels only moved, is not waited for:
             # they are where their pixels moved to meanwhile, as when it runs late (`latelook`).
             found, here = self._look(frame, frame_index, looked_for, [unchanged[i] for i in todo], full_size, track_size,
-                                     deadline_s if self._must(todo, coarse=True) else 0.0) if looked_for else ([], None)
+                                     self._wait_s(todo, deadline_s)) if looked_for else ([], None)
             if found is None:
                 # Late: a face due for its periodic look whose pixels only moved is where they
                 # moved to meanwhile, and a lost face stays lost (covered at its last place, looked
@@ -309,11 +317,22 @@ class LiveTracker:
         self.followed_faces += len(self._followed_keys)
         return out, unchanged
 
+    def _wait_s(self, todo: list[int], deadline_s: float) -> float:
+        """How long the frame waits for a look at `todo`: the whole deadline when it must look
+        (`_must`: a face changed, has no key, or the detector fails); REFINE_SHARE of it when the
+        look only gives faces placed by a full look's coarse keypoints their own (the face is
+        placed and swapped meanwhile, and a look that does not fit lands a frame or two later:
+        `latelook`); none for a look only at faces due for their periodic look."""
+        if self._must(todo):
+            return deadline_s
+        return REFINE_SHARE * deadline_s if self._must(todo, coarse=True) else 0.0
+
     def _must(self, todo: list[int], *, coarse: bool = False) -> bool:
         """Whether a look at `todo` is a must (the frame waits for it, and is a miss without it): a
         tracked face in it changed or has no key (is not only due for its periodic look, pixels only
-        moved: `_backstop`), or the detector fails. `coarse`: also waited for when a face is on a
-        full look's key (its keypoints come from its own crop as soon as the look lands)."""
+        moved: `_backstop`), or the detector fails. `coarse`: also true when a face is on a full
+        look's key (its keypoints come from its own crop as soon as the look lands; waited for a
+        share of the deadline only, `_wait_s`)."""
         tracked = self.book.track_count
         return self._failing or any(i < tracked and (i not in self._backstop or coarse and self._backstop[i][1].coarse)
                                     for i in todo)
