@@ -546,6 +546,22 @@ def _all_due_at_frame_1(tracker: LiveTracker, frame: np.ndarray, faces: list[Fac
     assert len(tracker._keys) == 29
 
 
+def _waits_recorded(tracker: LiveTracker, looks: _LateLooks) -> list[float]:
+    """How long the loop waits for each look it starts, in order; a look it waits for lands (the
+    test does not hang on it), one it does not wait for is held until the test lets it go."""
+    waits: list[float] = []
+    call = tracker._call.call
+
+    def recorded(fn, timeout):  # type: ignore[no-untyped-def]
+        waits.append(timeout)
+        if timeout > 0:
+            looks.gate.set()
+        return call(fn, timeout)
+
+    tracker._call.call = recorded  # type: ignore[method-assign]
+    return waits
+
+
 def test_a_look_only_at_faces_due_for_their_periodic_look_is_not_waited_for(detector, group_frame, group_faces):
     """A frame whose every face only moved, some due for their periodic look: that look is started
     and not waited for — they are where their pixels moved to, as when it runs late — and what it
@@ -553,16 +569,7 @@ def test_a_look_only_at_faces_due_for_their_periodic_look_is_not_waited_for(dete
     intervals): a still crowd's loop waited 16–27 ms a frame for looks at faces that had not changed."""
     looks = _LateLooks(detector)
     tracker = LiveTracker(looks, FullDetector(detector, LiveStats(), time.monotonic), full_every=1000)
-    waits: list[float] = []
-    call = tracker._call.call
-
-    def recorded(fn, timeout):  # type: ignore[no-untyped-def]
-        waits.append(timeout)
-        if timeout > 0:
-            looks.gate.set()  # a look the loop waits for lands (the test does not hang on it)
-        return call(fn, timeout)
-
-    tracker._call.call = recorded  # type: ignore[method-assign]
+    waits = _waits_recorded(tracker, looks)
     try:
         _all_due_at_frame_1(tracker, group_frame, group_faces)
         report = tracker.update(group_frame, 1, full_size=640, track_size=192, deadline_s=30.0)
@@ -593,15 +600,7 @@ def test_a_look_that_only_refines_a_full_looks_keypoints_is_waited_for_a_share_o
 
     looks = _LateLooks(detector)
     tracker = LiveTracker(looks, FullDetector(detector, LiveStats(), time.monotonic), full_every=1000)
-    waits: list[float] = []
-    call = tracker._call.call
-
-    def recorded(fn, timeout):  # type: ignore[no-untyped-def]
-        waits.append(timeout)
-        looks.gate.set()  # the look lands (the test waits for it, not for a clock)
-        return call(fn, timeout)
-
-    tracker._call.call = recorded  # type: ignore[method-assign]
+    waits = _waits_recorded(tracker, looks)
     try:
         tracker.book.take_full(FullDetection(group_faces, frame_index=0, input_size=640))
         tracker._last_full_submit = 0
