@@ -319,23 +319,26 @@ class LiveTracker:
 
     def _wait_s(self, todo: list[int], deadline_s: float) -> float:
         """How long the frame waits for a look at `todo`: the whole deadline when it must look
-        (`_must`: a face changed, has no key, or the detector fails); REFINE_SHARE of it when the
-        look only gives faces placed by a full look's coarse keypoints their own (the face is
-        placed and swapped meanwhile, and a look that does not fit lands a frame or two later:
-        `latelook`); none for a look only at faces due for their periodic look."""
+        (`_must`); REFINE_SHARE of it when the look only gives faces a full look placed their own
+        crop's keypoints (`_refines`: placed and swapped meanwhile, and a look that does not fit
+        lands a frame or two later, `latelook`); none for a look only at faces due for their
+        periodic look."""
         if self._must(todo):
             return deadline_s
-        return REFINE_SHARE * deadline_s if self._must(todo, coarse=True) else 0.0
+        return REFINE_SHARE * deadline_s if self._refines(todo) else 0.0
 
-    def _must(self, todo: list[int], *, coarse: bool = False) -> bool:
+    def _must(self, todo: list[int]) -> bool:
         """Whether a look at `todo` is a must (the frame waits for it, and is a miss without it): a
         tracked face in it changed or has no key (is not only due for its periodic look, pixels only
-        moved: `_backstop`), or the detector fails. `coarse`: also true when a face is on a full
-        look's key (its keypoints come from its own crop as soon as the look lands; waited for a
-        share of the deadline only, `_wait_s`)."""
+        moved: `_backstop`), or the detector fails."""
         tracked = self.book.track_count
-        return self._failing or any(i < tracked and (i not in self._backstop or coarse and self._backstop[i][1].coarse)
-                                    for i in todo)
+        return self._failing or any(i < tracked and i not in self._backstop for i in todo)
+
+    def _refines(self, todo: list[int]) -> bool:
+        """Whether a tracked face of `todo` whose pixels only moved is on a full look's key (its
+        keypoints come from its own crop as soon as the look lands)."""
+        tracked = self.book.track_count
+        return any(i < tracked and i in self._backstop and self._backstop[i][1].coarse for i in todo)
 
     def _spare(self, todo: list[int], everyone: list[Face], followed: list[Face | None], frame_index: int, track_size: int,
                deadline_s: float) -> list[int]:
